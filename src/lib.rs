@@ -2,4 +2,8 @@
 //! service, each row exactly once, with every step recorded in a local SQLite ledger.
 
 pub mod api;
+pub mod catalog;
+pub mod environment;
+pub mod exit;
+pub mod ledger;
 pub mod sim;

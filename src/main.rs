@@ -1,1 +1,31 @@
-fn main() {}
+//! The paybatch binary: parses arguments, sets up logging, runs the command, exits with its code.
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+fn main() {
+    let cli = paybatch::cli::Cli::parse();
+    let default_level = match (cli.quiet, cli.verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "info",
+        (false, _) => "debug",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::env::var_os("NO_COLOR").is_none())
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            std::process::exit(paybatch::exit::UNEXPECTED);
+        }
+    };
+    let code = runtime.block_on(paybatch::cli::dispatch(cli));
+    // Do not wait for background tasks (an embedded simulator) to wind down.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    std::process::exit(code);
+}

@@ -1,0 +1,1184 @@
+//! The main job: read and validate the input, merge it into the ledger, plan orders (intent
+//! committed before any send), submit them, poll them to a terminal status, write the result
+//! file. Running it again after any interruption resumes from the ledger.
+//!
+//! The windows where the process can die, and what the next run does about each:
+//! 1. before the intent commit: nothing was sent; the row is PENDING and gets planned again
+//!    with the same key (the key depends only on environment, batch, reference and attempt);
+//! 2. after the intent commit, before the send is marked: the order is an INTENT with
+//!    `sends = 0`; it is sent with its recorded key and bytes;
+//! 3. after the send is marked, before an answer is recorded (the answer may have been lost
+//!    after the service created the order): the INTENT has `sends > 0` (in doubt); it is re-sent
+//!    with the same key and bytes and the service replays the original answer;
+//! 4. after the answer is recorded: the order is ACCEPTED and is polled;
+//! 5. while polling: the order stays ACCEPTED and is polled again.
+
+use std::collections::{BTreeMap, HashMap};
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use governor::{Quota, RateLimiter};
+use rand::Rng;
+use rust_decimal::Decimal;
+
+use crate::api::models::{ExecutionMode, Order, OrderStatus, OrderView, Product};
+use crate::api::{ApiError, Client, CreateOutcome};
+use crate::catalog::{self, CatalogError};
+use crate::environment::{ConfigError, Connection, Environment};
+use crate::failpoint;
+use crate::ledger::{
+    self, IncomingRow, ItemOutcome, Ledger, LedgerError, OrderRecord, OrderState, PlannedOrder,
+    RowRecord, RowState,
+};
+
+use super::input::{BatchReader, InputOptions, RawRecord};
+use super::lock::{LedgerLock, LockError};
+use super::output::{self, ResultLine};
+use super::plan;
+use super::report::Reporter;
+use super::validate::{self, CatalogIndex, Problem, RowSpec, ValidateOptions, Validator};
+
+/// Default pace of order creation: the service's limit.
+pub const DEFAULT_ORDER_RATE: u32 = 180;
+/// Fraction of the configured rate actually used, so the service's sliding window never sees
+/// more than its limit even when requests bunch up on the network.
+const RATE_MARGIN: f64 = 0.97;
+
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub input: PathBuf,
+    pub batch: Option<String>,
+    pub ledger: PathBuf,
+    pub out: Option<PathBuf>,
+    pub environment: Environment,
+    pub api_key_file: Option<PathBuf>,
+    pub delimiter: Option<u8>,
+    pub skip_invalid: bool,
+    pub allow_duplicates: bool,
+    pub default_payment_currency: Option<String>,
+    pub mode: ExecutionMode,
+    pub order_rate: u32,
+    pub concurrency: usize,
+    pub poll_timeout: Duration,
+    pub catalog_ttl: Duration,
+    /// Sends of one order within one run before the run gives up on it (exit 5).
+    pub max_send_tries: u32,
+    /// An in-doubt intent first sent longer ago than this is not re-sent blindly.
+    pub in_doubt_window: Duration,
+}
+
+impl RunOptions {
+    pub fn new(input: impl Into<PathBuf>) -> Self {
+        RunOptions {
+            input: input.into(),
+            batch: None,
+            ledger: PathBuf::from("paybatch.db"),
+            out: None,
+            environment: Environment::Sim,
+            api_key_file: None,
+            delimiter: None,
+            skip_invalid: false,
+            allow_duplicates: false,
+            default_payment_currency: None,
+            mode: ExecutionMode::Async,
+            order_rate: DEFAULT_ORDER_RATE,
+            concurrency: 8,
+            poll_timeout: Duration::from_secs(30 * 60),
+            catalog_ttl: catalog::DEFAULT_TTL,
+            max_send_tries: 8,
+            in_doubt_window: Duration::from_secs(24 * 3600),
+        }
+    }
+
+    /// `--batch`, else the input file's stem.
+    pub fn batch_name(&self) -> String {
+        self.batch.clone().unwrap_or_else(|| default_batch_name(&self.input))
+    }
+}
+
+pub fn default_batch_name(input: &Path) -> String {
+    input
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "batch".into())
+}
+
+/// Where the result file goes by default: beside the input, labelled when simulated.
+pub fn default_result_path(input: &Path, environment: &Environment) -> PathBuf {
+    let stem = default_batch_name(input);
+    let name = if environment.is_simulated() {
+        format!("{stem}.SIMULATED.result.csv")
+    } else {
+        format!("{stem}.result.csv")
+    };
+    input.with_file_name(name)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Locked(#[from] LockError),
+    #[error("{} problem(s) in {}; nothing was submitted", .problems.len(), .input.display())]
+    Invalid { input: PathBuf, problems: Vec<Problem> },
+    #[error("{message}")]
+    Refused { message: String, help: String },
+    #[error("{message}")]
+    Binding { message: String, help: String },
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    #[error("the service refused the credentials or version: {0}")]
+    Auth(ApiError),
+    #[error("{0}")]
+    Api(#[from] ApiError),
+    #[error("cannot write {path}: {message}")]
+    Io { path: PathBuf, message: String },
+}
+
+impl RunError {
+    pub fn exit_code(&self) -> i32 {
+        use crate::exit;
+        match self {
+            RunError::Config(_) | RunError::Binding { .. } | RunError::Auth(_) => exit::USAGE,
+            RunError::Locked(LockError::Held { .. }) => exit::LOCKED,
+            RunError::Invalid { .. } | RunError::Refused { .. } => exit::INVALID,
+            _ => exit::UNEXPECTED,
+        }
+    }
+
+    pub fn help(&self) -> Option<String> {
+        match self {
+            RunError::Config(c) => Some(c.help().to_string()).filter(|h| !h.is_empty()),
+            RunError::Locked(LockError::Held { .. }) => Some(
+                "wait for the other run to finish; a killed run releases the lock by itself".into(),
+            ),
+            RunError::Refused { help, .. } | RunError::Binding { help, .. } => Some(help.clone()),
+            RunError::Auth(_) => Some(
+                "check that the key was copied completely, that it belongs to this environment, and that it was not revoked (paybatch ping)".into(),
+            ),
+            RunError::Invalid { .. } => Some(
+                "fix the rows above and run again; --skip-invalid pays the valid rows and marks the others INVALID".into(),
+            ),
+            _ => None,
+        }
+    }
+}
+
+/// The outcome of a run.
+#[derive(Debug, Clone)]
+pub struct RunSummary {
+    pub batch: String,
+    pub environment: Environment,
+    pub result_path: PathBuf,
+    pub counts: BTreeMap<RowState, i64>,
+    /// Completed rows: (currency, face value total, price total).
+    pub totals: BTreeMap<String, (Decimal, Decimal)>,
+    pub orders_sent: usize,
+    pub incomplete_reason: Option<String>,
+}
+
+impl RunSummary {
+    pub fn count(&self, state: RowState) -> i64 {
+        self.counts.get(&state).copied().unwrap_or(0)
+    }
+
+    /// 0 all completed; 4 some failed, rejected or invalid; 5 some not finished.
+    pub fn exit_code(&self) -> i32 {
+        use crate::exit;
+        let unfinished = self.count(RowState::Pending)
+            + self.count(RowState::Planned)
+            + self.count(RowState::Submitted);
+        if unfinished > 0 || self.incomplete_reason.is_some() {
+            exit::INCOMPLETE
+        } else if self.count(RowState::Failed)
+            + self.count(RowState::Rejected)
+            + self.count(RowState::Invalid)
+            > 0
+        {
+            exit::FAILURES
+        } else {
+            exit::OK
+        }
+    }
+}
+
+/// The input read and checked: every row with its spec or its problems.
+pub struct CheckedInput {
+    pub headers: Vec<String>,
+    pub rows: Vec<CheckedRow>,
+    pub file_hash: String,
+}
+
+pub struct CheckedRow {
+    pub record: RawRecord,
+    pub spec: Option<RowSpec>,
+    pub problems: Vec<Problem>,
+}
+
+impl CheckedInput {
+    pub fn problems(&self) -> Vec<Problem> {
+        self.rows
+            .iter()
+            .flat_map(|r| r.problems.iter().cloned())
+            .collect()
+    }
+}
+
+/// Reads the whole input and checks every row against the catalog; problems are collected,
+/// never fatal one by one. A file-level problem (no header, bad encoding) is returned as `Err`.
+pub fn check_input(
+    path: &Path,
+    delimiter: Option<u8>,
+    catalog: &[Product],
+    options: ValidateOptions,
+) -> Result<CheckedInput, Problem> {
+    let file_hash = hash_file(path).map_err(|e| Problem {
+        line: 0,
+        column: None,
+        column_name: None,
+        value: None,
+        message: format!("cannot read {}: {e}", path.display()),
+        help: Some("check the path of the input file".into()),
+    })?;
+    let mut reader = BatchReader::open(path, &InputOptions { delimiter })?;
+    let headers = reader.headers().to_vec();
+    let columns = reader.columns().clone();
+    let index = CatalogIndex::new(catalog.to_vec());
+    let mut validator = Validator::new(&index, options.clone());
+    let mut rows = Vec::new();
+    while let Some(next) = reader.next_record() {
+        match next {
+            Ok(record) => {
+                let (spec, problems) =
+                    match validate::parse_record(&columns, &headers, &record, &options) {
+                        Ok(spec) => {
+                            let problems = validator.check(&spec);
+                            (Some(spec), problems)
+                        }
+                        Err(problems) => (None, problems),
+                    };
+                rows.push(CheckedRow {
+                    record,
+                    spec,
+                    problems,
+                });
+            }
+            Err(problem) => {
+                let line = problem.line;
+                rows.push(CheckedRow {
+                    record: RawRecord {
+                        line,
+                        fields: Vec::new(),
+                    },
+                    spec: None,
+                    problems: vec![problem],
+                });
+            }
+        }
+    }
+    Ok(CheckedInput {
+        headers,
+        rows,
+        file_hash,
+    })
+}
+
+fn hash_file(path: &Path) -> std::io::Result<String> {
+    use sha2::{Digest, Sha256};
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hex::encode(hasher.finalize()))
+}
+
+/// Shared state of the submit and poll stages.
+struct Stage {
+    ledger: Mutex<Ledger>,
+    client: Client,
+    mode: ExecutionMode,
+    reporter: Reporter,
+}
+
+impl Stage {
+    fn ledger(&self) -> std::sync::MutexGuard<'_, Ledger> {
+        // A panic while holding the lock leaves the SQLite state consistent (transactions are
+        // atomic), so a poisoned lock is still usable.
+        self.ledger.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Runs a batch to the end (or as far as it can go), resuming whatever the ledger holds.
+pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, RunError> {
+    let batch_name = opts.batch_name();
+    reporter.line(format!(
+        "paybatch run: {} | batch {batch_name} | ledger {}",
+        opts.environment.banner(),
+        opts.ledger.display()
+    ));
+    let _lock = LedgerLock::acquire(&opts.ledger)?;
+    let mut ledger = Ledger::open(&opts.ledger)?;
+    let conn = Connection::open(
+        opts.environment.clone(),
+        opts.api_key_file.as_deref(),
+        &opts.ledger,
+    )
+    .await?;
+
+    // The batch binding is checked before anything else touches the service with this batch.
+    let existing = ledger.batch(&batch_name)?;
+    if let Some(b) = &existing {
+        check_binding(b, &conn)?;
+    }
+
+    let (products, source) = catalog::load(
+        &mut ledger,
+        &conn.client,
+        &opts.environment.identity(),
+        opts.catalog_ttl,
+        false,
+    )
+    .await
+    .map_err(|e| match e {
+        CatalogError::Api(api) if is_auth_error(&api) => RunError::Auth(api),
+        other => RunError::Catalog(other),
+    })?;
+    reporter.line(format!(
+        "catalog: {} products ({})",
+        products.len(),
+        match source {
+            catalog::CatalogSource::Cache => "cached",
+            catalog::CatalogSource::Service => "fetched from the service",
+        }
+    ));
+
+    let options = ValidateOptions {
+        allow_duplicates: opts.allow_duplicates,
+        default_payment_currency: opts.default_payment_currency.clone(),
+    };
+    let checked = check_input(&opts.input, opts.delimiter, &products, options).map_err(|p| {
+        RunError::Invalid {
+            input: opts.input.clone(),
+            problems: vec![p],
+        }
+    })?;
+    let problems = checked.problems();
+    let valid_rows = checked.rows.iter().filter(|r| r.problems.is_empty()).count();
+    reporter.line(format!(
+        "validated: {} rows, {} valid, {} with problems",
+        checked.rows.len(),
+        valid_rows,
+        checked.rows.len() - valid_rows
+    ));
+    if !problems.is_empty() && !opts.skip_invalid {
+        return Err(RunError::Invalid {
+            input: opts.input.clone(),
+            problems,
+        });
+    }
+    if checked.rows.is_empty() {
+        return Err(RunError::Invalid {
+            input: opts.input.clone(),
+            problems: vec![Problem {
+                line: 1,
+                column: None,
+                column_name: None,
+                value: None,
+                message: "the file has a header but no rows".into(),
+                help: Some("add one row per recipient below the header".into()),
+            }],
+        });
+    }
+
+    let input_path = opts.input.display().to_string();
+    let batch = match existing {
+        Some(b) => {
+            ledger.update_batch_input(b.id, &input_path, &checked.file_hash, &checked.headers)?;
+            reporter.line(format!("resuming batch {batch_name} (created {})", b.created_at));
+            b
+        }
+        None => ledger.create_batch(&ledger::NewBatch {
+            name: &batch_name,
+            input_path: &input_path,
+            input_hash: &checked.file_hash,
+            headers: &checked.headers,
+            environment: opts.environment.name(),
+            base_url: &opts.environment.recorded_base_url(),
+            key_fingerprint: &conn.key_fingerprint,
+        })?,
+    };
+
+    // Merge the file into the ledger.
+    let incoming = incoming_rows(&checked)?;
+    let merge = ledger.merge_rows(batch.id, &incoming)?;
+    if !merge.changed_after_submission.is_empty() {
+        let problems = merge
+            .changed_after_submission
+            .iter()
+            .map(|(reference, line, state)| Problem {
+                line: *line as u64,
+                column: None,
+                column_name: Some("reference".into()),
+                value: Some(reference.clone()),
+                message: format!(
+                    "row `{reference}` changed after it was submitted (it is {state}); a submitted payout cannot be changed"
+                ),
+                help: Some(
+                    "restore the row as it was, or give the new payout a new reference".into(),
+                ),
+            })
+            .collect();
+        return Err(RunError::Invalid {
+            input: opts.input.clone(),
+            problems,
+        });
+    }
+    for reference in &merge.removed {
+        reporter.warn(format!(
+            "row `{reference}` is no longer in the input file and was never submitted: marked REMOVED"
+        ));
+    }
+    for (reference, state) in &merge.missing_but_submitted {
+        reporter.warn(format!(
+            "row `{reference}` is no longer in the input file but was already submitted ({state}): it is still followed"
+        ));
+    }
+
+    // Balance pre-flight for the rows about to be planned.
+    let specs: HashMap<&str, &RowSpec> = checked
+        .rows
+        .iter()
+        .filter(|r| r.problems.is_empty())
+        .filter_map(|r| r.spec.as_ref())
+        .map(|s| (s.reference.as_str(), s))
+        .collect();
+    let pending = ledger.rows_in_state(batch.id, RowState::Pending)?;
+    if !pending.is_empty() {
+        preflight(&conn.client, &pending, &specs, &products, &reporter).await?;
+    }
+
+    // Plan: one order per row, intents committed in one transaction before any send.
+    failpoint::hit("before_intent");
+    let plans = plan_orders(
+        opts.environment.name(),
+        &batch_name,
+        &pending,
+        &specs,
+        opts.mode,
+    )?;
+    if !plans.is_empty() {
+        ledger.plan_orders(batch.id, &plans)?;
+        reporter.line(format!("planned: {} new orders (intents committed)", plans.len()));
+    }
+    failpoint::hit("after_intent");
+
+    let stage = Arc::new(Stage {
+        ledger: Mutex::new(ledger),
+        client: conn.client.clone(),
+        mode: opts.mode,
+        reporter,
+    });
+    let sent = submit_all(&stage, batch.id, opts).await?;
+    let incomplete = poll_all(&stage, batch.id, opts).await?;
+
+    let ledger = stage.ledger();
+    let result_path = opts
+        .out
+        .clone()
+        .unwrap_or_else(|| default_result_path(&opts.input, &opts.environment));
+    write_result_file(&ledger, batch.id, &checked.headers, &result_path)?;
+    let summary = summarize(
+        &ledger,
+        batch.id,
+        &batch_name,
+        &opts.environment,
+        result_path,
+        sent,
+        incomplete,
+    )?;
+    Ok(summary)
+}
+
+/// Errors that say the key, environment or version is wrong: no row is at fault.
+pub fn is_auth_error(e: &ApiError) -> bool {
+    matches!(
+        e.kind(),
+        "unauthorized" | "invalid_api_key" | "forbidden" | "invalid_version" | "version_removed"
+    ) || matches!(e.status(), Some(401) | Some(403))
+}
+
+fn check_binding(b: &ledger::BatchRecord, conn: &Connection) -> Result<(), RunError> {
+    let env = &conn.environment;
+    let base = env.recorded_base_url();
+    if b.environment != env.name() || b.base_url != base {
+        return Err(RunError::Binding {
+            message: format!(
+                "batch `{}` belongs to environment {} ({}), not {} ({})",
+                b.name,
+                b.environment,
+                b.base_url,
+                env.name(),
+                base
+            ),
+            help: format!(
+                "resume it with the environment it was started in, or give this run another --batch name (a rehearsal and a real payout must not share a batch)"
+            ),
+        });
+    }
+    if b.key_fingerprint != conn.key_fingerprint {
+        return Err(RunError::Binding {
+            message: format!(
+                "batch `{}` was started with another API key ({}; this run uses {})",
+                b.name, b.key_fingerprint, conn.key_fingerprint
+            ),
+            help: "orders are visible only to the key that created them: resume with the same key, or reconcile the batch first".into(),
+        });
+    }
+    Ok(())
+}
+
+fn incoming_rows(checked: &CheckedInput) -> Result<Vec<IncomingRow>, RunError> {
+    let mut out = Vec::with_capacity(checked.rows.len());
+    let mut seen = std::collections::HashSet::new();
+    for (position, row) in checked.rows.iter().enumerate() {
+        let valid = row.problems.is_empty() && row.spec.is_some();
+        let reference = match &row.spec {
+            Some(s) => s.reference.clone(),
+            None => row
+                .record
+                .fields
+                .first()
+                .cloned()
+                .unwrap_or_default(),
+        };
+        // Invalid rows without a usable reference still get a line in the result file.
+        let reference = if reference.is_empty() || !seen.insert(reference.clone()) {
+            if valid {
+                reference
+            } else {
+                format!("#line-{}", row.record.line)
+            }
+        } else {
+            reference
+        };
+        let spec_json = row.spec.as_ref().map(spec_to_json);
+        let content_hash = match &row.spec {
+            Some(s) => validate::content_hash(s),
+            None => format!("invalid:{}", row.record.fields.join("\u{1f}")),
+        };
+        out.push(IncomingRow {
+            reference,
+            position: position as i64,
+            line: row.record.line as i64,
+            fields: row.record.fields.clone(),
+            spec: if valid { spec_json } else { None },
+            content_hash,
+            valid,
+            error_message: (!valid).then(|| {
+                row.problems
+                    .iter()
+                    .map(|p| p.message.clone())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            }),
+        });
+    }
+    Ok(out)
+}
+
+fn spec_to_json(s: &RowSpec) -> String {
+    serde_json::json!({
+        "reference": s.reference,
+        "product_codes": s.product_codes,
+        "face_value": s.face_value.to_string(),
+        "currency": s.currency,
+        "distribution": s.distribution.as_str(),
+        "email": s.email,
+        "payment_currency": s.payment_currency,
+        "country": s.country,
+        "card_id": s.card_id,
+    })
+    .to_string()
+}
+
+/// Price of a row in its product's currency: face value less discount.
+pub fn row_price(spec: &RowSpec, products: &HashMap<&str, &Product>) -> Decimal {
+    let discount = spec
+        .product_codes
+        .first()
+        .and_then(|c| products.get(c.as_str()))
+        .map(|p| p.discount())
+        .unwrap_or(Decimal::ZERO);
+    let places = crate::money::minor_units(&spec.currency);
+    (spec.face_value * (Decimal::ONE - discount)).round_dp(places)
+}
+
+async fn preflight(
+    client: &Client,
+    pending: &[RowRecord],
+    specs: &HashMap<&str, &RowSpec>,
+    products: &[Product],
+    reporter: &Reporter,
+) -> Result<(), RunError> {
+    let by_code: HashMap<&str, &Product> = products.iter().map(|p| (p.code.as_str(), p)).collect();
+    let mut need: BTreeMap<String, Decimal> = BTreeMap::new();
+    let mut converted: BTreeMap<(String, String), Decimal> = BTreeMap::new();
+    for row in pending {
+        let Some(spec) = specs.get(row.reference.as_str()) else {
+            continue;
+        };
+        let price = row_price(spec, &by_code);
+        if spec.currency == spec.payment_currency {
+            *need.entry(spec.payment_currency.clone()).or_default() += price;
+        } else {
+            *converted
+                .entry((spec.payment_currency.clone(), spec.currency.clone()))
+                .or_default() += price;
+        }
+    }
+    let mut short = Vec::new();
+    for (currency, amount) in &need {
+        let balance = client
+            .balance(currency)
+            .await
+            .map_err(|e| if is_auth_error(&e) { RunError::Auth(e) } else { RunError::Api(e) })?;
+        reporter.line(format!(
+            "balance {currency}: {} available, {amount} needed",
+            balance.balance
+        ));
+        if balance.balance < *amount {
+            short.push(format!(
+                "{currency}: need {amount}, available {}, short by {}",
+                balance.balance,
+                amount - balance.balance
+            ));
+        }
+    }
+    for ((pay, product_currency), amount) in &converted {
+        reporter.line(format!(
+            "balance {pay}: plus {amount} {product_currency} converted by the service at order time (not checked here)"
+        ));
+    }
+    if !short.is_empty() {
+        return Err(RunError::Refused {
+            message: format!("the balance is too low; nothing was submitted:\n  {}", short.join("\n  ")),
+            help: "top up the account, or pay fewer rows (split the file), then run again".into(),
+        });
+    }
+    Ok(())
+}
+
+fn plan_orders(
+    environment: &str,
+    batch: &str,
+    pending: &[RowRecord],
+    specs: &HashMap<&str, &RowSpec>,
+    mode: ExecutionMode,
+) -> Result<Vec<PlannedOrder>, RunError> {
+    let mut plans = Vec::with_capacity(pending.len());
+    for row in pending {
+        let Some(spec) = specs.get(row.reference.as_str()) else {
+            return Err(RunError::Refused {
+                message: format!(
+                    "row `{}` is pending in the ledger but not valid in the input file",
+                    row.reference
+                ),
+                help: "fix the row in the input file and run again".into(),
+            });
+        };
+        let body = plan::order_body(batch, &spec.payment_currency, &[(spec, row.attempt)])
+            .map_err(|e| RunError::Refused {
+                message: format!("cannot encode the order of row `{}`: {e}", row.reference),
+                help: String::new(),
+            })?;
+        plans.push(PlannedOrder {
+            idempotency_key: plan::idempotency_key(environment, batch, &row.reference, row.attempt),
+            body,
+            mode: mode.as_str().to_string(),
+            payment_currency: spec.payment_currency.clone(),
+            row_ids: vec![row.id],
+        });
+    }
+    Ok(plans)
+}
+
+/// Exponential backoff with full jitter, at least `floor`.
+fn backoff(attempt: u32, floor: Duration) -> Duration {
+    let base = Duration::from_millis(250);
+    let cap = Duration::from_secs(30);
+    let exp = base.saturating_mul(1u32 << attempt.min(10)).min(cap);
+    let jitter = rand::thread_rng().gen_range(0..=exp.as_millis() as u64);
+    floor.max(Duration::from_millis(jitter))
+}
+
+/// What one order's submission came to in this run.
+enum Sent {
+    Recorded,
+    GaveUp(String),
+    Stop(RunError),
+}
+
+async fn submit_all(stage: &Arc<Stage>, batch_id: i64, opts: &RunOptions) -> Result<usize, RunError> {
+    let intents = stage.ledger().orders_in_state(batch_id, OrderState::Intent)?;
+    if intents.is_empty() {
+        return Ok(0);
+    }
+    let window = chrono::Duration::from_std(opts.in_doubt_window).unwrap_or(chrono::Duration::days(1));
+    let mut to_send = Vec::new();
+    for order in intents {
+        let stale = order.sends > 0
+            && order
+                .first_sent_at
+                .as_deref()
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                .is_some_and(|t| chrono::Utc::now().signed_duration_since(t) > window);
+        if stale {
+            stage.reporter.warn(format!(
+                "order {} (key {}) was first sent at {} and its outcome is unknown; it is older than the in-doubt window and is not re-sent blindly: run `paybatch reconcile`",
+                order.id,
+                order.idempotency_key,
+                order.first_sent_at.as_deref().unwrap_or("?")
+            ));
+            continue;
+        }
+        to_send.push(order);
+    }
+    let rate = NonZeroU32::new(((opts.order_rate.max(1) as f64) * RATE_MARGIN).max(1.0) as u32)
+        .unwrap_or(NonZeroU32::MIN);
+    let period = Duration::from_secs_f64(60.0 / rate.get() as f64);
+    let quota = Quota::with_period(period)
+        .unwrap_or_else(|| Quota::per_minute(rate))
+        .allow_burst(NonZeroU32::MIN);
+    let limiter = Arc::new(RateLimiter::direct(quota));
+    let semaphore = Arc::new(tokio::sync::Semaphore::new(opts.concurrency.max(1)));
+    let bar = stage.reporter.bar(to_send.len() as u64, "submit");
+    stage
+        .reporter
+        .line(format!("submitting {} orders", to_send.len()));
+    let mut tasks = tokio::task::JoinSet::new();
+    let count = to_send.len();
+    for order in to_send {
+        let stage = stage.clone();
+        let limiter = limiter.clone();
+        let semaphore = semaphore.clone();
+        let tries = opts.max_send_tries.max(1);
+        tasks.spawn(async move {
+            let _permit = semaphore.acquire_owned().await;
+            submit_one(&stage, &limiter, order, tries).await
+        });
+    }
+    let mut stop = None;
+    let mut gave_up = 0;
+    while let Some(joined) = tasks.join_next().await {
+        bar.inc(1);
+        match joined {
+            Ok(Sent::Recorded) => {}
+            Ok(Sent::GaveUp(why)) => {
+                gave_up += 1;
+                stage.reporter.warn(why);
+            }
+            Ok(Sent::Stop(e)) => {
+                if stop.is_none() {
+                    stop = Some(e);
+                    tasks.abort_all();
+                }
+            }
+            Err(e) if e.is_cancelled() => {}
+            Err(e) => {
+                return Err(RunError::Refused {
+                    message: format!("a submission task failed: {e}"),
+                    help: String::new(),
+                });
+            }
+        }
+    }
+    bar.finish_and_clear();
+    if let Some(e) = stop {
+        return Err(e);
+    }
+    stage.reporter.line(format!(
+        "submitted: {} orders answered, {gave_up} without an answer yet",
+        count - gave_up
+    ));
+    Ok(count)
+}
+
+type Limiter = RateLimiter<
+    governor::state::NotKeyed,
+    governor::state::InMemoryState,
+    governor::clock::DefaultClock,
+>;
+
+async fn submit_one(stage: &Stage, limiter: &Limiter, order: OrderRecord, tries: u32) -> Sent {
+    let mode = if order.mode == "sync" {
+        ExecutionMode::Sync
+    } else {
+        ExecutionMode::Async
+    };
+    let _ = stage.mode;
+    let mut last = String::new();
+    for attempt in 0..tries {
+        limiter.until_ready().await;
+        if let Err(e) = stage.ledger().mark_sending(order.id) {
+            return Sent::Stop(e.into());
+        }
+        failpoint::hit("after_mark_sending");
+        let result = stage
+            .client
+            .create_order(&order.idempotency_key, &order.body, mode)
+            .await;
+        failpoint::hit("after_send");
+        match result {
+            Ok(outcome) => {
+                let recorded = record_created(stage, &order, outcome);
+                failpoint::hit("after_record");
+                return match recorded {
+                    Ok(()) => Sent::Recorded,
+                    Err(e) => Sent::Stop(e),
+                };
+            }
+            Err(e) if e.is_transient() => {
+                last = format!("{}: {}", e.kind(), e.message());
+                if let Err(le) =
+                    stage
+                        .ledger()
+                        .record_send_error(order.id, e.status(), e.kind(), &e.message())
+                {
+                    return Sent::Stop(le.into());
+                }
+                let floor = if e.is_rate_limited() {
+                    e.retry_after().unwrap_or_default().max(Duration::from_secs(5))
+                } else {
+                    e.retry_after().unwrap_or_default()
+                };
+                if attempt + 1 < tries {
+                    tokio::time::sleep(backoff(attempt, floor)).await;
+                }
+            }
+            Err(e) if is_auth_error(&e) => return Sent::Stop(RunError::Auth(e)),
+            Err(e) => {
+                let message = e.message();
+                let cause = format!("service refused the order: {}", e.kind());
+                let recorded = stage.ledger().transition_order(
+                    order.id,
+                    OrderState::Rejected,
+                    None,
+                    e.status(),
+                    None,
+                    Some((e.kind(), &message)),
+                    &[],
+                    None,
+                    &cause,
+                );
+                return match recorded {
+                    Ok(()) => Sent::Recorded,
+                    Err(le) => Sent::Stop(le.into()),
+                };
+            }
+        }
+    }
+    Sent::GaveUp(format!(
+        "order {} (key {}) got no usable answer after {tries} tries ({last}); it stays in doubt and is re-sent with the same key on the next run",
+        order.id, order.idempotency_key
+    ))
+}
+
+fn record_created(stage: &Stage, order: &OrderRecord, outcome: CreateOutcome) -> Result<(), RunError> {
+    match outcome {
+        CreateOutcome::Accepted(a) => {
+            let response = serde_json::to_string(&a).ok();
+            stage.ledger().transition_order(
+                order.id,
+                OrderState::Accepted,
+                Some(&a.id),
+                Some(202),
+                response.as_deref(),
+                None,
+                &[],
+                None,
+                "service accepted the order",
+            )?;
+            Ok(())
+        }
+        CreateOutcome::Order(full) => {
+            if full.status.is_terminal() {
+                record_terminal(stage, order.id, &full, 200)
+            } else {
+                stage.ledger().transition_order(
+                    order.id,
+                    OrderState::Accepted,
+                    Some(&full.id),
+                    Some(200),
+                    None,
+                    None,
+                    &[],
+                    None,
+                    "service accepted the order",
+                )?;
+                Ok(())
+            }
+        }
+    }
+}
+
+fn record_terminal(stage: &Stage, order_id: i64, order: &Order, http: u16) -> Result<(), RunError> {
+    let items: Vec<ItemOutcome> = order
+        .items
+        .iter()
+        .map(|item| ItemOutcome {
+            item_id: item.id.clone(),
+            payout_url: item.payout_url().map(str::to_string),
+            price: item.price.map(|p| p.to_string()),
+            discount: match (item.face_value, item.price) {
+                (Some(f), Some(p)) => Some((f - p).to_string()),
+                _ => None,
+            },
+        })
+        .collect();
+    let response = serde_json::to_string(order).ok();
+    let (to, error, cause) = match order.status {
+        OrderStatus::Completed => (OrderState::Completed, None, "order completed"),
+        _ => (
+            OrderState::Failed,
+            Some((
+                "order_failed",
+                order
+                    .message
+                    .clone()
+                    .unwrap_or_else(|| "the service reports the order FAILED".into()),
+            )),
+            "order failed at the service",
+        ),
+    };
+    stage.ledger().transition_order(
+        order_id,
+        to,
+        Some(&order.id),
+        Some(http),
+        response.as_deref(),
+        error.as_ref().map(|(t, m)| (*t, m.as_str())),
+        &items,
+        order.completed_at.as_deref(),
+        cause,
+    )?;
+    Ok(())
+}
+
+async fn poll_all(
+    stage: &Arc<Stage>,
+    batch_id: i64,
+    opts: &RunOptions,
+) -> Result<Option<String>, RunError> {
+    let accepted = stage.ledger().orders_in_state(batch_id, OrderState::Accepted)?;
+    if accepted.is_empty() {
+        return Ok(None);
+    }
+    stage
+        .reporter
+        .line(format!("polling {} orders until they complete", accepted.len()));
+    let deadline = Instant::now() + opts.poll_timeout;
+    let bar = stage.reporter.bar(accepted.len() as u64, "poll");
+    let semaphore = Arc::new(tokio::sync::Semaphore::new(16));
+    let mut tasks = tokio::task::JoinSet::new();
+    for order in accepted {
+        let stage = stage.clone();
+        let semaphore = semaphore.clone();
+        tasks.spawn(async move { poll_one(&stage, &semaphore, order, deadline).await });
+    }
+    let mut unfinished = 0;
+    let mut stop = None;
+    while let Some(joined) = tasks.join_next().await {
+        bar.inc(1);
+        match joined {
+            Ok(Ok(true)) => {}
+            Ok(Ok(false)) => unfinished += 1,
+            Ok(Err(e)) => {
+                if stop.is_none() {
+                    stop = Some(e);
+                    tasks.abort_all();
+                }
+            }
+            Err(e) if e.is_cancelled() => {}
+            Err(e) => {
+                return Err(RunError::Refused {
+                    message: format!("a polling task failed: {e}"),
+                    help: String::new(),
+                });
+            }
+        }
+    }
+    bar.finish_and_clear();
+    if let Some(e) = stop {
+        return Err(e);
+    }
+    if unfinished > 0 {
+        return Ok(Some(format!(
+            "{unfinished} orders still processing after --poll-timeout {}s",
+            opts.poll_timeout.as_secs()
+        )));
+    }
+    Ok(None)
+}
+
+/// Polls one order until terminal (true) or the deadline (false).
+async fn poll_one(
+    stage: &Stage,
+    semaphore: &tokio::sync::Semaphore,
+    order: OrderRecord,
+    deadline: Instant,
+) -> Result<bool, RunError> {
+    let Some(service_id) = order.service_order_id.clone() else {
+        return Ok(false);
+    };
+    let mut wait = Duration::from_millis(1500);
+    let mut errors = 0u32;
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            return Ok(false);
+        }
+        tokio::time::sleep(wait.min(deadline - now)).await;
+        let result = {
+            let _permit = semaphore.acquire().await;
+            stage.ledger().count_poll(order.id)?;
+            stage.client.order(&service_id).await
+        };
+        failpoint::hit("while_polling");
+        match result {
+            Ok(OrderView::Done(full)) => {
+                record_terminal(stage, order.id, &full, 200)?;
+                return Ok(true);
+            }
+            Ok(OrderView::Processing(_)) => {
+                errors = 0;
+                let jitter = rand::thread_rng().gen_range(0.8..1.2);
+                wait = Duration::from_secs_f64((wait.as_secs_f64() * 1.5 * jitter).min(30.0));
+            }
+            Err(e) if is_auth_error(&e) => return Err(RunError::Auth(e)),
+            Err(e) => {
+                errors += 1;
+                let floor = if e.is_rate_limited() {
+                    Duration::from_secs(5)
+                } else {
+                    e.retry_after().unwrap_or_default()
+                };
+                wait = backoff(errors, floor);
+                if !e.is_transient() {
+                    stage.reporter.warn(format!(
+                        "order {service_id}: {}; it will be asked again",
+                        e
+                    ));
+                    wait = wait.max(Duration::from_secs(5));
+                }
+            }
+        }
+    }
+}
+
+/// Writes the result file from the ledger: one line per row of the current input file.
+pub fn write_result_file(
+    ledger: &Ledger,
+    batch_id: i64,
+    headers: &[String],
+    path: &Path,
+) -> Result<(), RunError> {
+    let rows = ledger.rows(batch_id)?;
+    let lines: Vec<ResultLine> = rows
+        .into_iter()
+        .filter(|r| r.state != RowState::Removed)
+        .map(|r| {
+            let status = match r.state {
+                RowState::Planned => "PLANNED".to_string(),
+                RowState::Submitted => "PROCESSING".to_string(),
+                other => other.to_string(),
+            };
+            ResultLine {
+                fields: r.fields,
+                status,
+                order_id: None,
+                item_id: r.item_id,
+                payout_url: r.payout_url,
+                price: r.price,
+                discount: r.discount,
+                error_type: r.error_type,
+                error_message: r.error_message,
+                completed_at: r.completed_at,
+            }
+            .with_order(r.order_id.and_then(|id| ledger.order(id).ok().flatten()))
+        })
+        .collect();
+    output::write_results(path, headers, lines).map_err(|e| RunError::Io {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })
+}
+
+trait WithOrder {
+    fn with_order(self, order: Option<OrderRecord>) -> Self;
+}
+
+impl WithOrder for ResultLine {
+    fn with_order(mut self, order: Option<OrderRecord>) -> Self {
+        if let Some(o) = order {
+            self.order_id = o.service_order_id;
+        }
+        self
+    }
+}
+
+fn summarize(
+    ledger: &Ledger,
+    batch_id: i64,
+    batch: &str,
+    environment: &Environment,
+    result_path: PathBuf,
+    orders_sent: usize,
+    incomplete_reason: Option<String>,
+) -> Result<RunSummary, RunError> {
+    let counts: BTreeMap<RowState, i64> = ledger.row_counts(batch_id)?.into_iter().collect();
+    let mut totals: BTreeMap<String, (Decimal, Decimal)> = BTreeMap::new();
+    for row in ledger.rows_in_state(batch_id, RowState::Completed)? {
+        let Some(spec) = row
+            .spec
+            .as_deref()
+            .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
+        else {
+            continue;
+        };
+        let currency = spec["currency"].as_str().unwrap_or("?").to_string();
+        let face = spec["face_value"]
+            .as_str()
+            .and_then(crate::api::decimal::parse_decimal_text)
+            .unwrap_or_default();
+        let price = row
+            .price
+            .as_deref()
+            .and_then(crate::api::decimal::parse_decimal_text)
+            .unwrap_or_default();
+        let entry = totals.entry(currency).or_default();
+        entry.0 += face;
+        entry.1 += price;
+    }
+    Ok(RunSummary {
+        batch: batch.to_string(),
+        environment: environment.clone(),
+        result_path,
+        counts,
+        totals,
+        orders_sent,
+        incomplete_reason,
+    })
+}

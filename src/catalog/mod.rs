@@ -1,0 +1,64 @@
+//! The service's catalog, cached in the ledger database per environment, refreshed when older
+//! than a TTL (`paybatch catalog sync` forces it).
+
+use std::time::Duration;
+
+use crate::api::client::ProductQuery;
+use crate::api::{ApiError, Client, Product};
+use crate::ledger::{Ledger, LedgerError};
+
+/// Default age after which the cached catalog is fetched again.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(24 * 3600);
+
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error("cannot read the catalog from the service: {0}")]
+    Api(#[from] ApiError),
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+}
+
+/// Where the catalog in hand came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CatalogSource {
+    Cache,
+    Service,
+}
+
+/// The catalog of `environment`: from the cache when it is younger than `ttl` (and `force` is
+/// false), else fetched through all pages and cached.
+pub async fn load(
+    ledger: &mut Ledger,
+    client: &Client,
+    environment: &str,
+    ttl: Duration,
+    force: bool,
+) -> Result<(Vec<Product>, CatalogSource), CatalogError> {
+    if !force && let Some((fetched_at, products)) = ledger.cached_catalog(environment)? {
+        let fresh = chrono::DateTime::parse_from_rfc3339(&fetched_at)
+            .map(|t| {
+                let age = chrono::Utc::now().signed_duration_since(t);
+                age.to_std().map(|a| a < ttl).unwrap_or(true)
+            })
+            .unwrap_or(false);
+        let parsed: Option<Vec<Product>> = products
+            .iter()
+            .map(|json| serde_json::from_str(json).ok())
+            .collect();
+        if fresh && let Some(parsed) = parsed {
+            return Ok((parsed, CatalogSource::Cache));
+        }
+    }
+    let products = client
+        .all_products(&ProductQuery {
+            limit: Some(500),
+            ..Default::default()
+        })
+        .await?;
+    let rows: Vec<(String, String)> = products
+        .iter()
+        .filter_map(|p| serde_json::to_string(p).ok().map(|j| (p.code.clone(), j)))
+        .collect();
+    ledger.store_catalog(environment, &rows)?;
+    Ok((products, CatalogSource::Service))
+}

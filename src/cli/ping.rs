@@ -1,0 +1,73 @@
+//! `paybatch ping`: checks the API key and the environment with `GET /ping`.
+
+use clap::Args;
+
+use crate::environment::Connection;
+use crate::exit;
+
+use super::{ServiceArgs, config_failure, print_error};
+
+#[derive(Debug, Args)]
+pub struct PingArgs {
+    #[command(flatten)]
+    pub service: ServiceArgs,
+    /// Print the answer as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn execute(args: PingArgs) -> i32 {
+    let environment = match args.service.environment() {
+        Ok(e) => e,
+        Err(e) => return config_failure(&e),
+    };
+    let banner = environment.banner();
+    let conn = match Connection::open(
+        environment,
+        args.service.api_key_file.as_deref(),
+        &args.service.ledger,
+    )
+    .await
+    {
+        Ok(c) => c,
+        Err(e) => return config_failure(&e),
+    };
+    match conn.client.ping().await {
+        Ok(p) => {
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::json!({
+                        "ok": true,
+                        "environment": conn.environment.name(),
+                        "base_url": conn.client.base_url().as_str(),
+                        "key_fingerprint": conn.key_fingerprint,
+                        "message": p.message,
+                    })
+                );
+            } else {
+                println!("{banner}");
+                println!(
+                    "{} answered `{}` (key {})",
+                    conn.client.base_url(),
+                    p.message,
+                    conn.key_fingerprint
+                );
+            }
+            exit::OK
+        }
+        Err(e) => {
+            print_error(
+                &format!("ping failed: {e}"),
+                Some(
+                    "check that the key was copied completely, that the environment address is the right one for this key (production keys start with `wg`, playground keys with `xx`), and that the key was not revoked",
+                ),
+            );
+            if e.is_transient() {
+                exit::UNEXPECTED
+            } else {
+                exit::USAGE
+            }
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! `paybatch retry --batch NAME`: after a person fixed the cause, make FAILED and REJECTED rows
+//! eligible again. Each gets the next attempt number, hence a new idempotency key; nothing is
+//! retried automatically. The next `paybatch run` pays them.
+
+use clap::Args;
+
+use crate::batch::lock::{LedgerLock, LockError};
+use crate::exit;
+use crate::ledger::Ledger;
+
+use super::{ServiceArgs, print_error};
+
+#[derive(Debug, Args)]
+pub struct RetryArgs {
+    /// The batch whose failed and rejected rows should be paid again.
+    #[arg(long)]
+    pub batch: String,
+    /// Only these row references (repeatable); default every FAILED and REJECTED row.
+    #[arg(long = "reference", value_name = "REF")]
+    pub references: Vec<String>,
+    #[command(flatten)]
+    pub service: ServiceArgs,
+}
+
+pub async fn execute(args: RetryArgs) -> i32 {
+    let ledger_path = &args.service.ledger;
+    if !ledger_path.exists() {
+        print_error(
+            &format!("no ledger at {}", ledger_path.display()),
+            Some("pass --ledger PATH, the ledger the batch was run with"),
+        );
+        return exit::USAGE;
+    }
+    let _lock = match LedgerLock::acquire(ledger_path) {
+        Ok(l) => l,
+        Err(e @ LockError::Held { .. }) => {
+            print_error(&e.to_string(), Some("wait for the running batch to finish"));
+            return exit::LOCKED;
+        }
+        Err(e) => {
+            print_error(&e.to_string(), None);
+            return exit::UNEXPECTED;
+        }
+    };
+    let result = (|| -> Result<Option<Vec<String>>, crate::ledger::LedgerError> {
+        let mut ledger = Ledger::open(ledger_path)?;
+        let Some(batch) = ledger.batch(&args.batch)? else {
+            return Ok(None);
+        };
+        let refs = (!args.references.is_empty()).then_some(args.references.as_slice());
+        ledger.retry_rows(batch.id, refs).map(Some)
+    })();
+    match result {
+        Ok(None) => {
+            print_error(
+                &format!("no batch `{}` in {}", args.batch, ledger_path.display()),
+                Some("`paybatch run` names a batch after its file unless --batch is given"),
+            );
+            exit::USAGE
+        }
+        Ok(Some(refs)) if refs.is_empty() => {
+            eprintln!("batch {}: no FAILED or REJECTED rows to retry", args.batch);
+            exit::OK
+        }
+        Ok(Some(refs)) => {
+            eprintln!(
+                "batch {}: {} rows eligible again with a new attempt: {}",
+                args.batch,
+                refs.len(),
+                refs.join(", ")
+            );
+            eprintln!(
+                "next: paybatch run FILE --batch {} (the same file, fixed)",
+                args.batch
+            );
+            exit::OK
+        }
+        Err(e) => {
+            print_error(&e.to_string(), None);
+            exit::UNEXPECTED
+        }
+    }
+}

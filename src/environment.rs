@@ -1,0 +1,229 @@
+//! Which service paybatch talks to, with which key; and the connection to it (the embedded
+//! simulator is started here when the environment is `sim`).
+
+use std::path::{Path, PathBuf};
+
+use crate::api::{ApiKey, Client, ClientConfig, KeyKind};
+use crate::sim;
+
+pub const PRODUCTION_URL: &str = "https://api.runa.io/v2";
+pub const PLAYGROUND_URL: &str = "https://playground.runa.io/v2";
+/// What the ledger records as the base URL of the embedded simulator: one stable environment,
+/// whatever loopback port it listened on in a given run.
+pub const EMBEDDED_BASE: &str = "embedded-simulator";
+/// The environment variable that holds the API key.
+pub const API_KEY_VAR: &str = "PAYBATCH_API_KEY";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Environment {
+    /// The embedded playground simulator (default): nothing real happens.
+    Sim,
+    Playground,
+    Production,
+    /// Another address (`--base-url`), e.g. a standalone `paybatch sim serve`.
+    Custom(String),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{message}")]
+    Invalid { message: String, help: String },
+}
+
+impl ConfigError {
+    pub fn new(message: impl Into<String>, help: impl Into<String>) -> Self {
+        ConfigError::Invalid {
+            message: message.into(),
+            help: help.into(),
+        }
+    }
+
+    pub fn help(&self) -> &str {
+        match self {
+            ConfigError::Invalid { help, .. } => help,
+        }
+    }
+}
+
+impl Environment {
+    /// From `--env` and `--base-url`.
+    pub fn resolve(env: Option<&str>, base_url: Option<&str>) -> Result<Self, ConfigError> {
+        match (env.map(|e| e.trim().to_ascii_lowercase()), base_url) {
+            (Some(e), Some(_)) if e != "custom" => Err(ConfigError::new(
+                format!("--env {e} and --base-url both name the service"),
+                "give one of them: --env sim|playground|production, or --base-url URL",
+            )),
+            (_, Some(url)) => Ok(Environment::Custom(url.trim().to_string())),
+            (None, None) => Ok(Environment::Sim),
+            (Some(e), None) => match e.as_str() {
+                "sim" | "simulator" => Ok(Environment::Sim),
+                "playground" => Ok(Environment::Playground),
+                "production" | "prod" => Ok(Environment::Production),
+                other => Err(ConfigError::new(
+                    format!("unknown environment `{other}`"),
+                    "use --env sim (default), --env playground or --env production, or --base-url URL",
+                )),
+            },
+        }
+    }
+
+    /// The name recorded in the ledger and mixed into idempotency keys.
+    pub fn name(&self) -> &str {
+        match self {
+            Environment::Sim => "sim",
+            Environment::Playground => "playground",
+            Environment::Production => "production",
+            Environment::Custom(_) => "custom",
+        }
+    }
+
+    pub fn is_simulated(&self) -> bool {
+        matches!(self, Environment::Sim)
+    }
+
+    /// The base URL recorded in the ledger (stable for the embedded simulator).
+    pub fn recorded_base_url(&self) -> String {
+        match self {
+            Environment::Sim => EMBEDDED_BASE.to_string(),
+            Environment::Playground => PLAYGROUND_URL.to_string(),
+            Environment::Production => PRODUCTION_URL.to_string(),
+            Environment::Custom(url) => url.trim_end_matches('/').to_string(),
+        }
+    }
+
+    /// An identity for caches: environment and address.
+    pub fn identity(&self) -> String {
+        format!("{}@{}", self.name(), self.recorded_base_url())
+    }
+
+    /// The first line of every run.
+    pub fn banner(&self) -> String {
+        match self {
+            Environment::Sim => "environment: SIMULATED (embedded playground simulator; no real money moves)".into(),
+            Environment::Playground => format!("environment: playground ({PLAYGROUND_URL}; simulated by the service, no real money)"),
+            Environment::Production => format!("environment: PRODUCTION ({PRODUCTION_URL}; REAL MONEY)"),
+            Environment::Custom(url) => format!("environment: custom service at {url}"),
+        }
+    }
+
+    /// Reads the API key: the embedded simulator's own key for `sim`; otherwise `--api-key-file`
+    /// (mode 0600 only) or `PAYBATCH_API_KEY`. The prefix must fit the environment.
+    pub fn api_key(&self, key_file: Option<&Path>) -> Result<ApiKey, ConfigError> {
+        if self.is_simulated() {
+            return ApiKey::new(sim::DEFAULT_KEY).map_err(|e| ConfigError::new(e, ""));
+        }
+        let key = match key_file {
+            Some(path) => read_key_file(path)?,
+            None => match std::env::var(API_KEY_VAR) {
+                Ok(v) if !v.trim().is_empty() => ApiKey::new(&v).map_err(|e| {
+                    ConfigError::new(format!("{API_KEY_VAR}: {e}"), "set it to the key exactly as the dashboard showed it")
+                })?,
+                _ => {
+                    return Err(ConfigError::new(
+                        format!("no API key for the {} environment", self.name()),
+                        format!("set {API_KEY_VAR}, or pass --api-key-file FILE (a file of mode 0600 holding the key)"),
+                    ));
+                }
+            },
+        };
+        match (self, key.kind()) {
+            (Environment::Production, KeyKind::Production)
+            | (Environment::Playground, KeyKind::Playground)
+            | (Environment::Custom(_), _) => Ok(key),
+            (Environment::Production, _) => Err(ConfigError::new(
+                format!("the API key ({}) is not a production key (production keys start with `wg`)", key.fingerprint()),
+                "use the production key for --env production; playground keys start with `xx`",
+            )),
+            (Environment::Playground, _) => Err(ConfigError::new(
+                format!("the API key ({}) is not a playground key (playground keys start with `xx`)", key.fingerprint()),
+                "use a playground key for --env playground; a production key (`wg`) must never be used there",
+            )),
+            (Environment::Sim, _) => Ok(key),
+        }
+    }
+}
+
+/// Reads a key file, refusing one that others can read.
+pub fn read_key_file(path: &Path) -> Result<ApiKey, ConfigError> {
+    let meta = std::fs::metadata(path).map_err(|e| {
+        ConfigError::new(
+            format!("cannot read the API key file {}: {e}", path.display()),
+            "check the path given to --api-key-file",
+        )
+    })?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            return Err(ConfigError::new(
+                format!("the API key file {} has mode {mode:o}; others could read the key", path.display()),
+                format!("run: chmod 600 {}", path.display()),
+            ));
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = meta;
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ConfigError::new(
+            format!("cannot read the API key file {}: {e}", path.display()),
+            "the file must hold the key as text",
+        )
+    })?;
+    ApiKey::new(&text).map_err(|e| ConfigError::new(format!("{}: {e}", path.display()), "the file must hold only the key"))
+}
+
+/// A live connection: the client, and the embedded simulator when the environment is `sim`.
+pub struct Connection {
+    pub environment: Environment,
+    pub client: Client,
+    pub key_fingerprint: String,
+    /// Kept alive for as long as the connection is.
+    pub embedded: Option<sim::SimHandle>,
+}
+
+/// Where the embedded simulator keeps its state for a given ledger: beside it, so that an
+/// interrupted run can be resumed against the same simulated orders.
+pub fn embedded_state_path(ledger: &Path) -> PathBuf {
+    let name = ledger
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_else(|| "paybatch.db".into());
+    let stem = name.strip_suffix(".db").unwrap_or(&name);
+    ledger.with_file_name(format!("{stem}.sim.db"))
+}
+
+impl Connection {
+    /// Connects to the environment. For `sim`, starts the embedded simulator on a loopback port
+    /// with its state file beside the ledger.
+    pub async fn open(
+        environment: Environment,
+        key_file: Option<&Path>,
+        ledger_path: &Path,
+    ) -> Result<Self, ConfigError> {
+        let key = environment.api_key(key_file)?;
+        let (base_url, embedded) = match &environment {
+            Environment::Sim => {
+                let config = sim::SimConfig {
+                    state: Some(embedded_state_path(ledger_path)),
+                    ..sim::SimConfig::default()
+                };
+                let handle = sim::start(config, "127.0.0.1:0".parse().map_err(|_| ConfigError::new("bad loopback address", ""))?)
+                    .await
+                    .map_err(|e| ConfigError::new(format!("cannot start the embedded simulator: {e}"), "check that the directory of the ledger is writable"))?;
+                (handle.base_url(), Some(handle))
+            }
+            Environment::Playground => (PLAYGROUND_URL.to_string(), None),
+            Environment::Production => (PRODUCTION_URL.to_string(), None),
+            Environment::Custom(url) => (url.clone(), None),
+        };
+        let client = Client::new(ClientConfig::new(base_url, key.clone()))
+            .map_err(|e| ConfigError::new(e.to_string(), "give an https:// base URL (plain http only for loopback)"))?;
+        Ok(Connection {
+            environment,
+            client,
+            key_fingerprint: key.fingerprint(),
+            embedded,
+        })
+    }
+}

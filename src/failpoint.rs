@@ -1,0 +1,42 @@
+//! Fail points for the crash tests: `PAYBATCH_FAILPOINT=name` (optionally `name:N` to fire on
+//! the N-th hit) aborts the process at that point, as a SIGKILL would. Unset, they cost one
+//! environment lookup cached for the process.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The points, in the order a row meets them.
+pub const POINTS: [&str; 6] = [
+    "before_intent",
+    "after_intent",
+    "after_mark_sending",
+    "after_send",
+    "after_record",
+    "while_polling",
+];
+
+fn configured() -> &'static Option<(String, u64)> {
+    static CONFIG: OnceLock<Option<(String, u64)>> = OnceLock::new();
+    CONFIG.get_or_init(|| {
+        let raw = std::env::var("PAYBATCH_FAILPOINT").ok()?;
+        let (name, nth) = match raw.split_once(':') {
+            Some((n, k)) => (n.to_string(), k.parse().unwrap_or(1)),
+            None => (raw, 1),
+        };
+        Some((name, nth.max(1)))
+    })
+}
+
+/// Aborts the process when `name` is the configured point (on its N-th hit).
+pub fn hit(name: &str) {
+    static HITS: AtomicU64 = AtomicU64::new(0);
+    if let Some((point, nth)) = configured()
+        && point == name
+    {
+        let n = HITS.fetch_add(1, Ordering::SeqCst) + 1;
+        if n >= *nth {
+            eprintln!("paybatch: fail point {name} reached (hit {n}): aborting");
+            std::process::abort();
+        }
+    }
+}

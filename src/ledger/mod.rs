@@ -1,0 +1,1028 @@
+//! The ledger: a SQLite file that records every step of a batch before it happens, so that a
+//! killed run can be resumed by running the same command again without paying anyone twice.
+//!
+//! Discipline (after Brandur Leach's "idempotency keys in Postgres"): each phase is one
+//! transaction, committed with `synchronous=FULL` before the network call it prepares; the
+//! transitions allowed are listed in [`state`]. See docs/ledger.md.
+
+pub mod state;
+
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use rusqlite_migration::{M, Migrations};
+
+pub use state::{OrderState, RowState, row_state_for};
+
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    #[error("ledger {path}: {source}")]
+    Sqlite {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("ledger {path}: cannot apply the schema: {message}")]
+    Migration { path: PathBuf, message: String },
+    #[error("ledger {path}: {message}")]
+    Io { path: PathBuf, message: String },
+    #[error("ledger holds an impossible transition for {subject} {id}: {from} -> {to}")]
+    Transition {
+        subject: &'static str,
+        id: i64,
+        from: String,
+        to: String,
+    },
+    #[error("ledger is damaged: {0}")]
+    Corrupt(String),
+}
+
+pub type Result<T> = std::result::Result<T, LedgerError>;
+
+fn migrations() -> Migrations<'static> {
+    Migrations::new(vec![M::up(include_str!("../../migrations/001_init.sql"))])
+}
+
+/// Current time as stored in the ledger (RFC 3339, UTC, milliseconds).
+pub fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchRecord {
+    pub id: i64,
+    pub name: String,
+    pub input_path: String,
+    pub input_hash: String,
+    pub headers: Vec<String>,
+    pub environment: String,
+    pub base_url: String,
+    pub key_fingerprint: String,
+    pub created_at: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct NewBatch<'a> {
+    pub name: &'a str,
+    pub input_path: &'a str,
+    pub input_hash: &'a str,
+    pub headers: &'a [String],
+    pub environment: &'a str,
+    pub base_url: &'a str,
+    pub key_fingerprint: &'a str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowRecord {
+    pub id: i64,
+    pub reference: String,
+    pub position: i64,
+    pub line: i64,
+    pub fields: Vec<String>,
+    pub spec: Option<String>,
+    pub content_hash: String,
+    pub state: RowState,
+    pub attempt: i64,
+    pub order_id: Option<i64>,
+    pub item_index: Option<i64>,
+    pub item_id: Option<String>,
+    pub payout_url: Option<String>,
+    pub price: Option<String>,
+    pub discount: Option<String>,
+    pub error_type: Option<String>,
+    pub error_message: Option<String>,
+    pub completed_at: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderRecord {
+    pub id: i64,
+    pub batch_id: i64,
+    pub idempotency_key: String,
+    pub body: Vec<u8>,
+    pub mode: String,
+    pub payment_currency: String,
+    pub state: OrderState,
+    pub service_order_id: Option<String>,
+    pub sends: i64,
+    pub polls: i64,
+    pub created_at: String,
+    pub first_sent_at: Option<String>,
+    pub accepted_at: Option<String>,
+    pub error_type: Option<String>,
+    pub error_message: Option<String>,
+}
+
+/// A row as the current input file has it, to be merged into the ledger.
+#[derive(Debug, Clone)]
+pub struct IncomingRow {
+    pub reference: String,
+    pub position: i64,
+    pub line: i64,
+    pub fields: Vec<String>,
+    /// JSON of the validated row, `None` for an invalid row.
+    pub spec: Option<String>,
+    pub content_hash: String,
+    pub valid: bool,
+    pub error_message: Option<String>,
+}
+
+/// What merging an input file into a batch found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MergeReport {
+    pub added: usize,
+    pub unchanged: usize,
+    pub updated: usize,
+    /// Rows whose content changed after they were submitted: (reference, line, state).
+    pub changed_after_submission: Vec<(String, i64, RowState)>,
+    /// Rows in the ledger that the file no longer has, not yet submitted: now REMOVED.
+    pub removed: Vec<String>,
+    /// Rows the file no longer has but that were already submitted: they stay.
+    pub missing_but_submitted: Vec<(String, RowState)>,
+}
+
+/// One order to plan: its key, exact body and the rows it pays (in item order).
+#[derive(Debug, Clone)]
+pub struct PlannedOrder {
+    pub idempotency_key: String,
+    pub body: Vec<u8>,
+    pub mode: String,
+    pub payment_currency: String,
+    pub row_ids: Vec<i64>,
+}
+
+/// What the service said about one item of a terminal order.
+#[derive(Debug, Clone, Default)]
+pub struct ItemOutcome {
+    pub item_id: Option<String>,
+    pub payout_url: Option<String>,
+    pub price: Option<String>,
+    pub discount: Option<String>,
+}
+
+pub struct Ledger {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl Ledger {
+    /// Opens (creating with mode 0600 if needed) and migrates the ledger.
+    pub fn open(path: &Path) -> Result<Self> {
+        create_private_file(path)?;
+        let mut conn = Connection::open(path).map_err(|source| LedgerError::Sqlite {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let err = |source| LedgerError::Sqlite {
+            path: path.to_path_buf(),
+            source,
+        };
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(err)?;
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(err)?;
+        conn.pragma_update(None, "synchronous", "FULL").map_err(err)?;
+        conn.pragma_update(None, "foreign_keys", "ON").map_err(err)?;
+        migrations()
+            .to_latest(&mut conn)
+            .map_err(|e| LedgerError::Migration {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            })?;
+        // The WAL and shared-memory files hold the same data: keep them private too.
+        for suffix in ["-wal", "-shm"] {
+            let side = PathBuf::from(format!("{}{suffix}", path.display()));
+            if side.exists() {
+                set_private(&side)?;
+            }
+        }
+        Ok(Ledger {
+            conn,
+            path: path.to_path_buf(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Batches
+
+    pub fn batch(&self, name: &str) -> Result<Option<BatchRecord>> {
+        self.conn
+            .query_row(
+                "SELECT id, name, input_path, input_hash, headers, environment, base_url,
+                        key_fingerprint, created_at FROM batches WHERE name = ?1",
+                [name],
+                batch_from_row,
+            )
+            .optional()
+            .map_err(sqlerr(&self.path))
+    }
+
+    pub fn batches(&self) -> Result<Vec<BatchRecord>> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT id, name, input_path, input_hash, headers, environment, base_url,
+                        key_fingerprint, created_at FROM batches ORDER BY id",
+            )
+            .map_err(sqlerr(&self.path))?;
+        let rows = stmt.query_map([], batch_from_row).map_err(sqlerr(&self.path))?;
+        rows.collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(sqlerr(&self.path))
+    }
+
+    pub fn create_batch(&mut self, b: &NewBatch<'_>) -> Result<BatchRecord> {
+        let at = now();
+        let headers = serde_json::to_string(b.headers).unwrap_or_else(|_| "[]".into());
+        let tx = begin(&mut self.conn, &self.path)?;
+        tx.execute(
+            "INSERT INTO batches (name, input_path, input_hash, headers, environment, base_url,
+                                  key_fingerprint, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
+            params![
+                b.name,
+                b.input_path,
+                b.input_hash,
+                headers,
+                b.environment,
+                b.base_url,
+                b.key_fingerprint,
+                at
+            ],
+        )
+        .map_err(sqlerr(&self.path))?;
+        let id = tx.last_insert_rowid();
+        event(&tx, id, "batch", id, None, Some("CREATED"), "batch created")
+            .map_err(sqlerr(&self.path))?;
+        commit(tx, &self.path)?;
+        self.batch(b.name)?
+            .ok_or_else(|| LedgerError::Corrupt("batch vanished after insert".into()))
+    }
+
+    /// Records the latest input file of a batch (path, hash, headers).
+    pub fn update_batch_input(
+        &mut self,
+        batch_id: i64,
+        input_path: &str,
+        input_hash: &str,
+        headers: &[String],
+    ) -> Result<()> {
+        let headers = serde_json::to_string(headers).unwrap_or_else(|_| "[]".into());
+        let tx = begin(&mut self.conn, &self.path)?;
+        tx.execute(
+            "UPDATE batches SET input_path = ?2, input_hash = ?3, headers = ?4, updated_at = ?5
+             WHERE id = ?1",
+            params![batch_id, input_path, input_hash, headers, now()],
+        )
+        .map_err(sqlerr(&self.path))?;
+        commit(tx, &self.path)
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Rows
+
+    /// Merges the rows of the current input file into the batch, in one transaction.
+    /// Unchanged rows keep their state; new rows are added; a changed row is updated only while
+    /// nothing was submitted for it; rows the file no longer has are marked REMOVED when they were
+    /// not submitted. Changes to submitted rows are reported and not applied.
+    pub fn merge_rows(&mut self, batch_id: i64, incoming: &[IncomingRow]) -> Result<MergeReport> {
+        let existing: std::collections::HashMap<String, RowRecord> = self
+            .rows(batch_id)?
+            .into_iter()
+            .map(|r| (r.reference.clone(), r))
+            .collect();
+        let mut report = MergeReport::default();
+        let mut seen = std::collections::HashSet::new();
+        let tx = begin(&mut self.conn, &self.path)?;
+        for row in incoming {
+            seen.insert(row.reference.clone());
+            let fields = serde_json::to_string(&row.fields).unwrap_or_else(|_| "[]".into());
+            let target = if row.valid {
+                RowState::Pending
+            } else {
+                RowState::Invalid
+            };
+            match existing.get(&row.reference) {
+                None => {
+                    tx.execute(
+                        "INSERT INTO rows (batch_id, reference, position, line, fields, spec,
+                                           content_hash, state, error_type, error_message)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                        params![
+                            batch_id,
+                            row.reference,
+                            row.position,
+                            row.line,
+                            fields,
+                            row.spec,
+                            row.content_hash,
+                            target.as_str(),
+                            (!row.valid).then_some("invalid"),
+                            row.error_message
+                        ],
+                    )
+                    .map_err(sqlerr(&self.path))?;
+                    let id = tx.last_insert_rowid();
+                    event(&tx, batch_id, "row", id, None, Some(target.as_str()), "row added")
+                        .map_err(sqlerr(&self.path))?;
+                    report.added += 1;
+                }
+                Some(old) => {
+                    let same = old.content_hash == row.content_hash;
+                    let may_change = matches!(
+                        old.state,
+                        RowState::Pending | RowState::Invalid | RowState::Removed
+                    );
+                    if same && old.state != RowState::Removed {
+                        tx.execute(
+                            "UPDATE rows SET position = ?2, line = ?3, fields = ?4 WHERE id = ?1",
+                            params![old.id, row.position, row.line, fields],
+                        )
+                        .map_err(sqlerr(&self.path))?;
+                        report.unchanged += 1;
+                    } else if may_change {
+                        tx.execute(
+                            "UPDATE rows SET position = ?2, line = ?3, fields = ?4, spec = ?5,
+                                    content_hash = ?6, state = ?7, error_type = ?8,
+                                    error_message = ?9
+                             WHERE id = ?1",
+                            params![
+                                old.id,
+                                row.position,
+                                row.line,
+                                fields,
+                                row.spec,
+                                row.content_hash,
+                                target.as_str(),
+                                (!row.valid).then_some("invalid"),
+                                row.error_message
+                            ],
+                        )
+                        .map_err(sqlerr(&self.path))?;
+                        if old.state != target {
+                            event(
+                                &tx,
+                                batch_id,
+                                "row",
+                                old.id,
+                                Some(old.state.as_str()),
+                                Some(target.as_str()),
+                                "row changed in the input file before submission",
+                            )
+                            .map_err(sqlerr(&self.path))?;
+                        }
+                        report.updated += 1;
+                    } else if same {
+                        report.unchanged += 1;
+                    } else {
+                        report.changed_after_submission.push((
+                            row.reference.clone(),
+                            row.line,
+                            old.state,
+                        ));
+                    }
+                }
+            }
+        }
+        for (reference, old) in &existing {
+            if seen.contains(reference) {
+                continue;
+            }
+            match old.state {
+                RowState::Pending | RowState::Invalid => {
+                    tx.execute(
+                        "UPDATE rows SET state = 'REMOVED' WHERE id = ?1",
+                        params![old.id],
+                    )
+                    .map_err(sqlerr(&self.path))?;
+                    event(
+                        &tx,
+                        batch_id,
+                        "row",
+                        old.id,
+                        Some(old.state.as_str()),
+                        Some("REMOVED"),
+                        "row no longer in the input file",
+                    )
+                    .map_err(sqlerr(&self.path))?;
+                    report.removed.push(reference.clone());
+                }
+                RowState::Removed => {}
+                other => report
+                    .missing_but_submitted
+                    .push((reference.clone(), other)),
+            }
+        }
+        report.removed.sort();
+        report.missing_but_submitted.sort();
+        if report.changed_after_submission.is_empty() {
+            commit(tx, &self.path)?;
+        } else {
+            // Nothing of a refused file is applied.
+            drop(tx);
+        }
+        Ok(report)
+    }
+
+    pub fn rows(&self, batch_id: i64) -> Result<Vec<RowRecord>> {
+        self.query_rows("WHERE batch_id = ?1 ORDER BY position, id", params![batch_id])
+    }
+
+    pub fn rows_in_state(&self, batch_id: i64, state: RowState) -> Result<Vec<RowRecord>> {
+        self.query_rows(
+            "WHERE batch_id = ?1 AND state = ?2 ORDER BY position, id",
+            params![batch_id, state.as_str()],
+        )
+    }
+
+    pub fn rows_of_order(&self, order_id: i64) -> Result<Vec<RowRecord>> {
+        self.query_rows(
+            "WHERE order_id = ?1 ORDER BY item_index, id",
+            params![order_id],
+        )
+    }
+
+    fn query_rows(&self, tail: &str, args: impl rusqlite::Params) -> Result<Vec<RowRecord>> {
+        let sql = format!(
+            "SELECT id, reference, position, line, fields, spec, content_hash, state, attempt,
+                    order_id, item_index, item_id, payout_url, price, discount, error_type,
+                    error_message, completed_at FROM rows {tail}"
+        );
+        let mut stmt = self.conn.prepare(&sql).map_err(sqlerr(&self.path))?;
+        let mapped = stmt
+            .query_map(args, |r| {
+                let fields: String = r.get(4)?;
+                let state: String = r.get(7)?;
+                Ok((
+                    RowRecord {
+                        id: r.get(0)?,
+                        reference: r.get(1)?,
+                        position: r.get(2)?,
+                        line: r.get(3)?,
+                        fields: serde_json::from_str(&fields).unwrap_or_default(),
+                        spec: r.get(5)?,
+                        content_hash: r.get(6)?,
+                        state: RowState::Pending,
+                        attempt: r.get(8)?,
+                        order_id: r.get(9)?,
+                        item_index: r.get(10)?,
+                        item_id: r.get(11)?,
+                        payout_url: r.get(12)?,
+                        price: r.get(13)?,
+                        discount: r.get(14)?,
+                        error_type: r.get(15)?,
+                        error_message: r.get(16)?,
+                        completed_at: r.get(17)?,
+                    },
+                    state,
+                ))
+            })
+            .map_err(sqlerr(&self.path))?;
+        let mut out = Vec::new();
+        for item in mapped {
+            let (mut row, state) = item.map_err(sqlerr(&self.path))?;
+            row.state = state
+                .parse()
+                .map_err(|e: state::UnknownState| LedgerError::Corrupt(e.to_string()))?;
+            out.push(row);
+        }
+        Ok(out)
+    }
+
+    /// Counts of rows per state.
+    pub fn row_counts(&self, batch_id: i64) -> Result<Vec<(RowState, i64)>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT state, COUNT(*) FROM rows WHERE batch_id = ?1 GROUP BY state")
+            .map_err(sqlerr(&self.path))?;
+        let mapped = stmt
+            .query_map([batch_id], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+            .map_err(sqlerr(&self.path))?;
+        let mut out = Vec::new();
+        for item in mapped {
+            let (s, n) = item.map_err(sqlerr(&self.path))?;
+            let st = s
+                .parse()
+                .map_err(|e: state::UnknownState| LedgerError::Corrupt(e.to_string()))?;
+            out.push((st, n));
+        }
+        out.sort_by_key(|(s, _)| RowState::ALL.iter().position(|x| x == s));
+        Ok(out)
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Orders
+
+    /// Commits the intents of new orders (key and exact body) and moves their rows to PLANNED,
+    /// all in one durable transaction, before any of them is sent.
+    pub fn plan_orders(&mut self, batch_id: i64, plans: &[PlannedOrder]) -> Result<Vec<i64>> {
+        let at = now();
+        let tx = begin(&mut self.conn, &self.path)?;
+        let mut ids = Vec::with_capacity(plans.len());
+        for plan in plans {
+            tx.execute(
+                "INSERT INTO orders (batch_id, idempotency_key, body, mode, payment_currency,
+                                     state, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'INTENT', ?6)",
+                params![
+                    batch_id,
+                    plan.idempotency_key,
+                    plan.body,
+                    plan.mode,
+                    plan.payment_currency,
+                    at
+                ],
+            )
+            .map_err(sqlerr(&self.path))?;
+            let order_id = tx.last_insert_rowid();
+            event(&tx, batch_id, "order", order_id, None, Some("INTENT"), "intent committed")
+                .map_err(sqlerr(&self.path))?;
+            for (index, row_id) in plan.row_ids.iter().enumerate() {
+                let changed = tx
+                    .execute(
+                        "UPDATE rows SET state = 'PLANNED', order_id = ?2, item_index = ?3,
+                                error_type = NULL, error_message = NULL
+                         WHERE id = ?1 AND state = 'PENDING'",
+                        params![row_id, order_id, index as i64],
+                    )
+                    .map_err(sqlerr(&self.path))?;
+                if changed != 1 {
+                    return Err(LedgerError::Transition {
+                        subject: "row",
+                        id: *row_id,
+                        from: "not PENDING".into(),
+                        to: "PLANNED".into(),
+                    });
+                }
+                event(
+                    &tx,
+                    batch_id,
+                    "row",
+                    *row_id,
+                    Some("PENDING"),
+                    Some("PLANNED"),
+                    "in an order",
+                )
+                .map_err(sqlerr(&self.path))?;
+            }
+            ids.push(order_id);
+        }
+        commit(tx, &self.path)?;
+        Ok(ids)
+    }
+
+    pub fn order(&self, order_id: i64) -> Result<Option<OrderRecord>> {
+        Ok(self
+            .query_orders("WHERE id = ?1", params![order_id])?
+            .into_iter()
+            .next())
+    }
+
+    pub fn orders(&self, batch_id: i64) -> Result<Vec<OrderRecord>> {
+        self.query_orders("WHERE batch_id = ?1 ORDER BY id", params![batch_id])
+    }
+
+    pub fn orders_in_state(&self, batch_id: i64, state: OrderState) -> Result<Vec<OrderRecord>> {
+        self.query_orders(
+            "WHERE batch_id = ?1 AND state = ?2 ORDER BY id",
+            params![batch_id, state.as_str()],
+        )
+    }
+
+    fn query_orders(&self, tail: &str, args: impl rusqlite::Params) -> Result<Vec<OrderRecord>> {
+        let sql = format!(
+            "SELECT id, batch_id, idempotency_key, body, mode, payment_currency, state,
+                    service_order_id, sends, polls, created_at, first_sent_at, accepted_at,
+                    error_type, error_message FROM orders {tail}"
+        );
+        let mut stmt = self.conn.prepare(&sql).map_err(sqlerr(&self.path))?;
+        let mapped = stmt
+            .query_map(args, |r| {
+                Ok((
+                    OrderRecord {
+                        id: r.get(0)?,
+                        batch_id: r.get(1)?,
+                        idempotency_key: r.get(2)?,
+                        body: r.get(3)?,
+                        mode: r.get(4)?,
+                        payment_currency: r.get(5)?,
+                        state: OrderState::Intent,
+                        service_order_id: r.get(7)?,
+                        sends: r.get(8)?,
+                        polls: r.get(9)?,
+                        created_at: r.get(10)?,
+                        first_sent_at: r.get(11)?,
+                        accepted_at: r.get(12)?,
+                        error_type: r.get(13)?,
+                        error_message: r.get(14)?,
+                    },
+                    r.get::<_, String>(6)?,
+                ))
+            })
+            .map_err(sqlerr(&self.path))?;
+        let mut out = Vec::new();
+        for item in mapped {
+            let (mut o, state) = item.map_err(sqlerr(&self.path))?;
+            o.state = state
+                .parse()
+                .map_err(|e: state::UnknownState| LedgerError::Corrupt(e.to_string()))?;
+            out.push(o);
+        }
+        Ok(out)
+    }
+
+    /// Records, durably, that the order is about to be sent (once more).
+    pub fn mark_sending(&mut self, order_id: i64) -> Result<()> {
+        let at = now();
+        let tx = begin(&mut self.conn, &self.path)?;
+        let n = tx
+            .execute(
+                "UPDATE orders SET sends = sends + 1, last_sent_at = ?2,
+                        first_sent_at = COALESCE(first_sent_at, ?2)
+                 WHERE id = ?1 AND state = 'INTENT'",
+                params![order_id, at],
+            )
+            .map_err(sqlerr(&self.path))?;
+        if n != 1 {
+            return Err(LedgerError::Transition {
+                subject: "order",
+                id: order_id,
+                from: "not INTENT".into(),
+                to: "sending".into(),
+            });
+        }
+        commit(tx, &self.path)
+    }
+
+    /// A transient failure of a send: the order stays an INTENT (in doubt), the error is kept.
+    pub fn record_send_error(
+        &mut self,
+        order_id: i64,
+        status: Option<u16>,
+        error_type: &str,
+        message: &str,
+    ) -> Result<()> {
+        let tx = begin(&mut self.conn, &self.path)?;
+        tx.execute(
+            "UPDATE orders SET last_http_status = ?2, error_type = ?3, error_message = ?4
+             WHERE id = ?1",
+            params![order_id, status, error_type, message],
+        )
+        .map_err(sqlerr(&self.path))?;
+        commit(tx, &self.path)
+    }
+
+    /// Moves an order (and its rows) to a new state, with what the service said.
+    #[allow(clippy::too_many_arguments)]
+    pub fn transition_order(
+        &mut self,
+        order_id: i64,
+        to: OrderState,
+        service_order_id: Option<&str>,
+        http_status: Option<u16>,
+        response: Option<&str>,
+        error: Option<(&str, &str)>,
+        items: &[ItemOutcome],
+        completed_at: Option<&str>,
+        cause: &str,
+    ) -> Result<()> {
+        let current = self
+            .order(order_id)?
+            .ok_or_else(|| LedgerError::Corrupt(format!("order {order_id} not found")))?;
+        if current.state == to {
+            return Ok(());
+        }
+        if !current.state.can_become(to) {
+            return Err(LedgerError::Transition {
+                subject: "order",
+                id: order_id,
+                from: current.state.to_string(),
+                to: to.to_string(),
+            });
+        }
+        if matches!(to, OrderState::Accepted | OrderState::Completed | OrderState::Failed)
+            && service_order_id.or(current.service_order_id.as_deref()).is_none()
+        {
+            // Never mark a row paid (or in flight) without the service's order id.
+            return Err(LedgerError::Corrupt(format!(
+                "order {order_id}: {to} without a service order id"
+            )));
+        }
+        let batch_id = current.batch_id;
+        let at = now();
+        let rows = self.rows_of_order(order_id)?;
+        let row_to = row_state_for(to);
+        let tx = begin(&mut self.conn, &self.path)?;
+        tx.execute(
+            "UPDATE orders SET state = ?2,
+                    service_order_id = COALESCE(?3, service_order_id),
+                    last_http_status = COALESCE(?4, last_http_status),
+                    last_response = COALESCE(?5, last_response),
+                    error_type = ?6, error_message = ?7,
+                    accepted_at = CASE WHEN ?3 IS NOT NULL THEN COALESCE(accepted_at, ?8)
+                                       ELSE accepted_at END,
+                    finished_at = CASE WHEN ?9 THEN ?8 ELSE finished_at END
+             WHERE id = ?1",
+            params![
+                order_id,
+                to.as_str(),
+                service_order_id,
+                http_status,
+                response,
+                error.map(|e| e.0),
+                error.map(|e| e.1),
+                at,
+                to.is_terminal()
+            ],
+        )
+        .map_err(sqlerr(&self.path))?;
+        event(
+            &tx,
+            batch_id,
+            "order",
+            order_id,
+            Some(current.state.as_str()),
+            Some(to.as_str()),
+            cause,
+        )
+        .map_err(sqlerr(&self.path))?;
+        for row in &rows {
+            if row.state == row_to {
+                continue;
+            }
+            if !row.state.can_become(row_to) {
+                return Err(LedgerError::Transition {
+                    subject: "row",
+                    id: row.id,
+                    from: row.state.to_string(),
+                    to: row_to.to_string(),
+                });
+            }
+            let item = row
+                .item_index
+                .and_then(|i| items.get(i as usize))
+                .cloned()
+                .unwrap_or_default();
+            tx.execute(
+                "UPDATE rows SET state = ?2,
+                        item_id = COALESCE(?3, item_id), payout_url = COALESCE(?4, payout_url),
+                        price = COALESCE(?5, price), discount = COALESCE(?6, discount),
+                        error_type = ?7, error_message = ?8,
+                        completed_at = COALESCE(?9, completed_at)
+                 WHERE id = ?1",
+                params![
+                    row.id,
+                    row_to.as_str(),
+                    item.item_id,
+                    item.payout_url,
+                    item.price,
+                    item.discount,
+                    error.map(|e| e.0),
+                    error.map(|e| e.1),
+                    completed_at
+                ],
+            )
+            .map_err(sqlerr(&self.path))?;
+            event(
+                &tx,
+                batch_id,
+                "row",
+                row.id,
+                Some(row.state.as_str()),
+                Some(row_to.as_str()),
+                cause,
+            )
+            .map_err(sqlerr(&self.path))?;
+        }
+        commit(tx, &self.path)
+    }
+
+    /// Counts one more status request for an order.
+    pub fn count_poll(&mut self, order_id: i64) -> Result<()> {
+        self.conn
+            .execute(
+                "UPDATE orders SET polls = polls + 1 WHERE id = ?1",
+                params![order_id],
+            )
+            .map_err(sqlerr(&self.path))?;
+        Ok(())
+    }
+
+    /// `paybatch retry`: FAILED and REJECTED rows become PENDING with the next attempt number
+    /// (hence a new idempotency key). Returns the references made eligible.
+    pub fn retry_rows(&mut self, batch_id: i64, references: Option<&[String]>) -> Result<Vec<String>> {
+        let candidates: Vec<RowRecord> = self
+            .rows(batch_id)?
+            .into_iter()
+            .filter(|r| matches!(r.state, RowState::Failed | RowState::Rejected))
+            .filter(|r| references.is_none_or(|refs| refs.contains(&r.reference)))
+            .collect();
+        let tx = begin(&mut self.conn, &self.path)?;
+        let mut out = Vec::new();
+        for row in candidates {
+            tx.execute(
+                "UPDATE rows SET state = 'PENDING', attempt = attempt + 1, order_id = NULL,
+                        item_index = NULL, item_id = NULL, payout_url = NULL, price = NULL,
+                        discount = NULL, error_type = NULL, error_message = NULL,
+                        completed_at = NULL
+                 WHERE id = ?1",
+                params![row.id],
+            )
+            .map_err(sqlerr(&self.path))?;
+            event(
+                &tx,
+                batch_id,
+                "row",
+                row.id,
+                Some(row.state.as_str()),
+                Some("PENDING"),
+                &format!("retry requested: attempt {}", row.attempt + 1),
+            )
+            .map_err(sqlerr(&self.path))?;
+            out.push(row.reference);
+        }
+        commit(tx, &self.path)?;
+        Ok(out)
+    }
+
+    /// The most recent events of a batch, newest first.
+    pub fn events(&self, batch_id: i64, limit: i64) -> Result<Vec<EventRecord>> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT at, subject, subject_id, from_state, to_state, cause FROM events
+                 WHERE batch_id = ?1 ORDER BY id DESC LIMIT ?2",
+            )
+            .map_err(sqlerr(&self.path))?;
+        let mapped = stmt
+            .query_map(params![batch_id, limit], |r| {
+                Ok(EventRecord {
+                    at: r.get(0)?,
+                    subject: r.get(1)?,
+                    subject_id: r.get(2)?,
+                    from_state: r.get(3)?,
+                    to_state: r.get(4)?,
+                    cause: r.get(5)?,
+                })
+            })
+            .map_err(sqlerr(&self.path))?;
+        mapped
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(sqlerr(&self.path))
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Catalog cache
+
+    /// The cached catalog of an environment and when it was fetched.
+    pub fn cached_catalog(&self, environment: &str) -> Result<Option<(String, Vec<String>)>> {
+        let fetched: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT fetched_at FROM catalog_syncs WHERE environment = ?1",
+                [environment],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(sqlerr(&self.path))?;
+        let Some(fetched_at) = fetched else {
+            return Ok(None);
+        };
+        let mut stmt = self
+            .conn
+            .prepare("SELECT product FROM catalog_products WHERE environment = ?1 ORDER BY code")
+            .map_err(sqlerr(&self.path))?;
+        let products = stmt
+            .query_map([environment], |r| r.get::<_, String>(0))
+            .map_err(sqlerr(&self.path))?
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(sqlerr(&self.path))?;
+        Ok(Some((fetched_at, products)))
+    }
+
+    /// Replaces the cached catalog of an environment: (code, product JSON) pairs.
+    pub fn store_catalog(&mut self, environment: &str, products: &[(String, String)]) -> Result<()> {
+        let tx = begin(&mut self.conn, &self.path)?;
+        tx.execute(
+            "DELETE FROM catalog_products WHERE environment = ?1",
+            [environment],
+        )
+        .map_err(sqlerr(&self.path))?;
+        {
+            let mut stmt = tx
+                .prepare(
+                    "INSERT OR REPLACE INTO catalog_products (environment, code, product)
+                     VALUES (?1, ?2, ?3)",
+                )
+                .map_err(sqlerr(&self.path))?;
+            for (code, json) in products {
+                stmt.execute(params![environment, code, json])
+                    .map_err(sqlerr(&self.path))?;
+            }
+        }
+        tx.execute(
+            "INSERT OR REPLACE INTO catalog_syncs (environment, fetched_at, products)
+             VALUES (?1, ?2, ?3)",
+            params![environment, now(), products.len() as i64],
+        )
+        .map_err(sqlerr(&self.path))?;
+        commit(tx, &self.path)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventRecord {
+    pub at: String,
+    pub subject: String,
+    pub subject_id: i64,
+    pub from_state: Option<String>,
+    pub to_state: Option<String>,
+    pub cause: String,
+}
+
+fn sqlerr(path: &Path) -> impl Fn(rusqlite::Error) -> LedgerError + '_ {
+    move |source| LedgerError::Sqlite {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn begin<'c>(conn: &'c mut Connection, path: &Path) -> Result<Transaction<'c>> {
+    conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(sqlerr(path))
+}
+
+fn commit(tx: Transaction<'_>, path: &Path) -> Result<()> {
+    tx.commit().map_err(sqlerr(path))
+}
+
+fn batch_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<BatchRecord> {
+    let headers: String = r.get(4)?;
+    Ok(BatchRecord {
+        id: r.get(0)?,
+        name: r.get(1)?,
+        input_path: r.get(2)?,
+        input_hash: r.get(3)?,
+        headers: serde_json::from_str(&headers).unwrap_or_default(),
+        environment: r.get(5)?,
+        base_url: r.get(6)?,
+        key_fingerprint: r.get(7)?,
+        created_at: r.get(8)?,
+    })
+}
+
+fn event(
+    tx: &Transaction<'_>,
+    batch_id: i64,
+    subject: &str,
+    subject_id: i64,
+    from: Option<&str>,
+    to: Option<&str>,
+    cause: &str,
+) -> rusqlite::Result<usize> {
+    tx.execute(
+        "INSERT INTO events (batch_id, at, subject, subject_id, from_state, to_state, cause)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![batch_id, now(), subject, subject_id, from, to, cause],
+    )
+}
+
+/// Creates `path` with mode 0600 if it does not exist, and makes sure an existing one is 0600.
+pub fn create_private_file(path: &Path) -> Result<()> {
+    let io = |e: std::io::Error| LedgerError::Io {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    };
+    if let Some(parent) = path.parent()
+        && !parent.as_os_str().is_empty()
+        && !parent.exists()
+    {
+        std::fs::create_dir_all(parent).map_err(io)?;
+    }
+    let mut options = OpenOptions::new();
+    options.create(true).append(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    options.open(path).map_err(io)?;
+    set_private(path)
+}
+
+fn set_private(path: &Path) -> Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(|e| {
+            LedgerError::Io {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            }
+        })?;
+    }
+    Ok(())
+}

@@ -1,0 +1,221 @@
+//! Row and order states and the one table of allowed transitions (mirrored in docs/ledger.md).
+
+use std::fmt;
+use std::str::FromStr;
+
+/// Where a row of the input stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RowState {
+    /// Validated, not yet part of an order.
+    Pending,
+    /// Part of an order whose intent (key and exact body) is committed; the service may or may
+    /// not have it yet.
+    Planned,
+    /// The service accepted its order (order id known); not terminal yet.
+    Submitted,
+    /// Paid: its order completed.
+    Completed,
+    /// Its order failed at the service. Retried only by `paybatch retry`.
+    Failed,
+    /// The service refused its order (a final 4xx). Retried only by `paybatch retry`.
+    Rejected,
+    /// Did not pass validation (`--skip-invalid`); never submitted.
+    Invalid,
+    /// Left out of a later version of the input file before it was submitted.
+    Removed,
+}
+
+/// Where an order stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OrderState {
+    /// Key and exact body committed. With `sends = 0` never sent; with `sends > 0` in doubt
+    /// (sent, no answer recorded): re-sent with the same key and body.
+    Intent,
+    /// The service answered with an order id; waiting for a terminal status.
+    Accepted,
+    Completed,
+    Failed,
+    /// A final 4xx answer: the service did not create it.
+    Rejected,
+}
+
+impl RowState {
+    pub const ALL: [RowState; 8] = [
+        RowState::Pending,
+        RowState::Planned,
+        RowState::Submitted,
+        RowState::Completed,
+        RowState::Failed,
+        RowState::Rejected,
+        RowState::Invalid,
+        RowState::Removed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RowState::Pending => "PENDING",
+            RowState::Planned => "PLANNED",
+            RowState::Submitted => "SUBMITTED",
+            RowState::Completed => "COMPLETED",
+            RowState::Failed => "FAILED",
+            RowState::Rejected => "REJECTED",
+            RowState::Invalid => "INVALID",
+            RowState::Removed => "REMOVED",
+        }
+    }
+
+    /// A row that needs no more work from this run.
+    pub fn is_settled(self) -> bool {
+        matches!(
+            self,
+            RowState::Completed
+                | RowState::Failed
+                | RowState::Rejected
+                | RowState::Invalid
+                | RowState::Removed
+        )
+    }
+
+    /// The allowed transitions of a row.
+    pub fn can_become(self, to: RowState) -> bool {
+        use RowState::*;
+        matches!(
+            (self, to),
+            (Pending, Planned)
+                | (Pending, Invalid)
+                | (Pending, Removed)
+                | (Invalid, Pending)
+                | (Removed, Pending)
+                | (Planned, Submitted)
+                | (Planned, Completed)
+                | (Planned, Failed)
+                | (Planned, Rejected)
+                | (Submitted, Completed)
+                | (Submitted, Failed)
+                // `paybatch retry`: a person decided; the next attempt gets a new key.
+                | (Failed, Pending)
+                | (Rejected, Pending)
+        )
+    }
+}
+
+impl OrderState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OrderState::Intent => "INTENT",
+            OrderState::Accepted => "ACCEPTED",
+            OrderState::Completed => "COMPLETED",
+            OrderState::Failed => "FAILED",
+            OrderState::Rejected => "REJECTED",
+        }
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            OrderState::Completed | OrderState::Failed | OrderState::Rejected
+        )
+    }
+
+    /// The allowed transitions of an order.
+    pub fn can_become(self, to: OrderState) -> bool {
+        use OrderState::*;
+        matches!(
+            (self, to),
+            (Intent, Accepted)
+                | (Intent, Completed)
+                | (Intent, Failed)
+                | (Intent, Rejected)
+                | (Accepted, Completed)
+                | (Accepted, Failed)
+        )
+    }
+}
+
+/// The row state an order's state implies for its rows.
+pub fn row_state_for(order: OrderState) -> RowState {
+    match order {
+        OrderState::Intent => RowState::Planned,
+        OrderState::Accepted => RowState::Submitted,
+        OrderState::Completed => RowState::Completed,
+        OrderState::Failed => RowState::Failed,
+        OrderState::Rejected => RowState::Rejected,
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("unknown state `{0}` in the ledger")]
+pub struct UnknownState(pub String);
+
+impl FromStr for RowState {
+    type Err = UnknownState;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        RowState::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| UnknownState(s.to_string()))
+    }
+}
+
+impl FromStr for OrderState {
+    type Err = UnknownState;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [
+            OrderState::Intent,
+            OrderState::Accepted,
+            OrderState::Completed,
+            OrderState::Failed,
+            OrderState::Rejected,
+        ]
+        .into_iter()
+        .find(|st| st.as_str() == s)
+        .ok_or_else(|| UnknownState(s.to_string()))
+    }
+}
+
+impl fmt::Display for RowState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Display for OrderState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paid_rows_never_go_back() {
+        for to in RowState::ALL {
+            assert!(!RowState::Completed.can_become(to), "COMPLETED -> {to}");
+            assert!(!RowState::Submitted.can_become(RowState::Pending));
+            assert!(!RowState::Planned.can_become(RowState::Pending));
+        }
+    }
+
+    #[test]
+    fn every_order_state_maps_to_a_row_state_the_row_may_reach() {
+        for o in [
+            OrderState::Accepted,
+            OrderState::Completed,
+            OrderState::Failed,
+            OrderState::Rejected,
+        ] {
+            assert!(OrderState::Intent.can_become(o) || OrderState::Accepted.can_become(o));
+            assert!(RowState::Planned.can_become(row_state_for(o)));
+        }
+    }
+
+    #[test]
+    fn states_round_trip_through_text() {
+        for s in RowState::ALL {
+            assert_eq!(s.as_str().parse::<RowState>().unwrap(), s);
+        }
+        assert!("BOGUS".parse::<OrderState>().is_err());
+    }
+}
