@@ -1,0 +1,134 @@
+//! Hostile or broken answers from the service: each is a clear transient or final error, never
+//! a panic, never an order taken as created without an id.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use paybatch::api::models::ExecutionMode;
+use paybatch::api::{ApiError, ApiKey, Client, ClientConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// A server on 127.0.0.1 that answers every request with `response` (raw HTTP bytes; `None`
+/// closes the connection without answering). Counts the requests it saw.
+async fn serve(response: Option<Vec<u8>>) -> (String, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counter = seen.clone();
+    tokio::spawn(async move {
+        for _ in 0..50 {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            counter.fetch_add(1, Ordering::SeqCst);
+            let response = response.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65536];
+                let mut got = Vec::new();
+                while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match tokio::time::timeout(Duration::from_secs(5), socket.read(&mut buf)).await {
+                        Ok(Ok(n)) if n > 0 => got.extend_from_slice(&buf[..n]),
+                        _ => return,
+                    }
+                }
+                if let Some(bytes) = response {
+                    let _ = socket.write_all(&bytes).await;
+                }
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+    (format!("http://{addr}/v2"), seen)
+}
+
+fn http(status: &str, content_type: &str, body: &[u8]) -> Vec<u8> {
+    let mut out = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(body);
+    out
+}
+
+fn client(base: &str) -> Client {
+    let mut config = ClientConfig::new(base, ApiKey::new("xx_test_key").unwrap());
+    config.timeout = Duration::from_secs(10);
+    Client::new(config).unwrap()
+}
+
+#[tokio::test]
+async fn truncated_json_is_a_transient_protocol_error() {
+    let (base, _) = serve(Some(http("200 OK", "application/json", br#"{"message":"po"#))).await;
+    let e = client(&base).ping().await.unwrap_err();
+    assert!(matches!(e, ApiError::Protocol { .. }), "{e:?}");
+    assert!(e.is_transient());
+}
+
+#[tokio::test]
+async fn an_html_page_with_200_is_not_a_success() {
+    let (base, _) = serve(Some(http("200 OK", "text/html", b"<html><body>Maintenance</body></html>"))).await;
+    let e = client(&base).ping().await.unwrap_err();
+    assert!(matches!(e, ApiError::Protocol { .. }), "{e:?}");
+    assert!(e.to_string().contains("Maintenance"), "{e}");
+}
+
+#[tokio::test]
+async fn a_200_with_an_error_body_is_not_a_success() {
+    let body = br#"{"type":"internal_server_error","message":"boom","help":""}"#;
+    let (base, _) = serve(Some(http("200 OK", "application/json", body))).await;
+    let e = client(&base)
+        .create_order("k", b"{}", ExecutionMode::Async)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, ApiError::Protocol { .. }), "{e:?}");
+    assert!(e.is_transient());
+}
+
+#[tokio::test]
+async fn an_order_answer_without_an_id_is_never_taken_as_created() {
+    let (base, _) = serve(Some(http("200 OK", "application/json", br#"{"status":"COMPLETED"}"#))).await;
+    let e = client(&base)
+        .create_order("k", b"{}", ExecutionMode::Sync)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, ApiError::Protocol { .. }), "{e:?}");
+}
+
+#[tokio::test]
+async fn a_huge_body_is_refused_without_buffering_it_whole() {
+    let big = vec![b' '; paybatch::api::client::MAX_BODY_BYTES + 1024];
+    let (base, _) = serve(Some(http("200 OK", "application/json", &big))).await;
+    let e = client(&base).ping().await.unwrap_err();
+    assert!(e.to_string().contains("larger than"), "{e}");
+}
+
+#[tokio::test]
+async fn a_redirect_to_another_host_is_refused_and_not_followed() {
+    let redirect = b"HTTP/1.1 302 Found\r\nLocation: http://evil.example/v2/ping\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_vec();
+    let (base, seen) = serve(Some(redirect)).await;
+    let e = client(&base).ping().await.unwrap_err();
+    assert!(e.to_string().contains("redirect"), "{e}");
+    assert_eq!(seen.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_connection_closed_without_an_answer_is_transient() {
+    let (base, _) = serve(None).await;
+    let e = client(&base)
+        .create_order("k", b"{}", ExecutionMode::Async)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, ApiError::Transport(_)), "{e:?}");
+    assert!(e.is_transient());
+}
+
+#[tokio::test]
+async fn an_html_502_is_transient_and_an_html_404_final() {
+    let (base, _) = serve(Some(http("502 Bad Gateway", "text/html", b"<h1>bad gateway</h1>"))).await;
+    assert!(client(&base).ping().await.unwrap_err().is_transient());
+    let (base, _) = serve(Some(http("404 Not Found", "text/html", b"<h1>nope</h1>"))).await;
+    assert!(!client(&base).ping().await.unwrap_err().is_transient());
+}

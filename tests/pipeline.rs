@@ -1,0 +1,411 @@
+//! The batch pipeline end to end: the real binary, a real simulator on a loopback port, a real
+//! SQLite ledger in a temporary directory. Exactly-once is checked against the simulator's
+//! ground truth.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Output;
+use std::time::Duration;
+
+use common::*;
+use paybatch::sim::{Faults, SimHandle};
+
+const BIN: &str = env!("CARGO_BIN_EXE_paybatch");
+
+async fn paybatch(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> Output {
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.current_dir(dir)
+        .args(args)
+        .env_remove("PAYBATCH_API_KEY")
+        .env_remove("PAYBATCH_ENV")
+        .env_remove("PAYBATCH_BASE_URL")
+        .env_remove("PAYBATCH_LEDGER")
+        .env_remove("PAYBATCH_FAILPOINT")
+        .kill_on_drop(true);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .expect("paybatch finished within 120 s")
+        .expect("paybatch ran")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+/// `run FILE` against the simulator at `sim`, with a key file, in the workspace.
+async fn run_against(ws: &Workspace, sim: &SimHandle, file: &str, extra: &[&str]) -> Output {
+    run_with_env(ws, sim, file, extra, &[]).await
+}
+
+async fn run_with_env(
+    ws: &Workspace,
+    sim: &SimHandle,
+    file: &str,
+    extra: &[&str],
+    envs: &[(&str, &str)],
+) -> Output {
+    let key = ws.key_file();
+    let base = sim.base_url();
+    let ledger = ws.ledger();
+    let mut args = vec![
+        "run",
+        file,
+        "--base-url",
+        &base,
+        "--api-key-file",
+        key.to_str().unwrap(),
+        "--ledger",
+        ledger.to_str().unwrap(),
+        "--poll-timeout",
+        "60",
+    ];
+    args.extend_from_slice(extra);
+    paybatch(ws.dir.path(), &args, envs).await
+}
+
+/// Service orders per row reference (from the order metadata), with their statuses.
+fn orders_per_reference(sim: &SimHandle) -> HashMap<String, Vec<String>> {
+    let mut out: HashMap<String, Vec<String>> = HashMap::new();
+    for order in sim.orders() {
+        let rows = order
+            .metadata
+            .get("paybatch_rows")
+            .cloned()
+            .unwrap_or_default();
+        for reference in rows.split('|').filter(|r| !r.is_empty()) {
+            out.entry(reference.to_string())
+                .or_default()
+                .push(order.status.clone());
+        }
+    }
+    out
+}
+
+/// Every row of the input has exactly one service order, and it completed.
+fn assert_exactly_once_completed(sim: &SimHandle, input: &Path) {
+    let rows = read_csv(input);
+    let reference = col(&rows[0], "reference");
+    let per_ref = orders_per_reference(sim);
+    for row in &rows[1..] {
+        let r = &row[reference];
+        let orders = per_ref.get(r).cloned().unwrap_or_default();
+        assert_eq!(orders.len(), 1, "row {r} has {} service orders: {orders:?}", orders.len());
+        assert_eq!(orders[0], "COMPLETED", "row {r}");
+    }
+    assert_eq!(per_ref.len(), rows.len() - 1, "orders for unknown rows");
+}
+
+fn assert_result_file_complete(result: &Path, input: &Path) {
+    let out = read_csv(result);
+    let header = &out[0];
+    assert_eq!(out.len(), read_csv(input).len(), "one line per input row");
+    let status = col(header, "status");
+    let order_id = col(header, "order_id");
+    let url = col(header, "payout_url");
+    for row in &out[1..] {
+        assert_eq!(row[status], "COMPLETED", "{row:?}");
+        assert!(row[order_id].starts_with("O-"), "{row:?}");
+        assert!(!row[url].is_empty(), "{row:?}");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(result).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "result file holds payout links");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pays_the_sample_batch_once_and_a_second_run_pays_nothing_more() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    let input = ws.copy(SAMPLE, "nov.csv");
+    let out = run_against(&ws, &sim, "nov.csv", &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_exactly_once_completed(&sim, &input);
+    assert_result_file_complete(&ws.path("nov.result.csv"), &input);
+
+    let again = run_against(&ws, &sim, "nov.csv", &[]).await;
+    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
+    assert_exactly_once_completed(&sim, &input);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(ws.ledger()).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "the ledger holds payout links");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_mode_pays_each_row_once() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    let input = ws.copy(SAMPLE, "nov.csv");
+    let out = run_against(&ws, &sim, "nov.csv", &["--sync"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_exactly_once_completed(&sim, &input);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_environment_is_the_embedded_simulator_and_says_so() {
+    let ws = Workspace::new();
+    let input = ws.copy(SAMPLE, "nov.csv");
+    let out = paybatch(
+        ws.dir.path(),
+        &["run", "nov.csv", "--ledger", "ledger.db"],
+        &[],
+    )
+    .await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let first = err.lines().next().unwrap_or_default();
+    assert!(first.contains("SIMULATED"), "first line: {first}");
+    let result = ws.path("nov.SIMULATED.result.csv");
+    assert_result_file_complete(&result, &input);
+    // The embedded simulator keeps its state beside the ledger, so a resumed run finds it.
+    assert!(ws.path("ledger.sim.db").exists());
+    let again = paybatch(ws.dir.path(), &["run", "nov.csv", "--ledger", "ledger.db"], &[]).await;
+    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_input_stops_before_anything_is_submitted() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    ws.copy(SAMPLE_MISTAKES, "bad.csv");
+    let out = run_against(&ws, &sim, "bad.csv", &[]).await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("line "), "problems name their line: {err}");
+    assert!(err.contains("nothing was submitted"), "{err}");
+    assert!(sim.orders().is_empty(), "no order may reach the service");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skip_invalid_pays_the_valid_rows_and_marks_the_others() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    ws.write(
+        "mixed.csv",
+        "reference,product_code,face_value,currency,email\n\
+         R-1,AMZ-US,25.00,USD,ann@example.com\n\
+         R-2,NO-SUCH-PRODUCT,25.00,USD,bob@example.com\n\
+         R-3,TESCO-GB,20,GBP,\n",
+    );
+    let out = run_against(&ws, &sim, "mixed.csv", &["--skip-invalid"]).await;
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let result = read_csv(&ws.path("mixed.result.csv"));
+    let status = col(&result[0], "status");
+    let statuses: Vec<&str> = result[1..].iter().map(|r| r[status].as_str()).collect();
+    assert_eq!(statuses, ["COMPLETED", "INVALID", "COMPLETED"]);
+    assert_eq!(sim.orders().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_answers_and_server_errors_never_pay_twice() {
+    let ws = Workspace::new();
+    let mut config = fast_config(None);
+    config.seed = 11;
+    config.faults = Faults {
+        drop_rate: 0.3,
+        error_rate: 0.2,
+        ..Faults::default()
+    };
+    let sim = start_sim(config).await;
+    let input = ws.copy(SAMPLE, "nov.csv");
+    let out = run_against(&ws, &sim, "nov.csv", &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_exactly_once_completed(&sim, &input);
+    assert!(sim.stats().drops > 0, "the fault was exercised");
+}
+
+/// Killed at each window between two ledger writes, then run again: every row paid once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_killed_at_any_window_resumes_to_exactly_once() {
+    for point in [
+        "before_intent",
+        "after_intent",
+        "after_mark_sending",
+        "after_send",
+        "after_record",
+        "while_polling",
+    ] {
+        let ws = Workspace::new();
+        let sim = start_sim(fast_config(None)).await;
+        let input = ws.copy(SAMPLE, "nov.csv");
+        // Points met once per run fire on their first hit; the others on the third.
+        let nth = if matches!(point, "before_intent" | "after_intent") { 1 } else { 3 };
+        let spec = format!("{point}:{nth}");
+        let killed =
+            run_with_env(&ws, &sim, "nov.csv", &[], &[("PAYBATCH_FAILPOINT", &spec)]).await;
+        assert_eq!(
+            killed.status.code(),
+            None,
+            "{point}: the fail point must have killed the run: {}",
+            stderr(&killed)
+        );
+        let resumed = run_against(&ws, &sim, "nov.csv", &[]).await;
+        assert_eq!(resumed.status.code(), Some(0), "{point}: {}", stderr(&resumed));
+        assert_exactly_once_completed(&sim, &input);
+        assert_result_file_complete(&ws.path("nov.result.csv"), &input);
+        sim.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_rows_are_retried_only_on_request_with_a_new_key() {
+    let ws = Workspace::new();
+    let state = ws.sim_state();
+    let mut failing = fast_config(Some(state.clone()));
+    failing.failure_rate = 1.0;
+    let sim = start_sim(failing).await;
+    ws.write(
+        "small.csv",
+        "reference,product_code,face_value,currency,email\n\
+         R-1,AMZ-US,25.00,USD,ann@example.com\n\
+         R-2,TESCO-GB,20,GBP,\n",
+    );
+    let out = run_against(&ws, &sim, "small.csv", &[]).await;
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    // Running again does not retry failed rows by itself.
+    let again = run_against(&ws, &sim, "small.csv", &[]).await;
+    assert_eq!(again.status.code(), Some(4), "{}", stderr(&again));
+    assert_eq!(sim.orders().len(), 2);
+    sim.shutdown().await;
+
+    let sim = start_sim(fast_config(Some(state))).await;
+    let ledger = ws.ledger();
+    let retry = paybatch(
+        ws.dir.path(),
+        &["retry", "--batch", "small", "--ledger", ledger.to_str().unwrap()],
+        &[],
+    )
+    .await;
+    assert_eq!(retry.status.code(), Some(0), "{}", stderr(&retry));
+    let out = run_against(&ws, &sim, "small.csv", &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let per_ref = orders_per_reference(&sim);
+    for r in ["R-1", "R-2"] {
+        let mut statuses = per_ref[r].clone();
+        statuses.sort();
+        assert_eq!(statuses, ["COMPLETED", "FAILED"], "row {r}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn poll_timeout_exits_5_and_the_next_run_finishes() {
+    let ws = Workspace::new();
+    let state = ws.sim_state();
+    let mut slow = fast_config(Some(state.clone()));
+    slow.processing_min = Duration::from_secs(4);
+    slow.processing_max = Duration::from_secs(4);
+    let sim = start_sim(slow).await;
+    let input = ws.copy(SAMPLE, "nov.csv");
+    let out = run_against(&ws, &sim, "nov.csv", &["--poll-timeout", "1"]).await;
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    let result = read_csv(&ws.path("nov.result.csv"));
+    let status = col(&result[0], "status");
+    assert!(result[1..].iter().all(|r| r[status] == "PROCESSING"));
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let out = run_against(&ws, &sim, "nov.csv", &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_exactly_once_completed(&sim, &input);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_run_on_a_busy_ledger_exits_6_and_touches_nothing() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    ws.copy(SAMPLE, "nov.csv");
+    let lock = paybatch::batch::lock::LedgerLock::acquire(&ws.ledger()).expect("lock");
+    let out = run_against(&ws, &sim, "nov.csv", &[]).await;
+    assert_eq!(out.status.code(), Some(6), "{}", stderr(&out));
+    assert!(!ws.ledger().exists(), "the ledger was not touched");
+    assert!(sim.orders().is_empty());
+    drop(lock);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_is_bound_to_its_environment() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    ws.copy(SAMPLE, "nov.csv");
+    let out = run_against(&ws, &sim, "nov.csv", &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let other = paybatch(
+        ws.dir.path(),
+        &["run", "nov.csv", "--ledger", ws.ledger().to_str().unwrap()],
+        &[],
+    )
+    .await;
+    let err = stderr(&other);
+    assert_eq!(other.status.code(), Some(2), "{err}");
+    assert!(err.contains("belongs to environment"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_changed_after_submission_is_refused() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    let header = "reference,product_code,face_value,currency,email\n";
+    ws.write(
+        "dec.csv",
+        &format!("{header}R-1,AMZ-US,25.00,USD,ann@example.com\nR-2,AMZ-US,30.00,USD,bob@example.com\n"),
+    );
+    let out = run_against(&ws, &sim, "dec.csv", &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    ws.write(
+        "dec.csv",
+        &format!("{header}R-1,AMZ-US,99.00,USD,ann@example.com\nR-2,AMZ-US,30.00,USD,bob@example.com\nR-3,AMZ-US,5.00,USD,cy@example.com\n"),
+    );
+    let out = run_against(&ws, &sim, "dec.csv", &[]).await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("changed after it was submitted"), "{err}");
+    assert_eq!(sim.orders().len(), 2, "nothing new was submitted");
+    // Restored, with a new row added: only the new row is paid.
+    ws.write(
+        "dec.csv",
+        &format!("{header}R-1,AMZ-US,25.00,USD,ann@example.com\nR-2,AMZ-US,30.00,USD,bob@example.com\nR-3,AMZ-US,5.00,USD,cy@example.com\n"),
+    );
+    let out = run_against(&ws, &sim, "dec.csv", &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(sim.orders().len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn result_cells_that_look_like_formulas_are_neutralised() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    ws.write(
+        "f.csv",
+        "reference,product_code,face_value,currency,email,note\n\
+         @R-1,AMZ-US,25.00,USD,ann@example.com,\"=HYPERLINK(\"\"http://evil.example\"\")\"\n\
+         R-2,AMZ-US,30.00,USD,bob@example.com,+1 555\n",
+    );
+    let out = run_against(&ws, &sim, "f.csv", &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let result = read_csv(&ws.path("f.result.csv"));
+    let note = col(&result[0], "note");
+    let reference = col(&result[0], "reference");
+    assert_eq!(result[1][note], "'=HYPERLINK(\"http://evil.example\")");
+    assert_eq!(result[1][reference], "'@R-1");
+    assert_eq!(result[2][note], "'+1 555");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_errors_exit_2() {
+    let ws = Workspace::new();
+    ws.copy(SAMPLE, "nov.csv");
+    let out = paybatch(ws.dir.path(), &["run", "nov.csv", "--env", "staging"], &[]).await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let out = paybatch(ws.dir.path(), &["run", "nov.csv", "--env", "playground"], &[]).await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("PAYBATCH_API_KEY"), "{err}");
+}
