@@ -137,6 +137,8 @@ pub enum RunError {
     Auth(ApiError),
     #[error("{0}")]
     Api(#[from] ApiError),
+    #[error(transparent)]
+    Reconcile(#[from] super::reconcile::ReconcileError),
     #[error("cannot write {path}: {message}")]
     Io { path: PathBuf, message: String },
 }
@@ -422,7 +424,7 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
     };
 
     // Merge the file into the ledger.
-    let incoming = incoming_rows(&checked)?;
+    let incoming = incoming_rows(&checked);
     let merge = ledger.merge_rows(batch.id, &incoming)?;
     if !merge.changed_after_submission.is_empty() {
         let problems = merge
@@ -484,6 +486,20 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         reporter.line(format!("planned: {} new orders (intents committed)", plans.len()));
     }
     failpoint::hit("after_intent");
+
+    // In-doubt intents older than the window are looked up at the service before any re-send.
+    let stale = stale_intents(&ledger, batch.id, opts.in_doubt_window)?;
+    if stale > 0 {
+        reporter.line(format!(
+            "{stale} in-doubt orders are older than the in-doubt window: reconciling with the service first"
+        ));
+        let r = super::reconcile::reconcile(&mut ledger, &conn.client, &batch, false).await?;
+        reporter.line(format!(
+            "reconciled: {} found at the service and recorded, {} never created (will be sent)",
+            r.adopted.len(),
+            r.absent.len()
+        ));
+    }
 
     let stage = Arc::new(Stage {
         ledger: Mutex::new(ledger),
@@ -550,7 +566,8 @@ fn check_binding(b: &ledger::BatchRecord, conn: &Connection) -> Result<(), RunEr
     Ok(())
 }
 
-fn incoming_rows(checked: &CheckedInput) -> Result<Vec<IncomingRow>, RunError> {
+/// The rows of a checked input as the ledger merges them.
+pub fn incoming_rows(checked: &CheckedInput) -> Vec<IncomingRow> {
     let mut out = Vec::with_capacity(checked.rows.len());
     let mut seen = std::collections::HashSet::new();
     for (position, row) in checked.rows.iter().enumerate() {
@@ -596,7 +613,7 @@ fn incoming_rows(checked: &CheckedInput) -> Result<Vec<IncomingRow>, RunError> {
             }),
         });
     }
-    Ok(out)
+    out
 }
 
 fn spec_to_json(s: &RowSpec) -> String {
@@ -715,6 +732,25 @@ fn plan_orders(
     Ok(plans)
 }
 
+fn is_stale(order: &OrderRecord, window: Duration) -> bool {
+    let window = chrono::Duration::from_std(window).unwrap_or(chrono::Duration::days(1));
+    order.state == OrderState::Intent
+        && order.sends > 0
+        && order
+            .first_sent_at
+            .as_deref()
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+            .is_some_and(|t| chrono::Utc::now().signed_duration_since(t) > window)
+}
+
+fn stale_intents(ledger: &Ledger, batch_id: i64, window: Duration) -> Result<usize, RunError> {
+    Ok(ledger
+        .orders_in_state(batch_id, OrderState::Intent)?
+        .iter()
+        .filter(|o| is_stale(o, window))
+        .count())
+}
+
 /// Exponential backoff with full jitter, at least `floor`.
 fn backoff(attempt: u32, floor: Duration) -> Duration {
     let base = Duration::from_millis(250);
@@ -736,16 +772,9 @@ async fn submit_all(stage: &Arc<Stage>, batch_id: i64, opts: &RunOptions) -> Res
     if intents.is_empty() {
         return Ok(0);
     }
-    let window = chrono::Duration::from_std(opts.in_doubt_window).unwrap_or(chrono::Duration::days(1));
     let mut to_send = Vec::new();
     for order in intents {
-        let stale = order.sends > 0
-            && order
-                .first_sent_at
-                .as_deref()
-                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
-                .is_some_and(|t| chrono::Utc::now().signed_duration_since(t) > window);
-        if stale {
+        if is_stale(&order, opts.in_doubt_window) {
             stage.reporter.warn(format!(
                 "order {} (key {}) was first sent at {} and its outcome is unknown; it is older than the in-doubt window and is not re-sent blindly: run `paybatch reconcile`",
                 order.id,
@@ -935,6 +964,17 @@ fn record_created(stage: &Stage, order: &OrderRecord, outcome: CreateOutcome) ->
 }
 
 fn record_terminal(stage: &Stage, order_id: i64, order: &Order, http: u16) -> Result<(), RunError> {
+    record_terminal_in(&mut stage.ledger(), order_id, order, http)?;
+    Ok(())
+}
+
+/// Records a terminal order (COMPLETED or FAILED) and what it says of each item.
+pub fn record_terminal_in(
+    ledger: &mut Ledger,
+    order_id: i64,
+    order: &Order,
+    http: u16,
+) -> Result<(), LedgerError> {
     let items: Vec<ItemOutcome> = order
         .items
         .iter()
@@ -963,7 +1003,7 @@ fn record_terminal(stage: &Stage, order_id: i64, order: &Order, http: u16) -> Re
             "order failed at the service",
         ),
     };
-    stage.ledger().transition_order(
+    ledger.transition_order(
         order_id,
         to,
         Some(&order.id),
@@ -973,8 +1013,7 @@ fn record_terminal(stage: &Stage, order_id: i64, order: &Order, http: u16) -> Re
         &items,
         order.completed_at.as_deref(),
         cause,
-    )?;
-    Ok(())
+    )
 }
 
 async fn poll_all(

@@ -3,6 +3,7 @@
 
 pub mod catalog;
 pub mod ping;
+pub mod reconcile;
 pub mod retry;
 pub mod run;
 pub mod sim;
@@ -44,6 +45,8 @@ pub enum Command {
     Retry(retry::RetryArgs),
     /// Check the API key and the environment (GET /ping).
     Ping(ping::PingArgs),
+    /// Compare the ledger with the service's orders and repair it (lost ledger, in-doubt orders).
+    Reconcile(reconcile::ReconcileArgs),
     /// The service's catalog: sync the local cache, list products.
     Catalog(catalog::CatalogArgs),
     /// The embedded playground simulator, standalone.
@@ -93,6 +96,7 @@ pub async fn dispatch(cli: Cli) -> i32 {
         Command::Run(args) => run::execute(args, quiet).await,
         Command::Retry(args) => retry::execute(args).await,
         Command::Ping(args) => ping::execute(args).await,
+        Command::Reconcile(args) => reconcile::execute(args).await,
         Command::Catalog(args) => catalog::execute(args).await,
         Command::Sim(args) => match sim::execute(args).await {
             Ok(()) => exit::OK,

@@ -800,6 +800,57 @@ impl Ledger {
         commit(tx, &self.path)
     }
 
+    /// Reconciliation found no order at the service for an in-doubt intent: it was never
+    /// created, so it may be sent again (with its recorded key and body).
+    pub fn clear_in_doubt(&mut self, order_id: i64, cause: &str) -> Result<()> {
+        let current = self
+            .order(order_id)?
+            .ok_or_else(|| LedgerError::Corrupt(format!("order {order_id} not found")))?;
+        let tx = begin(&mut self.conn, &self.path)?;
+        tx.execute(
+            "UPDATE orders SET sends = 0, first_sent_at = NULL WHERE id = ?1 AND state = 'INTENT'",
+            params![order_id],
+        )
+        .map_err(sqlerr(&self.path))?;
+        event(&tx, current.batch_id, "order", order_id, Some("INTENT"), Some("INTENT"), cause)
+            .map_err(sqlerr(&self.path))?;
+        commit(tx, &self.path)
+    }
+
+    /// Reconciliation found a service order for PENDING rows the ledger had not planned (a lost
+    /// or restored ledger): records it as an order the service accepted, with the key the rows
+    /// would have used. Its body is not known and it is never sent.
+    pub fn adopt_order(
+        &mut self,
+        batch_id: i64,
+        idempotency_key: &str,
+        payment_currency: &str,
+        row_ids: &[i64],
+        service_order_id: &str,
+    ) -> Result<i64> {
+        let plan = PlannedOrder {
+            idempotency_key: idempotency_key.to_string(),
+            body: Vec::new(),
+            mode: "adopted".into(),
+            payment_currency: payment_currency.to_string(),
+            row_ids: row_ids.to_vec(),
+        };
+        let ids = self.plan_orders(batch_id, &[plan])?;
+        let order_id = ids[0];
+        self.transition_order(
+            order_id,
+            OrderState::Accepted,
+            Some(service_order_id),
+            None,
+            None,
+            None,
+            &[],
+            None,
+            "reconcile: order found at the service",
+        )?;
+        Ok(order_id)
+    }
+
     /// Counts one more status request for an order.
     pub fn count_poll(&mut self, order_id: i64) -> Result<()> {
         self.conn

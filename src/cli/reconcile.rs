@@ -1,0 +1,186 @@
+//! `paybatch reconcile --batch NAME`: compares the ledger with the service's own order list and
+//! repairs the ledger: orders it does not know (lost or restored ledger), in-doubt intents the
+//! service never turned into orders, statuses behind the service's. `--dry-run` only reports;
+//! `--rebuild FILE` restores a lost ledger from the service and the input file.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::batch::lock::{LedgerLock, LockError};
+use crate::batch::pipeline::{self, CheckedInput};
+use crate::batch::reconcile::{self, ReconcileReport};
+use crate::batch::validate::ValidateOptions;
+use crate::catalog;
+use crate::environment::Connection;
+use crate::exit;
+use crate::ledger::{IncomingRow, Ledger, NewBatch};
+
+use super::{ServiceArgs, config_failure, print_error};
+
+#[derive(Debug, Args)]
+pub struct ReconcileArgs {
+    /// The batch to reconcile.
+    #[arg(long)]
+    pub batch: String,
+    /// Report what would change; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// The ledger was lost: rebuild the batch from this input file and the service's orders.
+    #[arg(long, value_name = "FILE")]
+    pub rebuild: Option<PathBuf>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub service: ServiceArgs,
+}
+
+pub async fn execute(args: ReconcileArgs) -> i32 {
+    let environment = match args.service.environment() {
+        Ok(e) => e,
+        Err(e) => return config_failure(&e),
+    };
+    let ledger_path = &args.service.ledger;
+    let _lock = match LedgerLock::acquire(ledger_path) {
+        Ok(l) => l,
+        Err(e @ LockError::Held { .. }) => {
+            print_error(&e.to_string(), Some("wait for the running batch to finish"));
+            return exit::LOCKED;
+        }
+        Err(e) => {
+            print_error(&e.to_string(), None);
+            return exit::UNEXPECTED;
+        }
+    };
+    let mut ledger = match Ledger::open(ledger_path) {
+        Ok(l) => l,
+        Err(e) => {
+            print_error(&e.to_string(), None);
+            return exit::UNEXPECTED;
+        }
+    };
+    let conn = match Connection::open(environment, args.service.api_key_file.as_deref(), ledger_path).await {
+        Ok(c) => c,
+        Err(e) => return config_failure(&e),
+    };
+    eprintln!("paybatch reconcile: {} | batch {}", conn.environment.banner(), args.batch);
+    let batch = match ledger.batch(&args.batch) {
+        Ok(Some(b)) => b,
+        Ok(None) => match &args.rebuild {
+            Some(file) if !args.dry_run => match rebuild(&mut ledger, &conn, &args.batch, file).await {
+                Ok(b) => b,
+                Err(code) => return code,
+            },
+            _ => {
+                print_error(
+                    &format!("no batch `{}` in {}", args.batch, ledger_path.display()),
+                    Some("if the ledger was lost, pass --rebuild FILE (the batch's input file) to restore it from the service"),
+                );
+                return exit::USAGE;
+            }
+        },
+        Err(e) => {
+            print_error(&e.to_string(), None);
+            return exit::UNEXPECTED;
+        }
+    };
+    match reconcile::reconcile(&mut ledger, &conn.client, &batch, args.dry_run).await {
+        Ok(report) => {
+            print_report(&report, args.dry_run, args.json);
+            if report.duplicates.is_empty() && report.unknown_rows.is_empty() {
+                exit::OK
+            } else {
+                exit::FAILURES
+            }
+        }
+        Err(e) => {
+            print_error(&e.to_string(), Some("check the key and environment with `paybatch ping`"));
+            exit::UNEXPECTED
+        }
+    }
+}
+
+async fn rebuild(
+    ledger: &mut Ledger,
+    conn: &Connection,
+    name: &str,
+    file: &std::path::Path,
+) -> Result<crate::ledger::BatchRecord, i32> {
+    let fail = |msg: String| {
+        print_error(&msg, None);
+        exit::UNEXPECTED
+    };
+    let (products, _) = catalog::load(ledger, &conn.client, &conn.environment.identity(), catalog::DEFAULT_TTL, false)
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    let checked: CheckedInput = pipeline::check_input(
+        file,
+        None,
+        &products,
+        ValidateOptions {
+            allow_duplicates: true,
+            default_payment_currency: None,
+        },
+    )
+    .map_err(|p| {
+        eprintln!("error: {p}");
+        exit::INVALID
+    })?;
+    let batch = ledger
+        .create_batch(&NewBatch {
+            name,
+            input_path: &file.display().to_string(),
+            input_hash: &checked.file_hash,
+            headers: &checked.headers,
+            environment: conn.environment.name(),
+            base_url: &conn.environment.recorded_base_url(),
+            key_fingerprint: &conn.key_fingerprint,
+        })
+        .map_err(|e| fail(e.to_string()))?;
+    let incoming: Vec<IncomingRow> = pipeline::incoming_rows(&checked);
+    ledger
+        .merge_rows(batch.id, &incoming)
+        .map_err(|e| fail(e.to_string()))?;
+    eprintln!("rebuilt batch {name} from {} ({} rows)", file.display(), incoming.len());
+    Ok(batch)
+}
+
+fn print_report(r: &ReconcileReport, dry_run: bool, json: bool) {
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "dry_run": dry_run,
+                "found": r.found,
+                "adopted": r.adopted,
+                "absent": r.absent,
+                "updated": r.updated,
+                "unknown_rows": r.unknown_rows,
+                "duplicates": r.duplicates,
+            })
+        );
+        return;
+    }
+    let verb = if dry_run { "would record" } else { "recorded" };
+    println!("orders of this batch at the service: {}", r.found);
+    for (reference, id) in &r.adopted {
+        println!("  {verb} order {id} for row {reference} (the ledger did not know it)");
+    }
+    for key in &r.absent {
+        let verb = if dry_run { "would clear" } else { "cleared" };
+        println!("  {verb} in-doubt intent {key}: the service never created it; the next run sends it");
+    }
+    for (id, from, to) in &r.updated {
+        println!("  order {id}: {from} -> {to}");
+    }
+    for (reference, id) in &r.unknown_rows {
+        println!("  order {id} is for row {reference}, which the ledger does not have (pass --rebuild FILE)");
+    }
+    for (reference, ids) in &r.duplicates {
+        println!("  ALERT: row {reference} has {} live orders: {}", ids.len(), ids.join(", "));
+    }
+    if r.is_clean() {
+        println!("the ledger agrees with the service");
+    }
+}
