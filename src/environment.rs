@@ -99,9 +99,15 @@ impl Environment {
     /// The first line of every run.
     pub fn banner(&self) -> String {
         match self {
-            Environment::Sim => "environment: SIMULATED (embedded playground simulator; no real money moves)".into(),
-            Environment::Playground => format!("environment: playground ({PLAYGROUND_URL}; simulated by the service, no real money)"),
-            Environment::Production => format!("environment: PRODUCTION ({PRODUCTION_URL}; REAL MONEY)"),
+            Environment::Sim => {
+                "environment: SIMULATED (embedded playground simulator; no real money moves)".into()
+            }
+            Environment::Playground => format!(
+                "environment: playground ({PLAYGROUND_URL}; simulated by the service, no real money)"
+            ),
+            Environment::Production => {
+                format!("environment: PRODUCTION ({PRODUCTION_URL}; REAL MONEY)")
+            }
             Environment::Custom(url) => format!("environment: custom service at {url}"),
         }
     }
@@ -116,12 +122,17 @@ impl Environment {
             Some(path) => read_key_file(path)?,
             None => match std::env::var(API_KEY_VAR) {
                 Ok(v) if !v.trim().is_empty() => ApiKey::new(&v).map_err(|e| {
-                    ConfigError::new(format!("{API_KEY_VAR}: {e}"), "set it to the key exactly as the dashboard showed it")
+                    ConfigError::new(
+                        format!("{API_KEY_VAR}: {e}"),
+                        "set it to the key exactly as the dashboard showed it",
+                    )
                 })?,
                 _ => {
                     return Err(ConfigError::new(
                         format!("no API key for the {} environment", self.name()),
-                        format!("set {API_KEY_VAR}, or pass --api-key-file FILE (a file of mode 0600 holding the key)"),
+                        format!(
+                            "set {API_KEY_VAR}, or pass --api-key-file FILE (a file of mode 0600 holding the key)"
+                        ),
                     ));
                 }
             },
@@ -131,11 +142,17 @@ impl Environment {
             | (Environment::Playground, KeyKind::Playground)
             | (Environment::Custom(_), _) => Ok(key),
             (Environment::Production, _) => Err(ConfigError::new(
-                format!("the API key ({}) is not a production key (production keys start with `wg`)", key.fingerprint()),
+                format!(
+                    "the API key ({}) is not a production key (production keys start with `wg`)",
+                    key.fingerprint()
+                ),
                 "use the production key for --env production; playground keys start with `xx`",
             )),
             (Environment::Playground, _) => Err(ConfigError::new(
-                format!("the API key ({}) is not a playground key (playground keys start with `xx`)", key.fingerprint()),
+                format!(
+                    "the API key ({}) is not a playground key (playground keys start with `xx`)",
+                    key.fingerprint()
+                ),
                 "use a playground key for --env playground; a production key (`wg`) must never be used there",
             )),
             (Environment::Sim, _) => Ok(key),
@@ -157,7 +174,10 @@ pub fn read_key_file(path: &Path) -> Result<ApiKey, ConfigError> {
         let mode = meta.permissions().mode() & 0o777;
         if mode & 0o077 != 0 {
             return Err(ConfigError::new(
-                format!("the API key file {} has mode {mode:o}; others could read the key", path.display()),
+                format!(
+                    "the API key file {} has mode {mode:o}; others could read the key",
+                    path.display()
+                ),
                 format!("run: chmod 600 {}", path.display()),
             ));
         }
@@ -170,7 +190,12 @@ pub fn read_key_file(path: &Path) -> Result<ApiKey, ConfigError> {
             "the file must hold the key as text",
         )
     })?;
-    ApiKey::new(&text).map_err(|e| ConfigError::new(format!("{}: {e}", path.display()), "the file must hold only the key"))
+    ApiKey::new(&text).map_err(|e| {
+        ConfigError::new(
+            format!("{}: {e}", path.display()),
+            "the file must hold only the key",
+        )
+    })
 }
 
 /// A live connection: the client, and the embedded simulator when the environment is `sim`.
@@ -208,17 +233,31 @@ impl Connection {
                     state: Some(embedded_state_path(ledger_path)),
                     ..sim::SimConfig::default()
                 };
-                let handle = sim::start(config, "127.0.0.1:0".parse().map_err(|_| ConfigError::new("bad loopback address", ""))?)
-                    .await
-                    .map_err(|e| ConfigError::new(format!("cannot start the embedded simulator: {e}"), "check that the directory of the ledger is writable"))?;
+                let handle = sim::start(
+                    config,
+                    "127.0.0.1:0"
+                        .parse()
+                        .map_err(|_| ConfigError::new("bad loopback address", ""))?,
+                )
+                .await
+                .map_err(|e| {
+                    ConfigError::new(
+                        format!("cannot start the embedded simulator: {e}"),
+                        "check that the directory of the ledger is writable",
+                    )
+                })?;
                 (handle.base_url(), Some(handle))
             }
             Environment::Playground => (PLAYGROUND_URL.to_string(), None),
             Environment::Production => (PRODUCTION_URL.to_string(), None),
             Environment::Custom(url) => (url.clone(), None),
         };
-        let client = Client::new(ClientConfig::new(base_url, key.clone()))
-            .map_err(|e| ConfigError::new(e.to_string(), "give an https:// base URL (plain http only for loopback)"))?;
+        let client = Client::new(ClientConfig::new(base_url, key.clone())).map_err(|e| {
+            ConfigError::new(
+                e.to_string(),
+                "give an https:// base URL (plain http only for loopback)",
+            )
+        })?;
         Ok(Connection {
             environment,
             client,

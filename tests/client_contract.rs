@@ -62,20 +62,32 @@ async fn wait_terminal(c: &Client, id: &str) -> Order {
 async fn ping_answers_pong_and_keys_are_checked() {
     let sim = start_sim(fast_config(None)).await;
     assert_eq!(client(&sim).ping().await.unwrap().message, "pong");
-    let e = client_with(&sim, "xxUnknownKey", API_VERSION).ping().await.unwrap_err();
+    let e = client_with(&sim, "xxUnknownKey", API_VERSION)
+        .ping()
+        .await
+        .unwrap_err();
     assert_eq!(e.status(), Some(401));
     assert_eq!(e.class(), ErrorClass::Final);
-    let e = client_with(&sim, "wgProductionKey", API_VERSION).ping().await.unwrap_err();
+    let e = client_with(&sim, "wgProductionKey", API_VERSION)
+        .ping()
+        .await
+        .unwrap_err();
     assert_eq!(e.status(), Some(401));
 }
 
 #[tokio::test]
 async fn versions_are_checked() {
     let sim = start_sim(fast_config(None)).await;
-    let e = client_with(&sim, sim::DEFAULT_KEY, "2020-01-01").ping().await.unwrap_err();
+    let e = client_with(&sim, sim::DEFAULT_KEY, "2020-01-01")
+        .ping()
+        .await
+        .unwrap_err();
     assert_eq!(e.kind(), "invalid_version");
     assert!(!e.is_transient());
-    client_with(&sim, sim::DEFAULT_KEY, API_VERSION_2023).ping().await.unwrap();
+    client_with(&sim, sim::DEFAULT_KEY, API_VERSION_2023)
+        .ping()
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -83,20 +95,33 @@ async fn the_catalog_is_read_through_every_page_and_filtered() {
     let sim = start_sim(fast_config(None)).await;
     let c = client(&sim);
     let one_page = c
-        .products(&ProductQuery { limit: Some(500), ..Default::default() })
+        .products(&ProductQuery {
+            limit: Some(500),
+            ..Default::default()
+        })
         .await
         .unwrap();
     let all = c
-        .all_products(&ProductQuery { limit: Some(4), ..Default::default() })
+        .all_products(&ProductQuery {
+            limit: Some(4),
+            ..Default::default()
+        })
         .await
         .unwrap();
     assert!(all.len() >= 30, "{} products", all.len());
-    assert_eq!(all.len(), one_page.catalog.len(), "paging loses or repeats nothing");
+    assert_eq!(
+        all.len(),
+        one_page.catalog.len(),
+        "paging loses or repeats nothing"
+    );
     let types: std::collections::HashSet<_> = all.iter().map(|p| p.payout_type).collect();
     assert_eq!(types.len(), 3);
 
     let orderable = c
-        .all_products(&ProductQuery { is_orderable: Some(true), ..Default::default() })
+        .all_products(&ProductQuery {
+            is_orderable: Some(true),
+            ..Default::default()
+        })
         .await
         .unwrap();
     assert!(orderable.iter().all(|p| p.is_orderable));
@@ -110,20 +135,28 @@ async fn the_catalog_is_read_through_every_page_and_filtered() {
         .await
         .unwrap();
     assert!(!us_gb.is_empty());
-    assert!(us_gb.iter().all(|p| p
-        .countries_redeemable_in
-        .iter()
-        .any(|c| c == "US" || c == "GB")));
+    assert!(us_gb.iter().all(|p| {
+        p.countries_redeemable_in
+            .iter()
+            .any(|c| c == "US" || c == "GB")
+    }));
 
     let amz = c.product("AMZ-US").await.unwrap().expect("AMZ-US exists");
     assert_eq!(amz.currency, "USD");
     assert!(amz.denominations().is_some());
     assert!(c.product("NO-SUCH-CODE").await.unwrap().is_none());
     let e = c
-        .products(&ProductQuery { code: Some("NO-SUCH-CODE".into()), ..Default::default() })
+        .products(&ProductQuery {
+            code: Some("NO-SUCH-CODE".into()),
+            ..Default::default()
+        })
         .await
         .unwrap_err();
-    assert_eq!(e.kind(), "not_found", "both spellings normalise to not_found");
+    assert_eq!(
+        e.kind(),
+        "not_found",
+        "both spellings normalise to not_found"
+    );
 
     assert!(!c.countries().await.unwrap().is_empty());
     assert!(!c.categories().await.unwrap().is_empty());
@@ -134,16 +167,29 @@ async fn pagination_errors_are_final() {
     let sim = start_sim(fast_config(None)).await;
     let c = client(&sim);
     for q in [
-        ProductQuery { limit: Some(0), ..Default::default() },
-        ProductQuery { limit: Some(501), ..Default::default() },
-        ProductQuery { after: Some("a".into()), before: Some("b".into()), ..Default::default() },
+        ProductQuery {
+            limit: Some(0),
+            ..Default::default()
+        },
+        ProductQuery {
+            limit: Some(501),
+            ..Default::default()
+        },
+        ProductQuery {
+            after: Some("a".into()),
+            before: Some("b".into()),
+            ..Default::default()
+        },
     ] {
         let e = c.products(&q).await.unwrap_err();
         assert_eq!(e.kind(), "pagination_error", "{q:?}");
         assert!(!e.is_transient());
     }
     let e = c
-        .orders(&PageQuery { limit: Some(0), ..Default::default() })
+        .orders(&PageQuery {
+            limit: Some(0),
+            ..Default::default()
+        })
         .await
         .unwrap_err();
     assert_eq!(e.kind(), "pagination_error");
@@ -155,7 +201,11 @@ async fn async_and_sync_orders_and_the_order_list() {
     let c = client(&sim);
     let before = c.balance("USD").await.unwrap().balance;
     let created = c
-        .create_order("k-async-1", &body(vec![item("AMZ-US", "10.00")]), ExecutionMode::Async)
+        .create_order(
+            "k-async-1",
+            &body(vec![item("AMZ-US", "10.00")]),
+            ExecutionMode::Async,
+        )
         .await
         .unwrap();
     let CreateOutcome::Accepted(accepted) = &created else {
@@ -171,7 +221,11 @@ async fn async_and_sync_orders_and_the_order_list() {
     assert_eq!(before - after, "9.80".parse().unwrap());
 
     let sync = c
-        .create_order("k-sync-1", &body(vec![item("STEAM-US", "20")]), ExecutionMode::Sync)
+        .create_order(
+            "k-sync-1",
+            &body(vec![item("STEAM-US", "20")]),
+            ExecutionMode::Sync,
+        )
         .await
         .unwrap();
     let CreateOutcome::Order(full) = sync else {
@@ -189,7 +243,13 @@ async fn async_and_sync_orders_and_the_order_list() {
         .unwrap_err();
     assert_eq!(e.kind(), "validation_error", "sync orders hold one item");
 
-    let list = c.orders(&PageQuery { limit: Some(1), ..Default::default() }).await.unwrap();
+    let list = c
+        .orders(&PageQuery {
+            limit: Some(1),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
     assert_eq!(list.items.len(), 1);
     assert_eq!(list.items[0].id, full.id, "newest first");
     let next = c
@@ -213,19 +273,34 @@ async fn idempotency_replays_and_refuses_another_body() {
     let sim = start_sim(fast_config(None)).await;
     let c = client(&sim);
     let b = body(vec![item("AMZ-US", "15.00")]);
-    let first = c.create_order("k-idem", &b, ExecutionMode::Async).await.unwrap();
-    let second = c.create_order("k-idem", &b, ExecutionMode::Async).await.unwrap();
+    let first = c
+        .create_order("k-idem", &b, ExecutionMode::Async)
+        .await
+        .unwrap();
+    let second = c
+        .create_order("k-idem", &b, ExecutionMode::Async)
+        .await
+        .unwrap();
     assert_eq!(first.id(), second.id());
     let other = body(vec![item("AMZ-US", "16.00")]);
-    let e = c.create_order("k-idem", &other, ExecutionMode::Async).await.unwrap_err();
+    let e = c
+        .create_order("k-idem", &other, ExecutionMode::Async)
+        .await
+        .unwrap_err();
     assert_eq!(e.kind(), "idempotency_validation_error");
     assert!(!e.is_transient());
     assert_eq!(sim.orders().len(), 1);
 
     // A refused body is replayed as refused.
     let bad = body(vec![item("AMZ-US", "999999")]);
-    let e1 = c.create_order("k-bad", &bad, ExecutionMode::Async).await.unwrap_err();
-    let e2 = c.create_order("k-bad", &bad, ExecutionMode::Async).await.unwrap_err();
+    let e1 = c
+        .create_order("k-bad", &bad, ExecutionMode::Async)
+        .await
+        .unwrap_err();
+    let e2 = c
+        .create_order("k-bad", &bad, ExecutionMode::Async)
+        .await
+        .unwrap_err();
     assert_eq!(e1.kind(), "validation_error");
     assert_eq!(e2.kind(), "validation_error");
     if let ApiError::Service { body, .. } = e1 {
@@ -236,17 +311,17 @@ async fn idempotency_replays_and_refuses_another_body() {
 #[tokio::test]
 async fn a_request_racing_its_own_key_gets_the_transient_in_progress_answer() {
     let mut config = fast_config(None);
-    config.faults = Faults { in_progress_delay: Duration::from_millis(800), ..Faults::default() };
+    config.faults = Faults {
+        in_progress_delay: Duration::from_millis(800),
+        ..Faults::default()
+    };
     let sim = start_sim(config).await;
     let c = client(&sim);
     let b = body(vec![item("AMZ-US", "12.00")]);
-    let (a, b2) = tokio::join!(
-        c.create_order("k-race", &b, ExecutionMode::Async),
-        async {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            c.create_order("k-race", &b, ExecutionMode::Async).await
-        }
-    );
+    let (a, b2) = tokio::join!(c.create_order("k-race", &b, ExecutionMode::Async), async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        c.create_order("k-race", &b, ExecutionMode::Async).await
+    });
     assert!(a.is_ok());
     let e = b2.unwrap_err();
     assert_eq!(e.kind(), "idempotency_in_progress");
@@ -261,9 +336,14 @@ async fn rate_limit_answers_429_as_transient_with_a_wait() {
     let c = client(&sim);
     let b = body(vec![item("AMZ-US", "10.00")]);
     for i in 0..3 {
-        c.create_order(&format!("k-rl-{i}"), &b, ExecutionMode::Async).await.unwrap();
+        c.create_order(&format!("k-rl-{i}"), &b, ExecutionMode::Async)
+            .await
+            .unwrap();
     }
-    let e = c.create_order("k-rl-x", &b, ExecutionMode::Async).await.unwrap_err();
+    let e = c
+        .create_order("k-rl-x", &b, ExecutionMode::Async)
+        .await
+        .unwrap_err();
     assert!(e.is_rate_limited());
     assert!(e.is_transient());
     assert!(e.retry_after().unwrap_or_default() >= Duration::from_secs(1));
@@ -272,26 +352,43 @@ async fn rate_limit_answers_429_as_transient_with_a_wait() {
 #[tokio::test]
 async fn dropped_connections_are_transient_and_the_retry_finds_the_same_order() {
     let mut config = fast_config(None);
-    config.faults = Faults { drop_rate: 1.0, ..Faults::default() };
+    config.faults = Faults {
+        drop_rate: 1.0,
+        ..Faults::default()
+    };
     let sim = start_sim(config).await;
     let c = client(&sim);
     let b = body(vec![item("AMZ-US", "10.00")]);
-    let e = c.create_order("k-drop", &b, ExecutionMode::Async).await.unwrap_err();
+    let e = c
+        .create_order("k-drop", &b, ExecutionMode::Async)
+        .await
+        .unwrap_err();
     assert!(matches!(e, ApiError::Transport(_)), "{e:?}");
     assert!(e.is_transient());
     let created = sim.orders();
-    assert_eq!(created.len(), 1, "the service created the order before the drop");
+    assert_eq!(
+        created.len(),
+        1,
+        "the service created the order before the drop"
+    );
     sim.shutdown().await;
 }
 
 #[tokio::test]
 async fn server_errors_are_transient() {
     let mut config = fast_config(None);
-    config.faults = Faults { error_rate: 1.0, ..Faults::default() };
+    config.faults = Faults {
+        error_rate: 1.0,
+        ..Faults::default()
+    };
     let sim = start_sim(config).await;
     let c = client(&sim);
     let e = c
-        .create_order("k-5xx", &body(vec![item("AMZ-US", "10.00")]), ExecutionMode::Async)
+        .create_order(
+            "k-5xx",
+            &body(vec![item("AMZ-US", "10.00")]),
+            ExecutionMode::Async,
+        )
         .await
         .unwrap_err();
     assert!(e.status().unwrap_or(0) >= 500, "{e:?}");
@@ -304,7 +401,11 @@ async fn the_older_version_carries_redemption_url_and_the_client_reads_it() {
     let sim = start_sim(fast_config(None)).await;
     let c = client_with(&sim, sim::DEFAULT_KEY, API_VERSION_2023);
     let created = c
-        .create_order("k-2023", &body(vec![item("AMZ-US", "10.00")]), ExecutionMode::Async)
+        .create_order(
+            "k-2023",
+            &body(vec![item("AMZ-US", "10.00")]),
+            ExecutionMode::Async,
+        )
         .await
         .unwrap();
     let done = wait_terminal(&c, created.id()).await;
@@ -339,7 +440,8 @@ async fn fixtures_from_the_service_documentation_parse() {
         OrderView::from_json(partial.as_bytes()).unwrap(),
         OrderView::Processing(_)
     ));
-    let accepted: AcceptedOrder = serde_json::from_str(r#"{"id":"O-1","status":"PROCESSING"}"#).unwrap();
+    let accepted: AcceptedOrder =
+        serde_json::from_str(r#"{"id":"O-1","status":"PROCESSING"}"#).unwrap();
     assert_eq!(accepted.status, OrderStatus::Processing);
     let err: ErrorBody = serde_json::from_str(
         r#"{"type":"validation_error","message":"bad","help":"fix","details":{"items[0].face_value":"too big"}}"#,
@@ -351,6 +453,7 @@ async fn fixtures_from_the_service_documentation_parse() {
     )
     .unwrap();
     assert_eq!(normalize_error_type(&nf.kind), "not_found");
-    let balance: Balance = serde_json::from_str(r#"{"balance":"100.50","currency":"USD"}"#).unwrap();
+    let balance: Balance =
+        serde_json::from_str(r#"{"balance":"100.50","currency":"USD"}"#).unwrap();
     assert_eq!(balance.balance, "100.50".parse().unwrap());
 }

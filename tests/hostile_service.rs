@@ -28,7 +28,8 @@ async fn serve(response: Option<Vec<u8>>) -> (String, Arc<AtomicUsize>) {
                 let mut buf = vec![0u8; 65536];
                 let mut got = Vec::new();
                 while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match tokio::time::timeout(Duration::from_secs(5), socket.read(&mut buf)).await {
+                    match tokio::time::timeout(Duration::from_secs(5), socket.read(&mut buf)).await
+                    {
                         Ok(Ok(n)) if n > 0 => got.extend_from_slice(&buf[..n]),
                         _ => return,
                     }
@@ -61,7 +62,12 @@ fn client(base: &str) -> Client {
 
 #[tokio::test]
 async fn truncated_json_is_a_transient_protocol_error() {
-    let (base, _) = serve(Some(http("200 OK", "application/json", br#"{"message":"po"#))).await;
+    let (base, _) = serve(Some(http(
+        "200 OK",
+        "application/json",
+        br#"{"message":"po"#,
+    )))
+    .await;
     let e = client(&base).ping().await.unwrap_err();
     assert!(matches!(e, ApiError::Protocol { .. }), "{e:?}");
     assert!(e.is_transient());
@@ -69,7 +75,12 @@ async fn truncated_json_is_a_transient_protocol_error() {
 
 #[tokio::test]
 async fn an_html_page_with_200_is_not_a_success() {
-    let (base, _) = serve(Some(http("200 OK", "text/html", b"<html><body>Maintenance</body></html>"))).await;
+    let (base, _) = serve(Some(http(
+        "200 OK",
+        "text/html",
+        b"<html><body>Maintenance</body></html>",
+    )))
+    .await;
     let e = client(&base).ping().await.unwrap_err();
     assert!(matches!(e, ApiError::Protocol { .. }), "{e:?}");
     assert!(e.to_string().contains("Maintenance"), "{e}");
@@ -89,7 +100,12 @@ async fn a_200_with_an_error_body_is_not_a_success() {
 
 #[tokio::test]
 async fn an_order_answer_without_an_id_is_never_taken_as_created() {
-    let (base, _) = serve(Some(http("200 OK", "application/json", br#"{"status":"COMPLETED"}"#))).await;
+    let (base, _) = serve(Some(http(
+        "200 OK",
+        "application/json",
+        br#"{"status":"COMPLETED"}"#,
+    )))
+    .await;
     let e = client(&base)
         .create_order("k", b"{}", ExecutionMode::Sync)
         .await
@@ -127,7 +143,12 @@ async fn a_connection_closed_without_an_answer_is_transient() {
 
 #[tokio::test]
 async fn an_html_502_is_transient_and_an_html_404_final() {
-    let (base, _) = serve(Some(http("502 Bad Gateway", "text/html", b"<h1>bad gateway</h1>"))).await;
+    let (base, _) = serve(Some(http(
+        "502 Bad Gateway",
+        "text/html",
+        b"<h1>bad gateway</h1>",
+    )))
+    .await;
     assert!(client(&base).ping().await.unwrap_err().is_transient());
     let (base, _) = serve(Some(http("404 Not Found", "text/html", b"<h1>nope</h1>"))).await;
     assert!(!client(&base).ping().await.unwrap_err().is_transient());

@@ -94,7 +94,12 @@ fn assert_exactly_once_completed(sim: &SimHandle, input: &Path) {
     for row in &rows[1..] {
         let r = &row[reference];
         let orders = per_ref.get(r).cloned().unwrap_or_default();
-        assert_eq!(orders.len(), 1, "row {r} has {} service orders: {orders:?}", orders.len());
+        assert_eq!(
+            orders.len(),
+            1,
+            "row {r} has {} service orders: {orders:?}",
+            orders.len()
+        );
         assert_eq!(orders[0], "COMPLETED", "row {r}");
     }
     assert_eq!(per_ref.len(), rows.len() - 1, "orders for unknown rows");
@@ -169,7 +174,12 @@ async fn the_default_environment_is_the_embedded_simulator_and_says_so() {
     assert_result_file_complete(&result, &input);
     // The embedded simulator keeps its state beside the ledger, so a resumed run finds it.
     assert!(ws.path("ledger.sim.db").exists());
-    let again = paybatch(ws.dir.path(), &["run", "nov.csv", "--ledger", "ledger.db"], &[]).await;
+    let again = paybatch(
+        ws.dir.path(),
+        &["run", "nov.csv", "--ledger", "ledger.db"],
+        &[],
+    )
+    .await;
     assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
 }
 
@@ -239,7 +249,11 @@ async fn a_run_killed_at_any_window_resumes_to_exactly_once() {
         let sim = start_sim(fast_config(None)).await;
         let input = ws.copy(SAMPLE, "nov.csv");
         // Points met once per run fire on their first hit; the others on the third.
-        let nth = if matches!(point, "before_intent" | "after_intent") { 1 } else { 3 };
+        let nth = if matches!(point, "before_intent" | "after_intent") {
+            1
+        } else {
+            3
+        };
         let spec = format!("{point}:{nth}");
         let killed =
             run_with_env(&ws, &sim, "nov.csv", &[], &[("PAYBATCH_FAILPOINT", &spec)]).await;
@@ -250,7 +264,12 @@ async fn a_run_killed_at_any_window_resumes_to_exactly_once() {
             stderr(&killed)
         );
         let resumed = run_against(&ws, &sim, "nov.csv", &[]).await;
-        assert_eq!(resumed.status.code(), Some(0), "{point}: {}", stderr(&resumed));
+        assert_eq!(
+            resumed.status.code(),
+            Some(0),
+            "{point}: {}",
+            stderr(&resumed)
+        );
         assert_exactly_once_completed(&sim, &input);
         assert_result_file_complete(&ws.path("nov.result.csv"), &input);
         sim.shutdown().await;
@@ -282,7 +301,13 @@ async fn failed_rows_are_retried_only_on_request_with_a_new_key() {
     let ledger = ws.ledger();
     let retry = paybatch(
         ws.dir.path(),
-        &["retry", "--batch", "small", "--ledger", ledger.to_str().unwrap()],
+        &[
+            "retry",
+            "--batch",
+            "small",
+            "--ledger",
+            ledger.to_str().unwrap(),
+        ],
         &[],
     )
     .await;
@@ -355,7 +380,9 @@ async fn a_row_changed_after_submission_is_refused() {
     let header = "reference,product_code,face_value,currency,email\n";
     ws.write(
         "dec.csv",
-        &format!("{header}R-1,AMZ-US,25.00,USD,ann@example.com\nR-2,AMZ-US,30.00,USD,bob@example.com\n"),
+        &format!(
+            "{header}R-1,AMZ-US,25.00,USD,ann@example.com\nR-2,AMZ-US,30.00,USD,bob@example.com\n"
+        ),
     );
     let out = run_against(&ws, &sim, "dec.csv", &[]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -404,7 +431,12 @@ async fn usage_errors_exit_2() {
     ws.copy(SAMPLE, "nov.csv");
     let out = paybatch(ws.dir.path(), &["run", "nov.csv", "--env", "staging"], &[]).await;
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    let out = paybatch(ws.dir.path(), &["run", "nov.csv", "--env", "playground"], &[]).await;
+    let out = paybatch(
+        ws.dir.path(),
+        &["run", "nov.csv", "--env", "playground"],
+        &[],
+    )
+    .await;
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("PAYBATCH_API_KEY"), "{err}");

@@ -206,7 +206,8 @@ impl Client {
         body: &[u8],
     ) -> Result<T, ApiError> {
         if status.is_success() {
-            return serde_json::from_slice::<T>(body).map_err(|e| success_body_error(status, body, e));
+            return serde_json::from_slice::<T>(body)
+                .map_err(|e| success_body_error(status, body, e));
         }
         Err(error_from(status, headers, body))
     }
@@ -312,8 +313,7 @@ impl Client {
         if !status.is_success() {
             return Err(error_from(status, &headers, &body));
         }
-        let view =
-            OrderView::from_json(&body).map_err(|e| success_body_error(status, &body, e))?;
+        let view = OrderView::from_json(&body).map_err(|e| success_body_error(status, &body, e))?;
         if view.id() != id {
             return Err(ApiError::Protocol {
                 status: status.as_u16(),
@@ -339,8 +339,8 @@ impl Client {
         let (status, headers, body) = self.exchange(request).await?;
         match status.as_u16() {
             200 => {
-                let view =
-                    OrderView::from_json(&body).map_err(|e| success_body_error(status, &body, e))?;
+                let view = OrderView::from_json(&body)
+                    .map_err(|e| success_body_error(status, &body, e))?;
                 match view {
                     OrderView::Done(order) => Ok(CreateOutcome::Order(order)),
                     OrderView::Processing(p) => Ok(CreateOutcome::Accepted(AcceptedOrder {
@@ -436,7 +436,10 @@ fn success_body_error(status: StatusCode, body: &[u8], e: serde_json::Error) -> 
             err.message
         )
     } else {
-        format!("the body is not the expected JSON: {e}; starts with {}", preview(body))
+        format!(
+            "the body is not the expected JSON: {e}; starts with {}",
+            preview(body)
+        )
     };
     ApiError::Protocol {
         status: status.as_u16(),
@@ -523,9 +526,17 @@ mod tests {
 
     #[test]
     fn html_error_pages_keep_their_status_class() {
-        let e = error_from(StatusCode::BAD_GATEWAY, &HeaderMap::new(), b"<html>bad</html>");
+        let e = error_from(
+            StatusCode::BAD_GATEWAY,
+            &HeaderMap::new(),
+            b"<html>bad</html>",
+        );
         assert!(e.is_transient());
-        let e = error_from(StatusCode::NOT_FOUND, &HeaderMap::new(), b"<html>nope</html>");
+        let e = error_from(
+            StatusCode::NOT_FOUND,
+            &HeaderMap::new(),
+            b"<html>nope</html>",
+        );
         assert!(!e.is_transient());
     }
 }

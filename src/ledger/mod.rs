@@ -180,9 +180,12 @@ impl Ledger {
         };
         conn.busy_timeout(std::time::Duration::from_secs(10))
             .map_err(err)?;
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(err)?;
-        conn.pragma_update(None, "synchronous", "FULL").map_err(err)?;
-        conn.pragma_update(None, "foreign_keys", "ON").map_err(err)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(err)?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(err)?;
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(err)?;
         migrations()
             .to_latest(&mut conn)
             .map_err(|e| LedgerError::Migration {
@@ -229,7 +232,9 @@ impl Ledger {
                         key_fingerprint, created_at FROM batches ORDER BY id",
             )
             .map_err(sqlerr(&self.path))?;
-        let rows = stmt.query_map([], batch_from_row).map_err(sqlerr(&self.path))?;
+        let rows = stmt
+            .query_map([], batch_from_row)
+            .map_err(sqlerr(&self.path))?;
         rows.collect::<std::result::Result<Vec<_>, _>>()
             .map_err(sqlerr(&self.path))
     }
@@ -326,8 +331,16 @@ impl Ledger {
                     )
                     .map_err(sqlerr(&self.path))?;
                     let id = tx.last_insert_rowid();
-                    event(&tx, batch_id, "row", id, None, Some(target.as_str()), "row added")
-                        .map_err(sqlerr(&self.path))?;
+                    event(
+                        &tx,
+                        batch_id,
+                        "row",
+                        id,
+                        None,
+                        Some(target.as_str()),
+                        "row added",
+                    )
+                    .map_err(sqlerr(&self.path))?;
                     report.added += 1;
                 }
                 Some(old) => {
@@ -428,7 +441,10 @@ impl Ledger {
     }
 
     pub fn rows(&self, batch_id: i64) -> Result<Vec<RowRecord>> {
-        self.query_rows("WHERE batch_id = ?1 ORDER BY position, id", params![batch_id])
+        self.query_rows(
+            "WHERE batch_id = ?1 ORDER BY position, id",
+            params![batch_id],
+        )
     }
 
     pub fn rows_in_state(&self, batch_id: i64, state: RowState) -> Result<Vec<RowRecord>> {
@@ -499,7 +515,9 @@ impl Ledger {
             .prepare("SELECT state, COUNT(*) FROM rows WHERE batch_id = ?1 GROUP BY state")
             .map_err(sqlerr(&self.path))?;
         let mapped = stmt
-            .query_map([batch_id], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+            .query_map([batch_id], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+            })
             .map_err(sqlerr(&self.path))?;
         let mut out = Vec::new();
         for item in mapped {
@@ -538,8 +556,16 @@ impl Ledger {
             )
             .map_err(sqlerr(&self.path))?;
             let order_id = tx.last_insert_rowid();
-            event(&tx, batch_id, "order", order_id, None, Some("INTENT"), "intent committed")
-                .map_err(sqlerr(&self.path))?;
+            event(
+                &tx,
+                batch_id,
+                "order",
+                order_id,
+                None,
+                Some("INTENT"),
+                "intent committed",
+            )
+            .map_err(sqlerr(&self.path))?;
             for (index, row_id) in plan.row_ids.iter().enumerate() {
                 let changed = tx
                     .execute(
@@ -703,8 +729,12 @@ impl Ledger {
                 to: to.to_string(),
             });
         }
-        if matches!(to, OrderState::Accepted | OrderState::Completed | OrderState::Failed)
-            && service_order_id.or(current.service_order_id.as_deref()).is_none()
+        if matches!(
+            to,
+            OrderState::Accepted | OrderState::Completed | OrderState::Failed
+        ) && service_order_id
+            .or(current.service_order_id.as_deref())
+            .is_none()
         {
             // Never mark a row paid (or in flight) without the service's order id.
             return Err(LedgerError::Corrupt(format!(
@@ -812,8 +842,16 @@ impl Ledger {
             params![order_id],
         )
         .map_err(sqlerr(&self.path))?;
-        event(&tx, current.batch_id, "order", order_id, Some("INTENT"), Some("INTENT"), cause)
-            .map_err(sqlerr(&self.path))?;
+        event(
+            &tx,
+            current.batch_id,
+            "order",
+            order_id,
+            Some("INTENT"),
+            Some("INTENT"),
+            cause,
+        )
+        .map_err(sqlerr(&self.path))?;
         commit(tx, &self.path)
     }
 
@@ -864,7 +902,11 @@ impl Ledger {
 
     /// `paybatch retry`: FAILED and REJECTED rows become PENDING with the next attempt number
     /// (hence a new idempotency key). Returns the references made eligible.
-    pub fn retry_rows(&mut self, batch_id: i64, references: Option<&[String]>) -> Result<Vec<String>> {
+    pub fn retry_rows(
+        &mut self,
+        batch_id: i64,
+        references: Option<&[String]>,
+    ) -> Result<Vec<String>> {
         let candidates: Vec<RowRecord> = self
             .rows(batch_id)?
             .into_iter()
@@ -955,7 +997,11 @@ impl Ledger {
     }
 
     /// Replaces the cached catalog of an environment: (code, product JSON) pairs.
-    pub fn store_catalog(&mut self, environment: &str, products: &[(String, String)]) -> Result<()> {
+    pub fn store_catalog(
+        &mut self,
+        environment: &str,
+        products: &[(String, String)],
+    ) -> Result<()> {
         let tx = begin(&mut self.conn, &self.path)?;
         tx.execute(
             "DELETE FROM catalog_products WHERE environment = ?1",

@@ -37,8 +37,11 @@ impl Workspace {
     /// Copies a file of the repository into the workspace.
     pub fn copy(&self, repo_path: &str, name: &str) -> PathBuf {
         let target = self.path(name);
-        std::fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join(repo_path), &target)
-            .expect("copy sample");
+        std::fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(repo_path),
+            &target,
+        )
+        .expect("copy sample");
         target
     }
 
@@ -55,8 +58,7 @@ impl Workspace {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
-                .expect("chmod");
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
         }
         path
     }
