@@ -74,7 +74,11 @@ pub struct Product {
     pub countries_redeemable_in: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub customer_service: Option<CustomerService>,
-    #[serde(default, with = "flexible_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        with = "flexible_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub discount_multiplier: Option<Decimal>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub availability: Option<String>,
@@ -93,7 +97,10 @@ impl Product {
     /// The denominations of the object that matches `payout_type` (subscriptions have none).
     pub fn denominations(&self) -> Option<&Denominations> {
         match self.payout_type {
-            PayoutType::GiftCard => self.gift_card.as_ref().and_then(|g| g.denominations.as_ref()),
+            PayoutType::GiftCard => self
+                .gift_card
+                .as_ref()
+                .and_then(|g| g.denominations.as_ref()),
             PayoutType::Payment => self.payment.as_ref().and_then(|p| p.denominations.as_ref()),
             PayoutType::Subscription => None,
         }
@@ -166,9 +173,17 @@ pub struct Denominations {
     /// e.g. `fixed` or `open`; the allowed values are not shown by the interface.
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
-    #[serde(default, with = "flexible_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        with = "flexible_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub minimum_value: Option<Decimal>,
-    #[serde(default, with = "flexible_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        with = "flexible_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub maximum_value: Option<Decimal>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub available_list: Option<Vec<DecimalString>>,
@@ -392,13 +407,25 @@ pub struct OrderItem {
     pub id: Option<String>,
     pub distribution_method: DistributionMethod,
     pub products: ProductSelection,
-    #[serde(default, with = "flexible_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        with = "flexible_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub face_value: Option<Decimal>,
-    #[serde(default, with = "flexible_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        with = "flexible_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub price: Option<Decimal>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub currency: Option<String>,
-    #[serde(default, with = "flexible_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        with = "flexible_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub discount_multiplier: Option<Decimal>,
     /// Since 2024-02-05.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -441,9 +468,17 @@ pub struct Order {
     pub payment_method: Option<PaymentMethod>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub currency: Option<String>,
-    #[serde(default, with = "flexible_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        with = "flexible_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub total_price: Option<Decimal>,
-    #[serde(default, with = "flexible_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        with = "flexible_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub total_discount: Option<Decimal>,
     #[serde(default)]
     pub items: Vec<OrderItem>,
@@ -524,9 +559,17 @@ pub struct OrderSummary {
     pub payment_method: Option<PaymentMethod>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub currency: Option<String>,
-    #[serde(default, with = "flexible_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        with = "flexible_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub total_price: Option<Decimal>,
-    #[serde(default, with = "flexible_opt", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        with = "flexible_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub total_discount: Option<Decimal>,
     /// Not promised by the interface for the list; read when present.
     #[serde(default, skip_serializing_if = "Option::is_none")]

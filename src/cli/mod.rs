@@ -1,0 +1,3 @@
+//! The subcommands of `paybatch`, one file each.
+
+pub mod sim;
