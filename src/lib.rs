@@ -2,7 +2,9 @@
 //! service, each row exactly once, with every step recorded in a local SQLite ledger.
 
 pub mod api;
+pub mod batch;
 pub mod catalog;
+pub mod cli;
 pub mod environment;
 pub mod exit;
 pub mod ledger;

@@ -1,3 +1,4 @@
+<<<<<<< HEAD
 //! Command-line interface: one file per subcommand; each ends in one `execute` function that
 //! the dispatcher calls and that returns the process exit code.
 
@@ -107,3 +108,8 @@ pub async fn dispatch(cli: Cli) -> i32 {
         },
     }
 }
+=======
+//! The subcommands of `paybatch`, one file each.
+
+pub mod sim;
+>>>>>>> sim

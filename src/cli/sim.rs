@@ -1,1 +1,219 @@
-//! TEMP
+//! `paybatch sim serve`: runs the playground simulator as a server of its own, so that paybatch
+//! (or curl, or another tool) can be pointed at it. It answers like the service's playground,
+//! with the state in memory or in a SQLite file, and with faults that can be switched on.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use rust_decimal::Decimal;
+
+use crate::sim::{DEFAULT_KEY, Faults, SimConfig};
+
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    #[command(subcommand)]
+    pub command: SimCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SimCommand {
+    /// Serve the simulated playground on an address until Ctrl-C or SIGTERM.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub addr: SocketAddr,
+    /// Listen on a non-loopback address (anyone who can reach it can use the simulator).
+    #[arg(long)]
+    pub public: bool,
+    /// SQLite file holding the state across restarts (default: in memory).
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<PathBuf>,
+    /// Seed of the random source (same seed and requests: same run).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Accepted API key; repeat for several. Replaces the default key.
+    #[arg(long = "key", value_name = "KEY")]
+    pub keys: Vec<String>,
+    /// Order creations per API key and minute (0: no limit).
+    #[arg(long, value_name = "N", default_value_t = 180)]
+    pub rate_limit: u32,
+    /// Shortest time an async order stays PROCESSING, in milliseconds.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub processing_min_ms: u64,
+    /// Longest time an async order stays PROCESSING, in milliseconds.
+    #[arg(long, value_name = "N", default_value_t = 4000)]
+    pub processing_max_ms: u64,
+    /// Probability (0 to 1) that an order ends FAILED.
+    #[arg(long, value_name = "F", default_value_t = 0.0)]
+    pub failure_rate: f64,
+    /// Initial balance of a currency, e.g. USD=2500.00; repeat for several. Replaces the default
+    /// balances (100000.00 in USD, EUR, GBP and CAD). Used only when the state is new.
+    #[arg(long = "balance", value_name = "CUR=AMOUNT", value_parser = parse_balance)]
+    pub balances: Vec<(String, Decimal)>,
+    /// Card id accepted for CARD payments; repeat for several (default: card_sim_visa).
+    #[arg(long = "card", value_name = "ID")]
+    pub cards: Vec<String>,
+    /// Latency added to every request, in milliseconds.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub latency_ms: u64,
+    /// Uniform extra latency from 0 to N milliseconds.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub latency_jitter_ms: u64,
+    /// Probability of a 500/503 answer on POST /order and GET /order/{id}.
+    #[arg(long, value_name = "F", default_value_t = 0.0)]
+    pub error_rate: f64,
+    /// Probability that POST /order creates the order and then drops the connection.
+    #[arg(long, value_name = "F", default_value_t = 0.0)]
+    pub drop_rate: f64,
+    /// Probability that a POST /order starts a burst of 429 answers.
+    #[arg(long = "burst-429-rate", value_name = "F", default_value_t = 0.0)]
+    pub burst_429_rate: f64,
+    /// Length of a 429 burst.
+    #[arg(long = "burst-429-len", value_name = "N", default_value_t = 3)]
+    pub burst_429_len: u32,
+    /// Extra time a POST /order holds its idempotency key, in milliseconds.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub in_progress_delay_ms: u64,
+}
+
+fn parse_balance(text: &str) -> Result<(String, Decimal), String> {
+    let (currency, amount) = text
+        .split_once('=')
+        .ok_or_else(|| format!("`{text}` is not CUR=AMOUNT (for example USD=2500.00)"))?;
+    let currency = currency.trim().to_ascii_uppercase();
+    if currency.len() != 3 || !currency.bytes().all(|b| b.is_ascii_uppercase()) {
+        return Err(format!("`{currency}` is not a three-letter currency code"));
+    }
+    let amount = Decimal::from_str(amount.trim())
+        .map_err(|_| format!("`{amount}` is not a decimal amount"))?;
+    if amount.is_sign_negative() {
+        return Err(format!("`{amount}` is negative"));
+    }
+    Ok((currency, amount))
+}
+
+impl ServeArgs {
+    /// The simulator configuration these flags describe.
+    pub fn config(&self) -> SimConfig {
+        let defaults = SimConfig::default();
+        SimConfig {
+            keys: if self.keys.is_empty() {
+                defaults.keys
+            } else {
+                self.keys.clone()
+            },
+            seed: self.seed,
+            state: self.state.clone(),
+            rate_limit_per_minute: self.rate_limit,
+            processing_min: Duration::from_millis(self.processing_min_ms),
+            processing_max: Duration::from_millis(self.processing_max_ms),
+            failure_rate: self.failure_rate,
+            balances: if self.balances.is_empty() {
+                defaults.balances
+            } else {
+                self.balances.clone()
+            },
+            cards: if self.cards.is_empty() {
+                defaults.cards
+            } else {
+                self.cards.clone()
+            },
+            faults: Faults {
+                latency: Duration::from_millis(self.latency_ms),
+                latency_jitter: Duration::from_millis(self.latency_jitter_ms),
+                error_rate: self.error_rate,
+                drop_rate: self.drop_rate,
+                burst_429_rate: self.burst_429_rate,
+                burst_429_len: self.burst_429_len,
+                in_progress_delay: Duration::from_millis(self.in_progress_delay_ms),
+            },
+        }
+    }
+}
+
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Runs `paybatch sim ...`.
+pub async fn execute(args: SimArgs) -> anyhow::Result<()> {
+    match args.command {
+        SimCommand::Serve(serve) => run_serve(serve).await,
+    }
+}
+
+async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
+    if !args.addr.ip().is_loopback() && !args.public {
+        bail!(
+            "refusing to listen on {}: it is not a loopback address\nhelp: listen on 127.0.0.1, or add --public to serve the simulator to other machines",
+            args.addr
+        );
+    }
+    let config = args.config();
+    let shown_key = if config.keys.iter().any(|k| k == DEFAULT_KEY) {
+        DEFAULT_KEY.to_string()
+    } else {
+        // Keys given with --key are the caller's; they are not echoed.
+        "(the key given with --key)".to_string()
+    };
+    let sim = crate::sim::start(config, args.addr)
+        .await
+        .context("cannot start the simulator")?;
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        writeln!(
+            out,
+            "paybatch simulator (SIMULATED playground) listening on {}",
+            sim.base_url()
+        )?;
+        writeln!(out, "api key: {shown_key}")?;
+        out.flush()?;
+    }
+    stop_signal().await;
+    sim.shutdown().await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn balances_parse() {
+        assert_eq!(
+            parse_balance("usd=12.50").unwrap(),
+            ("USD".to_string(), Decimal::from_str("12.50").unwrap())
+        );
+        assert!(parse_balance("USD").is_err());
+        assert!(parse_balance("US=1").is_err());
+        assert!(parse_balance("USD=-1").is_err());
+        assert!(parse_balance("USD=ten").is_err());
+    }
+}

@@ -1,17 +1,402 @@
-//! TEMP stub, replaced by the simulator branch.
+//! The playground simulator: an HTTP server that answers like the playground environment of the
+//! payout ordering service (interface document: `GET /ping`, the catalog, orders, balances), with
+//! its state in SQLite and faults that can be switched on (latency, 5xx answers, dropped
+//! connections, 429 bursts, a longer in-progress window).
+//!
+//! It shares the wire models of [`crate::api::models`] with the client and nothing else of the
+//! crate. Besides the service's endpoints under `/v2` it serves ground truth for tests, outside
+//! `/v2` and without a key: `GET /_sim/orders` and `GET /_sim/stats`.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), paybatch::sim::SimError> {
+//! use paybatch::sim::{SimConfig, start};
+//! let sim = start(SimConfig::default(), "127.0.0.1:0".parse().unwrap()).await?;
+//! println!("{} (key {})", sim.base_url(), paybatch::sim::DEFAULT_KEY);
+//! sim.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+mod catalog;
+mod faults;
+mod handlers;
+mod orders;
+mod server;
+mod store;
+
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::api::models::{OrderStatus, PaymentMethod, ProductSelection};
+
+pub use catalog::PAYMENT_CURRENCIES;
+
+/// The API key the simulator accepts unless told otherwise. It is a simulator key (it starts
+/// with `xx`, the playground prefix) and no secret: the simulator prints it at start.
 pub const DEFAULT_KEY: &str = "xx_sim_default_key";
-#[derive(Default)]
+
+/// Everything a simulator run is made of.
+#[derive(Debug, Clone)]
 pub struct SimConfig {
+    /// Accepted API keys (default: [`DEFAULT_KEY`]).
+    pub keys: Vec<String>,
+    /// Seed of the one random source of the run.
+    pub seed: u64,
+    /// SQLite state file; `None` keeps the state in memory.
     pub state: Option<PathBuf>,
+    /// Order creations admitted per API key in any 60 s (default 180; 0 turns the limit off).
+    pub rate_limit_per_minute: u32,
+    /// How long an async order stays `PROCESSING`: drawn uniformly in `[min, max]`.
+    pub processing_min: Duration,
+    pub processing_max: Duration,
+    /// Probability that an order ends `FAILED`.
+    pub failure_rate: f64,
+    /// Initial account balances, written only when the state is new.
+    pub balances: Vec<(String, Decimal)>,
+    /// Card ids accepted for `CARD` payments.
+    pub cards: Vec<String>,
+    pub faults: Faults,
 }
-pub struct SimHandle;
-impl SimHandle {
-    pub fn base_url(&self) -> String {
-        String::new()
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        let hundred_thousand = Decimal::new(10_000_000, 2);
+        SimConfig {
+            keys: vec![DEFAULT_KEY.to_string()],
+            seed: 0,
+            state: None,
+            rate_limit_per_minute: 180,
+            processing_min: Duration::from_secs(1),
+            processing_max: Duration::from_secs(4),
+            failure_rate: 0.0,
+            balances: PAYMENT_CURRENCIES
+                .iter()
+                .map(|c| ((*c).to_string(), hundred_thousand))
+                .collect(),
+            cards: vec!["card_sim_visa".to_string()],
+            faults: Faults::default(),
+        }
     }
 }
-pub async fn start(_c: SimConfig, _a: SocketAddr) -> Result<SimHandle, String> {
-    Ok(SimHandle)
+
+/// Faults to inject. All off by default.
+#[derive(Debug, Clone)]
+pub struct Faults {
+    /// Added to every request.
+    pub latency: Duration,
+    /// Uniform extra latency in `[0, latency_jitter]` on every request.
+    pub latency_jitter: Duration,
+    /// Probability of a 500 or 503 answer on `POST /order` and `GET /order/{id}` (answered before
+    /// the idempotency layer: nothing is created or stored).
+    pub error_rate: f64,
+    /// Probability that `POST /order` creates the order, stores its answer under the
+    /// idempotency key, then closes the connection without answering.
+    pub drop_rate: f64,
+    /// Probability that a `POST /order` starts a burst of `burst_429_len` consecutive 429s.
+    pub burst_429_rate: f64,
+    pub burst_429_len: u32,
+    /// Extra time a `POST /order` spends with its idempotency key reserved (a second request
+    /// with that key meanwhile gets the in-progress answer).
+    pub in_progress_delay: Duration,
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Faults {
+            latency: Duration::ZERO,
+            latency_jitter: Duration::ZERO,
+            error_rate: 0.0,
+            drop_rate: 0.0,
+            burst_429_rate: 0.0,
+            burst_429_len: 3,
+            in_progress_delay: Duration::ZERO,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("the simulator cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("the simulator state {path} cannot be opened: {reason}")]
+    State { path: String, reason: String },
+    #[error("invalid simulator configuration: {0}")]
+    Config(String),
+}
+
+/// Ground truth about one order: what the simulator created, whatever the client saw.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SimOrderRecord {
+    pub id: String,
+    pub idempotency_key: String,
+    /// `sha256:` and 16 hex digits of the API key that created the order (never the key).
+    pub api_key_fingerprint: String,
+    pub status: OrderStatus,
+    pub created_at: String,
+    pub completed_at: Option<String>,
+    pub description: Option<String>,
+    pub metadata: BTreeMap<String, String>,
+    pub payment_method: PaymentMethod,
+    /// Payment currency.
+    pub currency: String,
+    #[serde(with = "crate::api::decimal::flexible")]
+    pub total_price: Decimal,
+    #[serde(with = "crate::api::decimal::flexible")]
+    pub total_discount: Decimal,
+    pub items: Vec<SimItemRecord>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SimItemRecord {
+    pub id: String,
+    #[serde(with = "crate::api::decimal::flexible")]
+    pub face_value: Decimal,
+    #[serde(with = "crate::api::decimal::flexible")]
+    pub price: Decimal,
+    /// Product currency.
+    pub currency: String,
+    pub products: ProductSelection,
+    /// The payout link, once the order is `COMPLETED`.
+    pub payout_url: Option<String>,
+}
+
+/// Counters of a simulator run (since this start; not kept in the state file).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SimStats {
+    /// Requests per endpoint, e.g. `"POST /order"`, `"GET /order/{id}"`.
+    pub requests: BTreeMap<String, u64>,
+    /// 429 answers (rate limit and bursts).
+    pub answered_429: u64,
+    /// Injected 500/503 answers.
+    pub injected_5xx: u64,
+    /// Connections dropped after creating an order.
+    pub dropped: u64,
+    /// In-progress answers (409 `idempotency_in_progress`).
+    pub in_progress: u64,
+    /// Stored answers replayed for a repeated idempotency key.
+    pub replayed: u64,
+    pub orders_created: u64,
+}
+
+/// The dated API versions the simulator knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ApiVersion {
+    V2023,
+    V2024,
+}
+
+/// Wall-clock milliseconds since the epoch: the simulated clock.
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// `sha256:` and the first 16 hex digits of the key's SHA-256 (the same fingerprint the client
+/// shows).
+pub(crate) fn fingerprint(key: &str) -> String {
+    let digest = Sha256::digest(key.as_bytes());
+    format!("sha256:{}", &hex::encode(digest)[..16])
+}
+
+/// The shared state of a running simulator.
+pub(crate) struct Sim {
+    pub config: SimConfig,
+    pub store: store::Store,
+    pub catalog: catalog::Catalog,
+    pub chance: faults::Chance,
+    pub limiter: faults::RateLimiter,
+    pub burst: faults::Burst,
+    pub stats: Mutex<SimStats>,
+}
+
+impl Sim {
+    pub fn stat(&self, f: impl FnOnce(&mut SimStats)) {
+        f(&mut self.stats.lock().unwrap_or_else(|p| p.into_inner()));
+    }
+
+    /// Settles the orders whose time has come (logged, never fatal for the caller).
+    pub fn settle(&self) -> Result<(), rusqlite::Error> {
+        self.store.settle(now_ms()).map(|_| ())
+    }
+
+    pub fn records(&self) -> Vec<SimOrderRecord> {
+        if let Err(e) = self.settle() {
+            tracing::error!("simulator state: {e}");
+        }
+        match self.store.all_orders() {
+            Ok(orders) => orders
+                .into_iter()
+                .map(|o| SimOrderRecord {
+                    items: o
+                        .items
+                        .iter()
+                        .map(|it| SimItemRecord {
+                            id: it.id.clone(),
+                            face_value: it.face_value,
+                            price: it.price,
+                            currency: it.currency.clone(),
+                            products: it.products.clone(),
+                            payout_url: (o.status == OrderStatus::Completed)
+                                .then(|| it.payout_url.clone()),
+                        })
+                        .collect(),
+                    id: o.id,
+                    idempotency_key: o.idempotency_key,
+                    api_key_fingerprint: o.key_fingerprint,
+                    status: o.status,
+                    created_at: o.created_at,
+                    completed_at: o.completed_at,
+                    description: o.description,
+                    metadata: o.metadata,
+                    payment_method: o.payment_method,
+                    currency: o.currency,
+                    total_price: o.total_price,
+                    total_discount: o.total_discount,
+                })
+                .collect(),
+            Err(e) => {
+                tracing::error!("simulator state: {e}");
+                Vec::new()
+            }
+        }
+    }
+
+    pub fn stats_snapshot(&self) -> SimStats {
+        self.stats.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+fn check(config: &SimConfig) -> Result<(), SimError> {
+    let bad = |m: String| Err(SimError::Config(m));
+    if config.keys.is_empty() || config.keys.iter().any(|k| k.trim().is_empty()) {
+        return bad("at least one non-empty API key is needed".into());
+    }
+    if config.processing_min > config.processing_max {
+        return bad(format!(
+            "processing_min ({:?}) is greater than processing_max ({:?})",
+            config.processing_min, config.processing_max
+        ));
+    }
+    let f = &config.faults;
+    for (name, p) in [
+        ("failure_rate", config.failure_rate),
+        ("error_rate", f.error_rate),
+        ("drop_rate", f.drop_rate),
+        ("burst_429_rate", f.burst_429_rate),
+    ] {
+        if !(0.0..=1.0).contains(&p) {
+            return bad(format!("{name} must be between 0 and 1, found {p}"));
+        }
+    }
+    for (currency, amount) in &config.balances {
+        if currency.len() != 3 || !currency.bytes().all(|b| b.is_ascii_uppercase()) {
+            return bad(format!(
+                "balance currency `{currency}` is not an ISO 4217 code"
+            ));
+        }
+        if amount.is_sign_negative() {
+            return bad(format!("balance {currency} {amount} is negative"));
+        }
+    }
+    Ok(())
+}
+
+/// A running simulator.
+pub struct SimHandle {
+    sim: Arc<Sim>,
+    addr: SocketAddr,
+    shutdown: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+/// Starts a simulator listening on `addr` (port 0 picks a free port). It binds exactly the
+/// address given.
+pub async fn start(config: SimConfig, addr: SocketAddr) -> Result<SimHandle, SimError> {
+    check(&config)?;
+    let store =
+        store::Store::open(config.state.as_deref(), &config.balances).map_err(|reason| {
+            SimError::State {
+                path: config
+                    .state
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_else(|| "(in memory)".into()),
+                reason,
+            }
+        })?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| SimError::Bind { addr, source })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|source| SimError::Bind { addr, source })?;
+    let sim = Arc::new(Sim {
+        chance: faults::Chance::new(config.seed),
+        limiter: faults::RateLimiter::new(config.rate_limit_per_minute),
+        burst: faults::Burst::new(),
+        catalog: catalog::Catalog::new(),
+        stats: Mutex::new(SimStats::default()),
+        store,
+        config,
+    });
+    let (tx, rx) = watch::channel(false);
+    let router = handlers::router(sim.clone());
+    let task = tokio::spawn(server::serve(listener, router, rx));
+    Ok(SimHandle {
+        sim,
+        addr: bound,
+        shutdown: tx,
+        task,
+    })
+}
+
+impl SimHandle {
+    /// The address actually bound.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://ADDR/v2`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v2", self.addr)
+    }
+
+    /// Every order ever created (ground truth), oldest first.
+    pub fn orders(&self) -> Vec<SimOrderRecord> {
+        self.sim.records()
+    }
+
+    pub fn stats(&self) -> SimStats {
+        self.sim.stats_snapshot()
+    }
+
+    /// The account balance of `currency` (zero when there is none).
+    pub fn balance(&self, currency: &str) -> Decimal {
+        if let Err(e) = self.sim.settle() {
+            tracing::error!("simulator state: {e}");
+        }
+        self.sim
+            .store
+            .balance(currency)
+            .unwrap_or(Decimal::new(0, 2))
+    }
+
+    /// Stops listening, closes every connection and waits until the server has stopped.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        let _ = self.task.await;
+    }
 }

@@ -1,0 +1,10 @@
+//! The pipeline: read, validate, plan, submit, poll, write results.
+
+pub mod input;
+pub mod lock;
+pub mod output;
+pub mod pipeline;
+pub mod plan;
+pub mod reconcile;
+pub mod report;
+pub mod validate;

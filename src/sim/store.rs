@@ -1,0 +1,732 @@
+//! The simulator's state in SQLite: orders and their items, idempotency records and balances.
+//!
+//! With a state file the database is a WAL-mode SQLite file that survives restarts; without one
+//! it lives in memory. One connection, guarded by a `Mutex` that is never held across an
+//! `.await` (every method here is synchronous). The keys reserved by requests still being
+//! handled live beside the connection, under the same lock, so that "look up the idempotency
+//! record, else reserve the key" is one atomic step.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+use std::str::FromStr;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
+use rusqlite_migration::{M, Migrations};
+use rust_decimal::Decimal;
+
+use crate::api::models::{
+    DistributionMethod, OrderStatus, PaymentMethod, PaymentMethodType, ProductSelection,
+};
+
+/// How long the service keeps an idempotency record.
+pub const IDEMPOTENCY_TTL_MS: i64 = 30 * 24 * 60 * 60 * 1000;
+
+const SCHEMA_V1: &str = "
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE balances (
+    currency TEXT PRIMARY KEY,
+    amount   TEXT NOT NULL
+);
+CREATE TABLE orders (
+    seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+    id              TEXT NOT NULL UNIQUE,
+    key_fingerprint TEXT NOT NULL,
+    idempotency_key TEXT NOT NULL,
+    status          TEXT NOT NULL,
+    outcome         TEXT NOT NULL,
+    created_at      TEXT NOT NULL,
+    created_ms      INTEGER NOT NULL,
+    due_ms          INTEGER NOT NULL,
+    completed_at    TEXT,
+    description     TEXT,
+    metadata        TEXT NOT NULL,
+    payment_method  TEXT NOT NULL,
+    currency        TEXT NOT NULL,
+    total_price     TEXT NOT NULL,
+    total_discount  TEXT NOT NULL,
+    fx              TEXT NOT NULL,
+    message         TEXT
+);
+CREATE INDEX orders_processing ON orders (status, due_ms);
+CREATE INDEX orders_by_key ON orders (key_fingerprint, seq);
+CREATE TABLE items (
+    order_id            TEXT NOT NULL REFERENCES orders (id),
+    position            INTEGER NOT NULL,
+    id                  TEXT NOT NULL UNIQUE,
+    distribution_method TEXT NOT NULL,
+    products            TEXT NOT NULL,
+    face_value          TEXT NOT NULL,
+    price               TEXT NOT NULL,
+    currency            TEXT NOT NULL,
+    discount_multiplier TEXT NOT NULL,
+    payout_url          TEXT NOT NULL,
+    expiry_months       INTEGER NOT NULL,
+    PRIMARY KEY (order_id, position)
+);
+CREATE TABLE idempotency (
+    key_fingerprint TEXT NOT NULL,
+    idempotency_key TEXT NOT NULL,
+    body_sha256     TEXT NOT NULL,
+    status_code     INTEGER NOT NULL,
+    response        BLOB NOT NULL,
+    created_ms      INTEGER NOT NULL,
+    order_id        TEXT,
+    PRIMARY KEY (key_fingerprint, idempotency_key)
+);
+";
+
+/// One order as stored.
+#[derive(Debug, Clone)]
+pub(crate) struct OrderRow {
+    pub seq: i64,
+    pub id: String,
+    pub key_fingerprint: String,
+    pub idempotency_key: String,
+    pub status: OrderStatus,
+    /// The final status, decided at creation.
+    pub outcome: OrderStatus,
+    pub created_at: String,
+    pub created_ms: i64,
+    /// When a `PROCESSING` order becomes `outcome` (wall clock, ms since the epoch).
+    pub due_ms: i64,
+    pub completed_at: Option<String>,
+    pub description: Option<String>,
+    pub metadata: BTreeMap<String, String>,
+    pub payment_method: PaymentMethod,
+    pub currency: String,
+    pub total_price: Decimal,
+    pub total_discount: Decimal,
+    /// The `fx` of `transaction_detail` (JSON: null, a rate or an object of rates).
+    pub fx: serde_json::Value,
+    pub message: Option<String>,
+    pub items: Vec<ItemRow>,
+}
+
+/// One order item as stored.
+#[derive(Debug, Clone)]
+pub(crate) struct ItemRow {
+    pub id: String,
+    pub distribution_method: DistributionMethod,
+    pub products: ProductSelection,
+    pub face_value: Decimal,
+    pub price: Decimal,
+    pub currency: String,
+    pub discount_multiplier: Decimal,
+    /// Issued at creation, shown once the order is `COMPLETED`.
+    pub payout_url: String,
+    pub expiry_months: i64,
+}
+
+/// The answer of [`Store::reserve`].
+#[derive(Debug, PartialEq)]
+pub(crate) enum Reservation {
+    /// The key was free: it is now reserved by the caller, who must release it.
+    Reserved,
+    /// Another request with this key is still being handled.
+    InProgress,
+    /// A stored answer for the same key and the same body.
+    Replay { status: u16, body: Vec<u8> },
+    /// A stored answer for the same key and a different body.
+    Mismatch,
+}
+
+/// How an order creation uses the account balance.
+pub(crate) struct BalanceUse<'a> {
+    pub currency: &'a str,
+    pub amount: Decimal,
+    /// Debit now (false for an order that fails at once: checked, not charged).
+    pub debit: bool,
+}
+
+/// The answer of [`Store::create_order`].
+#[derive(Debug, PartialEq)]
+pub(crate) enum Created {
+    Ok,
+    InsufficientBalance { available: Decimal },
+}
+
+/// The answer to store with the order, under its idempotency key.
+pub(crate) struct Answer<'a> {
+    pub body_sha256: &'a str,
+    pub status: u16,
+    pub body: &'a [u8],
+}
+
+struct Inner {
+    conn: Connection,
+    reserved: HashSet<(String, String)>,
+}
+
+pub(crate) struct Store {
+    inner: Mutex<Inner>,
+}
+
+type Result<T> = std::result::Result<T, rusqlite::Error>;
+
+fn conversion(e: impl std::error::Error + Send + Sync + 'static) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
+}
+
+fn dec_at(row: &Row<'_>, idx: usize) -> Result<Decimal> {
+    let text: String = row.get(idx)?;
+    Decimal::from_str(&text).map_err(conversion)
+}
+
+fn json_at<T: serde::de::DeserializeOwned>(row: &Row<'_>, idx: usize) -> Result<T> {
+    let text: String = row.get(idx)?;
+    serde_json::from_str(&text).map_err(conversion)
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
+}
+
+fn status_from(text: &str) -> OrderStatus {
+    match text {
+        "PROCESSING" => OrderStatus::Processing,
+        "COMPLETED" => OrderStatus::Completed,
+        "FAILED" => OrderStatus::Failed,
+        _ => OrderStatus::Unknown,
+    }
+}
+
+/// ISO 8601 UTC with milliseconds, from ms since the epoch.
+pub(crate) fn iso_from_ms(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+const ORDER_COLUMNS: &str = "seq, id, key_fingerprint, idempotency_key, status, outcome, \
+     created_at, created_ms, due_ms, completed_at, description, metadata, payment_method, \
+     currency, total_price, total_discount, fx, message";
+
+fn order_from_row(row: &Row<'_>) -> Result<OrderRow> {
+    let status: String = row.get(4)?;
+    let outcome: String = row.get(5)?;
+    let fx: String = row.get(16)?;
+    Ok(OrderRow {
+        seq: row.get(0)?,
+        id: row.get(1)?,
+        key_fingerprint: row.get(2)?,
+        idempotency_key: row.get(3)?,
+        status: status_from(&status),
+        outcome: status_from(&outcome),
+        created_at: row.get(6)?,
+        created_ms: row.get(7)?,
+        due_ms: row.get(8)?,
+        completed_at: row.get(9)?,
+        description: row.get(10)?,
+        metadata: json_at(row, 11)?,
+        payment_method: json_at(row, 12)?,
+        currency: row.get(13)?,
+        total_price: dec_at(row, 14)?,
+        total_discount: dec_at(row, 15)?,
+        fx: serde_json::from_str(&fx).map_err(conversion)?,
+        message: row.get(17)?,
+        items: Vec::new(),
+    })
+}
+
+fn items_of(conn: &Connection, order_id: &str) -> Result<Vec<ItemRow>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, distribution_method, products, face_value, price, currency, \
+         discount_multiplier, payout_url, expiry_months FROM items WHERE order_id = ?1 \
+         ORDER BY position",
+    )?;
+    let rows = stmt.query_map([order_id], |row| {
+        Ok(ItemRow {
+            id: row.get(0)?,
+            distribution_method: json_at(row, 1)?,
+            products: json_at(row, 2)?,
+            face_value: dec_at(row, 3)?,
+            price: dec_at(row, 4)?,
+            currency: row.get(5)?,
+            discount_multiplier: dec_at(row, 6)?,
+            payout_url: row.get(7)?,
+            expiry_months: row.get(8)?,
+        })
+    })?;
+    rows.collect()
+}
+
+fn balance_in(tx: &Connection, currency: &str) -> Result<Decimal> {
+    let text: Option<String> = tx
+        .query_row(
+            "SELECT amount FROM balances WHERE currency = ?1",
+            [currency],
+            |r| r.get(0),
+        )
+        .optional()?;
+    match text {
+        Some(t) => Decimal::from_str(&t).map_err(conversion),
+        None => Ok(Decimal::ZERO),
+    }
+}
+
+fn set_balance(tx: &Transaction<'_>, currency: &str, amount: Decimal) -> Result<()> {
+    let mut amount = amount.round_dp(2);
+    amount.rescale(2);
+    tx.execute(
+        "INSERT INTO balances (currency, amount) VALUES (?1, ?2) \
+         ON CONFLICT (currency) DO UPDATE SET amount = excluded.amount",
+        params![currency, amount.to_string()],
+    )?;
+    Ok(())
+}
+
+impl Store {
+    /// Opens (or creates) the state. Balances are written only when the state is new.
+    pub fn open(
+        path: Option<&Path>,
+        balances: &[(String, Decimal)],
+    ) -> std::result::Result<Store, String> {
+        let mut conn = match path {
+            Some(p) => Connection::open(p),
+            None => Connection::open_in_memory(),
+        }
+        .map_err(|e| e.to_string())?;
+        conn.busy_timeout(Duration::from_secs(5))
+            .map_err(|e| e.to_string())?;
+        if path.is_some() {
+            let mode: String = conn
+                .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+                .map_err(|e| e.to_string())?;
+            if !mode.eq_ignore_ascii_case("wal") {
+                return Err(format!(
+                    "cannot switch the state file to WAL mode (got {mode})"
+                ));
+            }
+        }
+        conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
+            .map_err(|e| e.to_string())?;
+        Migrations::new(vec![M::up(SCHEMA_V1)])
+            .to_latest(&mut conn)
+            .map_err(|e| format!("cannot prepare the state schema: {e}"))?;
+        {
+            let tx = conn.transaction().map_err(|e| e.to_string())?;
+            let initialised: Option<String> = tx
+                .query_row(
+                    "SELECT value FROM meta WHERE key = 'balances_initialised'",
+                    [],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(|e| e.to_string())?;
+            if initialised.is_none() {
+                for (currency, amount) in balances {
+                    set_balance(&tx, currency, *amount).map_err(|e| e.to_string())?;
+                }
+                tx.execute(
+                    "INSERT INTO meta (key, value) VALUES ('balances_initialised', ?1)",
+                    [iso_from_ms(super::now_ms())],
+                )
+                .map_err(|e| e.to_string())?;
+            }
+            tx.commit().map_err(|e| e.to_string())?;
+        }
+        Ok(Store {
+            inner: Mutex::new(Inner {
+                conn,
+                reserved: HashSet::new(),
+            }),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Applies the transitions whose time has come: `PROCESSING` orders due at or before `now_ms`
+    /// take their decided outcome; a failed order paid from the balance is refunded.
+    pub fn settle(&self, now_ms: i64) -> Result<usize> {
+        let mut inner = self.lock();
+        let tx = inner.conn.transaction()?;
+        let due: Vec<OrderRow> = {
+            let mut stmt = tx.prepare_cached(&format!(
+                "SELECT {ORDER_COLUMNS} FROM orders WHERE status = 'PROCESSING' AND due_ms <= ?1"
+            ))?;
+            let rows = stmt.query_map([now_ms], order_from_row)?;
+            rows.collect::<Result<_>>()?
+        };
+        for order in &due {
+            let message = (order.outcome == OrderStatus::Failed).then(|| failure_message(order));
+            tx.execute(
+                "UPDATE orders SET status = ?2, completed_at = ?3, message = ?4 WHERE id = ?1",
+                params![
+                    order.id,
+                    order.outcome.as_str(),
+                    iso_from_ms(order.due_ms),
+                    message
+                ],
+            )?;
+            if order.outcome == OrderStatus::Failed
+                && order.payment_method.kind == PaymentMethodType::AccountBalance
+            {
+                let now = balance_in(&tx, &order.currency)?;
+                set_balance(&tx, &order.currency, now + order.total_price)?;
+            }
+        }
+        tx.commit()?;
+        Ok(due.len())
+    }
+
+    /// Looks up the idempotency record of `(fingerprint, key)`, or reserves the key.
+    pub fn reserve(&self, fp: &str, key: &str, sha: &str, now_ms: i64) -> Result<Reservation> {
+        let mut inner = self.lock();
+        let slot = (fp.to_string(), key.to_string());
+        if inner.reserved.contains(&slot) {
+            return Ok(Reservation::InProgress);
+        }
+        let record: Option<(String, u16, Vec<u8>, i64)> = inner
+            .conn
+            .query_row(
+                "SELECT body_sha256, status_code, response, created_ms FROM idempotency \
+                 WHERE key_fingerprint = ?1 AND idempotency_key = ?2",
+                params![fp, key],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .optional()?;
+        match record {
+            Some((stored_sha, status, body, created_ms))
+                if now_ms - created_ms < IDEMPOTENCY_TTL_MS =>
+            {
+                if stored_sha == sha {
+                    Ok(Reservation::Replay { status, body })
+                } else {
+                    Ok(Reservation::Mismatch)
+                }
+            }
+            expired => {
+                if expired.is_some() {
+                    inner.conn.execute(
+                        "DELETE FROM idempotency WHERE key_fingerprint = ?1 AND idempotency_key = ?2",
+                        params![fp, key],
+                    )?;
+                }
+                inner.reserved.insert(slot);
+                Ok(Reservation::Reserved)
+            }
+        }
+    }
+
+    /// Frees a key reserved by [`Store::reserve`].
+    pub fn release(&self, fp: &str, key: &str) {
+        self.lock()
+            .reserved
+            .remove(&(fp.to_string(), key.to_string()));
+    }
+
+    /// Stores an answer that created no order (a 400 or a 422) under its key.
+    pub fn record_answer(
+        &self,
+        fp: &str,
+        key: &str,
+        answer: &Answer<'_>,
+        now_ms: i64,
+    ) -> Result<()> {
+        let inner = self.lock();
+        inner.conn.execute(
+            "INSERT OR REPLACE INTO idempotency (key_fingerprint, idempotency_key, body_sha256, \
+             status_code, response, created_ms, order_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULL)",
+            params![
+                fp,
+                key,
+                answer.body_sha256,
+                answer.status,
+                answer.body,
+                now_ms
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Creates an order in one transaction: balance check and debit, the order and its items,
+    /// and the answer under its idempotency key.
+    pub fn create_order(
+        &self,
+        order: &OrderRow,
+        balance: Option<BalanceUse<'_>>,
+        answer: &Answer<'_>,
+    ) -> Result<Created> {
+        let mut inner = self.lock();
+        let tx = inner.conn.transaction()?;
+        if let Some(b) = &balance {
+            let available = balance_in(&tx, b.currency)?;
+            if b.amount > available {
+                return Ok(Created::InsufficientBalance { available });
+            }
+            if b.debit {
+                set_balance(&tx, b.currency, available - b.amount)?;
+            }
+        }
+        tx.execute(
+            "INSERT INTO orders (id, key_fingerprint, idempotency_key, status, outcome, \
+             created_at, created_ms, due_ms, completed_at, description, metadata, payment_method, \
+             currency, total_price, total_discount, fx, message) VALUES \
+             (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+            params![
+                order.id,
+                order.key_fingerprint,
+                order.idempotency_key,
+                order.status.as_str(),
+                order.outcome.as_str(),
+                order.created_at,
+                order.created_ms,
+                order.due_ms,
+                order.completed_at,
+                order.description,
+                to_json(&order.metadata)?,
+                to_json(&order.payment_method)?,
+                order.currency,
+                order.total_price.to_string(),
+                order.total_discount.to_string(),
+                to_json(&order.fx)?,
+                order.message,
+            ],
+        )?;
+        for (position, item) in order.items.iter().enumerate() {
+            tx.execute(
+                "INSERT INTO items (order_id, position, id, distribution_method, products, \
+                 face_value, price, currency, discount_multiplier, payout_url, expiry_months) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                params![
+                    order.id,
+                    position as i64,
+                    item.id,
+                    to_json(&item.distribution_method)?,
+                    to_json(&item.products)?,
+                    item.face_value.to_string(),
+                    item.price.to_string(),
+                    item.currency,
+                    item.discount_multiplier.to_string(),
+                    item.payout_url,
+                    item.expiry_months,
+                ],
+            )?;
+        }
+        tx.execute(
+            "INSERT OR REPLACE INTO idempotency (key_fingerprint, idempotency_key, body_sha256, \
+             status_code, response, created_ms, order_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                order.key_fingerprint,
+                order.idempotency_key,
+                answer.body_sha256,
+                answer.status,
+                answer.body,
+                order.created_ms,
+                order.id
+            ],
+        )?;
+        tx.commit()?;
+        Ok(Created::Ok)
+    }
+
+    /// One order of one API key, with its items.
+    pub fn order(&self, fp: &str, id: &str) -> Result<Option<OrderRow>> {
+        let inner = self.lock();
+        let order = inner
+            .conn
+            .query_row(
+                &format!(
+                    "SELECT {ORDER_COLUMNS} FROM orders WHERE id = ?1 AND key_fingerprint = ?2"
+                ),
+                params![id, fp],
+                order_from_row,
+            )
+            .optional()?;
+        match order {
+            Some(mut o) => {
+                o.items = items_of(&inner.conn, &o.id)?;
+                Ok(Some(o))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// The orders of one API key, newest first, without their items.
+    pub fn orders_of(&self, fp: &str) -> Result<Vec<OrderRow>> {
+        let inner = self.lock();
+        let mut stmt = inner.conn.prepare_cached(&format!(
+            "SELECT {ORDER_COLUMNS} FROM orders WHERE key_fingerprint = ?1 ORDER BY seq DESC"
+        ))?;
+        let rows = stmt.query_map([fp], order_from_row)?;
+        rows.collect()
+    }
+
+    /// Every order ever created, oldest first, with items.
+    pub fn all_orders(&self) -> Result<Vec<OrderRow>> {
+        let inner = self.lock();
+        let mut stmt = inner
+            .conn
+            .prepare_cached(&format!("SELECT {ORDER_COLUMNS} FROM orders ORDER BY seq"))?;
+        let mut orders: Vec<OrderRow> =
+            stmt.query_map([], order_from_row)?.collect::<Result<_>>()?;
+        for o in &mut orders {
+            o.items = items_of(&inner.conn, &o.id)?;
+        }
+        Ok(orders)
+    }
+
+    /// The balance of one currency (zero when the account has none).
+    pub fn balance(&self, currency: &str) -> Result<Decimal> {
+        let inner = self.lock();
+        let mut amount = balance_in(&inner.conn, currency)?;
+        amount.rescale(2);
+        Ok(amount)
+    }
+
+    /// Every balance, by currency.
+    pub fn balances(&self) -> Result<Vec<(String, Decimal)>> {
+        let inner = self.lock();
+        let mut stmt = inner
+            .conn
+            .prepare_cached("SELECT currency, amount FROM balances ORDER BY currency")?;
+        let rows = stmt.query_map([], |r| {
+            let mut amount = dec_at(r, 1)?;
+            amount.rescale(2);
+            Ok((r.get::<_, String>(0)?, amount))
+        })?;
+        rows.collect()
+    }
+}
+
+/// The `message` of a failed order.
+pub(crate) fn failure_message(order: &OrderRow) -> String {
+    match order.payment_method.kind {
+        PaymentMethodType::AccountBalance => format!(
+            "The order failed: the simulated provider declined it. {} {} was returned to the account balance.",
+            order.total_price, order.currency
+        ),
+        PaymentMethodType::Card => {
+            "The order failed: the simulated provider declined it. The card was not charged."
+                .to_string()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dec(s: &str) -> Decimal {
+        Decimal::from_str(s).unwrap()
+    }
+
+    fn order(id: &str, status: OrderStatus, outcome: OrderStatus, due_ms: i64) -> OrderRow {
+        OrderRow {
+            seq: 0,
+            id: id.into(),
+            key_fingerprint: "fp".into(),
+            idempotency_key: format!("key-{id}"),
+            status,
+            outcome,
+            created_at: iso_from_ms(0),
+            created_ms: 0,
+            due_ms,
+            completed_at: None,
+            description: Some("d".into()),
+            metadata: BTreeMap::new(),
+            payment_method: PaymentMethod {
+                kind: PaymentMethodType::AccountBalance,
+                card_id: None,
+                currency: Some("USD".into()),
+            },
+            currency: "USD".into(),
+            total_price: dec("9.80"),
+            total_discount: dec("0.20"),
+            fx: serde_json::Value::Null,
+            message: None,
+            items: vec![],
+        }
+    }
+
+    #[test]
+    fn debit_then_refund_on_failure() {
+        let store = Store::open(None, &[("USD".into(), dec("100.00"))]).unwrap();
+        let o = order("O-1", OrderStatus::Processing, OrderStatus::Failed, 10);
+        let answer = Answer {
+            body_sha256: "s",
+            status: 202,
+            body: b"{}",
+        };
+        let use_balance = BalanceUse {
+            currency: "USD",
+            amount: o.total_price,
+            debit: true,
+        };
+        assert_eq!(
+            store.create_order(&o, Some(use_balance), &answer).unwrap(),
+            Created::Ok
+        );
+        assert_eq!(store.balance("USD").unwrap().to_string(), "90.20");
+        assert_eq!(store.settle(5).unwrap(), 0);
+        assert_eq!(store.settle(10).unwrap(), 1);
+        assert_eq!(store.balance("USD").unwrap().to_string(), "100.00");
+        let back = store.order("fp", "O-1").unwrap().unwrap();
+        assert_eq!(back.status, OrderStatus::Failed);
+        assert!(back.message.is_some());
+        assert!(store.order("other", "O-1").unwrap().is_none());
+    }
+
+    #[test]
+    fn insufficient_balance_creates_nothing() {
+        let store = Store::open(None, &[("USD".into(), dec("5.00"))]).unwrap();
+        let o = order("O-2", OrderStatus::Processing, OrderStatus::Completed, 10);
+        let answer = Answer {
+            body_sha256: "s",
+            status: 202,
+            body: b"{}",
+        };
+        let use_balance = BalanceUse {
+            currency: "USD",
+            amount: o.total_price,
+            debit: true,
+        };
+        assert_eq!(
+            store.create_order(&o, Some(use_balance), &answer).unwrap(),
+            Created::InsufficientBalance {
+                available: dec("5.00")
+            }
+        );
+        assert!(store.all_orders().unwrap().is_empty());
+    }
+
+    #[test]
+    fn reservation_and_replay() {
+        let store = Store::open(None, &[]).unwrap();
+        assert_eq!(
+            store.reserve("fp", "k", "a", 0).unwrap(),
+            Reservation::Reserved
+        );
+        assert_eq!(
+            store.reserve("fp", "k", "a", 0).unwrap(),
+            Reservation::InProgress
+        );
+        let answer = Answer {
+            body_sha256: "a",
+            status: 422,
+            body: b"{\"type\":\"validation_error\"}",
+        };
+        store.record_answer("fp", "k", &answer, 0).unwrap();
+        store.release("fp", "k");
+        assert!(matches!(
+            store.reserve("fp", "k", "a", 1).unwrap(),
+            Reservation::Replay { status: 422, .. }
+        ));
+        assert_eq!(
+            store.reserve("fp", "k", "b", 1).unwrap(),
+            Reservation::Mismatch
+        );
+        // After 30 days the key is free again.
+        assert_eq!(
+            store.reserve("fp", "k", "b", IDEMPOTENCY_TTL_MS).unwrap(),
+            Reservation::Reserved
+        );
+    }
+}
