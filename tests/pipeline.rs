@@ -80,7 +80,7 @@ fn orders_per_reference(sim: &SimHandle) -> HashMap<String, Vec<String>> {
         for reference in rows.split('|').filter(|r| !r.is_empty()) {
             out.entry(reference.to_string())
                 .or_default()
-                .push(order.status.clone());
+                .push(order.status.as_str().to_string());
         }
     }
     out
@@ -231,7 +231,7 @@ async fn dropped_answers_and_server_errors_never_pay_twice() {
     let out = run_against(&ws, &sim, "nov.csv", &[]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_exactly_once_completed(&sim, &input);
-    assert!(sim.stats().drops > 0, "the fault was exercised");
+    assert!(sim.stats().dropped > 0, "the fault was exercised");
 }
 
 /// Killed at each window between two ledger writes, then run again: every row paid once.
