@@ -1,0 +1,434 @@
+//! The chaos suite: the simulator runs as its own process with a state file, so it outlives the
+//! client; paybatch runs as a child process that is killed with SIGKILL at random instants or
+//! aborted at fail points, and restarted with the same command until it exits 0 or 4. Faults are
+//! mixed in from the simulator (5xx, created-then-dropped connections, 429 bursts, in-progress
+//! answers, slow PROCESSING, FAILED orders, latency). After every scenario the invariants are
+//! checked against the simulator's ground truth.
+//!
+//! `PAYBATCH_CHAOS_SCENARIOS` (default 50) and `PAYBATCH_CHAOS_SEED` (default 1) choose the
+//! scenarios; `scripts/chaos.sh N SEED` runs N of them. A failure prints its seed.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use paybatch::ledger::{Ledger, OrderState, RowState};
+use paybatch::sim::{DEFAULT_KEY, SimOrderRecord};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use rust_decimal::Decimal;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+const BIN: &str = env!("CARGO_BIN_EXE_paybatch");
+const START_BALANCE: &str = "100000.00";
+
+/// Products whose price is paid in their own currency (the balance check is exact then).
+const PRODUCTS: &[(&str, &str, &[&str])] = &[
+    ("AMZ-US", "USD", &["5.00", "10.00", "25.50", "100"]),
+    ("STEAM-US", "USD", &["5", "10", "20", "50"]),
+    ("AMZ-DE", "EUR", &["5", "15.00", "50"]),
+    ("TESCO-GB", "GBP", &["10", "20", "25"]),
+    ("PAYPAL-CA", "CAD", &["5", "12.34", "100"]),
+];
+
+const FAIL_POINTS: [&str; 6] = [
+    "before_intent",
+    "after_intent",
+    "after_mark_sending",
+    "after_send",
+    "after_record",
+    "while_polling",
+];
+
+#[derive(Debug, Default, Clone)]
+struct Seen {
+    kills: usize,
+    aborts: usize,
+    runs: usize,
+    faults: BTreeMap<String, u64>,
+}
+
+struct SimProcess {
+    child: Child,
+    base_url: String,
+    admin: String,
+}
+
+impl SimProcess {
+    async fn start(dir: &Path, rng: &mut StdRng, seed: u64) -> (SimProcess, Vec<String>) {
+        let mut args: Vec<String> = vec![
+            "sim".into(),
+            "serve".into(),
+            "--addr".into(),
+            "127.0.0.1:0".into(),
+            "--state".into(),
+            dir.join("sim.db").display().to_string(),
+            "--seed".into(),
+            seed.to_string(),
+            "--rate-limit".into(),
+            "0".into(),
+            "--processing-min-ms".into(),
+            "20".into(),
+            "--processing-max-ms".into(),
+            rng.gen_range(100..1500).to_string(),
+        ];
+        let mut faults = Vec::new();
+        let mut maybe = |rng: &mut StdRng, flag: &str, value: String| {
+            if rng.gen_bool(0.5) {
+                args.push(flag.to_string());
+                args.push(value.clone());
+                faults.push(format!("{flag}={value}"));
+            }
+        };
+        maybe(rng, "--failure-rate", format!("{:.2}", rng.gen_range(0.05..0.4)));
+        maybe(rng, "--drop-rate", format!("{:.2}", rng.gen_range(0.05..0.35)));
+        maybe(rng, "--error-rate", format!("{:.2}", rng.gen_range(0.05..0.3)));
+        maybe(rng, "--burst-429-rate", format!("{:.2}", rng.gen_range(0.02..0.15)));
+        maybe(rng, "--latency-ms", rng.gen_range(5..60).to_string());
+        maybe(rng, "--latency-jitter-ms", rng.gen_range(5..120).to_string());
+        maybe(rng, "--in-progress-delay-ms", rng.gen_range(50..400).to_string());
+        let mut child = Command::new(BIN)
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("simulator process starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let first = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .expect("simulator prints its address within 20 s")
+            .expect("read")
+            .expect("a line");
+        let base_url = first
+            .rsplit(' ')
+            .next()
+            .expect("address at the end of the line")
+            .to_string();
+        let admin = base_url.trim_end_matches("/v2").to_string();
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        (
+            SimProcess {
+                child,
+                base_url,
+                admin,
+            },
+            faults,
+        )
+    }
+
+    async fn orders(&self) -> Vec<SimOrderRecord> {
+        let url = format!("{}/_sim/orders", self.admin);
+        reqwest::get(&url)
+            .await
+            .expect("ground truth")
+            .json()
+            .await
+            .expect("ground truth JSON")
+    }
+
+    async fn stats(&self) -> BTreeMap<String, serde_json::Value> {
+        let url = format!("{}/_sim/stats", self.admin);
+        reqwest::get(&url)
+            .await
+            .expect("stats")
+            .json()
+            .await
+            .expect("stats JSON")
+    }
+
+    async fn balance(&self, currency: &str) -> Decimal {
+        let body: serde_json::Value = reqwest::Client::new()
+            .get(format!("{}/balance?currency={currency}", self.base_url))
+            .header("X-Api-Key", DEFAULT_KEY)
+            .send()
+            .await
+            .expect("balance")
+            .json()
+            .await
+            .expect("balance JSON");
+        body["balance"]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .expect("balance amount")
+    }
+}
+
+fn write_batch(dir: &Path, rng: &mut StdRng) -> (PathBuf, Vec<String>) {
+    let rows = rng.gen_range(3..=10);
+    let mut csv = String::from("reference,product_code,face_value,currency,email,note\n");
+    let mut refs = Vec::new();
+    for i in 0..rows {
+        let (code, currency, values) = PRODUCTS[rng.gen_range(0..PRODUCTS.len())];
+        let value = values[rng.gen_range(0..values.len())];
+        let email = if rng.gen_bool(0.5) {
+            format!("person{i}@example.com")
+        } else {
+            String::new()
+        };
+        let reference = format!("CH-{i:03}");
+        csv.push_str(&format!("{reference},{code},{value},{currency},{email},row {i}\n"));
+        refs.push(reference);
+    }
+    let path = dir.join("batch.csv");
+    std::fs::write(&path, csv).expect("write batch");
+    (path, refs)
+}
+
+fn key_file(dir: &Path) -> PathBuf {
+    let path = dir.join("api.key");
+    std::fs::write(&path, DEFAULT_KEY).expect("key");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
+    path
+}
+
+/// Runs paybatch; maybe kills it after a random delay or arms a fail point. Returns the exit
+/// code (None when killed or aborted) and stderr.
+async fn one_run(
+    dir: &Path,
+    base_url: &str,
+    rng: &mut StdRng,
+    chaos: bool,
+    seen: &mut Seen,
+) -> (Option<i32>, String) {
+    let mut cmd = Command::new(BIN);
+    cmd.current_dir(dir)
+        .args([
+            "run",
+            "batch.csv",
+            "--base-url",
+            base_url,
+            "--api-key-file",
+            "api.key",
+            "--ledger",
+            "ledger.db",
+            "--poll-timeout",
+            "20",
+            "--quiet",
+        ])
+        .env_remove("PAYBATCH_FAILPOINT")
+        .env_remove("PAYBATCH_API_KEY")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut kill_after = None;
+    if chaos {
+        if rng.gen_bool(0.35) {
+            let point = FAIL_POINTS[rng.gen_range(0..FAIL_POINTS.len())];
+            cmd.env("PAYBATCH_FAILPOINT", format!("{point}:{}", rng.gen_range(1..4)));
+        } else if rng.gen_bool(0.8) {
+            kill_after = Some(Duration::from_millis(rng.gen_range(30..2500)));
+        }
+    }
+    seen.runs += 1;
+    let mut child = cmd.spawn().expect("paybatch starts");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let collect = tokio::spawn(async move {
+        let mut text = String::new();
+        let _ = tokio::io::AsyncReadExt::read_to_string(&mut stderr, &mut text).await;
+        text
+    });
+    let status = match kill_after {
+        Some(delay) => match tokio::time::timeout(delay, child.wait()).await {
+            Ok(status) => status.expect("wait"),
+            Err(_) => {
+                child.start_kill().expect("SIGKILL");
+                seen.kills += 1;
+                child.wait().await.expect("wait after kill")
+            }
+        },
+        None => tokio::time::timeout(Duration::from_secs(120), child.wait())
+            .await
+            .expect("a run ends within 120 s")
+            .expect("wait"),
+    };
+    let text = collect.await.unwrap_or_default();
+    if status.code().is_none() && text.contains("fail point") {
+        seen.aborts += 1;
+    }
+    (status.code(), text)
+}
+
+async fn scenario(seed: u64) -> Result<Seen, String> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let (_input, refs) = write_batch(dir.path(), &mut rng);
+    key_file(dir.path());
+    let (mut sim, faults) = SimProcess::start(dir.path(), &mut rng, seed).await;
+    let mut seen = Seen::default();
+    let deadline = Instant::now() + Duration::from_secs(150);
+    let chaos_runs = rng.gen_range(1..6);
+    let mut finished = None;
+    for i in 0..40 {
+        if Instant::now() > deadline {
+            break;
+        }
+        let (code, stderr) = one_run(dir.path(), &sim.base_url, &mut rng, i < chaos_runs, &mut seen).await;
+        match code {
+            Some(0) | Some(4) => {
+                finished = code;
+                break;
+            }
+            None | Some(5) => {}
+            Some(other) => {
+                return Err(format!("seed {seed}: run exited {other} (faults {faults:?}):\n{stderr}"));
+            }
+        }
+    }
+    let Some(final_code) = finished else {
+        return Err(format!("seed {seed}: no run finished (faults {faults:?})"));
+    };
+
+    // Invariants against the simulator's ground truth.
+    let truth: Vec<SimOrderRecord> = sim.orders().await;
+    let ledger = Ledger::open(&dir.path().join("ledger.db")).map_err(|e| e.to_string())?;
+    let batch = ledger
+        .batch("batch")
+        .map_err(|e| e.to_string())?
+        .ok_or(format!("seed {seed}: no batch in the ledger"))?;
+    let rows = ledger.rows(batch.id).map_err(|e| e.to_string())?;
+    let orders = ledger.orders(batch.id).map_err(|e| e.to_string())?;
+
+    // 1. Each row: at most one live service order item; exactly one unless its order failed.
+    let mut items_per_ref: HashMap<String, Vec<&SimOrderRecord>> = HashMap::new();
+    for o in &truth {
+        let rows_of = o.metadata.get("paybatch_rows").cloned().unwrap_or_default();
+        for r in rows_of.split('|').filter(|r| !r.is_empty()) {
+            items_per_ref.entry(r.to_string()).or_default().push(o);
+        }
+    }
+    for r in &refs {
+        let list = items_per_ref.get(r).cloned().unwrap_or_default();
+        let live: Vec<_> = list
+            .iter()
+            .filter(|o| o.status != paybatch::api::OrderStatus::Failed)
+            .collect();
+        if live.len() > 1 {
+            return Err(format!("seed {seed}: row {r} paid {} times: {:?}", live.len(), live.iter().map(|o| &o.id).collect::<Vec<_>>()));
+        }
+        if list.is_empty() {
+            return Err(format!("seed {seed}: row {r} has no service order"));
+        }
+        if list.len() > 1 {
+            return Err(format!("seed {seed}: row {r} has {} service orders (no retry was asked)", list.len()));
+        }
+    }
+    // 2. No input row missing from the ledger or the result file.
+    if rows.len() != refs.len() {
+        return Err(format!("seed {seed}: ledger has {} rows, input {}", rows.len(), refs.len()));
+    }
+    let result = dir.path().join("batch.result.csv");
+    let result_lines = std::fs::read_to_string(&result)
+        .map_err(|e| format!("seed {seed}: result file: {e}"))?
+        .lines()
+        .count();
+    if result_lines != refs.len() + 1 {
+        return Err(format!("seed {seed}: result file has {result_lines} lines for {} rows", refs.len()));
+    }
+    // 3. The ledger's order ids and statuses equal the service's.
+    let by_id: HashMap<&str, &SimOrderRecord> = truth.iter().map(|o| (o.id.as_str(), o)).collect();
+    for o in &orders {
+        let Some(id) = o.service_order_id.as_deref() else {
+            return Err(format!("seed {seed}: ledger order {} has no service id in state {}", o.id, o.state));
+        };
+        let Some(t) = by_id.get(id) else {
+            return Err(format!("seed {seed}: ledger order {id} unknown to the service"));
+        };
+        let same = matches!(
+            (o.state, t.status),
+            (OrderState::Completed, paybatch::api::OrderStatus::Completed)
+                | (OrderState::Failed, paybatch::api::OrderStatus::Failed)
+        );
+        if !same {
+            return Err(format!("seed {seed}: order {id}: ledger {} vs service {:?}", o.state, t.status));
+        }
+    }
+    if orders.len() != truth.len() {
+        return Err(format!("seed {seed}: ledger knows {} orders, the service has {}", orders.len(), truth.len()));
+    }
+    for row in &rows {
+        if !matches!(row.state, RowState::Completed | RowState::Failed) {
+            return Err(format!("seed {seed}: row {} ended {}", row.reference, row.state));
+        }
+    }
+    let failed = rows.iter().filter(|r| r.state == RowState::Failed).count();
+    if (failed > 0) != (final_code == Some(4)) {
+        return Err(format!("seed {seed}: exit {final_code:?} with {failed} failed rows"));
+    }
+    // 4. The balance moved by exactly the sum of completed prices.
+    let mut spent: BTreeMap<String, Decimal> = BTreeMap::new();
+    for row in rows.iter().filter(|r| r.state == RowState::Completed) {
+        let spec: serde_json::Value =
+            serde_json::from_str(row.spec.as_deref().unwrap_or("{}")).unwrap_or_default();
+        let currency = spec["payment_currency"].as_str().unwrap_or("?").to_string();
+        let price: Decimal = row.price.as_deref().and_then(|p| p.parse().ok()).ok_or(format!(
+            "seed {seed}: completed row {} has no price",
+            row.reference
+        ))?;
+        *spent.entry(currency).or_default() += price;
+    }
+    let start: Decimal = START_BALANCE.parse().expect("decimal");
+    for currency in ["USD", "EUR", "GBP", "CAD"] {
+        let now = sim.balance(currency).await;
+        let expected = start - spent.get(currency).copied().unwrap_or_default();
+        if now != expected {
+            return Err(format!("seed {seed}: {currency} balance {now}, expected {expected}"));
+        }
+    }
+    let stats = sim.stats().await;
+    for key in ["answered_429", "injected_5xx", "dropped", "in_progress", "replayed"] {
+        if let Some(n) = stats.get(key).and_then(|v| v.as_u64()) {
+            *seen.faults.entry(key.to_string()).or_default() += n;
+        }
+    }
+    let _ = sim.child.start_kill();
+    let _ = sim.child.wait().await;
+    Ok(seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_every_row_is_paid_at_most_once_and_the_books_balance() {
+    let count: u64 = std::env::var("PAYBATCH_CHAOS_SCENARIOS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50);
+    let first: u64 = std::env::var("PAYBATCH_CHAOS_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let parallel = 2;
+    let mut total = Seen::default();
+    let seeds: Vec<u64> = (first..first + count).collect();
+    for chunk in seeds.chunks(parallel) {
+        let runs = chunk.iter().map(|&seed| tokio::spawn(scenario(seed)));
+        for run in runs.collect::<Vec<_>>() {
+            match run.await.expect("scenario task") {
+                Ok(seen) => {
+                    total.kills += seen.kills;
+                    total.aborts += seen.aborts;
+                    total.runs += seen.runs;
+                    for (k, v) in seen.faults {
+                        *total.faults.entry(k).or_default() += v;
+                    }
+                }
+                Err(e) => panic!("chaos scenario failed (repeat with PAYBATCH_CHAOS_SEED and PAYBATCH_CHAOS_SCENARIOS=1): {e}"),
+            }
+        }
+    }
+    eprintln!(
+        "chaos: {count} scenarios (seeds {first}..{}), {} runs, {} SIGKILLs, {} fail-point aborts, faults seen {:?}",
+        first + count - 1,
+        total.runs,
+        total.kills,
+        total.aborts,
+        total.faults
+    );
+    assert!(total.kills + total.aborts > 0, "the suite must actually kill runs");
+}
