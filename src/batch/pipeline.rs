@@ -59,6 +59,8 @@ pub struct RunOptions {
     pub allow_duplicates: bool,
     pub default_payment_currency: Option<String>,
     pub mode: ExecutionMode,
+    /// Rows per order (1..=200), grouped by payment currency in input order.
+    pub items_per_order: usize,
     pub order_rate: u32,
     pub concurrency: usize,
     pub poll_timeout: Duration,
@@ -83,6 +85,7 @@ impl RunOptions {
             allow_duplicates: false,
             default_payment_currency: None,
             mode: ExecutionMode::Async,
+            items_per_order: 1,
             order_rate: DEFAULT_ORDER_RATE,
             concurrency: 8,
             poll_timeout: Duration::from_secs(30 * 60),
@@ -480,6 +483,7 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         &pending,
         &specs,
         opts.mode,
+        opts.items_per_order,
     )?;
     if !plans.is_empty() {
         ledger.plan_orders(batch.id, &plans)?;
@@ -698,14 +702,22 @@ async fn preflight(
     Ok(())
 }
 
+/// Most items the service takes in one order.
+pub const MAX_ITEMS_PER_ORDER: usize = 200;
+
+/// Groups the pending rows into orders: by payment currency, in input order, `per_order` rows
+/// at most each; every order gets its deterministic key and exact body.
 fn plan_orders(
     environment: &str,
     batch: &str,
     pending: &[RowRecord],
     specs: &HashMap<&str, &RowSpec>,
     mode: ExecutionMode,
+    per_order: usize,
 ) -> Result<Vec<PlannedOrder>, RunError> {
-    let mut plans = Vec::with_capacity(pending.len());
+    let per_order = per_order.clamp(1, MAX_ITEMS_PER_ORDER);
+    let mut groups: BTreeMap<&str, Vec<(&RowRecord, &RowSpec)>> = BTreeMap::new();
+    let mut currency_order: Vec<&str> = Vec::new();
     for row in pending {
         let Some(spec) = specs.get(row.reference.as_str()) else {
             return Err(RunError::Refused {
@@ -716,18 +728,32 @@ fn plan_orders(
                 help: "fix the row in the input file and run again".into(),
             });
         };
-        let body = plan::order_body(batch, &spec.payment_currency, &[(spec, row.attempt)])
-            .map_err(|e| RunError::Refused {
-                message: format!("cannot encode the order of row `{}`: {e}", row.reference),
+        let currency = spec.payment_currency.as_str();
+        if !groups.contains_key(currency) {
+            currency_order.push(currency);
+        }
+        groups.entry(currency).or_default().push((row, spec));
+    }
+    let mut plans = Vec::new();
+    for currency in currency_order {
+        for chunk in groups[currency].chunks(per_order) {
+            let items: Vec<(&RowSpec, i64)> = chunk.iter().map(|(r, s)| (*s, r.attempt)).collect();
+            let body = plan::order_body(batch, currency, &items).map_err(|e| RunError::Refused {
+                message: format!("cannot encode an order of batch {batch}: {e}"),
                 help: String::new(),
             })?;
-        plans.push(PlannedOrder {
-            idempotency_key: plan::idempotency_key(environment, batch, &row.reference, row.attempt),
-            body,
-            mode: mode.as_str().to_string(),
-            payment_currency: spec.payment_currency.clone(),
-            row_ids: vec![row.id],
-        });
+            let keyed: Vec<(&str, i64)> = chunk
+                .iter()
+                .map(|(r, _)| (r.reference.as_str(), r.attempt))
+                .collect();
+            plans.push(PlannedOrder {
+                idempotency_key: plan::order_key(environment, batch, &keyed),
+                body,
+                mode: mode.as_str().to_string(),
+                payment_currency: currency.to_string(),
+                row_ids: chunk.iter().map(|(r, _)| r.id).collect(),
+            });
+        }
     }
     Ok(plans)
 }

@@ -25,6 +25,24 @@ pub fn idempotency_key(environment: &str, batch: &str, reference: &str, attempt:
     Uuid::new_v5(&KEY_NAMESPACE, name.as_bytes()).to_string()
 }
 
+/// The key of an order of several rows: UUID v5 of (environment, batch, every row reference and
+/// attempt in item order). An order of one row gets that row's [`idempotency_key`].
+pub fn order_key(environment: &str, batch: &str, rows: &[(&str, i64)]) -> String {
+    match rows {
+        [(reference, attempt)] => idempotency_key(environment, batch, reference, *attempt),
+        many => {
+            let mut name = format!("paybatch\u{1f}{environment}\u{1f}{batch}");
+            for (reference, attempt) in many {
+                name.push('\u{1e}');
+                name.push_str(reference);
+                name.push('\u{1f}');
+                name.push_str(&attempt.to_string());
+            }
+            Uuid::new_v5(&KEY_NAMESPACE, name.as_bytes()).to_string()
+        }
+    }
+}
+
 /// `description`: the batch and row reference, so the service itself can answer "was this row
 /// already ordered?" (cut to 128 characters; `metadata` carries the full values).
 pub fn description(batch: &str, references: &[&str]) -> String {
@@ -103,6 +121,19 @@ mod tests {
             idempotency_key("sim", "a\u{1f}b", "c", 1),
             idempotency_key("sim", "a", "b\u{1f}c", 1)
         );
+    }
+
+    #[test]
+    fn order_keys_of_one_row_are_row_keys_and_groups_differ_by_member() {
+        assert_eq!(
+            order_key("sim", "nov", &[("EMP-1", 1)]),
+            idempotency_key("sim", "nov", "EMP-1", 1)
+        );
+        let ab = order_key("sim", "nov", &[("A", 1), ("B", 1)]);
+        assert_eq!(ab, order_key("sim", "nov", &[("A", 1), ("B", 1)]));
+        assert_ne!(ab, order_key("sim", "nov", &[("A", 1), ("B", 2)]));
+        assert_ne!(ab, order_key("sim", "nov", &[("B", 1), ("A", 1)]));
+        assert_ne!(ab, order_key("sim", "nov", &[("A", 1)]));
     }
 
     #[test]

@@ -236,12 +236,11 @@ pub async fn reconcile(
                 report.adopted.push((ledger_rows[0].reference.clone(), f.id.clone()));
                 if !dry_run {
                     let first = ledger_rows[0];
-                    let key = plan::idempotency_key(
-                        &batch.environment,
-                        &batch.name,
-                        &first.reference,
-                        first.attempt,
-                    );
+                    let keyed: Vec<(&str, i64)> = ledger_rows
+                        .iter()
+                        .map(|r| (r.reference.as_str(), r.attempt))
+                        .collect();
+                    let key = plan::order_key(&batch.environment, &batch.name, &keyed);
                     let currency = first
                         .spec
                         .as_deref()

@@ -41,6 +41,9 @@ pub struct RunArgs {
     /// Create orders synchronously (one item per order) instead of asynchronously.
     #[arg(long)]
     pub sync: bool,
+    /// Rows per order, 1 to 200 (rows are grouped by payment currency, in input order).
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=200))]
+    pub items_per_order: u16,
     /// Order creations per minute (the service allows 180).
     #[arg(long, default_value_t = pipeline::DEFAULT_ORDER_RATE, value_name = "N")]
     pub order_rate: u32,
@@ -82,6 +85,13 @@ impl RunArgs {
         } else {
             ExecutionMode::Async
         };
+        if self.sync && self.items_per_order > 1 {
+            return Err(crate::environment::ConfigError::new(
+                "--sync orders hold one item only (the service's rule)",
+                "drop --sync, or use --items-per-order 1",
+            ));
+        }
+        o.items_per_order = self.items_per_order as usize;
         o.order_rate = self.order_rate;
         o.concurrency = self.concurrency;
         o.poll_timeout = Duration::from_secs(self.poll_timeout);
