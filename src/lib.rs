@@ -2,4 +2,5 @@
 //! service, each row exactly once, with every step recorded in a local SQLite ledger.
 
 pub mod api;
+pub mod money;
 pub mod sim;
