@@ -2,5 +2,6 @@
 //! service, each row exactly once, with every step recorded in a local SQLite ledger.
 
 pub mod api;
+pub mod batch;
 pub mod money;
 pub mod sim;

@@ -1,0 +1,3 @@
+pub mod input;
+pub mod output;
+pub mod validate;
