@@ -150,26 +150,33 @@ impl ColumnMap {
             .map(|(_, name)| *name)
             .collect();
         if let [first, ..] = missing.as_slice() {
-            let list = missing
-                .iter()
-                .map(|m| format!("`{m}`"))
-                .collect::<Vec<_>>()
-                .join(", ");
+            let quoted: Vec<String> = missing.iter().map(|m| format!("`{m}`")).collect();
+            let list = match quoted.as_slice() {
+                [one] => one.clone(),
+                [init @ .., last] => format!("{} or {last}", init.join(", ")),
+                [] => String::new(),
+            };
             let aliases = KNOWN_COLUMNS
                 .iter()
                 .find(|(c, _)| c == first)
-                .map(|(_, a)| a.join(", "))
+                .map(|(_, a)| {
+                    a.iter()
+                        .skip(1)
+                        .map(|n| format!("`{n}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
                 .unwrap_or_default();
-            let noun = if missing.len() == 1 {
-                "column"
+            let also = if aliases.is_empty() {
+                String::new()
             } else {
-                "columns"
+                format!(" (`{first}` may also be named {aliases})")
             };
             return Err(
-                Problem::file(header_line, format!("the header has no {list} {noun}")).with_help(
+                Problem::file(header_line, format!("the header has no {list} column")).with_help(
                     format!(
                         "the first line must name the columns; required: reference, product_code, \
-                 face_value, currency (`{first}` may also be written as: {aliases}); found: {}",
+                 face_value, currency{also}; found: {}",
                         headers.join(", ")
                     ),
                 ),

@@ -255,7 +255,11 @@ pub fn parse_record(
             fields: rec.fields.clone(),
             columns: columns.clone(),
         }),
-        _ => Err(c.problems),
+        _ => {
+            let mut problems = c.problems;
+            problems.sort_by_key(|p| p.column);
+            Err(problems)
+        }
     }
 }
 
@@ -913,7 +917,7 @@ impl<'a> Validator<'a> {
                     quoted(&row.currency)
                 ),
                 format!(
-                    "write `{pc}` and a face value in {pc}, or choose a {} product",
+                    "write `{pc}` and a face value in {pc}, or choose a product in {}",
                     row.currency
                 ),
             ));
@@ -976,6 +980,7 @@ impl<'a> Validator<'a> {
                 }
             }
         }
+        problems.sort_by_key(|p| p.column);
         problems
     }
 }
@@ -1295,10 +1300,10 @@ mod tests {
             [
                 Some(1),
                 Some(2),
-                Some(4),
                 Some(3),
-                Some(6),
+                Some(4),
                 Some(5),
+                Some(6),
                 Some(7),
                 Some(8)
             ],
@@ -1309,8 +1314,8 @@ mod tests {
             assert!(p.help.is_some(), "{p}");
             assert!(p.column_name.is_some());
         }
-        assert!(ps[2].help.as_deref().unwrap().contains("`USD`"));
-        assert_eq!(ps[3].value.as_deref(), Some("1,000"));
+        assert!(ps[3].help.as_deref().unwrap().contains("`USD`"));
+        assert_eq!(ps[2].value.as_deref(), Some("1,000"));
     }
 
     #[test]
