@@ -398,7 +398,17 @@ impl BatchReader {
             }
             let mut fields = Vec::with_capacity(self.record.len());
             for (i, raw) in self.record.iter().enumerate() {
-                fields.push(check_field(raw, line, i)?);
+                match check_field(raw, line, i) {
+                    Ok(f) => fields.push(f),
+                    Err(mut p) => {
+                        if let Some(h) = self.headers.get(i) {
+                            let name =
+                                canonical_column(h).map_or_else(|| h.clone(), str::to_string);
+                            p.column_name = Some(name);
+                        }
+                        return Err(p);
+                    }
+                }
             }
             return Ok(Some((line, fields)));
         }
@@ -568,13 +578,22 @@ fn check_field(raw: &[u8], line: u64, index: usize) -> Result<String, Problem> {
     }
     match std::str::from_utf8(raw) {
         Ok(s) => Ok(s.trim().to_string()),
-        Err(e) => Err(at(format!(
-            "invalid UTF-8 at byte {} of this field",
-            e.valid_up_to() + 1
-        ))
-        .with_help(
+        Err(e) => {
+            let lossy: String = String::from_utf8_lossy(raw)
+                .trim()
+                .chars()
+                .take(100)
+                .collect();
+            Err(at(format!(
+                "invalid UTF-8 at byte {} of `{}`",
+                e.valid_up_to() + 1,
+                super::validate::show(&lossy)
+            ))
+            .with_value(lossy)
+            .with_help(
             "the file must be UTF-8; it may be Latin-1 or Windows-1252: save it as \"CSV UTF-8\"",
-        )),
+            ))
+        }
     }
 }
 
@@ -808,7 +827,12 @@ mod tests {
         assert!(recs[0].is_ok());
         let e = recs[1].as_ref().unwrap_err();
         assert_eq!((e.line, e.column), (3, Some(5)));
-        assert!(e.message.contains("UTF-8"), "{e}");
+        assert_eq!(e.column_name.as_deref(), Some("email"));
+        assert!(
+            e.message
+                .contains("UTF-8 at byte 4 of `caf\u{fffd}@example.com`"),
+            "{e}"
+        );
         let e = recs[2].as_ref().unwrap_err();
         assert_eq!((e.line, e.column), (4, Some(2)));
         assert!(e.message.contains("NUL"), "{e}");
@@ -871,6 +895,12 @@ mod tests {
         assert!(e.message.contains("no rows"), "{e}");
         let e = reader(&format!("{HEADER}\n ,,,, \n")).unwrap_err();
         assert!(e.message.contains("no rows"), "{e}");
+    }
+
+    #[test]
+    fn the_reader_can_move_to_another_thread() {
+        fn send<T: Send>(_: &T) {}
+        send(&reader(&format!("{HEADER}R1,A,1,USD,\n")).unwrap());
     }
 
     #[test]
