@@ -39,15 +39,54 @@ fn run(data: Vec<u8>, delimiter: Option<u8>) -> usize {
     accepted
 }
 
-/// CSV-shaped text: a header naming known columns, rows of cells drawn from the characters that
-/// matter to the parser and the rules.
+/// A cell for the column `name`: mostly values the rules care about, some noise.
+fn cell_for(name: &str) -> BoxedStrategy<String> {
+    let pick = |values: &[&'static str]| {
+        prop::sample::select(values.to_vec())
+            .prop_map(str::to_string)
+            .boxed()
+    };
+    let good = match name {
+        "reference" => "[A-Z]{3}-[0-9]{1,3}".boxed(),
+        "Product" => pick(&[
+            "AMZ-US",
+            "STEAM-US",
+            "AMZ-US|STEAM-US",
+            "UBER-JP",
+            "SPOTIFY-US",
+            "AMZ-DE",
+            "RETIRED-US",
+            "AMZ-UK",
+            "AMZ-US|AMZ-DE",
+        ]),
+        "amount" => prop_oneof![
+            "[1-9][0-9]{0,3}(\\.[0-9]{1,3})?",
+            pick(&["10.99", "3000", "20", "1,000", "-5", "1e3"]),
+        ]
+        .boxed(),
+        "currency" => pick(&["USD", "USD", "EUR", "JPY", "usd"]),
+        "email" => pick(&[
+            "a@example.com",
+            "b@example.org",
+            "",
+            "bad",
+            "=x@example.com",
+        ]),
+        "delivery" => pick(&["", "EMAIL", "link", "fax"]),
+        "payment_currency" => pick(&["", "", "USD", "EUR", "JPY"]),
+        "country" => pick(&["", "US", "DE", "JP", "us"]),
+        "card_id" => pick(&["", "card_1", "a b"]),
+        _ => "[ -~]{0,12}".boxed(),
+    };
+    let noise = prop_oneof!["[ -~]{0,12}", "\\PC{0,6}", "[\",;\t\r\n|=@+-]{0,4}"];
+    prop_oneof![6 => good, 1 => noise].boxed()
+}
+
+/// CSV-shaped text: a header with the required columns and some others in any order, rows of
+/// cells drawn per column (sometimes one short), quoted at random, `\n` or `\r\n`.
 fn csv_like() -> impl Strategy<Value = Vec<u8>> {
-    let header = prop::sample::subsequence(
+    let optional = prop::sample::subsequence(
         vec![
-            "reference",
-            "Product",
-            "amount",
-            "currency",
             "email",
             "delivery",
             "payment_currency",
@@ -55,37 +94,37 @@ fn csv_like() -> impl Strategy<Value = Vec<u8>> {
             "card_id",
             "note",
         ],
-        3..=10,
+        0..=6,
     );
-    let cell = prop_oneof![
-        Just("AMZ-US".to_string()),
-        Just("STEAM-US|AMZ-US".to_string()),
-        Just("UBER-JP".to_string()),
-        Just("USD".to_string()),
-        Just("JPY".to_string()),
-        Just("a@example.com".to_string()),
-        Just("link".to_string()),
-        Just("US".to_string()),
-        "[0-9]{1,5}(\\.[0-9]{1,3})?",
-        "[ -~]{0,12}",
-        "\\PC{0,6}",
-        "[\",;\t\r\n|=@+-]{0,4}",
-    ];
+    let header = optional
+        .prop_map(|extra| {
+            let mut h = vec!["reference", "Product", "amount", "currency"];
+            h.extend(extra);
+            h
+        })
+        .prop_shuffle();
     let delim = prop::sample::select(vec![",", ";", "\t"]);
-    (
-        header,
-        prop::collection::vec(prop::collection::vec(cell, 0..11), 0..8),
-        delim,
-    )
+    (header, delim)
+        .prop_flat_map(|(header, d)| {
+            let row: Vec<BoxedStrategy<String>> = header.iter().map(|c| cell_for(c)).collect();
+            let rows = prop::collection::vec((row, any::<u8>()), 0..8);
+            (Just(header), rows, Just(d))
+        })
         .prop_map(|(header, rows, d)| {
             let mut out = header.join(d);
             out.push('\n');
-            for (n, row) in rows.iter().enumerate() {
+            for (n, (mut row, dice)) in rows.into_iter().enumerate() {
+                if dice % 16 == 0 {
+                    row.pop();
+                }
                 let cells: Vec<String> = row
                     .iter()
                     .enumerate()
                     .map(|(k, c)| {
-                        if (n + k) % 3 == 0 {
+                        if (usize::from(dice) + k) % 3 == 0
+                            || c.contains(['"', '\n', '\r'])
+                            || c.contains(d)
+                        {
                             format!("\"{}\"", c.replace('"', "\"\""))
                         } else {
                             c.clone()
