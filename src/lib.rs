@@ -7,5 +7,7 @@ pub mod catalog;
 pub mod cli;
 pub mod environment;
 pub mod exit;
+pub mod failpoint;
 pub mod ledger;
+pub mod money;
 pub mod sim;

@@ -2,6 +2,9 @@
 //! ledger in a temporary directory, the real binary.
 #![allow(dead_code)]
 
+mod catalog_fixture;
+pub use catalog_fixture::*;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

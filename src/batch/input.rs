@@ -1,0 +1,931 @@
+//! Reading a batch file: a streaming CSV reader that finds the columns paybatch knows, checks the
+//! encoding, and yields one trimmed record at a time with the line it starts on.
+//!
+//! The file is never loaded whole: the reader holds a `csv::Reader` over it and keeps only the
+//! current record (and, while opening, the first line to detect the delimiter).
+
+use std::fs::File;
+use std::io::{self, Cursor, Read};
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::output::RESULT_COLUMNS;
+use super::validate::Problem;
+
+/// The longest field accepted, in bytes.
+pub const MAX_FIELD_BYTES: usize = 64 * 1024;
+
+/// The longest record accepted, in bytes. A longer one almost always comes from an unbalanced
+/// quote that makes the rest of the file one field; reading stops there instead of loading it.
+pub const MAX_RECORD_BYTES: usize = 1024 * 1024;
+
+/// How much of the file is looked at to find the header line's delimiter.
+const SNIFF_LIMIT: usize = 64 * 1024;
+
+/// Delimiters tried when none is given, in order of preference on a tie.
+pub const CANDIDATE_DELIMITERS: [u8; 3] = [b',', b';', b'\t'];
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InputOptions {
+    /// The field delimiter; `None` detects it from the header line.
+    pub delimiter: Option<u8>,
+}
+
+/// Which index of a record holds which column paybatch knows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnMap {
+    pub reference: usize,
+    pub product_code: usize,
+    pub face_value: usize,
+    pub currency: usize,
+    pub distribution: Option<usize>,
+    pub email: Option<usize>,
+    pub payment_currency: Option<usize>,
+    pub country: Option<usize>,
+    pub card_id: Option<usize>,
+}
+
+/// The columns paybatch knows, with the header names accepted for each (after normalisation:
+/// trimmed, lower case, spaces and hyphens as `_`). The first name is the canonical one.
+pub const KNOWN_COLUMNS: [(&str, &[&str]); 9] = [
+    ("reference", &["reference", "ref", "id", "row_id"]),
+    (
+        "product_code",
+        &["product_code", "product", "code", "products"],
+    ),
+    ("face_value", &["face_value", "amount", "value"]),
+    ("currency", &["currency"]),
+    (
+        "distribution",
+        &["distribution", "distribution_method", "delivery"],
+    ),
+    ("email", &["email", "email_address"]),
+    ("payment_currency", &["payment_currency", "pay_currency"]),
+    ("country", &["country"]),
+    ("card_id", &["card_id"]),
+];
+
+const REQUIRED: [&str; 4] = ["reference", "product_code", "face_value", "currency"];
+
+/// A header name as compared: trimmed, lower case, spaces and hyphens turned into `_`.
+pub fn normalize_header(name: &str) -> String {
+    name.trim()
+        .to_lowercase()
+        .chars()
+        .map(|c| if c == ' ' || c == '-' { '_' } else { c })
+        .collect()
+}
+
+/// The canonical name of the known column `name` stands for, if any.
+pub fn canonical_column(name: &str) -> Option<&'static str> {
+    let n = normalize_header(name);
+    KNOWN_COLUMNS
+        .iter()
+        .find(|(_, aliases)| aliases.contains(&n.as_str()))
+        .map(|(canonical, _)| *canonical)
+}
+
+impl ColumnMap {
+    /// Maps a header row. Refuses duplicate names, missing required columns and names the result
+    /// file uses for its own columns.
+    pub fn from_headers(headers: &[String], header_line: u64) -> Result<Self, Problem> {
+        let mut found: [Option<usize>; 9] = [None; 9];
+        let mut seen: Vec<(String, usize)> = Vec::new();
+        for (i, h) in headers.iter().enumerate() {
+            let norm = normalize_header(h);
+            if norm.is_empty() {
+                continue;
+            }
+            if let Some((_, first)) = seen.iter().find(|(n, _)| *n == norm) {
+                return Err(Problem::at(
+                    header_line,
+                    i,
+                    h,
+                    format!(
+                        "column `{h}` appears twice in the header (first as column {})",
+                        first + 1
+                    ),
+                )
+                .with_help("rename or remove one of the two columns"));
+            }
+            seen.push((norm.clone(), i));
+            if RESULT_COLUMNS.contains(&norm.as_str()) {
+                return Err(Problem::at(
+                    header_line,
+                    i,
+                    h,
+                    format!("column `{h}` is a name the result file uses for its own columns"),
+                )
+                .with_help(
+                    "rename the column; if this is the result file of an earlier run, use the \
+                     original input file instead",
+                ));
+            }
+            if let Some(k) = KNOWN_COLUMNS
+                .iter()
+                .position(|(_, aliases)| aliases.contains(&norm.as_str()))
+            {
+                if let Some(first) = found[k] {
+                    let canonical = KNOWN_COLUMNS[k].0;
+                    return Err(Problem::at(
+                        header_line,
+                        i,
+                        h,
+                        format!(
+                            "columns `{}` (column {}) and `{h}` (column {}) both stand for `{canonical}`",
+                            headers[first],
+                            first + 1,
+                            i + 1
+                        ),
+                    )
+                    .with_help("keep one of them and rename or remove the other"));
+                }
+                found[k] = Some(i);
+            }
+        }
+        let missing: Vec<&str> = REQUIRED
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| found[*k].is_none())
+            .map(|(_, name)| *name)
+            .collect();
+        if let [first, ..] = missing.as_slice() {
+            let quoted: Vec<String> = missing.iter().map(|m| format!("`{m}`")).collect();
+            let list = match quoted.as_slice() {
+                [one] => one.clone(),
+                [init @ .., last] => format!("{} or {last}", init.join(", ")),
+                [] => String::new(),
+            };
+            let aliases = KNOWN_COLUMNS
+                .iter()
+                .find(|(c, _)| c == first)
+                .map(|(_, a)| {
+                    a.iter()
+                        .skip(1)
+                        .map(|n| format!("`{n}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .unwrap_or_default();
+            let also = if aliases.is_empty() {
+                String::new()
+            } else {
+                format!(" (`{first}` may also be named {aliases})")
+            };
+            return Err(
+                Problem::file(header_line, format!("the header has no {list} column")).with_help(
+                    format!(
+                        "the first line must name the columns; required: reference, product_code, \
+                 face_value, currency{also}; found: {}",
+                        headers.join(", ")
+                    ),
+                ),
+            );
+        }
+        let req = |k: usize| found[k].unwrap_or(0);
+        Ok(ColumnMap {
+            reference: req(0),
+            product_code: req(1),
+            face_value: req(2),
+            currency: req(3),
+            distribution: found[4],
+            email: found[5],
+            payment_currency: found[6],
+            country: found[7],
+            card_id: found[8],
+        })
+    }
+}
+
+/// One data record: its fields trimmed and in header order, and the line it starts on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawRecord {
+    /// 1-based line where the record starts.
+    pub line: u64,
+    /// Trimmed, in header order.
+    pub fields: Vec<String>,
+}
+
+/// A streaming reader of a batch file.
+pub struct BatchReader {
+    reader: csv::Reader<Tap>,
+    /// The bytes of the current record, shared with the [`Tap`] the csv reader reads through.
+    tapped: Arc<Mutex<Tapped>>,
+    lines: LineCounter,
+    headers: Vec<String>,
+    columns: ColumnMap,
+    delimiter: u8,
+    /// The first data record, read while opening (to refuse a file without rows).
+    pending: Option<Result<RawRecord, Problem>>,
+    record: csv::ByteRecord,
+    done: bool,
+}
+
+impl std::fmt::Debug for BatchReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchReader")
+            .field("headers", &self.headers)
+            .field("columns", &self.columns)
+            .field("delimiter", &(self.delimiter as char))
+            .finish_non_exhaustive()
+    }
+}
+
+impl BatchReader {
+    /// Opens a batch file.
+    pub fn open(path: &Path, opts: &InputOptions) -> Result<Self, Problem> {
+        let file = File::open(path).map_err(|e| {
+            Problem::file(0, format!("cannot open `{}`: {e}", path.display())).with_help(
+                "check the path, and that the file is readable by the user running paybatch",
+            )
+        })?;
+        Self::from_reader(Box::new(file), opts)
+    }
+
+    /// Reads a batch from memory (tests, fuzzing).
+    pub fn from_bytes(data: Vec<u8>, opts: &InputOptions) -> Result<Self, Problem> {
+        Self::from_reader(Box::new(Cursor::new(data)), opts)
+    }
+
+    fn from_reader(mut inner: Box<dyn Read + Send>, opts: &InputOptions) -> Result<Self, Problem> {
+        if let Some(d) = opts.delimiter {
+            check_delimiter(d)?;
+        }
+        let mut head = read_head(&mut inner)?;
+        if head.starts_with(&[0xFF, 0xFE]) || head.starts_with(&[0xFE, 0xFF]) {
+            return Err(Problem::file(1, "the file is encoded as UTF-16").with_help(
+                "save it as UTF-8 (in Excel: Save As > \"CSV UTF-8 (Comma delimited)\")",
+            ));
+        }
+        if head.starts_with(&[0xEF, 0xBB, 0xBF]) {
+            head.drain(..3);
+        }
+        let delimiter = opts.delimiter.unwrap_or_else(|| sniff_delimiter(&head));
+        let tapped = Arc::new(Mutex::new(Tapped::default()));
+        let source = Tap {
+            inner: Box::new(Cursor::new(head).chain(inner)),
+            tapped: Arc::clone(&tapped),
+        };
+        let reader = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .flexible(true)
+            .delimiter(delimiter)
+            .trim(csv::Trim::None)
+            .from_reader(source);
+
+        let mut this = BatchReader {
+            reader,
+            tapped,
+            lines: LineCounter::default(),
+            headers: Vec::new(),
+            columns: ColumnMap {
+                reference: 0,
+                product_code: 0,
+                face_value: 0,
+                currency: 0,
+                distribution: None,
+                email: None,
+                payment_currency: None,
+                country: None,
+                card_id: None,
+            },
+            delimiter,
+            pending: None,
+            record: csv::ByteRecord::new(),
+            done: false,
+        };
+        let (header_line, headers) = match this.read_fields()? {
+            Some(h) => h,
+            None => {
+                return Err(Problem::file(1, "the file is empty").with_help(
+                    "the first line must be a header naming the columns, e.g. \
+                     `reference,product_code,face_value,currency,email`, then one line per payout",
+                ));
+            }
+        };
+        this.columns = ColumnMap::from_headers(&headers, header_line)?;
+        this.headers = headers;
+        match this.next_checked() {
+            None => {
+                return Err(
+                    Problem::file(header_line, "the file has a header but no rows")
+                        .with_help("add one line per payout below the header"),
+                );
+            }
+            Some(first) => this.pending = Some(first),
+        }
+        Ok(this)
+    }
+
+    /// The header names as written (trimmed, BOM removed).
+    pub fn headers(&self) -> &[String] {
+        &self.headers
+    }
+
+    /// Which index holds which known column.
+    pub fn columns(&self) -> &ColumnMap {
+        &self.columns
+    }
+
+    /// The delimiter in use (given or detected).
+    pub fn delimiter(&self) -> u8 {
+        self.delimiter
+    }
+
+    /// The next data record; `None` at the end. A problem with one record does not end the
+    /// reading: the records after it follow (an I/O error does end it).
+    pub fn next_record(&mut self) -> Option<Result<RawRecord, Problem>> {
+        if let Some(p) = self.pending.take() {
+            return Some(p);
+        }
+        self.next_checked()
+    }
+
+    /// Reads the next non-blank record and checks its field count.
+    fn next_checked(&mut self) -> Option<Result<RawRecord, Problem>> {
+        match self.read_fields() {
+            Err(p) => Some(Err(p)),
+            Ok(None) => None,
+            Ok(Some((line, fields))) => {
+                if fields.len() != self.headers.len() {
+                    let (n, h) = (fields.len(), self.headers.len());
+                    return Some(Err(Problem::file(
+                        line,
+                        format!(
+                            "this row has {n} field{} but the header has {h}",
+                            if n == 1 { "" } else { "s" }
+                        ),
+                    )
+                    .with_help(
+                        "check for a missing or extra delimiter; a value that contains the \
+                         delimiter, a quote or a line break must be quoted (\"...\")",
+                    )));
+                }
+                Some(Ok(RawRecord { line, fields }))
+            }
+        }
+    }
+
+    /// Reads the next record that is not blank, as checked and trimmed strings.
+    /// `Ok(None)` at the end of the file.
+    fn read_fields(&mut self) -> Result<Option<(u64, Vec<String>)>, Problem> {
+        loop {
+            if self.done {
+                return Ok(None);
+            }
+            let more = match self.reader.read_byte_record(&mut self.record) {
+                Ok(more) => more,
+                Err(e) => {
+                    self.done = true;
+                    let line = self.lines.peek_start(&lock(&self.tapped));
+                    return Err(read_problem(line, e));
+                }
+            };
+            if !more {
+                self.done = true;
+                return Ok(None);
+            }
+            // csv's own line count is off for CRLF files and skipped blank lines: count here.
+            let start = self.record.position().map_or(0, |p| p.byte());
+            let end = self.reader.position().byte();
+            let line = self.lines.advance(&mut lock(&self.tapped), start, end);
+            if self
+                .record
+                .iter()
+                .all(|f| f.iter().all(|b| b.is_ascii_whitespace()))
+            {
+                continue;
+            }
+            let mut fields = Vec::with_capacity(self.record.len());
+            for (i, raw) in self.record.iter().enumerate() {
+                match check_field(raw, line, i) {
+                    Ok(f) => fields.push(f),
+                    Err(mut p) => {
+                        if let Some(h) = self.headers.get(i) {
+                            let name =
+                                canonical_column(h).map_or_else(|| h.clone(), str::to_string);
+                            p.column_name = Some(name);
+                        }
+                        return Err(p);
+                    }
+                }
+            }
+            return Ok(Some((line, fields)));
+        }
+    }
+}
+
+impl Iterator for BatchReader {
+    type Item = Result<RawRecord, Problem>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_record()
+    }
+}
+
+/// The bytes read from the file and not yet passed by a complete record.
+#[derive(Debug, Default)]
+struct Tapped {
+    /// Offset in the stream of `bytes[0]`.
+    start: u64,
+    bytes: Vec<u8>,
+}
+
+/// The reader under the csv reader: keeps a copy of what it reads until the record that holds
+/// it is done, so that line numbers can be counted exactly; refuses records over
+/// [`MAX_RECORD_BYTES`].
+struct Tap {
+    inner: Box<dyn Read + Send>,
+    tapped: Arc<Mutex<Tapped>>,
+}
+
+/// The marker of the error [`Tap`] returns for an over-long record.
+#[derive(Debug)]
+struct RecordTooLong;
+
+impl std::fmt::Display for RecordTooLong {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "a record is longer than {} KiB", MAX_RECORD_BYTES / 1024)
+    }
+}
+
+impl std::error::Error for RecordTooLong {}
+
+impl Read for Tap {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(out)?;
+        let mut t = lock(&self.tapped);
+        // Room for the csv reader's read-ahead beyond the record.
+        if t.bytes.len() + n > MAX_RECORD_BYTES + 64 * 1024 {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, RecordTooLong));
+        }
+        t.bytes.extend_from_slice(&out[..n]);
+        Ok(n)
+    }
+}
+
+fn lock(m: &Mutex<Tapped>) -> MutexGuard<'_, Tapped> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Counts line breaks (`\n`, `\r\n` or a lone `\r`) in the bytes records are read from.
+#[derive(Debug, Default)]
+struct LineCounter {
+    /// Line breaks before `Tapped::start`.
+    breaks: u64,
+    /// Whether the byte before `Tapped::start` is `\r`.
+    prev_cr: bool,
+}
+
+impl LineCounter {
+    /// Passes the record at stream offsets `start..end`: returns the line its first byte is on
+    /// (blank lines before it skipped) and forgets its bytes.
+    fn advance(&mut self, t: &mut Tapped, start: u64, end: u64) -> u64 {
+        let upto = usize::try_from(end.saturating_sub(t.start))
+            .unwrap_or(usize::MAX)
+            .min(t.bytes.len());
+        let mut first = None;
+        for (k, &b) in t.bytes[..upto].iter().enumerate() {
+            if first.is_none() && t.start + k as u64 >= start && b != b'\r' && b != b'\n' {
+                first = Some(self.breaks + 1);
+            }
+            match b {
+                b'\n' => {
+                    if !self.prev_cr {
+                        self.breaks += 1;
+                    }
+                    self.prev_cr = false;
+                }
+                b'\r' => {
+                    self.breaks += 1;
+                    self.prev_cr = true;
+                }
+                _ => self.prev_cr = false,
+            }
+        }
+        t.bytes.drain(..upto);
+        t.start += upto as u64;
+        first.unwrap_or(self.breaks + 1)
+    }
+
+    /// The line the next record starts on, as far as the bytes read so far show.
+    fn peek_start(&self, t: &Tapped) -> u64 {
+        let mut breaks = self.breaks;
+        let mut prev_cr = self.prev_cr;
+        for &b in &t.bytes {
+            match b {
+                b'\n' if prev_cr => prev_cr = false,
+                b'\n' => breaks += 1,
+                b'\r' => {
+                    breaks += 1;
+                    prev_cr = true;
+                }
+                _ => break,
+            }
+        }
+        breaks + 1
+    }
+}
+
+fn read_problem(line: u64, e: csv::Error) -> Problem {
+    if let csv::ErrorKind::Io(io) = e.kind()
+        && io
+            .get_ref()
+            .is_some_and(|inner| inner.downcast_ref::<RecordTooLong>().is_some())
+    {
+        return Problem::file(
+            line,
+            format!(
+                "the record starting here is longer than {} KiB; reading stopped",
+                MAX_RECORD_BYTES / 1024
+            ),
+        )
+        .with_help(
+            "check this line for an unbalanced quote (\") that makes the rest of the file one \
+             field; a quote inside a quoted value is written twice (\"\")",
+        );
+    }
+    Problem::file(line, format!("cannot read the file: {e}"))
+}
+
+/// Checks one raw field (size, NUL, UTF-8) and returns it trimmed.
+fn check_field(raw: &[u8], line: u64, index: usize) -> Result<String, Problem> {
+    let at = |message: String| Problem {
+        line,
+        column: Some(index + 1),
+        column_name: None,
+        value: None,
+        message,
+        help: None,
+    };
+    if raw.len() > MAX_FIELD_BYTES {
+        return Err(at(format!(
+            "this field is {} bytes long; the limit is {} KiB",
+            raw.len(),
+            MAX_FIELD_BYTES / 1024
+        ))
+        .with_help(
+            "check for an unbalanced quote (\") that makes the rest of the file one field",
+        ));
+    }
+    if let Some(pos) = raw.iter().position(|b| *b == 0) {
+        return Err(
+            at(format!("NUL byte at byte {} of this field", pos + 1)).with_help(
+                "this is not a text CSV file, or it is UTF-16 without a byte order mark; \
+             save it as \"CSV UTF-8\"",
+            ),
+        );
+    }
+    match std::str::from_utf8(raw) {
+        Ok(s) => Ok(s.trim().to_string()),
+        Err(e) => {
+            let lossy: String = String::from_utf8_lossy(raw)
+                .trim()
+                .chars()
+                .take(100)
+                .collect();
+            Err(at(format!(
+                "invalid UTF-8 at byte {} of `{}`",
+                e.valid_up_to() + 1,
+                super::validate::show(&lossy)
+            ))
+            .with_value(lossy)
+            .with_help(
+            "the file must be UTF-8; it may be Latin-1 or Windows-1252: save it as \"CSV UTF-8\"",
+            ))
+        }
+    }
+}
+
+fn check_delimiter(d: u8) -> Result<(), Problem> {
+    if !d.is_ascii() || matches!(d, b'"' | b'\r' | b'\n' | 0) || d.is_ascii_alphanumeric() {
+        return Err(Problem::file(
+            0,
+            format!("`{}` cannot be used as the delimiter", d.escape_ascii()),
+        )
+        .with_help("use `,`, `;` or a tab (`\\t`), or leave the delimiter out to detect it"));
+    }
+    Ok(())
+}
+
+/// Reads the start of the file: up to the end of the first non-blank line (outside quotes), at
+/// most [`SNIFF_LIMIT`] bytes.
+fn read_head(inner: &mut Box<dyn Read + Send>) -> Result<Vec<u8>, Problem> {
+    let mut head = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        let n = match inner.read(&mut chunk) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Problem::file(0, format!("cannot read the file: {e}"))),
+        };
+        if n == 0 {
+            return Ok(head);
+        }
+        head.extend_from_slice(&chunk[..n]);
+        if head.len() >= SNIFF_LIMIT || first_line_end(&head).is_some() {
+            return Ok(head);
+        }
+    }
+}
+
+/// Where the first non-blank line ends (outside quotes), if the data holds its end.
+fn first_line_end(data: &[u8]) -> Option<usize> {
+    let mut in_quotes = false;
+    let mut content = false;
+    for (i, &b) in data.iter().enumerate() {
+        match b {
+            b'"' => in_quotes = !in_quotes,
+            b'\n' | b'\r' if !in_quotes && content => return Some(i),
+            b if !b.is_ascii_whitespace() && !matches!(b, 0xEF | 0xBB | 0xBF) => content = true,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The candidate that splits the first non-blank line into the most fields (ties: the earlier
+/// candidate, so comma wins).
+fn sniff_delimiter(head: &[u8]) -> u8 {
+    let end = first_line_end(head).unwrap_or(head.len());
+    let line = &head[..end];
+    let mut counts = [0usize; 3];
+    let mut in_quotes = false;
+    for &b in line {
+        if b == b'"' {
+            in_quotes = !in_quotes;
+        } else if !in_quotes && let Some(k) = CANDIDATE_DELIMITERS.iter().position(|d| *d == b) {
+            counts[k] += 1;
+        }
+    }
+    let mut best = 0;
+    for k in 1..counts.len() {
+        if counts[k] > counts[best] {
+            best = k;
+        }
+    }
+    CANDIDATE_DELIMITERS[best]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reader(data: &str) -> Result<BatchReader, Problem> {
+        BatchReader::from_bytes(data.as_bytes().to_vec(), &InputOptions::default())
+    }
+
+    fn records(r: BatchReader) -> Vec<Result<RawRecord, Problem>> {
+        r.collect()
+    }
+
+    const HEADER: &str = "reference,product_code,face_value,currency,email\n";
+
+    #[test]
+    fn reads_records_with_their_lines() {
+        let r = reader(&format!(
+            "{HEADER}R1,AMZ-US,10,USD,a@example.com\n\nR2 , STEAM-US , 20 ,USD,\n"
+        ))
+        .unwrap();
+        assert_eq!(r.delimiter(), b',');
+        assert_eq!(
+            r.headers(),
+            [
+                "reference",
+                "product_code",
+                "face_value",
+                "currency",
+                "email"
+            ]
+        );
+        let recs: Vec<RawRecord> = records(r).into_iter().map(Result::unwrap).collect();
+        assert_eq!(recs.len(), 2);
+        assert_eq!(recs[0].line, 2);
+        assert_eq!(recs[1].line, 4);
+        assert_eq!(recs[1].fields, ["R2", "STEAM-US", "20", "USD", ""]);
+    }
+
+    #[test]
+    fn maps_aliases_case_insensitively_and_keeps_extra_columns() {
+        let r = reader(
+            " Ref ;PRODUCT;Amount;Currency;Email Address;Delivery;department\nR1;A;1;USD;;;HR\n",
+        )
+        .unwrap();
+        assert_eq!(r.delimiter(), b';');
+        let c = r.columns();
+        assert_eq!(
+            (c.reference, c.product_code, c.face_value, c.currency),
+            (0, 1, 2, 3)
+        );
+        assert_eq!(c.email, Some(4));
+        assert_eq!(c.distribution, Some(5));
+        assert_eq!(c.country, None);
+        assert_eq!(r.headers()[0], "Ref");
+        assert_eq!(r.headers()[6], "department");
+    }
+
+    #[test]
+    fn duplicate_and_missing_columns_are_named() {
+        let e = reader("reference,amount,product_code,value,currency\nR,1,A,1,USD\n").unwrap_err();
+        assert_eq!(e.line, 1);
+        assert_eq!(e.column, Some(4));
+        assert!(e.message.contains("`amount`") && e.message.contains("`value`"));
+        assert!(e.help.is_some());
+
+        let e = reader("reference,Email,product_code,face_value,currency,EMAIL\nR,,A,1,USD,\n")
+            .unwrap_err();
+        assert!(e.message.contains("appears twice"), "{e}");
+
+        let e = reader("ref,amount,email\nR,1,a@example.com\n").unwrap_err();
+        assert!(e.message.contains("`product_code`"), "{e}");
+        assert!(e.message.contains("`currency`"), "{e}");
+        assert!(e.help.as_deref().unwrap_or("").contains("required"));
+
+        let e =
+            reader("reference,product_code,face_value,currency,status\nR,A,1,USD,x\n").unwrap_err();
+        assert!(e.message.contains("result file"), "{e}");
+    }
+
+    #[test]
+    fn detects_the_delimiter_or_takes_the_given_one() {
+        let tab = "reference\tproduct_code\tface_value\tcurrency\nR\tA,B\t1\tUSD\n";
+        let r = reader(tab).unwrap();
+        assert_eq!(r.delimiter(), b'\t');
+        let recs = records(r);
+        assert_eq!(recs[0].as_ref().unwrap().fields[1], "A,B");
+
+        // Quoted delimiters do not count.
+        assert_eq!(sniff_delimiter(b"\"a,b,c\";x;y\n"), b';');
+        let r = reader("reference,product_code,face_value,currency\n\"R;1\",A,1,USD\n").unwrap();
+        assert_eq!(r.delimiter(), b',');
+
+        let opts = InputOptions {
+            delimiter: Some(b';'),
+        };
+        let r = BatchReader::from_bytes(
+            b"reference;product_code;face_value;currency\nR;A;1,5;USD\n".to_vec(),
+            &opts,
+        )
+        .unwrap();
+        assert_eq!(r.delimiter(), b';');
+        assert!(
+            BatchReader::from_bytes(
+                b"x".to_vec(),
+                &InputOptions {
+                    delimiter: Some(b'"')
+                }
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn single_column_header_ties_to_comma() {
+        assert_eq!(sniff_delimiter(b"reference\n"), b',');
+        assert_eq!(sniff_delimiter(b"a,b;c\n"), b',');
+        assert_eq!(sniff_delimiter(b"a;b;c,d\n"), b';');
+        assert_eq!(sniff_delimiter(b"\n\n a\tb\tc\n"), b'\t');
+    }
+
+    #[test]
+    fn quoted_fields_crlf_and_embedded_newlines() {
+        let data = "reference,product_code,face_value,currency,note\r\nR1,A,1,USD,\"two\r\nlines, and a comma\"\r\nR2,A,1,USD,\"say \"\"hi\"\"\"\r\n";
+        let recs: Vec<RawRecord> = records(reader(data).unwrap())
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(recs[0].fields[4], "two\r\nlines, and a comma");
+        assert_eq!(recs[0].line, 2);
+        assert_eq!(recs[1].line, 4);
+        assert_eq!(recs[1].fields[4], "say \"hi\"");
+    }
+
+    #[test]
+    fn bom_is_removed_and_utf16_refused() {
+        let mut data = vec![0xEF, 0xBB, 0xBF];
+        data.extend_from_slice(b"reference,product_code,face_value,currency\nR,A,1,USD\n");
+        let r = BatchReader::from_bytes(data, &InputOptions::default()).unwrap();
+        assert_eq!(r.headers()[0], "reference");
+        assert_eq!(r.columns().reference, 0);
+
+        for bom in [[0xFF, 0xFE], [0xFE, 0xFF]] {
+            let mut data = bom.to_vec();
+            data.extend_from_slice(&[b'r', 0, b'e', 0]);
+            let e = BatchReader::from_bytes(data, &InputOptions::default()).unwrap_err();
+            assert!(e.message.contains("UTF-16"), "{e}");
+            assert!(e.help.as_deref().unwrap_or("").contains("UTF-8"));
+        }
+    }
+
+    #[test]
+    fn bad_bytes_are_located() {
+        let mut data = HEADER.as_bytes().to_vec();
+        data.extend_from_slice(
+            b"R1,A,1,USD,ok@example.com\nR2,A,1,USD,caf\xe9@example.com\nR3,A\x00,1,USD,\n",
+        );
+        let recs = records(BatchReader::from_bytes(data, &InputOptions::default()).unwrap());
+        assert!(recs[0].is_ok());
+        let e = recs[1].as_ref().unwrap_err();
+        assert_eq!((e.line, e.column), (3, Some(5)));
+        assert_eq!(e.column_name.as_deref(), Some("email"));
+        assert!(
+            e.message
+                .contains("UTF-8 at byte 4 of `caf\u{fffd}@example.com`"),
+            "{e}"
+        );
+        let e = recs[2].as_ref().unwrap_err();
+        assert_eq!((e.line, e.column), (4, Some(2)));
+        assert!(e.message.contains("NUL"), "{e}");
+    }
+
+    #[test]
+    fn ragged_rows_and_oversized_fields() {
+        let big = "x".repeat(MAX_FIELD_BYTES + 1);
+        let data =
+            format!("{HEADER}R1,A,1,USD\nR2,A,1,USD,,extra\nR3,A,1,USD,{big}\nR4,A,1,USD,\n");
+        let recs = records(reader(&data).unwrap());
+        assert_eq!(recs.len(), 4);
+        let e = recs[0].as_ref().unwrap_err();
+        assert_eq!(e.line, 2);
+        assert!(
+            e.message.contains("4 fields") && e.message.contains("has 5"),
+            "{e}"
+        );
+        let e = recs[1].as_ref().unwrap_err();
+        assert!(e.message.contains("6 fields"), "{e}");
+        let e = recs[2].as_ref().unwrap_err();
+        assert_eq!((e.line, e.column), (4, Some(5)));
+        assert!(recs[3].is_ok());
+    }
+
+    #[test]
+    fn line_numbers_count_every_kind_of_line_break() {
+        let data = "reference,product_code,face_value,currency\r\n\r\nR1,A,1,USD\rR2,\"A\n|B\",1,USD\n\n\nR3,A,1,USD";
+        let lines: Vec<u64> = records(reader(data).unwrap())
+            .into_iter()
+            .map(|r| r.unwrap().line)
+            .collect();
+        assert_eq!(lines, [3, 4, 8]);
+    }
+
+    #[test]
+    fn an_unbalanced_quote_stops_reading_instead_of_loading_the_file() {
+        let mut data = format!("{HEADER}R1,A,1,USD,\nR2,\"A,1,USD,\n");
+        while data.len() < MAX_RECORD_BYTES + 200 * 1024 {
+            data.push_str("R9,A,1,USD,x@example.com\n");
+        }
+        let recs = records(reader(&data).unwrap());
+        assert_eq!(recs.len(), 2);
+        assert!(recs[0].is_ok());
+        let e = recs[1].as_ref().unwrap_err();
+        assert_eq!(e.line, 3);
+        assert!(
+            e.help.as_deref().unwrap_or("").contains("unbalanced quote"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn empty_and_header_only_files() {
+        for data in ["", "\n\n  \r\n", "\u{feff}"] {
+            let e = reader(data).unwrap_err();
+            assert!(e.message.contains("empty"), "{data:?}: {e}");
+        }
+        let e = reader(HEADER).unwrap_err();
+        assert!(e.message.contains("no rows"), "{e}");
+        let e = reader(&format!("{HEADER}\n ,,,, \n")).unwrap_err();
+        assert!(e.message.contains("no rows"), "{e}");
+    }
+
+    #[test]
+    fn the_reader_can_move_to_another_thread() {
+        fn send<T: Send>(_: &T) {}
+        send(&reader(&format!("{HEADER}R1,A,1,USD,\n")).unwrap());
+    }
+
+    #[test]
+    fn opens_files_and_names_a_missing_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("batch.csv");
+        std::fs::write(&path, format!("{HEADER}R1,A,1,USD,\n")).unwrap();
+        let r = BatchReader::open(&path, &InputOptions::default()).unwrap();
+        assert_eq!(r.count(), 1);
+        let e =
+            BatchReader::open(&dir.path().join("nope.csv"), &InputOptions::default()).unwrap_err();
+        assert!(e.message.contains("nope.csv"), "{e}");
+    }
+
+    #[test]
+    fn long_header_line_beyond_one_chunk() {
+        let extra: Vec<String> = (0..2000).map(|i| format!("extra_{i}")).collect();
+        let header = format!(
+            "reference;product_code;face_value;currency;{}\n",
+            extra.join(";")
+        );
+        let row = format!("R;A;1;USD;{}\n", vec!["x"; 2000].join(";"));
+        let r = reader(&format!("{header}{row}")).unwrap();
+        assert_eq!(r.delimiter(), b';');
+        assert_eq!(r.headers().len(), 2004);
+        assert_eq!(records(r).len(), 1);
+    }
+}

@@ -1,0 +1,277 @@
+//! The result file: the input columns, then what happened to each row.
+//!
+//! It holds payout links, which are bearer instruments, so it is written with mode 0600 from the
+//! first byte, atomically (a temporary file in the same directory, synced, then renamed over the
+//! target). Finance teams open it in spreadsheets, so every cell that a spreadsheet would read as
+//! a formula is neutralised.
+
+use std::borrow::Cow;
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::Path;
+
+/// The columns the result file adds after the input columns.
+pub const RESULT_COLUMNS: [&str; 9] = [
+    "status",
+    "order_id",
+    "item_id",
+    "payout_url",
+    "price",
+    "discount",
+    "error_type",
+    "error_message",
+    "completed_at",
+];
+
+/// One row of the result file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResultLine {
+    /// The input cells, in header order.
+    pub fields: Vec<String>,
+    pub status: String,
+    pub order_id: Option<String>,
+    pub item_id: Option<String>,
+    pub payout_url: Option<String>,
+    pub price: Option<String>,
+    pub discount: Option<String>,
+    pub error_type: Option<String>,
+    pub error_message: Option<String>,
+    pub completed_at: Option<String>,
+}
+
+impl ResultLine {
+    /// The cells of the row: input cells, then one per [`RESULT_COLUMNS`] entry.
+    fn cells(&self) -> impl Iterator<Item = &str> {
+        fn opt(o: &Option<String>) -> &str {
+            o.as_deref().unwrap_or("")
+        }
+        let added = [
+            self.status.as_str(),
+            opt(&self.order_id),
+            opt(&self.item_id),
+            opt(&self.payout_url),
+            opt(&self.price),
+            opt(&self.discount),
+            opt(&self.error_type),
+            opt(&self.error_message),
+            opt(&self.completed_at),
+        ];
+        self.fields.iter().map(String::as_str).chain(added)
+    }
+}
+
+/// A cell made safe to open in a spreadsheet: prefixed with `'` when it starts with `=`, `+`,
+/// `-`, `@`, a tab or a carriage return (which a spreadsheet could run as a formula).
+pub fn neutralize(cell: &str) -> Cow<'_, str> {
+    if cell.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        Cow::Owned(format!("'{cell}"))
+    } else {
+        Cow::Borrowed(cell)
+    }
+}
+
+/// Writes the result file at `path`: `headers` then [`RESULT_COLUMNS`], one row per line, every
+/// cell neutralised. Atomic, and mode 0600 even when it replaces an existing file.
+pub fn write_results(
+    path: &Path,
+    headers: &[String],
+    lines: impl IntoIterator<Item = ResultLine>,
+) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "result".into());
+    let prefix = format!(".{name}.");
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(&prefix).suffix(".tmp");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        builder.permissions(std::fs::Permissions::from_mode(0o600));
+    }
+    let tmp = builder.tempfile_in(dir)?;
+    restrict(tmp.as_file())?;
+
+    let width = headers.len() + RESULT_COLUMNS.len();
+    {
+        let mut w = csv::WriterBuilder::new()
+            .flexible(false)
+            .from_writer(io::BufWriter::new(tmp.as_file()));
+        let header_cells = headers
+            .iter()
+            .map(String::as_str)
+            .chain(RESULT_COLUMNS)
+            .map(neutralize);
+        w.write_record(header_cells.map(|c| c.into_owned()))
+            .map_err(csv_to_io)?;
+        for (n, line) in lines.into_iter().enumerate() {
+            if line.fields.len() != headers.len() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "result row {} has {} input cells but the header has {}",
+                        n + 1,
+                        line.fields.len(),
+                        headers.len()
+                    ),
+                ));
+            }
+            let cells: Vec<Cow<'_, str>> = line.cells().map(neutralize).collect();
+            debug_assert_eq!(cells.len(), width);
+            w.write_record(cells.iter().map(|c| c.as_bytes()))
+                .map_err(csv_to_io)?;
+        }
+        let mut buf = w
+            .into_inner()
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        buf.flush()?;
+    }
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    // The rename is durable once the directory is synced.
+    #[cfg(unix)]
+    File::open(dir)?.sync_all()?;
+    Ok(())
+}
+
+/// Sets mode 0600 (owner read and write only) on an open file.
+fn restrict(file: &File) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    #[cfg(not(unix))]
+    let _ = file;
+    Ok(())
+}
+
+fn csv_to_io(e: csv::Error) -> io::Error {
+    match e.into_kind() {
+        csv::ErrorKind::Io(e) => e,
+        other => io::Error::other(format!("{other:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn neutralizes_formula_starts() {
+        for (cell, want) in [
+            ("=SUM(A1:A3)", "'=SUM(A1:A3)"),
+            ("+1", "'+1"),
+            ("-5", "'-5"),
+            ("@cmd", "'@cmd"),
+            ("\tx", "'\tx"),
+            ("\rx", "'\rx"),
+            ("plain", "plain"),
+            ("", ""),
+            ("a=b", "a=b"),
+            ("10.50", "10.50"),
+        ] {
+            assert_eq!(neutralize(cell), want, "{cell:?}");
+        }
+        assert!(matches!(neutralize("ok"), Cow::Borrowed(_)));
+    }
+
+    fn line(fields: &[&str], status: &str) -> ResultLine {
+        ResultLine {
+            fields: fields.iter().map(|s| s.to_string()).collect(),
+            status: status.into(),
+            ..Default::default()
+        }
+    }
+
+    fn read(path: &Path) -> Vec<Vec<String>> {
+        let mut r = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .from_path(path)
+            .unwrap();
+        r.records()
+            .map(|r| r.unwrap().iter().map(str::to_string).collect())
+            .collect()
+    }
+
+    #[test]
+    fn writes_input_then_result_columns_neutralised() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.csv");
+        let headers = vec!["reference".to_string(), "note".to_string()];
+        let mut done = line(&["R1", "=HYPERLINK(\"x\")"], "COMPLETED");
+        done.order_id = Some("ord_1".into());
+        done.payout_url = Some("https://example.com/p/abc".into());
+        done.price = Some("9.80".into());
+        done.discount = Some("-0.20".into());
+        let mut failed = line(&["R2", "multi\nline, with comma"], "FAILED");
+        failed.error_type = Some("validation".into());
+        failed.error_message = Some("@bad".into());
+        write_results(&path, &headers, [done, failed]).unwrap();
+
+        let rows = read(&path);
+        assert_eq!(rows.len(), 3);
+        let mut want_header = headers.clone();
+        want_header.extend(RESULT_COLUMNS.iter().map(|s| s.to_string()));
+        assert_eq!(rows[0], want_header);
+        assert_eq!(rows[1][1], "'=HYPERLINK(\"x\")");
+        assert_eq!(rows[1][2], "COMPLETED");
+        assert_eq!(rows[1][3], "ord_1");
+        assert_eq!(rows[1][5], "https://example.com/p/abc");
+        assert_eq!(rows[1][7], "'-0.20");
+        assert_eq!(rows[2][1], "multi\nline, with comma");
+        assert_eq!(rows[2][9], "'@bad");
+        assert!(rows.iter().all(|r| r.len() == 11));
+        // No temporary file is left behind.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_file_is_private_even_when_it_replaces_another() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.csv");
+        std::fs::write(&path, "old").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        write_results(
+            &path,
+            &["reference".to_string()],
+            [line(&["R1"], "COMPLETED")],
+        )
+        .unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert!(std::fs::read_to_string(&path).unwrap().contains("R1"));
+    }
+
+    #[test]
+    fn a_row_of_the_wrong_width_leaves_the_target_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.csv");
+        std::fs::write(&path, "previous").unwrap();
+        let err = write_results(
+            &path,
+            &["a".to_string(), "b".to_string()],
+            [line(&["x"], "OK")],
+        )
+        .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "previous");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_file_without_input_columns_still_has_the_result_columns() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub");
+        std::fs::create_dir(&path).unwrap();
+        let target = path.join("r.csv");
+        write_results(&target, &[], [line(&[], "SKIPPED")]).unwrap();
+        assert_eq!(read(&target)[1][0], "SKIPPED");
+    }
+}

@@ -1,0 +1,1737 @@
+//! Validating a batch: each record's syntax ([`parse_record`]), then each row against the catalog
+//! and the rows before it ([`Validator::check`]).
+//!
+//! Every problem names the line, the column, the value, what was expected and what to do, so a
+//! whole file can be corrected in one pass: both steps report all the problems of a row, not
+//! only the first.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use rust_decimal::Decimal;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use super::input::{ColumnMap, RawRecord};
+use crate::api::{DistributionType, PayoutType, Product};
+use crate::money::{
+    BALANCE_CURRENCIES, is_balance_currency, is_currency_code, minor_units, parse_amount,
+};
+
+/// The longest reference accepted, in characters.
+pub const MAX_REFERENCE_CHARS: usize = 100;
+/// Characters a reference may hold besides letters and digits.
+pub const REFERENCE_PUNCTUATION: &str = "-_.:/# ";
+/// The longest email address accepted, in bytes.
+pub const MAX_EMAIL_BYTES: usize = 254;
+
+// ---------------------------------------------------------------------------------------------
+// Problem
+
+/// Something wrong with the batch file, located as precisely as possible.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    /// 1-based line where the record starts; 0 when the problem concerns the file as a whole.
+    pub line: u64,
+    /// 1-based field index.
+    pub column: Option<usize>,
+    /// The column's name: the canonical name for the columns paybatch knows
+    /// (`face_value` even when the header says `amount`), else the header as written.
+    pub column_name: Option<String>,
+    /// The offending value, as written (trimmed).
+    pub value: Option<String>,
+    /// What is wrong, and what was expected.
+    pub message: String,
+    /// What to do about it.
+    pub help: Option<String>,
+}
+
+impl Problem {
+    /// A problem with a line (or the file, line 0) but no particular column.
+    pub fn file(line: u64, message: impl Into<String>) -> Self {
+        Problem {
+            line,
+            column: None,
+            column_name: None,
+            value: None,
+            message: message.into(),
+            help: None,
+        }
+    }
+
+    /// A problem in the column at 0-based `index`, named `name`.
+    pub fn at(line: u64, index: usize, name: &str, message: impl Into<String>) -> Self {
+        Problem {
+            line,
+            column: Some(index + 1),
+            column_name: Some(name.to_string()),
+            value: None,
+            message: message.into(),
+            help: None,
+        }
+    }
+
+    pub fn with_help(mut self, help: impl Into<String>) -> Self {
+        self.help = Some(help.into());
+        self
+    }
+
+    pub fn with_value(mut self, value: impl Into<String>) -> Self {
+        self.value = Some(value.into());
+        self
+    }
+}
+
+impl fmt::Display for Problem {
+    /// `line 4, column 3 (face_value): message`, then `  help: ...` on a second line.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.line, self.column) {
+            (0, None) => {}
+            (0, Some(c)) => write!(f, "column {c}")?,
+            (l, None) => write!(f, "line {l}")?,
+            (l, Some(c)) => write!(f, "line {l}, column {c}")?,
+        }
+        if let Some(name) = &self.column_name {
+            write!(f, " ({})", show(name))?;
+        }
+        if self.line != 0 || self.column.is_some() {
+            f.write_str(": ")?;
+        }
+        f.write_str(&self.message)?;
+        if let Some(help) = &self.help {
+            write!(f, "\n  help: {help}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Problem {}
+
+/// A value quoted in a message: control characters escaped, cut to 60 characters.
+pub fn show(value: &str) -> String {
+    const MAX: usize = 60;
+    let mut out = String::new();
+    for (n, c) in value.chars().enumerate() {
+        if n == MAX {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn quoted(value: &str) -> String {
+    format!("`{}`", show(value))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rows
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ValidateOptions {
+    /// Accept rows with the same recipient, products and face value as an earlier row.
+    pub allow_duplicates: bool,
+    /// The balance currency that pays for rows whose product currency is not a balance currency
+    /// and whose `payment_currency` is empty.
+    pub default_payment_currency: Option<String>,
+}
+
+/// A row whose syntax is valid: what one payout asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowSpec {
+    pub line: u64,
+    pub reference: String,
+    /// The codes of the `product_code` cell, split on `|` and trimmed: one code, or a choice
+    /// the recipient makes.
+    pub product_codes: Vec<String>,
+    /// As written (its scale kept): the text the service receives.
+    pub face_value: Decimal,
+    pub currency: String,
+    pub distribution: DistributionType,
+    pub email: Option<String>,
+    /// The balance currency that pays: as given, or resolved (see [`parse_record`]).
+    pub payment_currency: String,
+    pub country: Option<String>,
+    pub card_id: Option<String>,
+    /// Every input cell, in header order, for the result file.
+    pub fields: Vec<String>,
+    /// Where the known columns are, so later checks can name the column of a problem.
+    pub columns: ColumnMap,
+}
+
+/// Names the known columns of one record, for problems.
+struct Cells<'a> {
+    columns: &'a ColumnMap,
+    rec: &'a RawRecord,
+    problems: Vec<Problem>,
+}
+
+impl Cells<'_> {
+    fn get(&self, index: usize) -> &str {
+        self.rec.fields.get(index).map_or("", String::as_str)
+    }
+
+    fn opt(&self, index: Option<usize>) -> &str {
+        index.map_or("", |i| self.get(i))
+    }
+
+    fn report(&mut self, index: usize, name: &str, message: String, help: impl Into<String>) {
+        let p = Problem::at(self.rec.line, index, name, message)
+            .with_value(self.get(index))
+            .with_help(help);
+        self.problems.push(p);
+    }
+}
+
+/// Checks the syntax of one record and builds its [`RowSpec`]; reports all the problems of the
+/// row.
+///
+/// `payment_currency`, when empty, resolves to the row's currency when that is a balance
+/// currency, else to `default_payment_currency`; when neither applies it is a problem.
+/// `distribution`, when absent or empty, is `EMAIL` if an email is given, else `PAYOUT_LINK`.
+pub fn parse_record(
+    columns: &ColumnMap,
+    headers: &[String],
+    rec: &RawRecord,
+    opts: &ValidateOptions,
+) -> Result<RowSpec, Vec<Problem>> {
+    let mut c = Cells {
+        columns,
+        rec,
+        problems: Vec::new(),
+    };
+    if rec.fields.len() != headers.len() {
+        // The reader refuses such records; a record built elsewhere is checked all the same.
+        c.problems.push(Problem::file(
+            rec.line,
+            format!(
+                "this row has {} fields but the header has {}",
+                rec.fields.len(),
+                headers.len()
+            ),
+        ));
+    }
+    let reference = parse_reference(&mut c);
+    let product_codes = parse_codes(&mut c);
+    let currency = parse_currency(&mut c);
+    let face_value = parse_face_value(&mut c, currency.as_deref());
+    let email = parse_email(&mut c);
+    let distribution = parse_distribution(&mut c, email.is_some());
+    let payment_currency = parse_payment_currency(&mut c, currency.as_deref(), opts);
+    let country = parse_country(&mut c);
+    let card_id = parse_card_id(&mut c);
+
+    match (
+        reference,
+        product_codes,
+        currency,
+        face_value,
+        distribution,
+        payment_currency,
+    ) {
+        (
+            Some(reference),
+            Some(product_codes),
+            Some(currency),
+            Some(face_value),
+            Some(distribution),
+            Some(payment_currency),
+        ) if c.problems.is_empty() => Ok(RowSpec {
+            line: rec.line,
+            reference,
+            product_codes,
+            face_value,
+            currency,
+            distribution,
+            email,
+            payment_currency,
+            country,
+            card_id,
+            fields: rec.fields.clone(),
+            columns: columns.clone(),
+        }),
+        _ => {
+            let mut problems = c.problems;
+            problems.sort_by_key(|p| p.column);
+            Err(problems)
+        }
+    }
+}
+
+fn parse_reference(c: &mut Cells) -> Option<String> {
+    let i = c.columns.reference;
+    let v = c.get(i).to_string();
+    let example = "e.g. `EMP-1042-2026-11`";
+    if v.is_empty() {
+        c.report(
+            i,
+            "reference",
+            "the reference is empty".into(),
+            format!("give every row its own reference, {example}: it is what makes the payout happen once"),
+        );
+        return None;
+    }
+    let chars = v.chars().count();
+    if chars > MAX_REFERENCE_CHARS {
+        c.report(
+            i,
+            "reference",
+            format!(
+                "{} is {chars} characters long; the limit is {MAX_REFERENCE_CHARS}",
+                quoted(&v)
+            ),
+            format!("use a shorter reference, {example}"),
+        );
+        return None;
+    }
+    let allowed = |ch: char| ch.is_alphanumeric() || REFERENCE_PUNCTUATION.contains(ch);
+    if let Some(bad) = v.chars().find(|ch| !allowed(*ch)) {
+        c.report(
+            i,
+            "reference",
+            format!(
+                "{} contains `{}`; a reference holds letters, digits, spaces and `- _ . : / #`",
+                quoted(&v),
+                bad.escape_default()
+            ),
+            format!("use a plain identifier, {example}"),
+        );
+        return None;
+    }
+    if !v.starts_with(char::is_alphanumeric) {
+        c.report(
+            i,
+            "reference",
+            format!("{} does not start with a letter or digit", quoted(&v)),
+            format!("use a plain identifier, {example}"),
+        );
+        return None;
+    }
+    Some(v)
+}
+
+fn parse_codes(c: &mut Cells) -> Option<Vec<String>> {
+    let i = c.columns.product_code;
+    let v = c.get(i).to_string();
+    if v.is_empty() {
+        c.report(
+            i,
+            "product_code",
+            "the product code is empty".into(),
+            "write the code of a catalog product, e.g. `AMZ-US`, or several separated by `|` to \
+             let the recipient choose",
+        );
+        return None;
+    }
+    let codes: Vec<String> = v.split('|').map(|s| s.trim().to_string()).collect();
+    if codes.iter().any(String::is_empty) {
+        c.report(
+            i,
+            "product_code",
+            format!("{} has an empty product code in its `|` list", quoted(&v)),
+            "separate the codes with single `|`, e.g. `AMZ-US|STEAM-US`",
+        );
+        return None;
+    }
+    for (n, code) in codes.iter().enumerate() {
+        if codes[..n].contains(code) {
+            c.report(
+                i,
+                "product_code",
+                format!("{} names `{}` twice", quoted(&v), show(code)),
+                "list each product of a choice once",
+            );
+            return None;
+        }
+    }
+    Some(codes)
+}
+
+fn parse_currency(c: &mut Cells) -> Option<String> {
+    let i = c.columns.currency;
+    let v = c.get(i).to_string();
+    if v.is_empty() {
+        c.report(
+            i,
+            "currency",
+            "the currency is empty".into(),
+            "write the ISO 4217 code of the product's currency, e.g. `USD`",
+        );
+        return None;
+    }
+    if is_currency_code(&v) {
+        return Some(v);
+    }
+    let upper = v.to_uppercase();
+    let help = if is_currency_code(&upper) {
+        format!("write it in capitals: `{upper}`")
+    } else {
+        "write a three-letter ISO 4217 code in capitals, e.g. `USD`, `EUR`, `GBP`".to_string()
+    };
+    c.report(
+        i,
+        "currency",
+        format!("{} is not an ISO 4217 currency code", quoted(&v)),
+        help,
+    );
+    None
+}
+
+fn parse_face_value(c: &mut Cells, currency: Option<&str>) -> Option<Decimal> {
+    let i = c.columns.face_value;
+    let v = c.get(i).to_string();
+    let amount = match parse_amount(&v) {
+        Ok(a) => a,
+        Err(e) => {
+            let help = e.help().unwrap_or_default();
+            let message = match e {
+                crate::money::AmountError::Empty => "the face value is empty".to_string(),
+                other => other.to_string(),
+            };
+            c.report(i, "face_value", message, help);
+            return None;
+        }
+    };
+    if amount.is_zero() {
+        c.report(
+            i,
+            "face_value",
+            format!("{} is zero; a payout needs a positive amount", quoted(&v)),
+            "write the amount of the payout, or remove the row",
+        );
+        return None;
+    }
+    if let Some(cur) = currency {
+        let places = minor_units(cur);
+        if amount.scale() > places {
+            let normal = amount.normalize();
+            let help = if normal.scale() <= places {
+                let mut fixed = normal;
+                fixed.rescale(places);
+                format!("write `{fixed}`")
+            } else if places == 0 {
+                format!("{cur} has no decimal places: write a whole amount")
+            } else {
+                format!("round it to {places} decimal places")
+            };
+            c.report(
+                i,
+                "face_value",
+                format!(
+                    "{} has more decimal places than {cur} allows ({places})",
+                    quoted(&v)
+                ),
+                help,
+            );
+            return None;
+        }
+    }
+    Some(amount)
+}
+
+/// Why `s` is not a plausible email address, if it is not.
+pub fn email_problem(s: &str) -> Option<String> {
+    if s.len() > MAX_EMAIL_BYTES {
+        return Some(format!("is longer than {MAX_EMAIL_BYTES} characters"));
+    }
+    if s.chars().any(|c| c.is_whitespace()) {
+        return Some("contains a space".into());
+    }
+    if let Some(c) = s.chars().find(|c| c.is_control()) {
+        return Some(format!(
+            "contains the control character `{}`",
+            c.escape_default()
+        ));
+    }
+    let (local, domain) = match s.split_once('@') {
+        None => return Some("has no `@`".into()),
+        Some((_, d)) if d.contains('@') => return Some("has more than one `@`".into()),
+        Some(parts) => parts,
+    };
+    if local.is_empty() {
+        return Some("has nothing before the `@`".into());
+    }
+    if local.chars().count() > 64 {
+        return Some("has more than 64 characters before the `@`".into());
+    }
+    const LOCAL_PUNCT: &str = "!#$%&'*+-/=?^_`{|}~.";
+    if let Some(c) = local
+        .chars()
+        .find(|c| !(c.is_alphanumeric() || LOCAL_PUNCT.contains(*c)))
+    {
+        return Some(format!("contains `{c}` before the `@`"));
+    }
+    if local.starts_with('.') || local.ends_with('.') || local.contains("..") {
+        return Some("has a misplaced `.` before the `@`".into());
+    }
+    if domain.is_empty() {
+        return Some("has no domain after the `@`".into());
+    }
+    if !domain.contains('.') {
+        return Some(format!("has no dot in its domain `{domain}`"));
+    }
+    let labels: Vec<&str> = domain.split('.').collect();
+    for label in &labels {
+        if label.is_empty() {
+            return Some(format!("has an empty part in its domain `{domain}`"));
+        }
+        if let Some(c) = label.chars().find(|c| !(c.is_alphanumeric() || *c == '-')) {
+            return Some(format!("contains `{c}` in its domain"));
+        }
+        if label.starts_with('-') || label.ends_with('-') {
+            return Some(format!("has a misplaced `-` in its domain `{domain}`"));
+        }
+    }
+    let tld = labels.last().copied().unwrap_or("");
+    if tld.chars().count() < 2 || tld.chars().all(|c| c.is_ascii_digit()) {
+        return Some(format!("has no valid top-level domain in `{domain}`"));
+    }
+    None
+}
+
+fn parse_email(c: &mut Cells) -> Option<String> {
+    let i = c.columns.email?;
+    let v = c.get(i).to_string();
+    if v.is_empty() {
+        return None;
+    }
+    if let Some(why) = email_problem(&v) {
+        let help = if v.contains('<') || v.contains(' ') {
+            "write only the address, e.g. `jane.doe@example.com`"
+        } else {
+            "check the address: one `@`, a name before it and a domain such as `example.com` after it"
+        };
+        c.report(
+            i,
+            "email",
+            format!("{} is not a valid email address: it {why}", quoted(&v)),
+            help,
+        );
+    }
+    Some(v)
+}
+
+fn parse_distribution(c: &mut Cells, has_email: bool) -> Option<DistributionType> {
+    let written = c.opt(c.columns.distribution).to_string();
+    let kind = if written.is_empty() {
+        if has_email {
+            DistributionType::Email
+        } else {
+            DistributionType::PayoutLink
+        }
+    } else {
+        let norm: String = written
+            .to_lowercase()
+            .chars()
+            .map(|ch| if ch == ' ' || ch == '-' { '_' } else { ch })
+            .collect();
+        match norm.as_str() {
+            "email" | "e_mail" => DistributionType::Email,
+            "payout_link" | "link" => DistributionType::PayoutLink,
+            _ => {
+                let i = c.columns.distribution.unwrap_or(0);
+                c.report(
+                    i,
+                    "distribution",
+                    format!(
+                        "{} is not a distribution method; expected `EMAIL` or `PAYOUT_LINK`",
+                        quoted(&written)
+                    ),
+                    "write `EMAIL` to send the payout to the email address, `PAYOUT_LINK` to get \
+                     a link to hand over yourself, or leave it empty (EMAIL when an email is given)",
+                );
+                return None;
+            }
+        }
+    };
+    if kind == DistributionType::Email && !has_email {
+        let (i, name, help) = match (c.columns.email, c.columns.distribution) {
+            (Some(i), _) => (
+                i,
+                "email",
+                "fill in the recipient's email address, or set distribution to `PAYOUT_LINK`",
+            ),
+            (None, Some(i)) => (
+                i,
+                "distribution",
+                "add an `email` column with the recipient's address, or use `PAYOUT_LINK`",
+            ),
+            (None, None) => (c.columns.reference, "reference", "add an `email` column"),
+        };
+        // An invalid email was already reported; only an absent one is reported here.
+        let absent = c.opt(c.columns.email).is_empty();
+        if absent {
+            c.report(
+                i,
+                name,
+                "distribution EMAIL needs an email address, and none is given".into(),
+                help,
+            );
+        }
+        return None;
+    }
+    Some(kind)
+}
+
+fn parse_payment_currency(
+    c: &mut Cells,
+    currency: Option<&str>,
+    opts: &ValidateOptions,
+) -> Option<String> {
+    let balance_list = BALANCE_CURRENCIES.join(", ");
+    let written = c.opt(c.columns.payment_currency).to_string();
+    if let (false, Some(i)) = (written.is_empty(), c.columns.payment_currency) {
+        if is_balance_currency(&written) {
+            return Some(written);
+        }
+        let upper = written.to_uppercase();
+        let help = if is_balance_currency(&upper) {
+            format!("write it in capitals: `{upper}`")
+        } else {
+            format!(
+                "orders are paid from an account balance in {balance_list}: write one of them, \
+                 or leave it empty to pay in the product's currency"
+            )
+        };
+        c.report(
+            i,
+            "payment_currency",
+            format!(
+                "{} is not a payment currency; expected one of {balance_list}",
+                quoted(&written)
+            ),
+            help,
+        );
+        return None;
+    }
+    let cur = currency?;
+    if is_balance_currency(cur) {
+        return Some(cur.to_string());
+    }
+    if let Some(default) = &opts.default_payment_currency
+        && is_balance_currency(default)
+    {
+        return Some(default.clone());
+    }
+    let (i, name) = match c.columns.payment_currency {
+        Some(i) => (i, "payment_currency"),
+        None => (c.columns.currency, "currency"),
+    };
+    let message = if c.columns.payment_currency.is_some() {
+        format!(
+            "payment_currency is empty, and {cur} cannot pay for an order (balance currencies: \
+             {balance_list})"
+        )
+    } else {
+        format!(
+            "a {cur} product needs a payment_currency column: {cur} cannot pay for an order \
+             (balance currencies: {balance_list})"
+        )
+    };
+    c.problems.push(
+        Problem::at(c.rec.line, i, name, message)
+            .with_value(c.get(i))
+            .with_help(format!(
+                "say which balance pays for this row in a `payment_currency` column ({balance_list}), \
+                 or set a default payment currency"
+            )),
+    );
+    None
+}
+
+fn parse_country(c: &mut Cells) -> Option<String> {
+    let i = c.columns.country?;
+    let v = c.get(i).to_string();
+    if v.is_empty() {
+        return None;
+    }
+    if v.len() == 2 && v.bytes().all(|b| b.is_ascii_uppercase()) {
+        return Some(v);
+    }
+    let upper = v.to_uppercase();
+    let help = if upper.len() == 2 && upper.bytes().all(|b| b.is_ascii_uppercase()) {
+        format!("write it in capitals: `{upper}`")
+    } else {
+        "write the ISO 3166 alpha-2 code, e.g. `US`, `DE`, `GB`, or leave it empty".to_string()
+    };
+    c.report(
+        i,
+        "country",
+        format!("{} is not an ISO 3166 alpha-2 country code", quoted(&v)),
+        help,
+    );
+    None
+}
+
+fn parse_card_id(c: &mut Cells) -> Option<String> {
+    let i = c.columns.card_id?;
+    let v = c.get(i).to_string();
+    if v.is_empty() {
+        return None;
+    }
+    if v.chars().any(|ch| ch.is_control() || ch.is_whitespace()) || v.chars().count() > 200 {
+        c.report(
+            i,
+            "card_id",
+            format!("{} is not a card identifier", quoted(&v)),
+            "write the identifier of the card as the account shows it, or leave it empty to pay \
+             from the balance",
+        );
+        return None;
+    }
+    Some(v)
+}
+
+/// SHA-256 (hex) of the row's payable content: reference, product codes, face value as written,
+/// currency, distribution, email, payment currency, country and card. Carried-through columns do
+/// not count. A row edited after it was submitted has a different hash.
+pub fn content_hash(row: &RowSpec) -> String {
+    let mut h = Sha256::new();
+    h.update(b"paybatch-row-v1\n");
+    let mut put = |name: &str, value: &str| {
+        // Length-prefixed, so no value can imitate a field boundary.
+        h.update(format!("{name}={}:", value.len()).as_bytes());
+        h.update(value.as_bytes());
+        h.update(b"\n");
+    };
+    put("reference", &row.reference);
+    put("product_codes", &row.product_codes.join("|"));
+    put("face_value", &row.face_value.to_string());
+    put("currency", &row.currency);
+    put("distribution", row.distribution.as_str());
+    put("email", row.email.as_deref().unwrap_or(""));
+    put("payment_currency", &row.payment_currency);
+    put("country", row.country.as_deref().unwrap_or(""));
+    put("card_id", row.card_id.as_deref().unwrap_or(""));
+    hex::encode(h.finalize())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Catalog checks
+
+/// The catalog, by product code.
+#[derive(Debug, Clone, Default)]
+pub struct CatalogIndex {
+    by_code: HashMap<String, Product>,
+}
+
+impl CatalogIndex {
+    /// Indexes products by code (the first of two with the same code wins).
+    pub fn new(products: Vec<Product>) -> Self {
+        let mut by_code = HashMap::with_capacity(products.len());
+        for p in products {
+            by_code.entry(p.code.clone()).or_insert(p);
+        }
+        CatalogIndex { by_code }
+    }
+
+    pub fn get(&self, code: &str) -> Option<&Product> {
+        self.by_code.get(code)
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_code.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_code.is_empty()
+    }
+
+    /// A catalog code close to `code` (same letters in another case, or a small typo).
+    pub fn suggest(&self, code: &str) -> Option<&str> {
+        let upper = code.to_uppercase();
+        let mut best: Option<(usize, &str)> = None;
+        for known in self.by_code.keys() {
+            let d = if known.to_uppercase() == upper {
+                0
+            } else {
+                edit_distance(&upper, &known.to_uppercase())
+            };
+            let better = match best {
+                None => true,
+                Some((bd, bk)) => d < bd || (d == bd && known.as_str() < bk),
+            };
+            if d <= 2 && better {
+                best = Some((d, known));
+            }
+        }
+        best.map(|(_, k)| k)
+    }
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    if a.len().abs_diff(b.len()) > 2 {
+        return usize::MAX;
+    }
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// Checks rows against the catalog and against the rows checked before them.
+#[derive(Debug)]
+pub struct Validator<'a> {
+    catalog: &'a CatalogIndex,
+    opts: ValidateOptions,
+    references: HashMap<String, u64>,
+    contents: HashMap<(String, Vec<String>, Decimal), u64>,
+}
+
+impl<'a> Validator<'a> {
+    pub fn new(catalog: &'a CatalogIndex, opts: ValidateOptions) -> Self {
+        Validator {
+            catalog,
+            opts,
+            references: HashMap::new(),
+            contents: HashMap::new(),
+        }
+    }
+
+    /// All the problems of `row`; empty when it can be paid. Rows are expected in file order:
+    /// a repeated reference or a likely duplicate is reported on the later row.
+    pub fn check(&mut self, row: &RowSpec) -> Vec<Problem> {
+        let mut problems = Vec::new();
+        let cols = &row.columns;
+        let cell = |i: usize| row.fields.get(i).cloned().unwrap_or_default();
+        let at = |i: usize, name: &str, message: String, help: String| {
+            Problem::at(row.line, i, name, message)
+                .with_value(cell(i))
+                .with_help(help)
+        };
+
+        // Reference: unique in the batch.
+        let repeated_reference = match self.references.get(&row.reference) {
+            Some(&first) => {
+                problems.push(at(
+                    cols.reference,
+                    "reference",
+                    format!(
+                        "reference {} is already used on line {first}",
+                        quoted(&row.reference)
+                    ),
+                    "every row needs its own reference (it is what makes a payout happen once); \
+                     if this is a second payout, give it a new reference, e.g. with `-2` added"
+                        .into(),
+                ));
+                true
+            }
+            None => {
+                self.references.insert(row.reference.clone(), row.line);
+                false
+            }
+        };
+
+        // Products: known, orderable, live.
+        let mut products: Vec<&Product> = Vec::new();
+        for code in &row.product_codes {
+            let Some(p) = self.catalog.get(code) else {
+                let help = match self.catalog.suggest(code) {
+                    Some(s) => format!("did you mean `{s}`? Codes are case-sensitive"),
+                    None => "check the code against the catalog (codes are case-sensitive)".into(),
+                };
+                problems.push(
+                    at(
+                        cols.product_code,
+                        "product_code",
+                        format!("product {} is not in the catalog", quoted(code)),
+                        help,
+                    )
+                    .with_value(code.clone()),
+                );
+                continue;
+            };
+            if !p.is_orderable {
+                problems.push(
+                    at(
+                        cols.product_code,
+                        "product_code",
+                        format!("product `{}` cannot be ordered at the moment", p.code),
+                        "choose another product, or remove the row and pay it when the product \
+                         can be ordered again"
+                            .into(),
+                    )
+                    .with_value(code.clone()),
+                );
+            } else if p.state != "LIVE" {
+                problems.push(
+                    at(
+                        cols.product_code,
+                        "product_code",
+                        format!(
+                            "product `{}` is not live (its state is `{}`)",
+                            p.code,
+                            show(&p.state)
+                        ),
+                        "choose another product, or remove the row".into(),
+                    )
+                    .with_value(code.clone()),
+                );
+            }
+            products.push(p);
+        }
+
+        // Currency: one for the whole choice, and the row's.
+        let first_currency = products.first().map(|p| p.currency.as_str());
+        let mixed = products
+            .iter()
+            .any(|p| Some(p.currency.as_str()) != first_currency);
+        if mixed {
+            let list = products
+                .iter()
+                .map(|p| format!("{} ({})", p.code, p.currency))
+                .collect::<Vec<_>>()
+                .join(", ");
+            problems.push(at(
+                cols.product_code,
+                "product_code",
+                format!("the products of this choice are in different currencies: {list}"),
+                "a choice (`A|B`) must list products of one currency; split it into rows".into(),
+            ));
+        } else if let Some(pc) = first_currency
+            && pc != row.currency
+        {
+            let names = products
+                .iter()
+                .map(|p| p.code.as_str())
+                .collect::<Vec<_>>()
+                .join("|");
+            problems.push(at(
+                cols.currency,
+                "currency",
+                format!(
+                    "{} is not the currency of {names} ({pc})",
+                    quoted(&row.currency)
+                ),
+                format!(
+                    "write `{pc}` and a face value in {pc}, or choose a product in {}",
+                    row.currency
+                ),
+            ));
+        }
+
+        // Face value: a denomination, or a plan price, of every product of the choice.
+        for p in products.iter().filter(|p| p.currency == row.currency) {
+            if let Some((message, help)) = denomination_problem(p, row.face_value) {
+                problems.push(at(cols.face_value, "face_value", message, help));
+            }
+        }
+
+        // Country: where every product of the choice can be redeemed.
+        if let (Some(country), Some(ci)) = (&row.country, cols.country) {
+            for p in &products {
+                let list = &p.countries_redeemable_in;
+                if !list.is_empty() && !list.iter().any(|c| c == country) {
+                    problems.push(at(
+                        ci,
+                        "country",
+                        format!(
+                            "`{country}` is not a country where `{}` can be redeemed ({})",
+                            p.code,
+                            list.join(", ")
+                        ),
+                        "check the recipient's country, or choose a product redeemable there"
+                            .into(),
+                    ));
+                }
+            }
+        }
+
+        // Likely duplicate: same recipient, products and amount as an earlier row.
+        if let (Some(email), false) = (&row.email, repeated_reference) {
+            let mut codes = row.product_codes.clone();
+            codes.sort();
+            let key = (email.to_lowercase(), codes, row.face_value.normalize());
+            match self.contents.get(&key) {
+                Some(&first) if !self.opts.allow_duplicates => {
+                    let i = cols.email.unwrap_or(cols.reference);
+                    problems.push(at(
+                        i,
+                        if cols.email.is_some() {
+                            "email"
+                        } else {
+                            "reference"
+                        },
+                        format!(
+                            "same recipient, products and face value as line {first}: a likely \
+                             duplicate of that row"
+                        ),
+                        "remove one of the two rows; if both payouts are intended, allow \
+                         duplicates (`--allow-duplicates`)"
+                            .into(),
+                    ));
+                }
+                Some(_) => {}
+                None => {
+                    self.contents.insert(key, row.line);
+                }
+            }
+        }
+        problems.sort_by_key(|p| p.column);
+        problems
+    }
+}
+
+/// Why `value` is not a face value `p` can be ordered with, and what to do.
+fn denomination_problem(p: &Product, value: Decimal) -> Option<(String, String)> {
+    let shown = quoted(&value.to_string());
+    if p.payout_type == PayoutType::Subscription {
+        let plans = p.subscription_plans();
+        if plans.is_empty() {
+            return Some((
+                format!("the catalog lists no subscription plans for `{}`", p.code),
+                "choose another product".into(),
+            ));
+        }
+        if plans.iter().any(|plan| plan.price == value) {
+            return None;
+        }
+        let list = plans
+            .iter()
+            .map(|plan| {
+                let label = plan.name.clone().or_else(|| {
+                    plan.length.map(|n| {
+                        let mut unit = plan.length_unit.as_deref().unwrap_or("").to_lowercase();
+                        if n != 1 && !unit.is_empty() && !unit.ends_with('s') {
+                            unit.push('s');
+                        }
+                        format!("{n} {unit}").trim().to_string()
+                    })
+                });
+                match label {
+                    Some(l) => format!("{} ({})", plan.price, l),
+                    None => plan.price.to_string(),
+                }
+            })
+            .collect::<Vec<_>>();
+        return Some((
+            format!(
+                "{shown} is not the price of a `{}` plan; plans: {} {}",
+                p.code,
+                list.join(", "),
+                p.currency
+            ),
+            "a subscription's face value is the price of one of its plans: write one of them \
+             exactly"
+                .into(),
+        ));
+    }
+    let d = p.denominations()?;
+    if let Some(list) = d.available_list.as_ref().filter(|l| !l.is_empty()) {
+        if list.iter().any(|a| a.0 == value) {
+            return None;
+        }
+        const SHOWN: usize = 20;
+        let mut values: Vec<String> = list.iter().take(SHOWN).map(|a| a.0.to_string()).collect();
+        if list.len() > SHOWN {
+            values.push(format!("and {} more", list.len() - SHOWN));
+        }
+        return Some((
+            format!(
+                "{shown} is not a denomination of `{}`; available: {} {}",
+                p.code,
+                values.join(", "),
+                p.currency
+            ),
+            "this product comes in fixed values only: write one of them".into(),
+        ));
+    }
+    let below = d.minimum_value.is_some_and(|min| value < min);
+    let above = d.maximum_value.is_some_and(|max| value > max);
+    if !(below || above) {
+        return None;
+    }
+    let range = match (d.minimum_value, d.maximum_value) {
+        (Some(min), Some(max)) => format!("{min} to {max} {}", p.currency),
+        (Some(min), None) => format!("at least {min} {}", p.currency),
+        (None, Some(max)) => format!("at most {max} {}", p.currency),
+        (None, None) => String::new(),
+    };
+    Some((
+        format!("{shown} is outside the range of `{}`: {range}", p.code),
+        if above {
+            "split a larger amount over several rows, or choose another product".into()
+        } else {
+            "write an amount within the range, or choose another product".into()
+        },
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{
+        DecimalString, Denominations, GiftCard, Payment, Subscription, SubscriptionPlan,
+    };
+    use std::str::FromStr;
+
+    fn d(s: &str) -> Decimal {
+        Decimal::from_str(s).unwrap()
+    }
+
+    fn base(code: &str, currency: &str, kind: PayoutType, countries: &[&str]) -> Product {
+        Product {
+            name: code.to_string(),
+            code: code.to_string(),
+            currency: currency.to_string(),
+            state: "LIVE".into(),
+            is_orderable: true,
+            payout_type: kind,
+            categories: None,
+            countries_redeemable_in: countries.iter().map(|c| c.to_string()).collect(),
+            customer_service: None,
+            discount_multiplier: None,
+            availability: None,
+            gift_card: None,
+            subscription: None,
+            payment: None,
+            approval_state: None,
+        }
+    }
+
+    fn open(code: &str, cur: &str, min: &str, max: &str, countries: &[&str]) -> Product {
+        let mut p = base(code, cur, PayoutType::GiftCard, countries);
+        p.gift_card = Some(GiftCard {
+            denominations: Some(Denominations {
+                kind: Some("open".into()),
+                minimum_value: Some(d(min)),
+                maximum_value: Some(d(max)),
+                available_list: None,
+            }),
+            ..Default::default()
+        });
+        p
+    }
+
+    fn fixed(code: &str, cur: &str, values: &[&str], countries: &[&str]) -> Product {
+        let mut p = base(code, cur, PayoutType::GiftCard, countries);
+        p.gift_card = Some(GiftCard {
+            denominations: Some(Denominations {
+                kind: Some("fixed".into()),
+                minimum_value: None,
+                maximum_value: None,
+                available_list: Some(values.iter().map(|v| DecimalString(d(v))).collect()),
+            }),
+            ..Default::default()
+        });
+        p
+    }
+
+    fn catalog() -> CatalogIndex {
+        let mut spotify = base("SPOTIFY-US", "USD", PayoutType::Subscription, &["US"]);
+        spotify.subscription = Some(Subscription {
+            subscription_plans: ["10.99", "32.97"]
+                .iter()
+                .enumerate()
+                .map(|(n, price)| SubscriptionPlan {
+                    length_unit: Some("MONTH".into()),
+                    length: Some(if n == 0 { 1 } else { 3 }),
+                    name: None,
+                    price: d(price),
+                    subscription_plan_code: None,
+                })
+                .collect(),
+            ..Default::default()
+        });
+        let mut visa = base("VISA-US", "USD", PayoutType::Payment, &["US"]);
+        visa.payment = Some(Payment {
+            denominations: Some(Denominations {
+                kind: None,
+                minimum_value: Some(d("10")),
+                maximum_value: Some(d("1000")),
+                available_list: None,
+            }),
+            ..Default::default()
+        });
+        let mut retired = open("RETIRED-US", "USD", "1", "100", &["US"]);
+        retired.is_orderable = false;
+        let mut paused = open("PAUSED-US", "USD", "1", "100", &["US"]);
+        paused.state = "SUSPENDED".into();
+        CatalogIndex::new(vec![
+            open("AMZ-US", "USD", "1", "2000", &["US"]),
+            open("AMZ-DE", "EUR", "5", "500", &["DE", "AT"]),
+            fixed(
+                "STEAM-US",
+                "USD",
+                &["5", "10", "20", "50", "100"],
+                &["US", "CA"],
+            ),
+            fixed("UBER-JP", "JPY", &["1000", "3000", "5000"], &["JP"]),
+            spotify,
+            visa,
+            retired,
+            paused,
+        ])
+    }
+
+    const HEADERS: [&str; 8] = [
+        "reference",
+        "product_code",
+        "face_value",
+        "currency",
+        "distribution",
+        "email",
+        "payment_currency",
+        "country",
+    ];
+
+    fn columns() -> ColumnMap {
+        ColumnMap {
+            reference: 0,
+            product_code: 1,
+            face_value: 2,
+            currency: 3,
+            distribution: Some(4),
+            email: Some(5),
+            payment_currency: Some(6),
+            country: Some(7),
+            card_id: None,
+        }
+    }
+
+    fn headers() -> Vec<String> {
+        HEADERS.iter().map(|h| h.to_string()).collect()
+    }
+
+    fn rec(line: u64, cells: [&str; 8]) -> RawRecord {
+        RawRecord {
+            line,
+            fields: cells.iter().map(|c| c.to_string()).collect(),
+        }
+    }
+
+    fn parse(cells: [&str; 8]) -> Result<RowSpec, Vec<Problem>> {
+        parse_record(
+            &columns(),
+            &headers(),
+            &rec(7, cells),
+            &ValidateOptions::default(),
+        )
+    }
+
+    fn problems(cells: [&str; 8]) -> Vec<Problem> {
+        parse(cells).expect_err("expected problems")
+    }
+
+    fn row(line: u64, cells: [&str; 8]) -> RowSpec {
+        parse_record(
+            &columns(),
+            &headers(),
+            &rec(line, cells),
+            &ValidateOptions::default(),
+        )
+        .unwrap_or_else(|p| panic!("{p:?}"))
+    }
+
+    #[test]
+    fn a_good_row_parses_with_defaults_resolved() {
+        let r = row(
+            2,
+            [
+                "R1",
+                "AMZ-US",
+                "10.50",
+                "USD",
+                "",
+                "a@example.com",
+                "",
+                "US",
+            ],
+        );
+        assert_eq!(r.reference, "R1");
+        assert_eq!(r.product_codes, ["AMZ-US"]);
+        assert_eq!(r.face_value.to_string(), "10.50");
+        assert_eq!(r.distribution, DistributionType::Email);
+        assert_eq!(r.payment_currency, "USD");
+        assert_eq!(r.country.as_deref(), Some("US"));
+        assert_eq!(r.fields.len(), 8);
+
+        let r = row(
+            2,
+            [
+                "R2",
+                " AMZ-US | STEAM-US ",
+                "20",
+                "USD",
+                "link",
+                "",
+                "EUR",
+                "",
+            ],
+        );
+        assert_eq!(r.product_codes, ["AMZ-US", "STEAM-US"]);
+        assert_eq!(r.distribution, DistributionType::PayoutLink);
+        assert_eq!(r.payment_currency, "EUR");
+        assert_eq!(r.country, None);
+        assert_eq!(r.email, None);
+
+        let r = row(2, ["R3", "AMZ-US", "5", "USD", "", "", "", ""]);
+        assert_eq!(r.distribution, DistributionType::PayoutLink);
+        for (w, k) in [
+            ("EMAIL", DistributionType::Email),
+            ("e-mail", DistributionType::Email),
+            ("Payout_Link", DistributionType::PayoutLink),
+            ("payout link", DistributionType::PayoutLink),
+        ] {
+            let r = row(2, ["R", "A", "5", "USD", w, "a@example.com", "", ""]);
+            assert_eq!(r.distribution, k, "{w}");
+        }
+    }
+
+    #[test]
+    fn all_problems_of_a_row_are_reported_with_their_columns() {
+        let ps = problems(["", "", "1,000", "usd", "fax", "not-an-email", "JPY", "usa"]);
+        let cols: Vec<Option<usize>> = ps.iter().map(|p| p.column).collect();
+        assert_eq!(
+            cols,
+            [
+                Some(1),
+                Some(2),
+                Some(3),
+                Some(4),
+                Some(5),
+                Some(6),
+                Some(7),
+                Some(8)
+            ],
+            "{ps:#?}"
+        );
+        for p in &ps {
+            assert_eq!(p.line, 7);
+            assert!(p.help.is_some(), "{p}");
+            assert!(p.column_name.is_some());
+        }
+        assert!(ps[3].help.as_deref().unwrap().contains("`USD`"));
+        assert_eq!(ps[2].value.as_deref(), Some("1,000"));
+    }
+
+    #[test]
+    fn problem_display_is_cargo_style() {
+        let ps = problems(["R", "AMZ-US", "10.001", "USD", "", "", "", ""]);
+        assert_eq!(
+            ps[0].to_string(),
+            "line 7, column 3 (face_value): `10.001` has more decimal places than USD allows (2)\n  help: round it to 2 decimal places"
+        );
+        let ps = problems(["R", "UBER-JP", "1000.00", "JPY", "", "", "USD", ""]);
+        assert_eq!(ps[0].help.as_deref(), Some("write `1000`"));
+        let ps = problems(["R", "A", "10,50", "EUR", "", "", "", ""]);
+        assert!(
+            ps[0].to_string().contains("help: write `10.50`"),
+            "{}",
+            ps[0]
+        );
+        assert_eq!(Problem::file(0, "whole file").to_string(), "whole file");
+        assert_eq!(
+            Problem::file(3, "x").with_help("y").to_string(),
+            "line 3: x\n  help: y"
+        );
+    }
+
+    #[test]
+    fn references_are_plain_identifiers() {
+        assert!(parse(["EMP-1042-2026-11", "A", "1", "USD", "", "", "", ""]).is_ok());
+        assert!(parse(["Müller 2026/11#3", "A", "1", "USD", "", "", "", ""]).is_ok());
+        for bad in ["=SUM(A1:A3)", "-5", "+1", "@x", "a\tb", "x;y", "'quoted'"] {
+            let ps = problems([bad, "A", "1", "USD", "", "", "", ""]);
+            assert_eq!(ps[0].column, Some(1), "{bad}");
+        }
+        let long = "R".repeat(MAX_REFERENCE_CHARS + 1);
+        assert!(parse([&long, "A", "1", "USD", "", "", "", ""]).is_err());
+    }
+
+    #[test]
+    fn product_code_lists() {
+        for bad in ["A||B", "A|", "A|A"] {
+            let ps = problems(["R", bad, "1", "USD", "", "", "", ""]);
+            assert_eq!(ps[0].column, Some(2), "{bad}");
+        }
+    }
+
+    #[test]
+    fn emails() {
+        for good in [
+            "a@example.com",
+            "first.last+tag@sub.example.org",
+            "o'brien@example.co.uk",
+            "jürgen@exämple.de",
+        ] {
+            assert_eq!(email_problem(good), None, "{good}");
+        }
+        for bad in [
+            "plainaddress",
+            "@example.com",
+            "a@b@example.com",
+            "a@example",
+            "a@.example.com",
+            "a@example..com",
+            "a @example.com",
+            "Jane <jane@example.com>",
+            "mailto:a@example.com",
+            "a@-example.com",
+            "a@example.c",
+            "a@1.2.3.4",
+            ".a@example.com",
+            "a..b@example.com",
+            "=HYPERLINK(\"x@example.com\")",
+        ] {
+            assert!(email_problem(bad).is_some(), "{bad}");
+        }
+        let long = format!("{}@example.com", "a".repeat(250));
+        assert!(email_problem(&long).is_some());
+        let ps = problems(["R", "A", "1", "USD", "EMAIL", "", "", ""]);
+        assert_eq!(ps[0].column, Some(6));
+        assert!(ps[0].message.contains("needs an email"), "{}", ps[0]);
+        // An invalid address is reported once, not also as missing.
+        let ps = problems(["R", "A", "1", "USD", "EMAIL", "nope", "", ""]);
+        assert_eq!(ps.len(), 1, "{ps:?}");
+    }
+
+    #[test]
+    fn payment_currency_resolution() {
+        let ps = problems(["R", "UBER-JP", "1000", "JPY", "", "", "", ""]);
+        assert_eq!(ps.len(), 1);
+        assert_eq!(ps[0].column, Some(7));
+        assert!(ps[0].message.contains("JPY"), "{}", ps[0]);
+        let opts = ValidateOptions {
+            allow_duplicates: false,
+            default_payment_currency: Some("EUR".into()),
+        };
+        let r = parse_record(
+            &columns(),
+            &headers(),
+            &rec(2, ["R", "UBER-JP", "1000", "JPY", "", "", "", ""]),
+            &opts,
+        )
+        .unwrap();
+        assert_eq!(r.payment_currency, "EUR");
+        let ps = problems(["R", "A", "1", "USD", "", "", "JPY", ""]);
+        assert_eq!(ps[0].column, Some(7));
+        let ps = problems(["R", "A", "1", "USD", "", "", "cad", ""]);
+        assert!(ps[0].help.as_deref().unwrap().contains("`CAD`"));
+
+        // Without the column, the problem points at the currency.
+        let cols = ColumnMap {
+            payment_currency: None,
+            ..columns()
+        };
+        let ps = parse_record(
+            &cols,
+            &headers(),
+            &rec(2, ["R", "UBER-JP", "1000", "JPY", "", "", "", ""]),
+            &ValidateOptions::default(),
+        )
+        .unwrap_err();
+        assert_eq!(ps[0].column, Some(4));
+        assert!(
+            ps[0].message.contains("payment_currency column"),
+            "{}",
+            ps[0]
+        );
+    }
+
+    fn check(v: &mut Validator, line: u64, cells: [&str; 8]) -> Vec<Problem> {
+        v.check(&row(line, cells))
+    }
+
+    #[test]
+    fn catalog_rules() {
+        let cat = catalog();
+        let mut v = Validator::new(&cat, ValidateOptions::default());
+        let ok = |v: &mut Validator, l, c| {
+            let ps = check(v, l, c);
+            assert!(ps.is_empty(), "{ps:#?}");
+        };
+        ok(&mut v, 2, ["R1", "AMZ-US", "2000", "USD", "", "", "", "US"]);
+        ok(
+            &mut v,
+            3,
+            ["R2", "STEAM-US", "20.00", "USD", "", "", "", "CA"],
+        );
+        ok(
+            &mut v,
+            4,
+            ["R3", "SPOTIFY-US", "32.97", "USD", "", "", "", ""],
+        );
+        ok(
+            &mut v,
+            5,
+            ["R4", "AMZ-US|STEAM-US", "50", "USD", "", "", "", "US"],
+        );
+        ok(
+            &mut v,
+            6,
+            ["R5", "UBER-JP", "3000", "JPY", "", "", "USD", "JP"],
+        );
+        ok(&mut v, 7, ["R6", "VISA-US", "10", "USD", "", "", "", ""]);
+
+        let one = |v: &mut Validator, cells: [&str; 8], col: usize, needle: &str| {
+            let ps = check(v, 9, cells);
+            assert_eq!(ps.len(), 1, "{ps:#?}");
+            assert_eq!(ps[0].column, Some(col), "{}", ps[0]);
+            assert!(ps[0].message.contains(needle), "{}", ps[0]);
+            assert!(ps[0].help.is_some());
+            ps.into_iter().next().unwrap()
+        };
+        let p = one(
+            &mut v,
+            ["U1", "AMZ-UK", "10", "USD", "", "", "", ""],
+            2,
+            "not in the catalog",
+        );
+        assert!(p.help.unwrap().contains("`AMZ-US`"));
+        let p = one(
+            &mut v,
+            ["U2", "amz-us", "10", "USD", "", "", "", ""],
+            2,
+            "not in the catalog",
+        );
+        assert!(p.help.unwrap().contains("`AMZ-US`"));
+        one(
+            &mut v,
+            ["U3", "RETIRED-US", "10", "USD", "", "", "", ""],
+            2,
+            "cannot be ordered",
+        );
+        one(
+            &mut v,
+            ["U4", "PAUSED-US", "10", "USD", "", "", "", ""],
+            2,
+            "SUSPENDED",
+        );
+        let p = one(
+            &mut v,
+            ["U5", "AMZ-DE", "10", "USD", "", "", "", ""],
+            4,
+            "(EUR)",
+        );
+        assert_eq!(p.value.as_deref(), Some("USD"));
+        one(
+            &mut v,
+            ["U6", "AMZ-US|AMZ-DE", "10", "USD", "", "", "", ""],
+            2,
+            "different currencies",
+        );
+        let p = one(
+            &mut v,
+            ["U7", "STEAM-US", "30", "USD", "", "", "", ""],
+            3,
+            "5, 10, 20, 50, 100 USD",
+        );
+        assert_eq!(p.value.as_deref(), Some("30"));
+        one(
+            &mut v,
+            ["U8", "AMZ-DE", "501", "EUR", "", "", "", ""],
+            3,
+            "5 to 500 EUR",
+        );
+        one(
+            &mut v,
+            ["U9", "AMZ-DE", "4.99", "EUR", "", "", "", ""],
+            3,
+            "outside the range",
+        );
+        one(
+            &mut v,
+            ["U10", "VISA-US", "1000.01", "USD", "", "", "", ""],
+            3,
+            "10 to 1000",
+        );
+        one(
+            &mut v,
+            ["U11", "SPOTIFY-US", "11", "USD", "", "", "", ""],
+            3,
+            "10.99 (1 month), 32.97 (3 months)",
+        );
+        one(
+            &mut v,
+            ["U12", "AMZ-DE", "10", "EUR", "", "", "", "FR"],
+            8,
+            "DE, AT",
+        );
+        // In a choice, each product is checked.
+        one(
+            &mut v,
+            ["U13", "AMZ-US|STEAM-US", "25", "USD", "", "", "", ""],
+            3,
+            "STEAM-US",
+        );
+        one(
+            &mut v,
+            ["U14", "AMZ-US|STEAM-US", "10", "USD", "", "", "", "CA"],
+            8,
+            "AMZ-US",
+        );
+    }
+
+    #[test]
+    fn repeated_references_and_likely_duplicates() {
+        let cat = catalog();
+        let mut v = Validator::new(&cat, ValidateOptions::default());
+        assert!(
+            check(
+                &mut v,
+                2,
+                ["R1", "AMZ-US", "10", "USD", "", "a@example.com", "", ""]
+            )
+            .is_empty()
+        );
+        let ps = check(
+            &mut v,
+            5,
+            ["R1", "AMZ-US", "20", "USD", "", "b@example.com", "", ""],
+        );
+        assert_eq!(ps.len(), 1);
+        assert_eq!((ps[0].line, ps[0].column), (5, Some(1)));
+        assert!(ps[0].message.contains("line 2"), "{}", ps[0]);
+
+        let ps = check(
+            &mut v,
+            6,
+            ["R2", "AMZ-US", "10.00", "USD", "", "A@Example.com", "", ""],
+        );
+        assert_eq!(ps.len(), 1, "{ps:?}");
+        assert_eq!(ps[0].column, Some(6));
+        assert!(ps[0].message.contains("line 2"), "{}", ps[0]);
+        // Payout links without an email are not duplicates of each other.
+        assert!(check(&mut v, 7, ["R3", "AMZ-US", "10", "USD", "", "", "", ""]).is_empty());
+        assert!(check(&mut v, 8, ["R4", "AMZ-US", "10", "USD", "", "", "", ""]).is_empty());
+
+        let mut v = Validator::new(
+            &cat,
+            ValidateOptions {
+                allow_duplicates: true,
+                default_payment_currency: None,
+            },
+        );
+        assert!(
+            check(
+                &mut v,
+                2,
+                ["R1", "AMZ-US", "10", "USD", "", "a@example.com", "", ""]
+            )
+            .is_empty()
+        );
+        assert!(
+            check(
+                &mut v,
+                3,
+                ["R2", "AMZ-US", "10", "USD", "", "a@example.com", "", ""]
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn content_hash_follows_the_payable_content_only() {
+        let a = row(
+            2,
+            [
+                "R1",
+                "AMZ-US",
+                "10.50",
+                "USD",
+                "",
+                "a@example.com",
+                "",
+                "US",
+            ],
+        );
+        let mut moved = a.clone();
+        moved.line = 40;
+        moved.fields.push("carried".into());
+        assert_eq!(content_hash(&a), content_hash(&moved));
+        assert_eq!(content_hash(&a).len(), 64);
+        for edited in [
+            row(
+                2,
+                ["R1", "AMZ-US", "10.5", "USD", "", "a@example.com", "", "US"],
+            ),
+            row(
+                2,
+                [
+                    "R1",
+                    "AMZ-US",
+                    "10.50",
+                    "USD",
+                    "",
+                    "b@example.com",
+                    "",
+                    "US",
+                ],
+            ),
+            row(
+                2,
+                [
+                    "R1",
+                    "AMZ-US",
+                    "10.50",
+                    "USD",
+                    "",
+                    "a@example.com",
+                    "EUR",
+                    "US",
+                ],
+            ),
+            row(
+                2,
+                [
+                    "R1",
+                    "AMZ-US",
+                    "10.50",
+                    "USD",
+                    "link",
+                    "a@example.com",
+                    "",
+                    "US",
+                ],
+            ),
+            row(
+                2,
+                [
+                    "R2",
+                    "AMZ-US",
+                    "10.50",
+                    "USD",
+                    "",
+                    "a@example.com",
+                    "",
+                    "US",
+                ],
+            ),
+            row(
+                2,
+                [
+                    "R1",
+                    "AMZ-US|STEAM-US",
+                    "10.50",
+                    "USD",
+                    "",
+                    "a@example.com",
+                    "",
+                    "US",
+                ],
+            ),
+        ] {
+            assert_ne!(content_hash(&a), content_hash(&edited), "{edited:?}");
+        }
+    }
+
+    #[test]
+    fn values_in_messages_are_escaped_and_cut() {
+        assert_eq!(show("a\nb"), "a\\nb");
+        assert_eq!(show(&"x".repeat(100)).chars().count(), 61);
+    }
+}

@@ -1,0 +1,476 @@
+//! Money as written in a batch file: currency codes, their decimal places, and amounts.
+//!
+//! Amounts are parsed from their text straight into [`Decimal`] (never through `f64`) and keep
+//! the scale they were written with: `10.50` stays `10.50`, and that is the text the service
+//! receives. Only plain decimals are accepted; anything a spreadsheet or a locale could have
+//! turned into something else (`1,000`, `10,50`, `1e3`, `$10`) is refused with the reason and,
+//! where one is unambiguous, the spelling to use instead.
+
+use std::str::FromStr;
+
+use rust_decimal::Decimal;
+
+/// The currencies an account balance can be held in, and so the only values the service accepts
+/// as `payment_method.currency`.
+pub const BALANCE_CURRENCIES: [&str; 4] = ["EUR", "GBP", "USD", "CAD"];
+
+/// The most digits (integer and fraction together) an amount may have.
+pub const MAX_AMOUNT_DIGITS: usize = 18;
+
+/// ISO 4217 currencies whose minor unit is not 2, with their number of decimal places.
+const NON_TWO_DECIMALS: &[(&str, u32)] = &[
+    // No minor unit.
+    ("BIF", 0),
+    ("CLP", 0),
+    ("DJF", 0),
+    ("GNF", 0),
+    ("ISK", 0),
+    ("JPY", 0),
+    ("KMF", 0),
+    ("KRW", 0),
+    ("PYG", 0),
+    ("RWF", 0),
+    ("UGX", 0),
+    ("UYI", 0),
+    ("VND", 0),
+    ("VUV", 0),
+    ("XAF", 0),
+    ("XOF", 0),
+    ("XPF", 0),
+    // Thousandths.
+    ("BHD", 3),
+    ("IQD", 3),
+    ("JOD", 3),
+    ("KWD", 3),
+    ("LYD", 3),
+    ("OMR", 3),
+    ("TND", 3),
+    // Ten-thousandths (units of account).
+    ("CLF", 4),
+    ("UYW", 4),
+];
+
+/// The number of decimal places ISO 4217 gives `currency` (2 for codes not in the table).
+pub fn minor_units(currency: &str) -> u32 {
+    NON_TWO_DECIMALS
+        .iter()
+        .find(|(code, _)| *code == currency)
+        .map_or(2, |(_, places)| *places)
+}
+
+/// Whether `s` has the shape of an ISO 4217 alpha-3 code (`^[A-Z]{3}$`).
+pub fn is_currency_code(s: &str) -> bool {
+    s.len() == 3 && s.bytes().all(|b| b.is_ascii_uppercase())
+}
+
+/// Whether `s` is one of [`BALANCE_CURRENCIES`].
+pub fn is_balance_currency(s: &str) -> bool {
+    BALANCE_CURRENCIES.contains(&s)
+}
+
+/// Why a text is not an acceptable amount. Each message quotes the text; [`AmountError::help`]
+/// says what to write instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AmountError {
+    #[error("the amount is empty")]
+    Empty,
+    #[error("`{0}` has a sign; amounts are positive numbers written without `+` or `-`")]
+    Sign(String),
+    #[error("`{0}` is written with an exponent")]
+    Exponent(String),
+    #[error("`{0}` is not a number")]
+    NotANumber(String),
+    #[error("`{text}` contains a thousands separator")]
+    ThousandsSeparator { text: String, suggestion: String },
+    #[error("`{text}` uses a comma as the decimal separator")]
+    CommaDecimal { text: String, suggestion: String },
+    #[error("`{0}` contains a currency symbol or code")]
+    CurrencySymbol(String),
+    #[error("`{0}` has more than {MAX_AMOUNT_DIGITS} digits")]
+    TooManyDigits(String),
+    #[error("`{text}` is not a plain decimal number")]
+    Malformed {
+        text: String,
+        suggestion: Option<String>,
+    },
+}
+
+impl AmountError {
+    /// What to do about it.
+    pub fn help(&self) -> Option<String> {
+        match self {
+            AmountError::Empty => Some("write the amount as a plain decimal, e.g. `25` or `10.50`".into()),
+            AmountError::Sign(_) => Some("write the amount without a sign, e.g. `25`; a payout cannot be negative".into()),
+            AmountError::Exponent(_) => Some("write the amount out in full, e.g. `1000`; a spreadsheet may have formatted the cell as scientific, set it to plain number or text".into()),
+            AmountError::NotANumber(_) => Some("write the amount as a plain decimal, e.g. `25` or `10.50`".into()),
+            AmountError::ThousandsSeparator { suggestion, .. } => Some(format!(
+                "write `{suggestion}`: no thousands separators, and `.` as the decimal separator"
+            )),
+            AmountError::CommaDecimal { suggestion, .. } => {
+                Some(format!("write `{suggestion}`: the decimal separator is `.`"))
+            }
+            AmountError::CurrencySymbol(_) => Some(
+                "write only the number (e.g. `25`) and put the currency code in the `currency` column"
+                    .into(),
+            ),
+            AmountError::TooManyDigits(_) => {
+                Some("check the cell: no payout amount needs that many digits".into())
+            }
+            AmountError::Malformed {
+                suggestion: Some(s),
+                ..
+            } => Some(format!("write `{s}`")),
+            AmountError::Malformed {
+                suggestion: None, ..
+            } => Some("write the amount as a plain decimal, e.g. `25` or `10.50`".into()),
+        }
+    }
+}
+
+/// Currency symbols a spreadsheet may leave in an amount cell.
+const CURRENCY_SYMBOLS: &[char] = &[
+    '$', '€', '£', '¥', '¢', '₩', '₹', '₽', '₺', '₪', '₫', '฿', '₦', '₱', '₴', '₸', '₡', '₲', '₵',
+    '₭', '₮', '₼', '₾', '¤', '﹩', '＄', '￡', '￥',
+];
+
+/// Characters used as thousands separators besides `,` and `.`.
+fn is_group_space(c: char) -> bool {
+    matches!(
+        c,
+        ' ' | '\u{a0}' | '\u{202f}' | '\u{2009}' | '\'' | '’' | '_'
+    )
+}
+
+/// Parses a plain decimal amount (`10`, `10.5`, `10.50`, `0.99`), keeping the scale as written.
+pub fn parse_amount(text: &str) -> Result<Decimal, AmountError> {
+    let t = text.trim();
+    if t.is_empty() {
+        return Err(AmountError::Empty);
+    }
+    let owned = || t.to_string();
+
+    if t.contains(CURRENCY_SYMBOLS) {
+        return Err(AmountError::CurrencySymbol(owned()));
+    }
+    let lower = t.to_ascii_lowercase();
+    let unsigned = lower.trim_start_matches(['+', '-']);
+    if matches!(unsigned, "nan" | "inf" | "infinity" | "∞") {
+        return Err(AmountError::NotANumber(owned()));
+    }
+    if t.starts_with(['+', '-', '−']) || t.ends_with(['+', '-', '−']) {
+        return Err(AmountError::Sign(owned()));
+    }
+    if t.starts_with('(') && t.ends_with(')') && t.len() > 2 {
+        // Accounting notation for a negative amount.
+        return Err(AmountError::Sign(owned()));
+    }
+    if looks_like_exponent(t) {
+        return Err(AmountError::Exponent(owned()));
+    }
+    if t.chars().any(|c| c.is_alphabetic()) {
+        let letters: String = t.chars().filter(|c| c.is_alphabetic()).collect();
+        let digits = t.chars().any(|c| c.is_ascii_digit());
+        if digits && letters.chars().count() == 3 && letters.chars().all(|c| c.is_uppercase()) {
+            return Err(AmountError::CurrencySymbol(owned()));
+        }
+        return Err(AmountError::NotANumber(owned()));
+    }
+    if t.chars()
+        .any(|c| !(c.is_ascii_digit() || c == '.' || c == ',' || is_group_space(c)))
+    {
+        return Err(AmountError::Malformed {
+            text: owned(),
+            suggestion: None,
+        });
+    }
+
+    let has_space = t.chars().any(is_group_space);
+    let commas = t.matches(',').count();
+    let dots = t.matches('.').count();
+    if has_space || (commas > 0 && dots > 0) || commas > 1 || dots > 1 {
+        return Err(AmountError::ThousandsSeparator {
+            text: owned(),
+            suggestion: ungroup(t),
+        });
+    }
+    if commas == 1 {
+        let after = t.rsplit(',').next().unwrap_or("");
+        let before = t.split(',').next().unwrap_or("");
+        if after.len() == 3 && !before.is_empty() && before != "0" {
+            // `1,000`: read as a thousands separator (a comma decimal would rarely have three places).
+            return Err(AmountError::ThousandsSeparator {
+                text: owned(),
+                suggestion: t.replace(',', ""),
+            });
+        }
+        let suggestion = t.replace(',', ".");
+        return Err(AmountError::CommaDecimal {
+            text: owned(),
+            suggestion: fix_dots(&suggestion).unwrap_or(suggestion),
+        });
+    }
+
+    // Only digits and at most one dot remain.
+    let (int, frac) = match t.split_once('.') {
+        Some((i, f)) => (i, Some(f)),
+        None => (t, None),
+    };
+    if int.is_empty() || frac == Some("") {
+        return Err(AmountError::Malformed {
+            text: owned(),
+            suggestion: fix_dots(t),
+        });
+    }
+    if int.len() > 1 && int.starts_with('0') {
+        let trimmed = int.trim_start_matches('0');
+        let int_fixed = if trimmed.is_empty() { "0" } else { trimmed };
+        let suggestion = match frac {
+            Some(f) => format!("{int_fixed}.{f}"),
+            None => int_fixed.to_string(),
+        };
+        return Err(AmountError::Malformed {
+            text: owned(),
+            suggestion: Some(suggestion),
+        });
+    }
+    if int.len() + frac.map_or(0, str::len) > MAX_AMOUNT_DIGITS {
+        return Err(AmountError::TooManyDigits(owned()));
+    }
+    Decimal::from_str(t).map_err(|_| AmountError::Malformed {
+        text: owned(),
+        suggestion: None,
+    })
+}
+
+/// `1e3`, `1.5E+2`, `2e-1`: digits, an `e`, an optionally signed exponent.
+fn looks_like_exponent(t: &str) -> bool {
+    let Some(pos) = t.find(['e', 'E']) else {
+        return false;
+    };
+    let (mantissa, exp) = (&t[..pos], &t[pos + 1..]);
+    let exp = exp.strip_prefix(['+', '-']).unwrap_or(exp);
+    !mantissa.is_empty()
+        && mantissa
+            .chars()
+            .all(|c| c.is_ascii_digit() || c == '.' || c == ',')
+        && mantissa.chars().any(|c| c.is_ascii_digit())
+        && !exp.is_empty()
+        && exp.chars().all(|c| c.is_ascii_digit())
+}
+
+/// `.5` -> `0.5`, `10.` -> `10`.
+fn fix_dots(t: &str) -> Option<String> {
+    let (int, frac) = t.split_once('.')?;
+    if int.is_empty() && frac.is_empty() {
+        return None;
+    }
+    let int = if int.is_empty() { "0" } else { int };
+    Some(if frac.is_empty() {
+        int.to_string()
+    } else {
+        format!("{int}.{frac}")
+    })
+}
+
+/// Removes grouping: the last of `.`/`,` is the decimal separator when both appear, or when it is
+/// followed by other than three digits; every other separator is dropped.
+fn ungroup(t: &str) -> String {
+    let no_space: String = t.chars().filter(|c| !is_group_space(*c)).collect();
+    let last_sep = no_space.rfind(['.', ',']);
+    let commas = no_space.matches(',').count();
+    let dots = no_space.matches('.').count();
+    let decimal_at = match last_sep {
+        Some(i) if commas > 0 && dots > 0 => Some(i),
+        Some(i) if commas + dots == 1 && no_space.len() - i - 1 != 3 => Some(i),
+        _ => None,
+    };
+    no_space
+        .char_indices()
+        .filter_map(|(i, c)| match c {
+            '.' | ',' if Some(i) == decimal_at => Some('.'),
+            '.' | ',' => None,
+            other => Some(other),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(s: &str) -> String {
+        match parse_amount(s) {
+            Ok(d) => d.to_string(),
+            Err(e) => panic!("{s:?} refused: {e}"),
+        }
+    }
+
+    #[test]
+    fn plain_decimals_keep_their_scale() {
+        assert_eq!(ok("10"), "10");
+        assert_eq!(ok("10.5"), "10.5");
+        assert_eq!(ok("10.50"), "10.50");
+        assert_eq!(ok("0.99"), "0.99");
+        assert_eq!(ok("0"), "0");
+        assert_eq!(ok(" 25.00 "), "25.00");
+        assert_eq!(ok("123456789012345678"), "123456789012345678");
+    }
+
+    #[test]
+    fn refuses_with_a_specific_reason() {
+        assert_eq!(parse_amount(""), Err(AmountError::Empty));
+        assert_eq!(parse_amount("  "), Err(AmountError::Empty));
+        assert!(matches!(parse_amount("-5"), Err(AmountError::Sign(_))));
+        assert!(matches!(parse_amount("+5"), Err(AmountError::Sign(_))));
+        assert!(matches!(parse_amount("5-"), Err(AmountError::Sign(_))));
+        assert!(matches!(parse_amount("(5.00)"), Err(AmountError::Sign(_))));
+        assert!(matches!(parse_amount("1e3"), Err(AmountError::Exponent(_))));
+        assert!(matches!(
+            parse_amount("1.5E+2"),
+            Err(AmountError::Exponent(_))
+        ));
+        assert!(matches!(
+            parse_amount("NaN"),
+            Err(AmountError::NotANumber(_))
+        ));
+        assert!(matches!(
+            parse_amount("inf"),
+            Err(AmountError::NotANumber(_))
+        ));
+        assert!(matches!(
+            parse_amount("-Infinity"),
+            Err(AmountError::NotANumber(_))
+        ));
+        assert!(matches!(
+            parse_amount("ten"),
+            Err(AmountError::NotANumber(_))
+        ));
+        assert!(matches!(
+            parse_amount("$10"),
+            Err(AmountError::CurrencySymbol(_))
+        ));
+        assert!(matches!(
+            parse_amount("10 €"),
+            Err(AmountError::CurrencySymbol(_))
+        ));
+        assert!(matches!(
+            parse_amount("USD 10"),
+            Err(AmountError::CurrencySymbol(_))
+        ));
+        assert!(matches!(
+            parse_amount("10EUR"),
+            Err(AmountError::CurrencySymbol(_))
+        ));
+        assert!(matches!(
+            parse_amount("1234567890123456789"),
+            Err(AmountError::TooManyDigits(_))
+        ));
+        assert!(matches!(
+            parse_amount("0.0000000000000000001"),
+            Err(AmountError::TooManyDigits(_))
+        ));
+        assert!(matches!(
+            parse_amount("1/2"),
+            Err(AmountError::Malformed { .. })
+        ));
+        assert!(matches!(
+            parse_amount("="),
+            Err(AmountError::Malformed { .. })
+        ));
+    }
+
+    fn suggestion(s: &str) -> String {
+        match parse_amount(s) {
+            Err(AmountError::ThousandsSeparator { suggestion, .. })
+            | Err(AmountError::CommaDecimal { suggestion, .. })
+            | Err(AmountError::Malformed {
+                suggestion: Some(suggestion),
+                ..
+            }) => suggestion,
+            other => panic!("{s:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn separators_are_refused_with_the_spelling_to_use() {
+        assert!(matches!(
+            parse_amount("10,50"),
+            Err(AmountError::CommaDecimal { .. })
+        ));
+        assert_eq!(suggestion("10,50"), "10.50");
+        assert_eq!(suggestion("0,5"), "0.5");
+        assert_eq!(suggestion(",5"), "0.5");
+        assert!(matches!(
+            parse_amount("1,000"),
+            Err(AmountError::ThousandsSeparator { .. })
+        ));
+        assert_eq!(suggestion("1,000"), "1000");
+        assert_eq!(suggestion("1 000"), "1000");
+        assert_eq!(suggestion("1\u{a0}000,50"), "1000.50");
+        assert_eq!(suggestion("1.000,00"), "1000.00");
+        assert_eq!(suggestion("1,000.50"), "1000.50");
+        assert_eq!(suggestion("1.000.000"), "1000000");
+        assert_eq!(suggestion("1'000"), "1000");
+        assert_eq!(suggestion(".5"), "0.5");
+        assert_eq!(suggestion("10."), "10");
+        assert_eq!(suggestion("007"), "7");
+        assert_eq!(suggestion("00.50"), "0.50");
+    }
+
+    #[test]
+    fn every_refusal_has_help() {
+        for s in ["", "-5", "1e3", "NaN", "1,000", "10,50", "$10", "1/2", ".5"] {
+            let err = parse_amount(s).unwrap_err();
+            assert!(err.help().is_some(), "{s:?}");
+            assert!(!err.to_string().is_empty());
+        }
+    }
+
+    #[test]
+    fn minor_units_follow_iso_4217() {
+        for (c, n) in [
+            ("USD", 2),
+            ("EUR", 2),
+            ("GBP", 2),
+            ("CAD", 2),
+            ("JPY", 0),
+            ("KRW", 0),
+            ("CLP", 0),
+            ("ISK", 0),
+            ("VND", 0),
+            ("BHD", 3),
+            ("KWD", 3),
+            ("JOD", 3),
+            ("OMR", 3),
+            ("TND", 3),
+        ] {
+            assert_eq!(minor_units(c), n, "{c}");
+        }
+    }
+
+    #[test]
+    fn currency_codes() {
+        assert!(is_currency_code("USD"));
+        assert!(!is_currency_code("usd"));
+        assert!(!is_currency_code("US"));
+        assert!(!is_currency_code("USDX"));
+        assert!(!is_currency_code("ÜSD"));
+        assert!(is_balance_currency("CAD"));
+        assert!(!is_balance_currency("JPY"));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn parsing_never_panics_and_round_trips(s in "\\PC{0,24}") {
+            if let Ok(d) = parse_amount(&s) {
+                proptest::prop_assert_eq!(d.to_string(), s.trim());
+            }
+        }
+
+        #[test]
+        fn any_plain_decimal_is_accepted_as_written(int in "[1-9][0-9]{0,8}|0", frac in proptest::option::of("[0-9]{1,4}")) {
+            let text = match &frac { Some(f) => format!("{int}.{f}"), None => int.clone() };
+            proptest::prop_assert_eq!(parse_amount(&text).map(|d| d.to_string()), Ok(text));
+        }
+    }
+}
