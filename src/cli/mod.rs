@@ -1,4 +1,3 @@
-<<<<<<< HEAD
 //! Command-line interface: one file per subcommand; each ends in one `execute` function that
 //! the dispatcher calls and that returns the process exit code.
 
@@ -108,8 +107,3 @@ pub async fn dispatch(cli: Cli) -> i32 {
         },
     }
 }
-=======
-//! The subcommands of `paybatch`, one file each.
-
-pub mod sim;
->>>>>>> sim
