@@ -590,7 +590,7 @@ async fn ground_truth_and_counters() {
     assert_eq!(rec.id, id);
     assert_eq!(rec.idempotency_key, "gt-1");
     assert!(rec.api_key_fingerprint.starts_with("sha256:"));
-    assert_eq!(rec.status, "COMPLETED");
+    assert_eq!(rec.status, paybatch::api::models::OrderStatus::Completed);
     assert_eq!(rec.description.as_deref(), Some("gt"));
     assert_eq!(rec.metadata.get("k").map(String::as_str), Some("v"));
     assert_eq!(rec.total_price, dec("19.60"));

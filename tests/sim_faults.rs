@@ -5,6 +5,7 @@ mod sim_support;
 
 use std::time::{Duration, Instant};
 
+use paybatch::api::models::OrderStatus;
 use paybatch::sim::{Faults, SimConfig};
 use sim_support::*;
 
@@ -136,7 +137,7 @@ async fn a_dropped_connection_still_created_the_order_and_the_retry_finds_it() {
     assert_eq!(retry.status, 202);
     assert_eq!(retry.json()["id"], created[0].id.as_str());
     assert_eq!(s.orders().len(), 1);
-    assert_eq!(s.stats().drops, 1);
+    assert_eq!(s.stats().dropped, 1);
     // The server keeps serving after a drop.
     assert_eq!(api.get("/v2/ping").await.status, 200);
     s.shutdown().await;
@@ -287,7 +288,7 @@ async fn latency_is_added_to_every_request() {
 
 #[tokio::test]
 async fn a_seed_reproduces_a_run() {
-    async fn run(seed: u64) -> Vec<(String, String, Option<String>)> {
+    async fn run(seed: u64) -> Vec<(String, OrderStatus, Option<String>)> {
         let s = start(SimConfig {
             seed,
             failure_rate: 0.5,

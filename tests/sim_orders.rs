@@ -3,6 +3,7 @@
 
 mod sim_support;
 
+use paybatch::api::models::OrderStatus;
 use paybatch::sim::SimConfig;
 use serde_json::{Value, json};
 use sim_support::*;
@@ -57,6 +58,11 @@ async fn every_validation_rule_names_its_field() {
         (
             "below minimum",
             usd("AMZ-US", "0.50"),
+            "items[0].face_value",
+        ),
+        (
+            "huge",
+            usd("AMZ-US", "79228162514264337593543950335"),
             "items[0].face_value",
         ),
         (
@@ -230,6 +236,7 @@ async fn malformed_requests_get_400_not_a_panic() {
         b"{\"payment_method\": {\"type\": \"GOLD\", \"currency\": \"USD\"}, \"items\": []}",
         b"{\"payment_method\": {\"type\": \"ACCOUNT_BALANCE\", \"currency\": \"USD\"}, \"items\": [{\"face_value\": \"ten\", \"distribution_method\": {\"type\": \"PAYOUT_LINK\"}, \"products\": {\"type\": \"SINGLE\", \"value\": \"AMZ-US\"}}]}",
         b"\xff\xfe\x00",
+        b"{\"payment_method\": {\"type\": \"ACCOUNT_BALANCE\", \"currency\": \"USD\"}, \"items\": [{\"face_value\": 1e400, \"distribution_method\": {\"type\": \"PAYOUT_LINK\"}, \"products\": {\"type\": \"SINGLE\", \"value\": \"AMZ-US\"}}]}",
     ]
     .into_iter()
     .enumerate()
@@ -356,7 +363,7 @@ async fn an_async_order_processes_then_completes_lazily() {
     assert!(done["items"][0]["payout"]["url"].is_string());
     let listed = api.get("/v2/order").await.json();
     assert_eq!(listed["items"][0]["status"], "COMPLETED");
-    assert_eq!(s.orders()[0].status, "COMPLETED");
+    assert_eq!(s.orders()[0].status, OrderStatus::Completed);
     assert_eq!(api.balance("USD").await, "99990.20");
     s.shutdown().await;
 }

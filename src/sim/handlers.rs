@@ -792,7 +792,7 @@ async fn create_order(
                         Ok((status, bytes, created)) => {
                             let mut response = raw(status, bytes);
                             if created && sim.chance.roll(sim.config.faults.drop_rate) {
-                                sim.stat(|s| s.drops += 1);
+                                sim.stat(|s| s.dropped += 1);
                                 response.extensions_mut().insert(DropConnection);
                             }
                             response

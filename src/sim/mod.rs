@@ -142,8 +142,7 @@ pub struct SimOrderRecord {
     pub idempotency_key: String,
     /// `sha256:` and 16 hex digits of the API key that created the order (never the key).
     pub api_key_fingerprint: String,
-    /// `PROCESSING`, `COMPLETED` or `FAILED`.
-    pub status: String,
+    pub status: OrderStatus,
     pub created_at: String,
     pub completed_at: Option<String>,
     pub description: Option<String>,
@@ -182,7 +181,7 @@ pub struct SimStats {
     /// Injected 500/503 answers.
     pub injected_5xx: u64,
     /// Connections dropped after creating an order.
-    pub drops: u64,
+    pub dropped: u64,
     /// In-progress answers (409 `idempotency_in_progress`).
     pub in_progress: u64,
     /// Stored answers replayed for a repeated idempotency key.
@@ -257,7 +256,7 @@ impl Sim {
                     id: o.id,
                     idempotency_key: o.idempotency_key,
                     api_key_fingerprint: o.key_fingerprint,
-                    status: o.status.as_str().to_string(),
+                    status: o.status,
                     created_at: o.created_at,
                     completed_at: o.completed_at,
                     description: o.description,
