@@ -265,8 +265,11 @@ pub(crate) fn validate(
                 }
             }
         }
-        if let Some(first) = products.first() {
-            // With several products the recipient chooses; the price is the highest of them
+        if details.is_empty()
+            && let Some(first) = products.first()
+        {
+            // Priced only while the order is valid so far (then the face value is within the
+            // product's bounds). With several products the recipient chooses; the price is the highest of them
             // (the smallest discount), so the account is never charged less than the payout.
             let discount = products
                 .iter()
@@ -314,8 +317,21 @@ pub(crate) fn validate(
         if item.currency != currency {
             rates.insert(item.currency.clone(), rate);
         }
-        total_price += item.price * rate;
-        total_discount += (item.face_value - item.price) * rate;
+        let sums = item
+            .price
+            .checked_mul(rate)
+            .and_then(|p| total_price.checked_add(p))
+            .zip(
+                (item.face_value - item.price)
+                    .checked_mul(rate)
+                    .and_then(|d| total_discount.checked_add(d)),
+            );
+        let Some((price, discount)) = sums else {
+            details.insert("items".into(), "the order total is too large".into());
+            return Err(details);
+        };
+        total_price = price;
+        total_discount = discount;
     }
     let fx = match rates.len() {
         0 => serde_json::Value::Null,

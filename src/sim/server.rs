@@ -80,6 +80,9 @@ pub(crate) async fn serve(
                             }
                         }
                     });
+                    // No timer: hyper's header-read timeout would also close idle keep-alive
+                    // connections, racing a client that reuses one. Connections end when their
+                    // client closes them, or at shutdown.
                     let _ = http1::Builder::new()
                         .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service))
                         .await;

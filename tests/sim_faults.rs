@@ -1,0 +1,329 @@
+//! Idempotency, the rate limit and the injected faults of the simulator: what a client that
+//! retries must be able to rely on.
+
+mod sim_support;
+
+use std::time::{Duration, Instant};
+
+use paybatch::api::models::OrderStatus;
+use paybatch::sim::{Faults, SimConfig};
+use sim_support::*;
+
+#[tokio::test]
+async fn a_repeated_key_and_body_replays_the_original_answer() {
+    let s = start(fast()).await;
+    let api = Api::new(&s);
+    let body = amz("10");
+    let first = api.post_order("idem-202", None, &body).await;
+    assert_eq!(first.status, 202);
+    let id = first.json()["id"].as_str().unwrap().to_string();
+    api.wait_done(&id).await;
+    // Replayed as originally sent: still 202 {id, status: PROCESSING}, byte for byte.
+    let again = api.post_order("idem-202", None, &body).await;
+    assert_eq!((again.status, &again.body), (202, &first.body));
+    assert_eq!(s.orders().len(), 1);
+
+    // An error answer is replayed too.
+    let bad = amz("5000");
+    let e1 = api.post_order("idem-422", None, &bad).await;
+    e1.assert_error(422, "validation_error");
+    let e2 = api.post_order("idem-422", None, &bad).await;
+    assert_eq!((e2.status, &e2.body), (422, &e1.body));
+
+    // Same key, another body (even a valid one, even only other white space): refused.
+    api.post_order("idem-422", None, &amz("10"))
+        .await
+        .assert_error(400, "idempotency_validation_error");
+    let spaced = String::from_utf8(body.clone()).unwrap().replace(',', ", ");
+    api.post_order("idem-202", None, spaced.as_bytes())
+        .await
+        .assert_error(400, "idempotency_validation_error");
+    // The key is per API key: another key may use the same idempotency key.
+    assert_eq!(s.orders().len(), 1);
+    assert_eq!(s.stats().replayed, 2);
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_key_still_being_handled_gets_the_in_progress_answer() {
+    let s = start(SimConfig {
+        faults: Faults {
+            in_progress_delay: Duration::from_millis(600),
+            ..Faults::default()
+        },
+        ..fast()
+    })
+    .await;
+    let api = Api::new(&s);
+    let body = amz("12");
+    let (first, second) = tokio::join!(api.post_order("race", None, &body), async {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        api.post_order("race", None, &body).await
+    });
+    assert_eq!(first.status, 202);
+    second.assert_error(409, "idempotency_in_progress");
+    assert_eq!(second.header("retry-after").as_deref(), Some("1"));
+    // Once the first is answered, the same request is a replay.
+    let third = api.post_order("race", None, &body).await;
+    assert_eq!((third.status, &third.body), (202, &first.body));
+    assert_eq!(s.orders().len(), 1);
+    assert_eq!(s.stats().in_progress, 1);
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn order_creation_is_rate_limited_per_key() {
+    let s = start(SimConfig {
+        rate_limit_per_minute: 5,
+        keys: vec![paybatch::sim::DEFAULT_KEY.into(), "xx_other".into()],
+        ..fast()
+    })
+    .await;
+    let api = Api::new(&s);
+    // Failed requests count too.
+    api.post_order("rl-0", None, b"{oops")
+        .await
+        .assert_error(400, "bad_request");
+    api.post_order("rl-1", None, &amz("0"))
+        .await
+        .assert_error(422, "validation_error");
+    for i in 2..5 {
+        assert_eq!(
+            api.post_order(&format!("rl-{i}"), None, &amz("10"))
+                .await
+                .status,
+            202
+        );
+    }
+    let limited = api.post_order("rl-5", None, &amz("10")).await;
+    limited.assert_error(429, "too_many_requests");
+    assert_eq!(limited.header("retry-after").as_deref(), Some("5"));
+    // Not stored: the key is still free (and still limited).
+    api.post_order("rl-5", None, &amz("10"))
+        .await
+        .assert_error(429, "too_many_requests");
+    // Other endpoints and other keys are not limited.
+    assert_eq!(api.get("/v2/ping").await.status, 200);
+    let other = Api::new(&s).key(Some("xx_other"));
+    assert_eq!(other.post_order("rl-5", None, &amz("10")).await.status, 202);
+    assert_eq!(s.stats().answered_429, 2);
+    assert_eq!(s.orders().len(), 4);
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_dropped_connection_still_created_the_order_and_the_retry_finds_it() {
+    let s = start(SimConfig {
+        seed: 3,
+        faults: Faults {
+            drop_rate: 1.0,
+            ..Faults::default()
+        },
+        ..fast()
+    })
+    .await;
+    let api = Api::new(&s);
+    let body = amz("30");
+    let e = api
+        .try_post_order(Some("drop-1"), None, &body)
+        .await
+        .expect_err("no answer: the connection is dropped");
+    assert!(!e.is_status() && !e.is_timeout(), "{e:?}");
+    let created = s.orders();
+    assert_eq!(created.len(), 1, "created before the drop");
+    assert_eq!(created[0].idempotency_key, "drop-1");
+    // The same key and body: the stored answer, the same order.
+    let retry = api.post_order("drop-1", None, &body).await;
+    assert_eq!(retry.status, 202);
+    assert_eq!(retry.json()["id"], created[0].id.as_str());
+    assert_eq!(s.orders().len(), 1);
+    assert_eq!(s.stats().dropped, 1);
+    // The server keeps serving after a drop.
+    assert_eq!(api.get("/v2/ping").await.status, 200);
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn injected_server_errors_store_nothing_and_the_retry_goes_through() {
+    let s = start(SimConfig {
+        faults: Faults {
+            error_rate: 1.0,
+            ..Faults::default()
+        },
+        ..fast()
+    })
+    .await;
+    let api = Api::new(&s);
+    for i in 0..4 {
+        let r = api.post_order("e5-1", None, &amz("10")).await;
+        assert!(
+            r.status == 500 || r.status == 503,
+            "attempt {i}: {}",
+            r.status
+        );
+        let kind = r.error_type();
+        assert!(
+            kind == "internal_server_error" || kind == "service_unavailable",
+            "{kind}"
+        );
+    }
+    assert!(s.orders().is_empty());
+    assert_eq!(s.stats().injected_5xx, 4);
+    s.shutdown().await;
+
+    // With a seeded rate, retries with the same key succeed exactly once.
+    let s = start(SimConfig {
+        seed: 5,
+        faults: Faults {
+            error_rate: 0.5,
+            ..Faults::default()
+        },
+        ..fast()
+    })
+    .await;
+    let api = Api::new(&s);
+    let body = amz("10");
+    let mut answers = Vec::new();
+    for _ in 0..20 {
+        let r = api.post_order("e5-2", None, &body).await;
+        answers.push(r.status);
+        if r.status == 202 {
+            break;
+        }
+    }
+    assert_eq!(answers.last(), Some(&202), "{answers:?}");
+    assert!(answers.len() > 1, "seed 5 injects a 5xx first: {answers:?}");
+    assert_eq!(s.orders().len(), 1);
+    // GET /order/{id} gets injected errors too.
+    let id = s.orders()[0].id.clone();
+    let mut statuses = Vec::new();
+    for _ in 0..20 {
+        statuses.push(api.get(&format!("/v2/order/{id}")).await.status);
+    }
+    assert!(
+        statuses.contains(&200) && statuses.iter().any(|s| *s >= 500),
+        "{statuses:?}"
+    );
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn bursts_of_429_have_their_length_and_store_nothing() {
+    let s = start(SimConfig {
+        faults: Faults {
+            burst_429_rate: 1.0,
+            burst_429_len: 3,
+            ..Faults::default()
+        },
+        ..fast()
+    })
+    .await;
+    let api = Api::new(&s);
+    for _ in 0..3 {
+        let r = api.post_order("burst", None, &amz("10")).await;
+        r.assert_error(429, "too_many_requests");
+        assert_eq!(r.header("retry-after").as_deref(), Some("5"));
+    }
+    assert!(s.orders().is_empty());
+    assert_eq!(s.stats().answered_429, 3);
+    s.shutdown().await;
+
+    let s = start(SimConfig {
+        seed: 9,
+        faults: Faults {
+            burst_429_rate: 0.3,
+            burst_429_len: 2,
+            ..Faults::default()
+        },
+        ..fast()
+    })
+    .await;
+    let api = Api::new(&s);
+    let mut statuses = Vec::new();
+    for i in 0..30 {
+        statuses.push(
+            api.post_order(&format!("b-{i}"), None, &amz("1"))
+                .await
+                .status,
+        );
+    }
+    // Every run of 429s is a whole number of bursts of 2 (the last may be cut short).
+    let mut run = 0;
+    for (i, st) in statuses.iter().enumerate() {
+        if *st == 429 {
+            run += 1;
+        } else {
+            assert!(run % 2 == 0, "a burst cut short before {i}: {statuses:?}");
+            run = 0;
+        }
+    }
+    assert!(
+        statuses.contains(&429) && statuses.contains(&202),
+        "{statuses:?}"
+    );
+    let created = statuses.iter().filter(|s| **s == 202).count();
+    assert_eq!(s.orders().len(), created);
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn latency_is_added_to_every_request() {
+    let s = start(SimConfig {
+        faults: Faults {
+            latency: Duration::from_millis(150),
+            latency_jitter: Duration::from_millis(50),
+            ..Faults::default()
+        },
+        ..fast()
+    })
+    .await;
+    let api = Api::new(&s);
+    let t = Instant::now();
+    assert_eq!(api.get("/v2/ping").await.status, 200);
+    let elapsed = t.elapsed();
+    assert!(elapsed >= Duration::from_millis(150), "{elapsed:?}");
+    assert!(elapsed < Duration::from_secs(3), "{elapsed:?}");
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_seed_reproduces_a_run() {
+    async fn run(seed: u64) -> Vec<(String, OrderStatus, Option<String>)> {
+        let s = start(SimConfig {
+            seed,
+            failure_rate: 0.5,
+            ..fast()
+        })
+        .await;
+        let api = Api::new(&s);
+        for i in 0..6 {
+            assert_eq!(
+                api.post_order(&format!("seed-{i}"), Some("sync"), &amz("10"))
+                    .await
+                    .status,
+                200
+            );
+        }
+        let out = s
+            .orders()
+            .into_iter()
+            .map(|o| {
+                (
+                    o.items[0].id.clone(),
+                    o.status,
+                    o.items[0].payout_url.clone(),
+                )
+            })
+            .collect();
+        s.shutdown().await;
+        out
+    }
+    let a = run(1234).await;
+    assert_eq!(a, run(1234).await);
+    assert_ne!(a, run(4321).await);
+    let statuses: Vec<&str> = a.iter().map(|r| r.1.as_str()).collect();
+    assert!(
+        statuses.contains(&"FAILED") && statuses.contains(&"COMPLETED"),
+        "{statuses:?}"
+    );
+}

@@ -1,0 +1,550 @@
+//! Order creation in the simulator: validation, prices and currencies, balances, sync and async
+//! modes, lazy transitions, both versions' shapes, and state kept across a restart.
+
+mod sim_support;
+
+use paybatch::api::models::OrderStatus;
+use paybatch::sim::SimConfig;
+use serde_json::{Value, json};
+use sim_support::*;
+
+fn with(mut body: Value, path: &[&str], value: Value) -> Value {
+    let mut at = &mut body;
+    for p in &path[..path.len() - 1] {
+        at = match p.parse::<usize>() {
+            Ok(i) => &mut at[i],
+            Err(_) => &mut at[*p],
+        };
+    }
+    at[path[path.len() - 1]] = value;
+    body
+}
+
+#[tokio::test]
+async fn every_validation_rule_names_its_field() {
+    let s = start(SimConfig {
+        cards: vec!["card_ok".into()],
+        ..fast()
+    })
+    .await;
+    let api = Api::new(&s);
+    let usd = |code: &str, fv: &str| order("USD", vec![item(code, num(fv))]);
+    let email_item = |address: Value| {
+        json!({"face_value": 10, "distribution_method": {"type": "EMAIL", "email_address": address},
+               "products": {"type": "SINGLE", "value": "AMZ-US"}})
+    };
+    let cases: Vec<(&str, Value, &str)> = vec![
+        ("no items", order("USD", vec![]), "items"),
+        (
+            "201 items",
+            order("USD", vec![item("AMZ-US", num("1")); 201]),
+            "items",
+        ),
+        (
+            "unknown product",
+            usd("NO-SUCH", "10"),
+            "items[0].products.value",
+        ),
+        (
+            "not orderable",
+            usd("RETIRED-US", "10"),
+            "items[0].products.value",
+        ),
+        (
+            "not in the list",
+            order("GBP", vec![item("TESCO-GB", num("15"))]),
+            "items[0].face_value",
+        ),
+        (
+            "below minimum",
+            usd("AMZ-US", "0.50"),
+            "items[0].face_value",
+        ),
+        (
+            "huge",
+            usd("AMZ-US", "79228162514264337593543950335"),
+            "items[0].face_value",
+        ),
+        (
+            "above maximum",
+            usd("AMZ-US", "2000.01"),
+            "items[0].face_value",
+        ),
+        ("zero", usd("AMZ-US", "0"), "items[0].face_value"),
+        (
+            "too many decimals",
+            usd("AMZ-US", "10.005"),
+            "items[0].face_value",
+        ),
+        (
+            "decimals in JPY",
+            usd("UBER-JP", "1000.5"),
+            "items[0].face_value",
+        ),
+        (
+            "not a plan price",
+            usd("SPOTIFY-US", "11.00"),
+            "items[0].face_value",
+        ),
+        (
+            "email without address",
+            order(
+                "USD",
+                vec![with(
+                    email_item(Value::Null),
+                    &["distribution_method", "email_address"],
+                    Value::Null,
+                )],
+            ),
+            "items[0].distribution_method.email_address",
+        ),
+        (
+            "invalid email",
+            order("USD", vec![email_item("not-an-address".into())]),
+            "items[0].distribution_method.email_address",
+        ),
+        (
+            "long description",
+            with(
+                usd("AMZ-US", "10"),
+                &["description"],
+                "x".repeat(129).into(),
+            ),
+            "description",
+        ),
+        (
+            "payment currency",
+            usd("AMZ-US", "10").pipe(|b| with(b, &["payment_method", "currency"], "JPY".into())),
+            "payment_method.currency",
+        ),
+        (
+            "no payment currency",
+            json!({"payment_method": {"type": "ACCOUNT_BALANCE"}, "items": [item("AMZ-US", num("10"))]}),
+            "payment_method.currency",
+        ),
+        (
+            "single without value",
+            order(
+                "USD",
+                vec![
+                    json!({"face_value": 10, "distribution_method": {"type": "PAYOUT_LINK"}, "products": {"type": "SINGLE"}}),
+                ],
+            ),
+            "items[0].products.value",
+        ),
+        (
+            "multiple without values",
+            order(
+                "USD",
+                vec![
+                    json!({"face_value": 10, "distribution_method": {"type": "PAYOUT_LINK"}, "products": {"type": "MULTIPLE"}}),
+                ],
+            ),
+            "items[0].products.values",
+        ),
+        (
+            "multiple currencies",
+            order(
+                "USD",
+                vec![
+                    json!({"face_value": 10, "distribution_method": {"type": "PAYOUT_LINK"}, "products": {"type": "MULTIPLE", "values": ["AMZ-US", "AMZ-DE"]}}),
+                ],
+            ),
+            "items[0].products.values",
+        ),
+        (
+            "unknown card",
+            json!({"payment_method": {"type": "CARD", "card_id": "card_nope", "currency": "USD"}, "items": [item("AMZ-US", num("10"))]}),
+            "payment_method.card_id",
+        ),
+        (
+            "card without id",
+            json!({"payment_method": {"type": "CARD", "currency": "USD"}, "items": [item("AMZ-US", num("10"))]}),
+            "payment_method.card_id",
+        ),
+        (
+            "second item wrong",
+            order(
+                "USD",
+                vec![item("AMZ-US", num("10")), item("STEAM-US", num("7"))],
+            ),
+            "items[1].face_value",
+        ),
+    ];
+    for (i, (name, body, field)) in cases.into_iter().enumerate() {
+        let r = api.post_order(&format!("v-{i}"), None, &bytes(&body)).await;
+        r.assert_error(422, "validation_error");
+        let details = r.json()["details"].clone();
+        assert!(
+            details.is_object(),
+            "{name}: details is an object: {details}"
+        );
+        assert!(
+            details[field].as_str().is_some_and(|m| !m.is_empty()),
+            "{name}: expected details[{field}], got {details}"
+        );
+    }
+    // Sync orders hold one item.
+    let two = order(
+        "USD",
+        vec![item("AMZ-US", num("10")), item("AMZ-US", num("10"))],
+    );
+    let r = api.post_order("v-sync-2", Some("sync"), &bytes(&two)).await;
+    r.assert_error(422, "validation_error");
+    assert!(r.json()["details"]["items"].is_string());
+    // The same two items are fine asynchronously, and 200 items are fine.
+    assert_eq!(
+        api.post_order("v-async-2", None, &bytes(&two)).await.status,
+        202
+    );
+    let many = order("USD", vec![item("AMZ-US", num("1")); 200]);
+    assert_eq!(
+        api.post_order("v-200", None, &bytes(&many)).await.status,
+        202
+    );
+    // A payout link ignores the email address.
+    let link = order(
+        "USD",
+        vec![
+            json!({"face_value": 10, "distribution_method": {"type": "PAYOUT_LINK", "email_address": "junk"},
+                    "products": {"type": "SINGLE", "value": "AMZ-US"}}),
+        ],
+    );
+    assert_eq!(
+        api.post_order("v-link", None, &bytes(&link)).await.status,
+        202
+    );
+    assert_eq!(s.orders().len(), 3, "no invalid order was created");
+    s.shutdown().await;
+}
+
+trait Pipe: Sized {
+    fn pipe<T>(self, f: impl FnOnce(Self) -> T) -> T {
+        f(self)
+    }
+}
+impl Pipe for Value {}
+
+#[tokio::test]
+async fn malformed_requests_get_400_not_a_panic() {
+    let s = start(fast()).await;
+    let api = Api::new(&s);
+    for (i, body) in [
+        &b"{not json"[..],
+        b"",
+        b"[]",
+        b"{\"payment_method\": {\"type\": \"GOLD\", \"currency\": \"USD\"}, \"items\": []}",
+        b"{\"payment_method\": {\"type\": \"ACCOUNT_BALANCE\", \"currency\": \"USD\"}, \"items\": [{\"face_value\": \"ten\", \"distribution_method\": {\"type\": \"PAYOUT_LINK\"}, \"products\": {\"type\": \"SINGLE\", \"value\": \"AMZ-US\"}}]}",
+        b"\xff\xfe\x00",
+        b"{\"payment_method\": {\"type\": \"ACCOUNT_BALANCE\", \"currency\": \"USD\"}, \"items\": [{\"face_value\": 1e400, \"distribution_method\": {\"type\": \"PAYOUT_LINK\"}, \"products\": {\"type\": \"SINGLE\", \"value\": \"AMZ-US\"}}]}",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        api.post_order(&format!("m-{i}"), None, body).await.assert_error(400, "bad_request");
+    }
+    // Headers of order creation.
+    let r = api
+        .try_post_order(None, None, &amz("10"))
+        .await
+        .expect("answer");
+    r.assert_error(400, "bad_request");
+    assert!(
+        r.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("X-Idempotency-Key")
+    );
+    api.post_order("m-mode", Some("later"), &amz("10"))
+        .await
+        .assert_error(400, "bad_request");
+    assert!(s.orders().is_empty());
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_sync_order_answers_the_full_order() {
+    let s = start(fast()).await;
+    let api = Api::new(&s);
+    let mut body = order(
+        "USD",
+        vec![
+            json!({"face_value": "25.00", "distribution_method": {"type": "EMAIL", "email_address": "ann@example.com"},
+                    "products": {"type": "SINGLE", "value": "AMZ-US"}}),
+        ],
+    );
+    body["description"] = "November rewards, row 7".into();
+    body["metadata"] = json!({"batch": "nov", "row": "7"});
+    let r = api
+        .post_order("sync-full", Some("sync"), &bytes(&body))
+        .await;
+    assert_eq!(r.status, 200);
+    let o = r.json();
+    let id = o["id"].as_str().unwrap();
+    assert!(
+        id.starts_with("O-") && id.len() == 28,
+        "O- and a ULID: {id}"
+    );
+    assert!(ulid::Ulid::from_string(&id[2..]).is_ok());
+    assert_eq!(o["status"], "COMPLETED");
+    assert!(o["created_at"].as_str().unwrap().ends_with('Z'));
+    assert!(chrono::DateTime::parse_from_rfc3339(o["completed_at"].as_str().unwrap()).is_ok());
+    assert_eq!(o["description"], "November rewards, row 7");
+    assert_eq!(o["metadata"], json!({"batch": "nov", "row": "7"}));
+    assert_eq!(
+        o["payment_method"],
+        json!({"type": "ACCOUNT_BALANCE", "currency": "USD"})
+    );
+    assert_eq!(o["currency"], "USD");
+    assert_eq!(o["total_price"], "24.50");
+    assert_eq!(o["total_discount"], "0.50");
+    assert_eq!(
+        o["transaction_detail"],
+        json!({"USD": {"value": "24.50", "fx": null}})
+    );
+    let it = &o["items"][0];
+    let item_id = it["id"].as_str().unwrap();
+    assert!(item_id.starts_with("E-") && item_id.len() == 11);
+    assert!(
+        item_id[2..]
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
+    );
+    assert_eq!(it["distribution_method"]["type"], "EMAIL");
+    assert_eq!(it["products"], json!({"type": "SINGLE", "value": "AMZ-US"}));
+    assert_eq!(dec(it["face_value"].as_str().unwrap()), dec("25"));
+    assert_eq!(it["price"], "24.50");
+    assert_eq!(it["currency"], "USD");
+    assert_eq!(it["discount_multiplier"], "0.02");
+    assert_eq!(it["payout"]["status"], "ACTIVE");
+    assert!(
+        it["payout"]["url"]
+            .as_str()
+            .unwrap()
+            .starts_with("https://playground.example/redeem/")
+    );
+    assert!(
+        it["payout"]["status_updated_at"].is_string() && it["payout"]["expiry_date"].is_string()
+    );
+    assert!(it.get("redemption_url").is_none());
+    // GET answers the same order.
+    let again = api.get(&format!("/v2/order/{id}")).await.json();
+    assert_eq!(again, o);
+    // Debited at creation.
+    assert_eq!(api.balance("USD").await, "99975.50");
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_async_order_processes_then_completes_lazily() {
+    let s = start(fast()).await;
+    let api = Api::new(&s);
+    let r = api.post_order("async-1", None, &amz("10")).await;
+    assert_eq!(r.status, 202);
+    let accepted = r.json();
+    assert_eq!(
+        accepted.as_object().unwrap().len(),
+        2,
+        "only id and status: {accepted}"
+    );
+    assert_eq!(accepted["status"], "PROCESSING");
+    let id = accepted["id"].as_str().unwrap();
+    assert_eq!(api.balance("USD").await, "99990.20", "debited at creation");
+
+    let partial = api.get(&format!("/v2/order/{id}")).await;
+    assert_eq!(partial.status, 200);
+    let partial = partial.json();
+    assert_eq!(partial["status"], "PROCESSING");
+    let keys: Vec<&String> = partial.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["id", "status", "message"], "the partial shape");
+
+    let done = api.wait_done(id).await;
+    assert_eq!(done["status"], "COMPLETED");
+    assert!(done["items"][0]["payout"]["url"].is_string());
+    let listed = api.get("/v2/order").await.json();
+    assert_eq!(listed["items"][0]["status"], "COMPLETED");
+    assert_eq!(s.orders()[0].status, OrderStatus::Completed);
+    assert_eq!(api.balance("USD").await, "99990.20");
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn failed_orders_are_refunded_and_carry_no_payout() {
+    let s = start(SimConfig {
+        failure_rate: 1.0,
+        processing_min: std::time::Duration::from_millis(300),
+        processing_max: std::time::Duration::from_millis(400),
+        ..fast()
+    })
+    .await;
+    let api = Api::new(&s);
+    let r = api.post_order("fail-async", None, &amz("100")).await;
+    assert_eq!(r.status, 202);
+    let id = r.json()["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        api.balance("USD").await,
+        "99902.00",
+        "debited while processing"
+    );
+    let done = api.wait_done(&id).await;
+    assert_eq!(done["status"], "FAILED");
+    assert!(done["message"].as_str().is_some_and(|m| !m.is_empty()));
+    assert!(done["items"][0].get("payout").is_none());
+    assert_eq!(
+        api.balance("USD").await,
+        "100000.00",
+        "refunded when it failed"
+    );
+    assert!(s.orders()[0].items[0].payout_url.is_none());
+
+    let sync = api.post_order("fail-sync", Some("sync"), &amz("50")).await;
+    assert_eq!(sync.status, 200);
+    assert_eq!(sync.json()["status"], "FAILED");
+    assert_eq!(api.balance("USD").await, "100000.00");
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_balance_must_cover_the_order() {
+    let s = start(SimConfig {
+        balances: vec![("USD".into(), dec("5.00"))],
+        ..fast()
+    })
+    .await;
+    let api = Api::new(&s);
+    let r = api.post_order("poor", None, &amz("10")).await;
+    r.assert_error(400, "insufficient_balance");
+    let message = r.json()["message"].as_str().unwrap().to_string();
+    assert!(
+        message.contains("9.80") && message.contains("5.00"),
+        "{message}"
+    );
+    assert!(s.orders().is_empty());
+    assert_eq!(api.balance("USD").await, "5.00");
+    // Cards do not use the balance.
+    let card = json!({"payment_method": {"type": "CARD", "card_id": "card_sim_visa", "currency": "USD"},
+                      "items": [item("AMZ-US", num("10"))]});
+    let r = api.post_order("card", Some("sync"), &bytes(&card)).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.json()["payment_method"],
+        json!({"type": "CARD", "card_id": "card_sim_visa", "currency": "USD"})
+    );
+    assert_eq!(api.balance("USD").await, "5.00");
+    assert_eq!(s.balance("USD"), dec("5"));
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn prices_are_converted_into_the_payment_currency() {
+    let s = start(fast()).await;
+    let api = Api::new(&s);
+    // 3000 JPY less 3 % = 2910 JPY; at 0.0067 USD per JPY = 19.497 -> 19.50 USD.
+    let r = api
+        .post_order(
+            "fx-jpy",
+            Some("sync"),
+            &bytes(&order("USD", vec![item("UBER-JP", num("3000"))])),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    let o = r.json();
+    assert_eq!(o["items"][0]["price"], "2910");
+    assert_eq!(o["items"][0]["currency"], "JPY");
+    assert_eq!(o["currency"], "USD");
+    assert_eq!(o["total_price"], "19.50");
+    assert_eq!(o["total_discount"], "0.60");
+    assert_eq!(
+        o["transaction_detail"]["USD"],
+        json!({"value": "19.50", "fx": "0.0067"})
+    );
+    assert_eq!(api.balance("USD").await, "99980.50");
+    // Face value as a string or a number: both exact.
+    let as_string = api
+        .post_order(
+            "fx-str",
+            Some("sync"),
+            &bytes(&order("GBP", vec![item("TESCO-GB", "20.00".into())])),
+        )
+        .await;
+    assert_eq!(as_string.status, 200);
+    assert_eq!(as_string.json()["total_price"], "19.20");
+    let subscription = api
+        .post_order(
+            "sub",
+            Some("sync"),
+            &bytes(&order("USD", vec![item("SPOTIFY-US", num("32.97"))])),
+        )
+        .await;
+    assert_eq!(subscription.status, 200);
+    assert_eq!(subscription.json()["items"][0]["price"], "31.32");
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_older_version_carries_redemption_url() {
+    let s = start(fast()).await;
+    let api = Api::new(&s).version("2023-07-27");
+    let r = api.post_order("old", Some("sync"), &amz("10")).await;
+    assert_eq!(r.status, 200);
+    let it = &r.json()["items"][0];
+    assert!(
+        it["redemption_url"]
+            .as_str()
+            .unwrap()
+            .starts_with("https://playground.example/redeem/")
+    );
+    assert!(it.get("payout").is_none());
+    let id = r.json()["id"].as_str().unwrap().to_string();
+    // The same order read with the current version carries payout.
+    let now = Api::new(&s).get(&format!("/v2/order/{id}")).await.json();
+    assert_eq!(now["items"][0]["payout"]["url"], it["redemption_url"]);
+    assert!(now["items"][0].get("redemption_url").is_none());
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_state_file_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("sim-state.db");
+    let config = SimConfig {
+        state: Some(state.clone()),
+        ..fast()
+    };
+    let s = start(config.clone()).await;
+    let api = Api::new(&s);
+    let body = amz("40");
+    let r = api.post_order("persist", None, &body).await;
+    assert_eq!(r.status, 202);
+    let accepted = r.body.clone();
+    let id = r.json()["id"].as_str().unwrap().to_string();
+    api.post_order("persist-bad", None, &amz("0"))
+        .await
+        .assert_error(422, "validation_error");
+    s.shutdown().await;
+
+    // Restart with other initial balances: the file's balances win.
+    let s = start(SimConfig {
+        balances: vec![("USD".into(), dec("1.00"))],
+        ..config
+    })
+    .await;
+    let api = Api::new(&s);
+    let done = api.wait_done(&id).await;
+    assert_eq!(
+        done["status"], "COMPLETED",
+        "settled lazily after the restart"
+    );
+    assert_eq!(api.balance("USD").await, "99960.80");
+    let replay = api.post_order("persist", None, &body).await;
+    assert_eq!(
+        (replay.status, replay.body),
+        (202, accepted),
+        "idempotency records survive"
+    );
+    api.post_order("persist-bad", None, &amz("0"))
+        .await
+        .assert_error(422, "validation_error");
+    assert_eq!(s.orders().len(), 1);
+    s.shutdown().await;
+}
