@@ -635,13 +635,15 @@ fn spec_to_json(s: &RowSpec) -> String {
     .to_string()
 }
 
-/// Price of a row in its product's currency: face value less discount.
+/// Price of a row in its product's currency: face value less discount. For a choice of
+/// products the smallest discount counts (the highest price the recipient's choice can cost).
 pub fn row_price(spec: &RowSpec, products: &HashMap<&str, &Product>) -> Decimal {
     let discount = spec
         .product_codes
-        .first()
-        .and_then(|c| products.get(c.as_str()))
+        .iter()
+        .filter_map(|c| products.get(c.as_str()))
         .map(|p| p.discount())
+        .min()
         .unwrap_or(Decimal::ZERO);
     let places = crate::money::minor_units(&spec.currency);
     (spec.face_value * (Decimal::ONE - discount)).round_dp(places)

@@ -280,12 +280,33 @@ fn set_balance(tx: &Transaction<'_>, currency: &str, amount: Decimal) -> Result<
     Ok(())
 }
 
+/// Creates `path` with mode 0600 when missing and narrows an existing file to 0600.
+fn create_private(path: &Path) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).append(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        options.mode(0o600);
+        options.open(path)?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    }
+    #[cfg(not(unix))]
+    options.open(path).map(|_| ())?;
+    Ok(())
+}
+
 impl Store {
     /// Opens (or creates) the state. Balances are written only when the state is new.
     pub fn open(
         path: Option<&Path>,
         balances: &[(String, Decimal)],
     ) -> std::result::Result<Store, String> {
+        if let Some(p) = path {
+            // The state holds payout links (bearer instruments): private file, and SQLite gives
+            // its WAL and shared-memory files the same mode.
+            create_private(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        }
         let mut conn = match path {
             Some(p) => Connection::open(p),
             None => Connection::open_in_memory(),
