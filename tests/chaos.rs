@@ -82,13 +82,20 @@ impl SimProcess {
                 faults.push(format!("{flag}={value}"));
             }
         };
-        maybe(rng, "--failure-rate", format!("{:.2}", rng.gen_range(0.05..0.4)));
-        maybe(rng, "--drop-rate", format!("{:.2}", rng.gen_range(0.05..0.35)));
-        maybe(rng, "--error-rate", format!("{:.2}", rng.gen_range(0.05..0.3)));
-        maybe(rng, "--burst-429-rate", format!("{:.2}", rng.gen_range(0.02..0.15)));
-        maybe(rng, "--latency-ms", rng.gen_range(5..60).to_string());
-        maybe(rng, "--latency-jitter-ms", rng.gen_range(5..120).to_string());
-        maybe(rng, "--in-progress-delay-ms", rng.gen_range(50..400).to_string());
+        let v = format!("{:.2}", rng.gen_range(0.05..0.4));
+        maybe(rng, "--failure-rate", v);
+        let v = format!("{:.2}", rng.gen_range(0.05..0.35));
+        maybe(rng, "--drop-rate", v);
+        let v = format!("{:.2}", rng.gen_range(0.05..0.3));
+        maybe(rng, "--error-rate", v);
+        let v = format!("{:.2}", rng.gen_range(0.02..0.15));
+        maybe(rng, "--burst-429-rate", v);
+        let v = rng.gen_range(5..60).to_string();
+        maybe(rng, "--latency-ms", v);
+        let v = rng.gen_range(5..120).to_string();
+        maybe(rng, "--latency-jitter-ms", v);
+        let v = rng.gen_range(50..400).to_string();
+        maybe(rng, "--in-progress-delay-ms", v);
         let mut child = Command::new(BIN)
             .args(&args)
             .stdout(Stdio::piped())
@@ -170,7 +177,9 @@ fn write_batch(dir: &Path, rng: &mut StdRng) -> (PathBuf, Vec<String>) {
             String::new()
         };
         let reference = format!("CH-{i:03}");
-        csv.push_str(&format!("{reference},{code},{value},{currency},{email},row {i}\n"));
+        csv.push_str(&format!(
+            "{reference},{code},{value},{currency},{email},row {i}\n"
+        ));
         refs.push(reference);
     }
     let path = dir.join("batch.csv");
@@ -222,7 +231,10 @@ async fn one_run(
     if chaos {
         if rng.gen_bool(0.35) {
             let point = FAIL_POINTS[rng.gen_range(0..FAIL_POINTS.len())];
-            cmd.env("PAYBATCH_FAILPOINT", format!("{point}:{}", rng.gen_range(1..4)));
+            cmd.env(
+                "PAYBATCH_FAILPOINT",
+                format!("{point}:{}", rng.gen_range(1..4)),
+            );
         } else if rng.gen_bool(0.8) {
             kill_after = Some(Duration::from_millis(rng.gen_range(30..2500)));
         }
@@ -270,7 +282,14 @@ async fn scenario(seed: u64) -> Result<Seen, String> {
         if Instant::now() > deadline {
             break;
         }
-        let (code, stderr) = one_run(dir.path(), &sim.base_url, &mut rng, i < chaos_runs, &mut seen).await;
+        let (code, stderr) = one_run(
+            dir.path(),
+            &sim.base_url,
+            &mut rng,
+            i < chaos_runs,
+            &mut seen,
+        )
+        .await;
         match code {
             Some(0) | Some(4) => {
                 finished = code;
@@ -278,7 +297,9 @@ async fn scenario(seed: u64) -> Result<Seen, String> {
             }
             None | Some(5) => {}
             Some(other) => {
-                return Err(format!("seed {seed}: run exited {other} (faults {faults:?}):\n{stderr}"));
+                return Err(format!(
+                    "seed {seed}: run exited {other} (faults {faults:?}):\n{stderr}"
+                ));
             }
         }
     }
@@ -311,18 +332,29 @@ async fn scenario(seed: u64) -> Result<Seen, String> {
             .filter(|o| o.status != paybatch::api::OrderStatus::Failed)
             .collect();
         if live.len() > 1 {
-            return Err(format!("seed {seed}: row {r} paid {} times: {:?}", live.len(), live.iter().map(|o| &o.id).collect::<Vec<_>>()));
+            return Err(format!(
+                "seed {seed}: row {r} paid {} times: {:?}",
+                live.len(),
+                live.iter().map(|o| &o.id).collect::<Vec<_>>()
+            ));
         }
         if list.is_empty() {
             return Err(format!("seed {seed}: row {r} has no service order"));
         }
         if list.len() > 1 {
-            return Err(format!("seed {seed}: row {r} has {} service orders (no retry was asked)", list.len()));
+            return Err(format!(
+                "seed {seed}: row {r} has {} service orders (no retry was asked)",
+                list.len()
+            ));
         }
     }
     // 2. No input row missing from the ledger or the result file.
     if rows.len() != refs.len() {
-        return Err(format!("seed {seed}: ledger has {} rows, input {}", rows.len(), refs.len()));
+        return Err(format!(
+            "seed {seed}: ledger has {} rows, input {}",
+            rows.len(),
+            refs.len()
+        ));
     }
     let result = dir.path().join("batch.result.csv");
     let result_lines = std::fs::read_to_string(&result)
@@ -330,16 +362,24 @@ async fn scenario(seed: u64) -> Result<Seen, String> {
         .lines()
         .count();
     if result_lines != refs.len() + 1 {
-        return Err(format!("seed {seed}: result file has {result_lines} lines for {} rows", refs.len()));
+        return Err(format!(
+            "seed {seed}: result file has {result_lines} lines for {} rows",
+            refs.len()
+        ));
     }
     // 3. The ledger's order ids and statuses equal the service's.
     let by_id: HashMap<&str, &SimOrderRecord> = truth.iter().map(|o| (o.id.as_str(), o)).collect();
     for o in &orders {
         let Some(id) = o.service_order_id.as_deref() else {
-            return Err(format!("seed {seed}: ledger order {} has no service id in state {}", o.id, o.state));
+            return Err(format!(
+                "seed {seed}: ledger order {} has no service id in state {}",
+                o.id, o.state
+            ));
         };
         let Some(t) = by_id.get(id) else {
-            return Err(format!("seed {seed}: ledger order {id} unknown to the service"));
+            return Err(format!(
+                "seed {seed}: ledger order {id} unknown to the service"
+            ));
         };
         let same = matches!(
             (o.state, t.status),
@@ -347,20 +387,32 @@ async fn scenario(seed: u64) -> Result<Seen, String> {
                 | (OrderState::Failed, paybatch::api::OrderStatus::Failed)
         );
         if !same {
-            return Err(format!("seed {seed}: order {id}: ledger {} vs service {:?}", o.state, t.status));
+            return Err(format!(
+                "seed {seed}: order {id}: ledger {} vs service {:?}",
+                o.state, t.status
+            ));
         }
     }
     if orders.len() != truth.len() {
-        return Err(format!("seed {seed}: ledger knows {} orders, the service has {}", orders.len(), truth.len()));
+        return Err(format!(
+            "seed {seed}: ledger knows {} orders, the service has {}",
+            orders.len(),
+            truth.len()
+        ));
     }
     for row in &rows {
         if !matches!(row.state, RowState::Completed | RowState::Failed) {
-            return Err(format!("seed {seed}: row {} ended {}", row.reference, row.state));
+            return Err(format!(
+                "seed {seed}: row {} ended {}",
+                row.reference, row.state
+            ));
         }
     }
     let failed = rows.iter().filter(|r| r.state == RowState::Failed).count();
-    if (failed > 0) != (final_code == Some(4)) {
-        return Err(format!("seed {seed}: exit {final_code:?} with {failed} failed rows"));
+    if (failed > 0) != (final_code == 4) {
+        return Err(format!(
+            "seed {seed}: exit {final_code} with {failed} failed rows"
+        ));
     }
     // 4. The balance moved by exactly the sum of completed prices.
     let mut spent: BTreeMap<String, Decimal> = BTreeMap::new();
@@ -368,10 +420,14 @@ async fn scenario(seed: u64) -> Result<Seen, String> {
         let spec: serde_json::Value =
             serde_json::from_str(row.spec.as_deref().unwrap_or("{}")).unwrap_or_default();
         let currency = spec["payment_currency"].as_str().unwrap_or("?").to_string();
-        let price: Decimal = row.price.as_deref().and_then(|p| p.parse().ok()).ok_or(format!(
-            "seed {seed}: completed row {} has no price",
-            row.reference
-        ))?;
+        let price: Decimal = row
+            .price
+            .as_deref()
+            .and_then(|p| p.parse().ok())
+            .ok_or(format!(
+                "seed {seed}: completed row {} has no price",
+                row.reference
+            ))?;
         *spent.entry(currency).or_default() += price;
     }
     let start: Decimal = START_BALANCE.parse().expect("decimal");
@@ -379,11 +435,19 @@ async fn scenario(seed: u64) -> Result<Seen, String> {
         let now = sim.balance(currency).await;
         let expected = start - spent.get(currency).copied().unwrap_or_default();
         if now != expected {
-            return Err(format!("seed {seed}: {currency} balance {now}, expected {expected}"));
+            return Err(format!(
+                "seed {seed}: {currency} balance {now}, expected {expected}"
+            ));
         }
     }
     let stats = sim.stats().await;
-    for key in ["answered_429", "injected_5xx", "dropped", "in_progress", "replayed"] {
+    for key in [
+        "answered_429",
+        "injected_5xx",
+        "dropped",
+        "in_progress",
+        "replayed",
+    ] {
         if let Some(n) = stats.get(key).and_then(|v| v.as_u64()) {
             *seen.faults.entry(key.to_string()).or_default() += n;
         }
@@ -418,7 +482,9 @@ async fn chaos_every_row_is_paid_at_most_once_and_the_books_balance() {
                         *total.faults.entry(k).or_default() += v;
                     }
                 }
-                Err(e) => panic!("chaos scenario failed (repeat with PAYBATCH_CHAOS_SEED and PAYBATCH_CHAOS_SCENARIOS=1): {e}"),
+                Err(e) => panic!(
+                    "chaos scenario failed (repeat with PAYBATCH_CHAOS_SEED and PAYBATCH_CHAOS_SCENARIOS=1): {e}"
+                ),
             }
         }
     }
@@ -430,5 +496,8 @@ async fn chaos_every_row_is_paid_at_most_once_and_the_books_balance() {
         total.aborts,
         total.faults
     );
-    assert!(total.kills + total.aborts > 0, "the suite must actually kill runs");
+    assert!(
+        total.kills + total.aborts > 0,
+        "the suite must actually kill runs"
+    );
 }

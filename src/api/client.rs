@@ -206,6 +206,9 @@ impl Client {
         body: &[u8],
     ) -> Result<T, ApiError> {
         if status.is_success() {
+            if let Some(e) = error_shaped(status, body) {
+                return Err(e);
+            }
             return serde_json::from_slice::<T>(body)
                 .map_err(|e| success_body_error(status, body, e));
         }
@@ -313,6 +316,9 @@ impl Client {
         if !status.is_success() {
             return Err(error_from(status, &headers, &body));
         }
+        if let Some(e) = error_shaped(status, &body) {
+            return Err(e);
+        }
         let view = OrderView::from_json(&body).map_err(|e| success_body_error(status, &body, e))?;
         if view.id() != id {
             return Err(ApiError::Protocol {
@@ -337,6 +343,11 @@ impl Client {
             .header("Content-Type", "application/json")
             .body(body.to_vec());
         let (status, headers, body) = self.exchange(request).await?;
+        if status.is_success()
+            && let Some(e) = error_shaped(status, &body)
+        {
+            return Err(e);
+        }
         match status.as_u16() {
             200 => {
                 let view = OrderView::from_json(&body)
@@ -424,6 +435,26 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     text
+}
+
+/// A 2xx answer that carries the error shape (`type` and `message` at the top level): no
+/// success shape of the interface has a top-level `type`, so it is never read as a success.
+fn error_shaped(status: StatusCode, body: &[u8]) -> Option<ApiError> {
+    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let obj = value.as_object()?;
+    if obj.get("type").is_some_and(|t| t.is_string()) && obj.contains_key("message") {
+        let err: ErrorBody = serde_json::from_value(value.clone()).ok()?;
+        return Some(ApiError::Protocol {
+            status: status.as_u16(),
+            reason: format!(
+                "a {} answer carried an error body ({}: {})",
+                status.as_u16(),
+                err.kind,
+                err.message
+            ),
+        });
+    }
+    None
 }
 
 /// A 2xx answer whose body is not the promised shape.

@@ -22,7 +22,7 @@ pub enum ApiError {
         status: u16,
         /// Normalised (snake_case) error type.
         kind: String,
-        body: ErrorBody,
+        body: Box<ErrorBody>,
         /// `Retry-After`, when the service sent one.
         retry_after: Option<Duration>,
     },
@@ -44,7 +44,7 @@ impl ApiError {
         ApiError::Service {
             status,
             kind: normalize_error_type(&body.kind),
-            body,
+            body: Box::new(body),
             retry_after,
         }
     }

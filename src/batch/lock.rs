@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
-    #[error("another paybatch process is running with the ledger {ledger} (lock {lock} held{holder})")]
+    #[error(
+        "another paybatch process is running with the ledger {ledger} (lock {lock} held{holder})"
+    )]
     Held {
         ledger: PathBuf,
         lock: PathBuf,

@@ -97,7 +97,9 @@ impl RunOptions {
 
     /// `--batch`, else the input file's stem.
     pub fn batch_name(&self) -> String {
-        self.batch.clone().unwrap_or_else(|| default_batch_name(&self.input))
+        self.batch
+            .clone()
+            .unwrap_or_else(|| default_batch_name(&self.input))
     }
 }
 
@@ -127,7 +129,10 @@ pub enum RunError {
     #[error(transparent)]
     Locked(#[from] LockError),
     #[error("{} problem(s) in {}; nothing was submitted", .problems.len(), .input.display())]
-    Invalid { input: PathBuf, problems: Vec<Problem> },
+    Invalid {
+        input: PathBuf,
+        problems: Vec<Problem>,
+    },
     #[error("{message}")]
     Refused { message: String, help: String },
     #[error("{message}")]
@@ -381,7 +386,11 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         }
     })?;
     let problems = checked.problems();
-    let valid_rows = checked.rows.iter().filter(|r| r.problems.is_empty()).count();
+    let valid_rows = checked
+        .rows
+        .iter()
+        .filter(|r| r.problems.is_empty())
+        .count();
     reporter.line(format!(
         "validated: {} rows, {} valid, {} with problems",
         checked.rows.len(),
@@ -412,7 +421,10 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
     let batch = match existing {
         Some(b) => {
             ledger.update_batch_input(b.id, &input_path, &checked.file_hash, &checked.headers)?;
-            reporter.line(format!("resuming batch {batch_name} (created {})", b.created_at));
+            reporter.line(format!(
+                "resuming batch {batch_name} (created {})",
+                b.created_at
+            ));
             b
         }
         None => ledger.create_batch(&ledger::NewBatch {
@@ -487,7 +499,10 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
     )?;
     if !plans.is_empty() {
         ledger.plan_orders(batch.id, &plans)?;
-        reporter.line(format!("planned: {} new orders (intents committed)", plans.len()));
+        reporter.line(format!(
+            "planned: {} new orders (intents committed)",
+            plans.len()
+        ));
     }
     failpoint::hit("after_intent");
 
@@ -553,9 +568,7 @@ fn check_binding(b: &ledger::BatchRecord, conn: &Connection) -> Result<(), RunEr
                 env.name(),
                 base
             ),
-            help: format!(
-                "resume it with the environment it was started in, or give this run another --batch name (a rehearsal and a real payout must not share a batch)"
-            ),
+            help: "resume it with the environment it was started in, or give this run another --batch name (a rehearsal and a real payout must not share a batch)".into(),
         });
     }
     if b.key_fingerprint != conn.key_fingerprint {
@@ -578,12 +591,7 @@ pub fn incoming_rows(checked: &CheckedInput) -> Vec<IncomingRow> {
         let valid = row.problems.is_empty() && row.spec.is_some();
         let reference = match &row.spec {
             Some(s) => s.reference.clone(),
-            None => row
-                .record
-                .fields
-                .first()
-                .cloned()
-                .unwrap_or_default(),
+            None => row.record.fields.first().cloned().unwrap_or_default(),
         };
         // Invalid rows without a usable reference still get a line in the result file.
         let reference = if reference.is_empty() || !seen.insert(reference.clone()) {
@@ -674,10 +682,13 @@ async fn preflight(
     }
     let mut short = Vec::new();
     for (currency, amount) in &need {
-        let balance = client
-            .balance(currency)
-            .await
-            .map_err(|e| if is_auth_error(&e) { RunError::Auth(e) } else { RunError::Api(e) })?;
+        let balance = client.balance(currency).await.map_err(|e| {
+            if is_auth_error(&e) {
+                RunError::Auth(e)
+            } else {
+                RunError::Api(e)
+            }
+        })?;
         reporter.line(format!(
             "balance {currency}: {} available, {amount} needed",
             balance.balance
@@ -697,7 +708,10 @@ async fn preflight(
     }
     if !short.is_empty() {
         return Err(RunError::Refused {
-            message: format!("the balance is too low; nothing was submitted:\n  {}", short.join("\n  ")),
+            message: format!(
+                "the balance is too low; nothing was submitted:\n  {}",
+                short.join("\n  ")
+            ),
             help: "top up the account, or pay fewer rows (split the file), then run again".into(),
         });
     }
@@ -740,10 +754,11 @@ fn plan_orders(
     for currency in currency_order {
         for chunk in groups[currency].chunks(per_order) {
             let items: Vec<(&RowSpec, i64)> = chunk.iter().map(|(r, s)| (*s, r.attempt)).collect();
-            let body = plan::order_body(batch, currency, &items).map_err(|e| RunError::Refused {
-                message: format!("cannot encode an order of batch {batch}: {e}"),
-                help: String::new(),
-            })?;
+            let body =
+                plan::order_body(batch, currency, &items).map_err(|e| RunError::Refused {
+                    message: format!("cannot encode an order of batch {batch}: {e}"),
+                    help: String::new(),
+                })?;
             let keyed: Vec<(&str, i64)> = chunk
                 .iter()
                 .map(|(r, _)| (r.reference.as_str(), r.attempt))
@@ -795,8 +810,14 @@ enum Sent {
     Stop(RunError),
 }
 
-async fn submit_all(stage: &Arc<Stage>, batch_id: i64, opts: &RunOptions) -> Result<usize, RunError> {
-    let intents = stage.ledger().orders_in_state(batch_id, OrderState::Intent)?;
+async fn submit_all(
+    stage: &Arc<Stage>,
+    batch_id: i64,
+    opts: &RunOptions,
+) -> Result<usize, RunError> {
+    let intents = stage
+        .ledger()
+        .orders_in_state(batch_id, OrderState::Intent)?;
     if intents.is_empty() {
         return Ok(0);
     }
@@ -917,7 +938,9 @@ async fn submit_one(stage: &Stage, limiter: &Limiter, order: OrderRecord, tries:
                     return Sent::Stop(le.into());
                 }
                 let floor = if e.is_rate_limited() {
-                    e.retry_after().unwrap_or_default().max(Duration::from_secs(5))
+                    e.retry_after()
+                        .unwrap_or_default()
+                        .max(Duration::from_secs(5))
                 } else {
                     e.retry_after().unwrap_or_default()
                 };
@@ -953,7 +976,11 @@ async fn submit_one(stage: &Stage, limiter: &Limiter, order: OrderRecord, tries:
     ))
 }
 
-fn record_created(stage: &Stage, order: &OrderRecord, outcome: CreateOutcome) -> Result<(), RunError> {
+fn record_created(
+    stage: &Stage,
+    order: &OrderRecord,
+    outcome: CreateOutcome,
+) -> Result<(), RunError> {
     match outcome {
         CreateOutcome::Accepted(a) => {
             let response = serde_json::to_string(&a).ok();
@@ -1049,13 +1076,16 @@ async fn poll_all(
     batch_id: i64,
     opts: &RunOptions,
 ) -> Result<Option<String>, RunError> {
-    let accepted = stage.ledger().orders_in_state(batch_id, OrderState::Accepted)?;
+    let accepted = stage
+        .ledger()
+        .orders_in_state(batch_id, OrderState::Accepted)?;
     if accepted.is_empty() {
         return Ok(None);
     }
-    stage
-        .reporter
-        .line(format!("polling {} orders until they complete", accepted.len()));
+    stage.reporter.line(format!(
+        "polling {} orders until they complete",
+        accepted.len()
+    ));
     let deadline = Instant::now() + opts.poll_timeout;
     let bar = stage.reporter.bar(accepted.len() as u64, "poll");
     let semaphore = Arc::new(tokio::sync::Semaphore::new(16));
@@ -1144,10 +1174,9 @@ async fn poll_one(
                 };
                 wait = backoff(errors, floor);
                 if !e.is_transient() {
-                    stage.reporter.warn(format!(
-                        "order {service_id}: {}; it will be asked again",
-                        e
-                    ));
+                    stage
+                        .reporter
+                        .warn(format!("order {service_id}: {}; it will be asked again", e));
                     wait = wait.max(Duration::from_secs(5));
                 }
             }

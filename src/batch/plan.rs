@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use uuid::Uuid;
 
 use crate::api::models::{
-    DistributionMethod, DistributionType, NewOrder, NewOrderItem, PaymentMethod,
-    PaymentMethodType, ProductSelection,
+    DistributionMethod, DistributionType, NewOrder, NewOrderItem, PaymentMethod, PaymentMethodType,
+    ProductSelection,
 };
 
 use super::validate::RowSpec;
@@ -21,8 +21,24 @@ pub const MAX_DESCRIPTION: usize = 128;
 /// UUID v5 of (environment, batch, row reference, attempt): the same row and attempt always get
 /// the same key; a retry (next attempt) gets a new one.
 pub fn idempotency_key(environment: &str, batch: &str, reference: &str, attempt: i64) -> String {
-    let name = format!("paybatch\u{1f}{environment}\u{1f}{batch}\u{1f}{reference}\u{1f}{attempt}");
+    let mut name = key_prefix(environment, batch);
+    push_part(&mut name, reference);
+    push_part(&mut name, &attempt.to_string());
     Uuid::new_v5(&KEY_NAMESPACE, name.as_bytes()).to_string()
+}
+
+/// Each part is length-prefixed, so no choice of names can make two key inputs collide.
+fn push_part(name: &mut String, part: &str) {
+    name.push_str(&part.len().to_string());
+    name.push(':');
+    name.push_str(part);
+}
+
+fn key_prefix(environment: &str, batch: &str) -> String {
+    let mut name = String::from("paybatch-key-v1/");
+    push_part(&mut name, environment);
+    push_part(&mut name, batch);
+    name
 }
 
 /// The key of an order of several rows: UUID v5 of (environment, batch, every row reference and
@@ -31,12 +47,11 @@ pub fn order_key(environment: &str, batch: &str, rows: &[(&str, i64)]) -> String
     match rows {
         [(reference, attempt)] => idempotency_key(environment, batch, reference, *attempt),
         many => {
-            let mut name = format!("paybatch\u{1f}{environment}\u{1f}{batch}");
+            let mut name = key_prefix(environment, batch);
+            push_part(&mut name, "order");
             for (reference, attempt) in many {
-                name.push('\u{1e}');
-                name.push_str(reference);
-                name.push('\u{1f}');
-                name.push_str(&attempt.to_string());
+                push_part(&mut name, reference);
+                push_part(&mut name, &attempt.to_string());
             }
             Uuid::new_v5(&KEY_NAMESPACE, name.as_bytes()).to_string()
         }
@@ -140,6 +155,9 @@ mod tests {
     fn description_fits_the_service_limit() {
         let long = "x".repeat(300);
         assert_eq!(description(&long, &["r"]).chars().count(), MAX_DESCRIPTION);
-        assert_eq!(description("nov", &["EMP-1"]), "paybatch batch=nov row=EMP-1");
+        assert_eq!(
+            description("nov", &["EMP-1"]),
+            "paybatch batch=nov row=EMP-1"
+        );
     }
 }

@@ -59,7 +59,11 @@ impl ReconcileReport {
 }
 
 /// Reads (reference, attempt) pairs from paybatch's metadata, or from the description.
-fn rows_of(batch: &str, metadata: Option<&std::collections::BTreeMap<String, String>>, description: Option<&str>) -> Option<Vec<(String, i64)>> {
+fn rows_of(
+    batch: &str,
+    metadata: Option<&std::collections::BTreeMap<String, String>>,
+    description: Option<&str>,
+) -> Option<Vec<(String, i64)>> {
     if let Some(m) = metadata
         && m.get("paybatch_batch").map(String::as_str) == Some(batch)
     {
@@ -96,7 +100,9 @@ pub async fn find_orders(client: &Client, batch: &str) -> Result<Vec<FoundOrder>
         let empty = page.items.is_empty();
         summaries.extend(page.items);
         match page.pagination.cursors.after {
-            Some(after) if !empty && Some(&after) != query.after.as_ref() => query.after = Some(after),
+            Some(after) if !empty && Some(&after) != query.after.as_ref() => {
+                query.after = Some(after)
+            }
             _ => break,
         }
     }
@@ -113,7 +119,11 @@ pub async fn find_orders(client: &Client, batch: &str) -> Result<Vec<FoundOrder>
             continue;
         }
         let mut rows = rows_of(batch, s.metadata.as_ref(), s.description.as_deref());
-        if rows.is_none() || rows.as_ref().is_some_and(|r| r.iter().any(|(_, a)| *a == 0)) {
+        if rows.is_none()
+            || rows
+                .as_ref()
+                .is_some_and(|r| r.iter().any(|(_, a)| *a == 0))
+        {
             // The list did not say enough: the full order carries the metadata.
             if let OrderView::Done(full) = client.order(&s.id).await? {
                 rows = rows_of(batch, full.metadata.as_ref(), full.description.as_deref()).or(rows);
@@ -213,7 +223,9 @@ pub async fn reconcile(
         match current.and_then(|id| orders.iter().find(|o| o.id == id)) {
             Some(intent) if intent.state == OrderState::Intent => {
                 claimed_orders.insert(intent.id);
-                report.adopted.push((ledger_rows[0].reference.clone(), f.id.clone()));
+                report
+                    .adopted
+                    .push((ledger_rows[0].reference.clone(), f.id.clone()));
                 if !dry_run {
                     ledger.transition_order(
                         intent.id,
@@ -233,7 +245,9 @@ pub async fn reconcile(
             }
             Some(_) => {}
             None if ledger_rows.iter().all(|r| r.state == RowState::Pending) => {
-                report.adopted.push((ledger_rows[0].reference.clone(), f.id.clone()));
+                report
+                    .adopted
+                    .push((ledger_rows[0].reference.clone(), f.id.clone()));
                 if !dry_run {
                     let first = ledger_rows[0];
                     let keyed: Vec<(&str, i64)> = ledger_rows
@@ -263,7 +277,8 @@ pub async fn reconcile(
         if o.state == OrderState::Intent && o.sends > 0 && !claimed_orders.contains(&o.id) {
             report.absent.push(o.idempotency_key.clone());
             if !dry_run {
-                ledger.clear_in_doubt(o.id, "reconcile: no order at the service for this intent")?;
+                ledger
+                    .clear_in_doubt(o.id, "reconcile: no order at the service for this intent")?;
             }
         }
     }

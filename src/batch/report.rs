@@ -46,8 +46,7 @@ impl Reporter {
             return ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::hidden());
         }
         let bar = ProgressBar::new(len);
-        if let Ok(style) =
-            ProgressStyle::with_template("{prefix:>10} [{bar:30}] {pos}/{len} {msg}")
+        if let Ok(style) = ProgressStyle::with_template("{prefix:>10} [{bar:30}] {pos}/{len} {msg}")
         {
             bar.set_style(style.progress_chars("=> "));
         }

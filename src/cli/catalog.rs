@@ -64,8 +64,12 @@ pub async fn execute(args: CatalogArgs) -> i32 {
             return exit::UNEXPECTED;
         }
     };
-    let conn = match Connection::open(environment, service.api_key_file.as_deref(), &service.ledger)
-        .await
+    let conn = match Connection::open(
+        environment,
+        service.api_key_file.as_deref(),
+        &service.ledger,
+    )
+    .await
     {
         Ok(c) => c,
         Err(e) => return config_failure(&e),
@@ -81,7 +85,10 @@ pub async fn execute(args: CatalogArgs) -> i32 {
     {
         Ok(x) => x,
         Err(e) => {
-            print_error(&e.to_string(), Some("check the key and environment with `paybatch ping`"));
+            print_error(
+                &e.to_string(),
+                Some("check the key and environment with `paybatch ping`"),
+            );
             return exit::UNEXPECTED;
         }
     };
@@ -90,7 +97,11 @@ pub async fn execute(args: CatalogArgs) -> i32 {
             eprintln!(
                 "catalog: {} products {} for {identity}",
                 products.len(),
-                if source == CatalogSource::Service { "fetched and cached" } else { "cached" }
+                if source == CatalogSource::Service {
+                    "fetched and cached"
+                } else {
+                    "cached"
+                }
             );
             exit::OK
         }
@@ -102,7 +113,11 @@ pub async fn execute(args: CatalogArgs) -> i32 {
             json,
             ..
         } => {
-            let wanted_type = match payout_type.as_deref().map(str::to_ascii_lowercase).as_deref() {
+            let wanted_type = match payout_type
+                .as_deref()
+                .map(str::to_ascii_lowercase)
+                .as_deref()
+            {
                 None => None,
                 Some("gift_card") | Some("giftcard") => Some(PayoutType::GiftCard),
                 Some("subscription") => Some(PayoutType::Subscription),
@@ -121,7 +136,9 @@ pub async fn execute(args: CatalogArgs) -> i32 {
                 .filter(|p| wanted_type.is_none_or(|t| p.payout_type == t))
                 .filter(|p| {
                     country.as_deref().is_none_or(|c| {
-                        p.countries_redeemable_in.iter().any(|x| x.eq_ignore_ascii_case(c))
+                        p.countries_redeemable_in
+                            .iter()
+                            .any(|x| x.eq_ignore_ascii_case(c))
                     })
                 })
                 .filter(|p| {

@@ -66,7 +66,12 @@ pub struct ServiceArgs {
     #[arg(long, env = "PAYBATCH_API_KEY_FILE", value_name = "FILE")]
     pub api_key_file: Option<PathBuf>,
     /// The ledger database.
-    #[arg(long, env = "PAYBATCH_LEDGER", value_name = "PATH", default_value = "paybatch.db")]
+    #[arg(
+        long,
+        env = "PAYBATCH_LEDGER",
+        value_name = "PATH",
+        default_value = "paybatch.db"
+    )]
     pub ledger: PathBuf,
 }
 

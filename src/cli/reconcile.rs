@@ -60,22 +60,36 @@ pub async fn execute(args: ReconcileArgs) -> i32 {
             return exit::UNEXPECTED;
         }
     };
-    let conn = match Connection::open(environment, args.service.api_key_file.as_deref(), ledger_path).await {
+    let conn = match Connection::open(
+        environment,
+        args.service.api_key_file.as_deref(),
+        ledger_path,
+    )
+    .await
+    {
         Ok(c) => c,
         Err(e) => return config_failure(&e),
     };
-    eprintln!("paybatch reconcile: {} | batch {}", conn.environment.banner(), args.batch);
+    eprintln!(
+        "paybatch reconcile: {} | batch {}",
+        conn.environment.banner(),
+        args.batch
+    );
     let batch = match ledger.batch(&args.batch) {
         Ok(Some(b)) => b,
         Ok(None) => match &args.rebuild {
-            Some(file) if !args.dry_run => match rebuild(&mut ledger, &conn, &args.batch, file).await {
-                Ok(b) => b,
-                Err(code) => return code,
-            },
+            Some(file) if !args.dry_run => {
+                match rebuild(&mut ledger, &conn, &args.batch, file).await {
+                    Ok(b) => b,
+                    Err(code) => return code,
+                }
+            }
             _ => {
                 print_error(
                     &format!("no batch `{}` in {}", args.batch, ledger_path.display()),
-                    Some("if the ledger was lost, pass --rebuild FILE (the batch's input file) to restore it from the service"),
+                    Some(
+                        "if the ledger was lost, pass --rebuild FILE (the batch's input file) to restore it from the service",
+                    ),
                 );
                 return exit::USAGE;
             }
@@ -95,7 +109,10 @@ pub async fn execute(args: ReconcileArgs) -> i32 {
             }
         }
         Err(e) => {
-            print_error(&e.to_string(), Some("check the key and environment with `paybatch ping`"));
+            print_error(
+                &e.to_string(),
+                Some("check the key and environment with `paybatch ping`"),
+            );
             exit::UNEXPECTED
         }
     }
@@ -111,9 +128,15 @@ async fn rebuild(
         print_error(&msg, None);
         exit::UNEXPECTED
     };
-    let (products, _) = catalog::load(ledger, &conn.client, &conn.environment.identity(), catalog::DEFAULT_TTL, false)
-        .await
-        .map_err(|e| fail(e.to_string()))?;
+    let (products, _) = catalog::load(
+        ledger,
+        &conn.client,
+        &conn.environment.identity(),
+        catalog::DEFAULT_TTL,
+        false,
+    )
+    .await
+    .map_err(|e| fail(e.to_string()))?;
     let checked: CheckedInput = pipeline::check_input(
         file,
         None,
@@ -142,7 +165,11 @@ async fn rebuild(
     ledger
         .merge_rows(batch.id, &incoming)
         .map_err(|e| fail(e.to_string()))?;
-    eprintln!("rebuilt batch {name} from {} ({} rows)", file.display(), incoming.len());
+    eprintln!(
+        "rebuilt batch {name} from {} ({} rows)",
+        file.display(),
+        incoming.len()
+    );
     Ok(batch)
 }
 
@@ -169,16 +196,24 @@ fn print_report(r: &ReconcileReport, dry_run: bool, json: bool) {
     }
     for key in &r.absent {
         let verb = if dry_run { "would clear" } else { "cleared" };
-        println!("  {verb} in-doubt intent {key}: the service never created it; the next run sends it");
+        println!(
+            "  {verb} in-doubt intent {key}: the service never created it; the next run sends it"
+        );
     }
     for (id, from, to) in &r.updated {
         println!("  order {id}: {from} -> {to}");
     }
     for (reference, id) in &r.unknown_rows {
-        println!("  order {id} is for row {reference}, which the ledger does not have (pass --rebuild FILE)");
+        println!(
+            "  order {id} is for row {reference}, which the ledger does not have (pass --rebuild FILE)"
+        );
     }
     for (reference, ids) in &r.duplicates {
-        println!("  ALERT: row {reference} has {} live orders: {}", ids.len(), ids.join(", "));
+        println!(
+            "  ALERT: row {reference} has {} live orders: {}",
+            ids.len(),
+            ids.join(", ")
+        );
     }
     if r.is_clean() {
         println!("the ledger agrees with the service");

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 mod catalog_fixture;
+#[allow(unused_imports)]
 pub use catalog_fixture::*;
 
 use std::path::{Path, PathBuf};
