@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use governor::{Quota, RateLimiter};
 use rand::Rng;
 use rust_decimal::Decimal;
@@ -1071,6 +1072,19 @@ pub fn record_terminal_in(
     )
 }
 
+/// First wait before the first look at the order statuses; each later wait is 1.5 times longer,
+/// up to [`POLL_MAX`].
+const POLL_FIRST: Duration = Duration::from_millis(500);
+const POLL_MAX: Duration = Duration::from_secs(10);
+/// Pages of the order list read per round at most.
+const LIST_PAGES_PER_ROUND: usize = 4;
+/// Full orders fetched at once.
+const FETCH_CONCURRENCY: usize = 8;
+
+/// Polls the accepted orders until each is terminal or the deadline passes. Statuses are read
+/// many at a time from the order list (`GET /order`); the full order (items, payout links) is
+/// fetched once, when it is terminal. An order the list does not show is asked for directly
+/// every other round. Returns why the run is incomplete, if it is.
 async fn poll_all(
     stage: &Arc<Stage>,
     batch_id: i64,
@@ -1079,109 +1093,134 @@ async fn poll_all(
     let accepted = stage
         .ledger()
         .orders_in_state(batch_id, OrderState::Accepted)?;
-    if accepted.is_empty() {
+    let mut waiting: HashMap<String, OrderRecord> = accepted
+        .into_iter()
+        .filter_map(|o| o.service_order_id.clone().map(|id| (id, o)))
+        .collect();
+    if waiting.is_empty() {
         return Ok(None);
     }
     stage.reporter.line(format!(
         "polling {} orders until they complete",
-        accepted.len()
+        waiting.len()
     ));
     let deadline = Instant::now() + opts.poll_timeout;
-    let bar = stage.reporter.bar(accepted.len() as u64, "poll");
-    let semaphore = Arc::new(tokio::sync::Semaphore::new(16));
-    let mut tasks = tokio::task::JoinSet::new();
-    for order in accepted {
-        let stage = stage.clone();
-        let semaphore = semaphore.clone();
-        tasks.spawn(async move { poll_one(&stage, &semaphore, order, deadline).await });
-    }
-    let mut unfinished = 0;
-    let mut stop = None;
-    while let Some(joined) = tasks.join_next().await {
-        bar.inc(1);
-        match joined {
-            Ok(Ok(true)) => {}
-            Ok(Ok(false)) => unfinished += 1,
-            Ok(Err(e)) => {
-                if stop.is_none() {
-                    stop = Some(e);
-                    tasks.abort_all();
-                }
-            }
-            Err(e) if e.is_cancelled() => {}
+    let bar = stage.reporter.bar(waiting.len() as u64, "poll");
+    let mut interval = POLL_FIRST;
+    let mut unseen_rounds: HashMap<String, u32> = HashMap::new();
+    while !waiting.is_empty() {
+        let now = Instant::now();
+        if now >= deadline {
+            break;
+        }
+        tokio::time::sleep(interval.min(deadline - now)).await;
+        interval = interval.mul_f64(1.5).min(POLL_MAX);
+        failpoint::hit("while_polling");
+
+        let (mut to_fetch, seen) = match list_statuses(&stage.client, &waiting).await {
+            Ok(found) => found,
+            Err(e) if is_auth_error(&e) => return Err(RunError::Auth(e)),
             Err(e) => {
-                return Err(RunError::Refused {
-                    message: format!("a polling task failed: {e}"),
-                    help: String::new(),
-                });
+                if e.is_rate_limited() {
+                    interval = interval.max(Duration::from_secs(5));
+                }
+                stage.reporter.warn(format!(
+                    "cannot read the order list ({e}); asking order by order"
+                ));
+                (Vec::new(), std::collections::HashSet::new())
+            }
+        };
+        for id in waiting.keys() {
+            if seen.contains(id) {
+                unseen_rounds.remove(id);
+                continue;
+            }
+            let rounds = unseen_rounds.entry(id.clone()).or_default();
+            *rounds += 1;
+            if *rounds >= 2 {
+                *rounds = 0;
+                to_fetch.push(id.clone());
+            }
+        }
+        let client = &stage.client;
+        let fetched: Vec<(String, Result<OrderView, ApiError>)> =
+            futures::stream::iter(to_fetch.into_iter().map(|id| async move {
+                let result = client.order(&id).await;
+                (id, result)
+            }))
+            .buffer_unordered(FETCH_CONCURRENCY)
+            .collect()
+            .await;
+        for (id, result) in fetched {
+            let Some(order) = waiting.get(&id) else {
+                continue;
+            };
+            stage.ledger().count_poll(order.id)?;
+            match result {
+                Ok(OrderView::Done(full)) => {
+                    record_terminal(stage, order.id, &full, 200)?;
+                    waiting.remove(&id);
+                    bar.inc(1);
+                }
+                Ok(OrderView::Processing(_)) => {}
+                Err(e) if is_auth_error(&e) => return Err(RunError::Auth(e)),
+                Err(e) => {
+                    if e.is_rate_limited() {
+                        interval = interval.max(Duration::from_secs(5));
+                    }
+                    if !e.is_transient() {
+                        stage
+                            .reporter
+                            .warn(format!("order {id}: {e}; it will be asked again"));
+                    }
+                }
             }
         }
     }
     bar.finish_and_clear();
-    if let Some(e) = stop {
-        return Err(e);
-    }
-    if unfinished > 0 {
-        return Ok(Some(format!(
-            "{unfinished} orders still processing after --poll-timeout {}s",
+    if waiting.is_empty() {
+        Ok(None)
+    } else {
+        Ok(Some(format!(
+            "{} orders still processing after --poll-timeout {}s",
+            waiting.len(),
             opts.poll_timeout.as_secs()
-        )));
+        )))
     }
-    Ok(None)
 }
 
-/// Polls one order until terminal (true) or the deadline (false).
-async fn poll_one(
-    stage: &Stage,
-    semaphore: &tokio::sync::Semaphore,
-    order: OrderRecord,
-    deadline: Instant,
-) -> Result<bool, RunError> {
-    let Some(service_id) = order.service_order_id.clone() else {
-        return Ok(false);
+/// Reads the newest pages of the order list: which of the `waiting` orders are terminal, and
+/// which the list showed at all.
+async fn list_statuses(
+    client: &Client,
+    waiting: &HashMap<String, OrderRecord>,
+) -> Result<(Vec<String>, std::collections::HashSet<String>), ApiError> {
+    let limit = (waiting.len() + 50).min(500) as u32;
+    let mut query = crate::api::client::PageQuery {
+        limit: Some(limit),
+        ..Default::default()
     };
-    let mut wait = Duration::from_millis(1500);
-    let mut errors = 0u32;
-    loop {
-        let now = Instant::now();
-        if now >= deadline {
-            return Ok(false);
+    let mut seen = std::collections::HashSet::new();
+    let mut terminal = Vec::new();
+    for _ in 0..LIST_PAGES_PER_ROUND {
+        let page = client.orders(&query).await?;
+        for item in &page.items {
+            if waiting.contains_key(&item.id)
+                && seen.insert(item.id.clone())
+                && item.status.is_terminal()
+            {
+                terminal.push(item.id.clone());
+            }
         }
-        tokio::time::sleep(wait.min(deadline - now)).await;
-        let result = {
-            let _permit = semaphore.acquire().await;
-            stage.ledger().count_poll(order.id)?;
-            stage.client.order(&service_id).await
-        };
-        failpoint::hit("while_polling");
-        match result {
-            Ok(OrderView::Done(full)) => {
-                record_terminal(stage, order.id, &full, 200)?;
-                return Ok(true);
-            }
-            Ok(OrderView::Processing(_)) => {
-                errors = 0;
-                let jitter = rand::thread_rng().gen_range(0.8..1.2);
-                wait = Duration::from_secs_f64((wait.as_secs_f64() * 1.5 * jitter).min(30.0));
-            }
-            Err(e) if is_auth_error(&e) => return Err(RunError::Auth(e)),
-            Err(e) => {
-                errors += 1;
-                let floor = if e.is_rate_limited() {
-                    Duration::from_secs(5)
-                } else {
-                    e.retry_after().unwrap_or_default()
-                };
-                wait = backoff(errors, floor);
-                if !e.is_transient() {
-                    stage
-                        .reporter
-                        .warn(format!("order {service_id}: {}; it will be asked again", e));
-                    wait = wait.max(Duration::from_secs(5));
-                }
-            }
+        if seen.len() == waiting.len() || page.items.is_empty() {
+            break;
+        }
+        match page.pagination.cursors.after {
+            Some(after) if Some(&after) != query.after.as_ref() => query.after = Some(after),
+            _ => break,
         }
     }
+    Ok((terminal, seen))
 }
 
 /// Writes the result file from the ledger: one line per row of the current input file.
