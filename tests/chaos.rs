@@ -88,7 +88,7 @@ impl SimProcess {
         maybe(rng, "--drop-rate", v);
         let v = format!("{:.2}", rng.gen_range(0.05..0.3));
         maybe(rng, "--error-rate", v);
-        let v = format!("{:.2}", rng.gen_range(0.02..0.15));
+        let v = format!("{:.2}", rng.gen_range(0.02..0.08));
         maybe(rng, "--burst-429-rate", v);
         let v = rng.gen_range(5..60).to_string();
         maybe(rng, "--latency-ms", v);
@@ -220,6 +220,9 @@ async fn one_run(
             "ledger.db",
             "--poll-timeout",
             "20",
+            // The simulator's own limit is off here: pacing would only slow the suite down.
+            "--order-rate",
+            "3000",
             "--quiet",
         ])
         .env_remove("PAYBATCH_FAILPOINT")
