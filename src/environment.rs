@@ -229,8 +229,15 @@ impl Connection {
         let key = environment.api_key(key_file)?;
         let (base_url, embedded) = match &environment {
             Environment::Sim => {
+                // A rehearsal account large enough for any realistic batch: the real balance is
+                // checked by the pre-flight of the real environment.
+                let rehearsal_balance = rust_decimal::Decimal::new(10_000_000_000, 2);
                 let config = sim::SimConfig {
                     state: Some(embedded_state_path(ledger_path)),
+                    balances: sim::PAYMENT_CURRENCIES
+                        .iter()
+                        .map(|c| (c.to_string(), rehearsal_balance))
+                        .collect(),
                     ..sim::SimConfig::default()
                 };
                 let handle = sim::start(

@@ -66,6 +66,8 @@ pub struct RunOptions {
     pub concurrency: usize,
     pub poll_timeout: Duration,
     pub catalog_ttl: Duration,
+    /// Stop after the intents are committed: nothing is sent (the next run sends them).
+    pub plan_only: bool,
     /// Sends of one order within one run before the run gives up on it (exit 5).
     pub max_send_tries: u32,
     /// An in-doubt intent first sent longer ago than this is not re-sent blindly.
@@ -91,6 +93,7 @@ impl RunOptions {
             concurrency: 8,
             poll_timeout: Duration::from_secs(30 * 60),
             catalog_ttl: catalog::DEFAULT_TTL,
+            plan_only: false,
             max_send_tries: 8,
             in_doubt_window: Duration::from_secs(24 * 3600),
         }
@@ -527,8 +530,12 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         mode: opts.mode,
         reporter,
     });
-    let sent = submit_all(&stage, batch.id, opts).await?;
-    let incomplete = poll_all(&stage, batch.id, opts).await?;
+    let (sent, incomplete) = if opts.plan_only {
+        (0, Some("--plan-only: the orders are planned, not sent".to_string()))
+    } else {
+        let sent = submit_all(&stage, batch.id, opts).await?;
+        (sent, poll_all(&stage, batch.id, opts).await?)
+    };
 
     let ledger = stage.ledger();
     let result_path = opts

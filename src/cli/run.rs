@@ -38,6 +38,10 @@ pub struct RunArgs {
     /// Balance to pay from for rows whose product currency has no balance (EUR, GBP, USD, CAD).
     #[arg(long, value_name = "CUR")]
     pub payment_currency: Option<String>,
+    /// Validate and commit the planned orders (keys and bodies) to the ledger, send nothing;
+    /// exits 5 ("run again to resume"), and the next run sends them.
+    #[arg(long)]
+    pub plan_only: bool,
     /// Create orders synchronously (one item per order) instead of asynchronously.
     #[arg(long)]
     pub sync: bool,
@@ -78,6 +82,7 @@ impl RunArgs {
         o.out = self.out.clone();
         o.delimiter = self.delimiter;
         o.skip_invalid = self.skip_invalid;
+        o.plan_only = self.plan_only;
         o.allow_duplicates = self.allow_duplicates;
         o.default_payment_currency = self.payment_currency.clone();
         o.mode = if self.sync {
