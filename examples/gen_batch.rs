@@ -23,7 +23,10 @@ fn main() -> std::io::Result<()> {
         .unwrap_or(1000);
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
-    writeln!(out, "reference,product_code,face_value,currency,email,department")?;
+    writeln!(
+        out,
+        "reference,product_code,face_value,currency,email,department"
+    )?;
     for i in 0..count {
         let (code, currency, values) = PRODUCTS[(i % PRODUCTS.len() as u64) as usize];
         let value = values[((i / 7) % values.len() as u64) as usize];
@@ -33,7 +36,10 @@ fn main() -> std::io::Result<()> {
             String::new()
         };
         let department = ["Engineering", "Sales", "Operations", "Finance"][(i % 4) as usize];
-        writeln!(out, "EMP-{i:08}-2026-11,{code},{value},{currency},{email},{department}")?;
+        writeln!(
+            out,
+            "EMP-{i:08}-2026-11,{code},{value},{currency},{email},{department}"
+        )?;
     }
     out.flush()
 }

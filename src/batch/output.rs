@@ -11,7 +11,7 @@ use std::io::{self, Write};
 use std::path::Path;
 
 /// The columns the result file adds after the input columns.
-pub const RESULT_COLUMNS: [&str; 9] = [
+pub const RESULT_COLUMNS: [&str; 10] = [
     "status",
     "order_id",
     "item_id",
@@ -21,6 +21,7 @@ pub const RESULT_COLUMNS: [&str; 9] = [
     "error_type",
     "error_message",
     "completed_at",
+    "payment_method",
 ];
 
 /// One row of the result file.
@@ -37,6 +38,8 @@ pub struct ResultLine {
     pub error_type: Option<String>,
     pub error_message: Option<String>,
     pub completed_at: Option<String>,
+    /// `ACCOUNT_BALANCE:CUR` or `CARD:card-id`, once the row is in an order.
+    pub payment_method: Option<String>,
 }
 
 impl ResultLine {
@@ -55,6 +58,7 @@ impl ResultLine {
             opt(&self.error_type),
             opt(&self.error_message),
             opt(&self.completed_at),
+            opt(&self.payment_method),
         ];
         self.fields.iter().map(String::as_str).chain(added)
     }

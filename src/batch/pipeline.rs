@@ -66,6 +66,8 @@ pub struct RunOptions {
     pub concurrency: usize,
     pub poll_timeout: Duration,
     pub catalog_ttl: Duration,
+    /// Pay by this card instead of from the balance (a `card_id` column overrides it per row).
+    pub card_id: Option<String>,
     /// Stop after the intents are committed: nothing is sent (the next run sends them).
     pub plan_only: bool,
     /// Sends of one order within one run before the run gives up on it (exit 5).
@@ -93,6 +95,7 @@ impl RunOptions {
             concurrency: 8,
             poll_timeout: Duration::from_secs(30 * 60),
             catalog_ttl: catalog::DEFAULT_TTL,
+            card_id: None,
             plan_only: false,
             max_send_tries: 8,
             in_doubt_window: Duration::from_secs(24 * 3600),
@@ -195,6 +198,8 @@ pub struct RunSummary {
     pub totals: BTreeMap<String, (Decimal, Decimal)>,
     pub orders_sent: usize,
     pub incomplete_reason: Option<String>,
+    /// Rows in orders per payment method (`balance USD`, `card card_x`).
+    pub paid_by: BTreeMap<String, i64>,
 }
 
 impl RunSummary {
@@ -488,7 +493,19 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         .collect();
     let pending = ledger.rows_in_state(batch.id, RowState::Pending)?;
     if !pending.is_empty() {
-        preflight(&conn.client, &pending, &specs, &products, &reporter).await?;
+        // Card-paid rows do not touch the balance.
+        let from_balance: Vec<RowRecord> = pending
+            .iter()
+            .filter(|r| {
+                specs
+                    .get(r.reference.as_str())
+                    .is_some_and(|s| row_card(s, opts.card_id.as_deref()).is_none())
+            })
+            .cloned()
+            .collect();
+        if !from_balance.is_empty() {
+            preflight(&conn.client, &from_balance, &specs, &products, &reporter).await?;
+        }
     }
 
     // Plan: one order per row, intents committed in one transaction before any send.
@@ -500,6 +517,7 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         &specs,
         opts.mode,
         opts.items_per_order,
+        opts.card_id.as_deref(),
     )?;
     if !plans.is_empty() {
         ledger.plan_orders(batch.id, &plans)?;
@@ -531,7 +549,10 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         reporter,
     });
     let (sent, incomplete) = if opts.plan_only {
-        (0, Some("--plan-only: the orders are planned, not sent".to_string()))
+        (
+            0,
+            Some("--plan-only: the orders are planned, not sent".to_string()),
+        )
     } else {
         let sent = submit_all(&stage, batch.id, opts).await?;
         (sent, poll_all(&stage, batch.id, opts).await?)
@@ -738,12 +759,15 @@ fn plan_orders(
     specs: &HashMap<&str, &RowSpec>,
     mode: ExecutionMode,
     per_order: usize,
+    default_card: Option<&str>,
 ) -> Result<Vec<PlannedOrder>, RunError> {
     let per_order = per_order.clamp(1, MAX_ITEMS_PER_ORDER);
-    let mut groups: BTreeMap<&str, Vec<(&RowRecord, &RowSpec)>> = BTreeMap::new();
-    let mut currency_order: Vec<&str> = Vec::new();
+    // Orders are grouped by how they are paid: (currency, card or balance), in input order.
+    type Group<'a> = Vec<(&'a RowRecord, &'a RowSpec)>;
+    let mut groups: HashMap<(String, Option<String>), Group<'_>> = HashMap::new();
+    let mut group_order: Vec<(String, Option<String>)> = Vec::new();
     for row in pending {
-        let Some(spec) = specs.get(row.reference.as_str()) else {
+        let Some(spec) = specs.get(row.reference.as_str()).copied() else {
             return Err(RunError::Refused {
                 message: format!(
                     "row `{}` is pending in the ledger but not valid in the input file",
@@ -752,18 +776,21 @@ fn plan_orders(
                 help: "fix the row in the input file and run again".into(),
             });
         };
-        let currency = spec.payment_currency.as_str();
-        if !groups.contains_key(currency) {
-            currency_order.push(currency);
+        let card = row_card(spec, default_card).map(str::to_string);
+        let key = (spec.payment_currency.clone(), card);
+        if !groups.contains_key(&key) {
+            group_order.push(key.clone());
         }
-        groups.entry(currency).or_default().push((row, spec));
+        groups.entry(key).or_default().push((row, spec));
     }
     let mut plans = Vec::new();
-    for currency in currency_order {
-        for chunk in groups[currency].chunks(per_order) {
+    for key in group_order {
+        let (currency, card) = &key;
+        let payment = plan::payment_method(currency, card.as_deref());
+        for chunk in groups[&key].chunks(per_order) {
             let items: Vec<(&RowSpec, i64)> = chunk.iter().map(|(r, s)| (*s, r.attempt)).collect();
             let body =
-                plan::order_body(batch, currency, &items).map_err(|e| RunError::Refused {
+                plan::order_body(batch, &payment, &items).map_err(|e| RunError::Refused {
                     message: format!("cannot encode an order of batch {batch}: {e}"),
                     help: String::new(),
                 })?;
@@ -775,12 +802,27 @@ fn plan_orders(
                 idempotency_key: plan::order_key(environment, batch, &keyed),
                 body,
                 mode: mode.as_str().to_string(),
-                payment_currency: currency.to_string(),
+                payment_currency: currency.clone(),
+                payment_method: if card.is_some() {
+                    "CARD"
+                } else {
+                    "ACCOUNT_BALANCE"
+                }
+                .into(),
+                card_id: card.clone(),
                 row_ids: chunk.iter().map(|(r, _)| r.id).collect(),
             });
         }
     }
     Ok(plans)
+}
+
+/// The card a row is paid by: its own `card_id` cell, else `--card-id`, else none (balance).
+fn row_card<'a>(spec: &'a RowSpec, default_card: Option<&'a str>) -> Option<&'a str> {
+    spec.card_id
+        .as_deref()
+        .filter(|c| !c.is_empty())
+        .or(default_card)
 }
 
 fn is_stale(order: &OrderRecord, window: Duration) -> bool {
@@ -1258,6 +1300,7 @@ pub fn write_result_file(
                 error_type: r.error_type,
                 error_message: r.error_message,
                 completed_at: r.completed_at,
+                payment_method: None,
             }
             .with_order(r.order_id.and_then(|id| ledger.order(id).ok().flatten()))
         })
@@ -1275,6 +1318,10 @@ trait WithOrder {
 impl WithOrder for ResultLine {
     fn with_order(mut self, order: Option<OrderRecord>) -> Self {
         if let Some(o) = order {
+            self.payment_method = Some(match &o.card_id {
+                Some(card) => format!("CARD:{card}"),
+                None => format!("{}:{}", o.payment_method, o.payment_currency),
+            });
             self.order_id = o.service_order_id;
         }
         self
@@ -1314,7 +1361,23 @@ fn summarize(
         entry.0 += face;
         entry.1 += price;
     }
+    let orders: HashMap<i64, OrderRecord> = ledger
+        .orders(batch_id)?
+        .into_iter()
+        .map(|o| (o.id, o))
+        .collect();
+    let mut paid_by: BTreeMap<String, i64> = BTreeMap::new();
+    for row in ledger.rows(batch_id)? {
+        if let Some(o) = row.order_id.and_then(|id| orders.get(&id)) {
+            let method = match &o.card_id {
+                Some(card) => format!("card {card}"),
+                None => format!("balance {}", o.payment_currency),
+            };
+            *paid_by.entry(method).or_default() += 1;
+        }
+    }
     Ok(RunSummary {
+        paid_by,
         batch: batch.to_string(),
         environment: environment.clone(),
         result_path,

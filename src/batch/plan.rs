@@ -73,11 +73,26 @@ fn truncate_chars(text: &str, max: usize) -> String {
     text.chars().take(max).collect()
 }
 
-/// The exact body of an order paying `rows` (one item per row, in this order) from the balance
-/// in `payment_currency`.
+/// How an order is paid: from the balance in `currency`, or by `card` in `currency`.
+pub fn payment_method(currency: &str, card: Option<&str>) -> PaymentMethod {
+    match card {
+        Some(card) => PaymentMethod {
+            kind: PaymentMethodType::Card,
+            card_id: Some(card.to_string()),
+            currency: Some(currency.to_string()),
+        },
+        None => PaymentMethod {
+            kind: PaymentMethodType::AccountBalance,
+            card_id: None,
+            currency: Some(currency.to_string()),
+        },
+    }
+}
+
+/// The exact body of an order paying `rows` (one item per row, in this order) with `payment`.
 pub fn order_body(
     batch: &str,
-    payment_currency: &str,
+    payment: &PaymentMethod,
     rows: &[(&RowSpec, i64)],
 ) -> Result<Vec<u8>, serde_json::Error> {
     let items = rows
@@ -107,11 +122,7 @@ pub fn order_body(
             .join("|"),
     );
     let body = NewOrder {
-        payment_method: PaymentMethod {
-            kind: PaymentMethodType::AccountBalance,
-            card_id: None,
-            currency: Some(payment_currency.to_string()),
-        },
+        payment_method: payment.clone(),
         items,
         description: Some(description(batch, &refs)),
         metadata: Some(metadata),

@@ -42,6 +42,10 @@ pub struct RunArgs {
     /// exits 5 ("run again to resume"), and the next run sends them.
     #[arg(long)]
     pub plan_only: bool,
+    /// Pay by this card instead of from the account balance (a `card_id` column in the file
+    /// overrides it per row). Card-paid rows skip the balance check.
+    #[arg(long, value_name = "ID")]
+    pub card_id: Option<String>,
     /// Create orders synchronously (one item per order) instead of asynchronously.
     #[arg(long)]
     pub sync: bool,
@@ -83,6 +87,7 @@ impl RunArgs {
         o.delimiter = self.delimiter;
         o.skip_invalid = self.skip_invalid;
         o.plan_only = self.plan_only;
+        o.card_id = self.card_id.clone().filter(|c| !c.trim().is_empty());
         o.allow_duplicates = self.allow_duplicates;
         o.default_payment_currency = self.payment_currency.clone();
         o.mode = if self.sync {
@@ -153,6 +158,14 @@ fn print_summary(s: &RunSummary, quiet: bool) {
         for (cur, (face, price)) in &s.totals {
             eprintln!("  {:<8} {:>14} {:>14}", cur, face, price);
         }
+    }
+    if !s.paid_by.is_empty() {
+        let parts: Vec<String> = s
+            .paid_by
+            .iter()
+            .map(|(method, n)| format!("{n} by {method}"))
+            .collect();
+        eprintln!("  rows in orders: {}", parts.join(", "));
     }
     eprintln!("result file: {}", s.result_path.display());
     let verdict = match code {

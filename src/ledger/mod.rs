@@ -41,7 +41,10 @@ pub enum LedgerError {
 pub type Result<T> = std::result::Result<T, LedgerError>;
 
 fn migrations() -> Migrations<'static> {
-    Migrations::new(vec![M::up(include_str!("../../migrations/001_init.sql"))])
+    Migrations::new(vec![
+        M::up(include_str!("../../migrations/001_init.sql")),
+        M::up(include_str!("../../migrations/002_payment_method.sql")),
+    ])
 }
 
 /// Current time as stored in the ledger (RFC 3339, UTC, milliseconds).
@@ -103,6 +106,9 @@ pub struct OrderRecord {
     pub body: Vec<u8>,
     pub mode: String,
     pub payment_currency: String,
+    /// `ACCOUNT_BALANCE` or `CARD`.
+    pub payment_method: String,
+    pub card_id: Option<String>,
     pub state: OrderState,
     pub service_order_id: Option<String>,
     pub sends: i64,
@@ -149,6 +155,9 @@ pub struct PlannedOrder {
     pub body: Vec<u8>,
     pub mode: String,
     pub payment_currency: String,
+    /// `ACCOUNT_BALANCE` or `CARD`.
+    pub payment_method: String,
+    pub card_id: Option<String>,
     pub row_ids: Vec<i64>,
 }
 
@@ -543,15 +552,17 @@ impl Ledger {
         for plan in plans {
             tx.execute(
                 "INSERT INTO orders (batch_id, idempotency_key, body, mode, payment_currency,
-                                     state, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, 'INTENT', ?6)",
+                                     state, created_at, payment_method, card_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'INTENT', ?6, ?7, ?8)",
                 params![
                     batch_id,
                     plan.idempotency_key,
                     plan.body,
                     plan.mode,
                     plan.payment_currency,
-                    at
+                    at,
+                    plan.payment_method,
+                    plan.card_id
                 ],
             )
             .map_err(sqlerr(&self.path))?;
@@ -622,7 +633,7 @@ impl Ledger {
         let sql = format!(
             "SELECT id, batch_id, idempotency_key, body, mode, payment_currency, state,
                     service_order_id, sends, polls, created_at, first_sent_at, accepted_at,
-                    error_type, error_message FROM orders {tail}"
+                    error_type, error_message, payment_method, card_id FROM orders {tail}"
         );
         let mut stmt = self.conn.prepare(&sql).map_err(sqlerr(&self.path))?;
         let mapped = stmt
@@ -635,6 +646,8 @@ impl Ledger {
                         body: r.get(3)?,
                         mode: r.get(4)?,
                         payment_currency: r.get(5)?,
+                        payment_method: r.get(15)?,
+                        card_id: r.get(16)?,
                         state: OrderState::Intent,
                         service_order_id: r.get(7)?,
                         sends: r.get(8)?,
@@ -871,6 +884,8 @@ impl Ledger {
             body: Vec::new(),
             mode: "adopted".into(),
             payment_currency: payment_currency.to_string(),
+            payment_method: "UNKNOWN".into(),
+            card_id: None,
             row_ids: row_ids.to_vec(),
         };
         let ids = self.plan_orders(batch_id, &[plan])?;
