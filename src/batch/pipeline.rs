@@ -999,6 +999,19 @@ async fn submit_one(stage: &Stage, limiter: &Limiter, order: OrderRecord, tries:
                 }
             }
             Err(e) if is_auth_error(&e) => return Sent::Stop(RunError::Auth(e)),
+            Err(e) if e.kind() == "idempotency_validation_error" => {
+                // The service holds another body under this key: whatever it created must be
+                // looked at by a person; marking the rows REJECTED could lead to paying twice.
+                return Sent::Stop(RunError::Refused {
+                    message: format!(
+                        "the service holds a different request under idempotency key {} (order {} of the ledger): {}",
+                        order.idempotency_key,
+                        order.id,
+                        e.message()
+                    ),
+                    help: "nothing was marked; run `paybatch reconcile --batch NAME --dry-run` to see what the service has for this batch".into(),
+                });
+            }
             Err(e) => {
                 let message = e.message();
                 let cause = format!("service refused the order: {}", e.kind());
