@@ -144,6 +144,9 @@ pub enum RunError {
     Refused { message: String, help: String },
     #[error("{message}")]
     Binding { message: String, help: String },
+    /// The service and the ledger disagree in a way only a person can settle.
+    #[error("{message}")]
+    Conflict { message: String, help: String },
     #[error(transparent)]
     Ledger(#[from] LedgerError),
     #[error(transparent)]
@@ -175,7 +178,9 @@ impl RunError {
             RunError::Locked(LockError::Held { .. }) => Some(
                 "wait for the other run to finish; a killed run releases the lock by itself".into(),
             ),
-            RunError::Refused { help, .. } | RunError::Binding { help, .. } => Some(help.clone()),
+            RunError::Refused { help, .. }
+            | RunError::Binding { help, .. }
+            | RunError::Conflict { help, .. } => Some(help.clone()),
             RunError::Auth(_) => Some(
                 "check that the key was copied completely, that it belongs to this environment, and that it was not revoked (paybatch ping)".into(),
             ),
@@ -1002,7 +1007,7 @@ async fn submit_one(stage: &Stage, limiter: &Limiter, order: OrderRecord, tries:
             Err(e) if e.kind() == "idempotency_validation_error" => {
                 // The service holds another body under this key: whatever it created must be
                 // looked at by a person; marking the rows REJECTED could lead to paying twice.
-                return Sent::Stop(RunError::Refused {
+                return Sent::Stop(RunError::Conflict {
                     message: format!(
                         "the service holds a different request under idempotency key {} (order {} of the ledger): {}",
                         order.idempotency_key,
