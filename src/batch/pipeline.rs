@@ -1298,6 +1298,11 @@ pub fn write_result_file(
     path: &Path,
 ) -> Result<(), RunError> {
     let rows = ledger.rows(batch_id)?;
+    let orders: HashMap<i64, OrderRecord> = ledger
+        .orders(batch_id)?
+        .into_iter()
+        .map(|o| (o.id, o))
+        .collect();
     let lines: Vec<ResultLine> = rows
         .into_iter()
         .filter(|r| r.state != RowState::Removed)
@@ -1320,7 +1325,7 @@ pub fn write_result_file(
                 completed_at: r.completed_at,
                 payment_method: None,
             }
-            .with_order(r.order_id.and_then(|id| ledger.order(id).ok().flatten()))
+            .with_order(r.order_id.and_then(|id| orders.get(&id).cloned()))
         })
         .collect();
     output::write_results(path, headers, lines).map_err(|e| RunError::Io {
