@@ -229,7 +229,7 @@ mod tests {
         assert_eq!(rows[1][7], "'-0.20");
         assert_eq!(rows[2][1], "multi\nline, with comma");
         assert_eq!(rows[2][9], "'@bad");
-        assert!(rows.iter().all(|r| r.len() == 11));
+        assert!(rows.iter().all(|r| r.len() == 2 + RESULT_COLUMNS.len()));
         // No temporary file is left behind.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
