@@ -3,6 +3,7 @@
 pub mod input;
 pub mod lock;
 pub mod output;
+pub mod pace;
 pub mod pipeline;
 pub mod plan;
 pub mod reconcile;

@@ -14,13 +14,11 @@
 //! 5. while polling: the order stays ACCEPTED and is polled again.
 
 use std::collections::{BTreeMap, HashMap};
-use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use governor::{Quota, RateLimiter};
 use rand::Rng;
 use rust_decimal::Decimal;
 
@@ -37,15 +35,16 @@ use crate::ledger::{
 use super::input::{BatchReader, InputOptions, RawRecord};
 use super::lock::{LedgerLock, LockError};
 use super::output::{self, ResultLine};
+use super::pace::Pacer;
 use super::plan;
 use super::report::Reporter;
 use super::validate::{self, CatalogIndex, Problem, RowSpec, ValidateOptions, Validator};
 
 /// Default pace of order creation: the service's limit.
 pub const DEFAULT_ORDER_RATE: u32 = 180;
-/// Fraction of the configured rate actually used, so the service's sliding window never sees
-/// more than its limit even when requests bunch up on the network.
-const RATE_MARGIN: f64 = 0.97;
+/// Fraction of the configured rate actually used: evenly spaced sends at 99 % of the limit keep
+/// the service's sliding one-minute window under its limit even with some network jitter.
+const RATE_MARGIN: f64 = 0.99;
 
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -889,13 +888,7 @@ async fn submit_all(
         }
         to_send.push(order);
     }
-    let rate = NonZeroU32::new(((opts.order_rate.max(1) as f64) * RATE_MARGIN).max(1.0) as u32)
-        .unwrap_or(NonZeroU32::MIN);
-    let period = Duration::from_secs_f64(60.0 / rate.get() as f64);
-    let quota = Quota::with_period(period)
-        .unwrap_or_else(|| Quota::per_minute(rate))
-        .allow_burst(NonZeroU32::MIN);
-    let limiter = Arc::new(RateLimiter::direct(quota));
+    let limiter = Arc::new(Pacer::new(opts.order_rate.max(1) as f64 * RATE_MARGIN));
     let semaphore = Arc::new(tokio::sync::Semaphore::new(opts.concurrency.max(1)));
     let bar = stage.reporter.bar(to_send.len() as u64, "submit");
     stage
@@ -949,13 +942,7 @@ async fn submit_all(
     Ok(count)
 }
 
-type Limiter = RateLimiter<
-    governor::state::NotKeyed,
-    governor::state::InMemoryState,
-    governor::clock::DefaultClock,
->;
-
-async fn submit_one(stage: &Stage, limiter: &Limiter, order: OrderRecord, tries: u32) -> Sent {
+async fn submit_one(stage: &Stage, limiter: &Pacer, order: OrderRecord, tries: u32) -> Sent {
     let mode = if order.mode == "sync" {
         ExecutionMode::Sync
     } else {
@@ -964,7 +951,7 @@ async fn submit_one(stage: &Stage, limiter: &Limiter, order: OrderRecord, tries:
     let _ = stage.mode;
     let mut last = String::new();
     for attempt in 0..tries {
-        limiter.until_ready().await;
+        limiter.ready().await;
         if let Err(e) = stage.ledger().mark_sending(order.id) {
             return Sent::Stop(e.into());
         }
@@ -993,9 +980,12 @@ async fn submit_one(stage: &Stage, limiter: &Limiter, order: OrderRecord, tries:
                     return Sent::Stop(le.into());
                 }
                 let floor = if e.is_rate_limited() {
-                    e.retry_after()
+                    let wait = e
+                        .retry_after()
                         .unwrap_or_default()
-                        .max(Duration::from_secs(5))
+                        .max(Duration::from_secs(5));
+                    limiter.throttled(wait);
+                    wait
                 } else {
                     e.retry_after().unwrap_or_default()
                 };
