@@ -1,12 +1,16 @@
 //! Command-line interface: one file per subcommand; each ends in one `execute` function that
 //! the dispatcher calls and that returns the process exit code.
 
+pub mod balance;
 pub mod catalog;
 pub mod ping;
 pub mod reconcile;
+pub mod report;
 pub mod retry;
 pub mod run;
 pub mod sim;
+pub mod status;
+pub mod validate;
 
 use std::path::PathBuf;
 
@@ -41,17 +45,32 @@ pub struct Cli {
 pub enum Command {
     /// Validate a CSV batch, pay every row exactly once, write the result file (resumable).
     Run(run::RunArgs),
+    /// Check a batch as `run` would, show its totals and its plan digest; pay nothing.
+    #[command(long_about = validate::LONG_ABOUT)]
+    Validate(validate::ValidateArgs),
+    /// What the ledger says: every batch, or one batch in detail, and what to do next.
+    #[command(long_about = status::LONG_ABOUT)]
+    Status(status::StatusArgs),
+    /// Rebuild a batch's result CSV from the ledger; write an HTML report.
+    #[command(long_about = report::LONG_ABOUT)]
+    Report(report::ReportArgs),
     /// Make FAILED and REJECTED rows of a batch eligible again (new attempt, new key).
     Retry(retry::RetryArgs),
-    /// Check the API key and the environment (GET /ping).
-    Ping(ping::PingArgs),
     /// Compare the ledger with the service's orders and repair it (lost ledger, in-doubt orders).
     Reconcile(reconcile::ReconcileArgs),
+    /// The account's balances at the service.
+    #[command(long_about = balance::LONG_ABOUT)]
+    Balance(balance::BalanceArgs),
+    /// Check the API key and the environment (GET /ping).
+    Ping(ping::PingArgs),
     /// The service's catalog: sync the local cache, list products.
     Catalog(catalog::CatalogArgs),
     /// The embedded playground simulator, standalone.
     Sim(sim::SimArgs),
 }
+
+/// The ledger used when none is given.
+pub const DEFAULT_LEDGER: &str = "paybatch.db";
 
 /// Which service to talk to, with which key, and where the ledger is.
 #[derive(Debug, Clone, Args)]
@@ -70,7 +89,7 @@ pub struct ServiceArgs {
         long,
         env = "PAYBATCH_LEDGER",
         value_name = "PATH",
-        default_value = "paybatch.db"
+        default_value = DEFAULT_LEDGER
     )]
     pub ledger: PathBuf,
 }
@@ -99,9 +118,13 @@ pub async fn dispatch(cli: Cli) -> i32 {
     let quiet = cli.quiet;
     match cli.command {
         Command::Run(args) => run::execute(args, quiet).await,
+        Command::Validate(args) => validate::execute(args, quiet).await,
+        Command::Status(args) => status::execute(args).await,
+        Command::Report(args) => report::execute(args, quiet).await,
         Command::Retry(args) => retry::execute(args).await,
         Command::Ping(args) => ping::execute(args).await,
         Command::Reconcile(args) => reconcile::execute(args).await,
+        Command::Balance(args) => balance::execute(args).await,
         Command::Catalog(args) => catalog::execute(args).await,
         Command::Sim(args) => match sim::execute(args).await {
             Ok(()) => exit::OK,

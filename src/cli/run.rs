@@ -56,9 +56,18 @@ pub struct RunArgs {
     /// Refresh the cached catalog when older than this many seconds.
     #[arg(long, default_value_t = 86_400, value_name = "SECONDS")]
     pub catalog_ttl: u64,
+    /// Pay only if the file's plan digest is this one (from `paybatch validate`); else exit 3.
+    #[arg(long, value_name = "DIGEST", value_parser = parse_digest)]
+    pub expect_digest: Option<String>,
 }
 
-fn parse_delimiter(s: &str) -> Result<u8, String> {
+fn parse_digest(s: &str) -> Result<String, String> {
+    crate::batch::preview::normalize_digest(s).ok_or_else(|| {
+        format!("`{s}` is not a plan digest: expected sha256: and 64 hex digits, as `paybatch validate` prints it")
+    })
+}
+
+pub fn parse_delimiter(s: &str) -> Result<u8, String> {
     match s {
         "," | "comma" => Ok(b','),
         ";" | "semicolon" => Ok(b';'),
@@ -96,6 +105,7 @@ impl RunArgs {
         o.concurrency = self.concurrency;
         o.poll_timeout = Duration::from_secs(self.poll_timeout);
         o.catalog_ttl = Duration::from_secs(self.catalog_ttl);
+        o.expect_digest = self.expect_digest.clone();
         Ok(o)
     }
 }
