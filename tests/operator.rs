@@ -597,3 +597,145 @@ async fn balance_shows_the_accounts_balances() {
         stderr(&out)
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// settings
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_come_from_the_file_then_the_environment_then_flags() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    ws.key_file();
+    ws.write(
+        "paybatch.toml",
+        &format!(
+            "# monthly rewards\nbase_url = \"{}\"\napi_key_file = \"api.key\"\nledger = \"from-file.db\"\n",
+            sim.base_url()
+        ),
+    );
+    let dir = ws.dir.path();
+    let out = paybatch(dir, &["config", "--json"], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v = json(&out);
+    assert!(v["file"].as_str().unwrap().ends_with("paybatch.toml"));
+    assert_eq!(v["settings"]["base_url"]["from"], "file");
+    assert_eq!(v["settings"]["env"]["from"], "default");
+    assert_eq!(v["settings"]["api_key_file"]["from"], "file");
+    assert_eq!(v["settings"]["ledger"]["from"], "file");
+    let ledger = v["settings"]["ledger"]["value"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        Path::new(&ledger),
+        ws.path("from-file.db"),
+        "relative to the file"
+    );
+    assert_eq!(v["api_key"]["from"], "api_key_file");
+    assert!(
+        v["api_key"]["fingerprint"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
+    assert!(
+        !stdout(&out).contains(paybatch::sim::DEFAULT_KEY),
+        "never the key itself"
+    );
+
+    // The file's settings are used by every command.
+    ws.copy(SAMPLE, "nov.csv");
+    let out = paybatch(dir, &["validate", "nov.csv"], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        ws.path("from-file.db").exists(),
+        "the file's ledger holds the catalog cache"
+    );
+
+    // An environment variable beats the file, a flag beats both.
+    let out = paybatch(dir, &["config", "--json"], &[("PAYBATCH_LEDGER", "env.db")]).await;
+    let v = json(&out);
+    assert_eq!(v["settings"]["ledger"]["value"], "env.db");
+    assert_eq!(v["settings"]["ledger"]["from"], "env");
+    let out = paybatch(
+        dir,
+        &["config", "--json", "--ledger", "flag.db"],
+        &[("PAYBATCH_LEDGER", "env.db")],
+    )
+    .await;
+    let v = json(&out);
+    assert_eq!(v["settings"]["ledger"]["value"], "flag.db");
+    assert_eq!(v["settings"]["ledger"]["from"], "flag");
+    // env and base_url go together: PAYBATCH_ENV replaces the file's base_url.
+    let out = paybatch(dir, &["config", "--json"], &[("PAYBATCH_ENV", "sim")]).await;
+    let v = json(&out);
+    assert_eq!(v["settings"]["env"]["from"], "env");
+    assert_eq!(v["settings"]["base_url"]["value"], serde_json::Value::Null);
+    assert_eq!(v["environment"], "sim");
+
+    // The text form names the source of each setting.
+    let out = paybatch(dir, &["config"], &[("PAYBATCH_LEDGER", "env.db")]).await;
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let ledger_line = text.lines().find(|l| l.starts_with("ledger")).unwrap();
+    assert!(
+        ledger_line.contains("env.db") && ledger_line.ends_with("env"),
+        "{ledger_line}"
+    );
+    let url_line = text.lines().find(|l| l.starts_with("base_url")).unwrap();
+    assert!(url_line.ends_with("file"), "{url_line}");
+
+    // --config names a file elsewhere; its relative paths are relative to it.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let out = paybatch(
+        elsewhere.path(),
+        &[
+            "config",
+            "--json",
+            "--config",
+            ws.path("paybatch.toml").to_str().unwrap(),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        Path::new(json(&out)["settings"]["ledger"]["value"].as_str().unwrap()),
+        ws.path("from-file.db")
+    );
+    let out = paybatch(
+        elsewhere.path(),
+        &["status", "--config", "missing.toml"],
+        &[],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("missing.toml"), "{}", stderr(&out));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settings_file_holding_the_key_itself_is_refused() {
+    let ws = Workspace::new();
+    ws.write(
+        "paybatch.toml",
+        "env = \"playground\"\napi_key = \"xx_live_secret_value\"\n",
+    );
+    let out = paybatch(ws.dir.path(), &["status"], &[]).await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("line 2"), "{err}");
+    assert!(err.contains("must never hold"), "{err}");
+    assert!(
+        err.contains("help: ") && err.contains("api_key_file"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("xx_live_secret_value"),
+        "the key is not repeated"
+    );
+
+    ws.write("paybatch.toml", "enviroment = \"playground\"\n");
+    let out = paybatch(ws.dir.path(), &["config"], &[]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("enviroment"), "{}", stderr(&out));
+}

@@ -3,6 +3,7 @@
 
 pub mod balance;
 pub mod catalog;
+pub mod config;
 pub mod ping;
 pub mod reconcile;
 pub mod report;
@@ -14,8 +15,10 @@ pub mod validate;
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
+use crate::config::Source;
 use crate::environment::{ConfigError, Environment};
 use crate::exit;
 
@@ -39,6 +42,23 @@ pub struct Cli {
     /// Print only errors and warnings.
     #[arg(short, long, global = true)]
     pub quiet: bool,
+    /// Settings file (default: ./paybatch.toml when there is one).
+    #[arg(long, global = true, env = "PAYBATCH_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Where each service setting came from (filled by [`parse`]).
+    #[arg(skip)]
+    pub provenance: Provenance,
+}
+
+/// Where the effective service settings came from.
+#[derive(Debug, Clone, Default)]
+pub struct Provenance {
+    /// The settings file that was read, if any.
+    pub file: Option<PathBuf>,
+    pub env: Source,
+    pub base_url: Source,
+    pub api_key_file: Source,
+    pub ledger: Source,
 }
 
 #[derive(Debug, Subcommand)]
@@ -65,8 +85,33 @@ pub enum Command {
     Ping(ping::PingArgs),
     /// The service's catalog: sync the local cache, list products.
     Catalog(catalog::CatalogArgs),
+    /// The effective settings and where each came from (file, env, flag, default).
+    #[command(long_about = config::LONG_ABOUT)]
+    Config(config::ConfigArgs),
     /// The embedded playground simulator, standalone.
     Sim(sim::SimArgs),
+}
+
+impl Command {
+    /// The service settings of the command, when it has them.
+    pub fn service_mut(&mut self) -> Option<&mut ServiceArgs> {
+        match self {
+            Command::Run(a) => Some(&mut a.service),
+            Command::Validate(a) => Some(&mut a.service),
+            Command::Status(a) => Some(&mut a.service),
+            Command::Report(a) => Some(&mut a.service),
+            Command::Retry(a) => Some(&mut a.service),
+            Command::Reconcile(a) => Some(&mut a.service),
+            Command::Balance(a) => Some(&mut a.service),
+            Command::Ping(a) => Some(&mut a.service),
+            Command::Config(a) => Some(&mut a.service),
+            Command::Catalog(a) => match &mut a.command {
+                catalog::CatalogCommand::Sync { service }
+                | catalog::CatalogCommand::List { service, .. } => Some(service),
+            },
+            Command::Sim(_) => None,
+        }
+    }
 }
 
 /// The ledger used when none is given.
@@ -114,6 +159,77 @@ pub fn config_failure(e: &ConfigError) -> i32 {
     exit::USAGE
 }
 
+/// Parses the command line, then fills the service settings that no flag and no environment
+/// variable gave from the settings file (`paybatch.toml`). Exits on `--help`, `--version` and
+/// clap's usage errors (exit 2); returns the exit code of a bad settings file.
+pub fn parse() -> Result<Cli, i32> {
+    let matches = Cli::command().get_matches();
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    apply_settings(&mut cli, &matches).map_err(|e| config_failure(&e))?;
+    Ok(cli)
+}
+
+/// The matches of the (sub)command that holds the service settings.
+fn service_matches(m: &ArgMatches) -> Option<&ArgMatches> {
+    if m.ids().any(|id| id.as_str() == "ledger") {
+        return Some(m);
+    }
+    m.subcommand().and_then(|(_, sub)| service_matches(sub))
+}
+
+fn source_of(m: &ArgMatches, id: &str) -> Source {
+    match m.value_source(id) {
+        Some(ValueSource::CommandLine) => Source::Flag,
+        Some(ValueSource::EnvVariable) => Source::Env,
+        _ => Source::Default,
+    }
+}
+
+/// Precedence, lowest first: default, settings file, `PAYBATCH_*` variable, flag. `env` and
+/// `base_url` both name the service, so they go together: when either comes from a variable or
+/// a flag, the file's `env` and `base_url` are not used.
+fn apply_settings(cli: &mut Cli, matches: &ArgMatches) -> Result<(), ConfigError> {
+    let Some(m) = service_matches(matches) else {
+        return Ok(());
+    };
+    let file = crate::config::load(cli.config.as_deref())?;
+    let Some(service) = cli.command.service_mut() else {
+        return Ok(());
+    };
+    let mut p = Provenance {
+        file: file.as_ref().map(|f| f.path.clone()),
+        env: source_of(m, "env"),
+        base_url: source_of(m, "base_url"),
+        api_key_file: source_of(m, "api_key_file"),
+        ledger: source_of(m, "ledger"),
+    };
+    if let Some(f) = file {
+        let s = f.settings;
+        if p.env == Source::Default && p.base_url == Source::Default {
+            if s.env.is_some() {
+                service.env = s.env;
+                p.env = Source::File;
+            }
+            if s.base_url.is_some() {
+                service.base_url = s.base_url;
+                p.base_url = Source::File;
+            }
+        }
+        if p.api_key_file == Source::Default && s.api_key_file.is_some() {
+            service.api_key_file = s.api_key_file;
+            p.api_key_file = Source::File;
+        }
+        if p.ledger == Source::Default
+            && let Some(ledger) = s.ledger
+        {
+            service.ledger = ledger;
+            p.ledger = Source::File;
+        }
+    }
+    cli.provenance = p;
+    Ok(())
+}
+
 pub async fn dispatch(cli: Cli) -> i32 {
     let quiet = cli.quiet;
     match cli.command {
@@ -126,6 +242,7 @@ pub async fn dispatch(cli: Cli) -> i32 {
         Command::Reconcile(args) => reconcile::execute(args).await,
         Command::Balance(args) => balance::execute(args).await,
         Command::Catalog(args) => catalog::execute(args).await,
+        Command::Config(args) => config::execute(args, &cli.provenance).await,
         Command::Sim(args) => match sim::execute(args).await {
             Ok(()) => exit::OK,
             Err(e) => {
