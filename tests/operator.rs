@@ -739,3 +739,44 @@ async fn a_settings_file_holding_the_key_itself_is_refused() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("enviroment"), "{}", stderr(&out));
 }
+
+// ---------------------------------------------------------------------------------------------
+// production guard, quiet, help, completions, man
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn production_without_a_terminal_needs_yes() {
+    let ws = Workspace::new();
+    ws.copy(SAMPLE, "nov.csv");
+    let out = paybatch(
+        ws.dir.path(),
+        &[
+            "run",
+            "nov.csv",
+            "--env",
+            "production",
+            "--ledger",
+            "ledger.db",
+        ],
+        &[("PAYBATCH_API_KEY", "wg_not_a_real_key")],
+    )
+    .await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with("error: --env production pays real money"),
+        "{err}"
+    );
+    assert!(err.contains("help: pass --yes"), "{err}");
+    assert!(!ws.ledger().exists(), "nothing was touched");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_run_prints_nothing_when_all_is_well() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    ws.copy(SAMPLE, "nov.csv");
+    let out = against(&ws, &sim, &["--quiet", "run", "nov.csv"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "");
+    assert_eq!(stdout(&out), "");
+}

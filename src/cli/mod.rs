@@ -64,6 +64,7 @@ pub struct Provenance {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Validate a CSV batch, pay every row exactly once, write the result file (resumable).
+    #[command(long_about = run::LONG_ABOUT)]
     Run(run::RunArgs),
     /// Check a batch as `run` would, show its totals and its plan digest; pay nothing.
     #[command(long_about = validate::LONG_ABOUT)]
