@@ -780,3 +780,60 @@ async fn a_quiet_run_prints_nothing_when_all_is_well() {
     assert_eq!(stderr(&out), "");
     assert_eq!(stdout(&out), "");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_command_explains_itself() {
+    let ws = Workspace::new();
+    for (command, expect) in [
+        ("validate", "plan digest"),
+        ("status", "what to do next"),
+        ("report", "never contains payout links"),
+        ("balance", "GET /balance"),
+        ("config", "Precedence"),
+        ("completions", "bash"),
+        ("man", "roff"),
+        ("run", "--expect-digest"),
+    ] {
+        let out = paybatch(ws.dir.path(), &[command, "--help"], &[]).await;
+        assert_eq!(out.status.code(), Some(0), "{command}");
+        assert!(
+            stdout(&out).contains(expect),
+            "{command} --help: {}",
+            stdout(&out)
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completions_and_the_manual_come_from_the_same_definitions() {
+    let ws = Workspace::new();
+    for shell in ["bash", "zsh", "fish"] {
+        let out = paybatch(ws.dir.path(), &["completions", shell], &[]).await;
+        assert_eq!(out.status.code(), Some(0), "{shell}");
+        let script = stdout(&out);
+        for word in ["validate", "expect-digest", "status", "report"] {
+            assert!(script.contains(word), "{shell} completion lacks {word}");
+        }
+    }
+    let out = paybatch(ws.dir.path(), &["completions", "tcsh"], &[]).await;
+    assert_eq!(out.status.code(), Some(2));
+
+    let out = paybatch(ws.dir.path(), &["man"], &[]).await;
+    assert_eq!(out.status.code(), Some(0));
+    let page = stdout(&out);
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH paybatch"),
+        "{page}"
+    );
+    assert!(page.contains("validate"));
+    let out = paybatch(ws.dir.path(), &["man", "--out-dir", "man1"], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    for page in [
+        "paybatch.1",
+        "paybatch-run.1",
+        "paybatch-validate.1",
+        "paybatch-status.1",
+    ] {
+        assert!(ws.path("man1").join(page).exists(), "{page}");
+    }
+}

@@ -3,7 +3,9 @@
 
 pub mod balance;
 pub mod catalog;
+pub mod completions;
 pub mod config;
+pub mod man;
 pub mod ping;
 pub mod reconcile;
 pub mod report;
@@ -39,7 +41,7 @@ pub struct Cli {
     /// More detail on stderr (-v info, -vv debug); RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
-    /// Print only errors and warnings.
+    /// Print only errors and warnings (cron).
     #[arg(short, long, global = true)]
     pub quiet: bool,
     /// Settings file (default: ./paybatch.toml when there is one).
@@ -89,6 +91,12 @@ pub enum Command {
     /// The effective settings and where each came from (file, env, flag, default).
     #[command(long_about = config::LONG_ABOUT)]
     Config(config::ConfigArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    #[command(long_about = completions::LONG_ABOUT)]
+    Completions(completions::CompletionsArgs),
+    /// Print the manual page, or write one per command into a directory.
+    #[command(long_about = man::LONG_ABOUT)]
+    Man(man::ManArgs),
     /// The embedded playground simulator, standalone.
     Sim(sim::SimArgs),
 }
@@ -110,7 +118,7 @@ impl Command {
                 catalog::CatalogCommand::Sync { service }
                 | catalog::CatalogCommand::List { service, .. } => Some(service),
             },
-            Command::Sim(_) => None,
+            Command::Completions(_) | Command::Man(_) | Command::Sim(_) => None,
         }
     }
 }
@@ -244,6 +252,8 @@ pub async fn dispatch(cli: Cli) -> i32 {
         Command::Balance(args) => balance::execute(args).await,
         Command::Catalog(args) => catalog::execute(args).await,
         Command::Config(args) => config::execute(args, &cli.provenance).await,
+        Command::Completions(args) => completions::execute(args),
+        Command::Man(args) => man::execute(args),
         Command::Sim(args) => match sim::execute(args).await {
             Ok(()) => exit::OK,
             Err(e) => {
