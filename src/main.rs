@@ -18,7 +18,7 @@ fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_ansi(std::env::var_os("NO_COLOR").is_none())
+        .with_ansi(paybatch::cli::stderr_color())
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -28,6 +28,7 @@ use crate::exit;
 #[command(
     name = "paybatch",
     version,
+    after_long_help = AFTER_LONG_HELP,
     about = "Pay out digital rewards in batches from CSV files, each row exactly once",
     long_about = "Pay out digital rewards (gift cards, subscriptions, payments) in batches from CSV \
 files through the payout ordering service. Every step is recorded in a local SQLite ledger before \
@@ -123,6 +124,14 @@ impl Command {
     }
 }
 
+const AFTER_LONG_HELP: &str = "Settings: ./paybatch.toml (or --config FILE) gives defaults for \
+env, base_url, api_key_file and ledger; PAYBATCH_ENV, PAYBATCH_BASE_URL, PAYBATCH_API_KEY_FILE and \
+PAYBATCH_LEDGER override it, and flags override both (`paybatch config` shows the result). The API \
+key comes from PAYBATCH_API_KEY or a file of mode 0600, never from a flag or the settings file. \
+NO_COLOR turns colour off.\n\nExit codes: 0 ok; 1 unexpected; 2 usage or configuration; 3 invalid \
+(nothing submitted); 4 finished with failed, rejected or invalid rows; 5 incomplete (run the same \
+command again); 6 the ledger is in use by another paybatch.";
+
 /// The ledger used when none is given.
 pub const DEFAULT_LEDGER: &str = "paybatch.db";
 
@@ -154,11 +163,33 @@ impl ServiceArgs {
     }
 }
 
+/// Whether stderr gets colour: it is a terminal, and `NO_COLOR` is unset or empty
+/// (no-color.org). Cron and pipes never get colour.
+pub fn stderr_color() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// `label` in bold ANSI colour `code` when `on`, else as it is.
+pub fn paint(label: &str, code: &str, on: bool) -> String {
+    if on {
+        format!("\x1b[{code}m{label}\x1b[0m")
+    } else {
+        label.to_string()
+    }
+}
+
+/// Prints a problem of the input (its `Display` carries its own `help:` line).
+pub fn print_problem(problem: &impl std::fmt::Display) {
+    eprintln!("{}: {problem}", paint("error", "1;31", stderr_color()));
+}
+
 /// Prints an error in the `error: ... / help: ...` style.
 pub fn print_error(message: &str, help: Option<&str>) {
-    eprintln!("error: {message}");
+    let color = stderr_color();
+    eprintln!("{}: {message}", paint("error", "1;31", color));
     if let Some(h) = help.filter(|h| !h.is_empty()) {
-        eprintln!("help: {h}");
+        eprintln!("{}: {h}", paint("help", "1;36", color));
     }
 }
 
@@ -261,5 +292,16 @@ pub async fn dispatch(cli: Cli) -> i32 {
                 exit::UNEXPECTED
             }
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::paint;
+
+    #[test]
+    fn colour_only_when_asked() {
+        assert_eq!(paint("error", "1;31", false), "error");
+        assert_eq!(paint("error", "1;31", true), "\x1b[1;31merror\x1b[0m");
     }
 }

@@ -215,7 +215,7 @@ pub fn ask_batch_name(
 pub fn report_error(e: &RunError) -> i32 {
     if let RunError::Invalid { problems, .. } = e {
         for p in problems {
-            eprintln!("error: {p}");
+            super::print_problem(&p);
         }
         eprintln!();
     }

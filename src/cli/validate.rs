@@ -143,7 +143,7 @@ pub async fn execute(args: ValidateArgs, quiet: bool) -> i32 {
         let _ = print_preview(&preview, &mut out);
     }
     for p in &preview.problems {
-        eprintln!("error: {p}");
+        super::print_problem(&p);
     }
     if !preview.problems.is_empty() {
         eprintln!();
