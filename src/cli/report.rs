@@ -17,7 +17,8 @@ use super::{ServiceArgs, print_error};
 /// The long help of the command (`--help`).
 pub const LONG_ABOUT: &str = "Rebuild a batch's result file from the ledger, at any time (during a run, after \
 it, after the result file was lost), and/or write an HTML report of the batch.\n\nWithout --out \
-or --html the result CSV is written where `paybatch run` writes it: beside the input file. With \
+or --html the result CSV is written where `paybatch run` writes it: beside the input file (its \
+path as the run recorded it, so relative to the current directory when it was given relative). With \
 --html only, only the HTML page is written. The HTML page is self-contained (no script, nothing \
 fetched) and can be opened or printed anywhere; it never contains payout links. Both files are \
 written atomically with mode 0600.";

@@ -240,10 +240,11 @@ fn next_steps(
     if ledger != Path::new(DEFAULT_LEDGER) {
         run.push_str(&format!(" --ledger {}", ledger.display()));
     }
+    // Named explicitly (even `sim`), so that a settings file cannot point the advice elsewhere.
     match Environment::from_recorded(&b.environment, &b.base_url) {
-        Ok(Environment::Sim) | Err(_) => {}
         Ok(Environment::Custom(url)) => run.push_str(&format!(" --base-url {url}")),
         Ok(env) => run.push_str(&format!(" --env {}", env.name())),
+        Err(_) => {}
     }
     let mut steps = Vec::new();
     if flights.iter().any(|f| f.in_doubt_too_long) {
@@ -443,7 +444,54 @@ fn event_json(e: &EventRecord, subject: &str) -> serde_json::Value {
 
 #[cfg(test)]
 mod tests {
-    use super::human_age;
+    use super::*;
+
+    fn batch(environment: &str, base_url: &str) -> BatchRecord {
+        BatchRecord {
+            id: 1,
+            name: "nov".into(),
+            input_path: "nov.csv".into(),
+            input_hash: String::new(),
+            headers: Vec::new(),
+            environment: environment.into(),
+            base_url: base_url.into(),
+            key_fingerprint: String::new(),
+            created_at: String::new(),
+        }
+    }
+
+    #[test]
+    fn the_resume_advice_names_the_batch_environment_and_ledger() {
+        let counts: BTreeMap<RowState, i64> = [(RowState::Pending, 2)].into_iter().collect();
+        let sim = next_steps(
+            Path::new("paybatch.db"),
+            &batch("sim", "embedded-simulator"),
+            &counts,
+            &[],
+        );
+        assert!(
+            sim[0].contains("paybatch run nov.csv --batch nov --env sim"),
+            "a settings file must not send the advice elsewhere: {sim:?}"
+        );
+        let custom = next_steps(
+            Path::new("other.db"),
+            &batch("custom", "http://127.0.0.1:9/v2"),
+            &counts,
+            &[],
+        );
+        assert!(
+            custom[0].contains("--ledger other.db --base-url http://127.0.0.1:9/v2"),
+            "{custom:?}"
+        );
+        let done: BTreeMap<RowState, i64> = [(RowState::Completed, 2)].into_iter().collect();
+        let steps = next_steps(
+            Path::new("paybatch.db"),
+            &batch("production", ""),
+            &done,
+            &[],
+        );
+        assert!(steps[0].starts_with("nothing to do"), "{steps:?}");
+    }
 
     #[test]
     fn ages_read_like_a_person_would_say_them() {
