@@ -167,7 +167,15 @@ async fn confirm_production(opts: &mut RunOptions) -> Result<(), i32> {
     let preview = crate::batch::preview::preview(opts)
         .await
         .map_err(|e| report_error(&e))?;
-    if !preview.is_valid() {
+    // Nothing to confirm when the run will refuse anyway (it says why): an invalid batch, or a
+    // file that is not the plan given with --expect-digest.
+    let approved_elsewhere = opts.expect_digest.as_deref().is_some_and(|expected| {
+        preview
+            .digest
+            .as_deref()
+            .is_none_or(|d| !crate::batch::preview::digests_match(expected, d))
+    });
+    if !preview.is_valid() || approved_elsewhere {
         return Ok(());
     }
     let _ = super::validate::print_preview(&preview, &mut std::io::stderr());
