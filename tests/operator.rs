@@ -298,6 +298,39 @@ async fn run_pays_only_the_plan_whose_digest_was_approved() {
         "{err}"
     );
     assert_eq!(sim.orders().len(), 12);
+
+    // The cron job runs again later: same digest, nothing more to pay, exit 0.
+    let out = against(&ws, &sim, &["run", "nov.csv", "--expect-digest", &approved]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(sim.orders().len(), 12);
+    // validate now counts the paid rows out of the totals, and keeps the digest.
+    let out = against(&ws, &sim, &["validate", "nov.csv"]).await;
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("beyond PENDING (not paid again, not counted below): 12 rows"),
+        "{text}"
+    );
+    assert!(text.contains("nothing to pay"), "{text}");
+    assert_eq!(digest_of(&text), approved);
+    // The batch is bound to this service: validating it for another environment is refused.
+    let out = paybatch(
+        ws.dir.path(),
+        &[
+            "validate",
+            "nov.csv",
+            "--ledger",
+            ws.ledger().to_str().unwrap(),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("belongs to environment"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
