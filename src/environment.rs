@@ -24,7 +24,7 @@ pub enum Environment {
     Custom(String),
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum ConfigError {
     #[error("{message}")]
     Invalid { message: String, help: String },
@@ -94,6 +94,14 @@ impl Environment {
     /// An identity for caches: environment and address.
     pub fn identity(&self) -> String {
         format!("{}@{}", self.name(), self.recorded_base_url())
+    }
+
+    /// The environment a batch was recorded with (its `environment` and `base_url` columns).
+    pub fn from_recorded(name: &str, base_url: &str) -> Result<Self, ConfigError> {
+        match name {
+            "custom" => Ok(Environment::Custom(base_url.to_string())),
+            other => Environment::resolve(Some(other), None),
+        }
     }
 
     /// The first line of every run.
@@ -226,6 +234,27 @@ impl Connection {
         key_file: Option<&Path>,
         ledger_path: &Path,
     ) -> Result<Self, ConfigError> {
+        let state = Some(embedded_state_path(ledger_path));
+        Self::open_with_state(environment, key_file, state).await
+    }
+
+    /// Like [`Connection::open`], for commands that only read (validate, balance): the embedded
+    /// simulator uses its state file beside the ledger when there is one, and otherwise starts
+    /// from its defaults in memory, so that reading creates no simulator file.
+    pub async fn open_for_reading(
+        environment: Environment,
+        key_file: Option<&Path>,
+        ledger_path: &Path,
+    ) -> Result<Self, ConfigError> {
+        let state = Some(embedded_state_path(ledger_path)).filter(|p| p.exists());
+        Self::open_with_state(environment, key_file, state).await
+    }
+
+    async fn open_with_state(
+        environment: Environment,
+        key_file: Option<&Path>,
+        state: Option<PathBuf>,
+    ) -> Result<Self, ConfigError> {
         let key = environment.api_key(key_file)?;
         let (base_url, embedded) = match &environment {
             Environment::Sim => {
@@ -233,7 +262,7 @@ impl Connection {
                 // checked by the pre-flight of the real environment.
                 let rehearsal_balance = rust_decimal::Decimal::new(10_000_000_000, 2);
                 let config = sim::SimConfig {
-                    state: Some(embedded_state_path(ledger_path)),
+                    state,
                     balances: sim::PAYMENT_CURRENCIES
                         .iter()
                         .map(|c| (c.to_string(), rehearsal_balance))

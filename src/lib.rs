@@ -5,6 +5,7 @@ pub mod api;
 pub mod batch;
 pub mod catalog;
 pub mod cli;
+pub mod config;
 pub mod environment;
 pub mod exit;
 pub mod failpoint;

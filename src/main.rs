@@ -1,10 +1,12 @@
 //! The paybatch binary: parses arguments, sets up logging, runs the command, exits with its code.
 
-use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
 fn main() {
-    let cli = paybatch::cli::Cli::parse();
+    let cli = match paybatch::cli::parse() {
+        Ok(cli) => cli,
+        Err(code) => std::process::exit(code),
+    };
     let default_level = match (cli.quiet, cli.verbose) {
         (true, _) => "error",
         (false, 0) => "warn",
@@ -16,7 +18,7 @@ fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_ansi(std::env::var_os("NO_COLOR").is_none())
+        .with_ansi(paybatch::cli::stderr_color())
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -294,6 +294,17 @@ fn ungroup(t: &str) -> String {
         .collect()
 }
 
+/// An amount written with at least its currency's decimal places, for people (`75` CAD as
+/// `75.00`; JPY without decimals). Never rounds: a longer scale is kept.
+pub fn display_amount(value: Decimal, currency: &str) -> String {
+    let mut v = value;
+    let places = minor_units(currency);
+    if v.scale() < places {
+        v.rescale(places);
+    }
+    v.to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

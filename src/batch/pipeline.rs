@@ -73,6 +73,9 @@ pub struct RunOptions {
     pub max_send_tries: u32,
     /// An in-doubt intent first sent longer ago than this is not re-sent blindly.
     pub in_doubt_window: Duration,
+    /// `--expect-digest`: the plan digest a person approved (`paybatch validate`); the run
+    /// refuses a file whose digest differs.
+    pub expect_digest: Option<String>,
 }
 
 impl RunOptions {
@@ -98,6 +101,7 @@ impl RunOptions {
             plan_only: false,
             max_send_tries: 8,
             in_doubt_window: Duration::from_secs(24 * 3600),
+            expect_digest: None,
         }
     }
 
@@ -430,6 +434,23 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         });
     }
 
+    // --- expect-digest: only the plan a person approved is paid (before the ledger batch). ---
+    if let Some(expected) = &opts.expect_digest {
+        let actual = super::preview::plan_digest(&batch_name, opts.environment.name(), &checked);
+        if !super::preview::digests_match(expected, &actual) {
+            return Err(RunError::Refused {
+                message: format!(
+                    "the file no longer matches the approved plan: expected {expected}, the file gives {actual}; nothing was submitted"
+                ),
+                help: "run `paybatch validate` on the file, check what changed, and approve the new digest".into(),
+            });
+        }
+        reporter.line(format!(
+            "plan digest: {actual} (matches the approved digest)"
+        ));
+    }
+    // --- end of expect-digest ---
+
     let input_path = opts.input.display().to_string();
     let batch = match existing {
         Some(b) => {
@@ -588,7 +609,7 @@ pub fn is_auth_error(e: &ApiError) -> bool {
     ) || matches!(e.status(), Some(401) | Some(403))
 }
 
-fn check_binding(b: &ledger::BatchRecord, conn: &Connection) -> Result<(), RunError> {
+pub fn check_binding(b: &ledger::BatchRecord, conn: &Connection) -> Result<(), RunError> {
     let env = &conn.environment;
     let base = env.recorded_base_url();
     if b.environment != env.name() || b.base_url != base {

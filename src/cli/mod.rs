@@ -1,17 +1,26 @@
 //! Command-line interface: one file per subcommand; each ends in one `execute` function that
 //! the dispatcher calls and that returns the process exit code.
 
+pub mod balance;
 pub mod catalog;
+pub mod completions;
+pub mod config;
+pub mod man;
 pub mod ping;
 pub mod reconcile;
+pub mod report;
 pub mod retry;
 pub mod run;
 pub mod sim;
+pub mod status;
+pub mod validate;
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
+use crate::config::Source;
 use crate::environment::{ConfigError, Environment};
 use crate::exit;
 
@@ -19,6 +28,7 @@ use crate::exit;
 #[command(
     name = "paybatch",
     version,
+    after_long_help = AFTER_LONG_HELP,
     about = "Pay out digital rewards in batches from CSV files, each row exactly once",
     long_about = "Pay out digital rewards (gift cards, subscriptions, payments) in batches from CSV \
 files through the payout ordering service. Every step is recorded in a local SQLite ledger before \
@@ -32,26 +42,98 @@ pub struct Cli {
     /// More detail on stderr (-v info, -vv debug); RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
-    /// Print only errors and warnings.
+    /// Print only errors and warnings (cron).
     #[arg(short, long, global = true)]
     pub quiet: bool,
+    /// Settings file (default: ./paybatch.toml when there is one).
+    #[arg(long, global = true, env = "PAYBATCH_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Where each service setting came from (filled by [`parse`]).
+    #[arg(skip)]
+    pub provenance: Provenance,
+}
+
+/// Where the effective service settings came from.
+#[derive(Debug, Clone, Default)]
+pub struct Provenance {
+    /// The settings file that was read, if any.
+    pub file: Option<PathBuf>,
+    pub env: Source,
+    pub base_url: Source,
+    pub api_key_file: Source,
+    pub ledger: Source,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Validate a CSV batch, pay every row exactly once, write the result file (resumable).
+    #[command(long_about = run::LONG_ABOUT)]
     Run(run::RunArgs),
+    /// Check a batch as `run` would, show its totals and its plan digest; pay nothing.
+    #[command(long_about = validate::LONG_ABOUT)]
+    Validate(validate::ValidateArgs),
+    /// What the ledger says: every batch, or one batch in detail, and what to do next.
+    #[command(long_about = status::LONG_ABOUT)]
+    Status(status::StatusArgs),
+    /// Rebuild a batch's result CSV from the ledger; write an HTML report.
+    #[command(long_about = report::LONG_ABOUT)]
+    Report(report::ReportArgs),
     /// Make FAILED and REJECTED rows of a batch eligible again (new attempt, new key).
     Retry(retry::RetryArgs),
-    /// Check the API key and the environment (GET /ping).
-    Ping(ping::PingArgs),
     /// Compare the ledger with the service's orders and repair it (lost ledger, in-doubt orders).
     Reconcile(reconcile::ReconcileArgs),
+    /// The account's balances at the service.
+    #[command(long_about = balance::LONG_ABOUT)]
+    Balance(balance::BalanceArgs),
+    /// Check the API key and the environment (GET /ping).
+    Ping(ping::PingArgs),
     /// The service's catalog: sync the local cache, list products.
     Catalog(catalog::CatalogArgs),
+    /// The effective settings and where each came from (file, env, flag, default).
+    #[command(long_about = config::LONG_ABOUT)]
+    Config(config::ConfigArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    #[command(long_about = completions::LONG_ABOUT)]
+    Completions(completions::CompletionsArgs),
+    /// Print the manual page, or write one per command into a directory.
+    #[command(long_about = man::LONG_ABOUT)]
+    Man(man::ManArgs),
     /// The embedded playground simulator, standalone.
     Sim(sim::SimArgs),
 }
+
+impl Command {
+    /// The service settings of the command, when it has them.
+    pub fn service_mut(&mut self) -> Option<&mut ServiceArgs> {
+        match self {
+            Command::Run(a) => Some(&mut a.service),
+            Command::Validate(a) => Some(&mut a.service),
+            Command::Status(a) => Some(&mut a.service),
+            Command::Report(a) => Some(&mut a.service),
+            Command::Retry(a) => Some(&mut a.service),
+            Command::Reconcile(a) => Some(&mut a.service),
+            Command::Balance(a) => Some(&mut a.service),
+            Command::Ping(a) => Some(&mut a.service),
+            Command::Config(a) => Some(&mut a.service),
+            Command::Catalog(a) => match &mut a.command {
+                catalog::CatalogCommand::Sync { service }
+                | catalog::CatalogCommand::List { service, .. } => Some(service),
+            },
+            Command::Completions(_) | Command::Man(_) | Command::Sim(_) => None,
+        }
+    }
+}
+
+const AFTER_LONG_HELP: &str = "Settings: ./paybatch.toml (or --config FILE) gives defaults for \
+env, base_url, api_key_file and ledger; PAYBATCH_ENV, PAYBATCH_BASE_URL, PAYBATCH_API_KEY_FILE and \
+PAYBATCH_LEDGER override it, and flags override both (`paybatch config` shows the result). The API \
+key comes from PAYBATCH_API_KEY or a file of mode 0600, never from a flag or the settings file. \
+NO_COLOR turns colour off.\n\nExit codes: 0 ok; 1 unexpected; 2 usage or configuration; 3 invalid \
+(nothing submitted); 4 finished with failed, rejected or invalid rows; 5 incomplete (run the same \
+command again); 6 the ledger is in use by another paybatch.";
+
+/// The ledger used when none is given.
+pub const DEFAULT_LEDGER: &str = "paybatch.db";
 
 /// Which service to talk to, with which key, and where the ledger is.
 #[derive(Debug, Clone, Args)]
@@ -70,7 +152,7 @@ pub struct ServiceArgs {
         long,
         env = "PAYBATCH_LEDGER",
         value_name = "PATH",
-        default_value = "paybatch.db"
+        default_value = DEFAULT_LEDGER
     )]
     pub ledger: PathBuf,
 }
@@ -81,11 +163,33 @@ impl ServiceArgs {
     }
 }
 
+/// Whether stderr gets colour: it is a terminal, and `NO_COLOR` is unset or empty
+/// (no-color.org). Cron and pipes never get colour.
+pub fn stderr_color() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// `label` in bold ANSI colour `code` when `on`, else as it is.
+pub fn paint(label: &str, code: &str, on: bool) -> String {
+    if on {
+        format!("\x1b[{code}m{label}\x1b[0m")
+    } else {
+        label.to_string()
+    }
+}
+
+/// Prints a problem of the input (its `Display` carries its own `help:` line).
+pub fn print_problem(problem: &impl std::fmt::Display) {
+    eprintln!("{}: {problem}", paint("error", "1;31", stderr_color()));
+}
+
 /// Prints an error in the `error: ... / help: ...` style.
 pub fn print_error(message: &str, help: Option<&str>) {
-    eprintln!("error: {message}");
+    let color = stderr_color();
+    eprintln!("{}: {message}", paint("error", "1;31", color));
     if let Some(h) = help.filter(|h| !h.is_empty()) {
-        eprintln!("help: {h}");
+        eprintln!("{}: {h}", paint("help", "1;36", color));
     }
 }
 
@@ -95,14 +199,92 @@ pub fn config_failure(e: &ConfigError) -> i32 {
     exit::USAGE
 }
 
+/// Parses the command line, then fills the service settings that no flag and no environment
+/// variable gave from the settings file (`paybatch.toml`). Exits on `--help`, `--version` and
+/// clap's usage errors (exit 2); returns the exit code of a bad settings file.
+pub fn parse() -> Result<Cli, i32> {
+    let matches = Cli::command().get_matches();
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    apply_settings(&mut cli, &matches).map_err(|e| config_failure(&e))?;
+    Ok(cli)
+}
+
+/// The matches of the (sub)command that holds the service settings.
+fn service_matches(m: &ArgMatches) -> Option<&ArgMatches> {
+    if m.ids().any(|id| id.as_str() == "ledger") {
+        return Some(m);
+    }
+    m.subcommand().and_then(|(_, sub)| service_matches(sub))
+}
+
+fn source_of(m: &ArgMatches, id: &str) -> Source {
+    match m.value_source(id) {
+        Some(ValueSource::CommandLine) => Source::Flag,
+        Some(ValueSource::EnvVariable) => Source::Env,
+        _ => Source::Default,
+    }
+}
+
+/// Precedence, lowest first: default, settings file, `PAYBATCH_*` variable, flag. `env` and
+/// `base_url` both name the service, so they go together: when either comes from a variable or
+/// a flag, the file's `env` and `base_url` are not used.
+fn apply_settings(cli: &mut Cli, matches: &ArgMatches) -> Result<(), ConfigError> {
+    let Some(m) = service_matches(matches) else {
+        return Ok(());
+    };
+    let file = crate::config::load(cli.config.as_deref())?;
+    let Some(service) = cli.command.service_mut() else {
+        return Ok(());
+    };
+    let mut p = Provenance {
+        file: file.as_ref().map(|f| f.path.clone()),
+        env: source_of(m, "env"),
+        base_url: source_of(m, "base_url"),
+        api_key_file: source_of(m, "api_key_file"),
+        ledger: source_of(m, "ledger"),
+    };
+    if let Some(f) = file {
+        let s = f.settings;
+        if p.env == Source::Default && p.base_url == Source::Default {
+            if s.env.is_some() {
+                service.env = s.env;
+                p.env = Source::File;
+            }
+            if s.base_url.is_some() {
+                service.base_url = s.base_url;
+                p.base_url = Source::File;
+            }
+        }
+        if p.api_key_file == Source::Default && s.api_key_file.is_some() {
+            service.api_key_file = s.api_key_file;
+            p.api_key_file = Source::File;
+        }
+        if p.ledger == Source::Default
+            && let Some(ledger) = s.ledger
+        {
+            service.ledger = ledger;
+            p.ledger = Source::File;
+        }
+    }
+    cli.provenance = p;
+    Ok(())
+}
+
 pub async fn dispatch(cli: Cli) -> i32 {
     let quiet = cli.quiet;
     match cli.command {
         Command::Run(args) => run::execute(args, quiet).await,
+        Command::Validate(args) => validate::execute(args, quiet).await,
+        Command::Status(args) => status::execute(args).await,
+        Command::Report(args) => report::execute(args, quiet).await,
         Command::Retry(args) => retry::execute(args).await,
         Command::Ping(args) => ping::execute(args).await,
         Command::Reconcile(args) => reconcile::execute(args).await,
+        Command::Balance(args) => balance::execute(args).await,
         Command::Catalog(args) => catalog::execute(args).await,
+        Command::Config(args) => config::execute(args, &cli.provenance).await,
+        Command::Completions(args) => completions::execute(args),
+        Command::Man(args) => man::execute(args),
         Command::Sim(args) => match sim::execute(args).await {
             Ok(()) => exit::OK,
             Err(e) => {
@@ -110,5 +292,16 @@ pub async fn dispatch(cli: Cli) -> i32 {
                 exit::UNEXPECTED
             }
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::paint;
+
+    #[test]
+    fn colour_only_when_asked() {
+        assert_eq!(paint("error", "1;31", false), "error");
+        assert_eq!(paint("error", "1;31", true), "\x1b[1;31merror\x1b[0m");
     }
 }

@@ -2,6 +2,7 @@
 //! until every order is terminal and writes the result file. Running the same command again
 //! resumes an interrupted run from the ledger.
 
+use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -10,9 +11,23 @@ use clap::Args;
 use crate::api::models::ExecutionMode;
 use crate::batch::pipeline::{self, RunError, RunOptions, RunSummary};
 use crate::batch::report::Reporter;
+use crate::environment::Environment;
 use crate::exit;
 
 use super::{ServiceArgs, config_failure, print_error};
+
+/// The long help of the command (`--help`).
+pub const LONG_ABOUT: &str = "Validate a CSV batch, pay every row exactly once, poll every order \
+until it is finished, and write the result file beside the input (mode 0600: it holds payout \
+links). Every step is recorded in the ledger first: after any interruption, run the same command \
+again to resume; nothing is paid twice.\n\nThe first line always names the environment; on the \
+embedded simulator (the default) it says SIMULATED. With --env production on a terminal, the rows, \
+totals per currency, balance and plan digest are shown and the batch name must be typed to go on; \
+without a terminal (cron) --yes is required. --expect-digest DIGEST (from `paybatch validate`) \
+refuses a file that changed since it was approved.\n\nExit codes: 0 every row completed; 1 \
+unexpected; 2 usage or configuration (or production not confirmed); 3 invalid or balance too low, \
+nothing submitted; 4 finished with failed, rejected or invalid rows; 5 incomplete, run again to \
+resume; 6 the ledger is in use by another paybatch.";
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -64,9 +79,21 @@ pub struct RunArgs {
     /// Refresh the cached catalog when older than this many seconds.
     #[arg(long, default_value_t = 86_400, value_name = "SECONDS")]
     pub catalog_ttl: u64,
+    /// Pay only if the file's plan digest is this one (from `paybatch validate`); else exit 3.
+    #[arg(long, value_name = "DIGEST", value_parser = parse_digest)]
+    pub expect_digest: Option<String>,
+    /// Do not ask for confirmation with --env production (required there without a terminal).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
 }
 
-fn parse_delimiter(s: &str) -> Result<u8, String> {
+fn parse_digest(s: &str) -> Result<String, String> {
+    crate::batch::preview::normalize_digest(s).ok_or_else(|| {
+        format!("`{s}` is not a plan digest: expected sha256: and 64 hex digits, as `paybatch validate` prints it")
+    })
+}
+
+pub fn parse_delimiter(s: &str) -> Result<u8, String> {
     match s {
         "," | "comma" => Ok(b','),
         ";" | "semicolon" => Ok(b';'),
@@ -106,15 +133,31 @@ impl RunArgs {
         o.concurrency = self.concurrency;
         o.poll_timeout = Duration::from_secs(self.poll_timeout);
         o.catalog_ttl = Duration::from_secs(self.catalog_ttl);
+        o.expect_digest = self.expect_digest.clone();
         Ok(o)
     }
 }
 
 pub async fn execute(args: RunArgs, quiet: bool) -> i32 {
-    let opts = match args.options() {
+    let mut opts = match args.options() {
         Ok(o) => o,
         Err(e) => return config_failure(&e),
     };
+    if opts.environment == Environment::Production && !args.yes {
+        let terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+        if !terminal {
+            print_error(
+                "--env production pays real money, and there is no terminal to confirm the run",
+                Some(
+                    "pass --yes (from cron, together with --expect-digest DIGEST from `paybatch validate`), or run it in a terminal and confirm by typing the batch name",
+                ),
+            );
+            return exit::USAGE;
+        }
+        if let Err(code) = confirm_production(&mut opts).await {
+            return code;
+        }
+    }
     let reporter = Reporter::new(quiet);
     match pipeline::run(&opts, reporter).await {
         Ok(summary) => {
@@ -125,10 +168,72 @@ pub async fn execute(args: RunArgs, quiet: bool) -> i32 {
     }
 }
 
+/// On a terminal, before a production run: shows what will be paid (rows, totals per currency,
+/// balance, plan digest) and goes on only when the person types the batch name. The digest
+/// shown is then required of the run, so what was confirmed is what is paid. An invalid batch
+/// is not confirmed: the run itself reports it and submits nothing.
+async fn confirm_production(opts: &mut RunOptions) -> Result<(), i32> {
+    eprintln!("paybatch run: {}", opts.environment.banner());
+    let preview = crate::batch::preview::preview(opts)
+        .await
+        .map_err(|e| report_error(&e))?;
+    // Nothing to confirm when the run will refuse anyway (it says why): an invalid batch, or a
+    // file that is not the plan given with --expect-digest.
+    let approved_elsewhere = opts.expect_digest.as_deref().is_some_and(|expected| {
+        preview
+            .digest
+            .as_deref()
+            .is_none_or(|d| !crate::batch::preview::digests_match(expected, d))
+    });
+    if !preview.is_valid() || approved_elsewhere {
+        return Ok(());
+    }
+    let _ = super::validate::print_preview(&preview, &mut std::io::stderr());
+    let batch = opts.batch_name();
+    let stdin = std::io::stdin();
+    match ask_batch_name(&batch, &mut stdin.lock(), &mut std::io::stderr()) {
+        Ok(true) => {
+            if opts.expect_digest.is_none() {
+                opts.expect_digest = preview.digest.clone();
+            }
+            Ok(())
+        }
+        Ok(false) => {
+            print_error(
+                "not confirmed: nothing was submitted",
+                Some(&format!(
+                    "to pay this batch, run the command again and type `{batch}` when asked"
+                )),
+            );
+            Err(exit::USAGE)
+        }
+        Err(e) => {
+            print_error(&format!("cannot read the confirmation: {e}"), None);
+            Err(exit::USAGE)
+        }
+    }
+}
+
+/// Asks for the batch name; true when exactly that was typed (surrounding spaces ignored).
+pub fn ask_batch_name(
+    batch: &str,
+    input: &mut dyn BufRead,
+    output: &mut dyn Write,
+) -> std::io::Result<bool> {
+    write!(
+        output,
+        "This pays REAL MONEY. Type the batch name `{batch}` to go on (anything else stops): "
+    )?;
+    output.flush()?;
+    let mut answer = String::new();
+    input.read_line(&mut answer)?;
+    Ok(answer.trim() == batch)
+}
+
 pub fn report_error(e: &RunError) -> i32 {
     if let RunError::Invalid { problems, .. } = e {
         for p in problems {
-            eprintln!("error: {p}");
+            super::print_problem(&p);
         }
         eprintln!();
     }
@@ -180,4 +285,28 @@ fn print_summary(s: &RunSummary, quiet: bool) {
         ),
     };
     eprintln!("paybatch run: {verdict} (exit {code})");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ask_batch_name;
+
+    #[test]
+    fn production_is_confirmed_only_by_the_batch_name() {
+        let ask = |typed: &str| {
+            let mut out = Vec::new();
+            let ok = ask_batch_name("nov", &mut typed.as_bytes(), &mut out).expect("io");
+            let prompt = String::from_utf8(out).expect("utf-8");
+            assert!(
+                prompt.contains("REAL MONEY") && prompt.contains("`nov`"),
+                "{prompt}"
+            );
+            ok
+        };
+        assert!(ask("nov\n"));
+        assert!(ask("  nov \r\n"));
+        assert!(!ask("y\n"));
+        assert!(!ask("NOV\n"));
+        assert!(!ask(""));
+    }
 }

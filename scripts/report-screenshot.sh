@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Pays the sample batch on the embedded simulator, writes its HTML report and renders it with
+# headless Chromium to docs/report.png (or the file given):
+#   scripts/report-screenshot.sh [OUT.png]
+# Needs Chromium (Debian: apt-get install chromium). Nothing leaves the machine: the simulator is
+# in-process, the page fetches nothing, and Chromium runs with its background networking off.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+out=${1:-$root/docs/report.png}
+browser=$(command -v chromium || command -v chromium-browser || true)
+if [ -z "$browser" ]; then
+  echo "error: Chromium is not installed" >&2
+  echo "help: apt-get install chromium" >&2
+  exit 2
+fi
+cargo build --quiet
+bin=$root/target/debug/paybatch
+work=$(mktemp -d)
+profile=$(mktemp -d)
+trap 'rm -rf "$work" "$profile"' EXIT
+cp samples/recipients.csv "$work/"
+(
+  cd "$work"
+  "$bin" --quiet run recipients.csv --ledger paybatch.db
+  "$bin" --quiet report --batch recipients --ledger paybatch.db --html report.html
+)
+"$browser" --headless --no-sandbox --disable-gpu --disable-background-networking \
+  --disable-component-update --disable-sync --no-first-run --user-data-dir="$profile" \
+  --screenshot="$out" --window-size=1200,1400 "file://$work/report.html" 2>/dev/null
+echo "wrote $out"

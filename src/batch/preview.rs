@@ -1,0 +1,304 @@
+//! What a batch will do, before it does it: every check of `paybatch run` (file, rows, catalog,
+//! binding of an existing batch, balance), the totals per payment currency and per product, and
+//! the plan digest that a person approves and `paybatch run --expect-digest` insists on.
+//!
+//! A preview writes nothing but the catalog cache: it never creates a batch or a row.
+
+use std::collections::{BTreeMap, HashMap};
+
+use rust_decimal::Decimal;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::api::models::Product;
+use crate::api::{ApiError, Client};
+use crate::catalog::{self, CatalogError, CatalogSource};
+use crate::environment::Connection;
+use crate::ledger::{Ledger, RowState};
+
+use super::pipeline::{self, CheckedInput, RunError, RunOptions};
+use super::validate::{self, Problem, RowSpec, ValidateOptions};
+
+/// The plan digest: SHA-256 over a version tag, the batch name, the environment name and the
+/// content hash ([`validate::content_hash`]) of every valid row in input order. Each part is
+/// length-prefixed, so no choice of names can make two plans collide. Carried-through columns,
+/// line numbers and invalid rows do not count: the digest covers exactly what would be paid.
+pub fn plan_digest(batch: &str, environment: &str, checked: &CheckedInput) -> String {
+    let mut h = Sha256::new();
+    h.update(b"paybatch-plan-v1\n");
+    let mut put = |name: &str, value: &str| {
+        h.update(format!("{name}={}:", value.len()).as_bytes());
+        h.update(value.as_bytes());
+        h.update(b"\n");
+    };
+    put("batch", batch);
+    put("environment", environment);
+    for spec in valid_specs(checked) {
+        put("row", &validate::content_hash(spec));
+    }
+    format!("sha256:{}", hex::encode(h.finalize()))
+}
+
+/// Whether an approved digest (`sha256:HEX` or bare `HEX`, any case) is `actual`.
+pub fn digests_match(expected: &str, actual: &str) -> bool {
+    normalize_digest(expected).is_some_and(|e| Some(e) == normalize_digest(actual))
+}
+
+/// `sha256:` and 64 lower-case hex digits, or `None` when `text` is not a digest.
+pub fn normalize_digest(text: &str) -> Option<String> {
+    let t = text.trim();
+    let hex_part = match t.get(..7) {
+        Some(prefix) if prefix.eq_ignore_ascii_case("sha256:") => &t[7..],
+        _ => t,
+    };
+    (hex_part.len() == 64 && hex_part.chars().all(|c| c.is_ascii_hexdigit()))
+        .then(|| format!("sha256:{}", hex_part.to_ascii_lowercase()))
+}
+
+fn valid_specs(checked: &CheckedInput) -> impl Iterator<Item = &RowSpec> {
+    checked
+        .rows
+        .iter()
+        .filter(|r| r.problems.is_empty())
+        .filter_map(|r| r.spec.as_ref())
+}
+
+/// What the rows still to pay cost, from one payment currency's balance.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct CurrencyTotal {
+    pub rows: usize,
+    /// Prices of the rows whose product is in this currency: checked against the balance.
+    pub price: Decimal,
+    /// Prices in other product currencies, converted by the service at order time: product
+    /// currency -> price in that currency. Not part of the balance check.
+    pub converted: BTreeMap<String, Decimal>,
+}
+
+/// The rows still to pay of one product (or `|` choice of products).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ProductTotal {
+    pub currency: String,
+    pub rows: usize,
+    pub face_value: Decimal,
+    pub price: Decimal,
+}
+
+/// One payment currency's balance against what the rows still to pay need from it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BalanceCheck {
+    pub currency: String,
+    pub needed: Decimal,
+    pub available: Decimal,
+    pub enough: bool,
+}
+
+/// Totals of the rows still to pay.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Totals {
+    pub per_payment_currency: BTreeMap<String, CurrencyTotal>,
+    pub per_product: BTreeMap<String, ProductTotal>,
+    /// Valid rows the ledger already has beyond PENDING (in an order, paid, failed): not
+    /// paid again by the next run, so not counted.
+    pub already_submitted: usize,
+}
+
+/// Totals of the valid rows of `checked` that the next run would pay: those the ledger does not
+/// have yet, or has as PENDING, INVALID or REMOVED (`states`, by reference).
+pub fn totals(
+    checked: &CheckedInput,
+    products: &[Product],
+    states: &HashMap<String, RowState>,
+) -> Totals {
+    let by_code: HashMap<&str, &Product> = products.iter().map(|p| (p.code.as_str(), p)).collect();
+    let mut t = Totals::default();
+    for spec in valid_specs(checked) {
+        let to_pay = states
+            .get(&spec.reference)
+            .is_none_or(|s| matches!(s, RowState::Pending | RowState::Invalid | RowState::Removed));
+        if !to_pay {
+            t.already_submitted += 1;
+            continue;
+        }
+        let price = pipeline::row_price(spec, &by_code);
+        let cur = t
+            .per_payment_currency
+            .entry(spec.payment_currency.clone())
+            .or_default();
+        cur.rows += 1;
+        if spec.currency == spec.payment_currency {
+            cur.price += price;
+        } else {
+            *cur.converted.entry(spec.currency.clone()).or_default() += price;
+        }
+        let product = t
+            .per_product
+            .entry(spec.product_codes.join("|"))
+            .or_insert_with(|| ProductTotal {
+                currency: spec.currency.clone(),
+                ..ProductTotal::default()
+            });
+        product.rows += 1;
+        product.face_value += spec.face_value;
+        product.price += price;
+    }
+    t
+}
+
+/// Asks the service for the balance of every payment currency that `totals` needs.
+pub async fn check_balances(
+    client: &Client,
+    totals: &Totals,
+) -> Result<Vec<BalanceCheck>, ApiError> {
+    let mut out = Vec::new();
+    for (currency, total) in &totals.per_payment_currency {
+        if total.price.is_zero() {
+            continue;
+        }
+        let balance = client.balance(currency).await?;
+        out.push(BalanceCheck {
+            currency: currency.clone(),
+            needed: total.price,
+            available: balance.balance,
+            enough: balance.balance >= total.price,
+        });
+    }
+    Ok(out)
+}
+
+/// Everything `paybatch validate` reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct Preview {
+    pub file: String,
+    pub batch: String,
+    pub environment: String,
+    pub catalog_products: usize,
+    pub catalog_cached: bool,
+    pub rows: usize,
+    pub valid_rows: usize,
+    pub problems: Vec<Problem>,
+    /// `--skip-invalid`: invalid rows would be marked INVALID instead of stopping the run.
+    pub skip_invalid: bool,
+    pub totals: Totals,
+    pub balance: Vec<BalanceCheck>,
+    /// The plan digest, when the plan is payable (see [`Preview::is_valid`]).
+    pub digest: Option<String>,
+}
+
+impl Preview {
+    /// Whether `paybatch run` would go ahead: rows to pay, no problem (or `--skip-invalid`),
+    /// enough balance.
+    pub fn is_valid(&self) -> bool {
+        self.valid_rows > 0
+            && (self.problems.is_empty() || self.skip_invalid)
+            && self.balance.iter().all(|b| b.enough)
+    }
+
+    /// The payment currencies whose balance is too low.
+    pub fn short(&self) -> impl Iterator<Item = &BalanceCheck> {
+        self.balance.iter().filter(|b| !b.enough)
+    }
+}
+
+/// Runs every check of `paybatch run` on `opts.input` without paying or recording anything but
+/// the catalog cache. `Err` for what stops a run before the file is read (configuration, the
+/// batch bound elsewhere, the service refusing the key, the ledger).
+pub async fn preview(opts: &RunOptions) -> Result<Preview, RunError> {
+    let batch_name = opts.batch_name();
+    let mut ledger = Ledger::open(&opts.ledger)?;
+    let conn = Connection::open_for_reading(
+        opts.environment.clone(),
+        opts.api_key_file.as_deref(),
+        &opts.ledger,
+    )
+    .await?;
+    let existing = ledger.batch(&batch_name)?;
+    if let Some(b) = &existing {
+        pipeline::check_binding(b, &conn)?;
+    }
+    let (products, source) = catalog::load(
+        &mut ledger,
+        &conn.client,
+        &opts.environment.identity(),
+        opts.catalog_ttl,
+        false,
+    )
+    .await
+    .map_err(|e| match e {
+        CatalogError::Api(api) if pipeline::is_auth_error(&api) => RunError::Auth(api),
+        other => RunError::Catalog(other),
+    })?;
+    let mut preview = Preview {
+        file: opts.input.display().to_string(),
+        batch: batch_name.clone(),
+        environment: opts.environment.name().to_string(),
+        catalog_products: products.len(),
+        catalog_cached: source == CatalogSource::Cache,
+        rows: 0,
+        valid_rows: 0,
+        problems: Vec::new(),
+        skip_invalid: opts.skip_invalid,
+        totals: Totals::default(),
+        balance: Vec::new(),
+        digest: None,
+    };
+    let options = ValidateOptions {
+        allow_duplicates: opts.allow_duplicates,
+        default_payment_currency: opts.default_payment_currency.clone(),
+    };
+    let checked = match pipeline::check_input(&opts.input, opts.delimiter, &products, options) {
+        Ok(c) => c,
+        Err(problem) => {
+            preview.problems.push(problem);
+            return Ok(preview);
+        }
+    };
+    preview.rows = checked.rows.len();
+    preview.valid_rows = valid_specs(&checked).count();
+    preview.problems = checked.problems();
+    if checked.rows.is_empty() {
+        preview.problems.push(
+            Problem::file(1, "the file has a header but no rows")
+                .with_help("add one row per recipient below the header"),
+        );
+    }
+    let states: HashMap<String, RowState> = match &existing {
+        Some(b) => ledger
+            .rows(b.id)?
+            .into_iter()
+            .map(|r| (r.reference, r.state))
+            .collect(),
+        None => HashMap::new(),
+    };
+    preview.totals = totals(&checked, &products, &states);
+    preview.balance = check_balances(&conn.client, &preview.totals)
+        .await
+        .map_err(|e| {
+            if pipeline::is_auth_error(&e) {
+                RunError::Auth(e)
+            } else {
+                RunError::Api(e)
+            }
+        })?;
+    let digest = plan_digest(&batch_name, opts.environment.name(), &checked);
+    if preview.is_valid() {
+        preview.digest = Some(digest);
+    }
+    Ok(preview)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digests_compare_with_or_without_prefix_and_in_any_case() {
+        let d = format!("sha256:{}", "ab".repeat(32));
+        assert!(digests_match(&d, &d));
+        assert!(digests_match(&"AB".repeat(32), &d));
+        assert!(digests_match(&format!("SHA256:{}", "Ab".repeat(32)), &d));
+        assert!(!digests_match(&format!("sha256:{}", "ac".repeat(32)), &d));
+        assert!(!digests_match("sha256:abc", &d));
+        assert!(!digests_match("", &d));
+        assert_eq!(normalize_digest("sha256:é"), None);
+    }
+}

@@ -1,0 +1,93 @@
+//! `paybatch balance [--currency CUR]`: the account's balances at the service (`GET /balance`),
+//! to check before a batch or after a top-up.
+
+use clap::Args;
+
+use crate::environment::Connection;
+use crate::exit;
+
+use super::{ServiceArgs, config_failure, print_error};
+
+/// The long help of the command (`--help`).
+pub const LONG_ABOUT: &str = "Show the account's balances at the service (GET /balance): every currency with \
+a balance, or one (--currency). On the embedded simulator: the simulator's balances beside the \
+ledger (its defaults when it has not run yet).";
+
+#[derive(Debug, Args)]
+pub struct BalanceArgs {
+    /// Only this currency (ISO 4217, e.g. USD); shown even when it is 0.
+    #[arg(long, value_name = "CUR")]
+    pub currency: Option<String>,
+    /// JSON on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub service: ServiceArgs,
+}
+
+pub async fn execute(args: BalanceArgs) -> i32 {
+    let environment = match args.service.environment() {
+        Ok(e) => e,
+        Err(e) => return config_failure(&e),
+    };
+    let currency = match &args.currency {
+        None => None,
+        Some(c) => {
+            let upper = c.trim().to_ascii_uppercase();
+            if !crate::money::is_currency_code(&upper) {
+                print_error(
+                    &format!("`{c}` is not a currency code"),
+                    Some("give an ISO 4217 code of three letters, e.g. --currency USD"),
+                );
+                return exit::USAGE;
+            }
+            Some(upper)
+        }
+    };
+    let banner = environment.banner();
+    let conn = match Connection::open_for_reading(
+        environment,
+        args.service.api_key_file.as_deref(),
+        &args.service.ledger,
+    )
+    .await
+    {
+        Ok(c) => c,
+        Err(e) => return config_failure(&e),
+    };
+    let result = match &currency {
+        Some(c) => conn.client.balance(c).await.map(|b| vec![b]),
+        None => conn.client.balances().await,
+    };
+    let balances = match result {
+        Ok(b) => b,
+        Err(e) => {
+            let auth = crate::batch::pipeline::is_auth_error(&e);
+            print_error(
+                &format!("cannot read the balance: {e}"),
+                Some("check the key and the environment with `paybatch ping`"),
+            );
+            return if auth { exit::USAGE } else { exit::UNEXPECTED };
+        }
+    };
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "environment": conn.environment.name(),
+                "balances": balances,
+            })
+        );
+        return exit::OK;
+    }
+    println!("{banner}");
+    if balances.is_empty() {
+        println!("no balance in any currency");
+        return exit::OK;
+    }
+    println!("{:<8} {:>18}", "CURRENCY", "BALANCE");
+    for b in &balances {
+        println!("{:<8} {:>18}", b.currency, b.balance);
+    }
+    exit::OK
+}

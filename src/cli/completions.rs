@@ -1,0 +1,26 @@
+//! `paybatch completions SHELL`: a completion script generated from the same definitions as the
+//! command line itself, printed on stdout.
+
+use clap::{Args, CommandFactory};
+use clap_complete::Shell;
+
+use crate::exit;
+
+/// The long help of the command (`--help`).
+pub const LONG_ABOUT: &str = "Print a shell completion script on stdout, generated from paybatch's own \
+command-line definitions.\n\nExamples:\n  paybatch completions bash > /etc/bash_completion.d/paybatch\n  \
+paybatch completions zsh > \"${fpath[1]}/_paybatch\"\n  paybatch completions fish > \
+~/.config/fish/completions/paybatch.fish";
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell: bash, zsh, fish, elvish or powershell.
+    #[arg(value_enum)]
+    pub shell: Shell,
+}
+
+pub fn execute(args: CompletionsArgs) -> i32 {
+    let mut cmd = super::Cli::command();
+    clap_complete::generate(args.shell, &mut cmd, "paybatch", &mut std::io::stdout());
+    exit::OK
+}

@@ -1,0 +1,131 @@
+//! `paybatch config`: the effective service settings and where each came from (settings file,
+//! `PAYBATCH_*` variable, flag or default), and the API key that would be used, shown only by
+//! its fingerprint. Exit 0 when the settings are usable, 2 when they are not.
+
+use clap::Args;
+use serde_json::json;
+
+use crate::config::{FILE_NAME, Source};
+use crate::environment::API_KEY_VAR;
+use crate::exit;
+
+use super::{Provenance, ServiceArgs, print_error};
+
+/// The long help of the command (`--help`).
+pub const LONG_ABOUT: &str = "Show the effective service settings and where each came from, and the API key \
+that would be used (its fingerprint only, never the key).\n\nPrecedence, lowest first: default, \
+settings file (./paybatch.toml or --config FILE), environment variable (PAYBATCH_ENV, \
+PAYBATCH_BASE_URL, PAYBATCH_API_KEY_FILE, PAYBATCH_LEDGER), flag. `env` and `base_url` go \
+together: when either is given by a variable or a flag, the file's are not used.\n\nThe settings \
+file knows `env`, `base_url`, `api_key_file` and `ledger`; relative paths in it are relative to \
+its own directory. It must never hold the key itself.\n\nExit 0 when the settings are usable, 2 \
+when they are not (unknown environment, no key, key of the wrong kind).";
+
+#[derive(Debug, Args)]
+pub struct ConfigArgs {
+    #[command(flatten)]
+    pub service: ServiceArgs,
+    /// JSON on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+struct Setting {
+    name: &'static str,
+    value: Option<String>,
+    from: Source,
+}
+
+pub async fn execute(args: ConfigArgs, provenance: &Provenance) -> i32 {
+    let s = &args.service;
+    let settings = [
+        Setting {
+            name: "env",
+            value: s.env.clone(),
+            from: provenance.env,
+        },
+        Setting {
+            name: "base_url",
+            value: s.base_url.clone(),
+            from: provenance.base_url,
+        },
+        Setting {
+            name: "api_key_file",
+            value: s.api_key_file.as_ref().map(|p| p.display().to_string()),
+            from: provenance.api_key_file,
+        },
+        Setting {
+            name: "ledger",
+            value: Some(s.ledger.display().to_string()),
+            from: provenance.ledger,
+        },
+    ];
+    let environment = s.environment();
+    let key = environment.as_ref().map_err(Clone::clone).and_then(|env| {
+        let from = if env.is_simulated() {
+            "the embedded simulator's own key (no secret)".to_string()
+        } else if s.api_key_file.is_some() {
+            "api_key_file".to_string()
+        } else {
+            format!("environment variable {API_KEY_VAR}")
+        };
+        env.api_key(s.api_key_file.as_deref())
+            .map(|k| (k.fingerprint(), from))
+    });
+    let problem = match (&environment, &key) {
+        (Err(e), _) | (_, Err(e)) => Some(e.clone()),
+        _ => None,
+    };
+    if args.json {
+        let mut map = serde_json::Map::new();
+        for st in &settings {
+            map.insert(
+                st.name.to_string(),
+                json!({ "value": st.value, "from": st.from.as_str() }),
+            );
+        }
+        let value = json!({
+            "file": provenance.file.as_ref().map(|p| p.display().to_string()),
+            "settings": map,
+            "environment": environment.as_ref().ok().map(|e| e.name().to_string()),
+            "api_key": key.as_ref().ok().map(|(fp, from)| json!({"fingerprint": fp, "from": from})),
+            "usable": problem.is_none(),
+            "error": problem.as_ref().map(|e| e.to_string()),
+        });
+        println!("{value}");
+        return if problem.is_none() {
+            exit::OK
+        } else {
+            exit::USAGE
+        };
+    }
+    match &provenance.file {
+        Some(p) => println!("settings file: {}", p.display()),
+        None => println!(
+            "settings file: none (no ./{FILE_NAME}; --config FILE or PAYBATCH_CONFIG names one)"
+        ),
+    }
+    println!("{:<14} {:<48} FROM", "SETTING", "VALUE");
+    for st in &settings {
+        let value = match (&st.value, st.name) {
+            (Some(v), _) => v.clone(),
+            (None, "env") => "sim".to_string(),
+            (None, _) => "-".to_string(),
+        };
+        println!("{:<14} {:<48} {}", st.name, value, st.from.as_str());
+    }
+    match &key {
+        Ok((fingerprint, from)) => println!("{:<14} {:<48} {from}", "api key", fingerprint),
+        Err(_) => println!("{:<14} {:<48} -", "api key", "(none usable)"),
+    }
+    if let Ok(env) = &environment {
+        println!("{}", env.banner());
+    }
+    match problem {
+        None => exit::OK,
+        Some(e) => {
+            print_error(&e.to_string(), Some(e.help()));
+            exit::USAGE
+        }
+    }
+}

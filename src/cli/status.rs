@@ -1,0 +1,505 @@
+//! `paybatch status [--batch NAME]`: what the ledger says, without asking the service: every
+//! batch with its rows per state, or one batch in detail (rows per state, orders in flight and
+//! their age, the last events) and what to do next. Reads the ledger only.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use clap::Args;
+use serde_json::json;
+
+use crate::environment::Environment;
+use crate::exit;
+use crate::ledger::{BatchRecord, EventRecord, Ledger, OrderRecord, OrderState, RowState};
+
+use super::{DEFAULT_LEDGER, ServiceArgs, print_error};
+
+/// Events shown for one batch.
+const LAST_EVENTS: i64 = 10;
+/// Orders in flight listed one by one (the rest are counted).
+const LISTED_IN_FLIGHT: usize = 20;
+/// In-doubt intents first sent longer ago than this are left for `paybatch reconcile`.
+const IN_DOUBT_HOURS: i64 = 24;
+
+/// The long help of the command (`--help`).
+pub const LONG_ABOUT: &str = "Show what the ledger says, without asking the service: every batch with its rows \
+per state, or one batch (--batch) with its rows per state, the orders in flight and their age, \
+the last events, and what to do next.\n\nReads the ledger only; safe while a run is going on.";
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Show this batch in detail.
+    #[arg(long)]
+    pub batch: Option<String>,
+    /// JSON on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub service: ServiceArgs,
+}
+
+pub async fn execute(args: StatusArgs) -> i32 {
+    let ledger = match open_existing(&args.service.ledger) {
+        Ok(l) => l,
+        Err(code) => return code,
+    };
+    let result = match &args.batch {
+        None => all_batches(&ledger, args.json),
+        Some(name) => one_batch(&ledger, name, args.json),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            print_error(&e.to_string(), None);
+            exit::UNEXPECTED
+        }
+    }
+}
+
+/// Opens a ledger that must exist already (a read-only command never creates one).
+pub fn open_existing(path: &Path) -> Result<Ledger, i32> {
+    if !path.exists() {
+        print_error(
+            &format!("no ledger at {}", path.display()),
+            Some(
+                "pass --ledger PATH (or PAYBATCH_LEDGER, or `ledger` in paybatch.toml): the ledger the batches were run with",
+            ),
+        );
+        return Err(exit::USAGE);
+    }
+    Ledger::open(path).map_err(|e| {
+        print_error(&e.to_string(), None);
+        exit::UNEXPECTED
+    })
+}
+
+/// Prints "no batch NAME" and returns the usage exit code.
+pub fn no_such_batch(ledger: &Ledger, name: &str) -> i32 {
+    let known: Vec<String> = ledger
+        .batches()
+        .map(|bs| bs.into_iter().map(|b| b.name).collect())
+        .unwrap_or_default();
+    let help = if known.is_empty() {
+        "this ledger has no batch yet; `paybatch run FILE` names a batch after its file unless --batch is given".to_string()
+    } else {
+        format!("batches in this ledger: {}", known.join(", "))
+    };
+    print_error(
+        &format!("no batch `{name}` in {}", ledger.path().display()),
+        Some(&help),
+    );
+    exit::USAGE
+}
+
+fn states_text(counts: &[(RowState, i64)]) -> String {
+    counts
+        .iter()
+        .map(|(s, n)| format!("{s} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn all_batches(ledger: &Ledger, json: bool) -> crate::ledger::Result<i32> {
+    let batches = ledger.batches()?;
+    let mut listed = Vec::new();
+    for b in &batches {
+        let counts = ledger.row_counts(b.id)?;
+        listed.push((b, counts));
+    }
+    if json {
+        let value: Vec<_> = listed
+            .iter()
+            .map(|(b, counts)| {
+                json!({
+                    "batch": b.name,
+                    "environment": b.environment,
+                    "base_url": b.base_url,
+                    "input": b.input_path,
+                    "created_at": b.created_at,
+                    "rows": counts.iter().map(|(_, n)| n).sum::<i64>(),
+                    "states": counts_map(counts),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::Value::Array(value));
+        return Ok(exit::OK);
+    }
+    if listed.is_empty() {
+        println!("no batches in {}", ledger.path().display());
+        return Ok(exit::OK);
+    }
+    let width = listed
+        .iter()
+        .map(|(b, _)| b.name.chars().count())
+        .max()
+        .unwrap_or(5)
+        .max(5);
+    println!(
+        "{:<width$}  {:<11}  {:>6}  {:<24}  ROWS PER STATE",
+        "BATCH", "ENVIRONMENT", "ROWS", "CREATED"
+    );
+    for (b, counts) in &listed {
+        println!(
+            "{:<width$}  {:<11}  {:>6}  {:<24}  {}",
+            b.name,
+            env_label(&b.environment),
+            counts.iter().map(|(_, n)| n).sum::<i64>(),
+            b.created_at,
+            states_text(counts)
+        );
+    }
+    println!();
+    println!("details of one batch: paybatch status --batch NAME");
+    Ok(exit::OK)
+}
+
+fn env_label(environment: &str) -> String {
+    if environment == "sim" {
+        "SIMULATED".into()
+    } else {
+        environment.to_string()
+    }
+}
+
+fn counts_map(counts: &[(RowState, i64)]) -> serde_json::Map<String, serde_json::Value> {
+    counts
+        .iter()
+        .map(|(s, n)| (s.as_str().to_string(), json!(n)))
+        .collect()
+}
+
+/// An order still in flight, as status shows it.
+struct InFlight<'a> {
+    order: &'a OrderRecord,
+    what: &'static str,
+    since: Option<&'a str>,
+    in_doubt_too_long: bool,
+}
+
+fn in_flight(orders: &[OrderRecord]) -> Vec<InFlight<'_>> {
+    orders
+        .iter()
+        .filter_map(|o| {
+            let (what, since) = match o.state {
+                OrderState::Accepted => (
+                    "accepted by the service, not finished",
+                    o.accepted_at.as_deref(),
+                ),
+                OrderState::Intent if o.sends > 0 => (
+                    "sent, no answer recorded (in doubt)",
+                    o.first_sent_at.as_deref(),
+                ),
+                OrderState::Intent => (
+                    "intent committed, not sent yet",
+                    Some(o.created_at.as_str()),
+                ),
+                _ => return None,
+            };
+            let in_doubt_too_long = o.state == OrderState::Intent
+                && o.sends > 0
+                && age(since).is_some_and(|a| a > chrono::Duration::hours(IN_DOUBT_HOURS));
+            Some(InFlight {
+                order: o,
+                what,
+                since,
+                in_doubt_too_long,
+            })
+        })
+        .collect()
+}
+
+fn age(at: Option<&str>) -> Option<chrono::Duration> {
+    let t = chrono::DateTime::parse_from_rfc3339(at?).ok()?;
+    Some(chrono::Utc::now().signed_duration_since(t))
+}
+
+/// `3d 4h`, `2h 10m`, `5m 03s`, `12s`.
+pub fn human_age(d: chrono::Duration) -> String {
+    let s = d.num_seconds().max(0);
+    let (days, hours, minutes, seconds) = (s / 86_400, s / 3600 % 24, s / 60 % 60, s % 60);
+    if days > 0 {
+        format!("{days}d {hours}h")
+    } else if hours > 0 {
+        format!("{hours}h {minutes:02}m")
+    } else if minutes > 0 {
+        format!("{minutes}m {seconds:02}s")
+    } else {
+        format!("{seconds}s")
+    }
+}
+
+/// What to do next with a batch, most urgent first.
+fn next_steps(
+    ledger: &Path,
+    b: &BatchRecord,
+    counts: &BTreeMap<RowState, i64>,
+    flights: &[InFlight<'_>],
+) -> Vec<String> {
+    let n = |s: RowState| counts.get(&s).copied().unwrap_or(0);
+    let mut run = format!("paybatch run {} --batch {}", b.input_path, b.name);
+    if ledger != Path::new(DEFAULT_LEDGER) {
+        run.push_str(&format!(" --ledger {}", ledger.display()));
+    }
+    // Named explicitly (even `sim`), so that a settings file cannot point the advice elsewhere.
+    match Environment::from_recorded(&b.environment, &b.base_url) {
+        Ok(Environment::Custom(url)) => run.push_str(&format!(" --base-url {url}")),
+        Ok(env) => run.push_str(&format!(" --env {}", env.name())),
+        Err(_) => {}
+    }
+    let mut steps = Vec::new();
+    if flights.iter().any(|f| f.in_doubt_too_long) {
+        steps.push(format!(
+            "orders have been in doubt for more than {IN_DOUBT_HOURS} hours: paybatch reconcile --batch {} (it asks the service which of them exist)",
+            b.name
+        ));
+    }
+    let unfinished = n(RowState::Pending) + n(RowState::Planned) + n(RowState::Submitted);
+    if unfinished > 0 || !flights.is_empty() {
+        steps.push(format!(
+            "{unfinished} rows are not finished: run the same command again to resume ({run}); nothing is paid twice"
+        ));
+    }
+    let failed = n(RowState::Failed) + n(RowState::Rejected);
+    if failed > 0 {
+        steps.push(format!(
+            "{failed} rows FAILED or were REJECTED (reasons: paybatch report --batch {name} --html report.html): after fixing the cause, paybatch retry --batch {name}, then {run}",
+            name = b.name
+        ));
+    }
+    if n(RowState::Invalid) > 0 {
+        steps.push(format!(
+            "{} rows are INVALID: fix them in {} and run the same command again (paybatch validate {} shows the problems)",
+            n(RowState::Invalid),
+            b.input_path,
+            b.input_path
+        ));
+    }
+    if steps.is_empty() {
+        steps.push(format!(
+            "nothing to do: every row completed; the result file again: paybatch report --batch {}",
+            b.name
+        ));
+    }
+    steps
+}
+
+fn one_batch(ledger: &Ledger, name: &str, json: bool) -> crate::ledger::Result<i32> {
+    let Some(b) = ledger.batch(name)? else {
+        return Ok(no_such_batch(ledger, name));
+    };
+    let counts_list = ledger.row_counts(b.id)?;
+    let counts: BTreeMap<RowState, i64> = counts_list.iter().copied().collect();
+    let orders = ledger.orders(b.id)?;
+    let mut order_counts: BTreeMap<&str, i64> = BTreeMap::new();
+    for o in &orders {
+        *order_counts.entry(o.state.as_str()).or_default() += 1;
+    }
+    let flights = in_flight(&orders);
+    let events = ledger.events(b.id, LAST_EVENTS)?;
+    let row_names: HashMap<i64, String> = ledger
+        .rows(b.id)?
+        .into_iter()
+        .map(|r| (r.id, r.reference))
+        .collect();
+    let order_names: HashMap<i64, String> = orders
+        .iter()
+        .map(|o| {
+            let name = o
+                .service_order_id
+                .clone()
+                .unwrap_or_else(|| format!("#{} (key {})", o.id, o.idempotency_key));
+            (o.id, name)
+        })
+        .collect();
+    let subject = |e: &EventRecord| -> String {
+        let name = match e.subject.as_str() {
+            "row" => row_names.get(&e.subject_id).cloned(),
+            "order" => order_names.get(&e.subject_id).cloned(),
+            _ => None,
+        };
+        match name {
+            Some(n) => format!("{} {n}", e.subject),
+            None => e.subject.clone(),
+        }
+    };
+    let next = next_steps(ledger.path(), &b, &counts, &flights);
+    if json {
+        let value = json!({
+            "batch": b.name,
+            "environment": b.environment,
+            "base_url": b.base_url,
+            "key_fingerprint": b.key_fingerprint,
+            "input": b.input_path,
+            "input_sha256": b.input_hash,
+            "created_at": b.created_at,
+            "rows": counts_list.iter().map(|(_, n)| n).sum::<i64>(),
+            "states": counts_map(&counts_list),
+            "orders": order_counts,
+            "in_flight": flights.iter().map(|f| json!({
+                "order": f.order.id,
+                "service_order_id": f.order.service_order_id,
+                "state": f.order.state.as_str(),
+                "what": f.what,
+                "since": f.since,
+                "age_seconds": age(f.since).map(|a| a.num_seconds()),
+                "sends": f.order.sends,
+                "polls": f.order.polls,
+            })).collect::<Vec<_>>(),
+            "events": events.iter().map(|e| event_json(e, &subject(e))).collect::<Vec<_>>(),
+            "next": next,
+        });
+        println!("{value}");
+        return Ok(exit::OK);
+    }
+    let label = match b.environment.as_str() {
+        "sim" => " (SIMULATED: no real money moved)",
+        "production" => " (PRODUCTION: real money)",
+        _ => "",
+    };
+    println!("batch {}{label}", b.name);
+    println!("  environment: {} ({})", b.environment, b.base_url);
+    println!("  input:       {} (sha256 {})", b.input_path, b.input_hash);
+    println!("  created:     {}", b.created_at);
+    println!("  key:         {}", b.key_fingerprint);
+    println!();
+    println!("rows: {}", counts_list.iter().map(|(_, n)| n).sum::<i64>());
+    for (state, n) in &counts_list {
+        println!("  {:<10} {:>8}", state.as_str(), n);
+    }
+    println!();
+    let orders_text = order_counts
+        .iter()
+        .map(|(s, n)| format!("{s} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    println!(
+        "orders: {}{}",
+        orders.len(),
+        if orders_text.is_empty() {
+            String::new()
+        } else {
+            format!(" ({orders_text})")
+        }
+    );
+    if flights.is_empty() {
+        println!("  none in flight");
+    } else {
+        println!("  in flight: {}", flights.len());
+        for f in flights.iter().take(LISTED_IN_FLIGHT) {
+            let id = f
+                .order
+                .service_order_id
+                .clone()
+                .unwrap_or_else(|| format!("#{}", f.order.id));
+            let how_long = age(f.since)
+                .map(|a| format!(" for {}", human_age(a)))
+                .unwrap_or_default();
+            println!(
+                "  {id:<24} {}{how_long} (sent {}x, polled {}x){}",
+                f.what,
+                f.order.sends,
+                f.order.polls,
+                if f.in_doubt_too_long {
+                    " -- reconcile"
+                } else {
+                    ""
+                }
+            );
+        }
+        if flights.len() > LISTED_IN_FLIGHT {
+            println!("  ... and {} more", flights.len() - LISTED_IN_FLIGHT);
+        }
+    }
+    println!();
+    println!("last events (newest first):");
+    for e in &events {
+        println!("  {}", event_text(e, &subject(e)));
+    }
+    println!();
+    for step in &next {
+        println!("next: {step}");
+    }
+    Ok(exit::OK)
+}
+
+fn event_text(e: &EventRecord, subject: &str) -> String {
+    let transition = match (&e.from_state, &e.to_state) {
+        (Some(f), Some(t)) => format!("{f} -> {t}"),
+        (None, Some(t)) => format!("-> {t}"),
+        (Some(f), None) => format!("{f} ->"),
+        (None, None) => String::new(),
+    };
+    format!("{}  {subject}  {transition}  {}", e.at, e.cause)
+}
+
+fn event_json(e: &EventRecord, subject: &str) -> serde_json::Value {
+    json!({
+        "at": e.at,
+        "subject": subject,
+        "from": e.from_state,
+        "to": e.to_state,
+        "cause": e.cause,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(environment: &str, base_url: &str) -> BatchRecord {
+        BatchRecord {
+            id: 1,
+            name: "nov".into(),
+            input_path: "nov.csv".into(),
+            input_hash: String::new(),
+            headers: Vec::new(),
+            environment: environment.into(),
+            base_url: base_url.into(),
+            key_fingerprint: String::new(),
+            created_at: String::new(),
+        }
+    }
+
+    #[test]
+    fn the_resume_advice_names_the_batch_environment_and_ledger() {
+        let counts: BTreeMap<RowState, i64> = [(RowState::Pending, 2)].into_iter().collect();
+        let sim = next_steps(
+            Path::new("paybatch.db"),
+            &batch("sim", "embedded-simulator"),
+            &counts,
+            &[],
+        );
+        assert!(
+            sim[0].contains("paybatch run nov.csv --batch nov --env sim"),
+            "a settings file must not send the advice elsewhere: {sim:?}"
+        );
+        let custom = next_steps(
+            Path::new("other.db"),
+            &batch("custom", "http://127.0.0.1:9/v2"),
+            &counts,
+            &[],
+        );
+        assert!(
+            custom[0].contains("--ledger other.db --base-url http://127.0.0.1:9/v2"),
+            "{custom:?}"
+        );
+        let done: BTreeMap<RowState, i64> = [(RowState::Completed, 2)].into_iter().collect();
+        let steps = next_steps(
+            Path::new("paybatch.db"),
+            &batch("production", ""),
+            &done,
+            &[],
+        );
+        assert!(steps[0].starts_with("nothing to do"), "{steps:?}");
+    }
+
+    #[test]
+    fn ages_read_like_a_person_would_say_them() {
+        let s = chrono::Duration::seconds;
+        assert_eq!(human_age(s(12)), "12s");
+        assert_eq!(human_age(s(5 * 60 + 3)), "5m 03s");
+        assert_eq!(human_age(s(2 * 3600 + 10 * 60)), "2h 10m");
+        assert_eq!(human_age(s(3 * 86_400 + 4 * 3600)), "3d 4h");
+        assert_eq!(human_age(s(-5)), "0s");
+    }
+}

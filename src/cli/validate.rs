@@ -1,0 +1,319 @@
+//! `paybatch validate FILE`: every check of `paybatch run` without paying anything: the rows
+//! against the catalog, the balance, the totals per payment currency and per product, and the
+//! plan digest a person approves before `paybatch run FILE --expect-digest DIGEST`. It writes
+//! nothing but the catalog cache: no batch, no row.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::batch::pipeline::RunOptions;
+use crate::batch::preview::{self, Preview};
+use crate::exit;
+use crate::money::display_amount as amount;
+
+use super::run::{parse_delimiter, report_error};
+use super::{ServiceArgs, config_failure, print_error};
+
+/// The long help of the command (`--help`).
+pub const LONG_ABOUT: &str = "Check a CSV batch exactly as `paybatch run` would (file, rows, catalog, balance) \
+without paying anything, show what it would cost per payment currency and per product, and print \
+its plan digest.\n\nThe plan digest is a SHA-256 over every valid row's payable content (in input \
+order), the batch name and the environment. Approve it, then pay exactly that plan with `paybatch \
+run FILE --expect-digest DIGEST`: the run refuses a file that changed since.\n\nWrites nothing but \
+the catalog cache in the ledger database. Exit 0 when the batch is valid, 3 when it is not (or the \
+balance is too low).";
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// The CSV file of recipients.
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub service: ServiceArgs,
+    /// The batch name (default: the file name without extension); part of the digest.
+    #[arg(long)]
+    pub batch: Option<String>,
+    /// Field delimiter (default: detected among , ; and tab).
+    #[arg(long, value_parser = parse_delimiter)]
+    pub delimiter: Option<u8>,
+    /// As `run --skip-invalid`: invalid rows are reported, the valid ones make the plan.
+    #[arg(long)]
+    pub skip_invalid: bool,
+    /// Allow the same (email, product, amount) more than once.
+    #[arg(long)]
+    pub allow_duplicates: bool,
+    /// Balance to pay from for rows whose product currency has no balance (EUR, GBP, USD, CAD).
+    #[arg(long, value_name = "CUR")]
+    pub payment_currency: Option<String>,
+    /// Refresh the cached catalog when older than this many seconds.
+    #[arg(long, default_value_t = 86_400, value_name = "SECONDS")]
+    pub catalog_ttl: u64,
+    /// Print the whole report as one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl ValidateArgs {
+    fn options(&self) -> Result<RunOptions, crate::environment::ConfigError> {
+        let mut o = RunOptions::new(&self.file);
+        o.environment = self.service.environment()?;
+        o.batch = self.batch.clone();
+        o.ledger = self.service.ledger.clone();
+        o.api_key_file = self.service.api_key_file.clone();
+        o.delimiter = self.delimiter;
+        o.skip_invalid = self.skip_invalid;
+        o.allow_duplicates = self.allow_duplicates;
+        o.default_payment_currency = self.payment_currency.clone();
+        o.catalog_ttl = Duration::from_secs(self.catalog_ttl);
+        Ok(o)
+    }
+
+    /// The `paybatch run` command that pays exactly the validated plan.
+    fn run_command(&self, digest: &str) -> String {
+        let mut cmd = format!(
+            "paybatch run {}",
+            shell_word(&self.file.display().to_string())
+        );
+        if let Some(b) = &self.batch {
+            cmd.push_str(&format!(" --batch {}", shell_word(b)));
+        }
+        if let Some(e) = &self.service.env {
+            cmd.push_str(&format!(" --env {}", shell_word(e)));
+        }
+        if let Some(u) = &self.service.base_url {
+            cmd.push_str(&format!(" --base-url {}", shell_word(u)));
+        }
+        if let Some(c) = &self.payment_currency {
+            cmd.push_str(&format!(" --payment-currency {}", shell_word(c)));
+        }
+        if self.allow_duplicates {
+            cmd.push_str(" --allow-duplicates");
+        }
+        if self.skip_invalid {
+            cmd.push_str(" --skip-invalid");
+        }
+        cmd.push_str(&format!(" --expect-digest {digest}"));
+        cmd
+    }
+}
+
+/// A word as a POSIX shell reads it: quoted only when it needs to be.
+fn shell_word(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+pub async fn execute(args: ValidateArgs, quiet: bool) -> i32 {
+    let opts = match args.options() {
+        Ok(o) => o,
+        Err(e) => return config_failure(&e),
+    };
+    let preview = match preview::preview(&opts).await {
+        Ok(p) => p,
+        Err(e) => return report_error(&e),
+    };
+    let code = if preview.is_valid() {
+        exit::OK
+    } else {
+        exit::INVALID
+    };
+    if args.json {
+        let mut value = match serde_json::to_value(&preview) {
+            Ok(v) => v,
+            Err(e) => {
+                print_error(&e.to_string(), None);
+                return exit::UNEXPECTED;
+            }
+        };
+        value["valid"] = serde_json::Value::Bool(preview.is_valid());
+        println!("{value}");
+        return code;
+    }
+    if !quiet {
+        let mut out = std::io::stdout().lock();
+        println!("paybatch validate: {}", opts.environment.banner());
+        let _ = print_preview(&preview, &mut out);
+    }
+    for p in &preview.problems {
+        super::print_problem(&p);
+    }
+    if !preview.problems.is_empty() {
+        eprintln!();
+        let n = preview.problems.len();
+        if preview.skip_invalid && preview.valid_rows > 0 {
+            eprintln!(
+                "warning: {n} problem(s) in {}: with --skip-invalid those rows would be marked INVALID and not paid",
+                preview.file
+            );
+        } else {
+            print_error(
+                &format!(
+                    "{n} problem(s) in {}; `paybatch run` would submit nothing",
+                    preview.file
+                ),
+                Some(
+                    "fix the rows above and validate again; --skip-invalid pays the valid rows and marks the others INVALID",
+                ),
+            );
+        }
+    } else if preview.valid_rows == 0 {
+        print_error(
+            &format!("{} has no row to pay", preview.file),
+            Some("add one row per recipient below the header"),
+        );
+    }
+    let short: Vec<String> = preview
+        .short()
+        .map(|b| {
+            format!(
+                "{}: need {}, available {}, short by {}",
+                b.currency,
+                b.needed,
+                b.available,
+                b.needed - b.available
+            )
+        })
+        .collect();
+    if !short.is_empty() {
+        print_error(
+            &format!("the balance is too low:\n  {}", short.join("\n  ")),
+            Some("top up the account, or pay fewer rows (split the file), then validate again"),
+        );
+    }
+    if let Some(d) = &preview.digest
+        && !quiet
+    {
+        println!("approve this digest, then pay exactly this plan with:");
+        println!("  {}", args.run_command(d));
+    }
+    code
+}
+
+/// The human report of a preview: rows, totals per payment currency (with the balance) and per
+/// product, and the plan digest. Shared with the production confirmation of `paybatch run`.
+pub fn print_preview(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
+    writeln!(out, "batch: {}", p.batch)?;
+    writeln!(out, "file: {}", p.file)?;
+    writeln!(
+        out,
+        "catalog: {} products ({})",
+        p.catalog_products,
+        if p.catalog_cached {
+            "cached"
+        } else {
+            "fetched from the service"
+        }
+    )?;
+    writeln!(
+        out,
+        "rows: {} read, {} valid, {} with problems",
+        p.rows,
+        p.valid_rows,
+        p.rows - p.valid_rows
+    )?;
+    if p.totals.already_submitted > 0 {
+        writeln!(
+            out,
+            "already in the ledger beyond PENDING (not paid again, not counted below): {} rows",
+            p.totals.already_submitted
+        )?;
+    }
+    if p.totals.per_payment_currency.is_empty() {
+        writeln!(out, "nothing to pay")?;
+    } else {
+        writeln!(out)?;
+        writeln!(out, "to pay, per payment currency:")?;
+        writeln!(
+            out,
+            "  {:<8} {:>6} {:>16} {:>16}  NOTE",
+            "CURRENCY", "ROWS", "PRICE", "BALANCE"
+        )?;
+        for (cur, t) in &p.totals.per_payment_currency {
+            let balance = p.balance.iter().find(|b| &b.currency == cur);
+            let available = balance
+                .map(|b| b.available.to_string())
+                .unwrap_or_else(|| "-".into());
+            let mut note = match balance {
+                Some(b) if !b.enough => format!("SHORT by {}", b.needed - b.available),
+                Some(_) => "enough".to_string(),
+                None => String::new(),
+            };
+            for (product_cur, price) in &t.converted {
+                if !note.is_empty() {
+                    note.push_str("; ");
+                }
+                note.push_str(&format!(
+                    "plus {} {product_cur} converted by the service at order time (not checked)",
+                    amount(*price, product_cur)
+                ));
+            }
+            writeln!(
+                out,
+                "  {:<8} {:>6} {:>16} {:>16}  {note}",
+                cur,
+                t.rows,
+                amount(t.price, cur),
+                available
+            )?;
+        }
+        writeln!(out)?;
+        writeln!(out, "to pay, per product:")?;
+        writeln!(
+            out,
+            "  {:<24} {:<8} {:>6} {:>16} {:>16}",
+            "PRODUCT", "CURRENCY", "ROWS", "FACE VALUE", "PRICE"
+        )?;
+        for (code, t) in &p.totals.per_product {
+            writeln!(
+                out,
+                "  {:<24} {:<8} {:>6} {:>16} {:>16}",
+                code,
+                t.currency,
+                t.rows,
+                amount(t.face_value, &t.currency),
+                amount(t.price, &t.currency)
+            )?;
+        }
+        writeln!(out)?;
+    }
+    if p.short().next().is_none() {
+        writeln!(out, "balance: enough in every payment currency")?;
+    } else {
+        writeln!(out, "balance: TOO LOW (see below)")?;
+    }
+    match &p.digest {
+        Some(d) => writeln!(out, "plan digest: {d}")?,
+        None => writeln!(out, "plan digest: none (the batch is not valid)")?,
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{amount, shell_word};
+    use rust_decimal::Decimal;
+
+    #[test]
+    fn amounts_show_their_currency_decimal_places() {
+        assert_eq!(amount(Decimal::new(75, 0), "CAD"), "75.00");
+        assert_eq!(amount(Decimal::new(1099, 2), "USD"), "10.99");
+        assert_eq!(amount(Decimal::new(3000, 0), "JPY"), "3000");
+        assert_eq!(amount(Decimal::new(12345, 3), "BHD"), "12.345");
+    }
+
+    #[test]
+    fn shell_words_are_quoted_only_when_needed() {
+        assert_eq!(shell_word("samples/nov.csv"), "samples/nov.csv");
+        assert_eq!(shell_word("my file.csv"), "'my file.csv'");
+        assert_eq!(shell_word("it's.csv"), r"'it'\''s.csv'");
+        assert_eq!(shell_word(""), "''");
+    }
+}
