@@ -843,7 +843,7 @@ fn plan_orders(
 }
 
 /// The card a row is paid by: its own `card_id` cell, else `--card-id`, else none (balance).
-fn row_card<'a>(spec: &'a RowSpec, default_card: Option<&'a str>) -> Option<&'a str> {
+pub fn row_card<'a>(spec: &'a RowSpec, default_card: Option<&'a str>) -> Option<&'a str> {
     spec.card_id
         .as_deref()
         .filter(|c| !c.is_empty())

@@ -97,6 +97,9 @@ pub struct BalanceCheck {
 pub struct Totals {
     pub per_payment_currency: BTreeMap<String, CurrencyTotal>,
     pub per_product: BTreeMap<String, ProductTotal>,
+    /// Rows paid by card, per card id: (rows, price per product currency). Never checked against
+    /// the balance.
+    pub per_card: BTreeMap<String, (usize, BTreeMap<String, Decimal>)>,
     /// Valid rows the ledger already has beyond PENDING (in an order, paid, failed): not
     /// paid again by the next run, so not counted.
     pub already_submitted: usize,
@@ -108,6 +111,7 @@ pub fn totals(
     checked: &CheckedInput,
     products: &[Product],
     states: &HashMap<String, RowState>,
+    default_card: Option<&str>,
 ) -> Totals {
     let by_code: HashMap<&str, &Product> = products.iter().map(|p| (p.code.as_str(), p)).collect();
     let mut t = Totals::default();
@@ -120,15 +124,21 @@ pub fn totals(
             continue;
         }
         let price = pipeline::row_price(spec, &by_code);
-        let cur = t
-            .per_payment_currency
-            .entry(spec.payment_currency.clone())
-            .or_default();
-        cur.rows += 1;
-        if spec.currency == spec.payment_currency {
-            cur.price += price;
+        if let Some(card) = pipeline::row_card(spec, default_card) {
+            let entry = t.per_card.entry(card.to_string()).or_default();
+            entry.0 += 1;
+            *entry.1.entry(spec.currency.clone()).or_default() += price;
         } else {
-            *cur.converted.entry(spec.currency.clone()).or_default() += price;
+            let cur = t
+                .per_payment_currency
+                .entry(spec.payment_currency.clone())
+                .or_default();
+            cur.rows += 1;
+            if spec.currency == spec.payment_currency {
+                cur.price += price;
+            } else {
+                *cur.converted.entry(spec.currency.clone()).or_default() += price;
+            }
         }
         let product = t
             .per_product
@@ -269,7 +279,7 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, RunError> {
             .collect(),
         None => HashMap::new(),
     };
-    preview.totals = totals(&checked, &products, &states);
+    preview.totals = totals(&checked, &products, &states, opts.card_id.as_deref());
     preview.balance = check_balances(&conn.client, &preview.totals)
         .await
         .map_err(|e| {

@@ -53,6 +53,9 @@ pub struct ValidateArgs {
     /// Print the whole report as one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Rows paid by this card instead of the balance (as `paybatch run --card-id`).
+    #[arg(long, value_name = "ID")]
+    pub card_id: Option<String>,
 }
 
 impl ValidateArgs {
@@ -67,6 +70,7 @@ impl ValidateArgs {
         o.allow_duplicates = self.allow_duplicates;
         o.default_payment_currency = self.payment_currency.clone();
         o.catalog_ttl = Duration::from_secs(self.catalog_ttl);
+        o.card_id = self.card_id.clone().filter(|c| !c.trim().is_empty());
         Ok(o)
     }
 
@@ -93,6 +97,9 @@ impl ValidateArgs {
         }
         if self.skip_invalid {
             cmd.push_str(" --skip-invalid");
+        }
+        if let Some(card) = &self.card_id {
+            cmd.push_str(&format!(" --card-id {}", shell_word(card)));
         }
         cmd.push_str(&format!(" --expect-digest {digest}"));
         cmd
@@ -226,8 +233,20 @@ pub fn print_preview(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
             p.totals.already_submitted
         )?;
     }
-    if p.totals.per_payment_currency.is_empty() {
+    for (card, (rows, prices)) in &p.totals.per_card {
+        let prices: Vec<String> = prices
+            .iter()
+            .map(|(cur, price)| format!("{} {cur}", amount(*price, cur)))
+            .collect();
+        writeln!(
+            out,
+            "paid by card {card}: {rows} rows, {} (not checked against the balance)",
+            prices.join(" + ")
+        )?;
+    }
+    if p.totals.per_payment_currency.is_empty() && p.totals.per_card.is_empty() {
         writeln!(out, "nothing to pay")?;
+    } else if p.totals.per_payment_currency.is_empty() {
     } else {
         writeln!(out)?;
         writeln!(out, "to pay, per payment currency:")?;
