@@ -11,9 +11,17 @@ mode=${1:-smoke}
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 
-cargo build --release --quiet --bin paybatch --example gen_batch
-bin=$PWD/target/release/paybatch
-gen=$PWD/target/release/examples/gen_batch
+# PAYBATCH_BENCH_PROFILE=dev uses the debug build (CI's smoke run: it only checks that the
+# benchmark code works); figures are taken with the default, release.
+if [ "${PAYBATCH_BENCH_PROFILE:-release}" = dev ]; then
+  cargo build --quiet --bin paybatch --example gen_batch
+  bin=$PWD/target/debug/paybatch
+  gen=$PWD/target/debug/examples/gen_batch
+else
+  cargo build --release --quiet --bin paybatch --example gen_batch
+  bin=$PWD/target/release/paybatch
+  gen=$PWD/target/release/examples/gen_batch
+fi
 big=100000000000
 
 start_sim() { # args: extra sim flags; sets $base and $admin
