@@ -54,7 +54,11 @@ local_cost() {
   read -r secs peak < <(peak_and_time "$bin" run "$work/batch.csv" --base-url "$base" \
     --api-key-file "$k" --ledger "$work/ledger.db" --plan-only --quiet)
   planned=$(sqlite3 "$work/ledger.db" "select count(*) from rows where state='PLANNED'")
-  echo "local: rows=$rows planned=$planned paybatch=${secs}s peak=$((peak / 1024))MB sqlite3-import=${floor}s ratio=$(echo "scale=2; $secs / $floor" | bc) rows/s=$(echo "$rows / $secs" | bc)"
+  ratio=n/a
+  if [ "$(echo "$floor > 0" | bc)" = 1 ]; then ratio=$(echo "scale=2; $secs / $floor" | bc); fi
+  rate=n/a
+  if [ "$(echo "$secs > 0" | bc)" = 1 ]; then rate=$(echo "$rows / $secs" | bc); fi
+  echo "local: rows=$rows planned=$planned paybatch=${secs}s peak=$((peak / 1024))MB sqlite3-import=${floor}s ratio=$ratio rows/s=$rate"
 }
 
 pacing() {
