@@ -56,6 +56,22 @@ pub struct RunArgs {
     /// Refresh the cached catalog when older than this many seconds.
     #[arg(long, default_value_t = 86_400, value_name = "SECONDS")]
     pub catalog_ttl: u64,
+    /// An order sent this many hours ago (fractions allowed) without a recorded answer is looked
+    /// up at the service (`paybatch reconcile`) before it may be sent again.
+    #[arg(long, default_value_t = 24.0, value_name = "HOURS", value_parser = parse_hours)]
+    pub in_doubt_hours: f64,
+}
+
+/// Hours as a positive finite number, at most ten years (`0.5`, `24`, `0.0001`).
+fn parse_hours(s: &str) -> Result<f64, String> {
+    let hours: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of hours"))?;
+    if !hours.is_finite() || hours < 0.0 || hours > 24.0 * 3650.0 {
+        return Err(format!("`{s}` hours: give a number from 0 to 87600"));
+    }
+    Ok(hours)
 }
 
 fn parse_delimiter(s: &str) -> Result<u8, String> {
@@ -96,6 +112,7 @@ impl RunArgs {
         o.concurrency = self.concurrency;
         o.poll_timeout = Duration::from_secs(self.poll_timeout);
         o.catalog_ttl = Duration::from_secs(self.catalog_ttl);
+        o.in_doubt_window = Duration::from_secs_f64(self.in_doubt_hours * 3600.0);
         Ok(o)
     }
 }
