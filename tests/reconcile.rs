@@ -564,3 +564,245 @@ async fn the_in_doubt_window_must_be_a_number_of_hours() {
         "refused before the ledger was touched"
     );
 }
+
+/// A row whose first order failed and whose retry (attempt 2) was paid: after the ledger is lost,
+/// the rebuilt ledger must show the paid attempt, not the failed one. Otherwise the row reads
+/// FAILED although it was paid, and a `retry` after the service's 30-day idempotency memory
+/// would pay it a second time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebuilt_ledger_records_the_latest_attempt_of_a_retried_row() {
+    let ws = Workspace::new();
+    let state = ws.sim_state();
+    let mut failing = fast_config(Some(state.clone()));
+    failing.failure_rate = 1.0;
+    let sim = start_sim(failing).await;
+    let addr = sim.addr();
+    let s = Setup {
+        key: ws.key_file(),
+        ws,
+        sim,
+    };
+    let input = s.ws.write("two.csv", TWO_ROWS);
+    let refs = references(&input);
+    let out = s.run("two.csv", &[], &[]).await;
+    assert_eq!(code(&out), Some(4), "{}", stderr_of(&out));
+    let Setup { ws, sim, key } = s;
+    sim.shutdown().await;
+    // The same simulator (state and address), now without failures.
+    let sim = paybatch::sim::start(fast_config(Some(state)), addr)
+        .await
+        .expect("simulator restarts on the same address");
+    let s = Setup { ws, sim, key };
+    let retry = s.paybatch(&["retry", "--batch", "two"], &[]).await;
+    assert_eq!(code(&retry), Some(0), "{}", stderr_of(&retry));
+    let out = s.run("two.csv", &[], &[]).await;
+    assert_eq!(code(&out), Some(0), "{}", stderr_of(&out));
+    let live = assert_one_live_order_per_row(&s.sim, &refs);
+    assert_eq!(s.sim.orders().len(), 4, "a failed and a paid order per row");
+    let truth = ground_truth(&s.sim);
+    let posts = order_posts(&s.sim);
+
+    s.delete_ledger();
+    let (rc, report) = s.reconcile("two", &["--rebuild", "two.csv"]).await;
+    assert_eq!(rc, Some(0), "{report}");
+    assert_ledger_matches_service(&s, "two", &live);
+    let (rows, _) = s.ledger("two");
+    assert!(
+        rows.iter().all(|r| r.attempt == 2),
+        "the rows are at their paid attempt: {rows:?}"
+    );
+
+    let again = s.run("two.csv", &[], &[]).await;
+    assert_eq!(code(&again), Some(0), "{}", stderr_of(&again));
+    let retry = s.paybatch(&["retry", "--batch", "two"], &[]).await;
+    assert!(
+        stderr_of(&retry).contains("no FAILED or REJECTED rows"),
+        "{}",
+        stderr_of(&retry)
+    );
+    assert_eq!(ground_truth(&s.sim), truth, "nothing new at the service");
+    assert_eq!(order_posts(&s.sim), posts, "no order was sent again");
+}
+
+/// A simulator with `config` on `addr` (a batch is bound to its service address).
+async fn sim_at(config: paybatch::sim::SimConfig, addr: std::net::SocketAddr) -> SimHandle {
+    paybatch::sim::start(config, addr)
+        .await
+        .expect("simulator starts on the address")
+}
+
+/// Both rows fail at attempt 1 (the backup taken at `backup_point`, or after the failing run when
+/// `None`), then are retried and paid at attempt 2 on the same simulator; then the backup is
+/// restored. Returns the setup and the rows' live order ids.
+async fn backup_from_before_a_retry(
+    backup_point: Option<&str>,
+) -> (Setup, std::collections::BTreeMap<String, String>) {
+    let ws = Workspace::new();
+    let state = ws.sim_state();
+    let mut failing = fast_config(Some(state.clone()));
+    failing.failure_rate = 1.0;
+    let sim = start_sim(failing).await;
+    let addr = sim.addr();
+    let s = Setup {
+        key: ws.key_file(),
+        ws,
+        sim,
+    };
+    let input = s.ws.write("two.csv", TWO_ROWS);
+    let refs = references(&input);
+    let early = match backup_point {
+        Some(point) => {
+            let stopped = s
+                .run("two.csv", &[], &[("PAYBATCH_FAILPOINT", point)])
+                .await;
+            assert_eq!(code(&stopped), None, "{}", stderr_of(&stopped));
+            Some(s.backup_ledger("backup-early"))
+        }
+        None => None,
+    };
+    let out = s.run("two.csv", &[], &[]).await;
+    assert_eq!(code(&out), Some(4), "{}", stderr_of(&out));
+    let backup = early.unwrap_or_else(|| s.backup_ledger("backup"));
+    let Setup { ws, sim, key } = s;
+    sim.shutdown().await;
+    let sim = sim_at(fast_config(Some(state)), addr).await;
+    let s = Setup { ws, sim, key };
+    let retry = s.paybatch(&["retry", "--batch", "two"], &[]).await;
+    assert_eq!(code(&retry), Some(0), "{}", stderr_of(&retry));
+    let out = s.run("two.csv", &[], &[]).await;
+    assert_eq!(code(&out), Some(0), "{}", stderr_of(&out));
+    let live = assert_one_live_order_per_row(&s.sim, &refs);
+    assert_eq!(s.sim.orders().len(), 4, "a failed and a paid order per row");
+    s.restore_ledger(&backup);
+    (s, live)
+}
+
+/// After reconcile, the restored ledger shows what the service has, the next run pays nothing
+/// and there is nothing left to retry.
+async fn assert_caught_up(s: &Setup, live: &std::collections::BTreeMap<String, String>) {
+    let truth = ground_truth(&s.sim);
+    let posts = order_posts(&s.sim);
+    let (rc, report) = s.reconcile("two", &[]).await;
+    assert_eq!(rc, Some(0), "{report}");
+    assert_ledger_matches_service(s, "two", live);
+    let (rows, _) = s.ledger("two");
+    assert!(rows.iter().all(|r| r.attempt == 2), "{rows:?}");
+    let again = s.run("two.csv", &[], &[]).await;
+    assert_eq!(code(&again), Some(0), "{}", stderr_of(&again));
+    let retry = s.paybatch(&["retry", "--batch", "two"], &[]).await;
+    assert!(
+        stderr_of(&retry).contains("no FAILED or REJECTED rows"),
+        "{}",
+        stderr_of(&retry)
+    );
+    assert_eq!(ground_truth(&s.sim), truth, "nothing new at the service");
+    assert_eq!(order_posts(&s.sim), posts, "no order was sent again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_from_before_a_retry_catches_up_with_the_paid_attempt() {
+    let (s, live) = backup_from_before_a_retry(None).await;
+    let (rows, _) = s.ledger("two");
+    assert!(
+        rows.iter()
+            .all(|r| r.state == RowState::Failed && r.attempt == 1),
+        "the backup has the failed first attempt: {rows:?}"
+    );
+    // A dry run already tells the whole story.
+    let (rc, report) = s.reconcile("two", &["--dry-run"]).await;
+    assert_eq!(rc, Some(0), "{report}");
+    assert_eq!(
+        report["adopted"].as_array().map(Vec::len),
+        Some(2),
+        "{report}"
+    );
+    assert_eq!(s.ledger("two").0, rows, "a dry run changes nothing");
+    assert_caught_up(&s, &live).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_from_before_the_first_send_catches_up_through_the_failure_and_the_retry() {
+    let (s, live) = backup_from_before_a_retry(Some("after_intent")).await;
+    let (_, orders) = s.ledger("two");
+    assert!(
+        orders
+            .iter()
+            .all(|o| o.state == OrderState::Intent && o.sends == 0),
+        "the backup has the first attempt's intents: {orders:?}"
+    );
+    let (rc, report) = s.reconcile("two", &["--dry-run"]).await;
+    assert_eq!(rc, Some(0), "{report}");
+    // Each row: its failed first order on its intent, then its paid retry.
+    assert_eq!(
+        report["adopted"].as_array().map(Vec::len),
+        Some(4),
+        "{report}"
+    );
+    assert_caught_up(&s, &live).await;
+}
+
+/// The row was refused at attempt 1 (no order at the service), retried and paid at attempt 2;
+/// a backup from before the first send is restored, and the service no longer remembers the
+/// first attempt's key (its idempotency memory lasts 30 days; here: a new service state).
+/// The first attempt's intent must never be sent: it would pay the row a second time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_intent_superseded_by_a_paid_retry_is_never_sent() {
+    let ws = Workspace::new();
+    let mut poor = fast_config(Some(ws.path("sim-a.db")));
+    poor.balances = vec![("USD".to_string(), "1.00".parse().expect("decimal"))];
+    let sim = start_sim(poor).await;
+    let addr = sim.addr();
+    let s = Setup {
+        key: ws.key_file(),
+        ws,
+        sim,
+    };
+    // A yen product paid from the dollar balance: converted at order time, so the balance
+    // pre-flight does not stop it and the service refuses it.
+    let input = s.ws.write(
+        "two.csv",
+        "reference,product_code,face_value,currency,payment_currency\nY-1,UBER-JP,3000,JPY,USD\n",
+    );
+    let refs = references(&input);
+    let stopped = s
+        .run("two.csv", &[], &[("PAYBATCH_FAILPOINT", "after_intent")])
+        .await;
+    assert_eq!(code(&stopped), None, "{}", stderr_of(&stopped));
+    let backup = s.backup_ledger("backup");
+    let out = s.run("two.csv", &[], &[]).await;
+    assert_eq!(code(&out), Some(4), "{}", stderr_of(&out));
+    assert!(s.sim.orders().is_empty(), "refused: no order");
+    let (rows, _) = s.ledger("two");
+    assert_eq!(rows[0].state, RowState::Rejected, "{rows:?}");
+    let Setup { ws, sim, key } = s;
+    sim.shutdown().await;
+    let sim = sim_at(fast_config(Some(ws.path("sim-b.db"))), addr).await;
+    let s = Setup { ws, sim, key };
+    let retry = s.paybatch(&["retry", "--batch", "two"], &[]).await;
+    assert_eq!(code(&retry), Some(0), "{}", stderr_of(&retry));
+    let out = s.run("two.csv", &[], &[]).await;
+    assert_eq!(code(&out), Some(0), "{}", stderr_of(&out));
+    let live = assert_one_live_order_per_row(&s.sim, &refs);
+
+    s.restore_ledger(&backup);
+    let (rc, report) = s.reconcile("two", &[]).await;
+    assert_eq!(rc, Some(0), "{report}");
+    assert_eq!(
+        report["superseded"].as_array().map(Vec::len),
+        Some(1),
+        "{report}"
+    );
+    let (rows, orders) = s.ledger("two");
+    assert!(
+        orders
+            .iter()
+            .any(|o| o.state == OrderState::Rejected && o.sends == 0),
+        "the first attempt's intent is closed unsent: {orders:?}"
+    );
+    assert_eq!(rows[0].attempt, 2);
+    assert_ledger_matches_service(&s, "two", &live);
+    let again = s.run("two.csv", &[], &[]).await;
+    assert_eq!(code(&again), Some(0), "{}", stderr_of(&again));
+    assert_one_live_order_per_row(&s.sim, &refs);
+    assert_eq!(s.sim.orders().len(), 1, "the row was paid once");
+}

@@ -185,6 +185,7 @@ fn print_report(r: &ReconcileReport, dry_run: bool, json: bool) {
                 "updated": r.updated,
                 "unknown_rows": r.unknown_rows,
                 "duplicates": r.duplicates,
+                "superseded": r.superseded,
             })
         );
         return;
@@ -198,6 +199,12 @@ fn print_report(r: &ReconcileReport, dry_run: bool, json: bool) {
         let verb = if dry_run { "would clear" } else { "cleared" };
         println!(
             "  {verb} in-doubt intent {key}: the service never created it; the next run sends it"
+        );
+    }
+    for key in &r.superseded {
+        let verb = if dry_run { "would mark" } else { "marked" };
+        println!(
+            "  {verb} intent {key} REJECTED: a later attempt of its row is at the service; it is never sent"
         );
     }
     for (id, from, to) in &r.updated {
