@@ -387,7 +387,7 @@ async fn an_intent_the_service_never_received_is_reported_then_cleared_then_paid
     assert_eq!(rc, Some(0), "{report}");
     assert_eq!(report["dry_run"], true);
     assert_eq!(report["found"], 0, "{report}");
-    assert_eq!(strings(&report["absent"]), [key.clone()], "{report}");
+    assert_eq!(strings(&report["absent"]), vec![key.clone()], "{report}");
     assert_eq!(s.ledger("two").1, orders, "a dry run changes nothing");
     assert_eq!(s.event_count("two"), events, "a dry run records nothing");
     // The same in words.
@@ -404,7 +404,7 @@ async fn an_intent_the_service_never_received_is_reported_then_cleared_then_paid
     let (rc, report) = s.reconcile("two", &[]).await;
     assert_eq!(rc, Some(0), "{report}");
     assert_eq!(report["dry_run"], false);
-    assert_eq!(strings(&report["absent"]), [key.clone()], "{report}");
+    assert_eq!(strings(&report["absent"]), vec![key.clone()], "{report}");
     let (_, after) = s.ledger("two");
     let cleared = after
         .iter()

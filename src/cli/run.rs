@@ -68,7 +68,7 @@ fn parse_hours(s: &str) -> Result<f64, String> {
         .trim()
         .parse()
         .map_err(|_| format!("`{s}` is not a number of hours"))?;
-    if !hours.is_finite() || hours < 0.0 || hours > 24.0 * 3650.0 {
+    if !hours.is_finite() || !(0.0..=24.0 * 3650.0).contains(&hours) {
         return Err(format!("`{s}` hours: give a number from 0 to 87600"));
     }
     Ok(hours)
