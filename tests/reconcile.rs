@@ -806,3 +806,49 @@ async fn an_intent_superseded_by_a_paid_retry_is_never_sent() {
     assert_one_live_order_per_row(&s.sim, &refs);
     assert_eq!(s.sim.orders().len(), 1, "the row was paid once");
 }
+
+/// A batch run with `--payment-currency`: rebuilt without it, its yen row reads as invalid, and
+/// the order that paid it is reported (exit 4), not silently left aside; rebuilt with it, the
+/// row is recorded as paid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebuild_reports_paid_rows_it_cannot_read_as_they_were_paid() {
+    let s = Setup::new().await;
+    let input = s.ws.write(
+        "yen.csv",
+        "reference,product_code,face_value,currency\nY-1,UBER-JP,3000,JPY\nU-1,AMZ-US,25.00,USD\n",
+    );
+    let refs = references(&input);
+    let out = s.run("yen.csv", &["--payment-currency", "USD"], &[]).await;
+    assert_eq!(code(&out), Some(0), "{}", stderr_of(&out));
+    let live = assert_one_live_order_per_row(&s.sim, &refs);
+    let posts = order_posts(&s.sim);
+
+    s.delete_ledger();
+    let (rc, report) = s.reconcile("yen", &["--rebuild", "yen.csv"]).await;
+    assert_eq!(rc, Some(4), "{report}");
+    assert_eq!(
+        report["unattached"],
+        serde_json::json!([["Y-1", live["Y-1"]]]),
+        "{report}"
+    );
+    let words = s.paybatch(&["reconcile", "--batch", "yen"], &[]).await;
+    assert_eq!(code(&words), Some(4));
+    assert!(
+        stdout_of(&words).contains(&format!("ALERT: order {} pays row Y-1", live["Y-1"])),
+        "{}",
+        stdout_of(&words)
+    );
+
+    s.delete_ledger();
+    let (rc, report) = s
+        .reconcile(
+            "yen",
+            &["--rebuild", "yen.csv", "--payment-currency", "USD"],
+        )
+        .await;
+    assert_eq!(rc, Some(0), "{report}");
+    assert_ledger_matches_service(&s, "yen", &live);
+    let again = s.run("yen.csv", &["--payment-currency", "USD"], &[]).await;
+    assert_eq!(code(&again), Some(0), "{}", stderr_of(&again));
+    assert_eq!(order_posts(&s.sim), posts, "no order was sent again");
+}

@@ -46,6 +46,9 @@ pub struct ReconcileReport {
     pub unknown_rows: Vec<(String, String)>,
     /// Rows with more than one live service order: (reference, order ids). Needs a person.
     pub duplicates: Vec<(String, Vec<String>)>,
+    /// Service orders of a row's latest attempt that its ledger row cannot take (the row is
+    /// INVALID or REMOVED, or has another order): (reference, order id). Needs a person.
+    pub unattached: Vec<(String, String)>,
     /// Intents of an earlier attempt than one the service has an order for, never answered:
     /// marked REJECTED, never to be sent (keys).
     pub superseded: Vec<String>,
@@ -59,6 +62,13 @@ impl ReconcileReport {
             && self.unknown_rows.is_empty()
             && self.duplicates.is_empty()
             && self.superseded.is_empty()
+            && self.unattached.is_empty()
+    }
+
+    /// Findings only a person can settle: duplicate payments, orders for rows the ledger does
+    /// not have or cannot take.
+    pub fn needs_a_person(&self) -> bool {
+        !self.duplicates.is_empty() || !self.unknown_rows.is_empty() || !self.unattached.is_empty()
     }
 }
 
@@ -370,6 +380,11 @@ pub async fn reconcile(
             matches!(v.state, RowState::Failed | RowState::Rejected) && *a > v.attempt
         });
         if !fresh && !behind {
+            if attempts.iter().zip(&members).all(|(a, v)| *a >= v.attempt) {
+                // Not an earlier attempt, yet its rows cannot take it: the service paid rows
+                // the ledger holds as INVALID or REMOVED, or that already have another order.
+                report.unattached.push((first_ref, f.id.clone()));
+            }
             continue;
         }
         report.adopted.push((first_ref, f.id.clone()));
@@ -422,6 +437,7 @@ pub async fn reconcile(
     report.unknown_rows.sort();
     report.duplicates.sort();
     report.superseded.sort();
+    report.unattached.sort();
     Ok(report)
 }
 
