@@ -48,6 +48,20 @@ struct Seen {
     aborts: usize,
     runs: usize,
     faults: BTreeMap<String, u64>,
+    /// Scenarios per order shape (`async`, `sync`, `items-per-order N`).
+    shapes: BTreeMap<String, usize>,
+}
+
+/// How a scenario's orders are made: one row per async order (half the scenarios), one row per
+/// sync order, or several rows per async order. Drawn from a generator of its own, so that the
+/// batch, the faults and the kills a seed draws do not depend on it.
+fn order_shape(seed: u64) -> Vec<String> {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x5ca1_ab1e_0bde_5eed);
+    match rng.gen_range(0..4) {
+        0 => vec!["--sync".into()],
+        1 => vec!["--items-per-order".into(), rng.gen_range(2..=4).to_string()],
+        _ => Vec::new(),
+    }
 }
 
 struct SimProcess {
@@ -203,6 +217,7 @@ fn key_file(dir: &Path) -> PathBuf {
 async fn one_run(
     dir: &Path,
     base_url: &str,
+    shape: &[String],
     rng: &mut StdRng,
     chaos: bool,
     seen: &mut Seen,
@@ -225,6 +240,7 @@ async fn one_run(
             "3000",
             "--quiet",
         ])
+        .args(shape)
         .env_remove("PAYBATCH_FAILPOINT")
         .env_remove("PAYBATCH_API_KEY")
         .stdout(Stdio::null())
@@ -277,7 +293,14 @@ async fn scenario(seed: u64) -> Result<Seen, String> {
     let (_input, refs) = write_batch(dir.path(), &mut rng);
     key_file(dir.path());
     let (mut sim, faults) = SimProcess::start(dir.path(), &mut rng, seed).await;
+    let shape = order_shape(seed);
     let mut seen = Seen::default();
+    let shape_name = if shape.is_empty() {
+        "async".to_string()
+    } else {
+        shape.join(" ").trim_start_matches("--").to_string()
+    };
+    seen.shapes.insert(shape_name, 1);
     let deadline = Instant::now() + Duration::from_secs(150);
     let chaos_runs = rng.gen_range(1..6);
     let mut finished = None;
@@ -288,6 +311,7 @@ async fn scenario(seed: u64) -> Result<Seen, String> {
         let (code, stderr) = one_run(
             dir.path(),
             &sim.base_url,
+            &shape,
             &mut rng,
             i < chaos_runs,
             &mut seen,
@@ -301,13 +325,15 @@ async fn scenario(seed: u64) -> Result<Seen, String> {
             None | Some(5) => {}
             Some(other) => {
                 return Err(format!(
-                    "seed {seed}: run exited {other} (faults {faults:?}):\n{stderr}"
+                    "seed {seed}: run exited {other} (faults {faults:?}, {shape:?}):\n{stderr}"
                 ));
             }
         }
     }
     let Some(final_code) = finished else {
-        return Err(format!("seed {seed}: no run finished (faults {faults:?})"));
+        return Err(format!(
+            "seed {seed}: no run finished (faults {faults:?}, {shape:?})"
+        ));
     };
 
     // Invariants against the simulator's ground truth.
@@ -484,6 +510,9 @@ async fn chaos_every_row_is_paid_at_most_once_and_the_books_balance() {
                     for (k, v) in seen.faults {
                         *total.faults.entry(k).or_default() += v;
                     }
+                    for (k, v) in seen.shapes {
+                        *total.shapes.entry(k).or_default() += v;
+                    }
                 }
                 Err(e) => panic!(
                     "chaos scenario failed (repeat with PAYBATCH_CHAOS_SEED and PAYBATCH_CHAOS_SCENARIOS=1): {e}"
@@ -492,12 +521,13 @@ async fn chaos_every_row_is_paid_at_most_once_and_the_books_balance() {
         }
     }
     eprintln!(
-        "chaos: {count} scenarios (seeds {first}..{}), {} runs, {} SIGKILLs, {} fail-point aborts, faults seen {:?}",
+        "chaos: {count} scenarios (seeds {first}..{}), {} runs, {} SIGKILLs, {} fail-point aborts, faults seen {:?}, order shapes {:?}",
         first + count - 1,
         total.runs,
         total.kills,
         total.aborts,
-        total.faults
+        total.faults,
+        total.shapes
     );
     assert!(
         total.kills + total.aborts > 0,

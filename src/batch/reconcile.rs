@@ -3,7 +3,7 @@
 //! service's order list answers "was this row already ordered?" even when the ledger was lost,
 //! restored from an old backup, or holds an intent whose outcome is unknown.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::api::client::PageQuery;
 use crate::api::models::{OrderStatus, OrderSummary, OrderView};
@@ -46,6 +46,12 @@ pub struct ReconcileReport {
     pub unknown_rows: Vec<(String, String)>,
     /// Rows with more than one live service order: (reference, order ids). Needs a person.
     pub duplicates: Vec<(String, Vec<String>)>,
+    /// Service orders of a row's latest attempt that its ledger row cannot take (the row is
+    /// INVALID or REMOVED, or has another order): (reference, order id). Needs a person.
+    pub unattached: Vec<(String, String)>,
+    /// Intents of an earlier attempt than one the service has an order for, never answered:
+    /// marked REJECTED, never to be sent (keys).
+    pub superseded: Vec<String>,
 }
 
 impl ReconcileReport {
@@ -55,6 +61,14 @@ impl ReconcileReport {
             && self.updated.is_empty()
             && self.unknown_rows.is_empty()
             && self.duplicates.is_empty()
+            && self.superseded.is_empty()
+            && self.unattached.is_empty()
+    }
+
+    /// Findings only a person can settle: duplicate payments, orders for rows the ledger does
+    /// not have or cannot take.
+    pub fn needs_a_person(&self) -> bool {
+        !self.duplicates.is_empty() || !self.unknown_rows.is_empty() || !self.unattached.is_empty()
     }
 }
 
@@ -140,22 +154,70 @@ pub async fn find_orders(client: &Client, batch: &str) -> Result<Vec<FoundOrder>
     Ok(found)
 }
 
+/// What reconciliation knows of a row while it works: the ledger's row as this reconciliation
+/// has changed it so far (in a dry run too, where nothing is written), so that each decision
+/// sees the outcome of the ones before it.
+#[derive(Debug, Clone)]
+struct RowView {
+    id: i64,
+    state: RowState,
+    attempt: i64,
+    order_id: Option<i64>,
+    spec: Option<String>,
+}
+
+/// The ledger state a service order's status stands for.
+fn order_state_of(status: OrderStatus) -> OrderState {
+    match status {
+        OrderStatus::Completed => OrderState::Completed,
+        OrderStatus::Failed => OrderState::Failed,
+        _ => OrderState::Accepted,
+    }
+}
+
 /// Compares the ledger's view of `batch` with the service's and, unless `dry_run`, repairs it.
+///
+/// The service's orders are taken oldest attempt first. An order answering an intent of the
+/// same attempt is recorded on that intent. Otherwise an order is recorded only when it is the
+/// latest attempt the service has for each of its rows, and only for rows the ledger has not
+/// ordered yet (PENDING: a lost ledger, or a backup from before planning) or has as FAILED or
+/// REJECTED at an earlier attempt (a backup from before a retry): the row moves to the
+/// service's attempt, so that its next key is never one the service already used. An intent of
+/// an earlier attempt than one the service has, with no order of its own there, is superseded:
+/// it is marked REJECTED and never sent.
 pub async fn reconcile(
     ledger: &mut Ledger,
     client: &Client,
     batch: &BatchRecord,
     dry_run: bool,
 ) -> Result<ReconcileReport, ReconcileError> {
-    let found = find_orders(client, &batch.name).await?;
+    let mut found = find_orders(client, &batch.name).await?;
+    // The service lists newest first; the sort is stable.
+    found.reverse();
+    found.sort_by_key(|f| f.rows.iter().map(|(_, a)| *a).max().unwrap_or(0));
     let mut report = ReconcileReport {
         found: found.len(),
         ..Default::default()
     };
     let rows = ledger.rows(batch.id)?;
-    let by_ref: HashMap<&str, &crate::ledger::RowRecord> =
-        rows.iter().map(|r| (r.reference.as_str(), r)).collect();
+    let mut views: HashMap<String, RowView> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.reference.clone(),
+                RowView {
+                    id: r.id,
+                    state: r.state,
+                    attempt: r.attempt,
+                    order_id: r.order_id,
+                    spec: r.spec.clone(),
+                },
+            )
+        })
+        .collect();
     let orders = ledger.orders(batch.id)?;
+    let mut order_states: HashMap<i64, OrderState> =
+        orders.iter().map(|o| (o.id, o.state)).collect();
     let by_service_id: HashMap<&str, &crate::ledger::OrderRecord> = orders
         .iter()
         .filter_map(|o| o.service_order_id.as_deref().map(|id| (id, o)))
@@ -178,7 +240,61 @@ pub async fn reconcile(
         }
     }
 
-    let mut claimed_orders = std::collections::HashSet::new();
+    // The latest attempt of each row at the service (0: not known), and every (row, attempt)
+    // the service has an order for.
+    let mut latest: HashMap<String, i64> = HashMap::new();
+    let mut at_service: HashSet<(String, i64)> = HashSet::new();
+    for f in &found {
+        for (r, a) in &f.rows {
+            at_service.insert((r.clone(), *a));
+            let e = latest.entry(r.clone()).or_insert(0);
+            *e = (*e).max(*a);
+        }
+    }
+    let latest_of = |r: &str| latest.get(r).copied().unwrap_or(0);
+    let mut claimed_orders = HashSet::new();
+
+    // Intents replaced by a later attempt at the service, with no order of their own there.
+    for o in orders.iter().filter(|o| o.state == OrderState::Intent) {
+        let members: Vec<(&String, &RowView)> = views
+            .iter()
+            .filter(|(_, v)| v.order_id == Some(o.id))
+            .collect();
+        let later = members.iter().any(|(r, v)| latest_of(r) > v.attempt);
+        let answered = members.iter().all(|(r, v)| {
+            at_service.contains(&((*r).clone(), v.attempt))
+                || at_service.contains(&((*r).clone(), 0))
+        });
+        if members.is_empty() || !later || answered {
+            continue;
+        }
+        claimed_orders.insert(o.id);
+        report.superseded.push(o.idempotency_key.clone());
+        let refs: Vec<String> = members.iter().map(|(r, _)| (*r).clone()).collect();
+        if !dry_run {
+            ledger.transition_order(
+                o.id,
+                OrderState::Rejected,
+                None,
+                None,
+                None,
+                Some((
+                    "superseded",
+                    "a later attempt of this row is at the service; this intent is never sent",
+                )),
+                &[],
+                None,
+                "reconcile: superseded by a later attempt at the service",
+            )?;
+        }
+        order_states.insert(o.id, OrderState::Rejected);
+        for r in refs {
+            if let Some(v) = views.get_mut(&r) {
+                v.state = RowState::Rejected;
+            }
+        }
+    }
+
     for f in &found {
         if let Some(known) = by_service_id.get(f.id.as_str()) {
             claimed_orders.insert(known.id);
@@ -196,79 +312,114 @@ pub async fn reconcile(
             continue;
         }
         // Unknown to the ledger: find its rows.
-        let ledger_rows: Vec<&crate::ledger::RowRecord> = f
+        let members: Vec<RowView> = f
             .rows
             .iter()
-            .filter_map(|(r, _)| by_ref.get(r.as_str()).copied())
+            .filter_map(|(r, _)| views.get(r).cloned())
             .collect();
-        if ledger_rows.len() != f.rows.len() {
+        if members.len() != f.rows.len() {
             for (r, _) in &f.rows {
-                if !by_ref.contains_key(r.as_str()) {
+                if !views.contains_key(r) {
                     report.unknown_rows.push((r.clone(), f.id.clone()));
                 }
             }
             continue;
         }
-        // The rows' current order (an intent), or none (PENDING rows).
-        let current = ledger_rows[0].order_id;
-        let same_attempt = f
+        let first_ref = f.rows[0].0.clone();
+        // The attempt this order pays for each row (its own when the order does not say).
+        let attempts: Vec<i64> = f
             .rows
             .iter()
-            .zip(&ledger_rows)
-            .all(|((_, attempt), row)| *attempt == 0 || *attempt == row.attempt);
-        if !same_attempt {
-            // An order of an earlier attempt (e.g. a failed one): history, not a repair.
+            .zip(&members)
+            .map(|((_, a), v)| if *a == 0 { v.attempt } else { *a })
+            .collect();
+        let to = order_state_of(f.status);
+        let intent = members[0].order_id.filter(|id| {
+            order_states.get(id) == Some(&OrderState::Intent)
+                && members.iter().all(|v| v.order_id == Some(*id))
+        });
+        let same_attempt = attempts.iter().zip(&members).all(|(a, v)| *a == v.attempt);
+        if let Some(intent_id) = intent.filter(|_| same_attempt) {
+            // The answer to an intent of the ledger.
+            claimed_orders.insert(intent_id);
+            report.adopted.push((first_ref, f.id.clone()));
+            if !dry_run {
+                ledger.transition_order(
+                    intent_id,
+                    OrderState::Accepted,
+                    Some(&f.id),
+                    None,
+                    None,
+                    None,
+                    &[],
+                    None,
+                    "reconcile: the service has this order",
+                )?;
+                if f.status.is_terminal() {
+                    apply_terminal(ledger, client, intent_id, &f.id).await?;
+                }
+            }
+            order_states.insert(intent_id, to);
+            for (r, _) in &f.rows {
+                if let Some(v) = views.get_mut(r) {
+                    v.state = crate::ledger::row_state_for(to);
+                }
+            }
             continue;
         }
-        match current.and_then(|id| orders.iter().find(|o| o.id == id)) {
-            Some(intent) if intent.state == OrderState::Intent => {
-                claimed_orders.insert(intent.id);
-                report
-                    .adopted
-                    .push((ledger_rows[0].reference.clone(), f.id.clone()));
-                if !dry_run {
-                    ledger.transition_order(
-                        intent.id,
-                        OrderState::Accepted,
-                        Some(&f.id),
-                        None,
-                        None,
-                        None,
-                        &[],
-                        None,
-                        "reconcile: the service has this order",
-                    )?;
-                    if f.status.is_terminal() {
-                        apply_terminal(ledger, client, intent.id, &f.id).await?;
-                    }
-                }
+        let is_latest = f.rows.iter().all(|(r, a)| *a == 0 || *a >= latest_of(r));
+        if !is_latest {
+            // An earlier attempt (e.g. a failed one, retried since): history, not a repair.
+            continue;
+        }
+        let fresh = members
+            .iter()
+            .zip(&attempts)
+            .all(|(v, a)| v.state == RowState::Pending && *a >= v.attempt);
+        let behind = members.iter().zip(&attempts).all(|(v, a)| {
+            matches!(v.state, RowState::Failed | RowState::Rejected) && *a > v.attempt
+        });
+        if !fresh && !behind {
+            if attempts.iter().zip(&members).all(|(a, v)| *a >= v.attempt) {
+                // Not an earlier attempt, yet its rows cannot take it: the service paid rows
+                // the ledger holds as INVALID or REMOVED, or that already have another order.
+                report.unattached.push((first_ref, f.id.clone()));
             }
-            Some(_) => {}
-            None if ledger_rows.iter().all(|r| r.state == RowState::Pending) => {
-                report
-                    .adopted
-                    .push((ledger_rows[0].reference.clone(), f.id.clone()));
-                if !dry_run {
-                    let first = ledger_rows[0];
-                    let keyed: Vec<(&str, i64)> = ledger_rows
-                        .iter()
-                        .map(|r| (r.reference.as_str(), r.attempt))
-                        .collect();
-                    let key = plan::order_key(&batch.environment, &batch.name, &keyed);
-                    let currency = first
-                        .spec
-                        .as_deref()
-                        .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
-                        .and_then(|v| v["payment_currency"].as_str().map(str::to_string))
-                        .unwrap_or_default();
-                    let ids: Vec<i64> = ledger_rows.iter().map(|r| r.id).collect();
-                    let order_id = ledger.adopt_order(batch.id, &key, &currency, &ids, &f.id)?;
-                    if f.status.is_terminal() {
-                        apply_terminal(ledger, client, order_id, &f.id).await?;
-                    }
-                }
+            continue;
+        }
+        report.adopted.push((first_ref, f.id.clone()));
+        let mut new_order = None;
+        if !dry_run {
+            let keyed: Vec<(&str, i64)> = f
+                .rows
+                .iter()
+                .zip(&attempts)
+                .map(|((r, _), a)| (r.as_str(), *a))
+                .collect();
+            let key = plan::order_key(&batch.environment, &batch.name, &keyed);
+            let currency = members[0]
+                .spec
+                .as_deref()
+                .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
+                .and_then(|v| v["payment_currency"].as_str().map(str::to_string))
+                .unwrap_or_default();
+            let ids: Vec<(i64, i64)> = members
+                .iter()
+                .zip(&attempts)
+                .map(|(v, a)| (v.id, *a))
+                .collect();
+            let order_id = ledger.adopt_order(batch.id, &key, &currency, &ids, &f.id)?;
+            if f.status.is_terminal() {
+                apply_terminal(ledger, client, order_id, &f.id).await?;
             }
-            None => {}
+            new_order = Some(order_id);
+        }
+        for ((r, _), a) in f.rows.iter().zip(&attempts) {
+            if let Some(v) = views.get_mut(r) {
+                v.state = crate::ledger::row_state_for(to);
+                v.attempt = *a;
+                v.order_id = new_order;
+            }
         }
     }
 
@@ -285,6 +436,8 @@ pub async fn reconcile(
     report.adopted.sort();
     report.unknown_rows.sort();
     report.duplicates.sort();
+    report.superseded.sort();
+    report.unattached.sort();
     Ok(report)
 }
 

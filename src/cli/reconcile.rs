@@ -29,6 +29,10 @@ pub struct ReconcileArgs {
     /// The ledger was lost: rebuild the batch from this input file and the service's orders.
     #[arg(long, value_name = "FILE")]
     pub rebuild: Option<PathBuf>,
+    /// With --rebuild: the balance the batch's run was told to pay from (its --payment-currency),
+    /// so that rows needing it are read as they were paid.
+    #[arg(long, value_name = "CUR", requires = "rebuild")]
+    pub payment_currency: Option<String>,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -79,7 +83,8 @@ pub async fn execute(args: ReconcileArgs) -> i32 {
         Ok(Some(b)) => b,
         Ok(None) => match &args.rebuild {
             Some(file) if !args.dry_run => {
-                match rebuild(&mut ledger, &conn, &args.batch, file).await {
+                let default_payment = args.payment_currency.clone();
+                match rebuild(&mut ledger, &conn, &args.batch, file, default_payment).await {
                     Ok(b) => b,
                     Err(code) => return code,
                 }
@@ -102,10 +107,10 @@ pub async fn execute(args: ReconcileArgs) -> i32 {
     match reconcile::reconcile(&mut ledger, &conn.client, &batch, args.dry_run).await {
         Ok(report) => {
             print_report(&report, args.dry_run, args.json);
-            if report.duplicates.is_empty() && report.unknown_rows.is_empty() {
-                exit::OK
-            } else {
+            if report.needs_a_person() {
                 exit::FAILURES
+            } else {
+                exit::OK
             }
         }
         Err(e) => {
@@ -123,6 +128,7 @@ async fn rebuild(
     conn: &Connection,
     name: &str,
     file: &std::path::Path,
+    default_payment_currency: Option<String>,
 ) -> Result<crate::ledger::BatchRecord, i32> {
     let fail = |msg: String| {
         print_error(&msg, None);
@@ -143,7 +149,7 @@ async fn rebuild(
         &products,
         ValidateOptions {
             allow_duplicates: true,
-            default_payment_currency: None,
+            default_payment_currency,
         },
     )
     .map_err(|p| {
@@ -185,6 +191,8 @@ fn print_report(r: &ReconcileReport, dry_run: bool, json: bool) {
                 "updated": r.updated,
                 "unknown_rows": r.unknown_rows,
                 "duplicates": r.duplicates,
+                "superseded": r.superseded,
+                "unattached": r.unattached,
             })
         );
         return;
@@ -200,12 +208,23 @@ fn print_report(r: &ReconcileReport, dry_run: bool, json: bool) {
             "  {verb} in-doubt intent {key}: the service never created it; the next run sends it"
         );
     }
+    for key in &r.superseded {
+        let verb = if dry_run { "would mark" } else { "marked" };
+        println!(
+            "  {verb} intent {key} REJECTED: a later attempt of its row is at the service; it is never sent"
+        );
+    }
     for (id, from, to) in &r.updated {
         println!("  order {id}: {from} -> {to}");
     }
     for (reference, id) in &r.unknown_rows {
         println!(
             "  order {id} is for row {reference}, which the ledger does not have (pass --rebuild FILE)"
+        );
+    }
+    for (reference, id) in &r.unattached {
+        println!(
+            "  ALERT: order {id} pays row {reference}, which the ledger cannot attach it to (the row is INVALID or REMOVED there, or has another order); when rebuilding, give the options the batch ran with (--payment-currency)"
         );
     }
     for (reference, ids) in &r.duplicates {

@@ -85,6 +85,22 @@ pub struct RunArgs {
     /// Do not ask for confirmation with --env production (required there without a terminal).
     #[arg(long, short = 'y')]
     pub yes: bool,
+    /// An order sent this many hours ago (fractions allowed) without a recorded answer is looked
+    /// up at the service (`paybatch reconcile`) before it may be sent again.
+    #[arg(long, default_value_t = 24.0, value_name = "HOURS", value_parser = parse_hours)]
+    pub in_doubt_hours: f64,
+}
+
+/// Hours as a positive finite number, at most ten years (`0.5`, `24`, `0.0001`).
+fn parse_hours(s: &str) -> Result<f64, String> {
+    let hours: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of hours"))?;
+    if !hours.is_finite() || !(0.0..=24.0 * 3650.0).contains(&hours) {
+        return Err(format!("`{s}` hours: give a number from 0 to 87600"));
+    }
+    Ok(hours)
 }
 
 fn parse_digest(s: &str) -> Result<String, String> {
@@ -134,6 +150,7 @@ impl RunArgs {
         o.poll_timeout = Duration::from_secs(self.poll_timeout);
         o.catalog_ttl = Duration::from_secs(self.catalog_ttl);
         o.expect_digest = self.expect_digest.clone();
+        o.in_doubt_window = Duration::from_secs_f64(self.in_doubt_hours * 3600.0);
         Ok(o)
     }
 }

@@ -880,39 +880,106 @@ impl Ledger {
         commit(tx, &self.path)
     }
 
-    /// Reconciliation found a service order for PENDING rows the ledger had not planned (a lost
-    /// or restored ledger): records it as an order the service accepted, with the key the rows
-    /// would have used. Its body is not known and it is never sent.
+    /// Reconciliation found a service order for rows the ledger had not planned (a lost or
+    /// restored ledger): records it, in one transaction, as an order the service accepted, with
+    /// the key the rows would have used. Its body is not known and it is never sent.
+    ///
+    /// `rows` are (row id, attempt of the order at the service). A row is PENDING, or FAILED or
+    /// REJECTED at an earlier attempt (the ledger missed a retry that the service has an order
+    /// for): it moves to that attempt, as `paybatch retry` would have moved it, and then to
+    /// SUBMITTED. Any other row refuses the whole adoption.
     pub fn adopt_order(
         &mut self,
         batch_id: i64,
         idempotency_key: &str,
         payment_currency: &str,
-        row_ids: &[i64],
+        rows: &[(i64, i64)],
         service_order_id: &str,
     ) -> Result<i64> {
-        let plan = PlannedOrder {
-            idempotency_key: idempotency_key.to_string(),
-            body: Vec::new(),
-            mode: "adopted".into(),
-            payment_currency: payment_currency.to_string(),
-            payment_method: "UNKNOWN".into(),
-            card_id: None,
-            row_ids: row_ids.to_vec(),
-        };
-        let ids = self.plan_orders(batch_id, &[plan])?;
-        let order_id = ids[0];
-        self.transition_order(
+        let at = now();
+        let current: Vec<(i64, RowRecord)> = rows
+            .iter()
+            .map(|(id, attempt)| {
+                self.query_rows("WHERE id = ?1", params![id])?
+                    .into_iter()
+                    .next()
+                    .map(|r| (*attempt, r))
+                    .ok_or_else(|| LedgerError::Corrupt(format!("row {id} not found")))
+            })
+            .collect::<Result<_>>()?;
+        let tx = begin(&mut self.conn, &self.path)?;
+        tx.execute(
+            "INSERT INTO orders (batch_id, idempotency_key, body, mode, payment_currency, state,
+                                 service_order_id, created_at, accepted_at)
+             VALUES (?1, ?2, ?3, 'adopted', ?4, 'ACCEPTED', ?5, ?6, ?6)",
+            params![
+                batch_id,
+                idempotency_key,
+                Vec::<u8>::new(),
+                payment_currency,
+                service_order_id,
+                at
+            ],
+        )
+        .map_err(sqlerr(&self.path))?;
+        let order_id = tx.last_insert_rowid();
+        event(
+            &tx,
+            batch_id,
+            "order",
             order_id,
-            OrderState::Accepted,
-            Some(service_order_id),
             None,
-            None,
-            None,
-            &[],
-            None,
+            Some("ACCEPTED"),
             "reconcile: order found at the service",
-        )?;
+        )
+        .map_err(sqlerr(&self.path))?;
+        for (index, (attempt, row)) in current.iter().enumerate() {
+            let mut steps: Vec<(RowState, RowState, String)> = Vec::new();
+            match row.state {
+                RowState::Pending if *attempt >= row.attempt => {}
+                RowState::Failed | RowState::Rejected if *attempt > row.attempt => steps.push((
+                    row.state,
+                    RowState::Pending,
+                    format!("reconcile: the service has attempt {attempt} of this row"),
+                )),
+                other => {
+                    return Err(LedgerError::Transition {
+                        subject: "row",
+                        id: row.id,
+                        from: other.to_string(),
+                        to: format!("an adopted order at attempt {attempt}"),
+                    });
+                }
+            }
+            steps.push((RowState::Pending, RowState::Planned, "in an order".into()));
+            steps.push((
+                RowState::Planned,
+                RowState::Submitted,
+                "reconcile: order found at the service".into(),
+            ));
+            tx.execute(
+                "UPDATE rows SET state = 'SUBMITTED', attempt = ?2, order_id = ?3,
+                        item_index = ?4, item_id = NULL, payout_url = NULL, price = NULL,
+                        discount = NULL, error_type = NULL, error_message = NULL,
+                        completed_at = NULL
+                 WHERE id = ?1",
+                params![row.id, attempt, order_id, index as i64],
+            )
+            .map_err(sqlerr(&self.path))?;
+            for (from, to, cause) in steps {
+                event(
+                    &tx,
+                    batch_id,
+                    "row",
+                    row.id,
+                    Some(from.as_str()),
+                    Some(to.as_str()),
+                    &cause,
+                )
+                .map_err(sqlerr(&self.path))?;
+            }
+        }
+        commit(tx, &self.path)?;
         Ok(order_id)
     }
 

@@ -110,3 +110,121 @@ pub fn col(header: &[String], name: &str) -> usize {
 pub fn input_rows(path: &Path) -> usize {
     read_csv(path).len() - 1
 }
+
+/// The paybatch binary built for these tests.
+pub const BIN: &str = env!("CARGO_BIN_EXE_paybatch");
+
+/// Runs the paybatch binary in `dir` with `args`, without any paybatch setting inherited from
+/// the caller's environment (key, environment, ledger, fail point, proxies), plus `envs`.
+/// Bounded: a run that takes longer than 120 s fails the test.
+pub async fn paybatch_in(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.current_dir(dir).args(args).kill_on_drop(true);
+    for var in [
+        "PAYBATCH_API_KEY",
+        "PAYBATCH_API_KEY_FILE",
+        "PAYBATCH_ENV",
+        "PAYBATCH_BASE_URL",
+        "PAYBATCH_LEDGER",
+        "PAYBATCH_FAILPOINT",
+        "RUST_LOG",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "NO_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+        "no_proxy",
+    ] {
+        cmd.env_remove(var);
+    }
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .expect("paybatch finished within 120 s")
+        .expect("paybatch ran")
+}
+
+pub fn stderr_of(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+pub fn stdout_of(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+
+/// Ground truth: the simulator's orders per row reference (from the order metadata), as
+/// (order id, status) pairs, oldest first.
+pub fn service_orders_per_reference(
+    sim: &SimHandle,
+) -> std::collections::BTreeMap<String, Vec<(String, String)>> {
+    let mut out: std::collections::BTreeMap<String, Vec<(String, String)>> = Default::default();
+    for order in sim.orders() {
+        let rows = order
+            .metadata
+            .get("paybatch_rows")
+            .cloned()
+            .unwrap_or_default();
+        for reference in rows.split('|').filter(|r| !r.is_empty()) {
+            out.entry(reference.to_string())
+                .or_default()
+                .push((order.id.clone(), order.status.as_str().to_string()));
+        }
+    }
+    out
+}
+
+/// Every reference has exactly one service order that is not FAILED, and no order pays a row
+/// outside `references`. Returns the live order id of each reference.
+pub fn assert_one_live_order_per_row(
+    sim: &SimHandle,
+    references: &[String],
+) -> std::collections::BTreeMap<String, String> {
+    let per_ref = service_orders_per_reference(sim);
+    let mut live_ids = std::collections::BTreeMap::new();
+    for r in references {
+        let orders = per_ref.get(r).cloned().unwrap_or_default();
+        let live: Vec<&(String, String)> = orders.iter().filter(|(_, s)| s != "FAILED").collect();
+        assert_eq!(
+            live.len(),
+            1,
+            "row {r} must have exactly one live service order, found {orders:?}"
+        );
+        live_ids.insert(r.clone(), live[0].0.clone());
+    }
+    for r in per_ref.keys() {
+        assert!(
+            references.contains(r),
+            "the service has an order for row {r}, which is not in the batch"
+        );
+    }
+    live_ids
+}
+
+/// The references of an input CSV file (column `reference`), in file order.
+pub fn references(path: &Path) -> Vec<String> {
+    let rows = read_csv(path);
+    let c = col(&rows[0], "reference");
+    rows[1..].iter().map(|r| r[c].clone()).collect()
+}
+
+/// How many `POST /order` requests the simulator has seen since it started.
+pub fn order_posts(sim: &SimHandle) -> u64 {
+    sim.stats()
+        .requests
+        .get("POST /order")
+        .copied()
+        .unwrap_or(0)
+}
+
+/// Paths of a SQLite file and its write-ahead log and shared-memory companions.
+pub fn sqlite_files(db: &Path) -> [PathBuf; 3] {
+    [
+        db.to_path_buf(),
+        PathBuf::from(format!("{}-wal", db.display())),
+        PathBuf::from(format!("{}-shm", db.display())),
+    ]
+}

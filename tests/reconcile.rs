@@ -1,0 +1,854 @@
+//! `paybatch reconcile` and the in-doubt window, end to end: the real binary, a real simulator on
+//! a loopback port, a real SQLite ledger in a temporary directory. Every scenario ends with the
+//! simulator's ground truth: each row of the batch has exactly one live service order.
+//!
+//! The scenarios are the ways a ledger and the service can disagree: the ledger was lost, an old
+//! backup of it was restored (taken while the rows were planned, or while they were still
+//! pending), an intent was marked as sent but never reached the service, and an intent has been
+//! in doubt for longer than the in-doubt window.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use common::*;
+use paybatch::ledger::{Ledger, OrderRecord, OrderState, RowRecord, RowState};
+use paybatch::sim::SimHandle;
+
+/// A workspace, a simulator and the arguments that point paybatch at both.
+struct Setup {
+    ws: Workspace,
+    sim: SimHandle,
+    key: PathBuf,
+}
+
+impl Setup {
+    async fn new() -> Self {
+        let ws = Workspace::new();
+        let sim = start_sim(fast_config(None)).await;
+        let key = ws.key_file();
+        Setup { ws, sim, key }
+    }
+
+    fn service_args(&self) -> Vec<String> {
+        vec![
+            "--base-url".into(),
+            self.sim.base_url(),
+            "--api-key-file".into(),
+            self.key.display().to_string(),
+            "--ledger".into(),
+            self.ws.ledger().display().to_string(),
+        ]
+    }
+
+    async fn paybatch(&self, args: &[&str], envs: &[(&str, &str)]) -> Output {
+        let mut all: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        all.extend(self.service_args());
+        let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+        paybatch_in(self.ws.dir.path(), &refs, envs).await
+    }
+
+    async fn run(&self, file: &str, extra: &[&str], envs: &[(&str, &str)]) -> Output {
+        let mut args = vec!["run", file];
+        args.extend_from_slice(extra);
+        self.paybatch(&args, envs).await
+    }
+
+    /// `reconcile --batch NAME --json EXTRA...`: the exit code and the JSON report.
+    async fn reconcile(&self, batch: &str, extra: &[&str]) -> (Option<i32>, serde_json::Value) {
+        let mut args = vec!["reconcile", "--batch", batch, "--json"];
+        args.extend_from_slice(extra);
+        let out = self.paybatch(&args, &[]).await;
+        let report = serde_json::from_str(stdout_of(&out).trim()).unwrap_or_else(|e| {
+            panic!(
+                "reconcile printed no JSON report ({e}): stdout {} stderr {}",
+                stdout_of(&out),
+                stderr_of(&out)
+            )
+        });
+        (out.status.code(), report)
+    }
+
+    fn ledger(&self, batch: &str) -> (Vec<RowRecord>, Vec<OrderRecord>) {
+        let ledger = Ledger::open(&self.ws.ledger()).expect("ledger opens");
+        let b = ledger
+            .batch(batch)
+            .expect("ledger readable")
+            .unwrap_or_else(|| panic!("batch {batch} is in the ledger"));
+        (
+            ledger.rows(b.id).expect("rows"),
+            ledger.orders(b.id).expect("orders"),
+        )
+    }
+
+    fn event_count(&self, batch: &str) -> usize {
+        let ledger = Ledger::open(&self.ws.ledger()).expect("ledger opens");
+        let b = ledger.batch(batch).expect("readable").expect("batch");
+        ledger.events(b.id, 1_000_000).expect("events").len()
+    }
+
+    /// Copies the ledger and its -wal/-shm files (those that exist) into `dir`.
+    fn backup_ledger(&self, dir: &str) -> PathBuf {
+        let target = self.ws.path(dir);
+        std::fs::create_dir_all(&target).expect("backup dir");
+        for file in sqlite_files(&self.ws.ledger()) {
+            if file.exists() {
+                std::fs::copy(&file, target.join(file.file_name().expect("name"))).expect("copy");
+            }
+        }
+        target
+    }
+
+    /// Replaces the ledger (and its -wal/-shm) with the copy in `backup`.
+    fn restore_ledger(&self, backup: &Path) {
+        self.delete_ledger();
+        for file in sqlite_files(&self.ws.ledger()) {
+            let saved = backup.join(file.file_name().expect("name"));
+            if saved.exists() {
+                std::fs::copy(&saved, &file).expect("restore");
+            }
+        }
+    }
+
+    fn delete_ledger(&self) {
+        for file in sqlite_files(&self.ws.ledger()) {
+            if file.exists() {
+                std::fs::remove_file(&file).expect("remove ledger file");
+            }
+        }
+    }
+}
+
+fn code(o: &Output) -> Option<i32> {
+    o.status.code()
+}
+
+fn strings(v: &serde_json::Value) -> Vec<String> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("{v} is an array"))
+        .iter()
+        .map(|x| {
+            x.as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| x.to_string())
+        })
+        .collect()
+}
+
+/// The rows as the ledger holds them: every one COMPLETED, with the service's order id (checked
+/// against ground truth), item id and payout link.
+fn assert_ledger_matches_service(
+    setup: &Setup,
+    batch: &str,
+    live: &std::collections::BTreeMap<String, String>,
+) {
+    let (rows, orders) = setup.ledger(batch);
+    assert_eq!(rows.len(), live.len(), "one ledger row per input row");
+    let truth = setup.sim.orders();
+    for row in &rows {
+        assert_eq!(row.state, RowState::Completed, "row {}", row.reference);
+        let order = orders
+            .iter()
+            .find(|o| Some(o.id) == row.order_id)
+            .unwrap_or_else(|| panic!("row {} points to an order", row.reference));
+        assert_eq!(
+            order.service_order_id.as_deref(),
+            Some(live[&row.reference].as_str()),
+            "row {}: the ledger's order id is the service's",
+            row.reference
+        );
+        let t = truth
+            .iter()
+            .find(|t| t.id == live[&row.reference])
+            .expect("order in ground truth");
+        let item = &t.items[row.item_index.unwrap_or(0) as usize];
+        assert_eq!(row.item_id.as_deref(), Some(item.id.as_str()));
+        assert_eq!(row.payout_url, item.payout_url, "row {}", row.reference);
+    }
+}
+
+fn ground_truth(sim: &SimHandle) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = sim
+        .orders()
+        .into_iter()
+        .map(|o| (o.id, o.status.as_str().to_string()))
+        .collect();
+    v.sort();
+    v
+}
+
+const TWO_ROWS: &str = "reference,product_code,face_value,currency,email\n\
+                        R-1,AMZ-US,25.00,USD,ann@example.com\n\
+                        R-2,TESCO-GB,20,GBP,\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_ledger_is_rebuilt_from_the_service_and_nothing_is_paid_again() {
+    let s = Setup::new().await;
+    let input = s.ws.copy(SAMPLE, "nov.csv");
+    let refs = references(&input);
+    let out = s.run("nov.csv", &[], &[]).await;
+    assert_eq!(code(&out), Some(0), "{}", stderr_of(&out));
+    let live = assert_one_live_order_per_row(&s.sim, &refs);
+    let truth = ground_truth(&s.sim);
+    let posts = order_posts(&s.sim);
+
+    s.delete_ledger();
+    // Without the input file, reconcile cannot know the rows and says how to rebuild.
+    let lost = s.paybatch(&["reconcile", "--batch", "nov"], &[]).await;
+    assert_eq!(code(&lost), Some(2), "{}", stderr_of(&lost));
+    assert!(
+        stderr_of(&lost).contains("--rebuild"),
+        "{}",
+        stderr_of(&lost)
+    );
+
+    let (rc, report) = s.reconcile("nov", &["--rebuild", "nov.csv"]).await;
+    assert_eq!(rc, Some(0), "{report}");
+    assert_eq!(report["found"], refs.len(), "{report}");
+    let adopted: Vec<String> = report["adopted"]
+        .as_array()
+        .expect("adopted")
+        .iter()
+        .map(|pair| pair[0].as_str().expect("reference").to_string())
+        .collect();
+    let mut expected = refs.clone();
+    expected.sort();
+    assert_eq!(
+        adopted, expected,
+        "every row's order was found and recorded"
+    );
+    assert!(strings(&report["duplicates"]).is_empty(), "{report}");
+    assert_ledger_matches_service(&s, "nov", &live);
+
+    let again = s.run("nov.csv", &[], &[]).await;
+    assert_eq!(code(&again), Some(0), "{}", stderr_of(&again));
+    assert_eq!(ground_truth(&s.sim), truth, "nothing new at the service");
+    assert_eq!(
+        order_posts(&s.sim),
+        posts,
+        "not a single order was sent again"
+    );
+    let result = read_csv(&s.ws.path("nov.result.csv"));
+    let (status, order_id) = (col(&result[0], "status"), col(&result[0], "order_id"));
+    let reference = col(&result[0], "reference");
+    for row in &result[1..] {
+        assert_eq!(row[status], "COMPLETED", "{row:?}");
+        assert_eq!(row[order_id], live[&row[reference]], "{row:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_taken_after_planning_is_reconciled_and_nothing_is_paid_twice() {
+    let s = Setup::new().await;
+    let input = s.ws.copy(SAMPLE, "nov.csv");
+    let refs = references(&input);
+    let stopped = s
+        .run("nov.csv", &[], &[("PAYBATCH_FAILPOINT", "after_intent")])
+        .await;
+    assert_eq!(code(&stopped), None, "stopped: {}", stderr_of(&stopped));
+    assert!(s.sim.orders().is_empty(), "stopped before any send");
+    let backup = s.backup_ledger("backup");
+
+    let out = s.run("nov.csv", &[], &[]).await;
+    assert_eq!(code(&out), Some(0), "{}", stderr_of(&out));
+    let live = assert_one_live_order_per_row(&s.sim, &refs);
+    let truth = ground_truth(&s.sim);
+    let posts = order_posts(&s.sim);
+
+    s.restore_ledger(&backup);
+    let (_, orders) = s.ledger("nov");
+    assert_eq!(orders.len(), refs.len());
+    assert!(
+        orders
+            .iter()
+            .all(|o| o.state == OrderState::Intent && o.sends == 0),
+        "the backup holds unsent intents: {orders:?}"
+    );
+
+    // A dry run reports the orders it would record, and changes nothing.
+    let events = s.event_count("nov");
+    let (rc, report) = s.reconcile("nov", &["--dry-run"]).await;
+    assert_eq!(rc, Some(0), "{report}");
+    assert_eq!(report["adopted"].as_array().map(Vec::len), Some(refs.len()));
+    assert_eq!(s.ledger("nov").1, orders, "a dry run changes no order");
+    assert_eq!(s.event_count("nov"), events, "a dry run records nothing");
+
+    let (rc, report) = s.reconcile("nov", &[]).await;
+    assert_eq!(rc, Some(0), "{report}");
+    assert_eq!(report["adopted"].as_array().map(Vec::len), Some(refs.len()));
+    assert!(strings(&report["absent"]).is_empty(), "{report}");
+    assert_ledger_matches_service(&s, "nov", &live);
+
+    let again = s.run("nov.csv", &[], &[]).await;
+    assert_eq!(code(&again), Some(0), "{}", stderr_of(&again));
+    assert_eq!(ground_truth(&s.sim), truth, "nothing new at the service");
+    assert_eq!(order_posts(&s.sim), posts, "no order was sent again");
+    assert_one_live_order_per_row(&s.sim, &refs);
+
+    // A second reconcile finds the ledger in agreement.
+    let (rc, report) = s.reconcile("nov", &[]).await;
+    assert_eq!(rc, Some(0));
+    assert!(strings(&report["adopted"]).is_empty(), "{report}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_taken_while_rows_were_pending_is_reconciled_and_nothing_is_paid_twice() {
+    let s = Setup::new().await;
+    let input = s.ws.copy(SAMPLE, "nov.csv");
+    let refs = references(&input);
+    let stopped = s
+        .run("nov.csv", &[], &[("PAYBATCH_FAILPOINT", "before_intent")])
+        .await;
+    assert_eq!(code(&stopped), None, "stopped: {}", stderr_of(&stopped));
+    let backup = s.backup_ledger("backup");
+
+    let out = s.run("nov.csv", &[], &[]).await;
+    assert_eq!(code(&out), Some(0), "{}", stderr_of(&out));
+    let live = assert_one_live_order_per_row(&s.sim, &refs);
+    let truth = ground_truth(&s.sim);
+    let posts = order_posts(&s.sim);
+
+    s.restore_ledger(&backup);
+    let (rows, orders) = s.ledger("nov");
+    assert!(orders.is_empty(), "the backup has no order yet");
+    assert!(
+        rows.iter().all(|r| r.state == RowState::Pending),
+        "the backup's rows are pending"
+    );
+
+    let (rc, report) = s.reconcile("nov", &[]).await;
+    assert_eq!(rc, Some(0), "{report}");
+    assert_eq!(report["adopted"].as_array().map(Vec::len), Some(refs.len()));
+    assert_ledger_matches_service(&s, "nov", &live);
+
+    let again = s.run("nov.csv", &[], &[]).await;
+    assert_eq!(code(&again), Some(0), "{}", stderr_of(&again));
+    assert_eq!(ground_truth(&s.sim), truth, "nothing new at the service");
+    assert_eq!(order_posts(&s.sim), posts, "no order was sent again");
+    assert_one_live_order_per_row(&s.sim, &refs);
+}
+
+/// Without reconciling first, a run on a restored backup still pays nothing twice: it plans the
+/// same keys with the same bytes, and the service replays its original answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_on_a_restored_backup_without_reconcile_gets_the_original_orders_back() {
+    let s = Setup::new().await;
+    let input = s.ws.copy(SAMPLE, "nov.csv");
+    let refs = references(&input);
+    let stopped = s
+        .run("nov.csv", &[], &[("PAYBATCH_FAILPOINT", "before_intent")])
+        .await;
+    assert_eq!(code(&stopped), None, "stopped: {}", stderr_of(&stopped));
+    let backup = s.backup_ledger("backup");
+    let out = s.run("nov.csv", &[], &[]).await;
+    assert_eq!(code(&out), Some(0), "{}", stderr_of(&out));
+    let live = assert_one_live_order_per_row(&s.sim, &refs);
+    let truth = ground_truth(&s.sim);
+    let replayed = s.sim.stats().replayed;
+
+    s.restore_ledger(&backup);
+    let again = s.run("nov.csv", &[], &[]).await;
+    assert_eq!(code(&again), Some(0), "{}", stderr_of(&again));
+    assert_eq!(ground_truth(&s.sim), truth, "nothing new at the service");
+    assert_eq!(
+        s.sim.stats().replayed,
+        replayed + refs.len() as u64,
+        "every order was answered from the service's idempotency memory"
+    );
+    assert_ledger_matches_service(&s, "nov", &live);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_intent_the_service_never_received_is_reported_then_cleared_then_paid_once() {
+    let s = Setup::new().await;
+    let input = s.ws.write("two.csv", TWO_ROWS);
+    let refs = references(&input);
+    // One send at a time: the process dies after marking the first order as sent, before the
+    // request leaves.
+    let stopped = s
+        .run(
+            "two.csv",
+            &["--concurrency", "1"],
+            &[("PAYBATCH_FAILPOINT", "after_mark_sending:1")],
+        )
+        .await;
+    assert_eq!(code(&stopped), None, "stopped: {}", stderr_of(&stopped));
+    assert!(s.sim.orders().is_empty(), "the request never left");
+    let (_, orders) = s.ledger("two");
+    let in_doubt: Vec<&OrderRecord> = orders.iter().filter(|o| o.sends > 0).collect();
+    assert_eq!(in_doubt.len(), 1, "{orders:?}");
+    let key = in_doubt[0].idempotency_key.clone();
+    assert_eq!(in_doubt[0].state, OrderState::Intent);
+
+    let events = s.event_count("two");
+    let (rc, report) = s.reconcile("two", &["--dry-run"]).await;
+    assert_eq!(rc, Some(0), "{report}");
+    assert_eq!(report["dry_run"], true);
+    assert_eq!(report["found"], 0, "{report}");
+    assert_eq!(strings(&report["absent"]), vec![key.clone()], "{report}");
+    assert_eq!(s.ledger("two").1, orders, "a dry run changes nothing");
+    assert_eq!(s.event_count("two"), events, "a dry run records nothing");
+    // The same in words.
+    let words = s
+        .paybatch(&["reconcile", "--batch", "two", "--dry-run"], &[])
+        .await;
+    assert!(
+        stdout_of(&words).contains(&format!("would clear in-doubt intent {key}")),
+        "{}",
+        stdout_of(&words)
+    );
+    assert_eq!(s.ledger("two").1, orders, "a dry run changes nothing");
+
+    let (rc, report) = s.reconcile("two", &[]).await;
+    assert_eq!(rc, Some(0), "{report}");
+    assert_eq!(report["dry_run"], false);
+    assert_eq!(strings(&report["absent"]), vec![key.clone()], "{report}");
+    let (_, after) = s.ledger("two");
+    let cleared = after
+        .iter()
+        .find(|o| o.idempotency_key == key)
+        .expect("order");
+    assert_eq!(
+        (
+            cleared.state,
+            cleared.sends,
+            cleared.first_sent_at.as_deref()
+        ),
+        (OrderState::Intent, 0, None),
+        "cleared: no longer in doubt"
+    );
+    assert!(s.sim.orders().is_empty(), "reconcile sends nothing");
+
+    let out = s.run("two.csv", &[], &[]).await;
+    assert_eq!(code(&out), Some(0), "{}", stderr_of(&out));
+    let live = assert_one_live_order_per_row(&s.sim, &refs);
+    assert_eq!(s.sim.orders().len(), refs.len());
+    assert_eq!(
+        s.sim.stats().replayed,
+        0,
+        "each order was created by its first send"
+    );
+    assert_ledger_matches_service(&s, "two", &live);
+}
+
+/// Stops a run of TWO_ROWS after the first order was sent and created at the service, before its
+/// answer was recorded: that order is in doubt.
+async fn in_doubt_after_send(s: &Setup) -> String {
+    let stopped = s
+        .run(
+            "two.csv",
+            &["--concurrency", "1"],
+            &[("PAYBATCH_FAILPOINT", "after_send:1")],
+        )
+        .await;
+    assert_eq!(code(&stopped), None, "stopped: {}", stderr_of(&stopped));
+    assert_eq!(
+        s.sim.orders().len(),
+        1,
+        "the first order reached the service"
+    );
+    let (_, orders) = s.ledger("two");
+    let in_doubt: Vec<&OrderRecord> = orders
+        .iter()
+        .filter(|o| o.state == OrderState::Intent && o.sends > 0)
+        .collect();
+    assert_eq!(in_doubt.len(), 1, "{orders:?}");
+    in_doubt[0].idempotency_key.clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_in_doubt_intent_older_than_the_window_is_looked_up_not_resent() {
+    let s = Setup::new().await;
+    let input = s.ws.write("two.csv", TWO_ROWS);
+    let refs = references(&input);
+    let key = in_doubt_after_send(&s).await;
+    let created = s.sim.orders()[0].clone();
+    assert_eq!(created.idempotency_key, key);
+    let posts = order_posts(&s.sim);
+    // 0.0001 h is 0.36 s: let the intent grow older than that.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    let out = s.run("two.csv", &["--in-doubt-hours", "0.0001"], &[]).await;
+    let err = stderr_of(&out);
+    assert_eq!(code(&out), Some(0), "{err}");
+    assert!(
+        err.contains("1 in-doubt orders are older than the in-doubt window: reconciling"),
+        "{err}"
+    );
+    assert!(err.contains("reconciled: 1 found at the service"), "{err}");
+    assert_eq!(
+        order_posts(&s.sim),
+        posts + 1,
+        "only the other row's order was sent; the in-doubt one was never sent again"
+    );
+    assert_eq!(
+        s.sim.stats().replayed,
+        0,
+        "nothing was re-sent with its key"
+    );
+    let live = assert_one_live_order_per_row(&s.sim, &refs);
+    assert_eq!(
+        live[&created.metadata["paybatch_rows"]], created.id,
+        "the original order was recorded"
+    );
+    assert_ledger_matches_service(&s, "two", &live);
+}
+
+/// The contrast: inside the window the same in-doubt intent is re-sent with its key and bytes,
+/// and the service answers from its idempotency memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_in_doubt_intent_inside_the_window_is_resent_with_its_key_and_replayed() {
+    let s = Setup::new().await;
+    let input = s.ws.write("two.csv", TWO_ROWS);
+    let refs = references(&input);
+    in_doubt_after_send(&s).await;
+    let created = s.sim.orders()[0].clone();
+    let out = s.run("two.csv", &[], &[]).await;
+    let err = stderr_of(&out);
+    assert_eq!(code(&out), Some(0), "{err}");
+    assert!(!err.contains("reconciling"), "{err}");
+    assert_eq!(
+        s.sim.stats().replayed,
+        1,
+        "the in-doubt order was re-sent once"
+    );
+    let live = assert_one_live_order_per_row(&s.sim, &refs);
+    assert_eq!(live[&created.metadata["paybatch_rows"]], created.id);
+    assert_ledger_matches_service(&s, "two", &live);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_old_in_doubt_intent_the_service_never_created_is_cleared_and_paid_once() {
+    let s = Setup::new().await;
+    let input = s.ws.write("two.csv", TWO_ROWS);
+    let refs = references(&input);
+    let stopped = s
+        .run(
+            "two.csv",
+            &["--concurrency", "1"],
+            &[("PAYBATCH_FAILPOINT", "after_mark_sending:1")],
+        )
+        .await;
+    assert_eq!(code(&stopped), None, "stopped: {}", stderr_of(&stopped));
+    assert!(s.sim.orders().is_empty());
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    let out = s.run("two.csv", &["--in-doubt-hours", "0.0001"], &[]).await;
+    let err = stderr_of(&out);
+    assert_eq!(code(&out), Some(0), "{err}");
+    assert!(
+        err.contains("reconciled: 0 found at the service and recorded, 1 never created"),
+        "{err}"
+    );
+    let live = assert_one_live_order_per_row(&s.sim, &refs);
+    assert_eq!(s.sim.orders().len(), refs.len());
+    assert_ledger_matches_service(&s, "two", &live);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_in_doubt_window_must_be_a_number_of_hours() {
+    let s = Setup::new().await;
+    s.ws.write("two.csv", TWO_ROWS);
+    for bad in ["-1", "NaN", "inf", "a day", "100000"] {
+        let flag = format!("--in-doubt-hours={bad}");
+        let out = s.run("two.csv", &[&flag], &[]).await;
+        let err = stderr_of(&out);
+        assert_eq!(code(&out), Some(2), "--in-doubt-hours {bad}: {err}");
+        assert!(err.contains("--in-doubt-hours"), "{bad}: {err}");
+    }
+    assert!(s.sim.orders().is_empty());
+    assert!(
+        !s.ws.ledger().exists(),
+        "refused before the ledger was touched"
+    );
+}
+
+/// A row whose first order failed and whose retry (attempt 2) was paid: after the ledger is lost,
+/// the rebuilt ledger must show the paid attempt, not the failed one. Otherwise the row reads
+/// FAILED although it was paid, and a `retry` after the service's 30-day idempotency memory
+/// would pay it a second time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebuilt_ledger_records_the_latest_attempt_of_a_retried_row() {
+    let ws = Workspace::new();
+    let state = ws.sim_state();
+    let mut failing = fast_config(Some(state.clone()));
+    failing.failure_rate = 1.0;
+    let sim = start_sim(failing).await;
+    let addr = sim.addr();
+    let s = Setup {
+        key: ws.key_file(),
+        ws,
+        sim,
+    };
+    let input = s.ws.write("two.csv", TWO_ROWS);
+    let refs = references(&input);
+    let out = s.run("two.csv", &[], &[]).await;
+    assert_eq!(code(&out), Some(4), "{}", stderr_of(&out));
+    let Setup { ws, sim, key } = s;
+    sim.shutdown().await;
+    // The same simulator (state and address), now without failures.
+    let sim = paybatch::sim::start(fast_config(Some(state)), addr)
+        .await
+        .expect("simulator restarts on the same address");
+    let s = Setup { ws, sim, key };
+    let retry = s.paybatch(&["retry", "--batch", "two"], &[]).await;
+    assert_eq!(code(&retry), Some(0), "{}", stderr_of(&retry));
+    let out = s.run("two.csv", &[], &[]).await;
+    assert_eq!(code(&out), Some(0), "{}", stderr_of(&out));
+    let live = assert_one_live_order_per_row(&s.sim, &refs);
+    assert_eq!(s.sim.orders().len(), 4, "a failed and a paid order per row");
+    let truth = ground_truth(&s.sim);
+    let posts = order_posts(&s.sim);
+
+    s.delete_ledger();
+    let (rc, report) = s.reconcile("two", &["--rebuild", "two.csv"]).await;
+    assert_eq!(rc, Some(0), "{report}");
+    assert_ledger_matches_service(&s, "two", &live);
+    let (rows, _) = s.ledger("two");
+    assert!(
+        rows.iter().all(|r| r.attempt == 2),
+        "the rows are at their paid attempt: {rows:?}"
+    );
+
+    let again = s.run("two.csv", &[], &[]).await;
+    assert_eq!(code(&again), Some(0), "{}", stderr_of(&again));
+    let retry = s.paybatch(&["retry", "--batch", "two"], &[]).await;
+    assert!(
+        stderr_of(&retry).contains("no FAILED or REJECTED rows"),
+        "{}",
+        stderr_of(&retry)
+    );
+    assert_eq!(ground_truth(&s.sim), truth, "nothing new at the service");
+    assert_eq!(order_posts(&s.sim), posts, "no order was sent again");
+}
+
+/// A simulator with `config` on `addr` (a batch is bound to its service address).
+async fn sim_at(config: paybatch::sim::SimConfig, addr: std::net::SocketAddr) -> SimHandle {
+    paybatch::sim::start(config, addr)
+        .await
+        .expect("simulator starts on the address")
+}
+
+/// Both rows fail at attempt 1 (the backup taken at `backup_point`, or after the failing run when
+/// `None`), then are retried and paid at attempt 2 on the same simulator; then the backup is
+/// restored. Returns the setup and the rows' live order ids.
+async fn backup_from_before_a_retry(
+    backup_point: Option<&str>,
+) -> (Setup, std::collections::BTreeMap<String, String>) {
+    let ws = Workspace::new();
+    let state = ws.sim_state();
+    let mut failing = fast_config(Some(state.clone()));
+    failing.failure_rate = 1.0;
+    let sim = start_sim(failing).await;
+    let addr = sim.addr();
+    let s = Setup {
+        key: ws.key_file(),
+        ws,
+        sim,
+    };
+    let input = s.ws.write("two.csv", TWO_ROWS);
+    let refs = references(&input);
+    let early = match backup_point {
+        Some(point) => {
+            let stopped = s
+                .run("two.csv", &[], &[("PAYBATCH_FAILPOINT", point)])
+                .await;
+            assert_eq!(code(&stopped), None, "{}", stderr_of(&stopped));
+            Some(s.backup_ledger("backup-early"))
+        }
+        None => None,
+    };
+    let out = s.run("two.csv", &[], &[]).await;
+    assert_eq!(code(&out), Some(4), "{}", stderr_of(&out));
+    let backup = early.unwrap_or_else(|| s.backup_ledger("backup"));
+    let Setup { ws, sim, key } = s;
+    sim.shutdown().await;
+    let sim = sim_at(fast_config(Some(state)), addr).await;
+    let s = Setup { ws, sim, key };
+    let retry = s.paybatch(&["retry", "--batch", "two"], &[]).await;
+    assert_eq!(code(&retry), Some(0), "{}", stderr_of(&retry));
+    let out = s.run("two.csv", &[], &[]).await;
+    assert_eq!(code(&out), Some(0), "{}", stderr_of(&out));
+    let live = assert_one_live_order_per_row(&s.sim, &refs);
+    assert_eq!(s.sim.orders().len(), 4, "a failed and a paid order per row");
+    s.restore_ledger(&backup);
+    (s, live)
+}
+
+/// After reconcile, the restored ledger shows what the service has, the next run pays nothing
+/// and there is nothing left to retry.
+async fn assert_caught_up(s: &Setup, live: &std::collections::BTreeMap<String, String>) {
+    let truth = ground_truth(&s.sim);
+    let posts = order_posts(&s.sim);
+    let (rc, report) = s.reconcile("two", &[]).await;
+    assert_eq!(rc, Some(0), "{report}");
+    assert_ledger_matches_service(s, "two", live);
+    let (rows, _) = s.ledger("two");
+    assert!(rows.iter().all(|r| r.attempt == 2), "{rows:?}");
+    let again = s.run("two.csv", &[], &[]).await;
+    assert_eq!(code(&again), Some(0), "{}", stderr_of(&again));
+    let retry = s.paybatch(&["retry", "--batch", "two"], &[]).await;
+    assert!(
+        stderr_of(&retry).contains("no FAILED or REJECTED rows"),
+        "{}",
+        stderr_of(&retry)
+    );
+    assert_eq!(ground_truth(&s.sim), truth, "nothing new at the service");
+    assert_eq!(order_posts(&s.sim), posts, "no order was sent again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_from_before_a_retry_catches_up_with_the_paid_attempt() {
+    let (s, live) = backup_from_before_a_retry(None).await;
+    let (rows, _) = s.ledger("two");
+    assert!(
+        rows.iter()
+            .all(|r| r.state == RowState::Failed && r.attempt == 1),
+        "the backup has the failed first attempt: {rows:?}"
+    );
+    // A dry run already tells the whole story.
+    let (rc, report) = s.reconcile("two", &["--dry-run"]).await;
+    assert_eq!(rc, Some(0), "{report}");
+    assert_eq!(
+        report["adopted"].as_array().map(Vec::len),
+        Some(2),
+        "{report}"
+    );
+    assert_eq!(s.ledger("two").0, rows, "a dry run changes nothing");
+    assert_caught_up(&s, &live).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_from_before_the_first_send_catches_up_through_the_failure_and_the_retry() {
+    let (s, live) = backup_from_before_a_retry(Some("after_intent")).await;
+    let (_, orders) = s.ledger("two");
+    assert!(
+        orders
+            .iter()
+            .all(|o| o.state == OrderState::Intent && o.sends == 0),
+        "the backup has the first attempt's intents: {orders:?}"
+    );
+    let (rc, report) = s.reconcile("two", &["--dry-run"]).await;
+    assert_eq!(rc, Some(0), "{report}");
+    // Each row: its failed first order on its intent, then its paid retry.
+    assert_eq!(
+        report["adopted"].as_array().map(Vec::len),
+        Some(4),
+        "{report}"
+    );
+    assert_caught_up(&s, &live).await;
+}
+
+/// The row was refused at attempt 1 (no order at the service), retried and paid at attempt 2;
+/// a backup from before the first send is restored, and the service no longer remembers the
+/// first attempt's key (its idempotency memory lasts 30 days; here: a new service state).
+/// The first attempt's intent must never be sent: it would pay the row a second time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_intent_superseded_by_a_paid_retry_is_never_sent() {
+    let ws = Workspace::new();
+    let mut poor = fast_config(Some(ws.path("sim-a.db")));
+    poor.balances = vec![("USD".to_string(), "1.00".parse().expect("decimal"))];
+    let sim = start_sim(poor).await;
+    let addr = sim.addr();
+    let s = Setup {
+        key: ws.key_file(),
+        ws,
+        sim,
+    };
+    // A yen product paid from the dollar balance: converted at order time, so the balance
+    // pre-flight does not stop it and the service refuses it.
+    let input = s.ws.write(
+        "two.csv",
+        "reference,product_code,face_value,currency,payment_currency\nY-1,UBER-JP,3000,JPY,USD\n",
+    );
+    let refs = references(&input);
+    let stopped = s
+        .run("two.csv", &[], &[("PAYBATCH_FAILPOINT", "after_intent")])
+        .await;
+    assert_eq!(code(&stopped), None, "{}", stderr_of(&stopped));
+    let backup = s.backup_ledger("backup");
+    let out = s.run("two.csv", &[], &[]).await;
+    assert_eq!(code(&out), Some(4), "{}", stderr_of(&out));
+    assert!(s.sim.orders().is_empty(), "refused: no order");
+    let (rows, _) = s.ledger("two");
+    assert_eq!(rows[0].state, RowState::Rejected, "{rows:?}");
+    let Setup { ws, sim, key } = s;
+    sim.shutdown().await;
+    let sim = sim_at(fast_config(Some(ws.path("sim-b.db"))), addr).await;
+    let s = Setup { ws, sim, key };
+    let retry = s.paybatch(&["retry", "--batch", "two"], &[]).await;
+    assert_eq!(code(&retry), Some(0), "{}", stderr_of(&retry));
+    let out = s.run("two.csv", &[], &[]).await;
+    assert_eq!(code(&out), Some(0), "{}", stderr_of(&out));
+    let live = assert_one_live_order_per_row(&s.sim, &refs);
+
+    s.restore_ledger(&backup);
+    let (rc, report) = s.reconcile("two", &[]).await;
+    assert_eq!(rc, Some(0), "{report}");
+    assert_eq!(
+        report["superseded"].as_array().map(Vec::len),
+        Some(1),
+        "{report}"
+    );
+    let (rows, orders) = s.ledger("two");
+    assert!(
+        orders
+            .iter()
+            .any(|o| o.state == OrderState::Rejected && o.sends == 0),
+        "the first attempt's intent is closed unsent: {orders:?}"
+    );
+    assert_eq!(rows[0].attempt, 2);
+    assert_ledger_matches_service(&s, "two", &live);
+    let again = s.run("two.csv", &[], &[]).await;
+    assert_eq!(code(&again), Some(0), "{}", stderr_of(&again));
+    assert_one_live_order_per_row(&s.sim, &refs);
+    assert_eq!(s.sim.orders().len(), 1, "the row was paid once");
+}
+
+/// A batch run with `--payment-currency`: rebuilt without it, its yen row reads as invalid, and
+/// the order that paid it is reported (exit 4), not silently left aside; rebuilt with it, the
+/// row is recorded as paid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebuild_reports_paid_rows_it_cannot_read_as_they_were_paid() {
+    let s = Setup::new().await;
+    let input = s.ws.write(
+        "yen.csv",
+        "reference,product_code,face_value,currency\nY-1,UBER-JP,3000,JPY\nU-1,AMZ-US,25.00,USD\n",
+    );
+    let refs = references(&input);
+    let out = s.run("yen.csv", &["--payment-currency", "USD"], &[]).await;
+    assert_eq!(code(&out), Some(0), "{}", stderr_of(&out));
+    let live = assert_one_live_order_per_row(&s.sim, &refs);
+    let posts = order_posts(&s.sim);
+
+    s.delete_ledger();
+    let (rc, report) = s.reconcile("yen", &["--rebuild", "yen.csv"]).await;
+    assert_eq!(rc, Some(4), "{report}");
+    assert_eq!(
+        report["unattached"],
+        serde_json::json!([["Y-1", live["Y-1"]]]),
+        "{report}"
+    );
+    let words = s.paybatch(&["reconcile", "--batch", "yen"], &[]).await;
+    assert_eq!(code(&words), Some(4));
+    assert!(
+        stdout_of(&words).contains(&format!("ALERT: order {} pays row Y-1", live["Y-1"])),
+        "{}",
+        stdout_of(&words)
+    );
+
+    s.delete_ledger();
+    let (rc, report) = s
+        .reconcile(
+            "yen",
+            &["--rebuild", "yen.csv", "--payment-currency", "USD"],
+        )
+        .await;
+    assert_eq!(rc, Some(0), "{report}");
+    assert_ledger_matches_service(&s, "yen", &live);
+    let again = s.run("yen.csv", &["--payment-currency", "USD"], &[]).await;
+    assert_eq!(code(&again), Some(0), "{}", stderr_of(&again));
+    assert_eq!(order_posts(&s.sim), posts, "no order was sent again");
+}
