@@ -371,18 +371,7 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         check_binding(b, &conn)?;
     }
 
-    let (products, source) = catalog::load(
-        &mut ledger,
-        &conn.client,
-        &opts.environment.identity(),
-        opts.catalog_ttl,
-        false,
-    )
-    .await
-    .map_err(|e| match e {
-        CatalogError::Api(api) if is_auth_error(&api) => RunError::Auth(api),
-        other => RunError::Catalog(other),
-    })?;
+    let (products, source) = load_catalog(&mut ledger, &conn, opts).await?;
     reporter.line(format!(
         "catalog: {} products ({})",
         products.len(),
@@ -599,6 +588,27 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         incomplete,
     )?;
     Ok(summary)
+}
+
+/// The catalog of the run's environment, cached in the ledger (fetched when older than
+/// `--catalog-ttl`); a refused key is reported as such.
+pub async fn load_catalog(
+    ledger: &mut Ledger,
+    conn: &Connection,
+    opts: &RunOptions,
+) -> Result<(Vec<Product>, catalog::CatalogSource), RunError> {
+    catalog::load(
+        ledger,
+        &conn.client,
+        &opts.environment.identity(),
+        opts.catalog_ttl,
+        false,
+    )
+    .await
+    .map_err(|e| match e {
+        CatalogError::Api(api) if is_auth_error(&api) => RunError::Auth(api),
+        other => RunError::Catalog(other),
+    })
 }
 
 /// Errors that say the key, environment or version is wrong: no row is at fault.

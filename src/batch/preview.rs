@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 
 use crate::api::models::Product;
 use crate::api::{ApiError, Client};
-use crate::catalog::{self, CatalogError, CatalogSource};
+use crate::catalog::CatalogSource;
 use crate::environment::Connection;
 use crate::ledger::{Ledger, RowState};
 
@@ -225,18 +225,7 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, RunError> {
     if let Some(b) = &existing {
         pipeline::check_binding(b, &conn)?;
     }
-    let (products, source) = catalog::load(
-        &mut ledger,
-        &conn.client,
-        &opts.environment.identity(),
-        opts.catalog_ttl,
-        false,
-    )
-    .await
-    .map_err(|e| match e {
-        CatalogError::Api(api) if pipeline::is_auth_error(&api) => RunError::Auth(api),
-        other => RunError::Catalog(other),
-    })?;
+    let (products, source) = pipeline::load_catalog(&mut ledger, &conn, opts).await?;
     let mut preview = Preview {
         file: opts.input.display().to_string(),
         batch: batch_name.clone(),

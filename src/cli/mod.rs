@@ -193,6 +193,23 @@ pub fn print_error(message: &str, help: Option<&str>) {
     }
 }
 
+/// Takes the ledger's lock for a command that writes it; on failure prints why and gives the
+/// exit code (6 when another paybatch process holds it).
+pub fn lock_ledger(ledger: &std::path::Path) -> Result<crate::batch::lock::LedgerLock, i32> {
+    use crate::batch::lock::{LedgerLock, LockError};
+    match LedgerLock::acquire(ledger) {
+        Ok(lock) => Ok(lock),
+        Err(e @ LockError::Held { .. }) => {
+            print_error(&e.to_string(), Some("wait for the running batch to finish"));
+            Err(exit::LOCKED)
+        }
+        Err(e) => {
+            print_error(&e.to_string(), None);
+            Err(exit::UNEXPECTED)
+        }
+    }
+}
+
 /// Prints a configuration error and returns the usage exit code.
 pub fn config_failure(e: &ConfigError) -> i32 {
     print_error(&e.to_string(), Some(e.help()));

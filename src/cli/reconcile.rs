@@ -7,7 +7,6 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::batch::lock::{LedgerLock, LockError};
 use crate::batch::pipeline::{self, CheckedInput};
 use crate::batch::reconcile::{self, ReconcileReport};
 use crate::batch::validate::ValidateOptions;
@@ -16,7 +15,7 @@ use crate::environment::Connection;
 use crate::exit;
 use crate::ledger::{IncomingRow, Ledger, NewBatch};
 
-use super::{ServiceArgs, config_failure, print_error};
+use super::{ServiceArgs, config_failure, lock_ledger, print_error};
 
 #[derive(Debug, Args)]
 pub struct ReconcileArgs {
@@ -46,16 +45,9 @@ pub async fn execute(args: ReconcileArgs) -> i32 {
         Err(e) => return config_failure(&e),
     };
     let ledger_path = &args.service.ledger;
-    let _lock = match LedgerLock::acquire(ledger_path) {
+    let _lock = match lock_ledger(ledger_path) {
         Ok(l) => l,
-        Err(e @ LockError::Held { .. }) => {
-            print_error(&e.to_string(), Some("wait for the running batch to finish"));
-            return exit::LOCKED;
-        }
-        Err(e) => {
-            print_error(&e.to_string(), None);
-            return exit::UNEXPECTED;
-        }
+        Err(code) => return code,
     };
     let mut ledger = match Ledger::open(ledger_path) {
         Ok(l) => l,

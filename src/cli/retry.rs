@@ -4,11 +4,10 @@
 
 use clap::Args;
 
-use crate::batch::lock::{LedgerLock, LockError};
 use crate::exit;
 use crate::ledger::Ledger;
 
-use super::{ServiceArgs, print_error};
+use super::{ServiceArgs, lock_ledger, print_error};
 
 #[derive(Debug, Args)]
 pub struct RetryArgs {
@@ -31,16 +30,9 @@ pub async fn execute(args: RetryArgs) -> i32 {
         );
         return exit::USAGE;
     }
-    let _lock = match LedgerLock::acquire(ledger_path) {
+    let _lock = match lock_ledger(ledger_path) {
         Ok(l) => l,
-        Err(e @ LockError::Held { .. }) => {
-            print_error(&e.to_string(), Some("wait for the running batch to finish"));
-            return exit::LOCKED;
-        }
-        Err(e) => {
-            print_error(&e.to_string(), None);
-            return exit::UNEXPECTED;
-        }
+        Err(code) => return code,
     };
     let result = (|| -> Result<Option<Vec<String>>, crate::ledger::LedgerError> {
         let mut ledger = Ledger::open(ledger_path)?;
