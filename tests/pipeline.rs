@@ -10,32 +10,9 @@ use std::process::Output;
 use std::time::Duration;
 
 use common::*;
+
+use common::{paybatch_in as paybatch, stderr_of as stderr};
 use paybatch::sim::{Faults, SimHandle};
-
-const BIN: &str = env!("CARGO_BIN_EXE_paybatch");
-
-async fn paybatch(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> Output {
-    let mut cmd = tokio::process::Command::new(BIN);
-    cmd.current_dir(dir)
-        .args(args)
-        .env_remove("PAYBATCH_API_KEY")
-        .env_remove("PAYBATCH_ENV")
-        .env_remove("PAYBATCH_BASE_URL")
-        .env_remove("PAYBATCH_LEDGER")
-        .env_remove("PAYBATCH_FAILPOINT")
-        .kill_on_drop(true);
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    tokio::time::timeout(Duration::from_secs(120), cmd.output())
-        .await
-        .expect("paybatch finished within 120 s")
-        .expect("paybatch ran")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).to_string()
-}
 
 /// `run FILE` against the simulator at `sim`, with a key file, in the workspace.
 async fn run_against(ws: &Workspace, sim: &SimHandle, file: &str, extra: &[&str]) -> Output {

@@ -126,6 +126,7 @@ pub async fn paybatch_in(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> st
         "PAYBATCH_ENV",
         "PAYBATCH_BASE_URL",
         "PAYBATCH_LEDGER",
+        "PAYBATCH_CONFIG",
         "PAYBATCH_FAILPOINT",
         "RUST_LOG",
         "HTTP_PROXY",
