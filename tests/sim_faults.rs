@@ -71,6 +71,45 @@ async fn a_key_still_being_handled_gets_the_in_progress_answer() {
     s.shutdown().await;
 }
 
+/// A client that goes away while its order is being created (killed, timed out) does not cancel
+/// the order: like a real service, the simulator finishes the work and keeps the answer under the
+/// key, so the client's next request with that key meets the in-progress answer, then the replay.
+#[tokio::test]
+async fn an_order_whose_client_went_away_is_still_created_and_replayed() {
+    let s = start(SimConfig {
+        faults: Faults {
+            in_progress_delay: Duration::from_millis(800),
+            ..Faults::default()
+        },
+        ..fast()
+    })
+    .await;
+    let mut impatient = Api::new(&s);
+    impatient.http = reqwest::Client::builder()
+        .timeout(Duration::from_millis(200))
+        .build()
+        .expect("http client");
+    let body = amz("12");
+    let gone = impatient.try_post_order(Some("gone"), None, &body).await;
+    assert!(gone.is_err(), "the client gave up before the answer");
+    let api = Api::new(&s);
+    // Still being handled: in progress.
+    api.post_order("gone", None, &body)
+        .await
+        .assert_error(409, "idempotency_in_progress");
+    assert_eq!(s.stats().in_progress, 1);
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(s.orders().len(), 1, "the order was created all the same");
+    let replay = api.post_order("gone", None, &body).await;
+    assert_eq!(replay.status, 202);
+    assert_eq!(
+        replay.json()["id"].as_str(),
+        Some(s.orders()[0].id.as_str())
+    );
+    assert_eq!(s.orders().len(), 1);
+    s.shutdown().await;
+}
+
 #[tokio::test]
 async fn order_creation_is_rate_limited_per_key() {
     let s = start(SimConfig {

@@ -784,9 +784,22 @@ async fn create_order(
                         fp: ctx.fp.clone(),
                         key: key.clone(),
                     };
-                    pause(delay + sim.config.faults.in_progress_delay).await;
-                    let outcome = process(&sim, &ctx, &key, mode, &body, &sha);
-                    drop(guard);
+                    // The work runs on its own task: a client that goes away (killed, timed
+                    // out) does not cancel it, as it would not at a real service. The order is
+                    // created and its answer kept under the key for the client's next attempt.
+                    let work = {
+                        let sim = sim.clone();
+                        tokio::spawn(async move {
+                            pause(delay + sim.config.faults.in_progress_delay).await;
+                            let outcome = process(&sim, &ctx, &key, mode, &body, &sha);
+                            drop(guard);
+                            outcome
+                        })
+                    };
+                    let outcome = match work.await {
+                        Ok(outcome) => outcome,
+                        Err(e) => return internal(e).into_response(),
+                    };
                     match outcome {
                         Err(e) => internal(e).into_response(),
                         Ok((status, bytes, created)) => {
