@@ -1,0 +1,158 @@
+//! Multi-item orders (`--items-per-order`): grouped by payment currency, items mapped back to
+//! their rows, resumed after a kill, failed as a whole and regrouped by `retry` with new keys.
+
+mod common;
+
+use std::collections::HashSet;
+
+use common::*;
+use common::{paybatch_in as paybatch, stderr_of as stderr};
+use paybatch::sim::SimHandle;
+
+const BATCH: &str = "reference,product_code,face_value,currency,email\n\
+    G-1,AMZ-US,10.00,USD,a@example.com\n\
+    G-2,STEAM-US,20,USD,\n\
+    G-3,TESCO-GB,10,GBP,\n\
+    G-4,AMZ-US,30.00,USD,d@example.com\n\
+    G-5,TESCO-GB,20,GBP,\n\
+    G-6,AMZ-US,40.00,USD,\n";
+
+async fn run(
+    ws: &Workspace,
+    sim: &SimHandle,
+    extra: &[&str],
+    envs: &[(&str, &str)],
+) -> std::process::Output {
+    let key = ws.key_file();
+    let ledger = ws.ledger();
+    let base = sim.base_url();
+    let mut args = vec![
+        "run",
+        "g.csv",
+        "--base-url",
+        &base,
+        "--api-key-file",
+        key.to_str().unwrap(),
+        "--ledger",
+        ledger.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    paybatch(ws.dir.path(), &args, envs).await
+}
+
+fn result(ws: &Workspace, name: &str) -> Vec<String> {
+    let rows = read_csv(&ws.path("g.result.csv"));
+    let c = col(&rows[0], name);
+    rows[1..].iter().map(|r| r[c].clone()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_are_grouped_per_currency_and_each_item_comes_back_to_its_row() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    ws.write("g.csv", BATCH);
+    // Killed after the first send, then resumed.
+    let killed = run(
+        &ws,
+        &sim,
+        &["--items-per-order", "2"],
+        &[("PAYBATCH_FAILPOINT", "after_send:1")],
+    )
+    .await;
+    assert_eq!(killed.status.code(), None, "{}", stderr(&killed));
+    let out = run(&ws, &sim, &["--items-per-order", "2"], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let orders = sim.orders();
+    // USD rows G-1,G-2,G-4,G-6 in two orders of 2; GBP rows G-3,G-5 in one.
+    assert_eq!(orders.len(), 3, "{orders:#?}");
+    let mut groups: Vec<String> = orders
+        .iter()
+        .map(|o| o.metadata.get("paybatch_rows").cloned().unwrap_or_default())
+        .collect();
+    groups.sort();
+    assert_eq!(groups, ["G-1|G-2", "G-3|G-5", "G-4|G-6"]);
+    for o in &orders {
+        assert_eq!(o.items.len(), 2);
+    }
+    // Every row got its own item id and payout link, and the order ids match the groups.
+    let items: HashSet<String> = result(&ws, "item_id").into_iter().collect();
+    let links: HashSet<String> = result(&ws, "payout_url").into_iter().collect();
+    assert_eq!(items.len(), 6);
+    assert_eq!(links.len(), 6);
+    let order_ids = result(&ws, "order_id");
+    assert_eq!(order_ids[0], order_ids[1], "G-1 and G-2 share an order");
+    assert_eq!(order_ids[2], order_ids[4], "G-3 and G-5 share an order");
+    assert_ne!(order_ids[0], order_ids[3]);
+    // The simulator's item of each row is the one the result file names.
+    for (i, reference) in ["G-1", "G-2", "G-3", "G-4", "G-5", "G-6"]
+        .iter()
+        .enumerate()
+    {
+        let o = orders
+            .iter()
+            .find(|o| o.id == order_ids[i])
+            .unwrap_or_else(|| panic!("order of {reference}"));
+        let refs: Vec<&str> = o.metadata["paybatch_rows"].split('|').collect();
+        let pos = refs
+            .iter()
+            .position(|r| r == reference)
+            .expect("row in its order");
+        assert_eq!(o.items[pos].id, result(&ws, "item_id")[i], "{reference}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_order_fails_all_its_rows_and_retry_regroups_them_with_new_keys() {
+    let ws = Workspace::new();
+    let state = ws.sim_state();
+    let mut failing = fast_config(Some(state.clone()));
+    failing.failure_rate = 1.0;
+    let sim = start_sim(failing).await;
+    ws.write("g.csv", BATCH);
+    let out = run(&ws, &sim, &["--items-per-order", "3"], &[]).await;
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(result(&ws, "status").iter().all(|s| s == "FAILED"));
+    let first_keys: HashSet<String> = sim
+        .orders()
+        .iter()
+        .map(|o| o.idempotency_key.clone())
+        .collect();
+    assert_eq!(first_keys.len(), 3, "USD 3 + USD 1 + GBP 2");
+    let addr = sim.addr();
+    sim.shutdown().await;
+
+    let sim = paybatch::sim::start(fast_config(Some(state)), addr)
+        .await
+        .expect("restart on the same address");
+    let ledger = ws.ledger();
+    let retry = paybatch(
+        ws.dir.path(),
+        &[
+            "retry",
+            "--batch",
+            "g",
+            "--ledger",
+            ledger.to_str().unwrap(),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(retry.status.code(), Some(0), "{}", stderr(&retry));
+    let out = run(&ws, &sim, &["--items-per-order", "6"], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let orders = sim.orders();
+    let new: Vec<_> = orders
+        .iter()
+        .filter(|o| !first_keys.contains(&o.idempotency_key))
+        .collect();
+    assert_eq!(
+        new.len(),
+        2,
+        "regrouped: all USD rows in one order, GBP in another"
+    );
+    assert!(result(&ws, "status").iter().all(|s| s == "COMPLETED"));
+    let per_ref = service_orders_per_reference(&sim);
+    for r in ["G-1", "G-2", "G-3", "G-4", "G-5", "G-6"] {
+        assert_eq!(per_ref[r].len(), 2, "{r}: one failed order, one completed");
+    }
+}
