@@ -336,7 +336,6 @@ fn hash_file(path: &Path) -> std::io::Result<String> {
 struct Stage {
     ledger: Mutex<Ledger>,
     client: Client,
-    mode: ExecutionMode,
     reporter: Reporter,
 }
 
@@ -559,7 +558,6 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
     let stage = Arc::new(Stage {
         ledger: Mutex::new(ledger),
         client: conn.client.clone(),
-        mode: opts.mode,
         reporter,
     });
     let (sent, incomplete) = if opts.plan_only {
@@ -979,7 +977,6 @@ async fn submit_one(stage: &Stage, limiter: &Pacer, order: OrderRecord, tries: u
     } else {
         ExecutionMode::Async
     };
-    let _ = stage.mode;
     let mut last = String::new();
     for attempt in 0..tries {
         limiter.ready().await;
