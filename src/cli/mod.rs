@@ -106,8 +106,8 @@ impl Command {
     /// The service settings of the command, when it has them.
     pub fn service_mut(&mut self) -> Option<&mut ServiceArgs> {
         match self {
-            Command::Run(a) => Some(&mut a.service),
-            Command::Validate(a) => Some(&mut a.service),
+            Command::Run(a) => Some(&mut a.plan.service),
+            Command::Validate(a) => Some(&mut a.plan.service),
             Command::Status(a) => Some(&mut a.service),
             Command::Report(a) => Some(&mut a.service),
             Command::Retry(a) => Some(&mut a.service),

@@ -29,22 +29,21 @@ unexpected; 2 usage or configuration (or production not confirmed); 3 invalid or
 nothing submitted; 4 finished with failed, rejected or invalid rows; 5 incomplete, run again to \
 resume; 6 the ledger is in use by another paybatch.";
 
+/// What `run` and `validate` share: the file, the service, and how the file becomes a plan.
 #[derive(Debug, Args)]
-pub struct RunArgs {
+pub struct PlanArgs {
     /// The CSV file of recipients.
     pub file: PathBuf,
     #[command(flatten)]
     pub service: ServiceArgs,
-    /// The batch name (default: the file name without extension). Re-use it to resume.
+    /// The batch name (default: the file name without extension). Re-use it to resume; it is
+    /// part of the plan digest.
     #[arg(long)]
     pub batch: Option<String>,
-    /// Where to write the result CSV (default: beside the input).
-    #[arg(long, value_name = "FILE")]
-    pub out: Option<PathBuf>,
     /// Field delimiter (default: detected among , ; and tab).
     #[arg(long, value_parser = parse_delimiter)]
     pub delimiter: Option<u8>,
-    /// Submit the valid rows and mark the others INVALID instead of stopping.
+    /// Pay the valid rows and mark the others INVALID instead of stopping.
     #[arg(long)]
     pub skip_invalid: bool,
     /// Allow the same (email, product, amount) more than once.
@@ -53,14 +52,44 @@ pub struct RunArgs {
     /// Balance to pay from for rows whose product currency has no balance (EUR, GBP, USD, CAD).
     #[arg(long, value_name = "CUR")]
     pub payment_currency: Option<String>,
-    /// Validate and commit the planned orders (keys and bodies) to the ledger, send nothing;
-    /// exits 5 ("run again to resume"), and the next run sends them.
-    #[arg(long)]
-    pub plan_only: bool,
     /// Pay by this card instead of from the account balance (a `card_id` column in the file
     /// overrides it per row). Card-paid rows skip the balance check.
     #[arg(long, value_name = "ID")]
     pub card_id: Option<String>,
+    /// Refresh the cached catalog when older than this many seconds.
+    #[arg(long, default_value_t = 86_400, value_name = "SECONDS")]
+    pub catalog_ttl: u64,
+}
+
+impl PlanArgs {
+    /// The run options these flags set (the rest keep their defaults).
+    pub fn options(&self) -> Result<RunOptions, crate::environment::ConfigError> {
+        let mut o = RunOptions::new(&self.file);
+        o.environment = self.service.environment()?;
+        o.batch = self.batch.clone();
+        o.ledger = self.service.ledger.clone();
+        o.api_key_file = self.service.api_key_file.clone();
+        o.delimiter = self.delimiter;
+        o.skip_invalid = self.skip_invalid;
+        o.allow_duplicates = self.allow_duplicates;
+        o.default_payment_currency = self.payment_currency.clone();
+        o.card_id = self.card_id.clone().filter(|c| !c.trim().is_empty());
+        o.catalog_ttl = Duration::from_secs(self.catalog_ttl);
+        Ok(o)
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub plan: PlanArgs,
+    /// Where to write the result CSV (default: beside the input).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Validate and commit the planned orders (keys and bodies) to the ledger, send nothing;
+    /// exits 5 ("run again to resume"), and the next run sends them.
+    #[arg(long)]
+    pub plan_only: bool,
     /// Create orders synchronously (one item per order) instead of asynchronously.
     #[arg(long)]
     pub sync: bool,
@@ -76,9 +105,6 @@ pub struct RunArgs {
     /// Stop polling after this many seconds; the run exits 5 and resumes later.
     #[arg(long, default_value_t = 1800, value_name = "SECONDS")]
     pub poll_timeout: u64,
-    /// Refresh the cached catalog when older than this many seconds.
-    #[arg(long, default_value_t = 86_400, value_name = "SECONDS")]
-    pub catalog_ttl: u64,
     /// Pay only if the file's plan digest is this one (from `paybatch validate`); else exit 3.
     #[arg(long, value_name = "DIGEST", value_parser = parse_digest)]
     pub expect_digest: Option<String>,
@@ -121,18 +147,9 @@ pub fn parse_delimiter(s: &str) -> Result<u8, String> {
 
 impl RunArgs {
     fn options(&self) -> Result<RunOptions, crate::environment::ConfigError> {
-        let mut o = RunOptions::new(&self.file);
-        o.environment = self.service.environment()?;
-        o.batch = self.batch.clone();
-        o.ledger = self.service.ledger.clone();
-        o.api_key_file = self.service.api_key_file.clone();
+        let mut o = self.plan.options()?;
         o.out = self.out.clone();
-        o.delimiter = self.delimiter;
-        o.skip_invalid = self.skip_invalid;
         o.plan_only = self.plan_only;
-        o.card_id = self.card_id.clone().filter(|c| !c.trim().is_empty());
-        o.allow_duplicates = self.allow_duplicates;
-        o.default_payment_currency = self.payment_currency.clone();
         o.mode = if self.sync {
             ExecutionMode::Sync
         } else {
@@ -148,7 +165,6 @@ impl RunArgs {
         o.order_rate = self.order_rate;
         o.concurrency = self.concurrency;
         o.poll_timeout = Duration::from_secs(self.poll_timeout);
-        o.catalog_ttl = Duration::from_secs(self.catalog_ttl);
         o.expect_digest = self.expect_digest.clone();
         o.in_doubt_window = Duration::from_secs_f64(self.in_doubt_hours * 3600.0);
         Ok(o)

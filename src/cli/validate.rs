@@ -4,8 +4,6 @@
 //! nothing but the catalog cache: no batch, no row.
 
 use std::io::Write;
-use std::path::PathBuf;
-use std::time::Duration;
 
 use clap::Args;
 
@@ -14,8 +12,8 @@ use crate::batch::preview::{self, Preview};
 use crate::exit;
 use crate::money::display_amount as amount;
 
-use super::run::{parse_delimiter, report_error};
-use super::{ServiceArgs, config_failure, print_error};
+use super::run::{PlanArgs, report_error};
+use super::{config_failure, print_error};
 
 /// The long help of the command (`--help`).
 pub const LONG_ABOUT: &str = "Check a CSV batch exactly as `paybatch run` would (file, rows, catalog, balance) \
@@ -28,77 +26,43 @@ balance is too low).";
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
-    /// The CSV file of recipients.
-    pub file: PathBuf,
     #[command(flatten)]
-    pub service: ServiceArgs,
-    /// The batch name (default: the file name without extension); part of the digest.
-    #[arg(long)]
-    pub batch: Option<String>,
-    /// Field delimiter (default: detected among , ; and tab).
-    #[arg(long, value_parser = parse_delimiter)]
-    pub delimiter: Option<u8>,
-    /// As `run --skip-invalid`: invalid rows are reported, the valid ones make the plan.
-    #[arg(long)]
-    pub skip_invalid: bool,
-    /// Allow the same (email, product, amount) more than once.
-    #[arg(long)]
-    pub allow_duplicates: bool,
-    /// Balance to pay from for rows whose product currency has no balance (EUR, GBP, USD, CAD).
-    #[arg(long, value_name = "CUR")]
-    pub payment_currency: Option<String>,
-    /// Refresh the cached catalog when older than this many seconds.
-    #[arg(long, default_value_t = 86_400, value_name = "SECONDS")]
-    pub catalog_ttl: u64,
+    pub plan: PlanArgs,
     /// Print the whole report as one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
-    /// Rows paid by this card instead of the balance (as `paybatch run --card-id`).
-    #[arg(long, value_name = "ID")]
-    pub card_id: Option<String>,
 }
 
 impl ValidateArgs {
     fn options(&self) -> Result<RunOptions, crate::environment::ConfigError> {
-        let mut o = RunOptions::new(&self.file);
-        o.environment = self.service.environment()?;
-        o.batch = self.batch.clone();
-        o.ledger = self.service.ledger.clone();
-        o.api_key_file = self.service.api_key_file.clone();
-        o.delimiter = self.delimiter;
-        o.skip_invalid = self.skip_invalid;
-        o.allow_duplicates = self.allow_duplicates;
-        o.default_payment_currency = self.payment_currency.clone();
-        o.catalog_ttl = Duration::from_secs(self.catalog_ttl);
-        o.card_id = self.card_id.clone().filter(|c| !c.trim().is_empty());
-        Ok(o)
+        self.plan.options()
     }
 
     /// The `paybatch run` command that pays exactly the validated plan.
     fn run_command(&self, digest: &str) -> String {
         let mut cmd = format!(
             "paybatch run {}",
-            shell_word(&self.file.display().to_string())
+            shell_word(&self.plan.file.display().to_string())
         );
-        if let Some(b) = &self.batch {
+        if let Some(b) = &self.plan.batch {
             cmd.push_str(&format!(" --batch {}", shell_word(b)));
         }
-        if let Some(e) = &self.service.env {
+        if let Some(e) = &self.plan.service.env {
             cmd.push_str(&format!(" --env {}", shell_word(e)));
         }
-        if let Some(u) = &self.service.base_url {
+        if let Some(u) = &self.plan.service.base_url {
             cmd.push_str(&format!(" --base-url {}", shell_word(u)));
         }
-        if let Some(c) = &self.payment_currency {
+        if let Some(c) = &self.plan.payment_currency {
             cmd.push_str(&format!(" --payment-currency {}", shell_word(c)));
         }
-        if self.allow_duplicates {
+        if self.plan.allow_duplicates {
             cmd.push_str(" --allow-duplicates");
         }
-        if self.skip_invalid {
+        if self.plan.skip_invalid {
             cmd.push_str(" --skip-invalid");
         }
-        if let Some(card) = &self.card_id {
+        if let Some(card) = &self.plan.card_id {
             cmd.push_str(&format!(" --card-id {}", shell_word(card)));
         }
         cmd.push_str(&format!(" --expect-digest {digest}"));
