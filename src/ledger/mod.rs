@@ -252,13 +252,13 @@ impl Ledger {
         let at = now();
         let headers = serde_json::to_string(b.headers).unwrap_or_else(|_| "[]".into());
         let tx = begin(&mut self.conn, &self.path)?;
-        tx.prepare_cached(
+        exec(
+            &tx,
+            &self.path,
             "INSERT INTO batches (name, input_path, input_hash, headers, environment, base_url,
                                   key_fingerprint, created_at, updated_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
-        )
-        .and_then(|mut st| {
-            st.execute(params![
+            params![
                 b.name,
                 b.input_path,
                 b.input_hash,
@@ -267,9 +267,8 @@ impl Ledger {
                 b.base_url,
                 b.key_fingerprint,
                 at
-            ])
-        })
-        .map_err(sqlerr(&self.path))?;
+            ],
+        )?;
         let id = tx.last_insert_rowid();
         event(&tx, id, "batch", id, None, Some("CREATED"), "batch created")
             .map_err(sqlerr(&self.path))?;
@@ -288,12 +287,13 @@ impl Ledger {
     ) -> Result<()> {
         let headers = serde_json::to_string(headers).unwrap_or_else(|_| "[]".into());
         let tx = begin(&mut self.conn, &self.path)?;
-        tx.prepare_cached(
+        exec(
+            &tx,
+            &self.path,
             "UPDATE batches SET input_path = ?2, input_hash = ?3, headers = ?4, updated_at = ?5
              WHERE id = ?1",
-        )
-        .and_then(|mut st| st.execute(params![batch_id, input_path, input_hash, headers, now()]))
-        .map_err(sqlerr(&self.path))?;
+            params![batch_id, input_path, input_hash, headers, now()],
+        )?;
         commit(tx, &self.path)
     }
 
@@ -323,13 +323,13 @@ impl Ledger {
             };
             match existing.get(&row.reference) {
                 None => {
-                    tx.prepare_cached(
+                    exec(
+                        &tx,
+                        &self.path,
                         "INSERT INTO rows (batch_id, reference, position, line, fields, spec,
                                            content_hash, state, error_type, error_message)
                          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                    )
-                    .and_then(|mut st| {
-                        st.execute(params![
+                        params![
                             batch_id,
                             row.reference,
                             row.position,
@@ -340,9 +340,8 @@ impl Ledger {
                             target.as_str(),
                             (!row.valid).then_some("invalid"),
                             row.error_message
-                        ])
-                    })
-                    .map_err(sqlerr(&self.path))?;
+                        ],
+                    )?;
                     let id = tx.last_insert_rowid();
                     event(
                         &tx,
@@ -363,23 +362,22 @@ impl Ledger {
                         RowState::Pending | RowState::Invalid | RowState::Removed
                     );
                     if same && old.state != RowState::Removed {
-                        tx.prepare_cached(
+                        exec(
+                            &tx,
+                            &self.path,
                             "UPDATE rows SET position = ?2, line = ?3, fields = ?4 WHERE id = ?1",
-                        )
-                        .and_then(|mut st| {
-                            st.execute(params![old.id, row.position, row.line, fields])
-                        })
-                        .map_err(sqlerr(&self.path))?;
+                            params![old.id, row.position, row.line, fields],
+                        )?;
                         report.unchanged += 1;
                     } else if may_change {
-                        tx.prepare_cached(
+                        exec(
+                            &tx,
+                            &self.path,
                             "UPDATE rows SET position = ?2, line = ?3, fields = ?4, spec = ?5,
                                     content_hash = ?6, state = ?7, error_type = ?8,
                                     error_message = ?9
                              WHERE id = ?1",
-                        )
-                        .and_then(|mut st| {
-                            st.execute(params![
+                            params![
                                 old.id,
                                 row.position,
                                 row.line,
@@ -389,9 +387,8 @@ impl Ledger {
                                 target.as_str(),
                                 (!row.valid).then_some("invalid"),
                                 row.error_message
-                            ])
-                        })
-                        .map_err(sqlerr(&self.path))?;
+                            ],
+                        )?;
                         if old.state != target {
                             event(
                                 &tx,
@@ -423,9 +420,12 @@ impl Ledger {
             }
             match old.state {
                 RowState::Pending | RowState::Invalid => {
-                    tx.prepare_cached("UPDATE rows SET state = 'REMOVED' WHERE id = ?1")
-                        .and_then(|mut st| st.execute(params![old.id]))
-                        .map_err(sqlerr(&self.path))?;
+                    exec(
+                        &tx,
+                        &self.path,
+                        "UPDATE rows SET state = 'REMOVED' WHERE id = ?1",
+                        params![old.id],
+                    )?;
                     event(
                         &tx,
                         batch_id,
@@ -556,13 +556,13 @@ impl Ledger {
         let tx = begin(&mut self.conn, &self.path)?;
         let mut ids = Vec::with_capacity(plans.len());
         for plan in plans {
-            tx.prepare_cached(
+            exec(
+                &tx,
+                &self.path,
                 "INSERT INTO orders (batch_id, idempotency_key, body, mode, payment_currency,
                                      state, created_at, payment_method, card_id)
                  VALUES (?1, ?2, ?3, ?4, ?5, 'INTENT', ?6, ?7, ?8)",
-            )
-            .and_then(|mut st| {
-                st.execute(params![
+                params![
                     batch_id,
                     plan.idempotency_key,
                     plan.body,
@@ -571,9 +571,8 @@ impl Ledger {
                     at,
                     plan.payment_method,
                     plan.card_id
-                ])
-            })
-            .map_err(sqlerr(&self.path))?;
+                ],
+            )?;
             let order_id = tx.last_insert_rowid();
             event(
                 &tx,
@@ -713,12 +712,13 @@ impl Ledger {
         message: &str,
     ) -> Result<()> {
         let tx = begin(&mut self.conn, &self.path)?;
-        tx.prepare_cached(
+        exec(
+            &tx,
+            &self.path,
             "UPDATE orders SET last_http_status = ?2, error_type = ?3, error_message = ?4
              WHERE id = ?1",
-        )
-        .and_then(|mut st| st.execute(params![order_id, status, error_type, message]))
-        .map_err(sqlerr(&self.path))?;
+            params![order_id, status, error_type, message],
+        )?;
         commit(tx, &self.path)
     }
 
@@ -767,7 +767,9 @@ impl Ledger {
         let rows = self.rows_of_order(order_id)?;
         let row_to = row_state_for(to);
         let tx = begin(&mut self.conn, &self.path)?;
-        tx.prepare_cached(
+        exec(
+            &tx,
+            &self.path,
             "UPDATE orders SET state = ?2,
                     service_order_id = COALESCE(?3, service_order_id),
                     last_http_status = COALESCE(?4, last_http_status),
@@ -777,9 +779,7 @@ impl Ledger {
                                        ELSE accepted_at END,
                     finished_at = CASE WHEN ?9 THEN ?8 ELSE finished_at END
              WHERE id = ?1",
-        )
-        .and_then(|mut st| {
-            st.execute(params![
+            params![
                 order_id,
                 to.as_str(),
                 service_order_id,
@@ -789,9 +789,8 @@ impl Ledger {
                 error.map(|e| e.1),
                 at,
                 to.is_terminal()
-            ])
-        })
-        .map_err(sqlerr(&self.path))?;
+            ],
+        )?;
         event(
             &tx,
             batch_id,
@@ -819,16 +818,16 @@ impl Ledger {
                 .and_then(|i| items.get(i as usize))
                 .cloned()
                 .unwrap_or_default();
-            tx.prepare_cached(
+            exec(
+                &tx,
+                &self.path,
                 "UPDATE rows SET state = ?2,
                         item_id = COALESCE(?3, item_id), payout_url = COALESCE(?4, payout_url),
                         price = COALESCE(?5, price), discount = COALESCE(?6, discount),
                         error_type = ?7, error_message = ?8,
                         completed_at = COALESCE(?9, completed_at)
                  WHERE id = ?1",
-            )
-            .and_then(|mut st| {
-                st.execute(params![
+                params![
                     row.id,
                     row_to.as_str(),
                     item.item_id,
@@ -838,9 +837,8 @@ impl Ledger {
                     error.map(|e| e.0),
                     error.map(|e| e.1),
                     completed_at
-                ])
-            })
-            .map_err(sqlerr(&self.path))?;
+                ],
+            )?;
             event(
                 &tx,
                 batch_id,
@@ -862,11 +860,12 @@ impl Ledger {
             .order(order_id)?
             .ok_or_else(|| LedgerError::Corrupt(format!("order {order_id} not found")))?;
         let tx = begin(&mut self.conn, &self.path)?;
-        tx.prepare_cached(
+        exec(
+            &tx,
+            &self.path,
             "UPDATE orders SET sends = 0, first_sent_at = NULL WHERE id = ?1 AND state = 'INTENT'",
-        )
-        .and_then(|mut st| st.execute(params![order_id]))
-        .map_err(sqlerr(&self.path))?;
+            params![order_id],
+        )?;
         event(
             &tx,
             current.batch_id,
@@ -1010,15 +1009,16 @@ impl Ledger {
         let tx = begin(&mut self.conn, &self.path)?;
         let mut out = Vec::new();
         for row in candidates {
-            tx.prepare_cached(
+            exec(
+                &tx,
+                &self.path,
                 "UPDATE rows SET state = 'PENDING', attempt = attempt + 1, order_id = NULL,
                         item_index = NULL, item_id = NULL, payout_url = NULL, price = NULL,
                         discount = NULL, error_type = NULL, error_message = NULL,
                         completed_at = NULL
                  WHERE id = ?1",
-            )
-            .and_then(|mut st| st.execute(params![row.id]))
-            .map_err(sqlerr(&self.path))?;
+                params![row.id],
+            )?;
             event(
                 &tx,
                 batch_id,
@@ -1097,9 +1097,12 @@ impl Ledger {
         products: &[(String, String)],
     ) -> Result<()> {
         let tx = begin(&mut self.conn, &self.path)?;
-        tx.prepare_cached("DELETE FROM catalog_products WHERE environment = ?1")
-            .and_then(|mut st| st.execute([environment]))
-            .map_err(sqlerr(&self.path))?;
+        exec(
+            &tx,
+            &self.path,
+            "DELETE FROM catalog_products WHERE environment = ?1",
+            [environment],
+        )?;
         {
             let mut stmt = tx
                 .prepare(
@@ -1112,12 +1115,13 @@ impl Ledger {
                     .map_err(sqlerr(&self.path))?;
             }
         }
-        tx.prepare_cached(
+        exec(
+            &tx,
+            &self.path,
             "INSERT OR REPLACE INTO catalog_syncs (environment, fetched_at, products)
              VALUES (?1, ?2, ?3)",
-        )
-        .and_then(|mut st| st.execute(params![environment, now(), products.len() as i64]))
-        .map_err(sqlerr(&self.path))?;
+            params![environment, now(), products.len() as i64],
+        )?;
         commit(tx, &self.path)
     }
 }
@@ -1137,6 +1141,18 @@ fn sqlerr(path: &Path) -> impl Fn(rusqlite::Error) -> LedgerError + '_ {
         path: path.to_path_buf(),
         source,
     }
+}
+
+/// Runs one statement of a transaction through the statement cache.
+fn exec(
+    tx: &Transaction<'_>,
+    path: &Path,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> Result<usize> {
+    tx.prepare_cached(sql)
+        .and_then(|mut st| st.execute(params))
+        .map_err(sqlerr(path))
 }
 
 fn begin<'c>(conn: &'c mut Connection, path: &Path) -> Result<Transaction<'c>> {
