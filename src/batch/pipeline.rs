@@ -187,6 +187,9 @@ impl RunError {
             RunError::Auth(_) => Some(
                 "check that the key was copied completely, that it belongs to this environment, and that it was not revoked (paybatch ping)".into(),
             ),
+            RunError::Invalid { problems, .. } if problems.iter().all(Problem::is_file_level) => {
+                Some("fix the file as said above (encoding, header row, rows) and run again".into())
+            }
             RunError::Invalid { .. } => Some(
                 "fix the rows above and run again; --skip-invalid pays the valid rows and marks the others INVALID".into(),
             ),

@@ -48,6 +48,12 @@ pub struct Problem {
 
 impl Problem {
     /// A problem with a line (or the file, line 0) but no particular column.
+    /// A problem of the whole file (encoding, header, emptiness) rather than of one row:
+    /// `--skip-invalid` cannot help with it.
+    pub fn is_file_level(&self) -> bool {
+        self.column.is_none() && self.line <= 1
+    }
+
     pub fn file(line: u64, message: impl Into<String>) -> Self {
         Problem {
             line,

@@ -130,9 +130,11 @@ pub async fn execute(args: ValidateArgs, quiet: bool) -> i32 {
                     "{n} problem(s) in {}; `paybatch run` would submit nothing",
                     preview.file
                 ),
-                Some(
-                    "fix the rows above and validate again; --skip-invalid pays the valid rows and marks the others INVALID",
-                ),
+                Some(if preview.problems.iter().all(|p| p.is_file_level()) {
+                    "fix the file as said above (encoding, header row, rows) and validate again"
+                } else {
+                    "fix the rows above and validate again; --skip-invalid pays the valid rows and marks the others INVALID"
+                }),
             );
         }
     } else if preview.valid_rows == 0 {
