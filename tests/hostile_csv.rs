@@ -220,3 +220,28 @@ async fn every_corpus_file_is_refused_before_any_order() {
         sim.shutdown().await;
     }
 }
+
+/// `--skip-invalid` cannot help with a broken file, so its help does not offer it; it does for
+/// a file with bad rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_help_line_fits_a_broken_file_and_a_file_with_bad_rows() {
+    let (code, err, sim, _ws) = run_on("empty.csv", b"").await;
+    assert_eq!(code, Some(3), "{err}");
+    let help = err
+        .lines()
+        .rfind(|l| l.starts_with("help: "))
+        .unwrap_or_default();
+    assert!(help.contains("fix the file"), "{err}");
+    assert!(!help.contains("--skip-invalid"), "{err}");
+    sim.shutdown().await;
+
+    let rows = b"reference,product_code,face_value,currency\nR-1,AMZ-US,-5,USD\n";
+    let (code, err, sim, _ws) = run_on("rows.csv", rows).await;
+    assert_eq!(code, Some(3), "{err}");
+    let help = err
+        .lines()
+        .rfind(|l| l.starts_with("help: "))
+        .unwrap_or_default();
+    assert!(help.contains("--skip-invalid"), "{err}");
+    sim.shutdown().await;
+}
