@@ -33,15 +33,6 @@ const PRODUCTS: &[(&str, &str, &[&str])] = &[
     ("PAYPAL-CA", "CAD", &["5", "12.34", "100"]),
 ];
 
-const FAIL_POINTS: [&str; 6] = [
-    "before_intent",
-    "after_intent",
-    "after_mark_sending",
-    "after_send",
-    "after_record",
-    "while_polling",
-];
-
 #[derive(Debug, Default, Clone)]
 struct Seen {
     kills: usize,
@@ -249,7 +240,8 @@ async fn one_run(
     let mut kill_after = None;
     if chaos {
         if rng.gen_bool(0.35) {
-            let point = FAIL_POINTS[rng.gen_range(0..FAIL_POINTS.len())];
+            let point =
+                paybatch::failpoint::POINTS[rng.gen_range(0..paybatch::failpoint::POINTS.len())];
             cmd.env(
                 "PAYBATCH_FAILPOINT",
                 format!("{point}:{}", rng.gen_range(1..4)),

@@ -212,14 +212,7 @@ async fn dropped_answers_and_server_errors_never_pay_twice() {
 /// Killed at each window between two ledger writes, then run again: every row paid once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_killed_at_any_window_resumes_to_exactly_once() {
-    for point in [
-        "before_intent",
-        "after_intent",
-        "after_mark_sending",
-        "after_send",
-        "after_record",
-        "while_polling",
-    ] {
+    for point in paybatch::failpoint::POINTS {
         let ws = Workspace::new();
         let sim = start_sim(fast_config(None)).await;
         let input = ws.copy(SAMPLE, "nov.csv");

@@ -207,7 +207,6 @@ pub struct RunSummary {
     pub counts: BTreeMap<RowState, i64>,
     /// Completed rows: (currency, face value total, price total).
     pub totals: BTreeMap<String, (Decimal, Decimal)>,
-    pub orders_sent: usize,
     pub incomplete_reason: Option<String>,
     /// Rows in orders per payment method (`balance USD`, `card card_x`).
     pub paid_by: BTreeMap<String, i64>,
@@ -563,14 +562,11 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         client: conn.client.clone(),
         reporter,
     });
-    let (sent, incomplete) = if opts.plan_only {
-        (
-            0,
-            Some("--plan-only: the orders are planned, not sent".to_string()),
-        )
+    let incomplete = if opts.plan_only {
+        Some("--plan-only: the orders are planned, not sent".to_string())
     } else {
-        let sent = submit_all(&stage, batch.id, opts).await?;
-        (sent, poll_all(&stage, batch.id, opts).await?)
+        submit_all(&stage, batch.id, opts).await?;
+        poll_all(&stage, batch.id, opts).await?
     };
 
     let ledger = stage.ledger();
@@ -585,7 +581,6 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         &batch_name,
         &opts.environment,
         result_path,
-        sent,
         incomplete,
     )?;
     Ok(summary)
@@ -896,16 +891,12 @@ enum Sent {
     Stop(RunError),
 }
 
-async fn submit_all(
-    stage: &Arc<Stage>,
-    batch_id: i64,
-    opts: &RunOptions,
-) -> Result<usize, RunError> {
+async fn submit_all(stage: &Arc<Stage>, batch_id: i64, opts: &RunOptions) -> Result<(), RunError> {
     let intents = stage
         .ledger()
         .orders_in_state(batch_id, OrderState::Intent)?;
     if intents.is_empty() {
-        return Ok(0);
+        return Ok(());
     }
     let mut to_send = Vec::new();
     for order in intents {
@@ -971,7 +962,7 @@ async fn submit_all(
         "submitted: {} orders answered, {gave_up} without an answer yet",
         count - gave_up
     ));
-    Ok(count)
+    Ok(())
 }
 
 async fn submit_one(stage: &Stage, limiter: &Pacer, order: OrderRecord, tries: u32) -> Sent {
@@ -1333,10 +1324,11 @@ pub fn write_result_file(
                 RowState::Submitted => "PROCESSING".to_string(),
                 other => other.to_string(),
             };
+            let order = r.order_id.and_then(|id| orders.get(&id));
             ResultLine {
                 fields: r.fields,
                 status,
-                order_id: None,
+                order_id: order.and_then(|o| o.service_order_id.clone()),
                 item_id: r.item_id,
                 payout_url: r.payout_url,
                 price: r.price,
@@ -1344,9 +1336,11 @@ pub fn write_result_file(
                 error_type: r.error_type,
                 error_message: r.error_message,
                 completed_at: r.completed_at,
-                payment_method: None,
+                payment_method: order.map(|o| match &o.card_id {
+                    Some(card) => format!("CARD:{card}"),
+                    None => format!("{}:{}", o.payment_method, o.payment_currency),
+                }),
             }
-            .with_order(r.order_id.and_then(|id| orders.get(&id).cloned()))
         })
         .collect();
     output::write_results(path, headers, lines).map_err(|e| RunError::Io {
@@ -1355,30 +1349,12 @@ pub fn write_result_file(
     })
 }
 
-trait WithOrder {
-    fn with_order(self, order: Option<OrderRecord>) -> Self;
-}
-
-impl WithOrder for ResultLine {
-    fn with_order(mut self, order: Option<OrderRecord>) -> Self {
-        if let Some(o) = order {
-            self.payment_method = Some(match &o.card_id {
-                Some(card) => format!("CARD:{card}"),
-                None => format!("{}:{}", o.payment_method, o.payment_currency),
-            });
-            self.order_id = o.service_order_id;
-        }
-        self
-    }
-}
-
 fn summarize(
     ledger: &Ledger,
     batch_id: i64,
     batch: &str,
     environment: &Environment,
     result_path: PathBuf,
-    orders_sent: usize,
     incomplete_reason: Option<String>,
 ) -> Result<RunSummary, RunError> {
     let counts: BTreeMap<RowState, i64> = ledger.row_counts(batch_id)?.into_iter().collect();
@@ -1427,7 +1403,6 @@ fn summarize(
         result_path,
         counts,
         totals,
-        orders_sent,
         incomplete_reason,
     })
 }

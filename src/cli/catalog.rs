@@ -1,7 +1,5 @@
 //! `paybatch catalog sync|list`: the service's catalog as cached in the ledger database.
 
-use std::time::Duration;
-
 use clap::{Args, Subcommand};
 
 use crate::api::models::{PayoutType, Product};
@@ -78,7 +76,7 @@ pub async fn execute(args: CatalogArgs) -> i32 {
         &mut ledger,
         &conn.client,
         &identity,
-        catalog::DEFAULT_TTL.min(Duration::MAX),
+        catalog::DEFAULT_TTL,
         force,
     )
     .await
