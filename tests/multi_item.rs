@@ -118,25 +118,9 @@ async fn a_failed_order_fails_all_its_rows_and_retry_regroups_them_with_new_keys
         .map(|o| o.idempotency_key.clone())
         .collect();
     assert_eq!(first_keys.len(), 3, "USD 3 + USD 1 + GBP 2");
-    let addr = sim.addr();
-    sim.shutdown().await;
 
-    let sim = paybatch::sim::start(fast_config(Some(state)), addr)
-        .await
-        .expect("restart on the same address");
-    let ledger = ws.ledger();
-    let retry = paybatch(
-        ws.dir.path(),
-        &[
-            "retry",
-            "--batch",
-            "g",
-            "--ledger",
-            ledger.to_str().unwrap(),
-        ],
-        &[],
-    )
-    .await;
+    let sim = restart_sim(sim, fast_config(Some(state))).await;
+    let retry = retry_batch(&ws, "g").await;
     assert_eq!(retry.status.code(), Some(0), "{}", stderr(&retry));
     let out = run(&ws, &sim, &["--items-per-order", "6"], &[]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));

@@ -264,26 +264,10 @@ async fn failed_rows_are_retried_only_on_request_with_a_new_key() {
     let again = run_against(&ws, &sim, "small.csv", &[]).await;
     assert_eq!(again.status.code(), Some(4), "{}", stderr(&again));
     assert_eq!(sim.orders().len(), 2);
-    let addr = sim.addr();
-    sim.shutdown().await;
 
     // The same address: a batch is bound to its service address.
-    let sim = paybatch::sim::start(fast_config(Some(state)), addr)
-        .await
-        .expect("simulator restarts on the same address");
-    let ledger = ws.ledger();
-    let retry = paybatch(
-        ws.dir.path(),
-        &[
-            "retry",
-            "--batch",
-            "small",
-            "--ledger",
-            ledger.to_str().unwrap(),
-        ],
-        &[],
-    )
-    .await;
+    let sim = restart_sim(sim, fast_config(Some(state))).await;
+    let retry = retry_batch(&ws, "small").await;
     assert_eq!(retry.status.code(), Some(0), "{}", stderr(&retry));
     let out = run_against(&ws, &sim, "small.csv", &[]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));

@@ -85,6 +85,28 @@ pub async fn start_sim(config: SimConfig) -> SimHandle {
         .expect("simulator starts")
 }
 
+/// Stops the simulator and starts it again on the same address (a batch is bound to its
+/// service address) with `config`, e.g. the same state file and other faults.
+pub async fn restart_sim(sim: SimHandle, config: SimConfig) -> SimHandle {
+    let addr = sim.addr();
+    sim.shutdown().await;
+    sim::start(config, addr)
+        .await
+        .expect("simulator restarts on the same address")
+}
+
+/// `paybatch retry --batch BATCH` on the workspace's ledger.
+pub async fn retry_batch(ws: &Workspace, batch: &str) -> std::process::Output {
+    let ledger = ws.ledger();
+    let ledger = ledger.to_str().expect("utf-8 path");
+    paybatch_in(
+        ws.dir.path(),
+        &["retry", "--batch", batch, "--ledger", ledger],
+        &[],
+    )
+    .await
+}
+
 /// Reads a CSV file into rows of cells (header first).
 pub fn read_csv(path: &Path) -> Vec<Vec<String>> {
     let mut reader = csv::ReaderBuilder::new()
