@@ -956,6 +956,15 @@ impl Ledger {
                 RowState::Submitted,
                 "reconcile: order found at the service".into(),
             ));
+            // The same table as every other transition (docs/ledger.md).
+            if let Some((from, to, _)) = steps.iter().find(|(from, to, _)| !from.can_become(*to)) {
+                return Err(LedgerError::Transition {
+                    subject: "row",
+                    id: row.id,
+                    from: from.to_string(),
+                    to: to.to_string(),
+                });
+            }
             tx.execute(
                 "UPDATE rows SET state = 'SUBMITTED', attempt = ?2, order_id = ?3,
                         item_index = ?4, item_id = NULL, payout_url = NULL, price = NULL,
