@@ -9,6 +9,8 @@ use std::io::{self, Cursor, Read};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use sha2::{Digest, Sha256};
+
 use super::output::RESULT_COLUMNS;
 use super::validate::Problem;
 
@@ -219,6 +221,8 @@ pub struct BatchReader {
     pending: Option<Result<RawRecord, Problem>>,
     record: csv::ByteRecord,
     done: bool,
+    /// SHA-256 of every byte read from the file so far (see [`BatchReader::finish`]).
+    digest: Arc<Mutex<Sha256>>,
 }
 
 impl std::fmt::Debug for BatchReader {
@@ -247,10 +251,15 @@ impl BatchReader {
         Self::from_reader(Box::new(Cursor::new(data)), opts)
     }
 
-    fn from_reader(mut inner: Box<dyn Read + Send>, opts: &InputOptions) -> Result<Self, Problem> {
+    fn from_reader(inner: Box<dyn Read + Send>, opts: &InputOptions) -> Result<Self, Problem> {
         if let Some(d) = opts.delimiter {
             check_delimiter(d)?;
         }
+        let digest = Arc::new(Mutex::new(Sha256::new()));
+        let mut inner: Box<dyn Read + Send> = Box::new(Hashed {
+            inner,
+            digest: Arc::clone(&digest),
+        });
         let mut head = read_head(&mut inner)?;
         if head.starts_with(&[0xFF, 0xFE]) || head.starts_with(&[0xFE, 0xFF]) {
             return Err(Problem::file(1, "the file is encoded as UTF-16").with_help(
@@ -293,6 +302,7 @@ impl BatchReader {
             pending: None,
             record: csv::ByteRecord::new(),
             done: false,
+            digest,
         };
         let (header_line, headers) = match this.read_fields()? {
             Some(h) => h,
@@ -415,6 +425,38 @@ impl BatchReader {
     }
 }
 
+impl BatchReader {
+    /// Reads what is left of the file and returns the SHA-256 (hex) of all its bytes: the
+    /// digest of exactly the bytes the records came from, even when reading stopped early.
+    pub fn finish(self) -> io::Result<String> {
+        let mut tap = self.reader.into_inner();
+        io::copy(&mut tap.inner, &mut io::sink())?;
+        let digest = self
+            .digest
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone();
+        Ok(hex::encode(digest.finalize()))
+    }
+}
+
+/// The file under everything else: every byte read is added to the digest.
+struct Hashed {
+    inner: Box<dyn Read + Send>,
+    digest: Arc<Mutex<Sha256>>,
+}
+
+impl Read for Hashed {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(out)?;
+        self.digest
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .update(&out[..n]);
+        Ok(n)
+    }
+}
+
 impl Iterator for BatchReader {
     type Item = Result<RawRecord, Problem>;
 
@@ -426,9 +468,18 @@ impl Iterator for BatchReader {
 /// The bytes read from the file and not yet passed by a complete record.
 #[derive(Debug, Default)]
 struct Tapped {
-    /// Offset in the stream of `bytes[0]`.
+    /// Offset in the stream of `bytes[head]`.
     start: u64,
+    /// `bytes[..head]` are passed and wait to be dropped (in bulk, not record by record).
+    head: usize,
     bytes: Vec<u8>,
+}
+
+impl Tapped {
+    /// The bytes not yet passed by a complete record.
+    fn live(&self) -> &[u8] {
+        &self.bytes[self.head..]
+    }
 }
 
 /// The reader under the csv reader: keeps a copy of what it reads until the record that holds
@@ -455,8 +506,13 @@ impl Read for Tap {
     fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(out)?;
         let mut t = lock(&self.tapped);
+        if t.head > 0 && (t.head == t.bytes.len() || t.head >= 64 * 1024) {
+            let head = t.head;
+            t.bytes.drain(..head);
+            t.head = 0;
+        }
         // Room for the csv reader's read-ahead beyond the record.
-        if t.bytes.len() + n > MAX_RECORD_BYTES + 64 * 1024 {
+        if t.live().len() + n > MAX_RECORD_BYTES + 64 * 1024 {
             return Err(io::Error::new(io::ErrorKind::InvalidData, RecordTooLong));
         }
         t.bytes.extend_from_slice(&out[..n]);
@@ -483,9 +539,9 @@ impl LineCounter {
     fn advance(&mut self, t: &mut Tapped, start: u64, end: u64) -> u64 {
         let upto = usize::try_from(end.saturating_sub(t.start))
             .unwrap_or(usize::MAX)
-            .min(t.bytes.len());
+            .min(t.live().len());
         let mut first = None;
-        for (k, &b) in t.bytes[..upto].iter().enumerate() {
+        for (k, &b) in t.live()[..upto].iter().enumerate() {
             if first.is_none() && t.start + k as u64 >= start && b != b'\r' && b != b'\n' {
                 first = Some(self.breaks + 1);
             }
@@ -503,7 +559,7 @@ impl LineCounter {
                 _ => self.prev_cr = false,
             }
         }
-        t.bytes.drain(..upto);
+        t.head += upto;
         t.start += upto as u64;
         first.unwrap_or(self.breaks + 1)
     }
@@ -512,7 +568,7 @@ impl LineCounter {
     fn peek_start(&self, t: &Tapped) -> u64 {
         let mut breaks = self.breaks;
         let mut prev_cr = self.prev_cr;
-        for &b in &t.bytes {
+        for &b in t.live() {
             match b {
                 b'\n' if prev_cr => prev_cr = false,
                 b'\n' => breaks += 1,

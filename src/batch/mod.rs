@@ -10,4 +10,5 @@ pub mod plan;
 pub mod preview;
 pub mod reconcile;
 pub mod report;
+pub mod scan;
 pub mod validate;

@@ -81,65 +81,105 @@ pub fn write_results(
     headers: &[String],
     lines: impl IntoIterator<Item = ResultLine>,
 ) -> io::Result<()> {
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "result".into());
-    let prefix = format!(".{name}.");
-    let mut builder = tempfile::Builder::new();
-    builder.prefix(&prefix).suffix(".tmp");
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        builder.permissions(std::fs::Permissions::from_mode(0o600));
+    let mut w = ResultWriter::create(path, headers)?;
+    for line in lines {
+        w.write(&line)?;
     }
-    let tmp = builder.tempfile_in(dir)?;
-    restrict(tmp.as_file())?;
+    w.finish()
+}
 
-    let width = headers.len() + RESULT_COLUMNS.len();
-    {
-        let mut w = csv::WriterBuilder::new()
-            .flexible(false)
-            .from_writer(io::BufWriter::new(tmp.as_file()));
+/// The result file being written, one line at a time: a private temporary file beside the
+/// target that replaces it atomically on [`ResultWriter::finish`]; dropped unfinished, it is
+/// removed and the target is left as it was.
+pub struct ResultWriter {
+    tmp: tempfile::NamedTempFile,
+    csv: csv::Writer<io::BufWriter<File>>,
+    path: std::path::PathBuf,
+    dir: std::path::PathBuf,
+    inputs: usize,
+    written: usize,
+}
+
+impl ResultWriter {
+    pub fn create(path: &Path, headers: &[String]) -> io::Result<Self> {
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "result".into());
+        let prefix = format!(".{name}.");
+        let mut builder = tempfile::Builder::new();
+        builder.prefix(&prefix).suffix(".tmp");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            builder.permissions(std::fs::Permissions::from_mode(0o600));
+        }
+        let tmp = builder.tempfile_in(dir)?;
+        restrict(tmp.as_file())?;
+        let mut csv =
+            csv::WriterBuilder::new()
+                .flexible(false)
+                .from_writer(io::BufWriter::with_capacity(
+                    256 * 1024,
+                    tmp.as_file().try_clone()?,
+                ));
         let header_cells = headers
             .iter()
             .map(String::as_str)
             .chain(RESULT_COLUMNS)
             .map(neutralize);
-        w.write_record(header_cells.map(|c| c.into_owned()))
+        csv.write_record(header_cells.map(|c| c.into_owned()))
             .map_err(csv_to_io)?;
-        for (n, line) in lines.into_iter().enumerate() {
-            if line.fields.len() != headers.len() {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!(
-                        "result row {} has {} input cells but the header has {}",
-                        n + 1,
-                        line.fields.len(),
-                        headers.len()
-                    ),
-                ));
-            }
-            let cells: Vec<Cow<'_, str>> = line.cells().map(neutralize).collect();
-            debug_assert_eq!(cells.len(), width);
-            w.write_record(cells.iter().map(|c| c.as_bytes()))
+        Ok(ResultWriter {
+            tmp,
+            csv,
+            path: path.to_path_buf(),
+            dir: dir.to_path_buf(),
+            inputs: headers.len(),
+            written: 0,
+        })
+    }
+
+    /// Adds a line; a line whose input cells do not match the header is refused.
+    pub fn write(&mut self, line: &ResultLine) -> io::Result<()> {
+        self.written += 1;
+        if line.fields.len() != self.inputs {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "result row {} has {} input cells but the header has {}",
+                    self.written,
+                    line.fields.len(),
+                    self.inputs
+                ),
+            ));
+        }
+        for cell in line.cells() {
+            self.csv
+                .write_field(neutralize(cell).as_bytes())
                 .map_err(csv_to_io)?;
         }
-        let mut buf = w
+        self.csv.write_record(None::<&[u8]>).map_err(csv_to_io)
+    }
+
+    /// Makes the file durable and puts it in place of the target.
+    pub fn finish(self) -> io::Result<()> {
+        let mut buf = self
+            .csv
             .into_inner()
             .map_err(|e| io::Error::other(e.to_string()))?;
         buf.flush()?;
+        self.tmp.as_file().sync_all()?;
+        self.tmp.persist(&self.path).map_err(|e| e.error)?;
+        // The rename is durable once the directory is synced.
+        #[cfg(unix)]
+        File::open(&self.dir)?.sync_all()?;
+        Ok(())
     }
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    // The rename is durable once the directory is synced.
-    #[cfg(unix)]
-    File::open(dir)?.sync_all()?;
-    Ok(())
 }
 
 /// Sets mode 0600 (owner read and write only) on an open file.

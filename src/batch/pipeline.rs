@@ -3,8 +3,9 @@
 //! file. Running it again after any interruption resumes from the ledger.
 //!
 //! The windows where the process can die, and what the next run does about each:
-//! 1. before the intent commit: nothing was sent; the row is PENDING and gets planned again
-//!    with the same key (the key depends only on environment, batch, reference and attempt);
+//! 1. before the intent commit: nothing was sent and nothing of the file is recorded (rows and
+//!    their orders' intents are one transaction); the next run plans the same orders with the
+//!    same keys (a key depends only on environment, batch, reference and attempt);
 //! 2. after the intent commit, before the send is marked: the order is an INTENT with
 //!    `sends = 0`; it is sent with its recorded key and bytes;
 //! 3. after the send is marked, before an answer is recorded (the answer may have been lost
@@ -13,7 +14,7 @@
 //! 4. after the answer is recorded: the order is ACCEPTED and is polled;
 //! 5. while polling: the order stays ACCEPTED and is polled again.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -27,18 +28,19 @@ use crate::api::{ApiError, Client, CreateOutcome};
 use crate::catalog::{self, CatalogError};
 use crate::environment::{ConfigError, Connection, Environment};
 use crate::failpoint;
+use crate::ledger::merge::ToPlan;
 use crate::ledger::{
     self, IncomingRow, ItemOutcome, Ledger, LedgerError, OrderRecord, OrderState, PlannedOrder,
-    RowRecord, RowState,
+    RowState,
 };
 
-use super::input::{BatchReader, InputOptions, RawRecord};
 use super::lock::{LedgerLock, LockError};
 use super::output::{self, ResultLine};
 use super::pace::Pacer;
 use super::plan;
 use super::report::Reporter;
-use super::validate::{self, CatalogIndex, Problem, RowSpec, ValidateOptions, Validator};
+use super::scan;
+use super::validate::{CatalogIndex, Problem, RowSpec, ValidateOptions};
 
 /// Default pace of order creation: the service's limit.
 pub const DEFAULT_ORDER_RATE: u32 = 180;
@@ -164,6 +166,15 @@ pub enum RunError {
     Io { path: PathBuf, message: String },
 }
 
+impl From<scan::FileChanged> for RunError {
+    fn from(e: scan::FileChanged) -> Self {
+        RunError::Refused {
+            message: e.to_string(),
+            help: "run again once nothing writes to the file".into(),
+        }
+    }
+}
+
 impl RunError {
     pub fn exit_code(&self) -> i32 {
         use crate::exit;
@@ -237,103 +248,6 @@ impl RunSummary {
     }
 }
 
-/// The input read and checked: every row with its spec or its problems.
-pub struct CheckedInput {
-    pub headers: Vec<String>,
-    pub rows: Vec<CheckedRow>,
-    pub file_hash: String,
-}
-
-pub struct CheckedRow {
-    pub record: RawRecord,
-    pub spec: Option<RowSpec>,
-    pub problems: Vec<Problem>,
-}
-
-impl CheckedInput {
-    pub fn problems(&self) -> Vec<Problem> {
-        self.rows
-            .iter()
-            .flat_map(|r| r.problems.iter().cloned())
-            .collect()
-    }
-}
-
-/// Reads the whole input and checks every row against the catalog; problems are collected,
-/// never fatal one by one. A file-level problem (no header, bad encoding) is returned as `Err`.
-pub fn check_input(
-    path: &Path,
-    delimiter: Option<u8>,
-    catalog: &[Product],
-    options: ValidateOptions,
-) -> Result<CheckedInput, Problem> {
-    let file_hash = hash_file(path).map_err(|e| Problem {
-        line: 0,
-        column: None,
-        column_name: None,
-        value: None,
-        message: format!("cannot read {}: {e}", path.display()),
-        help: Some("check the path of the input file".into()),
-    })?;
-    let mut reader = BatchReader::open(path, &InputOptions { delimiter })?;
-    let headers = reader.headers().to_vec();
-    let columns = reader.columns().clone();
-    let index = CatalogIndex::new(catalog.to_vec());
-    let mut validator = Validator::new(&index, options.clone());
-    let mut rows = Vec::new();
-    while let Some(next) = reader.next_record() {
-        match next {
-            Ok(record) => {
-                let (spec, problems) =
-                    match validate::parse_record(&columns, &headers, &record, &options) {
-                        Ok(spec) => {
-                            let problems = validator.check(&spec);
-                            (Some(spec), problems)
-                        }
-                        Err(problems) => (None, problems),
-                    };
-                rows.push(CheckedRow {
-                    record,
-                    spec,
-                    problems,
-                });
-            }
-            Err(problem) => {
-                let line = problem.line;
-                rows.push(CheckedRow {
-                    record: RawRecord {
-                        line,
-                        fields: Vec::new(),
-                    },
-                    spec: None,
-                    problems: vec![problem],
-                });
-            }
-        }
-    }
-    Ok(CheckedInput {
-        headers,
-        rows,
-        file_hash,
-    })
-}
-
-fn hash_file(path: &Path) -> std::io::Result<String> {
-    use sha2::{Digest, Sha256};
-    use std::io::Read;
-    let mut file = std::fs::File::open(path)?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hex::encode(hasher.finalize()))
-}
-
 /// Shared state of the submit and poll stages.
 struct Stage {
     ledger: Mutex<Ledger>,
@@ -386,48 +300,47 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         allow_duplicates: opts.allow_duplicates,
         default_payment_currency: opts.default_payment_currency.clone(),
     };
-    let checked = check_input(&opts.input, opts.delimiter, &products, options).map_err(|p| {
-        RunError::Invalid {
-            input: opts.input.clone(),
-            problems: vec![p],
-        }
+    let index = CatalogIndex::new(products.clone());
+    // The balances the file draws on (card-paid rows and converted prices do not count).
+    let mut balances_drawn: BTreeSet<String> = BTreeSet::new();
+    let digest_of = opts
+        .expect_digest
+        .as_ref()
+        .map(|_| (batch_name.as_str(), opts.environment.name()));
+    let scanned = scan::scan(
+        &opts.input,
+        opts.delimiter,
+        &index,
+        &options,
+        digest_of,
+        |spec| {
+            if row_card(spec, opts.card_id.as_deref()).is_none()
+                && spec.currency == spec.payment_currency
+            {
+                balances_drawn.insert(spec.payment_currency.clone());
+            }
+        },
+    )
+    .map_err(|p| RunError::Invalid {
+        input: opts.input.clone(),
+        problems: vec![p],
     })?;
-    let problems = checked.problems();
-    let valid_rows = checked
-        .rows
-        .iter()
-        .filter(|r| r.problems.is_empty())
-        .count();
     reporter.line(format!(
         "validated: {} rows, {} valid, {} with problems",
-        checked.rows.len(),
-        valid_rows,
-        checked.rows.len() - valid_rows
+        scanned.rows,
+        scanned.valid_rows,
+        scanned.rows - scanned.valid_rows
     ));
-    if !problems.is_empty() && !opts.skip_invalid {
+    if !scanned.problems.is_empty() && !opts.skip_invalid {
         return Err(RunError::Invalid {
             input: opts.input.clone(),
-            problems,
-        });
-    }
-    if checked.rows.is_empty() {
-        return Err(RunError::Invalid {
-            input: opts.input.clone(),
-            problems: vec![Problem {
-                line: 1,
-                column: None,
-                column_name: None,
-                value: None,
-                message: "the file has a header but no rows".into(),
-                help: Some("add one row per recipient below the header".into()),
-            }],
+            problems: scanned.problems,
         });
     }
 
     // --- expect-digest: only the plan a person approved is paid (before the ledger batch). ---
-    if let Some(expected) = &opts.expect_digest {
-        let actual = super::preview::plan_digest(&batch_name, opts.environment.name(), &checked);
-        if !super::preview::digests_match(expected, &actual) {
+    if let (Some(expected), Some(actual)) = (&opts.expect_digest, &scanned.digest) {
+        if !super::preview::digests_match(expected, actual) {
             return Err(RunError::Refused {
                 message: format!(
                     "the file no longer matches the approved plan: expected {expected}, the file gives {actual}; nothing was submitted"
@@ -441,10 +354,18 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
     }
     // --- end of expect-digest ---
 
+    // The balances are read before the ledger is written (no request while the merge is
+    // open); whether they are enough is decided once the merge knows what is new to pay.
+    let mut balances = BTreeMap::new();
+    for currency in balances_drawn {
+        let balance = conn.client.balance(&currency).await.map(|b| b.balance);
+        balances.insert(currency, balance);
+    }
+
     let input_path = opts.input.display().to_string();
     let batch = match existing {
         Some(b) => {
-            ledger.update_batch_input(b.id, &input_path, &checked.file_hash, &checked.headers)?;
+            ledger.update_batch_input(b.id, &input_path, &scanned.file_hash, &scanned.headers)?;
             reporter.line(format!(
                 "resuming batch {batch_name} (created {})",
                 b.created_at
@@ -454,91 +375,43 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         None => ledger.create_batch(&ledger::NewBatch {
             name: &batch_name,
             input_path: &input_path,
-            input_hash: &checked.file_hash,
-            headers: &checked.headers,
+            input_hash: &scanned.file_hash,
+            headers: &scanned.headers,
             environment: opts.environment.name(),
             base_url: &opts.environment.recorded_base_url(),
             key_fingerprint: &conn.key_fingerprint,
         })?,
     };
 
-    // Merge the file into the ledger.
-    let incoming = incoming_rows(&checked);
-    let merge = ledger.merge_rows(batch.id, &incoming)?;
-    if !merge.changed_after_submission.is_empty() {
-        let problems = merge
-            .changed_after_submission
-            .iter()
-            .map(|(reference, line, state)| Problem {
-                line: *line as u64,
-                column: None,
-                column_name: Some("reference".into()),
-                value: Some(reference.clone()),
-                message: format!(
-                    "row `{reference}` changed after it was submitted (it is {state}); a submitted payout cannot be changed"
-                ),
-                help: Some(
-                    "restore the row as it was, or give the new payout a new reference".into(),
-                ),
-            })
-            .collect();
-        return Err(RunError::Invalid {
-            input: opts.input.clone(),
-            problems,
-        });
+    // Merge the file into the ledger and plan its new rows into orders: one transaction,
+    // committed (durably) before any order is sent.
+    failpoint::hit("before_intent");
+    let merged = merge_and_plan(
+        &mut ledger,
+        &batch,
+        &scanned,
+        &options,
+        &products,
+        balances,
+        opts,
+    )?;
+    for line in &merged.balance_lines {
+        reporter.line(line.clone());
     }
-    for reference in &merge.removed {
+    for reference in &merged.report.removed {
         reporter.warn(format!(
             "row `{reference}` is no longer in the input file and was never submitted: marked REMOVED"
         ));
     }
-    for (reference, state) in &merge.missing_but_submitted {
+    for (reference, state) in &merged.report.missing_but_submitted {
         reporter.warn(format!(
             "row `{reference}` is no longer in the input file but was already submitted ({state}): it is still followed"
         ));
     }
-
-    // Balance pre-flight for the rows about to be planned.
-    let specs: HashMap<&str, &RowSpec> = checked
-        .rows
-        .iter()
-        .filter(|r| r.problems.is_empty())
-        .filter_map(|r| r.spec.as_ref())
-        .map(|s| (s.reference.as_str(), s))
-        .collect();
-    let pending = ledger.rows_in_state(batch.id, RowState::Pending)?;
-    if !pending.is_empty() {
-        // Card-paid rows do not touch the balance.
-        let from_balance: Vec<RowRecord> = pending
-            .iter()
-            .filter(|r| {
-                specs
-                    .get(r.reference.as_str())
-                    .is_some_and(|s| row_card(s, opts.card_id.as_deref()).is_none())
-            })
-            .cloned()
-            .collect();
-        if !from_balance.is_empty() {
-            preflight(&conn.client, &from_balance, &specs, &products, &reporter).await?;
-        }
-    }
-
-    // Plan: one order per row, intents committed in one transaction before any send.
-    failpoint::hit("before_intent");
-    let plans = plan_orders(
-        opts.environment.name(),
-        &batch_name,
-        &pending,
-        &specs,
-        opts.mode,
-        opts.items_per_order,
-        opts.card_id.as_deref(),
-    )?;
-    if !plans.is_empty() {
-        ledger.plan_orders(batch.id, &plans)?;
+    if merged.orders > 0 {
         reporter.line(format!(
             "planned: {} new orders (intents committed)",
-            plans.len()
+            merged.orders
         ));
     }
     failpoint::hit("after_intent");
@@ -574,7 +447,7 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         .out
         .clone()
         .unwrap_or_else(|| default_result_path(&opts.input, &opts.environment));
-    write_result_file(&ledger, batch.id, &checked.headers, &result_path)?;
+    write_result_file(&ledger, batch.id, &scanned.headers, &result_path)?;
     let summary = summarize(
         &ledger,
         batch.id,
@@ -643,66 +516,6 @@ pub fn check_binding(b: &ledger::BatchRecord, conn: &Connection) -> Result<(), R
     Ok(())
 }
 
-/// The rows of a checked input as the ledger merges them.
-pub fn incoming_rows(checked: &CheckedInput) -> Vec<IncomingRow> {
-    let mut out = Vec::with_capacity(checked.rows.len());
-    let mut seen = std::collections::HashSet::new();
-    for (position, row) in checked.rows.iter().enumerate() {
-        let valid = row.problems.is_empty() && row.spec.is_some();
-        let reference = match &row.spec {
-            Some(s) => s.reference.clone(),
-            None => row.record.fields.first().cloned().unwrap_or_default(),
-        };
-        // Invalid rows without a usable reference still get a line in the result file.
-        let reference = if reference.is_empty() || !seen.insert(reference.clone()) {
-            if valid {
-                reference
-            } else {
-                format!("#line-{}", row.record.line)
-            }
-        } else {
-            reference
-        };
-        let spec_json = row.spec.as_ref().map(spec_to_json);
-        let content_hash = match &row.spec {
-            Some(s) => validate::content_hash(s),
-            None => format!("invalid:{}", row.record.fields.join("\u{1f}")),
-        };
-        out.push(IncomingRow {
-            reference,
-            position: position as i64,
-            line: row.record.line as i64,
-            fields: row.record.fields.clone(),
-            spec: if valid { spec_json } else { None },
-            content_hash,
-            valid,
-            error_message: (!valid).then(|| {
-                row.problems
-                    .iter()
-                    .map(|p| p.message.clone())
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            }),
-        });
-    }
-    out
-}
-
-fn spec_to_json(s: &RowSpec) -> String {
-    serde_json::json!({
-        "reference": s.reference,
-        "product_codes": s.product_codes,
-        "face_value": s.face_value.to_string(),
-        "currency": s.currency,
-        "distribution": s.distribution.as_str(),
-        "email": s.email,
-        "payment_currency": s.payment_currency,
-        "country": s.country,
-        "card_id": s.card_id,
-    })
-    .to_string()
-}
-
 /// Price of a row in its product's currency: face value less discount. For a choice of
 /// products the smallest discount counts (the highest price the recipient's choice can cost).
 pub fn row_price(spec: &RowSpec, products: &HashMap<&str, &Product>) -> Decimal {
@@ -717,52 +530,209 @@ pub fn row_price(spec: &RowSpec, products: &HashMap<&str, &Product>) -> Decimal 
     (spec.face_value * (Decimal::ONE - discount)).round_dp(places)
 }
 
-async fn preflight(
-    client: &Client,
-    pending: &[RowRecord],
-    specs: &HashMap<&str, &RowSpec>,
+/// Most items the service takes in one order.
+pub const MAX_ITEMS_PER_ORDER: usize = 200;
+
+/// What merging and planning the file did.
+struct Merged {
+    report: ledger::MergeReport,
+    /// New orders planned.
+    orders: usize,
+    /// What the new rows draw on each balance, for the person running the batch.
+    balance_lines: Vec<String>,
+}
+
+/// How a group of rows is paid: payment currency, and the card (or `None`: the balance).
+type PaidBy = (String, Option<String>);
+/// A row waiting for its order: as the ledger records it, how it is planned, what it pays.
+type Waiting = (IncomingRow, ToPlan, RowSpec);
+
+/// Where each payment method's rows wait until they fill an order: rows are grouped by how
+/// they are paid (currency, card or balance), in input order, `per_order` at most an order.
+struct Groups<'f> {
+    per_order: usize,
+    open: HashMap<PaidBy, Vec<Waiting>>,
+    /// The groups in the order of their first row.
+    order: Vec<PaidBy>,
+    environment: &'f str,
+    batch: &'f str,
+    mode: ExecutionMode,
+    planned: usize,
+}
+
+impl Groups<'_> {
+    /// Adds a row to its group; plans the group's order when it is full.
+    fn push(
+        &mut self,
+        merge: &mut ledger::merge::Merge<'_>,
+        key: PaidBy,
+        row: Waiting,
+    ) -> Result<(), RunError> {
+        let group = match self.open.get_mut(&key) {
+            Some(g) => g,
+            None => {
+                self.order.push(key.clone());
+                self.open.entry(key.clone()).or_default()
+            }
+        };
+        group.push(row);
+        if group.len() >= self.per_order {
+            let rows = std::mem::take(group);
+            self.plan(merge, &key, rows)?;
+        }
+        Ok(())
+    }
+
+    /// Plans what is left in every group.
+    fn finish(&mut self, merge: &mut ledger::merge::Merge<'_>) -> Result<(), RunError> {
+        for key in std::mem::take(&mut self.order) {
+            let rows = self.open.remove(&key).unwrap_or_default();
+            if !rows.is_empty() {
+                self.plan(merge, &key, rows)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One order: its deterministic key and exact body, recorded with its rows.
+    fn plan(
+        &mut self,
+        merge: &mut ledger::merge::Merge<'_>,
+        (currency, card): &PaidBy,
+        rows: Vec<Waiting>,
+    ) -> Result<(), RunError> {
+        let payment = plan::payment_method(currency, card.as_deref());
+        let items: Vec<(&RowSpec, i64)> = rows.iter().map(|(_, t, s)| (s, t.attempt)).collect();
+        let body =
+            plan::order_body(self.batch, &payment, &items).map_err(|e| RunError::Refused {
+                message: format!("cannot encode an order of batch {}: {e}", self.batch),
+                help: String::new(),
+            })?;
+        let keyed: Vec<(&str, i64)> = rows
+            .iter()
+            .map(|(r, t, _)| (r.reference.as_str(), t.attempt))
+            .collect();
+        let order = PlannedOrder {
+            idempotency_key: plan::order_key(self.environment, self.batch, &keyed),
+            body,
+            mode: self.mode.as_str().to_string(),
+            payment_currency: currency.clone(),
+            payment_method: if card.is_some() {
+                "CARD"
+            } else {
+                "ACCOUNT_BALANCE"
+            }
+            .into(),
+            card_id: card.clone(),
+        };
+        let members: Vec<(&IncomingRow, ToPlan)> = rows.iter().map(|(r, t, _)| (r, *t)).collect();
+        merge.plan(&order, &members)?;
+        self.planned += 1;
+        Ok(())
+    }
+}
+
+/// The second pass over the file (see [`scan`]): merges every row into the batch and plans
+/// the rows to pay into orders, in one transaction. Nothing is committed when a submitted row
+/// changed, when the balances cannot pay the new rows, or when the file changed since it was
+/// checked.
+fn merge_and_plan(
+    ledger: &mut Ledger,
+    batch: &ledger::BatchRecord,
+    scanned: &scan::Scan,
+    options: &ValidateOptions,
     products: &[Product],
-    reporter: &Reporter,
-) -> Result<(), RunError> {
+    mut balances: BTreeMap<String, Result<Decimal, ApiError>>,
+    opts: &RunOptions,
+) -> Result<Merged, RunError> {
     let by_code: HashMap<&str, &Product> = products.iter().map(|p| (p.code.as_str(), p)).collect();
     let mut need: BTreeMap<String, Decimal> = BTreeMap::new();
     let mut converted: BTreeMap<(String, String), Decimal> = BTreeMap::new();
-    for row in pending {
-        let Some(spec) = specs.get(row.reference.as_str()) else {
-            continue;
+    let mut groups = Groups {
+        per_order: opts.items_per_order.clamp(1, MAX_ITEMS_PER_ORDER),
+        open: HashMap::new(),
+        order: Vec::new(),
+        environment: opts.environment.name(),
+        batch: &batch.name,
+        mode: opts.mode,
+        planned: 0,
+    };
+    let mut merge = ledger.merge(batch.id, true)?;
+    scan::read_again(scanned, &opts.input, options, |row, spec| {
+        let Some(to_plan) = merge.row(&row)? else {
+            return Ok(());
         };
-        let price = row_price(spec, &by_code);
-        if spec.currency == spec.payment_currency {
-            *need.entry(spec.payment_currency.clone()).or_default() += price;
-        } else {
-            *converted
-                .entry((spec.payment_currency.clone(), spec.currency.clone()))
-                .or_default() += price;
+        let spec = spec.ok_or_else(|| {
+            RunError::Ledger(LedgerError::Corrupt(format!(
+                "row `{}` is to be paid but has no valid spec",
+                row.reference
+            )))
+        })?;
+        let card = row_card(&spec, opts.card_id.as_deref()).map(str::to_string);
+        if card.is_none() {
+            let price = row_price(&spec, &by_code);
+            if spec.currency == spec.payment_currency {
+                *need.entry(spec.payment_currency.clone()).or_default() += price;
+            } else {
+                *converted
+                    .entry((spec.payment_currency.clone(), spec.currency.clone()))
+                    .or_default() += price;
+            }
         }
+        let key = (spec.payment_currency.clone(), card);
+        groups.push(&mut merge, key, (row, to_plan, spec))
+    })?;
+    groups.finish(&mut merge)?;
+    let report = merge.close()?.clone();
+    if !report.changed_after_submission.is_empty() {
+        let problems = report
+            .changed_after_submission
+            .iter()
+            .map(|(reference, line, state)| Problem {
+                line: *line as u64,
+                column: None,
+                column_name: Some("reference".into()),
+                value: Some(reference.clone()),
+                message: format!(
+                    "row `{reference}` changed after it was submitted (it is {state}); a submitted payout cannot be changed"
+                ),
+                help: Some(
+                    "restore the row as it was, or give the new payout a new reference".into(),
+                ),
+            })
+            .collect();
+        return Err(RunError::Invalid {
+            input: opts.input.clone(),
+            problems,
+        });
     }
+
+    // Balance pre-flight for the rows about to be planned.
+    let mut balance_lines = Vec::new();
     let mut short = Vec::new();
     for (currency, amount) in &need {
-        let balance = client.balance(currency).await.map_err(|e| {
-            if is_auth_error(&e) {
-                RunError::Auth(e)
-            } else {
-                RunError::Api(e)
+        let available = match balances.remove(currency) {
+            Some(Ok(available)) => available,
+            Some(Err(e)) if is_auth_error(&e) => return Err(RunError::Auth(e)),
+            Some(Err(e)) => return Err(RunError::Api(e)),
+            None => {
+                return Err(RunError::Ledger(LedgerError::Corrupt(format!(
+                    "the balance of {currency} was not read"
+                ))));
             }
-        })?;
-        reporter.line(format!(
-            "balance {currency}: {} available, {amount} needed",
-            balance.balance
+        };
+        balance_lines.push(format!(
+            "balance {currency}: {available} available, {amount} needed"
         ));
-        if balance.balance < *amount {
+        if available < *amount {
             short.push(format!(
-                "{currency}: need {amount}, available {}, short by {}",
-                balance.balance,
-                amount - balance.balance
+                "{currency}: need {amount}, available {available}, short by {}",
+                amount - available
             ));
         }
     }
     for ((pay, product_currency), amount) in &converted {
-        reporter.line(format!(
+        balance_lines.push(format!(
             "balance {pay}: plus {amount} {product_currency} converted by the service at order time (not checked here)"
         ));
     }
@@ -775,77 +745,12 @@ async fn preflight(
             help: "top up the account, or pay fewer rows (split the file), then run again".into(),
         });
     }
-    Ok(())
-}
-
-/// Most items the service takes in one order.
-pub const MAX_ITEMS_PER_ORDER: usize = 200;
-
-/// Groups the pending rows into orders: by payment currency, in input order, `per_order` rows
-/// at most each; every order gets its deterministic key and exact body.
-fn plan_orders(
-    environment: &str,
-    batch: &str,
-    pending: &[RowRecord],
-    specs: &HashMap<&str, &RowSpec>,
-    mode: ExecutionMode,
-    per_order: usize,
-    default_card: Option<&str>,
-) -> Result<Vec<PlannedOrder>, RunError> {
-    let per_order = per_order.clamp(1, MAX_ITEMS_PER_ORDER);
-    // Orders are grouped by how they are paid: (currency, card or balance), in input order.
-    type Group<'a> = Vec<(&'a RowRecord, &'a RowSpec)>;
-    let mut groups: HashMap<(String, Option<String>), Group<'_>> = HashMap::new();
-    let mut group_order: Vec<(String, Option<String>)> = Vec::new();
-    for row in pending {
-        let Some(spec) = specs.get(row.reference.as_str()).copied() else {
-            return Err(RunError::Refused {
-                message: format!(
-                    "row `{}` is pending in the ledger but not valid in the input file",
-                    row.reference
-                ),
-                help: "fix the row in the input file and run again".into(),
-            });
-        };
-        let card = row_card(spec, default_card).map(str::to_string);
-        let key = (spec.payment_currency.clone(), card);
-        if !groups.contains_key(&key) {
-            group_order.push(key.clone());
-        }
-        groups.entry(key).or_default().push((row, spec));
-    }
-    let mut plans = Vec::new();
-    for key in group_order {
-        let (currency, card) = &key;
-        let payment = plan::payment_method(currency, card.as_deref());
-        for chunk in groups[&key].chunks(per_order) {
-            let items: Vec<(&RowSpec, i64)> = chunk.iter().map(|(r, s)| (*s, r.attempt)).collect();
-            let body =
-                plan::order_body(batch, &payment, &items).map_err(|e| RunError::Refused {
-                    message: format!("cannot encode an order of batch {batch}: {e}"),
-                    help: String::new(),
-                })?;
-            let keyed: Vec<(&str, i64)> = chunk
-                .iter()
-                .map(|(r, _)| (r.reference.as_str(), r.attempt))
-                .collect();
-            plans.push(PlannedOrder {
-                idempotency_key: plan::order_key(environment, batch, &keyed),
-                body,
-                mode: mode.as_str().to_string(),
-                payment_currency: currency.clone(),
-                payment_method: if card.is_some() {
-                    "CARD"
-                } else {
-                    "ACCOUNT_BALANCE"
-                }
-                .into(),
-                card_id: card.clone(),
-                row_ids: chunk.iter().map(|(r, _)| r.id).collect(),
-            });
-        }
-    }
-    Ok(plans)
+    let report = merge.commit()?;
+    Ok(Merged {
+        report,
+        orders: groups.planned,
+        balance_lines,
+    })
 }
 
 /// The card a row is paid by: its own `card_id` cell, else `--card-id`, else none (balance).
@@ -856,22 +761,20 @@ pub fn row_card<'a>(spec: &'a RowSpec, default_card: Option<&'a str>) -> Option<
         .or(default_card)
 }
 
-fn is_stale(order: &OrderRecord, window: Duration) -> bool {
+/// An intent sent (in doubt) longer than `window` ago: not re-sent before reconciling.
+fn stale(sends: i64, first_sent_at: Option<&str>, window: Duration) -> bool {
     let window = chrono::Duration::from_std(window).unwrap_or(chrono::Duration::days(1));
-    order.state == OrderState::Intent
-        && order.sends > 0
-        && order
-            .first_sent_at
-            .as_deref()
+    sends > 0
+        && first_sent_at
             .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
             .is_some_and(|t| chrono::Utc::now().signed_duration_since(t) > window)
 }
 
 fn stale_intents(ledger: &Ledger, batch_id: i64, window: Duration) -> Result<usize, RunError> {
     Ok(ledger
-        .orders_in_state(batch_id, OrderState::Intent)?
+        .intent_heads(batch_id)?
         .iter()
-        .filter(|o| is_stale(o, window))
+        .filter(|o| stale(o.sends, o.first_sent_at.as_deref(), window))
         .count())
 }
 
@@ -892,46 +795,62 @@ enum Sent {
 }
 
 async fn submit_all(stage: &Arc<Stage>, batch_id: i64, opts: &RunOptions) -> Result<(), RunError> {
-    let intents = stage
-        .ledger()
-        .orders_in_state(batch_id, OrderState::Intent)?;
+    // Only the ids and send records here: each order's body is read when it is sent.
+    let intents = stage.ledger().intent_heads(batch_id)?;
     if intents.is_empty() {
         return Ok(());
     }
     let mut to_send = Vec::new();
-    for order in intents {
-        if is_stale(&order, opts.in_doubt_window) {
+    for head in intents {
+        if stale(
+            head.sends,
+            head.first_sent_at.as_deref(),
+            opts.in_doubt_window,
+        ) {
             stage.reporter.warn(format!(
                 "order {} (key {}) was first sent at {} and its outcome is unknown; it is older than the in-doubt window and is not re-sent blindly: run `paybatch reconcile`",
-                order.id,
-                order.idempotency_key,
-                order.first_sent_at.as_deref().unwrap_or("?")
+                head.id,
+                head.idempotency_key,
+                head.first_sent_at.as_deref().unwrap_or("?")
             ));
             continue;
         }
-        to_send.push(order);
+        to_send.push(head.id);
     }
     let limiter = Arc::new(Pacer::new(opts.order_rate.max(1) as f64 * RATE_MARGIN));
-    let semaphore = Arc::new(tokio::sync::Semaphore::new(opts.concurrency.max(1)));
     let bar = stage.reporter.bar(to_send.len() as u64, "submit");
     stage
         .reporter
         .line(format!("submitting {} orders", to_send.len()));
     let mut tasks = tokio::task::JoinSet::new();
     let count = to_send.len();
-    for order in to_send {
-        let stage = stage.clone();
-        let limiter = limiter.clone();
-        let semaphore = semaphore.clone();
-        let tries = opts.max_send_tries.max(1);
-        tasks.spawn(async move {
-            let _permit = semaphore.acquire_owned().await;
-            submit_one(&stage, &limiter, order, tries).await
-        });
-    }
+    let concurrency = opts.concurrency.max(1);
+    let tries = opts.max_send_tries.max(1);
+    let mut waiting = to_send.into_iter();
     let mut stop = None;
     let mut gave_up = 0;
-    while let Some(joined) = tasks.join_next().await {
+    loop {
+        // At most `concurrency` orders in flight, each read from the ledger as it starts.
+        while stop.is_none() && tasks.len() < concurrency {
+            let Some(id) = waiting.next() else { break };
+            let stage = stage.clone();
+            let limiter = limiter.clone();
+            tasks.spawn(async move {
+                let order = match stage.ledger().order(id) {
+                    Ok(Some(order)) => order,
+                    Ok(None) => {
+                        return Sent::Stop(RunError::Ledger(LedgerError::Corrupt(format!(
+                            "order {id} vanished from the ledger"
+                        ))));
+                    }
+                    Err(e) => return Sent::Stop(e.into()),
+                };
+                submit_one(&stage, &limiter, order, tries).await
+            });
+        }
+        let Some(joined) = tasks.join_next().await else {
+            break;
+        };
         bar.inc(1);
         match joined {
             Ok(Sent::Recorded) => {}
@@ -1302,51 +1221,44 @@ async fn list_statuses(
     Ok((terminal, seen))
 }
 
-/// Writes the result file from the ledger: one line per row of the current input file.
+/// Writes the result file from the ledger: one line per row of the current input file, in
+/// input order, streamed from the ledger.
 pub fn write_result_file(
     ledger: &Ledger,
     batch_id: i64,
     headers: &[String],
     path: &Path,
 ) -> Result<(), RunError> {
-    let rows = ledger.rows(batch_id)?;
-    let orders: HashMap<i64, OrderRecord> = ledger
-        .orders(batch_id)?
-        .into_iter()
-        .map(|o| (o.id, o))
-        .collect();
-    let lines: Vec<ResultLine> = rows
-        .into_iter()
-        .filter(|r| r.state != RowState::Removed)
-        .map(|r| {
-            let status = match r.state {
-                RowState::Planned => "PLANNED".to_string(),
-                RowState::Submitted => "PROCESSING".to_string(),
-                other => other.to_string(),
-            };
-            let order = r.order_id.and_then(|id| orders.get(&id));
-            ResultLine {
-                fields: r.fields,
-                status,
-                order_id: order.and_then(|o| o.service_order_id.clone()),
-                item_id: r.item_id,
-                payout_url: r.payout_url,
-                price: r.price,
-                discount: r.discount,
-                error_type: r.error_type,
-                error_message: r.error_message,
-                completed_at: r.completed_at,
-                payment_method: order.map(|o| match &o.card_id {
-                    Some(card) => format!("CARD:{card}"),
-                    None => format!("{}:{}", o.payment_method, o.payment_currency),
-                }),
-            }
-        })
-        .collect();
-    output::write_results(path, headers, lines).map_err(|e| RunError::Io {
+    let io_error = |e: std::io::Error| RunError::Io {
         path: path.to_path_buf(),
         message: e.to_string(),
-    })
+    };
+    let mut out = output::ResultWriter::create(path, headers).map_err(io_error)?;
+    ledger.visit_result_rows(batch_id, |r, order| {
+        let status = match r.state {
+            RowState::Planned => "PLANNED".to_string(),
+            RowState::Submitted => "PROCESSING".to_string(),
+            other => other.to_string(),
+        };
+        let line = ResultLine {
+            fields: r.fields,
+            status,
+            order_id: order.as_ref().and_then(|o| o.service_order_id.clone()),
+            item_id: r.item_id,
+            payout_url: r.payout_url,
+            price: r.price,
+            discount: r.discount,
+            error_type: r.error_type,
+            error_message: r.error_message,
+            completed_at: r.completed_at,
+            payment_method: order.map(|o| match &o.card_id {
+                Some(card) => format!("CARD:{card}"),
+                None => format!("{}:{}", o.payment_method, o.payment_currency),
+            }),
+        };
+        out.write(&line).map_err(io_error)
+    })?;
+    out.finish().map_err(io_error)
 }
 
 fn summarize(
@@ -1359,42 +1271,19 @@ fn summarize(
 ) -> Result<RunSummary, RunError> {
     let counts: BTreeMap<RowState, i64> = ledger.row_counts(batch_id)?.into_iter().collect();
     let mut totals: BTreeMap<String, (Decimal, Decimal)> = BTreeMap::new();
-    for row in ledger.rows_in_state(batch_id, RowState::Completed)? {
-        let Some(spec) = row
-            .spec
-            .as_deref()
-            .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
-        else {
-            continue;
-        };
-        let currency = spec["currency"].as_str().unwrap_or("?").to_string();
-        let face = spec["face_value"]
-            .as_str()
-            .and_then(crate::api::decimal::parse_decimal_text)
-            .unwrap_or_default();
-        let price = row
-            .price
-            .as_deref()
-            .and_then(crate::api::decimal::parse_decimal_text)
-            .unwrap_or_default();
+    for (currency, face, price) in ledger.completed_amounts(batch_id)? {
+        let parse = |t: &str| crate::api::decimal::parse_decimal_text(t).unwrap_or_default();
         let entry = totals.entry(currency).or_default();
-        entry.0 += face;
-        entry.1 += price;
+        entry.0 += parse(&face);
+        entry.1 += parse(&price);
     }
-    let orders: HashMap<i64, OrderRecord> = ledger
-        .orders(batch_id)?
-        .into_iter()
-        .map(|o| (o.id, o))
-        .collect();
     let mut paid_by: BTreeMap<String, i64> = BTreeMap::new();
-    for row in ledger.rows(batch_id)? {
-        if let Some(o) = row.order_id.and_then(|id| orders.get(&id)) {
-            let method = match &o.card_id {
-                Some(card) => format!("card {card}"),
-                None => format!("balance {}", o.payment_currency),
-            };
-            *paid_by.entry(method).or_default() += 1;
-        }
+    for (card, currency, rows) in ledger.rows_per_payment(batch_id)? {
+        let method = match card {
+            Some(card) => format!("card {card}"),
+            None => format!("balance {currency}"),
+        };
+        *paid_by.entry(method).or_default() += rows;
     }
     Ok(RunSummary {
         paid_by,

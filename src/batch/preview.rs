@@ -8,7 +8,6 @@ use std::collections::{BTreeMap, HashMap};
 
 use rust_decimal::Decimal;
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 
 use crate::api::models::Product;
 use crate::api::{ApiError, Client};
@@ -16,28 +15,9 @@ use crate::catalog::CatalogSource;
 use crate::environment::Connection;
 use crate::ledger::{Ledger, RowState};
 
-use super::pipeline::{self, CheckedInput, RunError, RunOptions};
-use super::validate::{self, Problem, RowSpec, ValidateOptions};
-
-/// The plan digest: SHA-256 over a version tag, the batch name, the environment name and the
-/// content hash ([`validate::content_hash`]) of every valid row in input order. Each part is
-/// length-prefixed, so no choice of names can make two plans collide. Carried-through columns,
-/// line numbers and invalid rows do not count: the digest covers exactly what would be paid.
-pub fn plan_digest(batch: &str, environment: &str, checked: &CheckedInput) -> String {
-    let mut h = Sha256::new();
-    h.update(b"paybatch-plan-v1\n");
-    let mut put = |name: &str, value: &str| {
-        h.update(format!("{name}={}:", value.len()).as_bytes());
-        h.update(value.as_bytes());
-        h.update(b"\n");
-    };
-    put("batch", batch);
-    put("environment", environment);
-    for spec in valid_specs(checked) {
-        put("row", &validate::content_hash(spec));
-    }
-    format!("sha256:{}", hex::encode(h.finalize()))
-}
+use super::pipeline::{self, RunError, RunOptions};
+use super::scan;
+use super::validate::{CatalogIndex, Problem, RowSpec, ValidateOptions};
 
 /// Whether an approved digest (`sha256:HEX` or bare `HEX`, any case) is `actual`.
 pub fn digests_match(expected: &str, actual: &str) -> bool {
@@ -53,14 +33,6 @@ pub fn normalize_digest(text: &str) -> Option<String> {
     };
     (hex_part.len() == 64 && hex_part.chars().all(|c| c.is_ascii_hexdigit()))
         .then(|| format!("sha256:{}", hex_part.to_ascii_lowercase()))
-}
-
-fn valid_specs(checked: &CheckedInput) -> impl Iterator<Item = &RowSpec> {
-    checked
-        .rows
-        .iter()
-        .filter(|r| r.problems.is_empty())
-        .filter_map(|r| r.spec.as_ref())
 }
 
 /// What the rows still to pay cost, from one payment currency's balance.
@@ -105,31 +77,29 @@ pub struct Totals {
     pub already_submitted: usize,
 }
 
-/// Totals of the valid rows of `checked` that the next run would pay: those the ledger does not
-/// have yet, or has as PENDING, INVALID or REMOVED (`states`, by reference).
-pub fn totals(
-    checked: &CheckedInput,
-    products: &[Product],
-    states: &HashMap<String, RowState>,
-    default_card: Option<&str>,
-) -> Totals {
-    let by_code: HashMap<&str, &Product> = products.iter().map(|p| (p.code.as_str(), p)).collect();
-    let mut t = Totals::default();
-    for spec in valid_specs(checked) {
-        let to_pay = states
-            .get(&spec.reference)
+impl Totals {
+    /// Counts a valid row: in `already_submitted` when the ledger has it beyond PENDING
+    /// (`state`), else in what the next run would pay.
+    pub fn add(
+        &mut self,
+        spec: &RowSpec,
+        state: Option<RowState>,
+        by_code: &HashMap<&str, &Product>,
+        default_card: Option<&str>,
+    ) {
+        let to_pay = state
             .is_none_or(|s| matches!(s, RowState::Pending | RowState::Invalid | RowState::Removed));
         if !to_pay {
-            t.already_submitted += 1;
-            continue;
+            self.already_submitted += 1;
+            return;
         }
-        let price = pipeline::row_price(spec, &by_code);
+        let price = pipeline::row_price(spec, by_code);
         if let Some(card) = pipeline::row_card(spec, default_card) {
-            let entry = t.per_card.entry(card.to_string()).or_default();
+            let entry = self.per_card.entry(card.to_string()).or_default();
             entry.0 += 1;
             *entry.1.entry(spec.currency.clone()).or_default() += price;
         } else {
-            let cur = t
+            let cur = self
                 .per_payment_currency
                 .entry(spec.payment_currency.clone())
                 .or_default();
@@ -140,7 +110,7 @@ pub fn totals(
                 *cur.converted.entry(spec.currency.clone()).or_default() += price;
             }
         }
-        let product = t
+        let product = self
             .per_product
             .entry(spec.product_codes.join("|"))
             .or_insert_with(|| ProductTotal {
@@ -151,7 +121,6 @@ pub fn totals(
         product.face_value += spec.face_value;
         product.price += price;
     }
-    t
 }
 
 /// Asks the service for the balance of every payment currency that `totals` needs.
@@ -244,31 +213,44 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, RunError> {
         allow_duplicates: opts.allow_duplicates,
         default_payment_currency: opts.default_payment_currency.clone(),
     };
-    let checked = match pipeline::check_input(&opts.input, opts.delimiter, &products, options) {
-        Ok(c) => c,
+    let index = CatalogIndex::new(products.clone());
+    let by_code: HashMap<&str, &Product> = products.iter().map(|p| (p.code.as_str(), p)).collect();
+    let mut totals = Totals::default();
+    let mut lookup_error = None;
+    let scanned = scan::scan(
+        &opts.input,
+        opts.delimiter,
+        &index,
+        &options,
+        Some((batch_name.as_str(), opts.environment.name())),
+        |spec| {
+            let state = match &existing {
+                Some(b) => match ledger.row_state(b.id, &spec.reference) {
+                    Ok(state) => state,
+                    Err(e) => {
+                        lookup_error.get_or_insert(e);
+                        None
+                    }
+                },
+                None => None,
+            };
+            totals.add(spec, state, &by_code, opts.card_id.as_deref());
+        },
+    );
+    if let Some(e) = lookup_error {
+        return Err(e.into());
+    }
+    let scanned = match scanned {
+        Ok(s) => s,
         Err(problem) => {
             preview.problems.push(problem);
             return Ok(preview);
         }
     };
-    preview.rows = checked.rows.len();
-    preview.valid_rows = valid_specs(&checked).count();
-    preview.problems = checked.problems();
-    if checked.rows.is_empty() {
-        preview.problems.push(
-            Problem::file(1, "the file has a header but no rows")
-                .with_help("add one row per recipient below the header"),
-        );
-    }
-    let states: HashMap<String, RowState> = match &existing {
-        Some(b) => ledger
-            .rows(b.id)?
-            .into_iter()
-            .map(|r| (r.reference, r.state))
-            .collect(),
-        None => HashMap::new(),
-    };
-    preview.totals = totals(&checked, &products, &states, opts.card_id.as_deref());
+    preview.rows = scanned.rows;
+    preview.valid_rows = scanned.valid_rows;
+    preview.problems = scanned.problems;
+    preview.totals = totals;
     preview.balance = check_balances(&conn.client, &preview.totals)
         .await
         .map_err(|e| {
@@ -278,9 +260,8 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, RunError> {
                 RunError::Api(e)
             }
         })?;
-    let digest = plan_digest(&batch_name, opts.environment.name(), &checked);
     if preview.is_valid() {
-        preview.digest = Some(digest);
+        preview.digest = scanned.digest;
     }
     Ok(preview)
 }

@@ -7,13 +7,14 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::batch::pipeline::{self, CheckedInput};
+use crate::batch::pipeline::RunError;
 use crate::batch::reconcile::{self, ReconcileReport};
-use crate::batch::validate::ValidateOptions;
+use crate::batch::scan;
+use crate::batch::validate::{CatalogIndex, ValidateOptions};
 use crate::catalog;
 use crate::environment::Connection;
 use crate::exit;
-use crate::ledger::{IncomingRow, Ledger, NewBatch};
+use crate::ledger::{Ledger, NewBatch};
 
 use super::{ServiceArgs, config_failure, lock_ledger, print_error};
 
@@ -135,14 +136,17 @@ async fn rebuild(
     )
     .await
     .map_err(|e| fail(e.to_string()))?;
-    let checked: CheckedInput = pipeline::check_input(
+    let options = ValidateOptions {
+        allow_duplicates: true,
+        default_payment_currency,
+    };
+    let scanned = scan::scan(
         file,
         None,
-        &products,
-        ValidateOptions {
-            allow_duplicates: true,
-            default_payment_currency,
-        },
+        &CatalogIndex::new(products),
+        &options,
+        None,
+        |_| {},
     )
     .map_err(|p| {
         eprintln!("error: {p}");
@@ -152,21 +156,28 @@ async fn rebuild(
         .create_batch(&NewBatch {
             name,
             input_path: &file.display().to_string(),
-            input_hash: &checked.file_hash,
-            headers: &checked.headers,
+            input_hash: &scanned.file_hash,
+            headers: &scanned.headers,
             environment: conn.environment.name(),
             base_url: &conn.environment.recorded_base_url(),
             key_fingerprint: &conn.key_fingerprint,
         })
         .map_err(|e| fail(e.to_string()))?;
-    let incoming: Vec<IncomingRow> = pipeline::incoming_rows(&checked);
-    ledger
-        .merge_rows(batch.id, &incoming)
+    // Rows are recorded as the file has them (PENDING or INVALID); reconcile then attaches the
+    // service's orders to them.
+    let mut merge = ledger
+        .merge(batch.id, false)
         .map_err(|e| fail(e.to_string()))?;
+    scan::read_again(&scanned, file, &options, |row, _| {
+        merge.row(&row).map(drop).map_err(RunError::from)
+    })
+    .map_err(|e| fail(e.to_string()))?;
+    merge.close().map_err(|e| fail(e.to_string()))?;
+    merge.commit().map_err(|e| fail(e.to_string()))?;
     eprintln!(
         "rebuilt batch {name} from {} ({} rows)",
         file.display(),
-        incoming.len()
+        scanned.rows
     );
     Ok(batch)
 }

@@ -5,6 +5,7 @@
 //! transaction, committed with `synchronous=FULL` before the network call it prepares; the
 //! transitions allowed are listed in [`state`]. See docs/ledger.md.
 
+pub mod merge;
 pub mod state;
 
 use std::fs::OpenOptions;
@@ -44,6 +45,7 @@ fn migrations() -> Migrations<'static> {
     Migrations::new(vec![
         M::up(include_str!("../../migrations/001_init.sql")),
         M::up(include_str!("../../migrations/002_payment_method.sql")),
+        M::up(include_str!("../../migrations/003_streaming_merge.sql")),
     ])
 }
 
@@ -120,6 +122,15 @@ pub struct OrderRecord {
     pub error_message: Option<String>,
 }
 
+/// What deciding whether to send an intent needs (its body stays in the ledger).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IntentHead {
+    pub id: i64,
+    pub idempotency_key: String,
+    pub sends: i64,
+    pub first_sent_at: Option<String>,
+}
+
 /// A row as the current input file has it, to be merged into the ledger.
 #[derive(Debug, Clone)]
 pub struct IncomingRow {
@@ -148,7 +159,7 @@ pub struct MergeReport {
     pub missing_but_submitted: Vec<(String, RowState)>,
 }
 
-/// One order to plan: its key, exact body and the rows it pays (in item order).
+/// One order to plan: its key and exact body (its rows: [`merge::Merge::plan`]).
 #[derive(Debug, Clone)]
 pub struct PlannedOrder {
     pub idempotency_key: String,
@@ -158,7 +169,6 @@ pub struct PlannedOrder {
     /// `ACCOUNT_BALANCE` or `CARD`.
     pub payment_method: String,
     pub card_id: Option<String>,
-    pub row_ids: Vec<i64>,
 }
 
 /// What the service said about one item of a terminal order.
@@ -189,6 +199,7 @@ impl Ledger {
         };
         conn.busy_timeout(std::time::Duration::from_secs(10))
             .map_err(err)?;
+        conn.set_prepared_statement_cache_capacity(64);
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(err)?;
         conn.pragma_update(None, "synchronous", "FULL")
@@ -300,161 +311,6 @@ impl Ledger {
     // -----------------------------------------------------------------------------------------
     // Rows
 
-    /// Merges the rows of the current input file into the batch, in one transaction.
-    /// Unchanged rows keep their state; new rows are added; a changed row is updated only while
-    /// nothing was submitted for it; rows the file no longer has are marked REMOVED when they were
-    /// not submitted. Changes to submitted rows are reported and not applied.
-    pub fn merge_rows(&mut self, batch_id: i64, incoming: &[IncomingRow]) -> Result<MergeReport> {
-        let existing: std::collections::HashMap<String, RowRecord> = self
-            .rows(batch_id)?
-            .into_iter()
-            .map(|r| (r.reference.clone(), r))
-            .collect();
-        let mut report = MergeReport::default();
-        let mut seen = std::collections::HashSet::new();
-        let tx = begin(&mut self.conn, &self.path)?;
-        for row in incoming {
-            seen.insert(row.reference.clone());
-            let fields = serde_json::to_string(&row.fields).unwrap_or_else(|_| "[]".into());
-            let target = if row.valid {
-                RowState::Pending
-            } else {
-                RowState::Invalid
-            };
-            match existing.get(&row.reference) {
-                None => {
-                    exec(
-                        &tx,
-                        &self.path,
-                        "INSERT INTO rows (batch_id, reference, position, line, fields, spec,
-                                           content_hash, state, error_type, error_message)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                        params![
-                            batch_id,
-                            row.reference,
-                            row.position,
-                            row.line,
-                            fields,
-                            row.spec,
-                            row.content_hash,
-                            target.as_str(),
-                            (!row.valid).then_some("invalid"),
-                            row.error_message
-                        ],
-                    )?;
-                    let id = tx.last_insert_rowid();
-                    event(
-                        &tx,
-                        batch_id,
-                        "row",
-                        id,
-                        None,
-                        Some(target.as_str()),
-                        "row added",
-                    )
-                    .map_err(sqlerr(&self.path))?;
-                    report.added += 1;
-                }
-                Some(old) => {
-                    let same = old.content_hash == row.content_hash;
-                    let may_change = matches!(
-                        old.state,
-                        RowState::Pending | RowState::Invalid | RowState::Removed
-                    );
-                    if same && old.state != RowState::Removed {
-                        exec(
-                            &tx,
-                            &self.path,
-                            "UPDATE rows SET position = ?2, line = ?3, fields = ?4 WHERE id = ?1",
-                            params![old.id, row.position, row.line, fields],
-                        )?;
-                        report.unchanged += 1;
-                    } else if may_change {
-                        exec(
-                            &tx,
-                            &self.path,
-                            "UPDATE rows SET position = ?2, line = ?3, fields = ?4, spec = ?5,
-                                    content_hash = ?6, state = ?7, error_type = ?8,
-                                    error_message = ?9
-                             WHERE id = ?1",
-                            params![
-                                old.id,
-                                row.position,
-                                row.line,
-                                fields,
-                                row.spec,
-                                row.content_hash,
-                                target.as_str(),
-                                (!row.valid).then_some("invalid"),
-                                row.error_message
-                            ],
-                        )?;
-                        if old.state != target {
-                            event(
-                                &tx,
-                                batch_id,
-                                "row",
-                                old.id,
-                                Some(old.state.as_str()),
-                                Some(target.as_str()),
-                                "row changed in the input file before submission",
-                            )
-                            .map_err(sqlerr(&self.path))?;
-                        }
-                        report.updated += 1;
-                    } else if same {
-                        report.unchanged += 1;
-                    } else {
-                        report.changed_after_submission.push((
-                            row.reference.clone(),
-                            row.line,
-                            old.state,
-                        ));
-                    }
-                }
-            }
-        }
-        for (reference, old) in &existing {
-            if seen.contains(reference) {
-                continue;
-            }
-            match old.state {
-                RowState::Pending | RowState::Invalid => {
-                    exec(
-                        &tx,
-                        &self.path,
-                        "UPDATE rows SET state = 'REMOVED' WHERE id = ?1",
-                        params![old.id],
-                    )?;
-                    event(
-                        &tx,
-                        batch_id,
-                        "row",
-                        old.id,
-                        Some(old.state.as_str()),
-                        Some("REMOVED"),
-                        "row no longer in the input file",
-                    )
-                    .map_err(sqlerr(&self.path))?;
-                    report.removed.push(reference.clone());
-                }
-                RowState::Removed => {}
-                other => report
-                    .missing_but_submitted
-                    .push((reference.clone(), other)),
-            }
-        }
-        report.removed.sort();
-        report.missing_but_submitted.sort();
-        if report.changed_after_submission.is_empty() {
-            commit(tx, &self.path)?;
-        } else {
-            // Nothing of a refused file is applied.
-            drop(tx);
-        }
-        Ok(report)
-    }
-
     pub fn rows(&self, batch_id: i64) -> Result<Vec<RowRecord>> {
         self.query_rows(
             "WHERE batch_id = ?1 ORDER BY position, id",
@@ -477,50 +333,103 @@ impl Ledger {
     }
 
     fn query_rows(&self, tail: &str, args: impl rusqlite::Params) -> Result<Vec<RowRecord>> {
-        let sql = format!(
-            "SELECT id, reference, position, line, fields, spec, content_hash, state, attempt,
-                    order_id, item_index, item_id, payout_url, price, discount, error_type,
-                    error_message, completed_at FROM rows {tail}"
-        );
+        let sql = format!("SELECT {ROW_COLUMNS} FROM rows {tail}");
         let mut stmt = self.conn.prepare(&sql).map_err(sqlerr(&self.path))?;
-        let mapped = stmt
-            .query_map(args, |r| {
-                let fields: String = r.get(4)?;
-                let state: String = r.get(7)?;
-                Ok((
-                    RowRecord {
-                        id: r.get(0)?,
-                        reference: r.get(1)?,
-                        position: r.get(2)?,
-                        line: r.get(3)?,
-                        fields: serde_json::from_str(&fields).unwrap_or_default(),
-                        spec: r.get(5)?,
-                        content_hash: r.get(6)?,
-                        state: RowState::Pending,
-                        attempt: r.get(8)?,
-                        order_id: r.get(9)?,
-                        item_index: r.get(10)?,
-                        item_id: r.get(11)?,
-                        payout_url: r.get(12)?,
-                        price: r.get(13)?,
-                        discount: r.get(14)?,
-                        error_type: r.get(15)?,
-                        error_message: r.get(16)?,
-                        completed_at: r.get(17)?,
-                    },
-                    state,
-                ))
-            })
-            .map_err(sqlerr(&self.path))?;
+        let mapped = stmt.query_map(args, row_from).map_err(sqlerr(&self.path))?;
         let mut out = Vec::new();
         for item in mapped {
-            let (mut row, state) = item.map_err(sqlerr(&self.path))?;
-            row.state = state
-                .parse()
-                .map_err(|e: state::UnknownState| LedgerError::Corrupt(e.to_string()))?;
-            out.push(row);
+            out.push(parsed_row(item.map_err(sqlerr(&self.path))?)?);
         }
         Ok(out)
+    }
+
+    /// Visits the rows of a batch still in its input file (not REMOVED), in input order, each
+    /// with what the result file says of its order; one row in memory at a time.
+    pub fn visit_result_rows<E: From<LedgerError>>(
+        &self,
+        batch_id: i64,
+        mut visit: impl FnMut(RowRecord, Option<OrderLabel>) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let sql = format!(
+            "SELECT {ROW_COLUMNS}, o.service_order_id, o.payment_method, o.payment_currency,
+                    o.card_id, o.id
+             FROM rows LEFT JOIN orders o ON o.id = rows.order_id
+             WHERE rows.batch_id = ?1 AND rows.state != 'REMOVED'
+             ORDER BY rows.position, rows.id"
+        );
+        let mut stmt = self.conn.prepare(&sql).map_err(sqlerr(&self.path))?;
+        let mut cursor = stmt.query([batch_id]).map_err(sqlerr(&self.path))?;
+        while let Some(r) = cursor.next().map_err(sqlerr(&self.path))? {
+            let row = parsed_row(row_from(r).map_err(sqlerr(&self.path))?)?;
+            let order_id: Option<i64> = r.get(22).map_err(sqlerr(&self.path))?;
+            let order = match order_id {
+                Some(_) => Some(OrderLabel {
+                    service_order_id: r.get(18).map_err(sqlerr(&self.path))?,
+                    payment_method: r.get(19).map_err(sqlerr(&self.path))?,
+                    payment_currency: r.get(20).map_err(sqlerr(&self.path))?,
+                    card_id: r.get(21).map_err(sqlerr(&self.path))?,
+                }),
+                None => None,
+            };
+            visit(row, order)?;
+        }
+        Ok(())
+    }
+
+    /// Currency, face value and price (as stored) of every COMPLETED row of a batch.
+    pub fn completed_amounts(&self, batch_id: i64) -> Result<Vec<(String, String, String)>> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT COALESCE(json_extract(spec, '$.currency'), '?'),
+                        COALESCE(json_extract(spec, '$.face_value'), '0'),
+                        COALESCE(price, '0')
+                 FROM rows WHERE batch_id = ?1 AND state = 'COMPLETED'",
+            )
+            .map_err(sqlerr(&self.path))?;
+        let mapped = stmt
+            .query_map([batch_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .map_err(sqlerr(&self.path))?;
+        mapped
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(sqlerr(&self.path))
+    }
+
+    /// Rows in orders, per way of paying: (card id, payment currency, rows).
+    pub fn rows_per_payment(&self, batch_id: i64) -> Result<Vec<(Option<String>, String, i64)>> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT o.card_id, o.payment_currency, COUNT(*)
+                 FROM rows JOIN orders o ON o.id = rows.order_id
+                 WHERE rows.batch_id = ?1
+                 GROUP BY o.card_id, o.payment_currency",
+            )
+            .map_err(sqlerr(&self.path))?;
+        let mapped = stmt
+            .query_map([batch_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .map_err(sqlerr(&self.path))?;
+        mapped
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(sqlerr(&self.path))
+    }
+
+    /// The state of the batch's row with this reference, if the batch has one.
+    pub fn row_state(&self, batch_id: i64, reference: &str) -> Result<Option<RowState>> {
+        let state: Option<String> = self
+            .conn
+            .prepare_cached("SELECT state FROM rows WHERE batch_id = ?1 AND reference = ?2")
+            .and_then(|mut st| {
+                st.query_row(params![batch_id, reference], |r| r.get(0))
+                    .optional()
+            })
+            .map_err(sqlerr(&self.path))?;
+        state
+            .map(|s| {
+                s.parse()
+                    .map_err(|e: state::UnknownState| LedgerError::Corrupt(e.to_string()))
+            })
+            .transpose()
     }
 
     /// Counts of rows per state.
@@ -549,73 +458,28 @@ impl Ledger {
     // -----------------------------------------------------------------------------------------
     // Orders
 
-    /// Commits the intents of new orders (key and exact body) and moves their rows to PLANNED,
-    /// all in one durable transaction, before any of them is sent.
-    pub fn plan_orders(&mut self, batch_id: i64, plans: &[PlannedOrder]) -> Result<Vec<i64>> {
-        let at = now();
-        let tx = begin(&mut self.conn, &self.path)?;
-        let mut ids = Vec::with_capacity(plans.len());
-        for plan in plans {
-            exec(
-                &tx,
-                &self.path,
-                "INSERT INTO orders (batch_id, idempotency_key, body, mode, payment_currency,
-                                     state, created_at, payment_method, card_id)
-                 VALUES (?1, ?2, ?3, ?4, ?5, 'INTENT', ?6, ?7, ?8)",
-                params![
-                    batch_id,
-                    plan.idempotency_key,
-                    plan.body,
-                    plan.mode,
-                    plan.payment_currency,
-                    at,
-                    plan.payment_method,
-                    plan.card_id
-                ],
-            )?;
-            let order_id = tx.last_insert_rowid();
-            event(
-                &tx,
-                batch_id,
-                "order",
-                order_id,
-                None,
-                Some("INTENT"),
-                "intent committed",
+    /// The batch's INTENT orders without their bodies (a batch can hold many), in order.
+    pub fn intent_heads(&self, batch_id: i64) -> Result<Vec<IntentHead>> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT id, idempotency_key, sends, first_sent_at FROM orders
+                 WHERE batch_id = ?1 AND state = 'INTENT' ORDER BY id",
             )
             .map_err(sqlerr(&self.path))?;
-            for (index, row_id) in plan.row_ids.iter().enumerate() {
-                let changed = tx
-                    .execute(
-                        "UPDATE rows SET state = 'PLANNED', order_id = ?2, item_index = ?3,
-                                error_type = NULL, error_message = NULL
-                         WHERE id = ?1 AND state = 'PENDING'",
-                        params![row_id, order_id, index as i64],
-                    )
-                    .map_err(sqlerr(&self.path))?;
-                if changed != 1 {
-                    return Err(LedgerError::Transition {
-                        subject: "row",
-                        id: *row_id,
-                        from: "not PENDING".into(),
-                        to: "PLANNED".into(),
-                    });
-                }
-                event(
-                    &tx,
-                    batch_id,
-                    "row",
-                    *row_id,
-                    Some("PENDING"),
-                    Some("PLANNED"),
-                    "in an order",
-                )
-                .map_err(sqlerr(&self.path))?;
-            }
-            ids.push(order_id);
-        }
-        commit(tx, &self.path)?;
-        Ok(ids)
+        let mapped = stmt
+            .query_map([batch_id], |r| {
+                Ok(IntentHead {
+                    id: r.get(0)?,
+                    idempotency_key: r.get(1)?,
+                    sends: r.get(2)?,
+                    first_sent_at: r.get(3)?,
+                })
+            })
+            .map_err(sqlerr(&self.path))?;
+        mapped
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(sqlerr(&self.path))
     }
 
     pub fn order(&self, order_id: i64) -> Result<Option<OrderRecord>> {
@@ -1143,6 +1007,57 @@ pub struct EventRecord {
     pub from_state: Option<String>,
     pub to_state: Option<String>,
     pub cause: String,
+}
+
+/// The columns of a [`RowRecord`], in the order [`row_from`] reads them.
+const ROW_COLUMNS: &str = "rows.id, rows.reference, rows.position, rows.line, rows.fields,
+    rows.spec, rows.content_hash, rows.state, rows.attempt, rows.order_id, rows.item_index,
+    rows.item_id, rows.payout_url, rows.price, rows.discount, rows.error_type,
+    rows.error_message, rows.completed_at";
+
+/// A row as [`ROW_COLUMNS`] select it, with its state still as text.
+fn row_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<(RowRecord, String)> {
+    let fields: String = r.get(4)?;
+    Ok((
+        RowRecord {
+            id: r.get(0)?,
+            reference: r.get(1)?,
+            position: r.get(2)?,
+            line: r.get(3)?,
+            fields: serde_json::from_str(&fields).unwrap_or_default(),
+            spec: r.get(5)?,
+            content_hash: r.get(6)?,
+            state: RowState::Pending,
+            attempt: r.get(8)?,
+            order_id: r.get(9)?,
+            item_index: r.get(10)?,
+            item_id: r.get(11)?,
+            payout_url: r.get(12)?,
+            price: r.get(13)?,
+            discount: r.get(14)?,
+            error_type: r.get(15)?,
+            error_message: r.get(16)?,
+            completed_at: r.get(17)?,
+        },
+        r.get(7)?,
+    ))
+}
+
+fn parsed_row((mut row, state): (RowRecord, String)) -> Result<RowRecord> {
+    row.state = state
+        .parse()
+        .map_err(|e: state::UnknownState| LedgerError::Corrupt(e.to_string()))?;
+    Ok(row)
+}
+
+/// What the result file says of a row's order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderLabel {
+    pub service_order_id: Option<String>,
+    /// `ACCOUNT_BALANCE` or `CARD`.
+    pub payment_method: String,
+    pub payment_currency: String,
+    pub card_id: Option<String>,
 }
 
 fn sqlerr(path: &Path) -> impl Fn(rusqlite::Error) -> LedgerError + '_ {

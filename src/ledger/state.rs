@@ -86,6 +86,7 @@ impl RowState {
                 | (Pending, Removed)
                 | (Invalid, Pending)
                 | (Removed, Pending)
+                | (Removed, Invalid)
                 | (Planned, Submitted)
                 | (Planned, Completed)
                 | (Planned, Failed)

@@ -16,7 +16,7 @@
 //! # Ok(()) }
 //! ```
 
-mod catalog;
+pub(crate) mod catalog;
 mod faults;
 mod handlers;
 mod orders;

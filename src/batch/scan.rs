@@ -1,0 +1,440 @@
+//! Reading the input file in two passes, so that a file of any size costs memory for the rows
+//! with problems only, never for the whole file:
+//!
+//! 1. [`scan`] reads and checks every row (syntax, catalog, repeated references and likely
+//!    duplicates by hash) and keeps only the problems and the digest of the bytes it read. An
+//!    invalid file stops here, before anything is recorded.
+//! 2. [`read_again`] reads the same file again and hands each row, as the ledger records it, to
+//!    the merge. It ends by comparing the digest of the bytes it read with the first pass's:
+//!    a file changed between the passes is refused ([`FileChanged`]) and whatever the second
+//!    pass was doing must be rolled back.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::ledger::IncomingRow;
+
+use super::input::{BatchReader, ColumnMap, InputOptions};
+use super::validate::{self, CatalogIndex, Problem, RowSpec, ValidateOptions, Validator};
+
+/// What the first pass found.
+#[derive(Debug)]
+pub struct Scan {
+    pub headers: Vec<String>,
+    pub columns: ColumnMap,
+    /// The delimiter in use (given or detected); the second pass uses the same.
+    pub delimiter: u8,
+    /// SHA-256 (hex) of the whole file.
+    pub file_hash: String,
+    pub rows: usize,
+    pub valid_rows: usize,
+    /// Every problem, in file order.
+    pub problems: Vec<Problem>,
+    /// The plan digest, when asked for (see [`PlanDigest`]).
+    pub digest: Option<String>,
+    /// The invalid rows by line: the reference they are recorded under and why.
+    invalid: HashMap<u64, Invalid>,
+}
+
+#[derive(Debug)]
+struct Invalid {
+    reference: String,
+    message: String,
+}
+
+/// The plan digest that a person approves (`paybatch validate`) and `paybatch run
+/// --expect-digest` insists on: SHA-256 over a version tag, the batch name, the environment name
+/// and the content hash ([`validate::content_hash`]) of every valid row in input order. Each part
+/// is length-prefixed, so no choice of names can make two plans collide. Carried-through
+/// columns, line numbers and invalid rows do not count: the digest covers exactly what would be
+/// paid. Built row by row while the file is checked.
+pub struct PlanDigest(Sha256);
+
+impl PlanDigest {
+    pub fn new(batch: &str, environment: &str) -> Self {
+        let mut d = PlanDigest(Sha256::new());
+        d.0.update(b"paybatch-plan-v1\n");
+        d.put("batch", batch);
+        d.put("environment", environment);
+        d
+    }
+
+    fn put(&mut self, name: &str, value: &str) {
+        // Length-prefixed, so no value can imitate a boundary.
+        self.0.update(format!("{name}={}:", value.len()).as_bytes());
+        self.0.update(value.as_bytes());
+        self.0.update(b"\n");
+    }
+
+    /// Adds a valid row, by its content hash ([`validate::content_hash`]).
+    pub fn row(&mut self, spec: &RowSpec) {
+        self.put("row", &validate::content_hash(spec));
+    }
+
+    pub fn finish(self) -> String {
+        format!("sha256:{}", hex::encode(self.0.finalize()))
+    }
+}
+
+/// The first pass: reads and checks every row of `path`. `digest_of` (batch, environment) asks
+/// for the plan digest; `visit` sees every valid row, in file order. A problem with the file as
+/// a whole (missing, not UTF-8, no header, no rows) is the `Err`.
+pub fn scan(
+    path: &Path,
+    delimiter: Option<u8>,
+    catalog: &CatalogIndex,
+    options: &ValidateOptions,
+    digest_of: Option<(&str, &str)>,
+    mut visit: impl FnMut(&RowSpec),
+) -> Result<Scan, Problem> {
+    let mut reader = BatchReader::open(path, &InputOptions { delimiter })?;
+    let headers = reader.headers().to_vec();
+    let columns = reader.columns().clone();
+    let delimiter = reader.delimiter();
+    let mut validator = Validator::new(catalog, options.clone());
+    let mut digest = digest_of.map(|(batch, env)| PlanDigest::new(batch, env));
+    let mut rows = 0;
+    let mut valid_rows = 0;
+    let mut problems = Vec::new();
+    // Invalid rows: (line, reference cell, why), in file order.
+    let mut invalid: Vec<(u64, String, String)> = Vec::new();
+    for next in reader.by_ref() {
+        rows += 1;
+        let record = match next {
+            Ok(record) => record,
+            Err(problem) => {
+                invalid.push((problem.line, String::new(), problem.message.clone()));
+                problems.push(problem);
+                continue;
+            }
+        };
+        let (reference, found) = match validate::parse_record(&columns, &headers, &record, options)
+        {
+            Ok(spec) => {
+                let found = validator.check(&spec);
+                if found.is_empty() {
+                    valid_rows += 1;
+                    if let Some(d) = digest.as_mut() {
+                        d.row(&spec);
+                    }
+                    visit(&spec);
+                    continue;
+                }
+                (spec.reference, found)
+            }
+            Err(found) => (
+                record
+                    .fields
+                    .get(columns.reference)
+                    .cloned()
+                    .unwrap_or_default(),
+                found,
+            ),
+        };
+        invalid.push((record.line, reference, joined(&found)));
+        problems.extend(found);
+    }
+    let file_hash = reader.finish().map_err(|e| {
+        Problem::file(0, format!("cannot read {}: {e}", path.display()))
+            .with_help("check that the file is readable and not being written")
+    })?;
+
+    // An invalid row keeps its reference when no other row has it; otherwise (or when it has
+    // none) it is recorded as `#line-N`, so every row of the file has a line in the result.
+    let mut taken = HashSet::new();
+    let invalid = invalid
+        .into_iter()
+        .map(|(line, reference, message)| {
+            let own = !reference.is_empty()
+                && validator
+                    .reference_line(&reference)
+                    .is_none_or(|first| first == line)
+                && taken.insert(reference.clone());
+            let reference = if own {
+                reference
+            } else {
+                format!("#line-{line}")
+            };
+            (line, Invalid { reference, message })
+        })
+        .collect();
+    Ok(Scan {
+        headers,
+        columns,
+        delimiter,
+        file_hash,
+        rows,
+        valid_rows,
+        problems,
+        digest: digest.map(PlanDigest::finish),
+        invalid,
+    })
+}
+
+fn joined(problems: &[Problem]) -> String {
+    problems
+        .iter()
+        .map(|p| p.message.as_str())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The file is not the one the first pass read.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{} changed while it was being read ({reason}); nothing of this run was recorded", .path)]
+pub struct FileChanged {
+    pub path: String,
+    pub reason: String,
+}
+
+/// The second pass: reads `path` again and hands `each` every row as the ledger records it,
+/// with its spec when it is valid. Fails with [`FileChanged`] (after the last row) when the
+/// file is not the one [`scan`] read: the caller must then undo what `each` did.
+pub fn read_again<E: From<FileChanged>>(
+    scan: &Scan,
+    path: &Path,
+    options: &ValidateOptions,
+    mut each: impl FnMut(IncomingRow, Option<RowSpec>) -> Result<(), E>,
+) -> Result<(), E> {
+    let changed = |reason: &str| FileChanged {
+        path: path.display().to_string(),
+        reason: reason.to_string(),
+    };
+    let mut reader = BatchReader::open(
+        path,
+        &InputOptions {
+            delimiter: Some(scan.delimiter),
+        },
+    )
+    .map_err(|p| changed(&p.message))?;
+    if reader.headers() != scan.headers.as_slice() {
+        return Err(changed("its header is not the same").into());
+    }
+    let mut position = 0i64;
+    for next in reader.by_ref() {
+        let (line, fields) = match next {
+            Ok(record) => (record.line, Some(record)),
+            Err(problem) => (problem.line, None),
+        };
+        let spec = fields.as_ref().and_then(|record| {
+            validate::parse_record(&scan.columns, &scan.headers, record, options).ok()
+        });
+        let row = match (scan.invalid.get(&line), spec) {
+            (None, Some(spec)) => {
+                let record = fields.ok_or_else(|| changed("a valid row cannot be read"))?;
+                let row = IncomingRow {
+                    reference: spec.reference.clone(),
+                    position,
+                    line: line as i64,
+                    fields: record.fields,
+                    spec: Some(spec_json(&spec)),
+                    content_hash: validate::content_hash(&spec),
+                    valid: true,
+                    error_message: None,
+                };
+                each(row, Some(spec))?;
+                position += 1;
+                continue;
+            }
+            (None, None) => return Err(changed("a valid row no longer is").into()),
+            (Some(invalid), spec) => {
+                let fields = fields.map(|r| r.fields).unwrap_or_default();
+                let content_hash = match &spec {
+                    Some(s) => validate::content_hash(s),
+                    None => format!("invalid:{}", fields.join("\u{1f}")),
+                };
+                IncomingRow {
+                    reference: invalid.reference.clone(),
+                    position,
+                    line: line as i64,
+                    fields,
+                    spec: None,
+                    content_hash,
+                    valid: false,
+                    error_message: Some(invalid.message.clone()),
+                }
+            }
+        };
+        each(row, None)?;
+        position += 1;
+    }
+    if position as usize != scan.rows {
+        return Err(changed("it has another number of rows").into());
+    }
+    let hash = reader.finish().map_err(|e| changed(&e.to_string()))?;
+    if hash != scan.file_hash {
+        return Err(changed("its content is not the same").into());
+    }
+    Ok(())
+}
+
+/// The validated row as the ledger keeps it (`rows.spec`).
+pub fn spec_json(s: &RowSpec) -> String {
+    #[derive(Serialize)]
+    struct Stored<'a> {
+        reference: &'a str,
+        product_codes: &'a [String],
+        face_value: String,
+        currency: &'a str,
+        distribution: &'a str,
+        email: Option<&'a str>,
+        payment_currency: &'a str,
+        country: Option<&'a str>,
+        card_id: Option<&'a str>,
+    }
+    serde_json::to_string(&Stored {
+        reference: &s.reference,
+        product_codes: &s.product_codes,
+        face_value: s.face_value.to_string(),
+        currency: &s.currency,
+        distribution: s.distribution.as_str(),
+        email: s.email.as_deref(),
+        payment_currency: &s.payment_currency,
+        country: s.country.as_deref(),
+        card_id: s.card_id.as_deref(),
+    })
+    .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn catalog() -> CatalogIndex {
+        CatalogIndex::new(crate::sim::catalog::Catalog::new().products().to_vec())
+    }
+
+    fn file(text: &str) -> tempfile::NamedTempFile {
+        let f = tempfile::NamedTempFile::new().expect("temp file");
+        std::fs::write(f.path(), text).expect("write");
+        f
+    }
+
+    fn rows_of(scan: &Scan, path: &Path) -> Vec<IncomingRow> {
+        let mut out = Vec::new();
+        read_again(scan, path, &ValidateOptions::default(), |row, _| {
+            out.push(row);
+            Ok::<_, FileChanged>(())
+        })
+        .expect("read again");
+        out
+    }
+
+    const HEADER: &str = "reference,product_code,face_value,currency,email\n";
+
+    #[test]
+    fn every_row_gets_a_reference_of_its_own() {
+        // Line 2 cannot be parsed but names A; line 3 is a valid A; line 4 repeats A; line 5
+        // has no reference; lines 6 and 7 are two unparsable rows named B.
+        let text = format!(
+            "{HEADER}A,AMZ-US,oops,USD,\nA,AMZ-US,10,USD,\nA,AMZ-US,25.50,USD,\n,AMZ-US,10,USD,\nB,NOPE,x,USD,\nB,NOPE,y,USD,\n"
+        );
+        let f = file(&text);
+        let cat = catalog();
+        let s = scan(
+            f.path(),
+            None,
+            &cat,
+            &ValidateOptions::default(),
+            None,
+            |_| {},
+        )
+        .expect("scan");
+        assert_eq!((s.rows, s.valid_rows), (6, 1));
+        let rows = rows_of(&s, f.path());
+        let refs: Vec<(&str, bool)> = rows
+            .iter()
+            .map(|r| (r.reference.as_str(), r.valid))
+            .collect();
+        assert_eq!(
+            refs,
+            [
+                ("#line-2", false),
+                ("A", true),
+                ("#line-4", false),
+                ("#line-5", false),
+                ("B", false),
+                ("#line-7", false)
+            ]
+        );
+        let positions: Vec<i64> = rows.iter().map(|r| r.position).collect();
+        assert_eq!(positions, [0, 1, 2, 3, 4, 5]);
+        assert!(
+            rows[2]
+                .error_message
+                .as_deref()
+                .unwrap_or("")
+                .contains("already used on line 3")
+        );
+    }
+
+    #[test]
+    fn a_file_changed_between_the_passes_is_refused() {
+        let f = file(&format!("{HEADER}A,AMZ-US,10,USD,\nB,AMZ-US,25.50,USD,\n"));
+        let cat = catalog();
+        let opts = ValidateOptions::default();
+        let s = scan(f.path(), None, &cat, &opts, None, |_| {}).expect("scan");
+        // Same rows, same length, one amount changed.
+        std::fs::write(
+            f.path(),
+            format!("{HEADER}A,AMZ-US,10,USD,\nB,AMZ-US,25.00,USD,\n"),
+        )
+        .expect("rewrite");
+        let got = read_again(&s, f.path(), &opts, |_, _| Ok::<_, FileChanged>(()));
+        let err = got.expect_err("a changed file");
+        assert!(
+            err.to_string().contains("changed while it was being read"),
+            "{err}"
+        );
+        // A row more.
+        std::fs::write(
+            f.path(),
+            format!("{HEADER}A,AMZ-US,10,USD,\nB,AMZ-US,25.50,USD,\nC,AMZ-US,10,USD,\n"),
+        )
+        .expect("rewrite");
+        assert!(read_again(&s, f.path(), &opts, |_, _| Ok::<_, FileChanged>(())).is_err());
+    }
+
+    #[test]
+    fn the_file_hash_is_of_every_byte_even_after_a_stop() {
+        // A BOM and an unbalanced quote that ends the reading: the hash still covers it all.
+        let text = format!("\u{feff}{HEADER}A,AMZ-US,10,USD,\n\"B,AMZ-US,10,USD,\n");
+        let f = file(&text);
+        let s = scan(
+            f.path(),
+            None,
+            &catalog(),
+            &ValidateOptions::default(),
+            None,
+            |_| {},
+        )
+        .expect("scan");
+        use sha2::Digest;
+        assert_eq!(
+            s.file_hash,
+            hex::encode(sha2::Sha256::digest(text.as_bytes()))
+        );
+    }
+
+    #[test]
+    fn the_digest_covers_the_valid_rows_only() {
+        let cat = catalog();
+        let opts = ValidateOptions::default();
+        let digest = |text: &str| {
+            let f = file(text);
+            scan(f.path(), None, &cat, &opts, Some(("nov", "sim")), |_| {})
+                .expect("scan")
+                .digest
+                .expect("digest")
+        };
+        let base = digest(&format!("{HEADER}A,AMZ-US,10,USD,\n"));
+        assert_eq!(
+            base,
+            digest(&format!("{HEADER}A,AMZ-US,10,USD,\nB,NOPE,10,USD,\n"))
+        );
+        assert_ne!(base, digest(&format!("{HEADER}A,AMZ-US,25.50,USD,\n")));
+    }
+}

@@ -1,0 +1,392 @@
+//! Merging an input file into a batch, one row at a time, in one transaction: the rows of a
+//! million-row file stream through without being held in memory, and planning happens in the
+//! same transaction, so a row is recorded PLANNED (with its order's intent) the moment it is
+//! recorded at all. Nothing is visible to another reader until [`Merge::commit`]; a merge that
+//! is dropped instead leaves the ledger as it was.
+//!
+//! Rows the file no longer has are found without a list of references: every merge stamps the
+//! rows it sees with the batch's merge number (`rows.merged`), and the rows with an older stamp
+//! are the missing ones.
+
+use rusqlite::{OptionalExtension, Transaction, params};
+
+use super::{
+    IncomingRow, LedgerError, MergeReport, PlannedOrder, Result, RowState, begin, commit, exec,
+    now, sqlerr,
+};
+
+/// A row that the merge leaves to be planned: it must go into an order ([`Merge::plan`]) before
+/// the merge is committed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ToPlan {
+    /// The ledger's row, or `None` for a row new to the batch (inserted when it is planned).
+    pub row_id: Option<i64>,
+    pub attempt: i64,
+}
+
+/// One merge of an input file into a batch (see the module documentation).
+pub struct Merge<'l> {
+    tx: Transaction<'l>,
+    path: &'l std::path::Path,
+    batch_id: i64,
+    stamp: i64,
+    /// The batch had no rows: no lookups, no missing rows.
+    fresh: bool,
+    /// Pending rows are handed back to be planned instead of being recorded PENDING.
+    planning: bool,
+    /// Rows handed back and not planned yet.
+    unplanned: usize,
+    at: String,
+    report: MergeReport,
+}
+
+impl super::Ledger {
+    /// Starts merging a new version of the input file into the batch. With `planning`, every
+    /// row that is to be paid is handed back by [`Merge::row`] and must be put in an order by
+    /// [`Merge::plan`]; without, such rows are recorded PENDING.
+    pub fn merge(&mut self, batch_id: i64, planning: bool) -> Result<Merge<'_>> {
+        let path = self.path.as_path();
+        let tx = begin(&mut self.conn, path)?;
+        exec(
+            &tx,
+            path,
+            "UPDATE batches SET merges = merges + 1 WHERE id = ?1",
+            params![batch_id],
+        )?;
+        let stamp: i64 = tx
+            .query_row(
+                "SELECT merges FROM batches WHERE id = ?1",
+                [batch_id],
+                |r| r.get(0),
+            )
+            .map_err(sqlerr(path))?;
+        let fresh = tx
+            .query_row(
+                "SELECT NOT EXISTS (SELECT 1 FROM rows WHERE batch_id = ?1)",
+                [batch_id],
+                |r| r.get::<_, bool>(0),
+            )
+            .map_err(sqlerr(path))?;
+        Ok(Merge {
+            tx,
+            path,
+            batch_id,
+            stamp,
+            fresh,
+            planning,
+            unplanned: 0,
+            at: now(),
+            report: MergeReport::default(),
+        })
+    }
+}
+
+/// What the ledger has of a row, for the merge.
+struct Known {
+    id: i64,
+    content_hash: String,
+    state: RowState,
+    attempt: i64,
+}
+
+impl Merge<'_> {
+    fn event(
+        &self,
+        subject: &str,
+        id: i64,
+        from: Option<&str>,
+        to: Option<&str>,
+        cause: &str,
+    ) -> Result<()> {
+        exec(
+            &self.tx,
+            self.path,
+            "INSERT INTO events (batch_id, at, subject, subject_id, from_state, to_state, cause)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![self.batch_id, self.at, subject, id, from, to, cause],
+        )
+        .map(drop)
+    }
+
+    fn known(&self, reference: &str) -> Result<Option<Known>> {
+        if self.fresh {
+            return Ok(None);
+        }
+        let found = self
+            .tx
+            .prepare_cached(
+                "SELECT id, content_hash, state, attempt FROM rows
+                 WHERE batch_id = ?1 AND reference = ?2",
+            )
+            .and_then(|mut st| {
+                st.query_row(params![self.batch_id, reference], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get::<_, String>(2)?, r.get(3)?))
+                })
+                .optional()
+            })
+            .map_err(sqlerr(self.path))?;
+        found
+            .map(|(id, content_hash, state, attempt)| {
+                let state = state
+                    .parse()
+                    .map_err(|e: super::state::UnknownState| LedgerError::Corrupt(e.to_string()))?;
+                Ok(Known {
+                    id,
+                    content_hash,
+                    state,
+                    attempt,
+                })
+            })
+            .transpose()
+    }
+
+    fn insert(&self, row: &IncomingRow, state: RowState, order: Option<(i64, i64)>) -> Result<i64> {
+        let fields = serde_json::to_string(&row.fields).unwrap_or_else(|_| "[]".into());
+        exec(
+            &self.tx,
+            self.path,
+            "INSERT INTO rows (batch_id, reference, position, line, fields, spec, content_hash,
+                               state, error_type, error_message, order_id, item_index, merged)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+            params![
+                self.batch_id,
+                row.reference,
+                row.position,
+                row.line,
+                fields,
+                row.spec,
+                row.content_hash,
+                state.as_str(),
+                (!row.valid).then_some("invalid"),
+                row.error_message,
+                order.map(|o| o.0),
+                order.map(|o| o.1),
+                self.stamp
+            ],
+        )?;
+        Ok(self.tx.last_insert_rowid())
+    }
+
+    /// Merges one row of the file. Unchanged rows keep their state; new rows are added; a
+    /// changed row is updated only while nothing was submitted for it (a change to a submitted
+    /// row is reported in [`MergeReport::changed_after_submission`] and the merge must not be
+    /// committed). Returns the row when it is to be planned (see [`Ledger::merge`]).
+    ///
+    /// [`Ledger::merge`]: super::Ledger::merge
+    pub fn row(&mut self, row: &IncomingRow) -> Result<Option<ToPlan>> {
+        let target = if row.valid {
+            RowState::Pending
+        } else {
+            RowState::Invalid
+        };
+        let Some(old) = self.known(&row.reference)? else {
+            self.report.added += 1;
+            if target == RowState::Pending && self.planning {
+                self.unplanned += 1;
+                return Ok(Some(ToPlan {
+                    row_id: None,
+                    attempt: 1,
+                }));
+            }
+            let id = self.insert(row, target, None)?;
+            self.event("row", id, None, Some(target.as_str()), "row added")?;
+            return Ok(None);
+        };
+        let fields = serde_json::to_string(&row.fields).unwrap_or_else(|_| "[]".into());
+        let same = old.content_hash == row.content_hash;
+        let may_change = matches!(
+            old.state,
+            RowState::Pending | RowState::Invalid | RowState::Removed
+        );
+        let now_pending = if same && (!may_change || old.state == target) {
+            // Unchanged: only where it is in the file (and carried-through cells) follow.
+            exec(
+                &self.tx,
+                self.path,
+                "UPDATE rows SET position = ?2, line = ?3, fields = ?4, merged = ?5 WHERE id = ?1",
+                params![old.id, row.position, row.line, fields, self.stamp],
+            )?;
+            self.report.unchanged += 1;
+            old.state == RowState::Pending
+        } else if may_change {
+            exec(
+                &self.tx,
+                self.path,
+                "UPDATE rows SET position = ?2, line = ?3, fields = ?4, spec = ?5,
+                        content_hash = ?6, state = ?7, error_type = ?8, error_message = ?9,
+                        merged = ?10
+                 WHERE id = ?1",
+                params![
+                    old.id,
+                    row.position,
+                    row.line,
+                    fields,
+                    row.spec,
+                    row.content_hash,
+                    target.as_str(),
+                    (!row.valid).then_some("invalid"),
+                    row.error_message,
+                    self.stamp
+                ],
+            )?;
+            if old.state != target {
+                let cause = if same {
+                    "row checked again: its checks changed"
+                } else {
+                    "row changed in the input file before submission"
+                };
+                self.event(
+                    "row",
+                    old.id,
+                    Some(old.state.as_str()),
+                    Some(target.as_str()),
+                    cause,
+                )?;
+            }
+            self.report.updated += 1;
+            target == RowState::Pending
+        } else {
+            exec(
+                &self.tx,
+                self.path,
+                "UPDATE rows SET merged = ?2 WHERE id = ?1",
+                params![old.id, self.stamp],
+            )?;
+            self.report
+                .changed_after_submission
+                .push((row.reference.clone(), row.line, old.state));
+            return Ok(None);
+        };
+        if now_pending && self.planning {
+            self.unplanned += 1;
+            return Ok(Some(ToPlan {
+                row_id: Some(old.id),
+                attempt: old.attempt,
+            }));
+        }
+        Ok(None)
+    }
+
+    /// Commits-to-be the intent of one order (key and exact body) and puts its rows in it, in
+    /// item order: rows new to the batch are recorded PLANNED, known rows move from PENDING.
+    pub fn plan(&mut self, order: &PlannedOrder, items: &[(&IncomingRow, ToPlan)]) -> Result<i64> {
+        exec(
+            &self.tx,
+            self.path,
+            "INSERT INTO orders (batch_id, idempotency_key, body, mode, payment_currency,
+                                 state, created_at, payment_method, card_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, 'INTENT', ?6, ?7, ?8)",
+            params![
+                self.batch_id,
+                order.idempotency_key,
+                order.body,
+                order.mode,
+                order.payment_currency,
+                self.at,
+                order.payment_method,
+                order.card_id
+            ],
+        )?;
+        let order_id = self.tx.last_insert_rowid();
+        self.event("order", order_id, None, Some("INTENT"), "intent committed")?;
+        for (index, (row, to_plan)) in items.iter().enumerate() {
+            let index = index as i64;
+            match to_plan.row_id {
+                None => {
+                    let id = self.insert(row, RowState::Planned, Some((order_id, index)))?;
+                    self.event("row", id, None, Some("PLANNED"), "row added, in an order")?;
+                }
+                Some(id) => {
+                    let changed = exec(
+                        &self.tx,
+                        self.path,
+                        "UPDATE rows SET state = 'PLANNED', order_id = ?2, item_index = ?3,
+                                error_type = NULL, error_message = NULL
+                         WHERE id = ?1 AND state = 'PENDING'",
+                        params![id, order_id, index],
+                    )?;
+                    if changed != 1 {
+                        return Err(LedgerError::Transition {
+                            subject: "row",
+                            id,
+                            from: "not PENDING".into(),
+                            to: "PLANNED".into(),
+                        });
+                    }
+                    self.event("row", id, Some("PENDING"), Some("PLANNED"), "in an order")?;
+                }
+            }
+            self.unplanned = self.unplanned.saturating_sub(1);
+        }
+        Ok(order_id)
+    }
+
+    /// Ends the file: rows of the batch the file no longer has are marked REMOVED when nothing
+    /// was submitted for them, and reported when something was. Returns what the merge found;
+    /// the merge is still to be committed (or dropped).
+    pub fn close(&mut self) -> Result<&MergeReport> {
+        if self.unplanned != 0 {
+            return Err(LedgerError::Corrupt(format!(
+                "{} rows were merged to be planned but are in no order",
+                self.unplanned
+            )));
+        }
+        if !self.fresh {
+            let missing: Vec<(i64, String, String)> = {
+                let mut st = self
+                    .tx
+                    .prepare(
+                        "SELECT id, reference, state FROM rows
+                         WHERE batch_id = ?1 AND merged != ?2 AND state != 'REMOVED'",
+                    )
+                    .map_err(sqlerr(self.path))?;
+                let rows = st
+                    .query_map(params![self.batch_id, self.stamp], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                    })
+                    .map_err(sqlerr(self.path))?;
+                rows.collect::<rusqlite::Result<_>>()
+                    .map_err(sqlerr(self.path))?
+            };
+            for (id, reference, state) in missing {
+                let state: RowState = state
+                    .parse()
+                    .map_err(|e: super::state::UnknownState| LedgerError::Corrupt(e.to_string()))?;
+                match state {
+                    RowState::Pending | RowState::Invalid => {
+                        exec(
+                            &self.tx,
+                            self.path,
+                            "UPDATE rows SET state = 'REMOVED' WHERE id = ?1",
+                            params![id],
+                        )?;
+                        self.event(
+                            "row",
+                            id,
+                            Some(state.as_str()),
+                            Some("REMOVED"),
+                            "row no longer in the input file",
+                        )?;
+                        self.report.removed.push(reference);
+                    }
+                    other => self.report.missing_but_submitted.push((reference, other)),
+                }
+            }
+            self.report.removed.sort();
+            self.report.missing_but_submitted.sort();
+        }
+        Ok(&self.report)
+    }
+
+    /// Makes the merge (and the intents planned in it) durable.
+    pub fn commit(self) -> Result<MergeReport> {
+        if self.unplanned != 0 {
+            return Err(LedgerError::Corrupt(format!(
+                "{} rows were merged to be planned but are in no order",
+                self.unplanned
+            )));
+        }
+        commit(self.tx, self.path)?;
+        Ok(self.report)
+    }
+}
