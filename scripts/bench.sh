@@ -51,14 +51,20 @@ local_cost() {
   start_sim --rate-limit 0
   k=$(key_file)
   read -r floor _ < <(peak_and_time sqlite3 "$work/floor.db" ".import --csv $work/batch.csv t")
-  read -r secs peak < <(peak_and_time "$bin" run "$work/batch.csv" --base-url "$base" \
-    --api-key-file "$k" --ledger "$work/ledger.db" --plan-only --quiet)
-  planned=$(sqlite3 "$work/ledger.db" "select count(*) from rows where state='PLANNED'")
-  ratio=n/a
-  if [ "$(echo "$floor > 0" | bc)" = 1 ]; then ratio=$(echo "scale=2; $secs / $floor" | bc); fi
-  rate=n/a
-  if [ "$(echo "$secs > 0" | bc)" = 1 ]; then rate=$(echo "$rows / $secs" | bc); fi
-  echo "local: rows=$rows planned=$planned paybatch=${secs}s peak=$((peak / 1024))MB sqlite3-import=${floor}s ratio=$ratio rows/s=$rate"
+  # Once with the default (one row an order), once as large batches should run (200).
+  for items in 1 200; do
+    rm -f "$work"/ledger.db*
+    read -r secs peak < <(peak_and_time "$bin" run "$work/batch.csv" --base-url "$base" \
+      --api-key-file "$k" --ledger "$work/ledger.db" --plan-only --quiet --items-per-order "$items")
+    planned=$(sqlite3 "$work/ledger.db" "select count(*) from rows where state='PLANNED'")
+    orders=$(sqlite3 "$work/ledger.db" "select count(*) from orders")
+    size=$(( $(stat -c %s "$work/ledger.db") / 1048576 ))
+    ratio=n/a
+    if [ "$(echo "$floor > 0" | bc)" = 1 ]; then ratio=$(echo "scale=2; $secs / $floor" | bc); fi
+    rate=n/a
+    if [ "$(echo "$secs > 0" | bc)" = 1 ]; then rate=$(echo "$rows / $secs" | bc); fi
+    echo "local: rows=$rows items-per-order=$items planned=$planned orders=$orders ledger=${size}MB paybatch=${secs}s peak=$((peak / 1024))MB sqlite3-import=${floor}s ratio=$ratio rows/s=$rate"
+  done
 }
 
 pacing() {

@@ -229,7 +229,7 @@ pub fn read_again<E: From<FileChanged>>(
                     reference: spec.reference.clone(),
                     position,
                     line: line as i64,
-                    fields: record.fields,
+                    fields: fields_json(&record.fields),
                     spec: Some(spec_json(&spec)),
                     content_hash: validate::content_hash(&spec),
                     valid: true,
@@ -250,7 +250,7 @@ pub fn read_again<E: From<FileChanged>>(
                     reference: invalid.reference.clone(),
                     position,
                     line: line as i64,
-                    fields,
+                    fields: fields_json(&fields),
                     spec: None,
                     content_hash,
                     valid: false,
@@ -271,22 +271,29 @@ pub fn read_again<E: From<FileChanged>>(
     Ok(())
 }
 
-/// The validated row as the ledger keeps it (`rows.spec`).
+/// The input cells as the ledger keeps them (`rows.fields`).
+fn fields_json(fields: &[String]) -> String {
+    serde_json::to_string(fields).unwrap_or_else(|_| "[]".into())
+}
+
+/// The validated row as the ledger keeps it (`rows.spec`): what the result, the report and
+/// reconciliation read back (the reference has its own column; absent values are left out).
 pub fn spec_json(s: &RowSpec) -> String {
     #[derive(Serialize)]
     struct Stored<'a> {
-        reference: &'a str,
         product_codes: &'a [String],
         face_value: String,
         currency: &'a str,
         distribution: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
         email: Option<&'a str>,
         payment_currency: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
         country: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
         card_id: Option<&'a str>,
     }
     serde_json::to_string(&Stored {
-        reference: &s.reference,
         product_codes: &s.product_codes,
         face_value: s.face_value.to_string(),
         currency: &s.currency,

@@ -700,23 +700,43 @@ fn parse_card_id(c: &mut Cells) -> Option<String> {
 pub fn content_hash(row: &RowSpec) -> String {
     let mut h = Sha256::new();
     h.update(b"paybatch-row-v1\n");
-    let mut put = |name: &str, value: &str| {
-        // Length-prefixed, so no value can imitate a field boundary.
-        h.update(format!("{name}={}:", value.len()).as_bytes());
-        h.update(value.as_bytes());
+    let mut put = |name: &str, parts: &[&str]| {
+        // Length-prefixed, so no value can imitate a field boundary: `name=LEN:value\n`, the
+        // value being the parts joined by `|`.
+        let len = parts.iter().map(|p| p.len()).sum::<usize>() + parts.len().saturating_sub(1);
+        h.update(name.as_bytes());
+        h.update(b"=");
+        h.update(len.to_string().as_bytes());
+        h.update(b":");
+        for (i, part) in parts.iter().enumerate() {
+            if i > 0 {
+                h.update(b"|");
+            }
+            h.update(part.as_bytes());
+        }
         h.update(b"\n");
     };
-    put("reference", &row.reference);
-    put("product_codes", &row.product_codes.join("|"));
-    put("face_value", &row.face_value.to_string());
-    put("currency", &row.currency);
-    put("distribution", row.distribution.as_str());
-    put("email", row.email.as_deref().unwrap_or(""));
-    put("payment_currency", &row.payment_currency);
-    put("country", row.country.as_deref().unwrap_or(""));
-    put("card_id", row.card_id.as_deref().unwrap_or(""));
-    hex::encode(h.finalize())
+    let codes: Vec<&str> = row.product_codes.iter().map(String::as_str).collect();
+    let face_value = row.face_value.to_string();
+    put("reference", &[&row.reference]);
+    put("product_codes", &codes);
+    put("face_value", &[&face_value]);
+    put("currency", &[&row.currency]);
+    put("distribution", &[row.distribution.as_str()]);
+    put("email", &[row.email.as_deref().unwrap_or("")]);
+    put("payment_currency", &[&row.payment_currency]);
+    put("country", &[row.country.as_deref().unwrap_or("")]);
+    put("card_id", &[row.card_id.as_deref().unwrap_or("")]);
+    let digest = h.finalize();
+    let mut out = String::with_capacity(64);
+    for b in digest {
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 15)]));
+    }
+    out
 }
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
 
 // ---------------------------------------------------------------------------------------------
 // Catalog checks
@@ -1305,6 +1325,68 @@ mod tests {
             &ValidateOptions::default(),
         )
         .unwrap_or_else(|p| panic!("{p:?}"))
+    }
+
+    /// The content hash as first defined (v1): ledgers written since compare against it, so
+    /// the faster encoding must give the same bytes.
+    fn content_hash_v1(row: &RowSpec) -> String {
+        let mut h = Sha256::new();
+        h.update(b"paybatch-row-v1\n");
+        let mut put = |name: &str, value: &str| {
+            h.update(format!("{name}={}:", value.len()).as_bytes());
+            h.update(value.as_bytes());
+            h.update(b"\n");
+        };
+        put("reference", &row.reference);
+        put("product_codes", &row.product_codes.join("|"));
+        put("face_value", &row.face_value.to_string());
+        put("currency", &row.currency);
+        put("distribution", row.distribution.as_str());
+        put("email", row.email.as_deref().unwrap_or(""));
+        put("payment_currency", &row.payment_currency);
+        put("country", row.country.as_deref().unwrap_or(""));
+        put("card_id", row.card_id.as_deref().unwrap_or(""));
+        hex::encode(h.finalize())
+    }
+
+    #[test]
+    fn content_hash_is_the_v1_definition() {
+        let rows = [
+            row(
+                2,
+                [
+                    "R1",
+                    "AMZ-US",
+                    "10.50",
+                    "USD",
+                    "EMAIL",
+                    "a@example.com",
+                    "USD",
+                    "US",
+                ],
+            ),
+            row(3, ["R-2", "AMZ-US|STEAM-US", "5", "USD", "", "", "", ""]),
+            row(
+                4,
+                [
+                    "r:3/#",
+                    "AMZ-DE",
+                    "15.00",
+                    "EUR",
+                    "PAYOUT_LINK",
+                    "",
+                    "EUR",
+                    "DE",
+                ],
+            ),
+        ];
+        for r in &rows {
+            assert_eq!(content_hash(r), content_hash_v1(r), "{r:?}");
+        }
+        let mut empty = rows[1].clone();
+        empty.product_codes.clear();
+        empty.card_id = Some("card_1".into());
+        assert_eq!(content_hash(&empty), content_hash_v1(&empty));
     }
 
     #[test]

@@ -289,18 +289,20 @@ fn one_batch(ledger: &Ledger, name: &str, json: bool) -> crate::ledger::Result<i
     };
     let counts_list = ledger.row_counts(b.id)?;
     let counts: BTreeMap<RowState, i64> = counts_list.iter().copied().collect();
-    let orders = ledger.orders(b.id)?;
+    let orders = ledger.order_heads(b.id)?;
     let mut order_counts: BTreeMap<&str, i64> = BTreeMap::new();
     for o in &orders {
         *order_counts.entry(o.state.as_str()).or_default() += 1;
     }
     let flights = in_flight(&orders);
     let events = ledger.events(b.id, LAST_EVENTS)?;
-    let row_names: HashMap<i64, String> = ledger
-        .rows(b.id)?
-        .into_iter()
-        .map(|r| (r.id, r.reference))
-        .collect();
+    // Only the rows the last events name are looked up (a batch can hold a million).
+    let mut row_names: HashMap<i64, String> = HashMap::new();
+    for e in events.iter().filter(|e| e.subject == "row") {
+        if let Some(reference) = ledger.row_reference(e.subject_id)? {
+            row_names.insert(e.subject_id, reference);
+        }
+    }
     let order_names: HashMap<i64, String> = orders
         .iter()
         .map(|o| {

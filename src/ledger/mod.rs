@@ -8,6 +8,7 @@
 pub mod merge;
 pub mod state;
 
+use std::collections::HashMap;
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 
@@ -137,7 +138,8 @@ pub struct IncomingRow {
     pub reference: String,
     pub position: i64,
     pub line: i64,
-    pub fields: Vec<String>,
+    /// JSON array of the input cells, for the result file.
+    pub fields: String,
     /// JSON of the validated row, `None` for an invalid row.
     pub spec: Option<String>,
     pub content_hash: String,
@@ -205,6 +207,10 @@ impl Ledger {
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(err)?;
         conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(err)?;
+        // 16 MiB of page cache (SQLite's default is 2): a million-row merge touches the
+        // order-key index all over; pages are only taken as needed.
+        conn.pragma_update(None, "cache_size", -16384)
             .map_err(err)?;
         migrations()
             .to_latest(&mut conn)
@@ -351,29 +357,51 @@ impl Ledger {
         mut visit: impl FnMut(RowRecord, Option<OrderLabel>) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
         let sql = format!(
-            "SELECT {ROW_COLUMNS}, o.service_order_id, o.payment_method, o.payment_currency,
-                    o.card_id, o.id
-             FROM rows LEFT JOIN orders o ON o.id = rows.order_id
+            "SELECT {ROW_COLUMNS} FROM rows
              WHERE rows.batch_id = ?1 AND rows.state != 'REMOVED'
              ORDER BY rows.position, rows.id"
         );
         let mut stmt = self.conn.prepare(&sql).map_err(sqlerr(&self.path))?;
         let mut cursor = stmt.query([batch_id]).map_err(sqlerr(&self.path))?;
+        // Orders by id, read once each: an order's later columns sit behind its body, which
+        // can span many pages. Bounded, for batches of a million one-row orders.
+        let mut labels: HashMap<i64, OrderLabel> = HashMap::new();
         while let Some(r) = cursor.next().map_err(sqlerr(&self.path))? {
             let row = parsed_row(row_from(r).map_err(sqlerr(&self.path))?)?;
-            let order_id: Option<i64> = r.get(22).map_err(sqlerr(&self.path))?;
-            let order = match order_id {
-                Some(_) => Some(OrderLabel {
-                    service_order_id: r.get(18).map_err(sqlerr(&self.path))?,
-                    payment_method: r.get(19).map_err(sqlerr(&self.path))?,
-                    payment_currency: r.get(20).map_err(sqlerr(&self.path))?,
-                    card_id: r.get(21).map_err(sqlerr(&self.path))?,
-                }),
+            let order = match row.order_id {
+                Some(id) => {
+                    if !labels.contains_key(&id) {
+                        if labels.len() >= 4096 {
+                            labels.clear();
+                        }
+                        labels.insert(id, self.order_label(id)?);
+                    }
+                    labels.get(&id).cloned()
+                }
                 None => None,
             };
             visit(row, order)?;
         }
         Ok(())
+    }
+
+    fn order_label(&self, order_id: i64) -> Result<OrderLabel> {
+        self.conn
+            .prepare_cached(
+                "SELECT service_order_id, payment_method, payment_currency, card_id
+                 FROM orders WHERE id = ?1",
+            )
+            .and_then(|mut st| {
+                st.query_row([order_id], |r| {
+                    Ok(OrderLabel {
+                        service_order_id: r.get(0)?,
+                        payment_method: r.get(1)?,
+                        payment_currency: r.get(2)?,
+                        card_id: r.get(3)?,
+                    })
+                })
+            })
+            .map_err(sqlerr(&self.path))
     }
 
     /// Currency, face value and price (as stored) of every COMPLETED row of a batch.
@@ -400,9 +428,9 @@ impl Ledger {
         let mut stmt = self
             .conn
             .prepare(
-                "SELECT o.card_id, o.payment_currency, COUNT(*)
-                 FROM rows JOIN orders o ON o.id = rows.order_id
-                 WHERE rows.batch_id = ?1
+                "SELECT o.card_id, o.payment_currency,
+                        SUM((SELECT COUNT(*) FROM rows WHERE rows.order_id = o.id))
+                 FROM orders o WHERE o.batch_id = ?1
                  GROUP BY o.card_id, o.payment_currency",
             )
             .map_err(sqlerr(&self.path))?;
@@ -411,6 +439,14 @@ impl Ledger {
             .map_err(sqlerr(&self.path))?;
         mapped
             .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(sqlerr(&self.path))
+    }
+
+    /// The reference of a row, by id.
+    pub fn row_reference(&self, row_id: i64) -> Result<Option<String>> {
+        self.conn
+            .prepare_cached("SELECT reference FROM rows WHERE id = ?1")
+            .and_then(|mut st| st.query_row([row_id], |r| r.get(0)).optional())
             .map_err(sqlerr(&self.path))
     }
 
@@ -500,9 +536,24 @@ impl Ledger {
         )
     }
 
+    /// The batch's orders without their bodies (`body` is empty): what a summary needs, at a
+    /// fraction of the memory for a large batch.
+    pub fn order_heads(&self, batch_id: i64) -> Result<Vec<OrderRecord>> {
+        self.select_orders("X''", "WHERE batch_id = ?1 ORDER BY id", params![batch_id])
+    }
+
     fn query_orders(&self, tail: &str, args: impl rusqlite::Params) -> Result<Vec<OrderRecord>> {
+        self.select_orders("body", tail, args)
+    }
+
+    fn select_orders(
+        &self,
+        body: &str,
+        tail: &str,
+        args: impl rusqlite::Params,
+    ) -> Result<Vec<OrderRecord>> {
         let sql = format!(
-            "SELECT id, batch_id, idempotency_key, body, mode, payment_currency, state,
+            "SELECT id, batch_id, idempotency_key, {body}, mode, payment_currency, state,
                     service_order_id, sends, polls, created_at, first_sent_at, accepted_at,
                     error_type, error_message, payment_method, card_id FROM orders {tail}"
         );
