@@ -307,6 +307,7 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         .expect_digest
         .as_ref()
         .map(|_| (batch_name.as_str(), opts.environment.name()));
+    let started = Instant::now();
     let scanned = scan::scan(
         &opts.input,
         opts.delimiter,
@@ -325,6 +326,7 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         input: opts.input.clone(),
         problems: vec![p],
     })?;
+    tracing::info!("first pass (read and check): {:.2?}", started.elapsed());
     reporter.line(format!(
         "validated: {} rows, {} valid, {} with problems",
         scanned.rows,
@@ -386,6 +388,7 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
     // Merge the file into the ledger and plan its new rows into orders: one transaction,
     // committed (durably) before any order is sent.
     failpoint::hit("before_intent");
+    let merging = Instant::now();
     let merged = merge_and_plan(
         &mut ledger,
         &batch,
@@ -414,10 +417,14 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
             merged.orders
         ));
     }
+    tracing::info!(
+        "second pass (merge and plan, committed): {:.2?}",
+        merging.elapsed()
+    );
     failpoint::hit("after_intent");
 
     // In-doubt intents older than the window are looked up at the service before any re-send.
-    let stale = stale_intents(&ledger, batch.id, opts.in_doubt_window)?;
+    let (_, stale) = count_intents(&ledger, batch.id, opts.in_doubt_window)?;
     if stale > 0 {
         reporter.line(format!(
             "{stale} in-doubt orders are older than the in-doubt window: reconciling with the service first"
@@ -447,7 +454,9 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         .out
         .clone()
         .unwrap_or_else(|| default_result_path(&opts.input, &opts.environment));
+    let writing = Instant::now();
     write_result_file(&ledger, batch.id, &scanned.headers, &result_path)?;
+    tracing::info!("result file: {:.2?}", writing.elapsed());
     let summary = summarize(
         &ledger,
         batch.id,
@@ -658,7 +667,7 @@ fn merge_and_plan(
         planned: 0,
     };
     let mut merge = ledger.merge(batch.id, true)?;
-    scan::read_again(scanned, &opts.input, options, |row, spec| {
+    scan::read_again_in_parallel(scanned, &opts.input, options, |row, spec| {
         let Some(to_plan) = merge.row(&row)? else {
             return Ok(());
         };
@@ -770,12 +779,43 @@ fn stale(sends: i64, first_sent_at: Option<&str>, window: Duration) -> bool {
             .is_some_and(|t| chrono::Utc::now().signed_duration_since(t) > window)
 }
 
-fn stale_intents(ledger: &Ledger, batch_id: i64, window: Duration) -> Result<usize, RunError> {
-    Ok(ledger
-        .intent_heads(batch_id)?
-        .iter()
-        .filter(|o| stale(o.sends, o.first_sent_at.as_deref(), window))
-        .count())
+/// Intents read from the ledger at a time (a batch can hold a million).
+const INTENT_CHUNK: i64 = 4096;
+
+/// Visits the batch's intents a chunk at a time, in id order.
+fn each_intent(
+    ledger: &Ledger,
+    batch_id: i64,
+    mut visit: impl FnMut(ledger::IntentHead) -> Result<(), RunError>,
+) -> Result<(), RunError> {
+    let mut after = 0;
+    loop {
+        let chunk = ledger.intent_heads(batch_id, after, INTENT_CHUNK)?;
+        let Some(last) = chunk.last().map(|h| h.id) else {
+            return Ok(());
+        };
+        after = last;
+        for head in chunk {
+            visit(head)?;
+        }
+    }
+}
+
+/// Counts the intents: all of them, and those in doubt for longer than `window`.
+fn count_intents(
+    ledger: &Ledger,
+    batch_id: i64,
+    window: Duration,
+) -> Result<(usize, usize), RunError> {
+    let (mut all, mut stale_ones) = (0, 0);
+    each_intent(ledger, batch_id, |head| {
+        all += 1;
+        if stale(head.sends, head.first_sent_at.as_deref(), window) {
+            stale_ones += 1;
+        }
+        Ok(())
+    })?;
+    Ok((all, stale_ones))
 }
 
 /// Exponential backoff with full jitter, at least `floor`.
@@ -795,44 +835,50 @@ enum Sent {
 }
 
 async fn submit_all(stage: &Arc<Stage>, batch_id: i64, opts: &RunOptions) -> Result<(), RunError> {
-    // Only the ids and send records here: each order's body is read when it is sent.
-    let intents = stage.ledger().intent_heads(batch_id)?;
-    if intents.is_empty() {
+    let (intents, stale_ones) = count_intents(&stage.ledger(), batch_id, opts.in_doubt_window)?;
+    if intents == 0 {
         return Ok(());
     }
-    let mut to_send = Vec::new();
-    for head in intents {
-        if stale(
-            head.sends,
-            head.first_sent_at.as_deref(),
-            opts.in_doubt_window,
-        ) {
-            stage.reporter.warn(format!(
-                "order {} (key {}) was first sent at {} and its outcome is unknown; it is older than the in-doubt window and is not re-sent blindly: run `paybatch reconcile`",
-                head.id,
-                head.idempotency_key,
-                head.first_sent_at.as_deref().unwrap_or("?")
-            ));
-            continue;
-        }
-        to_send.push(head.id);
-    }
     let limiter = Arc::new(Pacer::new(opts.order_rate.max(1) as f64 * RATE_MARGIN));
-    let bar = stage.reporter.bar(to_send.len() as u64, "submit");
-    stage
-        .reporter
-        .line(format!("submitting {} orders", to_send.len()));
+    let count = intents - stale_ones;
+    let bar = stage.reporter.bar(count as u64, "submit");
+    stage.reporter.line(format!("submitting {count} orders"));
     let mut tasks = tokio::task::JoinSet::new();
-    let count = to_send.len();
     let concurrency = opts.concurrency.max(1);
     let tries = opts.max_send_tries.max(1);
-    let mut waiting = to_send.into_iter();
+    // Intents are read a chunk at a time (only ids and send records: each order's body is read
+    // when it is sent).
+    let mut waiting: std::collections::VecDeque<i64> = std::collections::VecDeque::new();
+    let mut after = 0;
+    let mut read_all = false;
     let mut stop = None;
     let mut gave_up = 0;
     loop {
         // At most `concurrency` orders in flight, each read from the ledger as it starts.
         while stop.is_none() && tasks.len() < concurrency {
-            let Some(id) = waiting.next() else { break };
+            if waiting.is_empty() && !read_all {
+                let chunk = stage.ledger().intent_heads(batch_id, after, INTENT_CHUNK)?;
+                read_all = chunk.is_empty();
+                for head in chunk {
+                    after = head.id;
+                    if stale(
+                        head.sends,
+                        head.first_sent_at.as_deref(),
+                        opts.in_doubt_window,
+                    ) {
+                        stage.reporter.warn(format!(
+                            "order {} (key {}) was first sent at {} and its outcome is unknown; it is older than the in-doubt window and is not re-sent blindly: run `paybatch reconcile`",
+                            head.id,
+                            head.idempotency_key,
+                            head.first_sent_at.as_deref().unwrap_or("?")
+                        ));
+                        continue;
+                    }
+                    waiting.push_back(head.id);
+                }
+                continue;
+            }
+            let Some(id) = waiting.pop_front() else { break };
             let stage = stage.clone();
             let limiter = limiter.clone();
             tasks.spawn(async move {

@@ -271,6 +271,77 @@ pub fn read_again<E: From<FileChanged>>(
     Ok(())
 }
 
+/// Rows handed from the reading thread to the recording one at a time.
+const CHUNK_ROWS: usize = 1024;
+
+/// Why the reading thread stopped early.
+enum Stop {
+    Changed(FileChanged),
+    /// The recording side stopped (it has its own error).
+    Closed,
+}
+
+impl From<FileChanged> for Stop {
+    fn from(e: FileChanged) -> Self {
+        Stop::Changed(e)
+    }
+}
+
+/// [`read_again`] on a thread of its own: reading, checking and encoding the rows overlaps
+/// recording them in `each`, which runs on the calling thread. The same guarantee: a
+/// [`FileChanged`] comes after the last row, and the caller must undo what `each` did.
+pub fn read_again_in_parallel<E: From<FileChanged>>(
+    scan: &Scan,
+    path: &Path,
+    options: &ValidateOptions,
+    mut each: impl FnMut(IncomingRow, Option<RowSpec>) -> Result<(), E>,
+) -> Result<(), E> {
+    type Chunk = Vec<(IncomingRow, Option<RowSpec>)>;
+    std::thread::scope(|threads| {
+        let (to_record, chunks) = std::sync::mpsc::sync_channel::<Chunk>(4);
+        let reader = threads.spawn(move || {
+            let mut chunk = Vec::with_capacity(CHUNK_ROWS);
+            read_again(scan, path, options, |row, spec| {
+                chunk.push((row, spec));
+                if chunk.len() == CHUNK_ROWS {
+                    let full = std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK_ROWS));
+                    to_record.send(full).map_err(|_| Stop::Closed)?;
+                }
+                Ok::<_, Stop>(())
+            })?;
+            if !chunk.is_empty() {
+                to_record.send(chunk).map_err(|_| Stop::Closed)?;
+            }
+            Ok(())
+        });
+        let mut recorded = Ok(());
+        'chunks: for chunk in chunks.iter() {
+            for (row, spec) in chunk {
+                if let Err(e) = each(row, spec) {
+                    recorded = Err(e);
+                    break 'chunks;
+                }
+            }
+        }
+        // The reader's next send fails once the receiver is gone: it stops.
+        drop(chunks);
+        let read = match reader.join() {
+            Ok(read) => read,
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+        recorded?;
+        match read {
+            Ok(()) => Ok(()),
+            Err(Stop::Changed(e)) => Err(e.into()),
+            Err(Stop::Closed) => Err(FileChanged {
+                path: path.display().to_string(),
+                reason: "the reading stopped before the end".into(),
+            }
+            .into()),
+        }
+    })
+}
+
 /// The input cells as the ledger keeps them (`rows.fields`).
 fn fields_json(fields: &[String]) -> String {
     serde_json::to_string(fields).unwrap_or_else(|_| "[]".into())
@@ -403,6 +474,50 @@ mod tests {
         )
         .expect("rewrite");
         assert!(read_again(&s, f.path(), &opts, |_, _| Ok::<_, FileChanged>(())).is_err());
+    }
+
+    #[test]
+    fn the_parallel_reading_hands_over_every_row_in_order_and_stops_when_told() {
+        let cat = catalog();
+        let opts = ValidateOptions::default();
+        let mut text = HEADER.to_string();
+        for i in 0..3000 {
+            text.push_str(&format!("R{i},AMZ-US,10,USD,\n"));
+        }
+        let f = file(&text);
+        let s = scan(f.path(), None, &cat, &opts, None, |_| {}).expect("scan");
+        let mut seen = Vec::new();
+        read_again_in_parallel(&s, f.path(), &opts, |row, spec| {
+            assert!(spec.is_some());
+            seen.push(row.position);
+            Ok::<_, FileChanged>(())
+        })
+        .expect("read");
+        assert_eq!(seen, (0..3000).collect::<Vec<i64>>());
+
+        // The recording side fails: its error comes back, and the reader stops.
+        let mut count = 0;
+        let got = read_again_in_parallel(&s, f.path(), &opts, |_, _| {
+            count += 1;
+            if count == 1500 {
+                return Err(FileChanged {
+                    path: "x".into(),
+                    reason: "recording failed".into(),
+                });
+            }
+            Ok(())
+        });
+        assert!(got.is_err_and(|e| e.reason == "recording failed"));
+        assert_eq!(count, 1500);
+
+        // The file changes under it: reported after the last row.
+        std::fs::write(
+            f.path(),
+            text.replace("R2999,AMZ-US,10", "R2999,AMZ-US,25.50"),
+        )
+        .expect("rewrite");
+        let got = read_again_in_parallel(&s, f.path(), &opts, |_, _| Ok::<_, FileChanged>(()));
+        assert!(got.is_err_and(|e| e.reason.contains("content")));
     }
 
     #[test]

@@ -494,17 +494,18 @@ impl Ledger {
     // -----------------------------------------------------------------------------------------
     // Orders
 
-    /// The batch's INTENT orders without their bodies (a batch can hold many), in order.
-    pub fn intent_heads(&self, batch_id: i64) -> Result<Vec<IntentHead>> {
+    /// Up to `limit` of the batch's INTENT orders with an id above `after`, in id order, without
+    /// their bodies: a batch can hold a million, so they are read a chunk at a time.
+    pub fn intent_heads(&self, batch_id: i64, after: i64, limit: i64) -> Result<Vec<IntentHead>> {
         let mut stmt = self
             .conn
-            .prepare(
+            .prepare_cached(
                 "SELECT id, idempotency_key, sends, first_sent_at FROM orders
-                 WHERE batch_id = ?1 AND state = 'INTENT' ORDER BY id",
+                 WHERE batch_id = ?1 AND state = 'INTENT' AND id > ?2 ORDER BY id LIMIT ?3",
             )
             .map_err(sqlerr(&self.path))?;
         let mapped = stmt
-            .query_map([batch_id], |r| {
+            .query_map(params![batch_id, after, limit], |r| {
                 Ok(IntentHead {
                     id: r.get(0)?,
                     idempotency_key: r.get(1)?,
