@@ -335,8 +335,9 @@ impl Merge<'_> {
         Ok(None)
     }
 
-    /// Commits-to-be the intent of one order (key and exact body) and puts its rows in it, in
-    /// item order: rows new to the batch are recorded PLANNED, known rows move from PENDING.
+    /// Records the intent of one order (key and exact body; durable at [`Merge::commit`]) and
+    /// puts its rows in it, in item order: rows new to the batch are recorded PLANNED, known rows
+    /// move from PENDING.
     pub fn plan(&mut self, order: &PlannedOrder, items: &[(&IncomingRow, ToPlan)]) -> Result<i64> {
         exec(
             &self.tx,
@@ -356,7 +357,14 @@ impl Merge<'_> {
             ],
         )?;
         let order_id = self.tx.last_insert_rowid();
-        let added = items.iter().filter(|(_, t)| t.row_id.is_none()).count();
+        // Rows new to the batch, with their item index: inserted several to a statement.
+        let new_rows: Vec<(&IncomingRow, i64)> = items
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, t))| t.row_id.is_none())
+            .map(|(index, (row, _))| (*row, index as i64))
+            .collect();
+        let added = new_rows.len();
         // Rows new to the batch are recorded PLANNED, in this order: this event is theirs too
         // (one event an order, not one a row, keeps a million-row merge small).
         let cause = if added == 0 {
@@ -365,39 +373,29 @@ impl Merge<'_> {
             format!("intent committed; {added} new rows recorded PLANNED in it")
         };
         self.event("order", order_id, None, Some("INTENT"), &cause)?;
-        // Rows new to the batch, with their item index: inserted several to a statement.
-        let new_rows: Vec<(&IncomingRow, i64)> = items
-            .iter()
-            .enumerate()
-            .filter(|(_, (_, t))| t.row_id.is_none())
-            .map(|(index, (row, _))| (*row, index as i64))
-            .collect();
         self.insert_planned(&new_rows, order_id)?;
-        self.unplanned = self.unplanned.saturating_sub(new_rows.len());
+        self.unplanned = self.unplanned.saturating_sub(added);
         for (index, (_, to_plan)) in items.iter().enumerate() {
-            let index = index as i64;
-            match to_plan.row_id {
-                None => continue,
-                Some(id) => {
-                    let changed = exec(
-                        &self.tx,
-                        self.path,
-                        "UPDATE rows SET state = 'PLANNED', order_id = ?2, item_index = ?3,
-                                error_type = NULL, error_message = NULL
-                         WHERE id = ?1 AND state = 'PENDING'",
-                        params![id, order_id, index],
-                    )?;
-                    if changed != 1 {
-                        return Err(LedgerError::Transition {
-                            subject: "row",
-                            id,
-                            from: "not PENDING".into(),
-                            to: "PLANNED".into(),
-                        });
-                    }
-                    self.event("row", id, Some("PENDING"), Some("PLANNED"), "in an order")?;
-                }
+            let Some(id) = to_plan.row_id else {
+                continue;
+            };
+            let changed = exec(
+                &self.tx,
+                self.path,
+                "UPDATE rows SET state = 'PLANNED', order_id = ?2, item_index = ?3,
+                        error_type = NULL, error_message = NULL
+                 WHERE id = ?1 AND state = 'PENDING'",
+                params![id, order_id, index as i64],
+            )?;
+            if changed != 1 {
+                return Err(LedgerError::Transition {
+                    subject: "row",
+                    id,
+                    from: "not PENDING".into(),
+                    to: "PLANNED".into(),
+                });
             }
+            self.event("row", id, Some("PENDING"), Some("PLANNED"), "in an order")?;
             self.unplanned = self.unplanned.saturating_sub(1);
         }
         Ok(order_id)

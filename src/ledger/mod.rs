@@ -324,13 +324,6 @@ impl Ledger {
         )
     }
 
-    pub fn rows_in_state(&self, batch_id: i64, state: RowState) -> Result<Vec<RowRecord>> {
-        self.query_rows(
-            "WHERE batch_id = ?1 AND state = ?2 ORDER BY position, id",
-            params![batch_id, state.as_str()],
-        )
-    }
-
     pub fn rows_of_order(&self, order_id: i64) -> Result<Vec<RowRecord>> {
         self.query_rows(
             "WHERE order_id = ?1 ORDER BY item_index, id",
