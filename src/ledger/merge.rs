@@ -587,4 +587,85 @@ mod tests {
             RowState::Removed
         );
     }
+
+    /// A ledger written before merge stamps existed (schema version 2) is merged correctly: its
+    /// PENDING row is planned, its row missing from the file is REMOVED, its submitted row stays.
+    #[test]
+    fn a_ledger_from_before_merge_stamps_is_merged_correctly() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("old.db");
+        {
+            let conn = rusqlite::Connection::open(&path).expect("open");
+            conn.execute_batch(include_str!("../../migrations/001_init.sql"))
+                .expect("001");
+            conn.execute_batch(include_str!("../../migrations/002_payment_method.sql"))
+                .expect("002");
+            conn.execute_batch(
+                "PRAGMA user_version = 2;
+                 INSERT INTO batches (id, name, input_path, input_hash, headers, environment,
+                                      base_url, key_fingerprint, created_at, updated_at)
+                 VALUES (1, 'b', 'b.csv', 'h', '[]', 'sim', 'embedded-simulator', 'f', 't', 't');
+                 INSERT INTO rows (batch_id, reference, position, line, fields, spec,
+                                   content_hash, state)
+                 VALUES (1, 'KEEP', 0, 2, '[]', '{}', 'h-keep', 'PENDING'),
+                        (1, 'GONE', 1, 3, '[]', '{}', 'h-gone', 'PENDING'),
+                        (1, 'SENT', 2, 4, '[]', '{}', 'h-sent', 'SUBMITTED');",
+            )
+            .expect("old rows");
+        }
+        let mut ledger = Ledger::open(&path).expect("migrated");
+        let keep = IncomingRow {
+            reference: "KEEP".into(),
+            position: 0,
+            line: 2,
+            fields: "[]".into(),
+            spec: Some("{}".into()),
+            content_hash: "h-keep".into(),
+            valid: true,
+            error_message: None,
+        };
+        let sent = IncomingRow {
+            reference: "SENT".into(),
+            position: 1,
+            line: 3,
+            content_hash: "h-sent".into(),
+            ..keep.clone()
+        };
+        let mut merge = ledger.merge(1, true).expect("merge");
+        let to_plan = merge.row(&keep).expect("keep").expect("KEEP is to plan");
+        assert!(to_plan.row_id.is_some(), "the known row, not a new one");
+        assert_eq!(merge.row(&sent).expect("sent"), None);
+        merge
+            .plan(
+                &PlannedOrder {
+                    idempotency_key: "k".into(),
+                    body: b"{}".to_vec(),
+                    mode: "async".into(),
+                    payment_currency: "USD".into(),
+                    payment_method: "ACCOUNT_BALANCE".into(),
+                    card_id: None,
+                },
+                &[(&keep, to_plan)],
+            )
+            .expect("plan");
+        let report = merge.close().expect("close").clone();
+        merge.commit().expect("commit");
+        assert_eq!(report.removed, vec!["GONE".to_string()]);
+        assert!(report.missing_but_submitted.is_empty());
+        let states: Vec<(String, RowState)> = ledger
+            .rows(1)
+            .expect("rows")
+            .into_iter()
+            .map(|r| (r.reference, r.state))
+            .collect();
+        assert_eq!(
+            states,
+            [
+                ("KEEP".to_string(), RowState::Planned),
+                // A removed row keeps its last position (a tie with SENT's new one: by id).
+                ("GONE".to_string(), RowState::Removed),
+                ("SENT".to_string(), RowState::Submitted)
+            ]
+        );
+    }
 }
