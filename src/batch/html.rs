@@ -8,13 +8,13 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
 
 use rust_decimal::Decimal;
 
 use crate::batch::input::canonical_column;
+use crate::batch::output::PrivateFile;
 use crate::ledger::{BatchRecord, RowRecord, RowState};
 use crate::money::display_amount;
 
@@ -473,39 +473,13 @@ code { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; 
 </style>
 "#;
 
-/// Writes `contents` to `path` atomically with mode 0600: a temporary file in the same
-/// directory, private from its creation, synced, then renamed over the target.
+/// Writes `contents` to `path` atomically with mode 0600 (a [`PrivateFile`]).
 pub fn write_private(path: &Path, contents: &[u8]) -> io::Result<()> {
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "report".into());
-    let mut builder = tempfile::Builder::new();
-    let prefix = format!(".{name}.");
-    builder.prefix(&prefix).suffix(".tmp");
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        builder.permissions(std::fs::Permissions::from_mode(0o600));
-    }
-    let mut tmp = builder.tempfile_in(dir)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        tmp.as_file()
-            .set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    }
-    tmp.write_all(contents)?;
-    tmp.flush()?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    #[cfg(unix)]
-    File::open(dir)?.sync_all()?;
-    Ok(())
+    let file = PrivateFile::create(path)?;
+    let mut out = file.file();
+    out.write_all(contents)?;
+    out.flush()?;
+    file.commit()
 }
 
 #[cfg(test)]

@@ -88,20 +88,17 @@ pub fn write_results(
     w.finish()
 }
 
-/// The result file being written, one line at a time: a private temporary file beside the
-/// target that replaces it atomically on [`ResultWriter::finish`]; dropped unfinished, it is
-/// removed and the target is left as it was.
-pub struct ResultWriter {
+/// A file written atomically and privately: a temporary file beside the target, mode 0600 from
+/// its creation, that [`PrivateFile::commit`] syncs and renames over the target; dropped
+/// uncommitted, it is removed and the target is left as it was.
+pub struct PrivateFile {
     tmp: tempfile::NamedTempFile,
-    csv: csv::Writer<io::BufWriter<File>>,
     path: std::path::PathBuf,
     dir: std::path::PathBuf,
-    inputs: usize,
-    written: usize,
 }
 
-impl ResultWriter {
-    pub fn create(path: &Path, headers: &[String]) -> io::Result<Self> {
+impl PrivateFile {
+    pub fn create(path: &Path) -> io::Result<Self> {
         let dir = match path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p,
             _ => Path::new("."),
@@ -109,7 +106,7 @@ impl ResultWriter {
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "result".into());
+            .unwrap_or_else(|| "file".into());
         let prefix = format!(".{name}.");
         let mut builder = tempfile::Builder::new();
         builder.prefix(&prefix).suffix(".tmp");
@@ -119,13 +116,49 @@ impl ResultWriter {
             builder.permissions(std::fs::Permissions::from_mode(0o600));
         }
         let tmp = builder.tempfile_in(dir)?;
+        // Also under an umask that the builder's mode does not override.
         restrict(tmp.as_file())?;
+        Ok(PrivateFile {
+            tmp,
+            path: path.to_path_buf(),
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// The temporary file, to write to.
+    pub fn file(&self) -> &File {
+        self.tmp.as_file()
+    }
+
+    /// Makes the file durable and puts it in place of the target.
+    pub fn commit(self) -> io::Result<()> {
+        self.tmp.as_file().sync_all()?;
+        self.tmp.persist(&self.path).map_err(|e| e.error)?;
+        // The rename is durable once the directory is synced.
+        #[cfg(unix)]
+        File::open(&self.dir)?.sync_all()?;
+        Ok(())
+    }
+}
+
+/// The result file being written, one line at a time, as a [`PrivateFile`]: the target is
+/// replaced only by [`ResultWriter::finish`].
+pub struct ResultWriter {
+    file: PrivateFile,
+    csv: csv::Writer<io::BufWriter<File>>,
+    inputs: usize,
+    written: usize,
+}
+
+impl ResultWriter {
+    pub fn create(path: &Path, headers: &[String]) -> io::Result<Self> {
+        let file = PrivateFile::create(path)?;
         let mut csv =
             csv::WriterBuilder::new()
                 .flexible(false)
                 .from_writer(io::BufWriter::with_capacity(
                     256 * 1024,
-                    tmp.as_file().try_clone()?,
+                    file.file().try_clone()?,
                 ));
         let header_cells = headers
             .iter()
@@ -135,10 +168,8 @@ impl ResultWriter {
         csv.write_record(header_cells.map(|c| c.into_owned()))
             .map_err(csv_to_io)?;
         Ok(ResultWriter {
-            tmp,
+            file,
             csv,
-            path: path.to_path_buf(),
-            dir: dir.to_path_buf(),
             inputs: headers.len(),
             written: 0,
         })
@@ -173,12 +204,7 @@ impl ResultWriter {
             .into_inner()
             .map_err(|e| io::Error::other(e.to_string()))?;
         buf.flush()?;
-        self.tmp.as_file().sync_all()?;
-        self.tmp.persist(&self.path).map_err(|e| e.error)?;
-        // The rename is durable once the directory is synced.
-        #[cfg(unix)]
-        File::open(&self.dir)?.sync_all()?;
-        Ok(())
+        self.file.commit()
     }
 }
 
