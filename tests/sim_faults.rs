@@ -6,7 +6,7 @@ mod sim_support;
 use std::time::{Duration, Instant};
 
 use paybatch::api::models::OrderStatus;
-use paybatch::sim::{Faults, SimConfig};
+use paybatch::sim::{self, Faults, SimConfig};
 use sim_support::*;
 
 #[tokio::test]
@@ -179,6 +179,53 @@ async fn a_dropped_connection_still_created_the_order_and_the_retry_finds_it() {
     assert_eq!(s.stats().dropped, 1);
     // The server keeps serving after a drop.
     assert_eq!(api.get("/v2/ping").await.status, 200);
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_kept_server_error_is_replayed_for_its_key_and_never_becomes_an_order() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let state = dir.path().join("sim.db");
+    let failing = SimConfig {
+        state: Some(state.clone()),
+        faults: Faults {
+            stored_error_rate: 1.0,
+            ..Faults::default()
+        },
+        ..fast()
+    };
+    let s = start(failing).await;
+    let api = Api::new(&s);
+    let body = amz("10");
+    let first = api.post_order("kept-500", None, &body).await;
+    first.assert_error(500, "internal_server_error");
+    for _ in 0..3 {
+        let again = api.post_order("kept-500", None, &body).await;
+        assert_eq!((again.status, &again.body), (500, &first.body), "replayed");
+    }
+    assert!(s.orders().is_empty());
+    assert_eq!((s.stats().stored_errors, s.stats().replayed), (1, 3));
+    let addr = s.addr();
+    s.shutdown().await;
+
+    // The answer outlives a restart without the fault; only a new key creates the order.
+    let s = sim::start(
+        SimConfig {
+            state: Some(state),
+            ..fast()
+        },
+        addr,
+    )
+    .await
+    .expect("restarts");
+    let api = Api::new(&s);
+    let again = api.post_order("kept-500", None, &body).await;
+    assert_eq!((again.status, &again.body), (500, &first.body));
+    assert!(s.orders().is_empty());
+    let fresh = api.post_order("kept-500-new", None, &body).await;
+    assert_eq!(fresh.status, 202);
+    assert_eq!(s.orders().len(), 1);
+    assert_eq!(s.stats().stored_errors, 0);
     s.shutdown().await;
 }
 

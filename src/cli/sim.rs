@@ -73,6 +73,10 @@ pub struct ServeArgs {
     /// Probability that POST /order creates the order and then drops the connection.
     #[arg(long, value_name = "F", default_value_t = 0.0)]
     pub drop_rate: f64,
+    /// Probability that POST /order fails with a 500 that the service keeps under the
+    /// idempotency key (every retry with that key gets it again; no order is created).
+    #[arg(long, value_name = "F", default_value_t = 0.0)]
+    pub stored_error_rate: f64,
     /// Probability that a POST /order starts a burst of 429 answers.
     #[arg(long = "burst-429-rate", value_name = "F", default_value_t = 0.0)]
     pub burst_429_rate: f64,
@@ -131,6 +135,7 @@ impl ServeArgs {
                 latency_jitter: Duration::from_millis(self.latency_jitter_ms),
                 error_rate: self.error_rate,
                 drop_rate: self.drop_rate,
+                stored_error_rate: self.stored_error_rate,
                 burst_429_rate: self.burst_429_rate,
                 burst_429_len: self.burst_429_len,
                 in_progress_delay: Duration::from_millis(self.in_progress_delay_ms),

@@ -927,6 +927,17 @@ fn process(
         )?;
         Ok((status, bytes, false))
     };
+    if sim.chance.roll(sim.config.faults.stored_error_rate) {
+        sim.stat(|s| s.stored_errors += 1);
+        return refuse(
+            500,
+            error_bytes(
+                "internal_server_error",
+                "The service failed to handle the request (simulated fault, kept under the idempotency key).",
+                None,
+            ),
+        );
+    }
     let order: NewOrder = match serde_json::from_slice(body) {
         Ok(o) => o,
         Err(e) => {

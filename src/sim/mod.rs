@@ -100,6 +100,10 @@ pub struct Faults {
     /// Probability that `POST /order` creates the order, stores its answer under the
     /// idempotency key, then closes the connection without answering.
     pub drop_rate: f64,
+    /// Probability that `POST /order` fails inside the service with a 500 and keeps that answer
+    /// under the idempotency key, as the real service does: every later request with the same
+    /// key and body gets the same 500 back, and no order is ever created under that key.
+    pub stored_error_rate: f64,
     /// Probability that a `POST /order` starts a burst of `burst_429_len` consecutive 429s.
     pub burst_429_rate: f64,
     pub burst_429_len: u32,
@@ -115,6 +119,7 @@ impl Default for Faults {
             latency_jitter: Duration::ZERO,
             error_rate: 0.0,
             drop_rate: 0.0,
+            stored_error_rate: 0.0,
             burst_429_rate: 0.0,
             burst_429_len: 3,
             in_progress_delay: Duration::ZERO,
@@ -182,6 +187,8 @@ pub struct SimStats {
     pub injected_5xx: u64,
     /// Connections dropped after creating an order.
     pub dropped: u64,
+    /// 500 answers kept under an idempotency key (`stored_error_rate`), first answers only.
+    pub stored_errors: u64,
     /// In-progress answers (409 `idempotency_in_progress`).
     pub in_progress: u64,
     /// Stored answers replayed for a repeated idempotency key.
@@ -295,6 +302,7 @@ fn check(config: &SimConfig) -> Result<(), SimError> {
         ("failure_rate", config.failure_rate),
         ("error_rate", f.error_rate),
         ("drop_rate", f.drop_rate),
+        ("stored_error_rate", f.stored_error_rate),
         ("burst_429_rate", f.burst_429_rate),
     ] {
         if !(0.0..=1.0).contains(&p) {

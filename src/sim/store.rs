@@ -443,7 +443,7 @@ impl Store {
             .remove(&(fp.to_string(), key.to_string()));
     }
 
-    /// Stores an answer that created no order (a 400 or a 422) under its key.
+    /// Stores an answer that created no order (a 400, a 422, a kept 500) under its key.
     pub fn record_answer(
         &self,
         fp: &str,
