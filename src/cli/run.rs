@@ -115,10 +115,15 @@ pub struct RunArgs {
     /// up at the service (`paybatch reconcile`) before it may be sent again.
     #[arg(long, default_value_t = 24.0, value_name = "HOURS", value_parser = parse_hours)]
     pub in_doubt_hours: f64,
+    /// Times one order is sent in this run (the first send and its retries with the same key)
+    /// before it is left in doubt for the next run.
+    #[arg(long, default_value_t = 8, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub send_tries: u32,
 }
 
 /// Hours as a positive finite number, at most ten years (`0.5`, `24`, `0.0001`).
-fn parse_hours(s: &str) -> Result<f64, String> {
+pub(super) fn parse_hours(s: &str) -> Result<f64, String> {
     let hours: f64 = s
         .trim()
         .parse()
@@ -167,6 +172,7 @@ impl RunArgs {
         o.poll_timeout = Duration::from_secs(self.poll_timeout);
         o.expect_digest = self.expect_digest.clone();
         o.in_doubt_window = Duration::from_secs_f64(self.in_doubt_hours * 3600.0);
+        o.max_send_tries = self.send_tries;
         Ok(o)
     }
 }
