@@ -860,3 +860,102 @@ async fn a_rebuild_reports_paid_rows_it_cannot_read_as_they_were_paid() {
     assert_eq!(code(&again), Some(0), "{}", stderr_of(&again));
     assert_eq!(order_posts(&s.sim), posts, "no order was sent again");
 }
+
+/// The real service keeps every answer under its idempotency key, a server error too, and gives
+/// it back for that key and body. An order whose first send got such an answer can never be
+/// created with its key: re-sent inside the in-doubt window it gets the same 500 again; once it
+/// is older than the window, reconciliation finds no order for it, gives the key up and marks its
+/// rows REJECTED; `retry` then sends them under new keys, and each row is paid exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_answered_with_a_kept_server_error_is_given_up_and_its_rows_retried_under_new_keys() {
+    let ws = Workspace::new();
+    let kept_500s = paybatch::sim::SimConfig {
+        faults: paybatch::sim::Faults {
+            stored_error_rate: 1.0,
+            ..Default::default()
+        },
+        ..fast_config(Some(ws.sim_state()))
+    };
+    let sim = start_sim(kept_500s).await;
+    let key = ws.key_file();
+    let s = Setup { ws, sim, key };
+    let input = s.ws.write("two.csv", TWO_ROWS);
+    let refs = references(&input);
+
+    let out = s.run("two.csv", &["--send-tries", "2"], &[]).await;
+    let err = stderr_of(&out);
+    assert_eq!(code(&out), Some(5), "{err}");
+    assert!(err.contains("got no usable answer after 2 tries"), "{err}");
+    assert!(s.sim.orders().is_empty());
+    assert_eq!(s.sim.stats().stored_errors, 2, "each key got its 500 once");
+    let (_, first) = s.ledger("two");
+    let keys: Vec<String> = first.iter().map(|o| o.idempotency_key.clone()).collect();
+    assert!(
+        first
+            .iter()
+            .all(|o| o.state == OrderState::Intent && o.last_http_status == Some(500)),
+        "{first:?}"
+    );
+
+    // The fault is gone, but the service still holds the 500 under each key.
+    let Setup { ws, sim, key } = s;
+    let sim = restart_sim(sim, fast_config(Some(ws.sim_state()))).await;
+    let s = Setup { ws, sim, key };
+    let out = s.run("two.csv", &["--send-tries", "2"], &[]).await;
+    assert_eq!(code(&out), Some(5), "{}", stderr_of(&out));
+    assert!(
+        s.sim.orders().is_empty(),
+        "the same keys can create nothing"
+    );
+    assert_eq!(s.sim.stats().replayed, 4, "each send got the kept 500 back");
+
+    // Inside the window reconciliation would send them again; past it, it gives the keys up.
+    let (rc, report) = s.reconcile("two", &["--dry-run"]).await;
+    assert_eq!(rc, Some(0), "{report}");
+    assert_eq!(strings(&report["absent"]).len(), 2, "{report}");
+    assert!(strings(&report["retired"]).is_empty(), "{report}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (rc, report) = s
+        .reconcile("two", &["--dry-run", "--in-doubt-hours", "0.0001"])
+        .await;
+    assert_eq!(rc, Some(0), "{report}");
+    let mut sorted = keys.clone();
+    sorted.sort();
+    assert_eq!(strings(&report["retired"]), sorted, "{report}");
+    assert!(strings(&report["absent"]).is_empty(), "{report}");
+    assert_eq!(s.ledger("two").1.len(), 2, "a dry run changes nothing");
+
+    let posts = order_posts(&s.sim);
+    let out = s.run("two.csv", &["--in-doubt-hours", "0.0001"], &[]).await;
+    let err = stderr_of(&out);
+    assert_eq!(code(&out), Some(4), "rows REJECTED: {err}");
+    assert!(err.contains("their rows are REJECTED"), "{err}");
+    assert!(err.contains("paybatch retry --batch two"), "{err}");
+    assert_eq!(order_posts(&s.sim), posts, "a spent key is not sent again");
+    let (rows, orders) = s.ledger("two");
+    assert!(
+        rows.iter().all(|r| r.state == RowState::Rejected
+            && r.error_type.as_deref() == Some("idempotency_key_spent")),
+        "{rows:?}"
+    );
+    assert!(orders.iter().all(|o| o.state == OrderState::Rejected));
+
+    let retried = retry_batch(&s.ws, "two").await;
+    assert_eq!(code(&retried), Some(0), "{}", stderr_of(&retried));
+    let out = s.run("two.csv", &[], &[]).await;
+    assert_eq!(code(&out), Some(0), "{}", stderr_of(&out));
+    let live = assert_one_live_order_per_row(&s.sim, &refs);
+    assert_eq!(
+        s.sim.orders().len(),
+        refs.len(),
+        "one order per row, no more"
+    );
+    assert!(
+        s.sim
+            .orders()
+            .iter()
+            .all(|o| !keys.contains(&o.idempotency_key)),
+        "created under new keys"
+    );
+    assert_ledger_matches_service(&s, "two", &live);
+}

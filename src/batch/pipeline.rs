@@ -429,12 +429,26 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         reporter.line(format!(
             "{stale} in-doubt orders are older than the in-doubt window: reconciling with the service first"
         ));
-        let r = super::reconcile::reconcile(&mut ledger, &conn.client, &batch, false).await?;
+        let r = super::reconcile::reconcile(
+            &mut ledger,
+            &conn.client,
+            &batch,
+            opts.in_doubt_window,
+            false,
+        )
+        .await?;
         reporter.line(format!(
             "reconciled: {} found at the service and recorded, {} never created (will be sent)",
             r.adopted.len(),
             r.absent.len()
         ));
+        if !r.retired.is_empty() {
+            reporter.warn(format!(
+                "{} in-doubt orders were never created and the service answers their keys only with the server error it keeps for them: their rows are REJECTED; `paybatch retry --batch {}`, then this command again, sends them under new keys",
+                r.retired.len(),
+                batch.name
+            ));
+        }
     }
 
     let stage = Arc::new(Stage {
@@ -772,11 +786,7 @@ pub fn row_card<'a>(spec: &'a RowSpec, default_card: Option<&'a str>) -> Option<
 
 /// An intent sent (in doubt) longer than `window` ago: not re-sent before reconciling.
 fn stale(sends: i64, first_sent_at: Option<&str>, window: Duration) -> bool {
-    let window = chrono::Duration::from_std(window).unwrap_or(chrono::Duration::days(1));
-    sends > 0
-        && first_sent_at
-            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
-            .is_some_and(|t| chrono::Utc::now().signed_duration_since(t) > window)
+    sends > 0 && ledger::older_than(first_sent_at, window)
 }
 
 /// Intents read from the ledger at a time (a batch can hold a million).

@@ -4,16 +4,38 @@
 //! restored from an old backup, or holds an intent whose outcome is unknown.
 
 use std::collections::{HashMap, HashSet};
+use std::time::Duration;
 
 use crate::api::client::PageQuery;
 use crate::api::models::{OrderStatus, OrderSummary, OrderView};
 use crate::api::{ApiError, Client};
-use crate::ledger::{BatchRecord, Ledger, LedgerError, OrderState, RowState};
+use crate::ledger::{self, BatchRecord, Ledger, LedgerError, OrderRecord, OrderState, RowState};
 
 use super::plan;
 
 /// Longest walk through the order list.
 const MAX_PAGES: usize = 10_000;
+
+/// How long after its last send an intent's key may be given up (see [`key_is_spent`]): far
+/// longer than the service needs to finish a request it is still working on.
+pub const SETTLE: Duration = Duration::from_secs(10 * 60);
+
+/// Whether an in-doubt intent that the service holds no order for has a key that can never
+/// create one. The service keeps every answer under its key, server errors too, and replays it
+/// for the same key and body: an intent whose last answer was a server error and that has been
+/// in doubt for longer than `window` keeps getting that answer. Its last send must also be older
+/// than [`SETTLE`] (or `window`, if shorter), so that no request of it can still be at work at
+/// the service. Such a key is given up: its rows are REJECTED, and `paybatch retry` sends them
+/// under a new key. Any other intent the service never created is sent again with its key.
+pub fn key_is_spent(order: &OrderRecord, window: Duration) -> bool {
+    order.state == OrderState::Intent
+        && order.sends > 0
+        && order
+            .last_http_status
+            .is_some_and(|s| (500..=599).contains(&s))
+        && ledger::older_than(order.first_sent_at.as_deref(), window)
+        && ledger::older_than(order.last_sent_at.as_deref(), SETTLE.min(window))
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
@@ -40,6 +62,9 @@ pub struct ReconcileReport {
     pub adopted: Vec<(String, String)>,
     /// In-doubt intents the service never turned into an order: cleared to be sent again.
     pub absent: Vec<String>,
+    /// In-doubt intents the service never turned into an order and whose key only gets a server
+    /// error back ([`key_is_spent`]): marked REJECTED, their rows left to `paybatch retry` (keys).
+    pub retired: Vec<String>,
     /// Orders whose status the ledger had behind the service's: (order id, from, to).
     pub updated: Vec<(String, String, String)>,
     /// Service orders for rows the ledger does not have: (reference, order id).
@@ -58,6 +83,7 @@ impl ReconcileReport {
     pub fn is_clean(&self) -> bool {
         self.adopted.is_empty()
             && self.absent.is_empty()
+            && self.retired.is_empty()
             && self.updated.is_empty()
             && self.unknown_rows.is_empty()
             && self.duplicates.is_empty()
@@ -184,11 +210,14 @@ fn order_state_of(status: OrderStatus) -> OrderState {
 /// REJECTED at an earlier attempt (a backup from before a retry): the row moves to the
 /// service's attempt, so that its next key is never one the service already used. An intent of
 /// an earlier attempt than one the service has, with no order of its own there, is superseded:
-/// it is marked REJECTED and never sent.
+/// it is marked REJECTED and never sent. An in-doubt intent the service has no order for is
+/// cleared to be sent again with its key, unless its key is spent ([`key_is_spent`], with the
+/// in-doubt `window`).
 pub async fn reconcile(
     ledger: &mut Ledger,
     client: &Client,
     batch: &BatchRecord,
+    window: Duration,
     dry_run: bool,
 ) -> Result<ReconcileReport, ReconcileError> {
     let mut found = find_orders(client, &batch.name).await?;
@@ -423,20 +452,43 @@ pub async fn reconcile(
         }
     }
 
-    // In-doubt intents with no order at the service: never created; safe to send again.
+    // In-doubt intents with no order at the service: never created; safe to send again, with
+    // the same key unless that key can only get its server error back.
     for o in &orders {
-        if o.state == OrderState::Intent && o.sends > 0 && !claimed_orders.contains(&o.id) {
-            report.absent.push(o.idempotency_key.clone());
+        if o.state != OrderState::Intent || o.sends == 0 || claimed_orders.contains(&o.id) {
+            continue;
+        }
+        if key_is_spent(o, window) {
+            report.retired.push(o.idempotency_key.clone());
             if !dry_run {
-                ledger
-                    .clear_in_doubt(o.id, "reconcile: no order at the service for this intent")?;
+                let message = format!(
+                    "the service answers this order's idempotency key with the server error it keeps for it (HTTP {}) and holds no order for it; `paybatch retry` sends its rows under a new key",
+                    o.last_http_status.unwrap_or(500)
+                );
+                ledger.transition_order(
+                    o.id,
+                    OrderState::Rejected,
+                    None,
+                    None,
+                    None,
+                    Some(("idempotency_key_spent", &message)),
+                    &[],
+                    None,
+                    "reconcile: key spent (a kept server error, no order at the service)",
+                )?;
             }
+            continue;
+        }
+        report.absent.push(o.idempotency_key.clone());
+        if !dry_run {
+            ledger.clear_in_doubt(o.id, "reconcile: no order at the service for this intent")?;
         }
     }
     report.adopted.sort();
     report.unknown_rows.sort();
     report.duplicates.sort();
     report.superseded.sort();
+    report.retired.sort();
     report.unattached.sort();
     Ok(report)
 }
@@ -451,4 +503,70 @@ async fn apply_terminal(
         super::pipeline::record_terminal_in(ledger, order_id, &full, 200)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ago(minutes: i64) -> Option<String> {
+        Some(
+            (chrono::Utc::now() - chrono::Duration::minutes(minutes))
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        )
+    }
+
+    /// In doubt for two hours, last sent 20 minutes ago, last answered 500.
+    fn in_doubt() -> OrderRecord {
+        OrderRecord {
+            id: 1,
+            batch_id: 1,
+            idempotency_key: "k".into(),
+            body: Vec::new(),
+            mode: "async".into(),
+            payment_currency: "USD".into(),
+            payment_method: "ACCOUNT_BALANCE".into(),
+            card_id: None,
+            state: OrderState::Intent,
+            service_order_id: None,
+            sends: 9,
+            polls: 0,
+            created_at: ledger::now(),
+            first_sent_at: ago(120),
+            last_sent_at: ago(20),
+            last_http_status: Some(500),
+            accepted_at: None,
+            error_type: None,
+            error_message: None,
+        }
+    }
+
+    #[test]
+    fn a_key_is_spent_only_after_a_kept_server_error_past_the_window_and_the_settling_time() {
+        let hour = Duration::from_secs(3600);
+        assert!(key_is_spent(&in_doubt(), hour));
+        let changed = |f: fn(&mut OrderRecord)| {
+            let mut o = in_doubt();
+            f(&mut o);
+            key_is_spent(&o, hour)
+        };
+        assert!(changed(|o| o.last_http_status = Some(503)));
+        assert!(!changed(|o| o.last_http_status = None), "no answer: resend");
+        assert!(!changed(|o| o.last_http_status = Some(429)));
+        assert!(!changed(|o| o.last_http_status = Some(400)));
+        assert!(!changed(|o| o.first_sent_at = ago(30)), "inside the window");
+        assert!(
+            !changed(|o| o.last_sent_at = ago(5)),
+            "may still be at work"
+        );
+        assert!(!changed(|o| o.last_sent_at = None));
+        assert!(!changed(|o| o.sends = 0));
+        assert!(!changed(|o| o.state = OrderState::Accepted));
+        // With a window shorter than the settling time, the window is the settling time.
+        let mut o = in_doubt();
+        o.first_sent_at = ago(3);
+        o.last_sent_at = ago(2);
+        assert!(key_is_spent(&o, Duration::from_secs(60)));
+        assert!(!key_is_spent(&o, Duration::from_secs(600)));
+    }
 }

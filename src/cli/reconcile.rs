@@ -36,6 +36,11 @@ pub struct ReconcileArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// An intent in doubt for longer than this many hours, that the service holds no order for
+    /// and whose key only gets a server error back, is given up: its rows are REJECTED for
+    /// `paybatch retry` to send under a new key (the same window as `run --in-doubt-hours`).
+    #[arg(long, default_value_t = 24.0, value_name = "HOURS", value_parser = super::run::parse_hours)]
+    pub in_doubt_hours: f64,
     #[command(flatten)]
     pub service: ServiceArgs,
 }
@@ -97,7 +102,8 @@ pub async fn execute(args: ReconcileArgs) -> i32 {
             return exit::UNEXPECTED;
         }
     };
-    match reconcile::reconcile(&mut ledger, &conn.client, &batch, args.dry_run).await {
+    let window = std::time::Duration::from_secs_f64(args.in_doubt_hours * 3600.0);
+    match reconcile::reconcile(&mut ledger, &conn.client, &batch, window, args.dry_run).await {
         Ok(report) => {
             print_report(&report, args.dry_run, args.json);
             if report.needs_a_person() {
@@ -191,6 +197,7 @@ fn print_report(r: &ReconcileReport, dry_run: bool, json: bool) {
                 "found": r.found,
                 "adopted": r.adopted,
                 "absent": r.absent,
+                "retired": r.retired,
                 "updated": r.updated,
                 "unknown_rows": r.unknown_rows,
                 "duplicates": r.duplicates,
@@ -209,6 +216,12 @@ fn print_report(r: &ReconcileReport, dry_run: bool, json: bool) {
         let verb = if dry_run { "would clear" } else { "cleared" };
         println!(
             "  {verb} in-doubt intent {key}: the service never created it; the next run sends it"
+        );
+    }
+    for key in &r.retired {
+        let verb = if dry_run { "would mark" } else { "marked" };
+        println!(
+            "  {verb} in-doubt intent {key} REJECTED: the service never created it and answers its key only with the server error it keeps for it; `paybatch retry` sends its rows under a new key"
         );
     }
     for key in &r.superseded {

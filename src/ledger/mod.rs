@@ -55,6 +55,14 @@ pub fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
+/// Whether a time the ledger recorded (see [`now`]) lies more than `age` in the past; false when
+/// there is none or it cannot be read.
+pub fn older_than(at: Option<&str>, age: std::time::Duration) -> bool {
+    let age = chrono::Duration::from_std(age).unwrap_or(chrono::Duration::days(1));
+    at.and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .is_some_and(|t| chrono::Utc::now().signed_duration_since(t) > age)
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchRecord {
     pub id: i64,
@@ -118,6 +126,9 @@ pub struct OrderRecord {
     pub polls: i64,
     pub created_at: String,
     pub first_sent_at: Option<String>,
+    pub last_sent_at: Option<String>,
+    /// The HTTP status of the last answer (none when the last send got no answer).
+    pub last_http_status: Option<u16>,
     pub accepted_at: Option<String>,
     pub error_type: Option<String>,
     pub error_message: Option<String>,
@@ -549,7 +560,8 @@ impl Ledger {
         let sql = format!(
             "SELECT id, batch_id, idempotency_key, {body}, mode, payment_currency, state,
                     service_order_id, sends, polls, created_at, first_sent_at, accepted_at,
-                    error_type, error_message, payment_method, card_id FROM orders {tail}"
+                    error_type, error_message, payment_method, card_id, last_sent_at,
+                    last_http_status FROM orders {tail}"
         );
         let mut stmt = self.conn.prepare(&sql).map_err(sqlerr(&self.path))?;
         let mapped = stmt
@@ -570,6 +582,8 @@ impl Ledger {
                         polls: r.get(9)?,
                         created_at: r.get(10)?,
                         first_sent_at: r.get(11)?,
+                        last_sent_at: r.get(17)?,
+                        last_http_status: r.get(18)?,
                         accepted_at: r.get(12)?,
                         error_type: r.get(13)?,
                         error_message: r.get(14)?,
