@@ -785,6 +785,63 @@ async fn a_quiet_run_prints_nothing_when_all_is_well() {
     assert_eq!(stdout(&out), "");
 }
 
+/// `--quiet` is for errors only: warnings are held back, and printed (with the summary) only
+/// when the run does not end well.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_run_prints_its_warnings_only_when_it_does_not_end_well() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    let input = ws.copy(SAMPLE, "nov.csv");
+    let out = against(&ws, &sim, &["--quiet", "run", "nov.csv", "--plan-only"]).await;
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    // A row taken out of the file after its order was planned: a warning, and the run ends well.
+    let text = std::fs::read_to_string(&input).expect("input");
+    let mut lines: Vec<&str> = text.lines().collect();
+    let removed = lines
+        .remove(1)
+        .split(',')
+        .next()
+        .expect("reference")
+        .to_string();
+    std::fs::write(&input, lines.join("\n") + "\n").expect("write");
+    let out = against(&ws, &sim, &["--quiet", "run", "nov.csv"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "", "the REMOVED warning is held back");
+    let ledger = Ledger::open(&ws.ledger()).expect("ledger");
+    let batch = ledger.batch("nov").expect("readable").expect("batch");
+    let state = ledger.row_state(batch.id, &removed).expect("readable");
+    assert_eq!(
+        state,
+        Some(paybatch::ledger::RowState::Completed),
+        "a row taken out of the file after its order was planned is still paid (and warned of)"
+    );
+
+    // A run that ends incomplete shows what it held back.
+    let ws = Workspace::new();
+    let failing = paybatch::sim::SimConfig {
+        faults: paybatch::sim::Faults {
+            error_rate: 1.0,
+            ..Default::default()
+        },
+        ..fast_config(None)
+    };
+    let sim = start_sim(failing).await;
+    ws.copy(SAMPLE, "nov.csv");
+    let out = against(
+        &ws,
+        &sim,
+        &["--quiet", "run", "nov.csv", "--send-tries", "1"],
+    )
+    .await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert!(
+        err.contains("warning: order") && err.contains("got no usable answer after 1 tries"),
+        "{err}"
+    );
+    assert!(err.contains("incomplete"), "the summary too: {err}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_command_explains_itself() {
     let ws = Workspace::new();

@@ -2,13 +2,16 @@
 //! progress bars only on a terminal.
 
 use std::io::IsTerminal;
+use std::sync::{Arc, Mutex};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Reporter {
     pub quiet: bool,
     pub bars: bool,
+    /// Warnings held back when quiet (see [`Reporter::warn`]).
+    held: Arc<Mutex<Vec<String>>>,
 }
 
 impl Reporter {
@@ -17,6 +20,7 @@ impl Reporter {
         Reporter {
             quiet,
             bars: !quiet && std::io::stderr().is_terminal(),
+            held: Arc::default(),
         }
     }
 
@@ -25,6 +29,7 @@ impl Reporter {
         Reporter {
             quiet: true,
             bars: false,
+            held: Arc::default(),
         }
     }
 
@@ -35,9 +40,23 @@ impl Reporter {
         }
     }
 
-    /// A warning: shown even when quiet.
+    /// A warning. When quiet it is held back: a quiet run that ends well prints nothing, one
+    /// that does not prints its held warnings with its summary ([`Reporter::take_held`]).
     pub fn warn(&self, msg: impl AsRef<str>) {
-        eprintln!("warning: {}", msg.as_ref());
+        let line = format!("warning: {}", msg.as_ref());
+        if self.quiet {
+            self.held
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(line);
+        } else {
+            eprintln!("{line}");
+        }
+    }
+
+    /// The warnings held back so far (none unless quiet), oldest first.
+    pub fn take_held(&self) -> Vec<String> {
+        std::mem::take(&mut *self.held.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// A progress bar of `len` steps, hidden when bars are off.

@@ -202,7 +202,15 @@ pub async fn execute(args: RunArgs, quiet: bool) -> i32 {
         }
     }
     let reporter = Reporter::new(quiet);
-    match pipeline::run(&opts, reporter).await {
+    let outcome = pipeline::run(&opts, reporter.clone()).await;
+    // Quiet: the warnings held back matter only when the run does not end well.
+    let ended_well = matches!(&outcome, Ok(s) if s.exit_code() == exit::OK);
+    if !ended_well {
+        for line in reporter.take_held() {
+            eprintln!("{line}");
+        }
+    }
+    match outcome {
         Ok(summary) => {
             print_summary(&summary, quiet);
             summary.exit_code()
