@@ -959,3 +959,41 @@ async fn a_key_answered_with_a_kept_server_error_is_given_up_and_its_rows_retrie
     );
     assert_ledger_matches_service(&s, "two", &live);
 }
+
+/// Reconciliation reads the service's orders again when a read fails for a moment (a 5xx), as a
+/// run does: a rebuild through a service that answers some reads with 500 or 503 still finds and
+/// records every order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_reads_again_through_passing_server_errors() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(Some(ws.sim_state()))).await;
+    let key = ws.key_file();
+    let s = Setup { ws, sim, key };
+    let input = s.ws.copy(SAMPLE, "nov.csv");
+    let refs = references(&input);
+    let out = s.run("nov.csv", &[], &[]).await;
+    assert_eq!(code(&out), Some(0), "{}", stderr_of(&out));
+    s.delete_ledger();
+
+    let Setup { ws, sim, key } = s;
+    let flaky = paybatch::sim::SimConfig {
+        seed: 11,
+        faults: paybatch::sim::Faults {
+            error_rate: 0.3,
+            ..Default::default()
+        },
+        ..fast_config(Some(ws.sim_state()))
+    };
+    let sim = restart_sim(sim, flaky).await;
+    let s = Setup { ws, sim, key };
+    let (rc, report) = s.reconcile("nov", &["--rebuild", "nov.csv"]).await;
+    assert_eq!(rc, Some(0), "{report}");
+    assert_eq!(report["adopted"].as_array().map(Vec::len), Some(refs.len()));
+    assert!(
+        s.sim.stats().injected_5xx > 0,
+        "the service did fail some reads: {:?}",
+        s.sim.stats()
+    );
+    let live = assert_one_live_order_per_row(&s.sim, &refs);
+    assert_ledger_matches_service(&s, "nov", &live);
+}

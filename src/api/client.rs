@@ -256,7 +256,7 @@ impl Client {
         q.before = None;
         let mut out = Vec::new();
         for _ in 0..MAX_PAGES {
-            let page = self.products(&q).await?;
+            let page = read_retrying(|| self.products(&q)).await?;
             let done = page.catalog.is_empty();
             out.extend(page.catalog);
             match page.pagination.cursors.after {
@@ -525,9 +525,63 @@ fn preview(body: &[u8]) -> String {
     format!("{:?}", text)
 }
 
+/// Tries of a read that fails transiently, in [`read_retrying`].
+pub const READ_TRIES: u32 = 5;
+
+/// A read that is safe to repeat (a `GET`), tried up to [`READ_TRIES`] times while it fails
+/// transiently (5xx, timeouts, dropped connections, 429): 0.5, 1, 2 and 4 s apart, at least 5 s
+/// after a 429, and never sooner than the service's `Retry-After`. Any other answer is returned
+/// at once.
+pub async fn read_retrying<T, Fut>(mut read: impl FnMut() -> Fut) -> Result<T, ApiError>
+where
+    Fut: std::future::Future<Output = Result<T, ApiError>>,
+{
+    let mut wait = Duration::from_millis(500);
+    let mut tries = 1;
+    loop {
+        match read().await {
+            Err(e) if e.is_transient() && tries < READ_TRIES => {
+                let floor = if e.is_rate_limited() {
+                    Duration::from_secs(5)
+                } else {
+                    Duration::ZERO
+                };
+                tokio::time::sleep(wait.max(floor).max(e.retry_after().unwrap_or_default())).await;
+                wait *= 2;
+                tries += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn reads_are_tried_again_only_while_they_fail_transiently() {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        let calls = AtomicU32::new(0);
+        // A dropped connection, then an answer.
+        let got = read_retrying(|| async {
+            match calls.fetch_add(1, Ordering::SeqCst) {
+                0 => Err(ApiError::Transport("reset".into())),
+                n => Ok(n),
+            }
+        })
+        .await;
+        assert_eq!(got.ok(), Some(1));
+        // A final error is returned at once.
+        calls.store(0, Ordering::SeqCst);
+        let got: Result<u32, ApiError> = read_retrying(|| async {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Err(ApiError::Config("no".into()))
+        })
+        .await;
+        assert!(got.is_err());
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
 
     #[test]
     fn plain_http_only_for_loopback() {

@@ -6,7 +6,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use crate::api::client::PageQuery;
+use crate::api::client::{PageQuery, read_retrying};
 use crate::api::models::{OrderStatus, OrderSummary, OrderView};
 use crate::api::{ApiError, Client};
 use crate::ledger::{self, BatchRecord, Ledger, LedgerError, OrderRecord, OrderState, RowState};
@@ -136,7 +136,7 @@ pub async fn find_orders(client: &Client, batch: &str) -> Result<Vec<FoundOrder>
     };
     let mut summaries: Vec<OrderSummary> = Vec::new();
     for _ in 0..MAX_PAGES {
-        let page = client.orders(&query).await?;
+        let page = read_retrying(|| client.orders(&query)).await?;
         let empty = page.items.is_empty();
         summaries.extend(page.items);
         match page.pagination.cursors.after {
@@ -165,7 +165,7 @@ pub async fn find_orders(client: &Client, batch: &str) -> Result<Vec<FoundOrder>
                 .is_some_and(|r| r.iter().any(|(_, a)| *a == 0))
         {
             // The list did not say enough: the full order carries the metadata.
-            if let OrderView::Done(full) = client.order(&s.id).await? {
+            if let OrderView::Done(full) = read_retrying(|| client.order(&s.id)).await? {
                 rows = rows_of(batch, full.metadata.as_ref(), full.description.as_deref()).or(rows);
             }
         }
@@ -499,7 +499,7 @@ async fn apply_terminal(
     order_id: i64,
     service_id: &str,
 ) -> Result<(), ReconcileError> {
-    if let OrderView::Done(full) = client.order(service_id).await? {
+    if let OrderView::Done(full) = read_retrying(|| client.order(service_id)).await? {
         super::pipeline::record_terminal_in(ledger, order_id, &full, 200)?;
     }
     Ok(())
