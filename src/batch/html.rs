@@ -135,29 +135,32 @@ struct Total {
     price: Decimal,
 }
 
-/// Renders the report page. `generated_at` and `version` are printed as given.
-pub fn render(
-    batch: &BatchRecord,
-    rows: &[RowRecord],
-    ledger_path: &str,
-    generated_at: &str,
-    version: &str,
-) -> String {
-    let views: Vec<RowView> = rows
-        .iter()
-        .filter(|r| r.state != RowState::Removed)
-        .map(|r| row_view(&batch.headers, r))
-        .collect();
-    let mut totals: BTreeMap<String, BTreeMap<RowState, Total>> = BTreeMap::new();
-    let mut counts: BTreeMap<RowState, usize> = BTreeMap::new();
-    for v in &views {
-        *counts.entry(v.state).or_default() += 1;
+/// What the page says of a batch's rows, gathered one row at a time (a batch can hold a
+/// million): counts and totals, and only the rows that need attention.
+#[derive(Debug, Default)]
+pub struct Tally {
+    rows: usize,
+    totals: BTreeMap<String, BTreeMap<RowState, Total>>,
+    counts: BTreeMap<RowState, usize>,
+    attention: Vec<RowView>,
+}
+
+impl Tally {
+    /// Counts one row of the batch (REMOVED rows are not part of it any more).
+    pub fn add(&mut self, headers: &[String], row: &RowRecord) {
+        if row.state == RowState::Removed {
+            return;
+        }
+        let v = row_view(headers, row);
+        self.rows += 1;
+        *self.counts.entry(v.state).or_default() += 1;
         let currency = if v.currency.is_empty() {
             "?".to_string()
         } else {
             v.currency.clone()
         };
-        let t = totals
+        let t = self
+            .totals
             .entry(currency)
             .or_default()
             .entry(v.state)
@@ -165,7 +168,44 @@ pub fn render(
         t.rows += 1;
         t.face_value += v.face_value.unwrap_or_default();
         t.price += v.price.unwrap_or_default();
+        if matches!(
+            v.state,
+            RowState::Failed | RowState::Rejected | RowState::Invalid
+        ) {
+            self.attention.push(v);
+        }
     }
+}
+
+/// Renders the report page of `rows`. `generated_at` and `version` are printed as given.
+pub fn render(
+    batch: &BatchRecord,
+    rows: &[RowRecord],
+    ledger_path: &str,
+    generated_at: &str,
+    version: &str,
+) -> String {
+    let mut tally = Tally::default();
+    for row in rows {
+        tally.add(&batch.headers, row);
+    }
+    render_tally(batch, &tally, ledger_path, generated_at, version)
+}
+
+/// Renders the report page of the rows counted in `tally`.
+pub fn render_tally(
+    batch: &BatchRecord,
+    tally: &Tally,
+    ledger_path: &str,
+    generated_at: &str,
+    version: &str,
+) -> String {
+    let Tally {
+        rows,
+        totals,
+        counts,
+        attention,
+    } = tally;
 
     let mut h = String::new();
     h.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
@@ -206,7 +246,7 @@ pub fn render(
     let _ = writeln!(
         h,
         "<p class=\"summary\">{} rows: {}.</p>",
-        views.len(),
+        rows,
         escape(if summary.is_empty() { "none" } else { &summary })
     );
     let unfinished: usize = [RowState::Pending, RowState::Planned, RowState::Submitted]
@@ -252,11 +292,11 @@ pub fn render(
     if totals.is_empty() {
         h.push_str("<p>No rows.</p>\n");
     } else {
-        h.push_str(&chart(&totals));
+        h.push_str(&chart(totals));
         h.push_str(
             "<table class=\"totals\">\n<thead><tr><th scope=\"col\">Currency</th><th scope=\"col\">Status</th><th scope=\"col\" class=\"num\">Rows</th><th scope=\"col\" class=\"num\">Face value</th><th scope=\"col\" class=\"num\">Price</th></tr></thead>\n<tbody>\n",
         );
-        for (currency, by_state) in &totals {
+        for (currency, by_state) in totals {
             for state in SHOWN {
                 let Some(t) = by_state.get(&state) else {
                     continue;
@@ -283,15 +323,6 @@ pub fn render(
     }
 
     // Rows that need attention.
-    let attention: Vec<&RowView> = views
-        .iter()
-        .filter(|v| {
-            matches!(
-                v.state,
-                RowState::Failed | RowState::Rejected | RowState::Invalid
-            )
-        })
-        .collect();
     h.push_str("<h2>Failed, rejected and invalid rows</h2>\n");
     if attention.is_empty() {
         h.push_str("<p>None.</p>\n");
@@ -299,7 +330,7 @@ pub fn render(
         h.push_str(
             "<table class=\"rows\">\n<thead><tr><th scope=\"col\" class=\"num\">Line</th><th scope=\"col\">Reference</th><th scope=\"col\">Product</th><th scope=\"col\" class=\"num\">Face value</th><th scope=\"col\">Currency</th><th scope=\"col\">Status</th><th scope=\"col\">Reason</th></tr></thead>\n<tbody>\n",
         );
-        for v in &attention {
+        for v in attention {
             let _ = writeln!(
                 h,
                 "<tr><td class=\"num\">{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"state\"><span class=\"dot\" style=\"background:{}\"></span>{}</td><td class=\"reason\">{}</td></tr>",

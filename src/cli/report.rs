@@ -80,16 +80,18 @@ pub async fn execute(args: ReportArgs, quiet: bool) -> i32 {
         }
     }
     if let Some(path) = &args.html {
-        let rows = match ledger.rows(batch.id) {
-            Ok(r) => r,
-            Err(e) => {
-                print_error(&e.to_string(), None);
-                return exit::UNEXPECTED;
-            }
-        };
-        let page = html::render(
+        let mut tally = html::Tally::default();
+        let counted = ledger.visit_result_rows(batch.id, |row, _| {
+            tally.add(&batch.headers, &row);
+            Ok::<(), crate::ledger::LedgerError>(())
+        });
+        if let Err(e) = counted {
+            print_error(&e.to_string(), None);
+            return exit::UNEXPECTED;
+        }
+        let page = html::render_tally(
             &batch,
-            &rows,
+            &tally,
             &ledger.path().display().to_string(),
             &crate::ledger::now(),
             env!("CARGO_PKG_VERSION"),
