@@ -220,8 +220,10 @@ async fn one_run(
     rng: &mut StdRng,
     chaos: bool,
     seen: &mut Seen,
+    envs: &[(&str, &str)],
 ) -> (Option<i32>, String) {
     let mut cmd = Command::new(BIN);
+    cmd.envs(envs.iter().copied());
     cmd.current_dir(dir)
         .args([
             "run",
@@ -315,6 +317,7 @@ async fn scenario(seed: u64) -> Result<Seen, String> {
             &mut rng,
             i < chaos_runs,
             &mut seen,
+            &[],
         )
         .await;
         match code {
@@ -503,8 +506,8 @@ async fn add_fault_counts(sim: &SimProcess, seen: &mut Seen) {
 }
 
 /// Kept server errors: the service answers some keys with a 500 that it keeps under them, so
-/// those keys can never create their order. Runs here use a short in-doubt window (1.8 s) and two
-/// sends an order, so reconciliation soon gives such keys up (REJECTED), and every exit 4 is
+/// those keys can never create their order. Runs here use a short in-doubt window (1.8 s), a
+/// settling time of 1 s and two sends an order, so reconciliation soon gives such keys up (REJECTED), and every exit 4 is
 /// followed by `paybatch retry`, as a person would do, until a run pays everything (exit 0). With
 /// the kills, fail points and other faults of the suite, this tries the one path where a row
 /// gets a new key while it was in doubt: each row must still end with exactly one live order.
@@ -542,6 +545,9 @@ async fn kept_error_scenario(seed: u64) -> Result<Seen, String> {
             &mut rng,
             i < chaos_runs,
             &mut seen,
+            // Keys may be given up 1 s after their last send (the simulator finishes a
+            // request within its in-progress delay and latency, well under that).
+            &[("PAYBATCH_SETTLE_SECONDS", "1")],
         )
         .await;
         match code {

@@ -58,9 +58,19 @@ impl Setup {
 
     /// `reconcile --batch NAME --json EXTRA...`: the exit code and the JSON report.
     async fn reconcile(&self, batch: &str, extra: &[&str]) -> (Option<i32>, serde_json::Value) {
+        self.reconcile_with(batch, extra, &[]).await
+    }
+
+    /// [`Setup::reconcile`] with environment variables.
+    async fn reconcile_with(
+        &self,
+        batch: &str,
+        extra: &[&str],
+        envs: &[(&str, &str)],
+    ) -> (Option<i32>, serde_json::Value) {
         let mut args = vec!["reconcile", "--batch", batch, "--json"];
         args.extend_from_slice(extra);
-        let out = self.paybatch(&args, &[]).await;
+        let out = self.paybatch(&args, envs).await;
         let report = serde_json::from_str(stdout_of(&out).trim()).unwrap_or_else(|e| {
             panic!(
                 "reconcile printed no JSON report ({e}): stdout {} stderr {}",
@@ -909,15 +919,22 @@ async fn a_key_answered_with_a_kept_server_error_is_given_up_and_its_rows_retrie
     );
     assert_eq!(s.sim.stats().replayed, 4, "each send got the kept 500 back");
 
-    // Inside the window reconciliation would send them again; past it, it gives the keys up.
-    let (rc, report) = s.reconcile("two", &["--dry-run"]).await;
+    // Inside the window reconciliation would send them again; past it, and once their last
+    // send has settled (10 minutes, here 1 s), it gives the keys up.
+    let settle = [("PAYBATCH_SETTLE_SECONDS", "1")];
+    let (rc, report) = s.reconcile_with("two", &["--dry-run"], &settle).await;
     assert_eq!(rc, Some(0), "{report}");
     assert_eq!(strings(&report["absent"]).len(), 2, "{report}");
     assert!(strings(&report["retired"]).is_empty(), "{report}");
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let (rc, report) = s
-        .reconcile("two", &["--dry-run", "--in-doubt-hours", "0.0001"])
-        .await;
+    let past_window = ["--dry-run", "--in-doubt-hours", "0.0001"];
+    let (rc, report) = s.reconcile("two", &past_window).await;
+    assert_eq!(rc, Some(0), "{report}");
+    assert!(
+        strings(&report["retired"]).is_empty(),
+        "a short window does not shorten the settling time: {report}"
+    );
+    let (rc, report) = s.reconcile_with("two", &past_window, &settle).await;
     assert_eq!(rc, Some(0), "{report}");
     let mut sorted = keys.clone();
     sorted.sort();
@@ -926,7 +943,9 @@ async fn a_key_answered_with_a_kept_server_error_is_given_up_and_its_rows_retrie
     assert_eq!(s.ledger("two").1.len(), 2, "a dry run changes nothing");
 
     let posts = order_posts(&s.sim);
-    let out = s.run("two.csv", &["--in-doubt-hours", "0.0001"], &[]).await;
+    let out = s
+        .run("two.csv", &["--in-doubt-hours", "0.0001"], &settle)
+        .await;
     let err = stderr_of(&out);
     assert_eq!(code(&out), Some(4), "rows REJECTED: {err}");
     assert!(err.contains("their rows are REJECTED"), "{err}");

@@ -17,24 +17,37 @@ use super::plan;
 const MAX_PAGES: usize = 10_000;
 
 /// How long after its last send an intent's key may be given up (see [`key_is_spent`]): far
-/// longer than the service needs to finish a request it is still working on.
+/// longer than the service needs to finish a request it is still working on (a gateway may
+/// answer 502 or 504 while the service goes on and creates the order). Not shortened by a short
+/// in-doubt window; only rehearsals and tests on the simulator shorten it, with
+/// `PAYBATCH_SETTLE_SECONDS`.
 pub const SETTLE: Duration = Duration::from_secs(10 * 60);
+
+/// [`SETTLE`], or the seconds `PAYBATCH_SETTLE_SECONDS` gives.
+pub fn settle_time() -> Duration {
+    std::env::var("PAYBATCH_SETTLE_SECONDS")
+        .ok()
+        .and_then(|s| s.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(Duration::from_secs_f64)
+        .unwrap_or(SETTLE)
+}
 
 /// Whether an in-doubt intent that the service holds no order for has a key that can never
 /// create one. The service keeps every answer under its key, server errors too, and replays it
 /// for the same key and body: an intent whose last answer was a server error and that has been
 /// in doubt for longer than `window` keeps getting that answer. Its last send must also be older
-/// than [`SETTLE`] (or `window`, if shorter), so that no request of it can still be at work at
-/// the service. Such a key is given up: its rows are REJECTED, and `paybatch retry` sends them
-/// under a new key. Any other intent the service never created is sent again with its key.
-pub fn key_is_spent(order: &OrderRecord, window: Duration) -> bool {
+/// than `settle` ([`settle_time`]), so that no request of it can still be at work at the service.
+/// Such a key is given up: its rows are REJECTED, and `paybatch retry` sends them under a new
+/// key. Any other intent the service never created is sent again with its key.
+pub fn key_is_spent(order: &OrderRecord, window: Duration, settle: Duration) -> bool {
     order.state == OrderState::Intent
         && order.sends > 0
         && order
             .last_http_status
             .is_some_and(|s| (500..=599).contains(&s))
         && ledger::older_than(order.first_sent_at.as_deref(), window)
-        && ledger::older_than(order.last_sent_at.as_deref(), SETTLE.min(window))
+        && ledger::older_than(order.last_sent_at.as_deref(), settle)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -212,7 +225,7 @@ fn order_state_of(status: OrderStatus) -> OrderState {
 /// an earlier attempt than one the service has, with no order of its own there, is superseded:
 /// it is marked REJECTED and never sent. An in-doubt intent the service has no order for is
 /// cleared to be sent again with its key, unless its key is spent ([`key_is_spent`], with the
-/// in-doubt `window`).
+/// in-doubt `window` and [`settle_time`]).
 pub async fn reconcile(
     ledger: &mut Ledger,
     client: &Client,
@@ -454,11 +467,12 @@ pub async fn reconcile(
 
     // In-doubt intents with no order at the service: never created; safe to send again, with
     // the same key unless that key can only get its server error back.
+    let settle = settle_time();
     for o in &orders {
         if o.state != OrderState::Intent || o.sends == 0 || claimed_orders.contains(&o.id) {
             continue;
         }
-        if key_is_spent(o, window) {
+        if key_is_spent(o, window, settle) {
             report.retired.push(o.idempotency_key.clone());
             if !dry_run {
                 let message = format!(
@@ -544,11 +558,11 @@ mod tests {
     #[test]
     fn a_key_is_spent_only_after_a_kept_server_error_past_the_window_and_the_settling_time() {
         let hour = Duration::from_secs(3600);
-        assert!(key_is_spent(&in_doubt(), hour));
+        assert!(key_is_spent(&in_doubt(), hour, SETTLE));
         let changed = |f: fn(&mut OrderRecord)| {
             let mut o = in_doubt();
             f(&mut o);
-            key_is_spent(&o, hour)
+            key_is_spent(&o, hour, SETTLE)
         };
         assert!(changed(|o| o.last_http_status = Some(503)));
         assert!(!changed(|o| o.last_http_status = None), "no answer: resend");
@@ -562,11 +576,12 @@ mod tests {
         assert!(!changed(|o| o.last_sent_at = None));
         assert!(!changed(|o| o.sends = 0));
         assert!(!changed(|o| o.state = OrderState::Accepted));
-        // With a window shorter than the settling time, the window is the settling time.
+        // A short window does not shorten the settling time.
         let mut o = in_doubt();
         o.first_sent_at = ago(3);
         o.last_sent_at = ago(2);
-        assert!(key_is_spent(&o, Duration::from_secs(60)));
-        assert!(!key_is_spent(&o, Duration::from_secs(600)));
+        let minute = Duration::from_secs(60);
+        assert!(!key_is_spent(&o, minute, SETTLE));
+        assert!(key_is_spent(&o, minute, minute));
     }
 }
