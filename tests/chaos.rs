@@ -43,6 +43,21 @@ struct Seen {
     shapes: BTreeMap<String, usize>,
 }
 
+impl Seen {
+    /// Nothing seen yet but the scenario's order shape (its extra `run` flags).
+    fn with_shape(shape: &[String]) -> Seen {
+        let name = if shape.is_empty() {
+            "async".to_string()
+        } else {
+            shape.join(" ").trim_start_matches("--").to_string()
+        };
+        Seen {
+            shapes: BTreeMap::from([(name, 1)]),
+            ..Seen::default()
+        }
+    }
+}
+
 /// How a scenario's orders are made: one row per async order (half the scenarios), one row per
 /// sync order, or several rows per async order. Drawn from a generator of its own, so that the
 /// batch, the faults and the kills a seed draws do not depend on it.
@@ -296,13 +311,7 @@ async fn scenario(seed: u64) -> Result<Seen, String> {
     key_file(dir.path());
     let (mut sim, faults) = SimProcess::start(dir.path(), &mut rng, seed, &[]).await;
     let shape = order_shape(seed);
-    let mut seen = Seen::default();
-    let shape_name = if shape.is_empty() {
-        "async".to_string()
-    } else {
-        shape.join(" ").trim_start_matches("--").to_string()
-    };
-    seen.shapes.insert(shape_name, 1);
+    let mut seen = Seen::with_shape(&shape);
     let deadline = Instant::now() + Duration::from_secs(150);
     let chaos_runs = rng.gen_range(1..6);
     let mut finished = None;
@@ -341,13 +350,7 @@ async fn scenario(seed: u64) -> Result<Seen, String> {
 
     // Invariants against the simulator's ground truth.
     let truth: Vec<SimOrderRecord> = sim.orders().await;
-    let ledger = Ledger::open(&dir.path().join("ledger.db")).map_err(|e| e.to_string())?;
-    let batch = ledger
-        .batch("batch")
-        .map_err(|e| e.to_string())?
-        .ok_or(format!("seed {seed}: no batch in the ledger"))?;
-    let rows = ledger.rows(batch.id).map_err(|e| e.to_string())?;
-    let orders = ledger.orders(batch.id).map_err(|e| e.to_string())?;
+    let (rows, orders) = read_ledger(dir.path(), seed)?;
 
     // 1. Each row: at most one live service order item; exactly one unless its order failed.
     let mut items_per_ref: HashMap<String, Vec<&SimOrderRecord>> = HashMap::new();
@@ -381,24 +384,7 @@ async fn scenario(seed: u64) -> Result<Seen, String> {
         }
     }
     // 2. No input row missing from the ledger or the result file.
-    if rows.len() != refs.len() {
-        return Err(format!(
-            "seed {seed}: ledger has {} rows, input {}",
-            rows.len(),
-            refs.len()
-        ));
-    }
-    let result = dir.path().join("batch.result.csv");
-    let result_lines = std::fs::read_to_string(&result)
-        .map_err(|e| format!("seed {seed}: result file: {e}"))?
-        .lines()
-        .count();
-    if result_lines != refs.len() + 1 {
-        return Err(format!(
-            "seed {seed}: result file has {result_lines} lines for {} rows",
-            refs.len()
-        ));
-    }
+    every_row_kept(dir.path(), seed, rows.len(), refs.len())?;
     // 3. The ledger's order ids and statuses equal the service's.
     let by_id: HashMap<&str, &SimOrderRecord> = truth.iter().map(|o| (o.id.as_str(), o)).collect();
     for o in &orders {
@@ -452,6 +438,46 @@ async fn scenario(seed: u64) -> Result<Seen, String> {
     let _ = sim.child.start_kill();
     let _ = sim.child.wait().await;
     Ok(seen)
+}
+
+/// The batch's rows and orders in the scenario's ledger.
+fn read_ledger(
+    dir: &Path,
+    seed: u64,
+) -> Result<
+    (
+        Vec<paybatch::ledger::RowRecord>,
+        Vec<paybatch::ledger::OrderRecord>,
+    ),
+    String,
+> {
+    let ledger = Ledger::open(&dir.join("ledger.db")).map_err(|e| e.to_string())?;
+    let batch = ledger
+        .batch("batch")
+        .map_err(|e| e.to_string())?
+        .ok_or(format!("seed {seed}: no batch in the ledger"))?;
+    let rows = ledger.rows(batch.id).map_err(|e| e.to_string())?;
+    let orders = ledger.orders(batch.id).map_err(|e| e.to_string())?;
+    Ok((rows, orders))
+}
+
+/// The ledger has a row and the result file a line (after its header) for each input row.
+fn every_row_kept(dir: &Path, seed: u64, ledger_rows: usize, rows: usize) -> Result<(), String> {
+    if ledger_rows != rows {
+        return Err(format!(
+            "seed {seed}: ledger has {ledger_rows} rows, input {rows}"
+        ));
+    }
+    let lines = std::fs::read_to_string(dir.join("batch.result.csv"))
+        .map_err(|e| format!("seed {seed}: result file: {e}"))?
+        .lines()
+        .count();
+    if lines != rows + 1 {
+        return Err(format!(
+            "seed {seed}: result file has {lines} lines for {rows} rows"
+        ));
+    }
+    Ok(())
 }
 
 /// Each balance moved by exactly the sum of the completed rows' prices.
@@ -522,13 +548,7 @@ async fn kept_error_scenario(seed: u64) -> Result<Seen, String> {
     ];
     let (mut sim, faults) = SimProcess::start(dir.path(), &mut rng, seed, &kept).await;
     let mut args = order_shape(seed);
-    let mut seen = Seen::default();
-    let shape_name = if args.is_empty() {
-        "async".to_string()
-    } else {
-        args.join(" ").trim_start_matches("--").to_string()
-    };
-    seen.shapes.insert(shape_name, 1);
+    let mut seen = Seen::with_shape(&args);
     args.extend(["--in-doubt-hours", "0.0005", "--send-tries", "2"].map(String::from));
     let deadline = Instant::now() + Duration::from_secs(240);
     let chaos_runs = rng.gen_range(1..6);
@@ -586,13 +606,7 @@ async fn kept_error_scenario(seed: u64) -> Result<Seen, String> {
     }
 
     let truth: Vec<SimOrderRecord> = sim.orders().await;
-    let ledger = Ledger::open(&dir.path().join("ledger.db")).map_err(|e| e.to_string())?;
-    let batch = ledger
-        .batch("batch")
-        .map_err(|e| e.to_string())?
-        .ok_or(format!("seed {seed}: no batch in the ledger"))?;
-    let rows = ledger.rows(batch.id).map_err(|e| e.to_string())?;
-    let orders = ledger.orders(batch.id).map_err(|e| e.to_string())?;
+    let (rows, orders) = read_ledger(dir.path(), seed)?;
     // 1. Each row: exactly one live service order, the one its ledger row names.
     for row in &rows {
         let live: Vec<&SimOrderRecord> = truth
@@ -622,13 +636,6 @@ async fn kept_error_scenario(seed: u64) -> Result<Seen, String> {
             ));
         }
     }
-    if rows.len() != refs.len() {
-        return Err(format!(
-            "seed {seed}: ledger has {} rows, input {}",
-            rows.len(),
-            refs.len()
-        ));
-    }
     // 2. Every service order is known to the ledger; every ledger order the service never
     //    created was given up (REJECTED), and the service has nothing under its key.
     for t in &truth {
@@ -649,17 +656,9 @@ async fn kept_error_scenario(seed: u64) -> Result<Seen, String> {
             ));
         }
     }
-    // 3. The result file has every row; the balances moved by the completed prices.
-    let result_lines = std::fs::read_to_string(dir.path().join("batch.result.csv"))
-        .map_err(|e| format!("seed {seed}: result file: {e}"))?
-        .lines()
-        .count();
-    if result_lines != refs.len() + 1 {
-        return Err(format!(
-            "seed {seed}: result file has {result_lines} lines for {} rows",
-            refs.len()
-        ));
-    }
+    // 3. The ledger and the result file have every row; the balances moved by the completed
+    //    prices.
+    every_row_kept(dir.path(), seed, rows.len(), refs.len())?;
     balances_match(seed, &sim, &rows).await?;
     add_fault_counts(&sim, &mut seen).await;
     *seen.faults.entry("retries".into()).or_default() += retries;
