@@ -896,6 +896,7 @@ async fn a_key_answered_with_a_kept_server_error_is_given_up_and_its_rows_retrie
     let err = stderr_of(&out);
     assert_eq!(code(&out), Some(5), "{err}");
     assert!(err.contains("got no usable answer after 2 tries"), "{err}");
+    assert!(err.contains("gives the key up"), "what happens next: {err}");
     assert!(s.sim.orders().is_empty());
     assert_eq!(s.sim.stats().stored_errors, 2, "each key got its 500 once");
     let (_, first) = s.ledger("two");

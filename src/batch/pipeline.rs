@@ -947,6 +947,7 @@ async fn submit_one(stage: &Stage, limiter: &Pacer, order: OrderRecord, tries: u
         ExecutionMode::Async
     };
     let mut last = String::new();
+    let mut server_error = false;
     for attempt in 0..tries {
         limiter.ready().await;
         if let Err(e) = stage.ledger().mark_sending(order.id) {
@@ -969,6 +970,7 @@ async fn submit_one(stage: &Stage, limiter: &Pacer, order: OrderRecord, tries: u
             }
             Err(e) if e.is_transient() => {
                 last = format!("{}: {}", e.kind(), e.message());
+                server_error = e.status().is_some_and(|s| (500..=599).contains(&s));
                 if let Err(le) =
                     stage
                         .ledger()
@@ -1025,8 +1027,13 @@ async fn submit_one(stage: &Stage, limiter: &Pacer, order: OrderRecord, tries: u
             }
         }
     }
+    let kept = if server_error {
+        "; if the service keeps that server error under the key, every send gets it back: once the order is older than the in-doubt window, reconciliation finds no order for it and gives the key up, and `paybatch retry` sends its rows under a new one"
+    } else {
+        ""
+    };
     Sent::GaveUp(format!(
-        "order {} (key {}) got no usable answer after {tries} tries ({last}); it stays in doubt and is re-sent with the same key on the next run",
+        "order {} (key {}) got no usable answer after {tries} tries ({last}); it stays in doubt and is re-sent with the same key on the next run{kept}",
         order.id, order.idempotency_key
     ))
 }
