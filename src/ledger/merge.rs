@@ -564,6 +564,30 @@ mod tests {
     }
 
     #[test]
+    fn a_new_send_forgets_what_the_last_one_got_back() {
+        let (_dir, mut ledger, batch) = ledger();
+        let row = incoming(0, true);
+        let mut merge = ledger.merge(batch, true).expect("merge");
+        let plan = merge.row(&row).expect("row").expect("new row");
+        let id = merge.plan(&order("k"), &[(&row, plan)]).expect("plan");
+        merge.close().expect("close");
+        merge.commit().expect("commit");
+        ledger.mark_sending(id).expect("mark");
+        ledger
+            .record_send_error(id, Some(503), "service_unavailable", "later")
+            .expect("error");
+        let o = ledger.order(id).expect("read").expect("order");
+        assert_eq!(o.last_http_status, Some(503));
+        // The next send is killed before its answer: nothing is known of it.
+        ledger.mark_sending(id).expect("mark again");
+        let o = ledger.order(id).expect("read").expect("order");
+        assert_eq!(
+            (o.sends, o.last_http_status, o.error_type.as_deref()),
+            (2, None, None)
+        );
+    }
+
+    #[test]
     fn a_merge_with_rows_left_unplanned_cannot_commit_and_a_dropped_merge_leaves_nothing() {
         let (_dir, mut ledger, batch) = ledger();
         let row = incoming(0, true);

@@ -58,7 +58,9 @@ pub fn now() -> String {
 /// Whether a time the ledger recorded (see [`now`]) lies more than `age` in the past; false when
 /// there is none or it cannot be read.
 pub fn older_than(at: Option<&str>, age: std::time::Duration) -> bool {
-    let age = chrono::Duration::from_std(age).unwrap_or(chrono::Duration::days(1));
+    let Ok(age) = chrono::Duration::from_std(age) else {
+        return false; // longer than any time the ledger can hold
+    };
     at.and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
         .is_some_and(|t| chrono::Utc::now().signed_duration_since(t) > age)
 }
@@ -603,14 +605,16 @@ impl Ledger {
         Ok(out)
     }
 
-    /// Records, durably, that the order is about to be sent (once more).
+    /// Records, durably, that the order is about to be sent (once more). What the last send got
+    /// back is cleared: until this send is answered, nothing is known of it.
     pub fn mark_sending(&mut self, order_id: i64) -> Result<()> {
         let at = now();
         let tx = begin(&mut self.conn, &self.path)?;
         let n = tx
             .execute(
                 "UPDATE orders SET sends = sends + 1, last_sent_at = ?2,
-                        first_sent_at = COALESCE(first_sent_at, ?2)
+                        first_sent_at = COALESCE(first_sent_at, ?2),
+                        last_http_status = NULL, error_type = NULL, error_message = NULL
                  WHERE id = ?1 AND state = 'INTENT'",
                 params![order_id, at],
             )
