@@ -83,6 +83,10 @@ pub struct ServeArgs {
     /// Length of a 429 burst.
     #[arg(long = "burst-429-len", value_name = "N", default_value_t = 3)]
     pub burst_429_len: u32,
+    /// Leave `metadata` out of the order list's entries, as the interface lists them (the full
+    /// order still carries it).
+    #[arg(long)]
+    pub list_without_metadata: bool,
     /// Extra time a POST /order holds its idempotency key, in milliseconds.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub in_progress_delay_ms: u64,
@@ -130,6 +134,7 @@ impl ServeArgs {
             } else {
                 self.cards.clone()
             },
+            list_metadata: !self.list_without_metadata,
             faults: Faults {
                 latency: Duration::from_millis(self.latency_ms),
                 latency_jitter: Duration::from_millis(self.latency_jitter_ms),

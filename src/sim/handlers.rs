@@ -664,7 +664,16 @@ async fn list_orders(
             Ok(json(
                 200,
                 &OrderList {
-                    items: page.iter().map(orders::summary).collect(),
+                    items: page
+                        .iter()
+                        .map(|o| {
+                            let mut s = orders::summary(o);
+                            if !sim.config.list_metadata {
+                                s.metadata = None;
+                            }
+                            s
+                        })
+                        .collect(),
                     pagination: pagination(
                         limit,
                         before.map(|k| cursor(ORDER_CURSOR, &k.to_string())),

@@ -63,6 +63,9 @@ pub struct SimConfig {
     pub balances: Vec<(String, Decimal)>,
     /// Card ids accepted for `CARD` payments.
     pub cards: Vec<String>,
+    /// Whether the order list carries each order's `metadata`, a field the interface does not
+    /// list for it (true; false answers with the interface's fields only).
+    pub list_metadata: bool,
     pub faults: Faults,
 }
 
@@ -82,6 +85,7 @@ impl Default for SimConfig {
                 .map(|c| ((*c).to_string(), hundred_thousand))
                 .collect(),
             cards: vec!["card_sim_visa".to_string()],
+            list_metadata: true,
             faults: Faults::default(),
         }
     }
