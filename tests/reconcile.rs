@@ -1017,3 +1017,74 @@ async fn reconcile_reads_again_through_passing_server_errors() {
     let live = assert_one_live_order_per_row(&s.sim, &refs);
     assert_ledger_matches_service(&s, "nov", &live);
 }
+
+/// A key is given up only when the service's order list says for sure that none of its rows was
+/// ordered. The interface's order list does not carry `metadata`, and an order of several rows
+/// still PROCESSING names only its first row: reconciliation cannot read its rows, so it gives no
+/// key up, even one whose last answer was a server error long ago; the same key is sent again
+/// and the service's own order is recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_key_is_given_up_while_an_order_of_the_batch_does_not_say_its_rows() {
+    let ws = Workspace::new();
+    let config = paybatch::sim::SimConfig {
+        list_metadata: false,
+        processing_min: Duration::from_secs(6),
+        processing_max: Duration::from_secs(6),
+        ..fast_config(None)
+    };
+    let sim = start_sim(config).await;
+    let key = ws.key_file();
+    let s = Setup { ws, sim, key };
+    let input = s.ws.write(
+        "two.csv",
+        "reference,product_code,face_value,currency,email\n\
+         R-1,AMZ-US,25.00,USD,ann@example.com\n\
+         R-2,STEAM-US,10,USD,\n",
+    );
+    let refs = references(&input);
+    let stopped = s
+        .run(
+            "two.csv",
+            &["--items-per-order", "2", "--concurrency", "1"],
+            &[("PAYBATCH_FAILPOINT", "after_send:1")],
+        )
+        .await;
+    assert_eq!(code(&stopped), None, "stopped: {}", stderr_of(&stopped));
+    let created = s.sim.orders();
+    assert_eq!(
+        created.len(),
+        1,
+        "one order of two rows reached the service"
+    );
+    // As if its last send, long ago, had got a server error.
+    let db = rusqlite::Connection::open(s.ws.ledger()).expect("ledger");
+    let changed = db
+        .execute(
+            "UPDATE orders SET last_http_status = 503, first_sent_at = '2026-01-01T00:00:00.000Z',
+                    last_sent_at = '2026-01-01T00:00:00.000Z' WHERE state = 'INTENT'",
+            [],
+        )
+        .expect("update");
+    assert_eq!(changed, 1);
+    drop(db);
+
+    let settle = [("PAYBATCH_SETTLE_SECONDS", "1")];
+    let (rc, report) = s.reconcile_with("two", &["--dry-run"], &settle).await;
+    assert_eq!(rc, Some(0), "{report}");
+    assert!(strings(&report["retired"]).is_empty(), "{report}");
+    assert_eq!(
+        strings(&report["unattributed"]),
+        vec![created[0].id.clone()],
+        "{report}"
+    );
+    assert_eq!(
+        strings(&report["absent"]),
+        vec![created[0].idempotency_key.clone()]
+    );
+
+    let out = s.run("two.csv", &["--items-per-order", "2"], &settle).await;
+    assert_eq!(code(&out), Some(0), "{}", stderr_of(&out));
+    assert_eq!(s.sim.orders().len(), 1, "the same order, never a second");
+    let live = assert_one_live_order_per_row(&s.sim, &refs);
+    assert_ledger_matches_service(&s, "two", &live);
+}

@@ -402,12 +402,12 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         reporter.line(line.clone());
     }
     for reference in &merged.report.removed {
-        reporter.warn(format!(
+        reporter.alert(format!(
             "row `{reference}` is no longer in the input file and was never submitted: marked REMOVED"
         ));
     }
     for (reference, state) in &merged.report.missing_but_submitted {
-        reporter.warn(format!(
+        reporter.alert(format!(
             "row `{reference}` is no longer in the input file but was already submitted ({state}): it is still followed"
         ));
     }
@@ -443,7 +443,7 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
             r.absent.len()
         ));
         if !r.retired.is_empty() {
-            reporter.warn(format!(
+            reporter.alert(format!(
                 "{} in-doubt orders were never created and the service answers their keys only with the server error it keeps for them: their rows are REJECTED; `paybatch retry --batch {}`, then this command again, sends them under new keys",
                 r.retired.len(),
                 batch.name

@@ -23,13 +23,24 @@ const MAX_PAGES: usize = 10_000;
 /// `PAYBATCH_SETTLE_SECONDS`.
 pub const SETTLE: Duration = Duration::from_secs(10 * 60);
 
-/// [`SETTLE`], or the seconds `PAYBATCH_SETTLE_SECONDS` gives.
-pub fn settle_time() -> Duration {
+/// [`SETTLE`], or the seconds `PAYBATCH_SETTLE_SECONDS` gives when `batch` runs on a simulator
+/// (the embedded one, or a service on this machine's loopback address); never for a service
+/// elsewhere, whatever the variable says.
+pub fn settle_time(batch: &BatchRecord) -> Duration {
+    let local = batch.environment == "sim"
+        || url::Url::parse(&batch.base_url).is_ok_and(|u| match u.host() {
+            Some(url::Host::Domain(d)) => d == "localhost",
+            Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+            Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+            None => false,
+        });
+    if !local {
+        return SETTLE;
+    }
     std::env::var("PAYBATCH_SETTLE_SECONDS")
         .ok()
         .and_then(|s| s.trim().parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .map(Duration::from_secs_f64)
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
         .unwrap_or(SETTLE)
 }
 
@@ -78,6 +89,10 @@ pub struct ReconcileReport {
     /// In-doubt intents the service never turned into an order and whose key only gets a server
     /// error back ([`key_is_spent`]): marked REJECTED, their rows left to `paybatch retry` (keys).
     pub retired: Vec<String>,
+    /// Orders of this batch at the service whose rows could not be read (an order of several
+    /// rows still PROCESSING, whose list entry and partial body do not name them): while there
+    /// are any, no key is given up (service order ids).
+    pub unattributed: Vec<String>,
     /// Orders whose status the ledger had behind the service's: (order id, from, to).
     pub updated: Vec<(String, String, String)>,
     /// Service orders for rows the ledger does not have: (reference, order id).
@@ -141,8 +156,12 @@ fn rows_of(
     Some(vec![(rest.to_string(), 0)])
 }
 
-/// Every order of `batch` at the service.
-pub async fn find_orders(client: &Client, batch: &str) -> Result<Vec<FoundOrder>, ReconcileError> {
+/// Every order of `batch` at the service, and the ids of those that may be of `batch` but whose
+/// rows cannot be read yet.
+pub async fn find_orders(
+    client: &Client,
+    batch: &str,
+) -> Result<(Vec<FoundOrder>, Vec<String>), ReconcileError> {
     let mut query = PageQuery {
         limit: Some(500),
         ..Default::default()
@@ -159,16 +178,23 @@ pub async fn find_orders(client: &Client, batch: &str) -> Result<Vec<FoundOrder>
             _ => break,
         }
     }
+    let prefix = format!("paybatch batch={batch} ");
     let mut found = Vec::new();
+    let mut unattributed = Vec::new();
     for s in summaries {
         let mine = s
             .description
             .as_deref()
-            .is_some_and(|d| d.starts_with(&format!("paybatch batch={batch} ")))
+            .is_some_and(|d| d.starts_with(&prefix))
             || s.metadata
                 .as_ref()
                 .is_some_and(|m| m.get("paybatch_batch").map(String::as_str) == Some(batch));
-        if !mine {
+        // A description cut to the service's limit inside the batch name may be this batch's.
+        let maybe_mine = s.metadata.is_none()
+            && s.description.as_deref().is_some_and(|d| {
+                d.chars().count() >= plan::MAX_DESCRIPTION && prefix.starts_with(d)
+            });
+        if !mine && !maybe_mine {
             continue;
         }
         let mut rows = rows_of(batch, s.metadata.as_ref(), s.description.as_deref());
@@ -179,18 +205,26 @@ pub async fn find_orders(client: &Client, batch: &str) -> Result<Vec<FoundOrder>
         {
             // The list did not say enough: the full order carries the metadata.
             if let OrderView::Done(full) = read_retrying(|| client.order(&s.id)).await? {
+                let batch_of = full
+                    .metadata
+                    .as_ref()
+                    .and_then(|m| m.get("paybatch_batch").cloned());
+                if batch_of.as_deref().is_some_and(|b| b != batch) {
+                    continue; // another batch's order
+                }
                 rows = rows_of(batch, full.metadata.as_ref(), full.description.as_deref()).or(rows);
             }
         }
-        if let Some(rows) = rows {
-            found.push(FoundOrder {
+        match rows {
+            Some(rows) => found.push(FoundOrder {
                 id: s.id,
                 status: s.status,
                 rows,
-            });
+            }),
+            None => unattributed.push(s.id),
         }
     }
-    Ok(found)
+    Ok((found, unattributed))
 }
 
 /// What reconciliation knows of a row while it works: the ledger's row as this reconciliation
@@ -225,7 +259,8 @@ fn order_state_of(status: OrderStatus) -> OrderState {
 /// an earlier attempt than one the service has, with no order of its own there, is superseded:
 /// it is marked REJECTED and never sent. An in-doubt intent the service has no order for is
 /// cleared to be sent again with its key, unless its key is spent ([`key_is_spent`], with the
-/// in-doubt `window` and [`settle_time`]).
+/// in-doubt `window` and [`settle_time`]), none of its rows is in an order the service lists,
+/// and every order of the batch that the service lists could be read and needs no person.
 pub async fn reconcile(
     ledger: &mut Ledger,
     client: &Client,
@@ -233,12 +268,13 @@ pub async fn reconcile(
     window: Duration,
     dry_run: bool,
 ) -> Result<ReconcileReport, ReconcileError> {
-    let mut found = find_orders(client, &batch.name).await?;
+    let (mut found, unattributed) = find_orders(client, &batch.name).await?;
     // The service lists newest first; the sort is stable.
     found.reverse();
     found.sort_by_key(|f| f.rows.iter().map(|(_, a)| *a).max().unwrap_or(0));
     let mut report = ReconcileReport {
         found: found.len(),
+        unattributed,
         ..Default::default()
     };
     let rows = ledger.rows(batch.id)?;
@@ -466,13 +502,22 @@ pub async fn reconcile(
     }
 
     // In-doubt intents with no order at the service: never created; safe to send again, with
-    // the same key unless that key can only get its server error back.
-    let settle = settle_time();
+    // the same key unless that key can only get its server error back. A key is given up only
+    // when the service's list is fully read and none of the intent's rows is in an order there
+    // of its attempt or a later one (or of an unknown attempt): anything less, and the same key
+    // is sent again, which cannot pay twice. Orders of earlier attempts (failed, retried since)
+    // are history.
+    let settle = settle_time(batch);
+    let list_is_whole = report.unattributed.is_empty() && !report.needs_a_person();
     for o in &orders {
         if o.state != OrderState::Intent || o.sends == 0 || claimed_orders.contains(&o.id) {
             continue;
         }
-        if key_is_spent(o, window, settle) {
+        let mut members = views.iter().filter(|(_, v)| v.order_id == Some(o.id));
+        let rows_unordered = members
+            .all(|(r, v)| latest_of(r) < v.attempt && !at_service.contains(&(r.clone(), 0)))
+            && views.values().any(|v| v.order_id == Some(o.id));
+        if list_is_whole && rows_unordered && key_is_spent(o, window, settle) {
             report.retired.push(o.idempotency_key.clone());
             if !dry_run {
                 let message = format!(
@@ -503,6 +548,7 @@ pub async fn reconcile(
     report.duplicates.sort();
     report.superseded.sort();
     report.retired.sort();
+    report.unattributed.sort();
     report.unattached.sort();
     Ok(report)
 }

@@ -54,6 +54,12 @@ impl Reporter {
         }
     }
 
+    /// A warning about what the batch pays (rows taken out of the file, keys given up): shown
+    /// even when quiet, even when the run ends well.
+    pub fn alert(&self, msg: impl AsRef<str>) {
+        eprintln!("warning: {}", msg.as_ref());
+    }
+
     /// The warnings held back so far (none unless quiet), oldest first.
     pub fn take_held(&self) -> Vec<String> {
         std::mem::take(&mut *self.held.lock().unwrap_or_else(|p| p.into_inner()))

@@ -198,6 +198,7 @@ fn print_report(r: &ReconcileReport, dry_run: bool, json: bool) {
                 "adopted": r.adopted,
                 "absent": r.absent,
                 "retired": r.retired,
+                "unattributed": r.unattributed,
                 "updated": r.updated,
                 "unknown_rows": r.unknown_rows,
                 "duplicates": r.duplicates,
@@ -222,6 +223,11 @@ fn print_report(r: &ReconcileReport, dry_run: bool, json: bool) {
         let verb = if dry_run { "would mark" } else { "marked" };
         println!(
             "  {verb} in-doubt intent {key} REJECTED: the service never created it and answers its key only with the server error it keeps for it; `paybatch retry` sends its rows under a new key"
+        );
+    }
+    for id in &r.unattributed {
+        println!(
+            "  order {id} of this batch at the service does not say its rows yet (still processing?): no in-doubt key is given up until it does"
         );
     }
     for key in &r.superseded {
