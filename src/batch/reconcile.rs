@@ -27,6 +27,14 @@ pub const SETTLE: Duration = Duration::from_secs(10 * 60);
 /// (the embedded one, or a service on this machine's loopback address); never for a service
 /// elsewhere, whatever the variable says.
 pub fn settle_time(batch: &BatchRecord) -> Duration {
+    settle_from(
+        batch,
+        std::env::var("PAYBATCH_SETTLE_SECONDS").ok().as_deref(),
+    )
+}
+
+/// [`settle_time`] with the variable's value given.
+fn settle_from(batch: &BatchRecord, seconds: Option<&str>) -> Duration {
     let local = batch.environment == "sim"
         || url::Url::parse(&batch.base_url).is_ok_and(|u| match u.host() {
             Some(url::Host::Domain(d)) => d == "localhost",
@@ -37,8 +45,7 @@ pub fn settle_time(batch: &BatchRecord) -> Duration {
     if !local {
         return SETTLE;
     }
-    std::env::var("PAYBATCH_SETTLE_SECONDS")
-        .ok()
+    seconds
         .and_then(|s| s.trim().parse::<f64>().ok())
         .and_then(|s| Duration::try_from_secs_f64(s).ok())
         .unwrap_or(SETTLE)
@@ -599,6 +606,50 @@ mod tests {
             error_type: None,
             error_message: None,
         }
+    }
+
+    #[test]
+    fn the_settling_time_is_shortened_only_for_a_simulator() {
+        let batch = |environment: &str, base_url: &str| BatchRecord {
+            id: 1,
+            name: "b".into(),
+            input_path: "b.csv".into(),
+            input_hash: "h".into(),
+            headers: Vec::new(),
+            environment: environment.into(),
+            base_url: base_url.into(),
+            key_fingerprint: "sha256:0".into(),
+            created_at: ledger::now(),
+        };
+        let one = Some("1");
+        let second = Duration::from_secs(1);
+        assert_eq!(
+            settle_from(&batch("sim", "embedded-simulator"), one),
+            second
+        );
+        for local in [
+            "http://127.0.0.1:9/v2",
+            "http://localhost:9/v2",
+            "http://[::1]:9/v2",
+        ] {
+            assert_eq!(settle_from(&batch("custom", local), one), second, "{local}");
+        }
+        for remote in ["https://api.example.com/v2", "not a url"] {
+            assert_eq!(
+                settle_from(&batch("custom", remote), one),
+                SETTLE,
+                "{remote}"
+            );
+        }
+        assert_eq!(
+            settle_from(&batch("production", "https://x/v2"), one),
+            SETTLE
+        );
+        let local = batch("sim", "embedded-simulator");
+        for bad in ["1e20", "-1", "NaN", "soon"] {
+            assert_eq!(settle_from(&local, Some(bad)), SETTLE, "{bad}");
+        }
+        assert_eq!(settle_from(&local, None), SETTLE);
     }
 
     #[test]
