@@ -847,6 +847,39 @@ async fn a_quiet_run_prints_its_warnings_only_when_it_does_not_end_well() {
     assert!(err.contains("incomplete"), "the summary too: {err}");
 }
 
+/// A service that does not answer (here: nothing listens on its port) is a reason to run again
+/// later, not an unexpected failure: exit 5, with what to check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_that_does_not_answer_ends_the_run_incomplete() {
+    let ws = Workspace::new();
+    ws.copy(SAMPLE, "nov.csv");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let base = format!("http://127.0.0.1:{port}/v2");
+    let key = ws.key_file();
+    let ledger = ws.ledger();
+    let out = paybatch(
+        ws.dir.path(),
+        &[
+            "run",
+            "nov.csv",
+            "--base-url",
+            &base,
+            "--api-key-file",
+            key.to_str().expect("path"),
+            "--ledger",
+            ledger.to_str().expect("path"),
+        ],
+        &[],
+    )
+    .await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert!(err.contains("run the same command again"), "{err}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_command_explains_itself() {
     let ws = Workspace::new();

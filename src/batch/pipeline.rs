@@ -182,7 +182,20 @@ impl RunError {
             RunError::Config(_) | RunError::Binding { .. } | RunError::Auth(_) => exit::USAGE,
             RunError::Locked(LockError::Held { .. }) => exit::LOCKED,
             RunError::Invalid { .. } | RunError::Refused { .. } => exit::INVALID,
+            _ if self.is_transient() => exit::INCOMPLETE,
             _ => exit::UNEXPECTED,
+        }
+    }
+
+    /// The service failed for a moment (a 5xx, a 429, a dropped connection) even after the
+    /// reads were tried again: nothing is lost, and the same command resumes.
+    pub fn is_transient(&self) -> bool {
+        use super::reconcile::ReconcileError;
+        match self {
+            RunError::Api(e)
+            | RunError::Catalog(CatalogError::Api(e))
+            | RunError::Reconcile(ReconcileError::Api(e)) => e.is_transient(),
+            _ => false,
         }
     }
 
@@ -203,6 +216,9 @@ impl RunError {
             }
             RunError::Invalid { .. } => Some(
                 "fix the rows above and run again; --skip-invalid pays the valid rows and marks the others INVALID".into(),
+            ),
+            _ if self.is_transient() => Some(
+                "nothing is lost: check the service's address and the network (paybatch ping), then run the same command again to resume".into(),
             ),
             _ => None,
         }
