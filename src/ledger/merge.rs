@@ -12,7 +12,7 @@ use rusqlite::{OptionalExtension, Transaction, params};
 
 use super::{
     IncomingRow, LedgerError, MergeReport, PlannedOrder, Result, RowState, begin, commit, exec,
-    now, sqlerr,
+    now, parse_state, sqlerr,
 };
 
 /// A row that the merge leaves to be planned: it must go into an order ([`Merge::plan`]) before
@@ -162,9 +162,7 @@ impl Merge<'_> {
             .map_err(sqlerr(self.path))?;
         found
             .map(|(id, content_hash, state, attempt)| {
-                let state = state
-                    .parse()
-                    .map_err(|e: super::state::UnknownState| LedgerError::Corrupt(e.to_string()))?;
+                let state = parse_state(&state)?;
                 Ok(Known {
                     id,
                     content_hash,
@@ -429,9 +427,7 @@ impl Merge<'_> {
                     .map_err(sqlerr(self.path))?
             };
             for (id, reference, state) in missing {
-                let state: RowState = state
-                    .parse()
-                    .map_err(|e: super::state::UnknownState| LedgerError::Corrupt(e.to_string()))?;
+                let state: RowState = parse_state(&state)?;
                 match state {
                     RowState::Pending | RowState::Invalid => {
                         exec(

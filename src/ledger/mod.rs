@@ -264,16 +264,23 @@ impl Ledger {
     }
 
     pub fn batches(&self) -> Result<Vec<BatchRecord>> {
-        let mut stmt = self
-            .conn
-            .prepare(
-                "SELECT id, name, input_path, input_hash, headers, environment, base_url,
-                        key_fingerprint, created_at FROM batches ORDER BY id",
-            )
-            .map_err(sqlerr(&self.path))?;
-        let rows = stmt
-            .query_map([], batch_from_row)
-            .map_err(sqlerr(&self.path))?;
+        self.select_all(
+            "SELECT id, name, input_path, input_hash, headers, environment, base_url,
+                    key_fingerprint, created_at FROM batches ORDER BY id",
+            [],
+            batch_from_row,
+        )
+    }
+
+    /// Every row `sql` selects with `args`, each made by `map`.
+    fn select_all<T>(
+        &self,
+        sql: &str,
+        args: impl rusqlite::Params,
+        map: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Vec<T>> {
+        let mut stmt = self.conn.prepare_cached(sql).map_err(sqlerr(&self.path))?;
+        let rows = stmt.query_map(args, map).map_err(sqlerr(&self.path))?;
         rows.collect::<std::result::Result<Vec<_>, _>>()
             .map_err(sqlerr(&self.path))
     }
@@ -412,40 +419,26 @@ impl Ledger {
 
     /// Currency, face value and price (as stored) of every COMPLETED row of a batch.
     pub fn completed_amounts(&self, batch_id: i64) -> Result<Vec<(String, String, String)>> {
-        let mut stmt = self
-            .conn
-            .prepare(
-                "SELECT COALESCE(json_extract(spec, '$.currency'), '?'),
-                        COALESCE(json_extract(spec, '$.face_value'), '0'),
-                        COALESCE(price, '0')
-                 FROM rows WHERE batch_id = ?1 AND state = 'COMPLETED'",
-            )
-            .map_err(sqlerr(&self.path))?;
-        let mapped = stmt
-            .query_map([batch_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .map_err(sqlerr(&self.path))?;
-        mapped
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(sqlerr(&self.path))
+        self.select_all(
+            "SELECT COALESCE(json_extract(spec, '$.currency'), '?'),
+                    COALESCE(json_extract(spec, '$.face_value'), '0'),
+                    COALESCE(price, '0')
+             FROM rows WHERE batch_id = ?1 AND state = 'COMPLETED'",
+            [batch_id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
     }
 
     /// Rows in orders, per way of paying: (card id, payment currency, rows).
     pub fn rows_per_payment(&self, batch_id: i64) -> Result<Vec<(Option<String>, String, i64)>> {
-        let mut stmt = self
-            .conn
-            .prepare(
-                "SELECT o.card_id, o.payment_currency,
-                        SUM((SELECT COUNT(*) FROM rows WHERE rows.order_id = o.id))
-                 FROM orders o WHERE o.batch_id = ?1
-                 GROUP BY o.card_id, o.payment_currency",
-            )
-            .map_err(sqlerr(&self.path))?;
-        let mapped = stmt
-            .query_map([batch_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .map_err(sqlerr(&self.path))?;
-        mapped
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(sqlerr(&self.path))
+        self.select_all(
+            "SELECT o.card_id, o.payment_currency,
+                    SUM((SELECT COUNT(*) FROM rows WHERE rows.order_id = o.id))
+             FROM orders o WHERE o.batch_id = ?1
+             GROUP BY o.card_id, o.payment_currency",
+            [batch_id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
     }
 
     /// The reference of a row, by id.
@@ -466,33 +459,20 @@ impl Ledger {
                     .optional()
             })
             .map_err(sqlerr(&self.path))?;
-        state
-            .map(|s| {
-                s.parse()
-                    .map_err(|e: state::UnknownState| LedgerError::Corrupt(e.to_string()))
-            })
-            .transpose()
+        state.as_deref().map(parse_state).transpose()
     }
 
     /// Counts of rows per state.
     pub fn row_counts(&self, batch_id: i64) -> Result<Vec<(RowState, i64)>> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT state, COUNT(*) FROM rows WHERE batch_id = ?1 GROUP BY state")
-            .map_err(sqlerr(&self.path))?;
-        let mapped = stmt
-            .query_map([batch_id], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
-            })
-            .map_err(sqlerr(&self.path))?;
-        let mut out = Vec::new();
-        for item in mapped {
-            let (s, n) = item.map_err(sqlerr(&self.path))?;
-            let st = s
-                .parse()
-                .map_err(|e: state::UnknownState| LedgerError::Corrupt(e.to_string()))?;
-            out.push((st, n));
-        }
+        let counted: Vec<(String, i64)> = self.select_all(
+            "SELECT state, COUNT(*) FROM rows WHERE batch_id = ?1 GROUP BY state",
+            [batch_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        let mut out = counted
+            .into_iter()
+            .map(|(s, n)| Ok((parse_state(&s)?, n)))
+            .collect::<Result<Vec<(RowState, i64)>>>()?;
         out.sort_by_key(|(s, _)| RowState::ALL.iter().position(|x| x == s));
         Ok(out)
     }
@@ -503,26 +483,19 @@ impl Ledger {
     /// Up to `limit` of the batch's INTENT orders with an id above `after`, in id order, without
     /// their bodies: a batch can hold a million, so they are read a chunk at a time.
     pub fn intent_heads(&self, batch_id: i64, after: i64, limit: i64) -> Result<Vec<IntentHead>> {
-        let mut stmt = self
-            .conn
-            .prepare_cached(
-                "SELECT id, idempotency_key, sends, first_sent_at FROM orders
-                 WHERE batch_id = ?1 AND state = 'INTENT' AND id > ?2 ORDER BY id LIMIT ?3",
-            )
-            .map_err(sqlerr(&self.path))?;
-        let mapped = stmt
-            .query_map(params![batch_id, after, limit], |r| {
+        self.select_all(
+            "SELECT id, idempotency_key, sends, first_sent_at FROM orders
+             WHERE batch_id = ?1 AND state = 'INTENT' AND id > ?2 ORDER BY id LIMIT ?3",
+            params![batch_id, after, limit],
+            |r| {
                 Ok(IntentHead {
                     id: r.get(0)?,
                     idempotency_key: r.get(1)?,
                     sends: r.get(2)?,
                     first_sent_at: r.get(3)?,
                 })
-            })
-            .map_err(sqlerr(&self.path))?;
-        mapped
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(sqlerr(&self.path))
+            },
+        )
     }
 
     pub fn order(&self, order_id: i64) -> Result<Option<OrderRecord>> {
@@ -597,9 +570,7 @@ impl Ledger {
         let mut out = Vec::new();
         for item in mapped {
             let (mut o, state) = item.map_err(sqlerr(&self.path))?;
-            o.state = state
-                .parse()
-                .map_err(|e: state::UnknownState| LedgerError::Corrupt(e.to_string()))?;
+            o.state = parse_state(&state)?;
             out.push(o);
         }
         Ok(out)
@@ -973,15 +944,11 @@ impl Ledger {
 
     /// The most recent events of a batch, newest first.
     pub fn events(&self, batch_id: i64, limit: i64) -> Result<Vec<EventRecord>> {
-        let mut stmt = self
-            .conn
-            .prepare(
-                "SELECT at, subject, subject_id, from_state, to_state, cause FROM events
-                 WHERE batch_id = ?1 ORDER BY id DESC LIMIT ?2",
-            )
-            .map_err(sqlerr(&self.path))?;
-        let mapped = stmt
-            .query_map(params![batch_id, limit], |r| {
+        self.select_all(
+            "SELECT at, subject, subject_id, from_state, to_state, cause FROM events
+             WHERE batch_id = ?1 ORDER BY id DESC LIMIT ?2",
+            params![batch_id, limit],
+            |r| {
                 Ok(EventRecord {
                     at: r.get(0)?,
                     subject: r.get(1)?,
@@ -990,11 +957,8 @@ impl Ledger {
                     to_state: r.get(4)?,
                     cause: r.get(5)?,
                 })
-            })
-            .map_err(sqlerr(&self.path))?;
-        mapped
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(sqlerr(&self.path))
+            },
+        )
     }
 
     // -----------------------------------------------------------------------------------------
@@ -1014,15 +978,11 @@ impl Ledger {
         let Some(fetched_at) = fetched else {
             return Ok(None);
         };
-        let mut stmt = self
-            .conn
-            .prepare("SELECT product FROM catalog_products WHERE environment = ?1 ORDER BY code")
-            .map_err(sqlerr(&self.path))?;
-        let products = stmt
-            .query_map([environment], |r| r.get::<_, String>(0))
-            .map_err(sqlerr(&self.path))?
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(sqlerr(&self.path))?;
+        let products = self.select_all(
+            "SELECT product FROM catalog_products WHERE environment = ?1 ORDER BY code",
+            [environment],
+            |r| r.get::<_, String>(0),
+        )?;
         Ok(Some((fetched_at, products)))
     }
 
@@ -1107,10 +1067,14 @@ fn row_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<(RowRecord, String)> {
 }
 
 fn parsed_row((mut row, state): (RowRecord, String)) -> Result<RowRecord> {
-    row.state = state
-        .parse()
-        .map_err(|e: state::UnknownState| LedgerError::Corrupt(e.to_string()))?;
+    row.state = parse_state(&state)?;
     Ok(row)
+}
+
+/// A row or order state as stored; anything else is a corrupt ledger.
+fn parse_state<S: std::str::FromStr<Err = state::UnknownState>>(text: &str) -> Result<S> {
+    text.parse()
+        .map_err(|e: state::UnknownState| LedgerError::Corrupt(e.to_string()))
 }
 
 /// What the result file says of a row's order.
