@@ -23,13 +23,17 @@ fn json(o: &Output) -> serde_json::Value {
 
 /// `paybatch COMMAND ARGS... --base-url SIM --api-key-file KEY --ledger LEDGER` in the workspace.
 async fn against(ws: &Workspace, sim: &SimHandle, args: &[&str]) -> Output {
+    against_url(ws, &sim.base_url(), args).await
+}
+
+/// [`against`] a service at `base`.
+async fn against_url(ws: &Workspace, base: &str, args: &[&str]) -> Output {
     let key = ws.key_file();
-    let base = sim.base_url();
     let ledger = ws.ledger();
     let mut all: Vec<&str> = args.to_vec();
     all.extend_from_slice(&[
         "--base-url",
-        &base,
+        base,
         "--api-key-file",
         key.to_str().unwrap(),
         "--ledger",
@@ -858,23 +862,7 @@ async fn a_service_that_does_not_answer_ends_the_run_incomplete() {
         .expect("a free port")
         .port();
     let base = format!("http://127.0.0.1:{port}/v2");
-    let key = ws.key_file();
-    let ledger = ws.ledger();
-    let out = paybatch(
-        ws.dir.path(),
-        &[
-            "run",
-            "nov.csv",
-            "--base-url",
-            &base,
-            "--api-key-file",
-            key.to_str().expect("path"),
-            "--ledger",
-            ledger.to_str().expect("path"),
-        ],
-        &[],
-    )
-    .await;
+    let out = against_url(&ws, &base, &["run", "nov.csv"]).await;
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(5), "{err}");
     assert!(err.contains("run the same command again"), "{err}");
