@@ -357,18 +357,10 @@ pub async fn reconcile(
         report.superseded.push(o.idempotency_key.clone());
         let refs: Vec<String> = members.iter().map(|(r, _)| (*r).clone()).collect();
         if !dry_run {
-            ledger.transition_order(
+            ledger.close_intent(
                 o.id,
-                OrderState::Rejected,
-                None,
-                None,
-                None,
-                Some((
-                    "superseded",
-                    "a later attempt of this row is at the service; this intent is never sent",
-                )),
-                &[],
-                None,
+                "superseded",
+                "a later attempt of this row is at the service; this intent is never sent",
                 "reconcile: superseded by a later attempt at the service",
             )?;
         }
@@ -531,15 +523,10 @@ pub async fn reconcile(
                     "the service answers this order's idempotency key with the server error it keeps for it (HTTP {}) and holds no order for it; `paybatch retry` sends its rows under a new key",
                     o.last_http_status.unwrap_or(500)
                 );
-                ledger.transition_order(
+                ledger.close_intent(
                     o.id,
-                    OrderState::Rejected,
-                    None,
-                    None,
-                    None,
-                    Some(("idempotency_key_spent", &message)),
-                    &[],
-                    None,
+                    "idempotency_key_spent",
+                    &message,
                     "reconcile: key spent (a kept server error, no order at the service)",
                 )?;
             }

@@ -751,6 +751,28 @@ impl Ledger {
         commit(tx, &self.path)
     }
 
+    /// An intent that is never to be sent: REJECTED (its rows too) with the error `kind` and
+    /// `message`, for `paybatch retry` to give its rows a new attempt.
+    pub fn close_intent(
+        &mut self,
+        order_id: i64,
+        kind: &str,
+        message: &str,
+        cause: &str,
+    ) -> Result<()> {
+        self.transition_order(
+            order_id,
+            OrderState::Rejected,
+            None,
+            None,
+            None,
+            Some((kind, message)),
+            &[],
+            None,
+            cause,
+        )
+    }
+
     /// Reconciliation found no order at the service for an in-doubt intent: it was never
     /// created, so it may be sent again (with its recorded key and body).
     pub fn clear_in_doubt(&mut self, order_id: i64, cause: &str) -> Result<()> {
