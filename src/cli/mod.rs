@@ -42,7 +42,7 @@ pub struct Cli {
     /// More detail on stderr (-v info, -vv debug); RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
-    /// Print only errors and warnings (cron).
+    /// Print only errors (cron); a run that does not end well adds its warnings and summary.
     #[arg(short, long, global = true)]
     pub quiet: bool,
     /// Settings file (default: ./paybatch.toml when there is one).
