@@ -6,7 +6,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use crate::api::client::{PageQuery, read_retrying};
+use crate::api::client::{PageQuery, is_loopback_host, read_retrying};
 use crate::api::models::{OrderStatus, OrderSummary, OrderView};
 use crate::api::{ApiError, Client};
 use crate::ledger::{self, BatchRecord, Ledger, LedgerError, OrderRecord, OrderState, RowState};
@@ -36,12 +36,7 @@ pub fn settle_time(batch: &BatchRecord) -> Duration {
 /// [`settle_time`] with the variable's value given.
 fn settle_from(batch: &BatchRecord, seconds: Option<&str>) -> Duration {
     let local = batch.environment == "sim"
-        || url::Url::parse(&batch.base_url).is_ok_and(|u| match u.host() {
-            Some(url::Host::Domain(d)) => d == "localhost",
-            Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-            Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-            None => false,
-        });
+        || url::Url::parse(&batch.base_url).is_ok_and(|u| is_loopback_host(&u));
     if !local {
         return SETTLE;
     }
