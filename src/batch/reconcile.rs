@@ -241,6 +241,32 @@ struct RowView {
     spec: Option<String>,
 }
 
+/// The references of the rows each ledger order holds, as this reconciliation sees them now
+/// (read once: a batch can hold a million rows and as many intents).
+fn members_by_order(views: &HashMap<String, RowView>) -> HashMap<i64, Vec<String>> {
+    let mut by_order: HashMap<i64, Vec<String>> = HashMap::new();
+    for (reference, v) in views {
+        if let Some(id) = v.order_id {
+            by_order.entry(id).or_default().push(reference.clone());
+        }
+    }
+    by_order
+}
+
+/// The rows (reference, view) of the ledger's order `order_id`, from [`members_by_order`].
+fn members_of<'a>(
+    views: &'a HashMap<String, RowView>,
+    by_order: &'a HashMap<i64, Vec<String>>,
+    order_id: i64,
+) -> Vec<(&'a String, &'a RowView)> {
+    by_order
+        .get(&order_id)
+        .into_iter()
+        .flatten()
+        .filter_map(|r| views.get(r).map(|v| (r, v)))
+        .collect()
+}
+
 /// The ledger state a service order's status stands for.
 fn order_state_of(status: OrderStatus) -> OrderState {
     match status {
@@ -335,11 +361,9 @@ pub async fn reconcile(
     let mut claimed_orders = HashSet::new();
 
     // Intents replaced by a later attempt at the service, with no order of their own there.
+    let by_order = members_by_order(&views);
     for o in orders.iter().filter(|o| o.state == OrderState::Intent) {
-        let members: Vec<(&String, &RowView)> = views
-            .iter()
-            .filter(|(_, v)| v.order_id == Some(o.id))
-            .collect();
+        let members = members_of(&views, &by_order, o.id);
         let later = members.iter().any(|(r, v)| latest_of(r) > v.attempt);
         let answered = members.iter().all(|(r, v)| {
             at_service.contains(&((*r).clone(), v.attempt))
@@ -503,14 +527,16 @@ pub async fn reconcile(
     // are history.
     let settle = settle_time(batch);
     let list_is_whole = report.unattributed.is_empty() && !report.needs_a_person();
+    let by_order = members_by_order(&views);
     for o in &orders {
         if o.state != OrderState::Intent || o.sends == 0 || claimed_orders.contains(&o.id) {
             continue;
         }
-        let mut members = views.iter().filter(|(_, v)| v.order_id == Some(o.id));
-        let rows_unordered = members
-            .all(|(r, v)| latest_of(r) < v.attempt && !at_service.contains(&(r.clone(), 0)))
-            && views.values().any(|v| v.order_id == Some(o.id));
+        let members = members_of(&views, &by_order, o.id);
+        let rows_unordered = !members.is_empty()
+            && members
+                .iter()
+                .all(|(r, v)| latest_of(r) < v.attempt && !at_service.contains(&((*r).clone(), 0)));
         if list_is_whole && rows_unordered && key_is_spent(o, window, settle) {
             report.retired.push(o.idempotency_key.clone());
             if !dry_run {
