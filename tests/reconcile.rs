@@ -1081,6 +1081,12 @@ async fn no_key_is_given_up_while_an_order_of_the_batch_does_not_say_its_rows() 
         strings(&report["absent"]),
         vec![created[0].idempotency_key.clone()]
     );
+    let words = s
+        .paybatch(&["reconcile", "--batch", "two", "--dry-run"], &settle)
+        .await;
+    let text = stdout_of(&words);
+    assert!(text.contains("does not say its rows yet"), "{text}");
+    assert!(!text.contains("agrees"), "{text}");
 
     let out = s.run("two.csv", &["--items-per-order", "2"], &settle).await;
     assert_eq!(code(&out), Some(0), "{}", stderr_of(&out));

@@ -114,6 +114,7 @@ impl ReconcileReport {
         self.adopted.is_empty()
             && self.absent.is_empty()
             && self.retired.is_empty()
+            && self.unattributed.is_empty()
             && self.updated.is_empty()
             && self.unknown_rows.is_empty()
             && self.duplicates.is_empty()
