@@ -355,9 +355,8 @@ async fn scenario(seed: u64) -> Result<Seen, String> {
     // 1. Each row: at most one live service order item; exactly one unless its order failed.
     let mut items_per_ref: HashMap<String, Vec<&SimOrderRecord>> = HashMap::new();
     for o in &truth {
-        let rows_of = o.metadata.get("paybatch_rows").cloned().unwrap_or_default();
-        for r in rows_of.split('|').filter(|r| !r.is_empty()) {
-            items_per_ref.entry(r.to_string()).or_default().push(o);
+        for r in paybatch::batch::plan::references_in_metadata(&o.metadata) {
+            items_per_ref.entry(r).or_default().push(o);
         }
     }
     for r in &refs {
@@ -618,9 +617,8 @@ async fn kept_error_scenario(seed: u64) -> Result<Seen, String> {
             .iter()
             .filter(|o| o.status != paybatch::api::OrderStatus::Failed)
             .filter(|o| {
-                o.metadata
-                    .get("paybatch_rows")
-                    .is_some_and(|r| r.split('|').any(|r| r == row.reference))
+                paybatch::batch::plan::references_in_metadata(&o.metadata)
+                    .contains(&row.reference)
             })
             .collect();
         if live.len() != 1 {

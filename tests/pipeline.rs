@@ -47,13 +47,8 @@ async fn run_with_env(
 fn orders_per_reference(sim: &SimHandle) -> HashMap<String, Vec<String>> {
     let mut out: HashMap<String, Vec<String>> = HashMap::new();
     for order in sim.orders() {
-        let rows = order
-            .metadata
-            .get("paybatch_rows")
-            .cloned()
-            .unwrap_or_default();
-        for reference in rows.split('|').filter(|r| !r.is_empty()) {
-            out.entry(reference.to_string())
+        for reference in paybatch::batch::plan::references_in_metadata(&order.metadata) {
+            out.entry(reference)
                 .or_default()
                 .push(order.status.as_str().to_string());
         }

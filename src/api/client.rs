@@ -270,14 +270,19 @@ impl Client {
         })
     }
 
-    /// `GET /product?code=...`: one product's details.
+    /// `GET /product/{product_code}`: one product's details (the `code` filter of the list
+    /// was removed from the published contract).
     pub async fn product(&self, code: &str) -> Result<Option<Product>, ApiError> {
-        let q = ProductQuery {
-            code: Some(code.to_string()),
-            ..Default::default()
-        };
-        match self.products(&q).await {
-            Ok(list) => Ok(list.catalog.into_iter().find(|p| p.code == code)),
+        let mut url = self.url("product")?;
+        url.path_segments_mut()
+            .map_err(|_| ApiError::Config("base URL cannot hold a path".into()))?
+            .push(code);
+        match self.get::<Product>(url).await {
+            Ok(p) if p.code == code => Ok(Some(p)),
+            Ok(p) => Err(ApiError::Protocol {
+                status: 200,
+                reason: format!("asked for product {code}, got product {}", p.code),
+            }),
             Err(e) if e.kind() == "not_found" => Ok(None),
             Err(e) => Err(e),
         }
@@ -496,28 +501,45 @@ fn error_from(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> ApiError 
             ),
         };
     }
-    match serde_json::from_slice::<ErrorBody>(body) {
-        Ok(err) => ApiError::service(status.as_u16(), err, retry_after),
-        Err(_) => {
-            // No error body: keep the status, which still decides the class.
-            let reason = status.canonical_reason().unwrap_or("error").to_string();
-            let kind = reason.to_ascii_lowercase().replace(' ', "_");
-            ApiError::service(
-                status.as_u16(),
-                ErrorBody {
-                    kind,
-                    message: format!(
-                        "HTTP {} without an error body; starts with {}",
-                        status.as_u16(),
-                        preview(body)
-                    ),
-                    help: String::new(),
-                    details: None,
-                },
-                retry_after,
-            )
-        }
+    /// The published 429 body: `{"error": "rate exceeded"}`, not the error shape.
+    #[derive(serde::Deserialize)]
+    struct RateExceeded {
+        error: String,
     }
+    if let Ok(err) = serde_json::from_slice::<ErrorBody>(body) {
+        return ApiError::service(status.as_u16(), err, retry_after);
+    }
+    if let Ok(rate) = serde_json::from_slice::<RateExceeded>(body) {
+        let kind = if status.as_u16() == 429 {
+            "too_many_requests"
+        } else {
+            "error"
+        };
+        let body = ErrorBody {
+            kind: kind.into(),
+            message: rate.error,
+            help: None,
+            details: None,
+        };
+        return ApiError::service(status.as_u16(), body, retry_after);
+    }
+    // No error body: keep the status, which still decides the class.
+    let reason = status.canonical_reason().unwrap_or("error").to_string();
+    let kind = reason.to_ascii_lowercase().replace(' ', "_");
+    ApiError::service(
+        status.as_u16(),
+        ErrorBody {
+            kind,
+            message: format!(
+                "HTTP {} without an error body; starts with {}",
+                status.as_u16(),
+                preview(body)
+            ),
+            help: None,
+            details: None,
+        },
+        retry_after,
+    )
 }
 
 fn preview(body: &[u8]) -> String {

@@ -106,13 +106,7 @@ impl ApiError {
     /// The service's message and help, for a person.
     pub fn message(&self) -> String {
         match self {
-            ApiError::Service { body, .. } => {
-                if body.help.is_empty() {
-                    body.message.clone()
-                } else {
-                    format!("{} ({})", body.message, body.help)
-                }
-            }
+            ApiError::Service { body, .. } => body.describe(),
             other => other.to_string(),
         }
     }
@@ -126,7 +120,7 @@ mod tests {
         ErrorBody {
             kind: kind.into(),
             message: "m".into(),
-            help: "h".into(),
+            help: Some("h".into()),
             details: None,
         }
     }

@@ -48,6 +48,10 @@ pub enum PayoutType {
     GiftCard,
     Subscription,
     Payment,
+    /// A payout type this version of paybatch does not know (the service adds types within a
+    /// dated version): listed, never payable.
+    #[serde(other)]
+    Other,
 }
 
 impl PayoutType {
@@ -56,6 +60,7 @@ impl PayoutType {
             PayoutType::GiftCard => "gift_card",
             PayoutType::Subscription => "subscription",
             PayoutType::Payment => "payment",
+            PayoutType::Other => "other",
         }
     }
 }
@@ -102,7 +107,7 @@ impl Product {
                 .as_ref()
                 .and_then(|g| g.denominations.as_ref()),
             PayoutType::Payment => self.payment.as_ref().and_then(|p| p.denominations.as_ref()),
-            PayoutType::Subscription => None,
+            PayoutType::Subscription | PayoutType::Other => None,
         }
     }
 
@@ -303,6 +308,9 @@ impl OrderStatus {
 pub enum PaymentMethodType {
     AccountBalance,
     Card,
+    /// A payment method type paybatch does not know (read in answers only; never sent).
+    #[serde(other)]
+    Other,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -320,6 +328,10 @@ pub struct PaymentMethod {
 pub enum DistributionType {
     Email,
     PayoutLink,
+    /// A distribution type paybatch never sends (`RECIPIENT`, or one added later): read in
+    /// answers as "other".
+    #[serde(other)]
+    Other,
 }
 
 impl DistributionType {
@@ -327,6 +339,7 @@ impl DistributionType {
         match self {
             DistributionType::Email => "EMAIL",
             DistributionType::PayoutLink => "PAYOUT_LINK",
+            DistributionType::Other => "OTHER",
         }
     }
 }
@@ -346,6 +359,10 @@ pub struct DistributionMethod {
 pub enum SelectionType {
     Single,
     Multiple,
+    /// A selection paybatch never sends (`TEMPLATE`, or one added later): read in answers as
+    /// "other".
+    #[serde(other)]
+    Other,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -635,17 +652,95 @@ pub struct Ping {
     pub message: String,
 }
 
-/// The error body of every 4xx and 5xx answer.
+/// The error body of every 4xx and 5xx answer: `help` may be `null` or absent (it is `null` in
+/// the published example of a validation error); `details` (422) is a list of
+/// `{type, message, location}` in the published contract, an object in older answers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorBody {
     #[serde(rename = "type")]
     pub kind: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub message: String,
     #[serde(default)]
-    pub help: String,
+    pub help: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<serde_json::Value>,
+}
+
+/// Longest list of validation details shown to a person (the rest are counted).
+const DETAILS_SHOWN: usize = 5;
+
+impl ErrorBody {
+    /// What `details` says, one entry a line: `location: message` (the published list), or
+    /// `field: message` (an object of field paths).
+    pub fn detail_lines(&self) -> Vec<String> {
+        use serde_json::Value;
+        fn text(v: &Value) -> String {
+            match v {
+                Value::String(s) => s.clone(),
+                Value::Null => String::new(),
+                other => other.to_string(),
+            }
+        }
+        fn location(v: Option<&Value>) -> String {
+            match v {
+                Some(Value::Array(parts)) => parts
+                    .iter()
+                    .map(|p| match p {
+                        Value::Number(n) => format!("[{n}]"),
+                        other => format!(".{}", text(other)),
+                    })
+                    .collect::<String>()
+                    .trim_start_matches('.')
+                    .to_string(),
+                Some(v) => text(v),
+                None => String::new(),
+            }
+        }
+        match &self.details {
+            Some(Value::Array(entries)) => entries
+                .iter()
+                .map(|e| {
+                    let place = location(e.get("location"));
+                    let message = e.get("message").map(text).unwrap_or_else(|| text(e));
+                    if place.is_empty() {
+                        message
+                    } else {
+                        format!("{place}: {message}")
+                    }
+                })
+                .collect(),
+            Some(Value::Object(map)) => map
+                .iter()
+                .map(|(field, message)| format!("{field}: {}", text(message)))
+                .collect(),
+            Some(Value::Null) | None => Vec::new(),
+            Some(other) => vec![text(other)],
+        }
+    }
+
+    /// Message, help and details on one line, for a person.
+    pub fn describe(&self) -> String {
+        let mut out = self.message.clone();
+        if let Some(help) = self.help.as_deref().filter(|h| !h.trim().is_empty()) {
+            out.push_str(&format!(" ({help})"));
+        }
+        let lines = self.detail_lines();
+        if !lines.is_empty() {
+            let shown: Vec<&str> = lines.iter().take(DETAILS_SHOWN).map(String::as_str).collect();
+            out.push_str(&format!(" [{}", shown.join("; ")));
+            if lines.len() > DETAILS_SHOWN {
+                out.push_str(&format!("; and {} more", lines.len() - DETAILS_SHOWN));
+            }
+            out.push(']');
+        }
+        out
+    }
+}
+
+/// A string that may be `null` in an answer: read as empty.
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.unwrap_or_default())
 }
 
 /// A record of the country listing (fields not shown by the interface: kept open).

@@ -208,6 +208,16 @@ impl RunError {
             RunError::Refused { help, .. }
             | RunError::Binding { help, .. }
             | RunError::Conflict { help, .. } => Some(help.clone()),
+            RunError::Auth(e) if e.kind() == "version_removed" || e.status() == Some(410) => {
+                Some(format!(
+                    "paybatch asks for the service's API version {}, which the service has switched off: nothing more was sent; install a paybatch release that speaks a current version, then run the same command again",
+                    crate::api::models::API_VERSION
+                ))
+            }
+            RunError::Auth(e) if e.kind() == "invalid_version" => Some(format!(
+                "the service does not know the API version {} that paybatch asks for: check the base URL, or update paybatch",
+                crate::api::models::API_VERSION
+            )),
             RunError::Auth(_) => Some(
                 "check that the key was copied completely, that it belongs to this environment, and that it was not revoked (paybatch ping)".into(),
             ),
@@ -237,6 +247,9 @@ pub struct RunSummary {
     pub incomplete_reason: Option<String>,
     /// Rows in orders per payment method (`balance USD`, `card card_x`).
     pub paid_by: BTreeMap<String, i64>,
+    /// What the service stopped during the run and a person must settle (a balance too low,
+    /// the account's spending limit): one line each, with what is missing and what to do.
+    pub held: Vec<String>,
 }
 
 impl RunSummary {
@@ -244,13 +257,16 @@ impl RunSummary {
         self.counts.get(&state).copied().unwrap_or(0)
     }
 
-    /// 0 all completed; 4 some failed, rejected or invalid; 5 some not finished.
+    /// 0 all completed; 4 some failed, rejected or invalid, or the service stopped a balance
+    /// or the account ([`RunSummary::held`]); 5 some not finished.
     pub fn exit_code(&self) -> i32 {
         use crate::exit;
         let unfinished = self.count(RowState::Pending)
             + self.count(RowState::Planned)
             + self.count(RowState::Submitted);
-        if unfinished > 0 || self.incomplete_reason.is_some() {
+        if !self.held.is_empty() {
+            exit::FAILURES
+        } else if unfinished > 0 || self.incomplete_reason.is_some() {
             exit::INCOMPLETE
         } else if self.count(RowState::Failed)
             + self.count(RowState::Rejected)
@@ -269,9 +285,37 @@ struct Stage {
     ledger: Mutex<Ledger>,
     client: Client,
     reporter: Reporter,
+    /// What the service stopped: `balance CUR` (insufficient funds) or `account` (ordering
+    /// restricted), with the service's words. Orders it covers are not sent in this run.
+    held: Mutex<BTreeMap<String, String>>,
+}
+
+/// What a refusal of one order stops for the rest of the run: `account` when the service
+/// restricts ordering (its spending limit), `balance CUR` when a balance is too low.
+fn holds(e: &ApiError, order: &OrderRecord) -> Option<String> {
+    match e.kind() {
+        "ordering_restricted" => Some("account".into()),
+        "insufficient_funds" | "insufficient_balance" if order.card_id.is_none() => {
+            Some(format!("balance {}", order.payment_currency))
+        }
+        _ => None,
+    }
 }
 
 impl Stage {
+    /// Whether the service stopped what `order` is paid by, earlier in this run.
+    fn is_held(&self, order: &OrderRecord) -> bool {
+        let held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        held.contains_key("account")
+            || (order.card_id.is_none()
+                && held.contains_key(&format!("balance {}", order.payment_currency)))
+    }
+
+    fn hold(&self, what: String, why: String) {
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        held.entry(what).or_insert(why);
+    }
+
     fn ledger(&self) -> std::sync::MutexGuard<'_, Ledger> {
         // A panic while holding the lock leaves the SQLite state consistent (transactions are
         // atomic), so a poisoned lock is still usable.
@@ -433,6 +477,12 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
             merged.orders
         ));
     }
+    if merged.converted_rows > 0 {
+        reporter.line(format!(
+            "{} rows are paid from another currency's balance: each goes alone in a sync order (the service converts currencies only in one-item sync orders)",
+            merged.converted_rows
+        ));
+    }
     tracing::info!(
         "second pass (merge and plan, committed): {:.2?}",
         merging.elapsed()
@@ -471,6 +521,7 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         ledger: Mutex::new(ledger),
         client: conn.client.clone(),
         reporter,
+        held: Mutex::new(BTreeMap::new()),
     });
     let incomplete = if opts.plan_only {
         Some("--plan-only: the orders are planned, not sent".to_string())
@@ -479,7 +530,17 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         poll_all(&stage, batch.id, opts).await?
     };
 
+    let held_by_service = stage
+        .held
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
     let ledger = stage.ledger();
+    let held = if held_by_service.is_empty() {
+        Vec::new()
+    } else {
+        held_lines(&ledger, &conn.client, &batch, &products, &held_by_service).await?
+    };
     let result_path = opts
         .out
         .clone()
@@ -495,7 +556,7 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         result_path,
         incomplete,
     )?;
-    Ok(summary)
+    Ok(RunSummary { held, ..summary })
 }
 
 /// The catalog of the run's environment, cached in the ledger (fetched when older than
@@ -521,10 +582,12 @@ pub async fn load_catalog(
 
 /// Errors that say the key, environment or version is wrong: no row is at fault.
 pub fn is_auth_error(e: &ApiError) -> bool {
-    matches!(
-        e.kind(),
-        "unauthorized" | "invalid_api_key" | "forbidden" | "invalid_version" | "version_removed"
-    ) || matches!(e.status(), Some(401) | Some(403))
+    // `ordering_restricted` (403) is the account's spending limit, not its credentials.
+    e.kind() != "ordering_restricted"
+        && (matches!(
+            e.kind(),
+            "unauthorized" | "invalid_api_key" | "forbidden" | "invalid_version" | "version_removed"
+        ) || matches!(e.status(), Some(401) | Some(403) | Some(410)))
 }
 
 pub fn check_binding(b: &ledger::BatchRecord, conn: &Connection) -> Result<(), RunError> {
@@ -577,26 +640,48 @@ struct Merged {
     report: ledger::MergeReport,
     /// New orders planned.
     orders: usize,
+    /// New rows planned alone in sync orders because the service converts their currency.
+    converted_rows: usize,
     /// What the new rows draw on each balance, for the person running the batch.
     balance_lines: Vec<String>,
 }
 
-/// How a group of rows is paid: payment currency, and the card (or `None`: the balance).
-type PaidBy = (String, Option<String>);
+/// How a group of rows is paid and priced: payment currency, the card (or `None`: the
+/// balance), and the currency the products are priced in. Every item of an order is priced in
+/// one currency, the payment currency, except an order of one row paid from the balance of
+/// another currency (embedded FX).
+type PaidBy = (String, Option<String>, String);
 /// A row waiting for its order: as the ledger records it, how it is planned, what it pays.
 type Waiting = (IncomingRow, ToPlan, RowSpec);
 
+/// Whether a row is paid from the balance of another currency than its product's: the service
+/// converts it (embedded FX) only in an order of one item, sent in sync mode.
+pub fn is_converted(spec: &RowSpec, card: Option<&str>) -> bool {
+    card.is_none() && spec.currency != spec.payment_currency
+}
+
+/// The rows of one open order and whether its `metadata` can still name one more.
+#[derive(Default)]
+struct OpenOrder {
+    rows: Vec<Waiting>,
+    fit: plan::MetadataFit,
+}
+
 /// Where each payment method's rows wait until they fill an order: rows are grouped by how
-/// they are paid (currency, card or balance), in input order, `per_order` at most an order.
+/// they are paid and priced ([`PaidBy`]), in input order, `per_order` at most an order, and
+/// only as many as the order's `metadata` can name ([`plan::MetadataFit`]). A converted row
+/// ([`is_converted`]) is an order of its own, in sync mode.
 struct Groups<'f> {
     per_order: usize,
-    open: HashMap<PaidBy, Vec<Waiting>>,
+    open: HashMap<PaidBy, OpenOrder>,
     /// The groups in the order of their first row.
     order: Vec<PaidBy>,
     environment: &'f str,
     batch: &'f str,
     mode: ExecutionMode,
     planned: usize,
+    /// Rows planned alone in sync orders because the service converts their currency.
+    converted_rows: usize,
 }
 
 impl Groups<'_> {
@@ -607,6 +692,19 @@ impl Groups<'_> {
         key: PaidBy,
         row: Waiting,
     ) -> Result<(), RunError> {
+        if is_converted(&row.2, key.1.as_deref()) {
+            self.converted_rows += 1;
+            return self.plan(merge, &key, vec![row], ExecutionMode::Sync);
+        }
+        let (reference, attempt) = (row.0.reference.clone(), row.1.attempt);
+        let full = self
+            .open
+            .get(&key)
+            .is_some_and(|g| !g.fit.is_empty() && !g.fit.admits(&reference, attempt));
+        if full {
+            let rows = self.open.get_mut(&key).map(std::mem::take).unwrap_or_default();
+            self.plan(merge, &key, rows.rows, self.mode)?;
+        }
         let group = match self.open.get_mut(&key) {
             Some(g) => g,
             None => {
@@ -614,10 +712,11 @@ impl Groups<'_> {
                 self.open.entry(key.clone()).or_default()
             }
         };
-        group.push(row);
-        if group.len() >= self.per_order {
+        group.fit.add(&reference, attempt);
+        group.rows.push(row);
+        if group.rows.len() >= self.per_order {
             let rows = std::mem::take(group);
-            self.plan(merge, &key, rows)?;
+            self.plan(merge, &key, rows.rows, self.mode)?;
         }
         Ok(())
     }
@@ -625,9 +724,9 @@ impl Groups<'_> {
     /// Plans what is left in every group.
     fn finish(&mut self, merge: &mut ledger::merge::Merge<'_>) -> Result<(), RunError> {
         for key in std::mem::take(&mut self.order) {
-            let rows = self.open.remove(&key).unwrap_or_default();
+            let rows = self.open.remove(&key).unwrap_or_default().rows;
             if !rows.is_empty() {
-                self.plan(merge, &key, rows)?;
+                self.plan(merge, &key, rows, self.mode)?;
             }
         }
         Ok(())
@@ -637,24 +736,27 @@ impl Groups<'_> {
     fn plan(
         &mut self,
         merge: &mut ledger::merge::Merge<'_>,
-        (currency, card): &PaidBy,
+        (currency, card, _): &PaidBy,
         rows: Vec<Waiting>,
+        mode: ExecutionMode,
     ) -> Result<(), RunError> {
         let payment = plan::payment_method(currency, card.as_deref());
         let items: Vec<(&RowSpec, i64)> = rows.iter().map(|(_, t, s)| (s, t.attempt)).collect();
-        let body =
-            plan::order_body(self.batch, &payment, &items).map_err(|e| RunError::Refused {
-                message: format!("cannot encode an order of batch {}: {e}", self.batch),
-                help: String::new(),
-            })?;
         let keyed: Vec<(&str, i64)> = rows
             .iter()
             .map(|(r, t, _)| (r.reference.as_str(), t.attempt))
             .collect();
+        let key = plan::order_key(self.environment, self.batch, &keyed);
+        let body = plan::order_body(&key, self.batch, &payment, &items).map_err(|e| {
+            RunError::Refused {
+                message: format!("cannot encode an order of batch {}: {e}", self.batch),
+                help: String::new(),
+            }
+        })?;
         let order = PlannedOrder {
-            idempotency_key: plan::order_key(self.environment, self.batch, &keyed),
+            idempotency_key: key,
             body,
-            mode: self.mode.as_str().to_string(),
+            mode: mode.as_str().to_string(),
             payment_currency: currency.clone(),
             payment_method: if card.is_some() {
                 "CARD"
@@ -695,6 +797,7 @@ fn merge_and_plan(
         batch: &batch.name,
         mode: opts.mode,
         planned: 0,
+        converted_rows: 0,
     };
     let mut merge = ledger.merge(batch.id, true)?;
     scan::read_again_in_parallel(scanned, &opts.input, options, |row, spec| {
@@ -718,7 +821,7 @@ fn merge_and_plan(
                     .or_default() += price;
             }
         }
-        let key = (spec.payment_currency.clone(), card);
+        let key = (spec.payment_currency.clone(), card, spec.currency.clone());
         groups.push(&mut merge, key, (row, to_plan, spec))
     })?;
     groups.finish(&mut merge)?;
@@ -788,6 +891,7 @@ fn merge_and_plan(
     Ok(Merged {
         report,
         orders: groups.planned,
+        converted_rows: groups.converted_rows,
         balance_lines,
     })
 }
@@ -857,6 +961,8 @@ fn backoff(attempt: u32, floor: Duration) -> Duration {
 enum Sent {
     Recorded,
     GaveUp(String),
+    /// Not sent: the service stopped what it is paid by earlier in this run.
+    Held,
     Stop(RunError),
 }
 
@@ -879,6 +985,7 @@ async fn submit_all(stage: &Arc<Stage>, batch_id: i64, opts: &RunOptions) -> Res
     let mut read_all = false;
     let mut stop = None;
     let mut gave_up = 0;
+    let mut held_back = 0;
     loop {
         // At most `concurrency` orders in flight, each read from the ledger as it starts.
         while stop.is_none() && tasks.len() < concurrency {
@@ -926,6 +1033,7 @@ async fn submit_all(stage: &Arc<Stage>, batch_id: i64, opts: &RunOptions) -> Res
         bar.inc(1);
         match joined {
             Ok(Sent::Recorded) => {}
+            Ok(Sent::Held) => held_back += 1,
             Ok(Sent::GaveUp(why)) => {
                 gave_up += 1;
                 stage.reporter.warn(why);
@@ -950,8 +1058,13 @@ async fn submit_all(stage: &Arc<Stage>, batch_id: i64, opts: &RunOptions) -> Res
         return Err(e);
     }
     stage.reporter.line(format!(
-        "submitted: {} orders answered, {gave_up} without an answer yet",
-        count - gave_up
+        "submitted: {} orders answered, {gave_up} without an answer yet{}",
+        count - gave_up - held_back,
+        if held_back > 0 {
+            format!(", {held_back} not sent (see below)")
+        } else {
+            String::new()
+        }
     ));
     Ok(())
 }
@@ -966,6 +1079,9 @@ async fn submit_one(stage: &Stage, limiter: &Pacer, order: OrderRecord, tries: u
     let mut server_error = false;
     for attempt in 0..tries {
         limiter.ready().await;
+        if stage.is_held(&order) {
+            return Sent::Held;
+        }
         if let Err(e) = stage.ledger().mark_sending(order.id) {
             return Sent::Stop(e.into());
         }
@@ -1023,7 +1139,15 @@ async fn submit_one(stage: &Stage, limiter: &Pacer, order: OrderRecord, tries: u
                 });
             }
             Err(e) => {
-                let message = e.message();
+                let mut message = e.message();
+                if e.kind() == "payment_method_unavailable" && order.card_id.is_some() {
+                    message.push_str(
+                        "; the service no longer lists card payments (its published API takes ACCOUNT_BALANCE only): pay these rows from a balance (drop --card-id or the card_id cell), then `paybatch retry`",
+                    );
+                }
+                if let Some(what) = holds(&e, &order) {
+                    stage.hold(what, format!("{}: {}", e.kind(), e.message()));
+                }
                 let cause = format!("service refused the order: {}", e.kind());
                 let recorded = stage.ledger().transition_order(
                     order.id,
@@ -1372,5 +1496,118 @@ fn summarize(
         counts,
         totals,
         incomplete_reason,
+        held: Vec::new(),
     })
+}
+
+/// What the service stopped in this run, for a person: per balance too low, the rows it left
+/// unpaid, what they need, what the balance has and how much is missing; for the account's
+/// spending limit, the rows left unpaid. With what to do next.
+async fn held_lines(
+    ledger: &Ledger,
+    client: &Client,
+    batch: &ledger::BatchRecord,
+    products: &[Product],
+    held: &BTreeMap<String, String>,
+) -> Result<Vec<String>, RunError> {
+    let by_code: HashMap<&str, &Product> = products.iter().map(|p| (p.code.as_str(), p)).collect();
+    let orders: HashMap<i64, OrderRecord> = ledger
+        .orders(batch.id)?
+        .into_iter()
+        .map(|o| (o.id, o))
+        .collect();
+    // Rows the stop left unpaid: not sent, or refused for it.
+    let mut unpaid: BTreeMap<String, (usize, usize, Decimal)> = BTreeMap::new();
+    let mut refused = 0usize;
+    let mut all_unpaid = 0usize;
+    for row in ledger.rows(batch.id)? {
+        let Some(order) = row.order_id.and_then(|id| orders.get(&id)) else {
+            continue;
+        };
+        let stopped = match row.state {
+            RowState::Planned => order.state == OrderState::Intent,
+            RowState::Rejected => matches!(
+                row.error_type.as_deref(),
+                Some("insufficient_funds" | "insufficient_balance" | "ordering_restricted")
+            ),
+            _ => false,
+        };
+        if !stopped {
+            continue;
+        }
+        all_unpaid += 1;
+        if row.state == RowState::Rejected {
+            refused += 1;
+        }
+        if order.card_id.is_some() {
+            continue;
+        }
+        let entry = unpaid.entry(order.payment_currency.clone()).or_default();
+        entry.0 += 1;
+        match row
+            .spec
+            .as_deref()
+            .and_then(|s| serde_json::from_str::<StoredPrice>(s).ok())
+        {
+            Some(spec) if spec.currency == order.payment_currency => {
+                let discount = spec
+                    .product_codes
+                    .iter()
+                    .filter_map(|c| by_code.get(c.as_str()))
+                    .map(|p| p.discount())
+                    .min()
+                    .unwrap_or(Decimal::ZERO);
+                let places = crate::money::minor_units(&spec.currency);
+                entry.2 += (spec.face_value * (Decimal::ONE - discount)).round_dp(places);
+            }
+            _ => entry.1 += 1,
+        }
+    }
+    let then = if refused > 0 {
+        format!(
+            "then `paybatch retry --batch {}` (for the {refused} rows the service refused) and run the same command again",
+            batch.name
+        )
+    } else {
+        "then run the same command again".to_string()
+    };
+    let mut lines = Vec::new();
+    if let Some(why) = held.get("account") {
+        lines.push(format!(
+            "the service stopped ordering for this account ({why}): {all_unpaid} rows not paid; ask the account's owner to raise its spending limit, {then}"
+        ));
+    }
+    for (what, why) in held {
+        let Some(currency) = what.strip_prefix("balance ") else {
+            continue;
+        };
+        let (rows, converted, need) = unpaid.get(currency).cloned().unwrap_or_default();
+        let available = client.balance(currency).await.map(|b| b.balance);
+        let money = match &available {
+            Ok(available) if *available < need => format!(
+                "they need {need} {currency}, the balance has {available}: {} {currency} missing",
+                need - available
+            ),
+            Ok(available) => format!("they need {need} {currency}, the balance has {available}"),
+            Err(_) => format!("they need {need} {currency} (the balance could not be read)"),
+        };
+        let fx = if converted > 0 {
+            format!(", plus {converted} rows converted from other currencies at order time")
+        } else {
+            String::new()
+        };
+        lines.push(format!(
+            "the {currency} balance is too low ({why}): {rows} rows not paid; {money}{fx}; top up the {currency} balance, {then}"
+        ));
+    }
+    Ok(lines)
+}
+
+/// What [`held_lines`] reads of a stored row (`rows.spec`).
+#[derive(serde::Deserialize)]
+struct StoredPrice {
+    product_codes: Vec<String>,
+    #[serde(with = "rust_decimal::serde::str")]
+    face_value: Decimal,
+    currency: String,
 }

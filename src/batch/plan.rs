@@ -15,9 +15,6 @@ use super::validate::RowSpec;
 /// The namespace of paybatch's UUID v5 idempotency keys.
 pub const KEY_NAMESPACE: Uuid = Uuid::from_u128(0x6f1c_2a4e_58b3_4d0e_9a71_c3e2_5b8d_0f47);
 
-/// Longest `description` the service accepts.
-pub const MAX_DESCRIPTION: usize = 128;
-
 /// UUID v5 of (environment, batch, row reference, attempt): the same row and attempt always get
 /// the same key; a retry (next attempt) gets a new one.
 pub fn idempotency_key(environment: &str, batch: &str, reference: &str, attempt: i64) -> String {
@@ -58,15 +55,205 @@ pub fn order_key(environment: &str, batch: &str, rows: &[(&str, i64)]) -> String
     }
 }
 
-/// `description`: the batch and row reference, so the service itself can answer "was this row
-/// already ordered?" (cut to 128 characters; `metadata` carries the full values).
-pub fn description(batch: &str, references: &[&str]) -> String {
+/// How an order names its batch and its rows, within the service's published limits: a
+/// `description` of at most 128 characters (the only field the order list shows of a finished
+/// order), and at most 20 `metadata` pairs, keys of at most 40 characters, values of at most 200
+/// (shown only by `GET /order/{id}` of a finished order). A PROCESSING order shows neither.
+///
+/// - `description`: `paybatch KEY batch=NAME row=REF` (or `rows=FIRST (+N more)`), cut to 128
+///   characters; the idempotency key comes first, so it survives any cut. With the ledger, the
+///   key names the intent, and the ledger names its rows.
+/// - `metadata`: `paybatch_batch` (the batch name, or `sha256:HEX` of a name longer than 200
+///   characters), `paybatch_attempts` (one number when every row has the same attempt, else runs
+///   such as `1*150,2*50`) and the row references joined by `|` in item order, in pieces of 200
+///   characters under `paybatch_rows`, `paybatch_rows_2` .. `paybatch_rows_18` (3,600
+///   characters: 200 references of up to 17 characters). Without the ledger
+///   (`reconcile --rebuild`), a finished order names its rows by itself: an order takes a row
+///   only while its references fit ([`MetadataFit`]).
+pub const MAX_DESCRIPTION: usize = 128;
+/// Most `metadata` pairs, longest key and longest value the service accepts.
+pub const MAX_METADATA_PAIRS: usize = 20;
+pub const MAX_METADATA_KEY: usize = 40;
+pub const MAX_METADATA_VALUE: usize = 200;
+/// Pairs that carry row references: all but the batch and the attempts.
+const ROW_PAIRS: usize = MAX_METADATA_PAIRS - 2;
+/// Characters of `|`-joined references an order can carry.
+pub const ROWS_BUDGET: usize = ROW_PAIRS * MAX_METADATA_VALUE;
+
+const META_BATCH: &str = "paybatch_batch";
+const META_ATTEMPTS: &str = "paybatch_attempts";
+const META_ROWS: &str = "paybatch_rows";
+
+/// The metadata key of the `n`th piece (from 1) of the references.
+fn rows_key(n: usize) -> String {
+    if n == 1 {
+        META_ROWS.to_string()
+    } else {
+        format!("{META_ROWS}_{n}")
+    }
+}
+
+/// How `metadata` names a batch: the name, or a hash of a name too long for one value.
+pub fn batch_tag(batch: &str) -> String {
+    if batch.chars().count() <= MAX_METADATA_VALUE {
+        batch.to_string()
+    } else {
+        use sha2::{Digest, Sha256};
+        format!("sha256:{}", hex::encode(Sha256::digest(batch.as_bytes())))
+    }
+}
+
+/// `description`: the idempotency key first, then the batch and the rows, for the service's
+/// order list and for the person who reads the account's orders.
+pub fn description(key: &str, batch: &str, references: &[&str]) -> String {
     let text = match references {
-        [one] => format!("paybatch batch={batch} row={one}"),
-        [first, rest @ ..] => format!("paybatch batch={batch} row={first} (+{} more)", rest.len()),
-        [] => format!("paybatch batch={batch}"),
+        [one] => format!("paybatch {key} batch={batch} row={one}"),
+        [first, rest @ ..] => format!(
+            "paybatch {key} batch={batch} rows={first} (+{} more)",
+            rest.len()
+        ),
+        [] => format!("paybatch {key} batch={batch}"),
     };
     truncate_chars(&text, MAX_DESCRIPTION)
+}
+
+/// The idempotency key a paybatch `description` starts with.
+pub fn key_in_description(description: &str) -> Option<&str> {
+    let rest = description.strip_prefix("paybatch ")?;
+    let key = rest.get(..36)?;
+    let ends = rest[36..].is_empty() || rest[36..].starts_with(' ');
+    (ends && Uuid::parse_str(key).is_ok()).then_some(key)
+}
+
+/// The attempts of an order's rows as `metadata` writes them: `N` when all are `N`, else runs.
+fn attempts_text(attempts: impl IntoIterator<Item = i64>) -> String {
+    let mut runs: Vec<(i64, usize)> = Vec::new();
+    for a in attempts {
+        match runs.last_mut() {
+            Some((last, n)) if *last == a => *n += 1,
+            _ => runs.push((a, 1)),
+        }
+    }
+    match runs.as_slice() {
+        [] => String::new(),
+        [(a, _)] => a.to_string(),
+        many => many
+            .iter()
+            .map(|(a, n)| format!("{a}*{n}"))
+            .collect::<Vec<_>>()
+            .join(","),
+    }
+}
+
+/// Reads [`attempts_text`] back for `count` rows (and the older `1|1|2` form).
+fn attempts_of(text: &str, count: usize) -> Option<Vec<i64>> {
+    let text = text.trim();
+    if text.contains('|') {
+        let all: Option<Vec<i64>> = text.split('|').map(|a| a.parse().ok()).collect();
+        return all.filter(|a| a.len() == count);
+    }
+    if !text.contains('*') {
+        let a: i64 = text.parse().ok()?;
+        return Some(vec![a; count]);
+    }
+    let mut out = Vec::new();
+    for run in text.split(',') {
+        let (a, n) = run.split_once('*')?;
+        let (a, n): (i64, usize) = (a.parse().ok()?, n.parse().ok()?);
+        if out.len() + n > count {
+            return None;
+        }
+        out.extend(std::iter::repeat_n(a, n));
+    }
+    (out.len() == count).then_some(out)
+}
+
+/// Whether the rows of an order still fit in its `metadata`: an order takes a row only while
+/// the references (and the attempts) it names fit the service's limits.
+#[derive(Debug, Clone, Default)]
+pub struct MetadataFit {
+    /// Characters of the `|`-joined references so far.
+    rows_chars: usize,
+    attempts: Vec<i64>,
+}
+
+impl MetadataFit {
+    pub fn admits(&self, reference: &str, attempt: i64) -> bool {
+        let sep = usize::from(!self.attempts.is_empty());
+        if self.rows_chars + sep + reference.chars().count() > ROWS_BUDGET {
+            return false;
+        }
+        let attempts = self.attempts.iter().copied().chain([attempt]);
+        attempts_text(attempts).chars().count() <= MAX_METADATA_VALUE
+    }
+
+    pub fn add(&mut self, reference: &str, attempt: i64) {
+        let sep = usize::from(!self.attempts.is_empty());
+        self.rows_chars += sep + reference.chars().count();
+        self.attempts.push(attempt);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.attempts.is_empty()
+    }
+}
+
+/// The `metadata` of an order of `rows` (reference, attempt) of `batch`.
+pub fn metadata(batch: &str, rows: &[(&str, i64)]) -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
+    m.insert(META_BATCH.to_string(), batch_tag(batch));
+    m.insert(
+        META_ATTEMPTS.to_string(),
+        attempts_text(rows.iter().map(|(_, a)| *a)),
+    );
+    let joined: Vec<char> = rows
+        .iter()
+        .map(|(r, _)| *r)
+        .collect::<Vec<_>>()
+        .join("|")
+        .chars()
+        .collect();
+    for (i, piece) in joined.chunks(MAX_METADATA_VALUE).enumerate() {
+        m.insert(rows_key(i + 1), piece.iter().collect());
+    }
+    m
+}
+
+/// The rows (reference, attempt) an order's `metadata` names, in item order, when it is an
+/// order of `batch`. `None` when it is not paybatch's or not `batch`'s.
+pub fn rows_in_metadata(batch: &str, m: &BTreeMap<String, String>) -> Option<Vec<(String, i64)>> {
+    if m.get(META_BATCH)? != &batch_tag(batch) {
+        return None;
+    }
+    let refs = references_in_metadata(m);
+    if refs.is_empty() {
+        return None;
+    }
+    let attempts = match m.get(META_ATTEMPTS) {
+        Some(text) => attempts_of(text, refs.len())?,
+        None => vec![1; refs.len()],
+    };
+    Some(refs.into_iter().zip(attempts).collect())
+}
+
+/// The row references an order's `metadata` names, in item order, whatever its batch.
+pub fn references_in_metadata(m: &BTreeMap<String, String>) -> Vec<String> {
+    let mut joined = String::new();
+    for n in 1..=ROW_PAIRS + 1 {
+        match m.get(&rows_key(n)) {
+            Some(piece) => joined.push_str(piece),
+            None => break,
+        }
+    }
+    if joined.is_empty() {
+        return Vec::new();
+    }
+    joined.split('|').map(str::to_string).collect()
+}
+
+/// The batch an order's `metadata` names (its [`batch_tag`]), if it is paybatch's.
+pub fn batch_in_metadata(m: &BTreeMap<String, String>) -> Option<&str> {
+    m.get(META_BATCH).map(String::as_str)
 }
 
 fn truncate_chars(text: &str, max: usize) -> String {
@@ -89,8 +276,10 @@ pub fn payment_method(currency: &str, card: Option<&str>) -> PaymentMethod {
     }
 }
 
-/// The exact body of an order paying `rows` (one item per row, in this order) with `payment`.
+/// The exact body of the order `key` paying `rows` (one item per row, in this order) with
+/// `payment`.
 pub fn order_body(
+    key: &str,
     batch: &str,
     payment: &PaymentMethod,
     rows: &[(&RowSpec, i64)],
@@ -103,29 +292,23 @@ pub fn order_body(
                 kind: row.distribution,
                 email_address: match row.distribution {
                     DistributionType::Email => row.email.clone(),
-                    DistributionType::PayoutLink => None,
+                    _ => None,
                 },
                 template_id: None,
             },
             products: ProductSelection::of(&row.product_codes),
         })
         .collect();
-    let refs: Vec<&str> = rows.iter().map(|(r, _)| r.reference.as_str()).collect();
-    let mut metadata = BTreeMap::new();
-    metadata.insert("paybatch_batch".to_string(), batch.to_string());
-    metadata.insert("paybatch_rows".to_string(), refs.join("|"));
-    metadata.insert(
-        "paybatch_attempts".to_string(),
-        rows.iter()
-            .map(|(_, a)| a.to_string())
-            .collect::<Vec<_>>()
-            .join("|"),
-    );
+    let named: Vec<(&str, i64)> = rows
+        .iter()
+        .map(|(r, a)| (r.reference.as_str(), *a))
+        .collect();
+    let refs: Vec<&str> = named.iter().map(|(r, _)| *r).collect();
     let body = NewOrder {
         payment_method: payment.clone(),
         items,
-        description: Some(description(batch, &refs)),
-        metadata: Some(metadata),
+        description: Some(description(key, batch, &refs)),
+        metadata: Some(metadata(batch, &named)),
     };
     serde_json::to_vec(&body)
 }
@@ -162,13 +345,88 @@ mod tests {
         assert_ne!(ab, order_key("sim", "nov", &[("A", 1)]));
     }
 
+    const KEY: &str = "0b5e3c1e-7d59-5d43-9a55-2b1f0a9e3c11";
+
     #[test]
-    fn description_fits_the_service_limit() {
+    fn description_fits_the_service_limit_and_keeps_the_key() {
         let long = "x".repeat(300);
-        assert_eq!(description(&long, &["r"]).chars().count(), MAX_DESCRIPTION);
+        let d = description(KEY, &long, &["r"]);
+        assert_eq!(d.chars().count(), MAX_DESCRIPTION);
+        assert_eq!(key_in_description(&d), Some(KEY));
         assert_eq!(
-            description("nov", &["EMP-1"]),
-            "paybatch batch=nov row=EMP-1"
+            description(KEY, "nov", &["EMP-1"]),
+            format!("paybatch {KEY} batch=nov row=EMP-1")
         );
+        assert_eq!(
+            description(KEY, "nov", &["A", "B", "C"]),
+            format!("paybatch {KEY} batch=nov rows=A (+2 more)")
+        );
+        assert_eq!(key_in_description("paybatch batch=nov row=EMP-1"), None);
+        assert_eq!(key_in_description(&format!("paybatch {KEY}x")), None);
+    }
+
+    /// Every order the planner can make keeps to the published metadata limits, and its
+    /// metadata gives its rows back.
+    #[test]
+    fn metadata_keeps_to_the_published_limits_and_names_every_row() {
+        let long_ref = "R".repeat(100);
+        for (reference, attempts) in [
+            ("EMP-000123", vec![1; 200]),
+            (long_ref.as_str(), vec![1; 200]),
+            ("EMP-7", (0..200).map(|i| 1 + (i % 2)).collect::<Vec<i64>>()),
+        ] {
+            let mut fit = MetadataFit::default();
+            let mut rows: Vec<(String, i64)> = Vec::new();
+            for (i, a) in attempts.iter().enumerate() {
+                let r = format!("{reference}-{i}");
+                if !fit.admits(&r, *a) {
+                    break;
+                }
+                fit.add(&r, *a);
+                rows.push((r, *a));
+            }
+            assert!(!rows.is_empty());
+            let named: Vec<(&str, i64)> = rows.iter().map(|(r, a)| (r.as_str(), *a)).collect();
+            let m = metadata(&"b".repeat(250), &named);
+            assert!(m.len() <= MAX_METADATA_PAIRS, "{} pairs", m.len());
+            for (k, v) in &m {
+                assert!(k.chars().count() <= MAX_METADATA_KEY, "{k}");
+                assert!(v.chars().count() <= MAX_METADATA_VALUE, "{k}: {}", v.len());
+            }
+            let back = rows_in_metadata(&"b".repeat(250), &m).expect("its rows");
+            assert_eq!(back, rows);
+            assert!(rows_in_metadata("other", &m).is_none());
+        }
+        // References of up to 17 characters: all 200 rows of a full order fit; one more
+        // character, and the order closes earlier.
+        let mut fit = MetadataFit::default();
+        for i in 0..200 {
+            let r = format!("EMP-2026-11-{i:05}");
+            assert_eq!(r.len(), 17);
+            assert!(fit.admits(&r, 1), "row {i}");
+            fit.add(&r, 1);
+        }
+        let mut fit = MetadataFit::default();
+        let fits = (0..200)
+            .take_while(|i| {
+                let r = format!("EMP-2026-11-X{i:05}");
+                let ok = fit.admits(&r, 1);
+                fit.add(&r, 1);
+                ok
+            })
+            .count();
+        assert_eq!(fits, (3600 + 1) / 19, "n references of 18 characters take 19 n - 1");
+    }
+
+    #[test]
+    fn attempts_are_written_short_and_read_back() {
+        assert_eq!(attempts_text([1, 1, 1]), "1");
+        assert_eq!(attempts_text([1, 1, 2, 1]), "1*2,2*1,1*1");
+        assert_eq!(attempts_of("1", 3), Some(vec![1, 1, 1]));
+        assert_eq!(attempts_of("1*2,2*1,1*1", 4), Some(vec![1, 1, 2, 1]));
+        assert_eq!(attempts_of("1|2", 2), Some(vec![1, 2]));
+        assert_eq!(attempts_of("1*2", 3), None);
+        assert_eq!(attempts_of("1*999999999999", 3), None);
+        assert_eq!(attempts_of("x", 1), None);
     }
 }

@@ -129,41 +129,97 @@ impl ReconcileReport {
     }
 }
 
-/// Reads (reference, attempt) pairs from paybatch's metadata, or from the description.
-fn rows_of(
-    batch: &str,
-    metadata: Option<&std::collections::BTreeMap<String, String>>,
-    description: Option<&str>,
-) -> Option<Vec<(String, i64)>> {
-    if let Some(m) = metadata
-        && m.get("paybatch_batch").map(String::as_str) == Some(batch)
-    {
-        let refs: Vec<&str> = m.get("paybatch_rows")?.split('|').collect();
-        let attempts: Vec<i64> = m
-            .get("paybatch_attempts")
-            .map(|a| a.split('|').map(|x| x.parse().unwrap_or(1)).collect())
-            .unwrap_or_default();
-        return Some(
-            refs.iter()
-                .enumerate()
-                .map(|(i, r)| (r.to_string(), attempts.get(i).copied().unwrap_or(1)))
-                .collect(),
-        );
-    }
-    // Without metadata: "paybatch batch=NAME row=REF" (single-row orders; attempt unknown → 0).
-    let text = description?;
-    let rest = text.strip_prefix(&format!("paybatch batch={batch} row="))?;
+/// What the ledger knows of a batch's orders, to name the rows of the orders the service lists:
+/// the service's list shows a finished order's `description` (which starts with its idempotency
+/// key) and nothing of a PROCESSING order but its id.
+#[derive(Debug, Clone, Default)]
+pub struct KnownOrders {
+    /// The rows (reference, attempt) of each of the ledger's orders, by idempotency key.
+    pub by_key: HashMap<String, Vec<(String, i64)>>,
+    /// The same, by service order id.
+    pub by_service_id: HashMap<String, Vec<(String, i64)>>,
+}
+
+/// Whose an order of the service's list is, as far as its list entry tells.
+enum Owner {
+    /// This batch's, with its rows.
+    Rows(Vec<(String, i64)>),
+    /// Paybatch's for this batch (or perhaps: a description cut inside the batch name), rows
+    /// not named: the full order tells.
+    Look,
+    /// Perhaps this batch's: a PROCESSING order shows only its id and status.
+    Unknown,
+    /// Another batch's, or not paybatch's.
+    Foreign,
+}
+
+/// Reads (reference, attempt) pairs from paybatch's older `description`, written before orders
+/// named their idempotency key: `paybatch batch=NAME row=REF` (single-row orders; attempt
+/// unknown, 0).
+fn rows_in_old_description(batch: &str, description: &str) -> Option<Vec<(String, i64)>> {
+    let rest = description.strip_prefix(&format!("paybatch batch={batch} row="))?;
     if rest.contains(" (+") {
         return None;
     }
     Some(vec![(rest.to_string(), 0)])
 }
 
+/// What a list entry (or a full order's `metadata` and `description`) says of its owner.
+fn owner_of(
+    batch: &str,
+    status: OrderStatus,
+    metadata: Option<&std::collections::BTreeMap<String, String>>,
+    description: Option<&str>,
+) -> Owner {
+    if let Some(m) = metadata
+        && plan::batch_in_metadata(m).is_some()
+    {
+        return match plan::rows_in_metadata(batch, m) {
+            Some(rows) => Owner::Rows(rows),
+            None if plan::batch_in_metadata(m) == Some(plan::batch_tag(batch).as_str()) => {
+                Owner::Look
+            }
+            None => Owner::Foreign,
+        };
+    }
+    let Some(d) = description else {
+        // paybatch always writes a description; only a PROCESSING order hides it.
+        return if status.is_terminal() {
+            Owner::Foreign
+        } else {
+            Owner::Unknown
+        };
+    };
+    let cut = d.chars().count() >= plan::MAX_DESCRIPTION;
+    if let Some(key) = plan::key_in_description(d) {
+        let head = format!("paybatch {key} batch={batch}");
+        return if d == head || d.starts_with(&format!("{head} ")) || (cut && head.starts_with(d)) {
+            Owner::Look
+        } else {
+            Owner::Foreign
+        };
+    }
+    if let Some(rows) = rows_in_old_description(batch, d) {
+        return Owner::Rows(rows);
+    }
+    let old = format!("paybatch batch={batch} ");
+    if d.starts_with(&old) || (cut && old.starts_with(d)) {
+        return Owner::Look;
+    }
+    Owner::Foreign
+}
+
 /// Every order of `batch` at the service, and the ids of those that may be of `batch` but whose
-/// rows cannot be read yet.
+/// rows cannot be read yet (a PROCESSING order the ledger does not know: the service shows
+/// nothing of it but its id and status).
+///
+/// An order's rows come from the ledger when its description names a key the ledger holds (or
+/// its id is one the ledger recorded), else from the full order's `metadata` once it is
+/// finished.
 pub async fn find_orders(
     client: &Client,
     batch: &str,
+    known: &KnownOrders,
 ) -> Result<(Vec<FoundOrder>, Vec<String>), ReconcileError> {
     let mut query = PageQuery {
         limit: Some(500),
@@ -181,50 +237,52 @@ pub async fn find_orders(
             _ => break,
         }
     }
-    let prefix = format!("paybatch batch={batch} ");
     let mut found = Vec::new();
     let mut unattributed = Vec::new();
     for s in summaries {
-        let mine = s
+        let by_key = s
             .description
             .as_deref()
-            .is_some_and(|d| d.starts_with(&prefix))
-            || s.metadata
-                .as_ref()
-                .is_some_and(|m| m.get("paybatch_batch").map(String::as_str) == Some(batch));
-        // A description cut to the service's limit inside the batch name may be this batch's.
-        let maybe_mine = s.metadata.is_none()
-            && s.description.as_deref().is_some_and(|d| {
-                d.chars().count() >= plan::MAX_DESCRIPTION && prefix.starts_with(d)
+            .and_then(plan::key_in_description)
+            .and_then(|k| known.by_key.get(k));
+        if let Some(rows) = by_key.or_else(|| known.by_service_id.get(&s.id)) {
+            found.push(FoundOrder {
+                id: s.id,
+                status: s.status,
+                rows: rows.clone(),
             });
-        if !mine && !maybe_mine {
             continue;
         }
-        let mut rows = rows_of(batch, s.metadata.as_ref(), s.description.as_deref());
-        if rows.is_none()
-            || rows
-                .as_ref()
-                .is_some_and(|r| r.iter().any(|(_, a)| *a == 0))
-        {
+        let mut owner = owner_of(
+            batch,
+            s.status,
+            s.metadata.as_ref(),
+            s.description.as_deref(),
+        );
+        let unknown_attempt = matches!(&owner, Owner::Rows(r) if r.iter().any(|(_, a)| *a == 0));
+        if (matches!(owner, Owner::Look) || unknown_attempt) && s.status.is_terminal() {
             // The list did not say enough: the full order carries the metadata.
             if let OrderView::Done(full) = read_retrying(|| client.order(&s.id)).await? {
-                let batch_of = full
-                    .metadata
-                    .as_ref()
-                    .and_then(|m| m.get("paybatch_batch").cloned());
-                if batch_of.as_deref().is_some_and(|b| b != batch) {
-                    continue; // another batch's order
+                match owner_of(
+                    batch,
+                    full.status,
+                    full.metadata.as_ref(),
+                    full.description.as_deref(),
+                ) {
+                    Owner::Foreign => continue,
+                    Owner::Rows(rows) => owner = Owner::Rows(rows),
+                    _ => {}
                 }
-                rows = rows_of(batch, full.metadata.as_ref(), full.description.as_deref()).or(rows);
             }
         }
-        match rows {
-            Some(rows) => found.push(FoundOrder {
+        match owner {
+            Owner::Rows(rows) => found.push(FoundOrder {
                 id: s.id,
                 status: s.status,
                 rows,
             }),
-            None => unattributed.push(s.id),
+            Owner::Look | Owner::Unknown => unattributed.push(s.id),
+            Owner::Foreign => {}
         }
     }
     Ok((found, unattributed))
@@ -252,6 +310,26 @@ fn members_by_order(views: &HashMap<String, RowView>) -> HashMap<i64, Vec<String
         }
     }
     by_order
+}
+
+/// The rows of each of the ledger's orders that still holds rows, by key and by service id.
+fn known_orders(views: &HashMap<String, RowView>, orders: &[OrderRecord]) -> KnownOrders {
+    let by_order = members_by_order(views);
+    let mut known = KnownOrders::default();
+    for o in orders {
+        let rows: Vec<(String, i64)> = members_of(views, &by_order, o.id)
+            .into_iter()
+            .map(|(r, v)| (r.clone(), v.attempt))
+            .collect();
+        if rows.is_empty() {
+            continue;
+        }
+        if let Some(id) = &o.service_order_id {
+            known.by_service_id.insert(id.clone(), rows.clone());
+        }
+        known.by_key.insert(o.idempotency_key.clone(), rows);
+    }
+    known
 }
 
 /// The rows (reference, view) of the ledger's order `order_id`, from [`members_by_order`].
@@ -297,15 +375,6 @@ pub async fn reconcile(
     window: Duration,
     dry_run: bool,
 ) -> Result<ReconcileReport, ReconcileError> {
-    let (mut found, unattributed) = find_orders(client, &batch.name).await?;
-    // The service lists newest first; the sort is stable.
-    found.reverse();
-    found.sort_by_key(|f| f.rows.iter().map(|(_, a)| *a).max().unwrap_or(0));
-    let mut report = ReconcileReport {
-        found: found.len(),
-        unattributed,
-        ..Default::default()
-    };
     let rows = ledger.rows(batch.id)?;
     let mut views: HashMap<String, RowView> = rows
         .iter()
@@ -323,6 +392,16 @@ pub async fn reconcile(
         })
         .collect();
     let orders = ledger.orders(batch.id)?;
+    let known = known_orders(&views, &orders);
+    let (mut found, unattributed) = find_orders(client, &batch.name, &known).await?;
+    // The service lists newest first; the sort is stable.
+    found.reverse();
+    found.sort_by_key(|f| f.rows.iter().map(|(_, a)| *a).max().unwrap_or(0));
+    let mut report = ReconcileReport {
+        found: found.len(),
+        unattributed,
+        ..Default::default()
+    };
     let mut order_states: HashMap<i64, OrderState> =
         orders.iter().map(|o| (o.id, o.state)).collect();
     let by_service_id: HashMap<&str, &crate::ledger::OrderRecord> = orders

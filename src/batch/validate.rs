@@ -5,7 +5,7 @@
 //! whole file can be corrected in one pass: both steps report all the problems of a row, not
 //! only the first.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher, RandomState};
 
@@ -960,7 +960,9 @@ impl<'a> Validator<'a> {
                     )
                     .with_value(code.clone()),
                 );
-            } else if p.state != "LIVE" {
+            } else if !matches!(p.state.as_str(), "LIVE" | "TEMPORARILY_DEGRADED") {
+                // LIVE and TEMPORARILY_DEGRADED products are payable while `is_orderable`;
+                // TEMPORARILY_DISABLED and any state this version does not know are not.
                 problems.push(
                     at(
                         cols.product_code,
@@ -970,7 +972,23 @@ impl<'a> Validator<'a> {
                             p.code,
                             show(&p.state)
                         ),
-                        "choose another product, or remove the row".into(),
+                        "choose another product, or remove the row and pay it when the product \
+                         is live again"
+                            .into(),
+                    )
+                    .with_value(code.clone()),
+                );
+            } else if p.payout_type == PayoutType::Other {
+                problems.push(
+                    at(
+                        cols.product_code,
+                        "product_code",
+                        format!(
+                            "product `{}` is of a payout type this version of paybatch does not know",
+                            p.code
+                        ),
+                        "choose a gift card, subscription or payment product, or update paybatch"
+                            .into(),
                     )
                     .with_value(code.clone()),
                 );
@@ -1017,7 +1035,31 @@ impl<'a> Validator<'a> {
             ));
         }
 
-        // Face value: a denomination, or a plan price, of every product of the choice.
+        // Face value: a denomination, or a plan price, of every product of the choice; a
+        // choice (MULTIPLE) needs two different products and a whole face value at or above
+        // every product's minimum (the service's published rule).
+        if row.product_codes.len() > 1 {
+            let distinct: BTreeSet<&str> = row.product_codes.iter().map(String::as_str).collect();
+            if distinct.len() < 2 {
+                problems.push(at(
+                    cols.product_code,
+                    "product_code",
+                    "a choice of products must list at least two different products".into(),
+                    "list two or more different codes (`A|B`), or one code alone".into(),
+                ));
+            }
+            if !row.face_value.fract().is_zero() {
+                problems.push(at(
+                    cols.face_value,
+                    "face_value",
+                    format!(
+                        "{} is not a whole amount; a choice of products (`A|B`) takes whole amounts only",
+                        row.face_value
+                    ),
+                    format!("write `{}` or `{}`", row.face_value.floor(), row.face_value.ceil()),
+                ));
+            }
+        }
         for p in products.iter().filter(|p| p.currency == row.currency) {
             if let Some((message, help)) = denomination_problem(p, row.face_value) {
                 problems.push(at(cols.face_value, "face_value", message, help));

@@ -323,9 +323,15 @@ fn print_summary(s: &RunSummary, quiet: bool) {
             .collect();
         eprintln!("  rows in orders: {}", parts.join(", "));
     }
+    for line in &s.held {
+        eprintln!("  stopped: {line}");
+    }
     eprintln!("result file: {}", s.result_path.display());
     let verdict = match code {
         exit::OK => "every row completed".to_string(),
+        exit::FAILURES if !s.held.is_empty() => {
+            "the service stopped part of the batch (see `stopped` above); nothing is lost".to_string()
+        }
         exit::FAILURES => "finished with failed, rejected or invalid rows (see the result file; `paybatch retry` after fixing the cause)".to_string(),
         _ => format!(
             "incomplete{}: run the same command again to resume",

@@ -883,6 +883,7 @@ mod tests {
                 }
                 PayoutType::Subscription => assert!(!p.subscription_plans().is_empty()),
                 PayoutType::Payment => assert!(p.payment.is_some() && p.denominations().is_some()),
+                PayoutType::Other => panic!("{}: the simulator lists known payout types", p.code),
             }
         }
     }

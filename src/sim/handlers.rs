@@ -131,7 +131,7 @@ fn error_bytes(
     json_bytes(&ErrorBody {
         kind: kind.to_string(),
         message: message.into(),
-        help: help_for(kind).to_string(),
+        help: Some(help_for(kind).to_string()),
         details,
     })
 }

@@ -138,6 +138,12 @@ pub(crate) fn validate(
             None
         }
     };
+    if pm.kind == PaymentMethodType::Other {
+        details.insert(
+            "payment_method.type".into(),
+            "one of ACCOUNT_BALANCE, CARD".into(),
+        );
+    }
     if pm.kind == PaymentMethodType::Card {
         match pm.card_id.as_deref() {
             Some(id) if cards.iter().any(|c| c == id) => {}
@@ -214,6 +220,10 @@ pub(crate) fn validate(
                     (vec![], at("products.values"))
                 }
             },
+            SelectionType::Other => {
+                details.insert(at("products.type"), "one of SINGLE, MULTIPLE".into());
+                (vec![], at("products.type"))
+            }
         };
         let mut products: Vec<&Product> = Vec::new();
         for (code, path) in &codes {
@@ -248,6 +258,12 @@ pub(crate) fn validate(
             details.insert(at("face_value"), problem);
         }
         // Distribution.
+        if item.distribution_method.kind == DistributionType::Other {
+            details.insert(
+                at("distribution_method.type"),
+                "one of EMAIL, PAYOUT_LINK".into(),
+            );
+        }
         if item.distribution_method.kind == DistributionType::Email {
             match item.distribution_method.email_address.as_deref() {
                 Some(a) if valid_email(a) => {}

@@ -620,7 +620,7 @@ impl Store {
 /// The `message` of a failed order.
 pub(crate) fn failure_message(order: &OrderRow) -> String {
     match order.payment_method.kind {
-        PaymentMethodType::AccountBalance => format!(
+        PaymentMethodType::AccountBalance | PaymentMethodType::Other => format!(
             "The order failed: the simulated provider declined it. {} {} was returned to the account balance.",
             order.total_price, order.currency
         ),

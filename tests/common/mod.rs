@@ -186,13 +186,8 @@ pub fn service_orders_per_reference(
 ) -> std::collections::BTreeMap<String, Vec<(String, String)>> {
     let mut out: std::collections::BTreeMap<String, Vec<(String, String)>> = Default::default();
     for order in sim.orders() {
-        let rows = order
-            .metadata
-            .get("paybatch_rows")
-            .cloned()
-            .unwrap_or_default();
-        for reference in rows.split('|').filter(|r| !r.is_empty()) {
-            out.entry(reference.to_string())
+        for reference in paybatch::batch::plan::references_in_metadata(&order.metadata) {
+            out.entry(reference)
                 .or_default()
                 .push((order.id.clone(), order.status.as_str().to_string()));
         }
