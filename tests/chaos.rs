@@ -617,8 +617,7 @@ async fn kept_error_scenario(seed: u64) -> Result<Seen, String> {
             .iter()
             .filter(|o| o.status != paybatch::api::OrderStatus::Failed)
             .filter(|o| {
-                paybatch::batch::plan::references_in_metadata(&o.metadata)
-                    .contains(&row.reference)
+                paybatch::batch::plan::references_in_metadata(&o.metadata).contains(&row.reference)
             })
             .collect();
         if live.len() != 1 {

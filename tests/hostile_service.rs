@@ -153,3 +153,117 @@ async fn an_html_502_is_transient_and_an_html_404_final() {
     let (base, _) = serve(Some(http("404 Not Found", "text/html", b"<h1>nope</h1>"))).await;
     assert!(!client(&base).ping().await.unwrap_err().is_transient());
 }
+
+// ---------------------------------------------------------------------------------------------
+// Answers the published contract allows: each is read, with its type, never as "no error body".
+
+#[tokio::test]
+async fn a_validation_error_with_help_null_keeps_its_type_and_shows_each_location() {
+    let body = br#"{"type":"validation_error","message":"There were one or more problems processing your request, see details key.","help":null,"details":[{"type":"value_error","message":"at most 200 characters","location":["body","metadata","paybatch_rows"]},{"type":"missing","message":"field required","location":["body","items",3,"face_value"]}]}"#;
+    let (base, _) = serve(Some(http(
+        "422 Unprocessable Entity",
+        "application/json",
+        body,
+    )))
+    .await;
+    let e = client(&base)
+        .create_order("k", b"{}", ExecutionMode::Async)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), "validation_error", "{e:?}");
+    assert!(!e.is_transient());
+    let m = e.message();
+    assert!(
+        m.contains("body.metadata.paybatch_rows: at most 200 characters"),
+        "{m}"
+    );
+    assert!(
+        m.contains("body.items[3].face_value: field required"),
+        "{m}"
+    );
+    assert!(!m.contains("without an error body"), "{m}");
+}
+
+#[tokio::test]
+async fn idempotency_in_progress_as_a_400_with_help_null_is_transient() {
+    let body = br#"{"type":"idempotency_in_progress","message":"A request with this key is being processed","help":null}"#;
+    let (base, _) = serve(Some(http("400 Bad Request", "application/json", body))).await;
+    let e = client(&base)
+        .create_order("k", b"{}", ExecutionMode::Async)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), "idempotency_in_progress");
+    assert!(e.is_transient(), "the same key is sent again later");
+}
+
+#[tokio::test]
+async fn the_published_429_body_is_a_rate_limit_with_its_words() {
+    let (base, _) = serve(Some(http(
+        "429 Too Many Requests",
+        "application/json",
+        br#"{"error": "rate exceeded"}"#,
+    )))
+    .await;
+    let e = client(&base)
+        .create_order("k", b"{}", ExecutionMode::Async)
+        .await
+        .unwrap_err();
+    assert!(e.is_rate_limited() && e.is_transient());
+    assert_eq!(e.message(), "rate exceeded");
+}
+
+#[tokio::test]
+async fn each_published_error_type_keeps_its_class() {
+    for (status, kind, transient) in [
+        ("410 Gone", "version_removed", false),
+        ("403 Forbidden", "ordering_restricted", false),
+        ("504 Gateway Timeout", "timeout", true),
+        ("400 Bad Request", "insufficient_funds", false),
+        ("400 Bad Request", "currency_mismatch", false),
+        ("400 Bad Request", "payment_method_unavailable", false),
+        ("400 Bad Request", "product_validation_error", false),
+        ("400 Bad Request", "insecure_protocol", false),
+        ("400 Bad Request", "invalid_execution_mode", false),
+    ] {
+        let body = format!(r#"{{"type":"{kind}","message":"m","help":null}}"#);
+        let (base, _) = serve(Some(http(status, "application/json", body.as_bytes()))).await;
+        let e = client(&base)
+            .create_order("k", b"{}", ExecutionMode::Async)
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), kind);
+        assert_eq!(e.is_transient(), transient, "{kind}");
+    }
+}
+
+#[tokio::test]
+async fn unknown_enum_values_in_answers_are_read_as_other() {
+    let page = br#"{"catalog":[
+        {"name":"Voucher","code":"NEW-US","currency":"USD","state":"SOMETHING_NEW","is_orderable":true,
+         "payout_type":"voucher","countries_redeemable_in":["US"]},
+        {"name":"Degraded","code":"DEG-US","currency":"USD","state":"TEMPORARILY_DEGRADED","is_orderable":true,
+         "payout_type":"payment","countries_redeemable_in":["US"],
+         "payment":{"denominations":{"minimum_value":"1","maximum_value":"10"}}}],
+        "pagination":{"cursors":{},"page":{"limit":500}}}"#;
+    let (base, _) = serve(Some(http("200 OK", "application/json", page))).await;
+    let list = client(&base)
+        .products(&Default::default())
+        .await
+        .expect("a page with values this version does not know is still read");
+    assert_eq!(list.catalog.len(), 2);
+    assert_eq!(
+        list.catalog[0].payout_type,
+        paybatch::api::PayoutType::Other
+    );
+    let order = br#"{"id":"O-1","status":"COMPLETED","payment_method":{"type":"SOMETHING_ELSE","currency":"USD"},
+        "items":[{"id":"E-1","distribution_method":{"type":"RECIPIENT"},
+                  "products":{"type":"TEMPLATE","template_id":"t"},"face_value":"10","price":"10.00","currency":"USD"}]}"#;
+    let (base, _) = serve(Some(http("200 OK", "application/json", order))).await;
+    let view = client(&base).order("O-1").await.expect("the order is read");
+    let paybatch::api::models::OrderView::Done(o) = view else {
+        panic!("a finished order")
+    };
+    use paybatch::api::models::{DistributionType, SelectionType};
+    assert_eq!(o.items[0].distribution_method.kind, DistributionType::Other);
+    assert_eq!(o.items[0].products.kind, SelectionType::Other);
+}

@@ -727,7 +727,11 @@ impl ErrorBody {
         }
         let lines = self.detail_lines();
         if !lines.is_empty() {
-            let shown: Vec<&str> = lines.iter().take(DETAILS_SHOWN).map(String::as_str).collect();
+            let shown: Vec<&str> = lines
+                .iter()
+                .take(DETAILS_SHOWN)
+                .map(String::as_str)
+                .collect();
             out.push_str(&format!(" [{}", shown.join("; ")));
             if lines.len() > DETAILS_SHOWN {
                 out.push_str(&format!("; and {} more", lines.len() - DETAILS_SHOWN));

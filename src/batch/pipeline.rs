@@ -530,11 +530,7 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         poll_all(&stage, batch.id, opts).await?
     };
 
-    let held_by_service = stage
-        .held
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
+    let held_by_service = stage.held.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let ledger = stage.ledger();
     let held = if held_by_service.is_empty() {
         Vec::new()
@@ -586,7 +582,11 @@ pub fn is_auth_error(e: &ApiError) -> bool {
     e.kind() != "ordering_restricted"
         && (matches!(
             e.kind(),
-            "unauthorized" | "invalid_api_key" | "forbidden" | "invalid_version" | "version_removed"
+            "unauthorized"
+                | "invalid_api_key"
+                | "forbidden"
+                | "invalid_version"
+                | "version_removed"
         ) || matches!(e.status(), Some(401) | Some(403) | Some(410)))
 }
 
@@ -702,7 +702,11 @@ impl Groups<'_> {
             .get(&key)
             .is_some_and(|g| !g.fit.is_empty() && !g.fit.admits(&reference, attempt));
         if full {
-            let rows = self.open.get_mut(&key).map(std::mem::take).unwrap_or_default();
+            let rows = self
+                .open
+                .get_mut(&key)
+                .map(std::mem::take)
+                .unwrap_or_default();
             self.plan(merge, &key, rows.rows, self.mode)?;
         }
         let group = match self.open.get_mut(&key) {

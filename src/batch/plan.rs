@@ -415,7 +415,11 @@ mod tests {
                 ok
             })
             .count();
-        assert_eq!(fits, (3600 + 1) / 19, "n references of 18 characters take 19 n - 1");
+        assert_eq!(
+            fits,
+            (3600 + 1) / 19,
+            "n references of 18 characters take 19 n - 1"
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! whole file can be corrected in one pass: both steps report all the problems of a row, not
 //! only the first.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher, RandomState};
 
@@ -1036,18 +1036,9 @@ impl<'a> Validator<'a> {
         }
 
         // Face value: a denomination, or a plan price, of every product of the choice; a
-        // choice (MULTIPLE) needs two different products and a whole face value at or above
-        // every product's minimum (the service's published rule).
+        // choice (MULTIPLE) needs a whole face value at or above every product's minimum (the
+        // service's published rule; a code named twice in a choice is refused when read).
         if row.product_codes.len() > 1 {
-            let distinct: BTreeSet<&str> = row.product_codes.iter().map(String::as_str).collect();
-            if distinct.len() < 2 {
-                problems.push(at(
-                    cols.product_code,
-                    "product_code",
-                    "a choice of products must list at least two different products".into(),
-                    "list two or more different codes (`A|B`), or one code alone".into(),
-                ));
-            }
             if !row.face_value.fract().is_zero() {
                 problems.push(at(
                     cols.face_value,
@@ -1769,6 +1760,59 @@ mod tests {
             8,
             "AMZ-US",
         );
+    }
+
+    /// The service's published rule for a choice of products (MULTIPLE): at least two
+    /// different products, and a whole face value.
+    #[test]
+    fn a_choice_needs_two_different_products_and_a_whole_amount() {
+        let cat = catalog();
+        let mut v = Validator::new(&cat, ValidateOptions::default());
+        assert!(
+            check(
+                &mut v,
+                2,
+                ["C1", "AMZ-US|STEAM-US", "50", "USD", "", "", "", ""]
+            )
+            .is_empty()
+        );
+        let ps = problems(["C2", "AMZ-US|AMZ-US", "50", "USD", "", "", "", ""]);
+        assert_eq!(ps.len(), 1, "{ps:#?}");
+        assert_eq!(ps[0].column, Some(2));
+        assert!(ps[0].message.contains("twice"), "{}", ps[0]);
+        let ps = check(
+            &mut v,
+            4,
+            ["C3", "AMZ-US|VISA-US", "50.50", "USD", "", "", "", ""],
+        );
+        assert!(
+            ps.iter()
+                .any(|p| p.column == Some(3) && p.message.contains("not a whole amount")),
+            "{ps:#?}"
+        );
+        // One product alone keeps its own denominations: cents are fine there.
+        assert!(check(&mut v, 5, ["C4", "AMZ-US", "50.50", "USD", "", "", "", ""]).is_empty());
+    }
+
+    /// Published product states: LIVE and TEMPORARILY_DEGRADED are payable while
+    /// `is_orderable`; TEMPORARILY_DISABLED is not; a payout type this version does not know
+    /// is listed but never paid.
+    #[test]
+    fn degraded_products_are_payable_and_unknown_payout_types_are_not() {
+        let mut degraded = open("DEG-US", "USD", "1", "100", &["US"]);
+        degraded.state = "TEMPORARILY_DEGRADED".into();
+        let mut disabled = open("DIS-US", "USD", "1", "100", &["US"]);
+        disabled.state = "TEMPORARILY_DISABLED".into();
+        let mut other = open("NEW-US", "USD", "1", "100", &["US"]);
+        other.payout_type = PayoutType::Other;
+        let products = vec![degraded, disabled, other];
+        let cat = CatalogIndex::new(products);
+        let mut v = Validator::new(&cat, ValidateOptions::default());
+        assert!(check(&mut v, 2, ["D1", "DEG-US", "10", "USD", "", "", "", ""]).is_empty());
+        let ps = check(&mut v, 3, ["D2", "DIS-US", "10", "USD", "", "", "", ""]);
+        assert!(ps[0].message.contains("TEMPORARILY_DISABLED"), "{ps:#?}");
+        let ps = check(&mut v, 4, ["D3", "NEW-US", "10", "USD", "", "", "", ""]);
+        assert!(ps[0].message.contains("payout type"), "{ps:#?}");
     }
 
     #[test]
