@@ -20,11 +20,12 @@ use crate::money::display_amount;
 
 /// The row states the report shows, in the order of the chart and the tables (REMOVED rows are
 /// not part of the batch any more, as in the result file).
-const SHOWN: [RowState; 7] = [
+const SHOWN: [RowState; 8] = [
     RowState::Completed,
     RowState::Submitted,
     RowState::Planned,
     RowState::Pending,
+    RowState::Mismatch,
     RowState::Failed,
     RowState::Rejected,
     RowState::Invalid,
@@ -40,6 +41,7 @@ fn color(state: RowState) -> &'static str {
         RowState::Rejected => "#ef6c00",
         RowState::Invalid => "#757575",
         RowState::Removed => "#bdbdbd",
+        RowState::Mismatch => "#6a1b9a",
     }
 }
 
@@ -170,7 +172,7 @@ impl Tally {
         t.price += v.price.unwrap_or_default();
         if matches!(
             v.state,
-            RowState::Failed | RowState::Rejected | RowState::Invalid
+            RowState::Failed | RowState::Rejected | RowState::Invalid | RowState::Mismatch
         ) {
             self.attention.push(v);
         }
@@ -323,7 +325,7 @@ pub fn render_tally(
     }
 
     // Rows that need attention.
-    h.push_str("<h2>Failed, rejected and invalid rows</h2>\n");
+    h.push_str("<h2>Rows that need attention: mismatched, failed, rejected and invalid</h2>\n");
     if attention.is_empty() {
         h.push_str("<p>None.</p>\n");
     } else {

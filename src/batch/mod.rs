@@ -12,3 +12,4 @@ pub mod reconcile;
 pub mod report;
 pub mod scan;
 pub mod validate;
+pub mod verify;

@@ -271,6 +271,7 @@ impl RunSummary {
         } else if self.count(RowState::Failed)
             + self.count(RowState::Rejected)
             + self.count(RowState::Invalid)
+            + self.count(RowState::Mismatch)
             > 0
         {
             exit::FAILURES
@@ -1190,7 +1191,19 @@ fn record_created(
     match outcome {
         CreateOutcome::Accepted(a) => {
             let response = serde_json::to_string(&a).ok();
-            stage.ledger().transition_order(
+            let mut ledger = stage.ledger();
+            if let Some(why) = id_of_another_order(&ledger, order.id, &a.id)? {
+                record_mismatch(
+                    &mut ledger,
+                    order.id,
+                    None,
+                    response.as_deref(),
+                    202,
+                    &[why],
+                )?;
+                return Ok(());
+            }
+            ledger.transition_order(
                 order.id,
                 OrderState::Accepted,
                 Some(&a.id),
@@ -1229,13 +1242,105 @@ fn record_terminal(stage: &Stage, order_id: i64, order: &Order, http: u16) -> Re
     Ok(())
 }
 
-/// Records a terminal order (COMPLETED or FAILED) and what it says of each item.
+/// What the ledger's order `order_id` holds of an answer naming service order `service_id`
+/// that makes it a mismatch: the id belongs to another of the ledger's orders.
+fn id_of_another_order(
+    ledger: &Ledger,
+    order_id: i64,
+    service_id: &str,
+) -> Result<Option<String>, LedgerError> {
+    Ok(ledger
+        .order_by_service_id(service_id)?
+        .filter(|other| other.id != order_id)
+        .map(|other| {
+            format!(
+                "the service answered with order {service_id}, which the ledger holds for another intent (key {})",
+                other.idempotency_key
+            )
+        }))
+}
+
+/// Records the ledger's order `order_id` as MISMATCH: the service's answer is not what was
+/// sent. Its rows need a person; the service's answer is kept on the order.
+fn record_mismatch(
+    ledger: &mut Ledger,
+    order_id: i64,
+    service_id: Option<&str>,
+    response: Option<&str>,
+    http: u16,
+    differences: &[String],
+) -> Result<(), LedgerError> {
+    let message = format!(
+        "the service's answer differs from the order sent: {}; a person must compare it with the account's orders",
+        differences.join("; ")
+    );
+    ledger.transition_order(
+        order_id,
+        OrderState::Mismatch,
+        service_id,
+        Some(http),
+        response,
+        Some(("order_mismatch", &message)),
+        &[],
+        None,
+        "the service's answer differs from the order sent",
+    )
+}
+
+/// Records a terminal order (COMPLETED or FAILED) and what it says of each item, once it is
+/// checked against what was sent (see [`super::verify`]); an order that differs is recorded
+/// MISMATCH instead.
 pub fn record_terminal_in(
     ledger: &mut Ledger,
     order_id: i64,
     order: &Order,
     http: u16,
 ) -> Result<(), LedgerError> {
+    let record = ledger
+        .order(order_id)?
+        .ok_or_else(|| LedgerError::Corrupt(format!("order {order_id} not found")))?;
+    let mut differences = Vec::new();
+    let another = id_of_another_order(ledger, order_id, &order.id)?;
+    differences.extend(another.clone());
+    if let Some(known) = record.service_order_id.as_deref()
+        && known != order.id
+    {
+        differences.push(format!(
+            "the service answered with order {}, the ledger holds order {known}",
+            order.id
+        ));
+    }
+    if order.status == OrderStatus::Completed || !order.items.is_empty() {
+        let sent: Vec<super::verify::SentRow> = ledger
+            .rows_of_order(order_id)?
+            .into_iter()
+            .map(|r| super::verify::SentRow {
+                currency: r
+                    .spec
+                    .as_deref()
+                    .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
+                    .and_then(|v| v["currency"].as_str().map(str::to_string)),
+                reference: r.reference,
+            })
+            .collect();
+        differences.extend(super::verify::differences(&record.body, &sent, order));
+    }
+    if !differences.is_empty() {
+        let response = serde_json::to_string(order).ok();
+        let id = if another.is_some() {
+            None
+        } else {
+            Some(order.id.as_str())
+        };
+        return record_mismatch(
+            ledger,
+            order_id,
+            id,
+            response.as_deref(),
+            http,
+            &differences,
+        );
+    }
     let items: Vec<ItemOutcome> = order
         .items
         .iter()

@@ -259,6 +259,13 @@ fn next_steps(
             "{unfinished} rows are not finished: run the same command again to resume ({run}); nothing is paid twice"
         ));
     }
+    if n(RowState::Mismatch) > 0 {
+        steps.push(format!(
+            "{} rows are MISMATCH: the service answered their orders finished but not as they were sent (what differs: paybatch report --batch {} --html report.html); a person must compare them with the account's orders before anything else is done for them: they are never paid again by paybatch",
+            n(RowState::Mismatch),
+            b.name
+        ));
+    }
     let failed = n(RowState::Failed) + n(RowState::Rejected);
     if failed > 0 {
         steps.push(format!(

@@ -47,6 +47,9 @@ fn migrations() -> Migrations<'static> {
         M::up(include_str!("../../migrations/001_init.sql")),
         M::up(include_str!("../../migrations/002_payment_method.sql")),
         M::up(include_str!("../../migrations/003_streaming_merge.sql")),
+        M::up(include_str!(
+            "../../migrations/004_one_intent_per_service_order.sql"
+        )),
     ])
 }
 
@@ -501,6 +504,18 @@ impl Ledger {
     pub fn order(&self, order_id: i64) -> Result<Option<OrderRecord>> {
         Ok(self
             .query_orders("WHERE id = ?1", params![order_id])?
+            .into_iter()
+            .next())
+    }
+
+    /// The ledger's order (of any batch) that holds service order `service_order_id`.
+    pub fn order_by_service_id(&self, service_order_id: &str) -> Result<Option<OrderRecord>> {
+        Ok(self
+            .select_orders(
+                "X''",
+                "WHERE service_order_id = ?1",
+                params![service_order_id],
+            )?
             .into_iter()
             .next())
     }

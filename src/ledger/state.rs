@@ -23,6 +23,10 @@ pub enum RowState {
     Invalid,
     /// Left out of a later version of the input file before it was submitted.
     Removed,
+    /// Its order was answered finished, but not as it was sent (other items, amounts,
+    /// currencies, delivery or payment method, or the id of another order): a person must
+    /// look. Never COMPLETED, never sent again by itself, not touched by `paybatch retry`.
+    Mismatch,
 }
 
 /// Where an order stands.
@@ -37,10 +41,12 @@ pub enum OrderState {
     Failed,
     /// A final 4xx answer: the service did not create it.
     Rejected,
+    /// Answered finished, but not as it was sent (see [`RowState::Mismatch`]).
+    Mismatch,
 }
 
 impl RowState {
-    pub const ALL: [RowState; 8] = [
+    pub const ALL: [RowState; 9] = [
         RowState::Pending,
         RowState::Planned,
         RowState::Submitted,
@@ -49,6 +55,7 @@ impl RowState {
         RowState::Rejected,
         RowState::Invalid,
         RowState::Removed,
+        RowState::Mismatch,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -61,6 +68,7 @@ impl RowState {
             RowState::Rejected => "REJECTED",
             RowState::Invalid => "INVALID",
             RowState::Removed => "REMOVED",
+            RowState::Mismatch => "MISMATCH",
         }
     }
 
@@ -73,6 +81,7 @@ impl RowState {
                 | RowState::Rejected
                 | RowState::Invalid
                 | RowState::Removed
+                | RowState::Mismatch
         )
     }
 
@@ -93,6 +102,9 @@ impl RowState {
                 | (Planned, Rejected)
                 | (Submitted, Completed)
                 | (Submitted, Failed)
+                // A finished order that is not what was sent: a person looks.
+                | (Planned, Mismatch)
+                | (Submitted, Mismatch)
                 // `paybatch retry`: a person decided; the next attempt gets a new key.
                 | (Failed, Pending)
                 | (Rejected, Pending)
@@ -108,13 +120,17 @@ impl OrderState {
             OrderState::Completed => "COMPLETED",
             OrderState::Failed => "FAILED",
             OrderState::Rejected => "REJECTED",
+            OrderState::Mismatch => "MISMATCH",
         }
     }
 
     pub fn is_terminal(self) -> bool {
         matches!(
             self,
-            OrderState::Completed | OrderState::Failed | OrderState::Rejected
+            OrderState::Completed
+                | OrderState::Failed
+                | OrderState::Rejected
+                | OrderState::Mismatch
         )
     }
 
@@ -129,6 +145,8 @@ impl OrderState {
                 | (Intent, Rejected)
                 | (Accepted, Completed)
                 | (Accepted, Failed)
+                | (Intent, Mismatch)
+                | (Accepted, Mismatch)
         )
     }
 }
@@ -141,6 +159,7 @@ pub fn row_state_for(order: OrderState) -> RowState {
         OrderState::Completed => RowState::Completed,
         OrderState::Failed => RowState::Failed,
         OrderState::Rejected => RowState::Rejected,
+        OrderState::Mismatch => RowState::Mismatch,
     }
 }
 
@@ -167,6 +186,7 @@ impl FromStr for OrderState {
             OrderState::Completed,
             OrderState::Failed,
             OrderState::Rejected,
+            OrderState::Mismatch,
         ]
         .into_iter()
         .find(|st| st.as_str() == s)
@@ -206,6 +226,7 @@ mod tests {
             OrderState::Completed,
             OrderState::Failed,
             OrderState::Rejected,
+            OrderState::Mismatch,
         ] {
             assert!(OrderState::Intent.can_become(o) || OrderState::Accepted.can_become(o));
             assert!(RowState::Planned.can_become(row_state_for(o)));

@@ -1,0 +1,277 @@
+//! A finished order is checked against what was sent before anything of it is believed: the
+//! service's answer must hold the items paybatch asked for (count, products, face values,
+//! currencies, distribution), the payment method it asked for, and no negative or inflated
+//! price. An order that differs is recorded MISMATCH: its rows need a person, are never
+//! COMPLETED and never sent again by themselves.
+
+use rust_decimal::Decimal;
+
+use crate::api::models::{NewOrder, Order, OrderItem, PaymentMethodType};
+
+/// What the ledger holds of one row of the order, in item order: the product's currency.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentRow {
+    pub reference: String,
+    pub currency: Option<String>,
+}
+
+/// How `answer` differs from the order `body` paybatch sent for `rows`: one line per
+/// difference, empty when it holds what was asked for.
+pub fn differences(body: &[u8], rows: &[SentRow], answer: &Order) -> Vec<String> {
+    let sent: NewOrder = match serde_json::from_slice(body) {
+        Ok(sent) => sent,
+        Err(e) => return vec![format!("the order's recorded body cannot be read: {e}")],
+    };
+    let mut out = Vec::new();
+    if answer.items.len() != sent.items.len() {
+        out.push(format!(
+            "{} items answered, {} sent",
+            answer.items.len(),
+            sent.items.len()
+        ));
+    }
+    if let Some(pm) = &answer.payment_method {
+        if pm.kind != sent.payment_method.kind {
+            out.push(format!(
+                "paid by {}, sent {}",
+                method_name(pm.kind),
+                method_name(sent.payment_method.kind)
+            ));
+        }
+        if pm.currency.is_some() && pm.currency != sent.payment_method.currency {
+            out.push(format!(
+                "payment currency {}, sent {}",
+                shown(pm.currency.as_deref()),
+                shown(sent.payment_method.currency.as_deref())
+            ));
+        }
+        if sent.payment_method.card_id.is_some()
+            && pm.card_id.is_some()
+            && pm.card_id != sent.payment_method.card_id
+        {
+            out.push("paid by another card than the one sent".to_string());
+        }
+    }
+    if let Some(currency) = &answer.currency
+        && sent.payment_method.currency.as_ref() != Some(currency)
+    {
+        out.push(format!(
+            "order currency {currency}, sent {}",
+            shown(sent.payment_method.currency.as_deref())
+        ));
+    }
+    for (name, value) in [
+        ("total price", answer.total_price),
+        ("total discount", answer.total_discount),
+    ] {
+        if let Some(v) = value
+            && v < Decimal::ZERO
+        {
+            out.push(format!("negative {name} {v}"));
+        }
+    }
+    for (i, (item, asked)) in answer.items.iter().zip(&sent.items).enumerate() {
+        let row = rows.get(i);
+        let who = row.map_or_else(
+            || format!("item {}", i + 1),
+            |r| format!("item {} (row {})", i + 1, r.reference),
+        );
+        item_differences(&who, item, asked, row, &mut out);
+    }
+    out
+}
+
+fn item_differences(
+    who: &str,
+    item: &OrderItem,
+    asked: &crate::api::models::NewOrderItem,
+    row: Option<&SentRow>,
+    out: &mut Vec<String>,
+) {
+    if item.products.codes() != asked.products.codes() {
+        out.push(format!(
+            "{who}: products {}, sent {}",
+            item.products.codes().join("|"),
+            asked.products.codes().join("|")
+        ));
+    }
+    match item.face_value {
+        Some(v) if v == asked.face_value => {}
+        Some(v) => out.push(format!("{who}: face value {v}, sent {}", asked.face_value)),
+        None => out.push(format!("{who}: no face value answered")),
+    }
+    let sent_currency = row.and_then(|r| r.currency.as_deref());
+    if let (Some(answered), Some(sent)) = (item.currency.as_deref(), sent_currency)
+        && answered != sent
+    {
+        out.push(format!("{who}: currency {answered}, sent {sent}"));
+    }
+    if let Some(price) = item.price {
+        if price < Decimal::ZERO {
+            out.push(format!("{who}: negative price {price}"));
+        } else if price > asked.face_value
+            && item
+                .currency
+                .as_deref()
+                .is_some_and(|c| Some(c) == sent_currency)
+        {
+            out.push(format!(
+                "{who}: price {price} above its face value {}",
+                asked.face_value
+            ));
+        }
+    }
+    let dm = &item.distribution_method;
+    let asked_dm = &asked.distribution_method;
+    if dm.kind != asked_dm.kind {
+        out.push(format!(
+            "{who}: delivered by {}, sent {}",
+            dm.kind.as_str(),
+            asked_dm.kind.as_str()
+        ));
+    } else if dm.email_address.is_some()
+        && asked_dm.email_address.is_some()
+        && !dm
+            .email_address
+            .as_deref()
+            .unwrap_or_default()
+            .eq_ignore_ascii_case(asked_dm.email_address.as_deref().unwrap_or_default())
+    {
+        out.push(format!(
+            "{who}: emailed to another address than the one sent"
+        ));
+    }
+}
+
+fn method_name(kind: PaymentMethodType) -> &'static str {
+    match kind {
+        PaymentMethodType::AccountBalance => "ACCOUNT_BALANCE",
+        PaymentMethodType::Card => "CARD",
+        PaymentMethodType::Other => "another method",
+    }
+}
+
+fn shown(v: Option<&str>) -> &str {
+    v.unwrap_or("none")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BODY: &str = r#"{"payment_method":{"type":"ACCOUNT_BALANCE","currency":"USD"},"items":[
+        {"face_value":10,"distribution_method":{"type":"EMAIL","email_address":"a@b.example"},"products":{"type":"SINGLE","value":"AMZ-US"}},
+        {"face_value":25.50,"distribution_method":{"type":"PAYOUT_LINK"},"products":{"type":"SINGLE","value":"AMZ-US"}}]}"#;
+
+    fn rows() -> Vec<SentRow> {
+        ["A", "B"]
+            .iter()
+            .map(|r| SentRow {
+                reference: r.to_string(),
+                currency: Some("USD".into()),
+            })
+            .collect()
+    }
+
+    fn answer() -> serde_json::Value {
+        serde_json::json!({
+            "id": "O-1", "status": "COMPLETED",
+            "payment_method": {"type": "ACCOUNT_BALANCE", "currency": "USD"},
+            "currency": "USD", "total_price": "34.79", "total_discount": "0.71",
+            "items": [
+                {"id": "E-1", "distribution_method": {"type": "EMAIL", "email_address": "A@B.example"},
+                 "products": {"type": "SINGLE", "value": "AMZ-US"}, "face_value": "10.00",
+                 "price": "9.80", "currency": "USD"},
+                {"id": "E-2", "distribution_method": {"type": "PAYOUT_LINK"},
+                 "products": {"type": "SINGLE", "value": "AMZ-US"}, "face_value": "25.5",
+                 "price": "24.99", "currency": "USD"}
+            ]
+        })
+    }
+
+    fn diff(change: impl FnOnce(&mut serde_json::Value)) -> Vec<String> {
+        let mut a = answer();
+        change(&mut a);
+        let order: Order = serde_json::from_value(a).expect("an order");
+        differences(BODY.as_bytes(), &rows(), &order)
+    }
+
+    #[test]
+    fn the_order_that_was_sent_passes_whatever_the_scale_of_its_amounts() {
+        assert!(diff(|_| {}).is_empty(), "{:?}", diff(|_| {}));
+    }
+
+    #[test]
+    fn every_kind_of_difference_is_named() {
+        let cases: Vec<(&str, Box<dyn FnOnce(&mut serde_json::Value)>)> = vec![
+            (
+                "face value 11",
+                Box::new(|a| a["items"][0]["face_value"] = "11".into()),
+            ),
+            (
+                "currency EUR, sent USD",
+                Box::new(|a| a["items"][1]["currency"] = "EUR".into()),
+            ),
+            (
+                "order currency EUR",
+                Box::new(|a| a["currency"] = "EUR".into()),
+            ),
+            (
+                "payment currency GBP",
+                Box::new(|a| a["payment_method"]["currency"] = "GBP".into()),
+            ),
+            (
+                "paid by CARD",
+                Box::new(|a| a["payment_method"]["type"] = "CARD".into()),
+            ),
+            (
+                "negative price",
+                Box::new(|a| a["items"][1]["price"] = "-1".into()),
+            ),
+            (
+                "negative total price",
+                Box::new(|a| a["total_price"] = "-34.79".into()),
+            ),
+            (
+                "above its face value",
+                Box::new(|a| a["items"][0]["price"] = "10.01".into()),
+            ),
+            (
+                "0 items answered, 2 sent",
+                Box::new(|a| a["items"] = serde_json::json!([])),
+            ),
+            (
+                "products STEAM-US",
+                Box::new(|a| a["items"][1]["products"]["value"] = "STEAM-US".into()),
+            ),
+            (
+                "delivered by PAYOUT_LINK",
+                Box::new(|a| {
+                    a["items"][0]["distribution_method"] =
+                        serde_json::json!({"type": "PAYOUT_LINK"})
+                }),
+            ),
+            (
+                "another address",
+                Box::new(|a| {
+                    a["items"][0]["distribution_method"]["email_address"] = "x@y.example".into()
+                }),
+            ),
+            (
+                "no face value",
+                Box::new(|a| {
+                    a["items"][0]
+                        .as_object_mut()
+                        .map(|o| o.remove("face_value"));
+                }),
+            ),
+        ];
+        for (needle, change) in cases {
+            let found = diff(change);
+            assert!(
+                found.iter().any(|d| d.contains(needle)),
+                "{needle}: {found:?}"
+            );
+        }
+    }
+}

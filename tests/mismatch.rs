@@ -1,0 +1,224 @@
+//! A finished order is checked against what was sent: a service that answers COMPLETED with
+//! other face values, another currency, a negative price, no items, or the id of another
+//! order gets its rows recorded MISMATCH (never COMPLETED, never sent again), shown by
+//! `status`, and the run exits 4.
+//!
+//! The tests put a rewriting proxy on a loopback port in front of the real simulator.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use common::*;
+
+/// Rewrites one answer: (method, path, status, JSON body) → new JSON body.
+type Rewrite = Arc<dyn Fn(&Method, &str, u16, &mut serde_json::Value) + Send + Sync>;
+
+struct Proxy {
+    upstream: String,
+    http: reqwest::Client,
+    rewrite: Rewrite,
+}
+
+async fn forward(
+    State(p): State<Arc<Proxy>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let path = uri.path().trim_start_matches("/v2");
+    let query = uri.query().map(|q| format!("?{q}")).unwrap_or_default();
+    let mut request = p
+        .http
+        .request(method.clone(), format!("{}{path}{query}", p.upstream))
+        .body(body.to_vec());
+    for (name, value) in &headers {
+        if name != "host" && name != "content-length" {
+            request = request.header(name, value);
+        }
+    }
+    let Ok(answer) = request.send().await else {
+        return StatusCode::BAD_GATEWAY.into_response();
+    };
+    let status = answer.status().as_u16();
+    let bytes = answer.bytes().await.unwrap_or_default();
+    let out = match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Ok(mut json) => {
+            (p.rewrite)(&method, path, status, &mut json);
+            serde_json::to_vec(&json).unwrap_or_default()
+        }
+        Err(_) => bytes.to_vec(),
+    };
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+    (code, [("content-type", "application/json")], out).into_response()
+}
+
+/// Starts the proxy in front of `sim`; returns its base URL.
+async fn proxy(sim: &paybatch::sim::SimHandle, rewrite: Rewrite) -> String {
+    let state = Arc::new(Proxy {
+        upstream: sim.base_url().trim_end_matches('/').to_string(),
+        http: reqwest::Client::new(),
+        rewrite,
+    });
+    let app = axum::Router::new().fallback(forward).with_state(state);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    format!("http://{addr}/v2")
+}
+
+const TWO_ROWS: &str = "reference,product_code,face_value,currency,distribution,email\n\
+M-1,AMZ-US,10,USD,email,m1@example.com\n\
+M-2,AMZ-US,20,USD,email,m2@example.com\n";
+
+async fn run_through(ws: &Workspace, base: &str, extra: &[&str]) -> std::process::Output {
+    let key = ws.key_file();
+    let ledger = ws.ledger();
+    let mut args = vec![
+        "run",
+        "pay.csv",
+        "--base-url",
+        base,
+        "--api-key-file",
+        key.to_str().expect("utf-8"),
+        "--ledger",
+        ledger.to_str().expect("utf-8"),
+        "--poll-timeout",
+        "60",
+    ];
+    args.extend_from_slice(extra);
+    tokio::time::timeout(
+        Duration::from_secs(120),
+        paybatch_in(ws.dir.path(), &args, &[]),
+    )
+    .await
+    .expect("the run ends")
+}
+
+/// Runs the two-row batch through a proxy that rewrites finished orders with `change`, and
+/// checks that every row ends MISMATCH with `needle` among the differences.
+async fn finished_orders_changed(change: fn(&mut serde_json::Value), needle: &str) {
+    let sim = start_sim(fast_config(None)).await;
+    let rewrite: Rewrite = Arc::new(move |method, path, status, json| {
+        let finished = json["status"] == "COMPLETED";
+        if *method == Method::GET && path.starts_with("/order/") && status == 200 && finished {
+            change(json);
+        }
+    });
+    let base = proxy(&sim, rewrite).await;
+    let ws = Workspace::new();
+    ws.write("pay.csv", TWO_ROWS);
+    let out = run_through(&ws, &base, &["--items-per-order", "2"]).await;
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(4), "{needle}: {err}");
+    let result = read_csv(&ws.path("pay.result.csv"));
+    let status = col(&result[0], "status");
+    let error = col(&result[0], "error_message");
+    for row in &result[1..] {
+        assert_eq!(row[status], "MISMATCH", "{needle}: {row:?}");
+        assert!(row[error].contains(needle), "{needle}: {}", row[error]);
+    }
+    // Status says what to do; nothing is sent again by a second run.
+    let posts = order_posts(&sim);
+    let again = run_through(&ws, &base, &["--items-per-order", "2"]).await;
+    assert_eq!(again.status.code(), Some(4), "{}", stderr_of(&again));
+    assert_eq!(
+        order_posts(&sim),
+        posts,
+        "a MISMATCH row is never sent again"
+    );
+    let ledger = ws.ledger();
+    let status_out = paybatch_in(
+        ws.dir.path(),
+        &[
+            "status",
+            "--batch",
+            "pay",
+            "--ledger",
+            ledger.to_str().expect("utf-8"),
+        ],
+        &[],
+    )
+    .await;
+    let text = format!("{}{}", stdout_of(&status_out), stderr_of(&status_out));
+    assert!(text.contains("MISMATCH"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_face_values_are_a_mismatch() {
+    finished_orders_changed(
+        |o| o["items"][0]["face_value"] = "1000.00".into(),
+        "face value 1000.00",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_currency_is_a_mismatch() {
+    finished_orders_changed(
+        |o| {
+            o["currency"] = "EUR".into();
+            o["payment_method"]["currency"] = "EUR".into();
+        },
+        "payment currency EUR",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_negative_price_is_a_mismatch() {
+    finished_orders_changed(
+        |o| o["items"][1]["price"] = "-5.00".into(),
+        "negative price",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completed_order_without_items_is_a_mismatch() {
+    finished_orders_changed(|o| o["items"] = serde_json::json!([]), "0 items answered").await;
+}
+
+/// The service answers the second order's creation with the first order's id: one service
+/// order belongs to one intent only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_id_of_another_order_is_a_mismatch() {
+    let sim = start_sim(fast_config(None)).await;
+    let first: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
+    let seen = first.clone();
+    let rewrite: Rewrite = Arc::new(move |method, path, status, json| {
+        if *method == Method::POST && path == "/order" && status == 202 {
+            let mut first = seen.lock().unwrap_or_else(|p| p.into_inner());
+            match first.as_ref() {
+                None => *first = json["id"].as_str().map(str::to_string),
+                Some(id) => json["id"] = id.clone().into(),
+            }
+        }
+    });
+    let base = proxy(&sim, rewrite).await;
+    let ws = Workspace::new();
+    ws.write("pay.csv", TWO_ROWS);
+    let out = run_through(&ws, &base, &["--concurrency", "1"]).await;
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    let result = read_csv(&ws.path("pay.result.csv"));
+    let status = col(&result[0], "status");
+    let error = col(&result[0], "error_message");
+    let states: Vec<&str> = result[1..].iter().map(|r| r[status].as_str()).collect();
+    assert_eq!(states, ["COMPLETED", "MISMATCH"], "{err}");
+    assert!(
+        result[2][error].contains("holds for another intent"),
+        "{}",
+        result[2][error]
+    );
+}
