@@ -399,3 +399,125 @@ async fn usage_errors_exit_2() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("PAYBATCH_API_KEY"), "{err}");
 }
+
+/// What left each balance is reported per row and per balance: a JPY product paid from the USD
+/// balance is charged in USD (the order's price), a USD row its item's price; the totals match
+/// what the simulated USD balance lost, in the summary, `status`, and the HTML report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_left_each_balance_is_reported_with_conversions() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    let before = sim.balance("USD");
+    ws.write(
+        "fx.csv",
+        "reference,product_code,face_value,currency,payment_currency\n\
+         FX-1,UBER-JP,3000,JPY,USD\n\
+         US-1,AMZ-US,25.00,USD,USD\n",
+    );
+    let out = run_against(&ws, &sim, "fx.csv", &["--items-per-order", "200"]).await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("1 rows are paid from another currency's balance"),
+        "{err}"
+    );
+    let result = read_csv(&ws.path("fx.result.csv"));
+    let (amount, currency) = (
+        col(&result[0], "debited_amount"),
+        col(&result[0], "debited_currency"),
+    );
+    let price = col(&result[0], "price");
+    // The JPY row: its item price is in JPY, what left the USD balance is in USD.
+    assert_eq!(result[1][price], "2910");
+    assert_eq!(result[1][currency], "USD");
+    assert_eq!(result[2][currency], "USD");
+    let charged: rust_decimal::Decimal = result[1..]
+        .iter()
+        .map(|r| {
+            r[amount]
+                .parse::<rust_decimal::Decimal>()
+                .expect("an amount")
+        })
+        .sum();
+    let lost = before - sim.balance("USD");
+    assert_eq!(charged, lost, "the result file says what the balance lost");
+    assert!(
+        err.contains(&format!("balance USD")) && err.contains(&lost.to_string()),
+        "the summary shows it: {err}"
+    );
+    let ledger = ws.ledger();
+    let status = paybatch(
+        ws.dir.path(),
+        &[
+            "status",
+            "--batch",
+            "fx",
+            "--ledger",
+            ledger.to_str().unwrap(),
+        ],
+        &[],
+    )
+    .await;
+    let text = stdout_of(&status);
+    assert!(
+        text.contains("charged") && text.contains(&lost.to_string()),
+        "{text}"
+    );
+    let html = ws.path("report.html");
+    let report = paybatch(
+        ws.dir.path(),
+        &[
+            "report",
+            "--batch",
+            "fx",
+            "--ledger",
+            ledger.to_str().unwrap(),
+            "--html",
+            html.to_str().unwrap(),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(report.status.code(), Some(0), "{}", stderr(&report));
+    let page = std::fs::read_to_string(&html).expect("report");
+    assert!(page.contains("What left each balance"), "{page}");
+    assert!(
+        page.contains(&lost.to_string()),
+        "the USD total is on the page"
+    );
+}
+
+/// `validate` says what rows converted by the service will cost where the service estimates
+/// it, and says plainly where it cannot (the simulator, like the service's playground, offers
+/// no estimate).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validate_says_plainly_that_converted_rows_are_not_estimated_here() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    ws.write(
+        "fx.csv",
+        "reference,product_code,face_value,currency,payment_currency\n\
+         FX-1,UBER-JP,3000,JPY,USD\n",
+    );
+    let key = ws.key_file();
+    let ledger = ws.ledger();
+    let base = sim.base_url();
+    let out = paybatch(
+        ws.dir.path(),
+        &[
+            "validate",
+            "fx.csv",
+            "--base-url",
+            &base,
+            "--api-key-file",
+            key.to_str().unwrap(),
+            "--ledger",
+            ledger.to_str().unwrap(),
+        ],
+        &[],
+    )
+    .await;
+    let text = format!("{}{}", stdout_of(&out), stderr(&out));
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("offers no estimate here"), "{text}");
+}

@@ -378,6 +378,43 @@ impl Client {
         }
     }
 
+    /// `POST /order/estimate`: what an order of `items` (product selection, face value) would
+    /// cost from the balance in `payment_currency`, conversions and fees included: the
+    /// order's total price, in the payment currency. The service documents that its
+    /// playground does not offer it: an answer 404, 405 or 501 means "not offered here"
+    /// ([`ApiError::is_not_offered`]).
+    pub async fn estimate(
+        &self,
+        payment_currency: &str,
+        items: &[(ProductSelection, rust_decimal::Decimal)],
+    ) -> Result<rust_decimal::Decimal, ApiError> {
+        #[derive(serde::Serialize)]
+        struct Item<'a> {
+            products: &'a ProductSelection,
+            #[serde(with = "super::decimal::exact_number")]
+            face_value: rust_decimal::Decimal,
+        }
+        #[derive(serde::Deserialize)]
+        struct Estimate {
+            #[serde(with = "super::decimal::flexible")]
+            total_price: rust_decimal::Decimal,
+        }
+        let body = serde_json::json!({
+            "payment_method": {"type": "ACCOUNT_BALANCE", "currency": payment_currency},
+            "items": items
+                .iter()
+                .map(|(products, face_value)| Item { products, face_value: *face_value })
+                .collect::<Vec<_>>(),
+        });
+        let request = self
+            .request(Method::POST, self.url("order/estimate")?)
+            .header("Content-Type", "application/json")
+            .body(body.to_string());
+        let (status, headers, body) = self.exchange(request).await?;
+        let estimate: Estimate = Self::decode(status, &headers, &body)?;
+        Ok(estimate.total_price)
+    }
+
     /// `GET /balance?currency=XXX`.
     pub async fn balance(&self, currency: &str) -> Result<Balance, ApiError> {
         let mut url = self.url("balance")?;

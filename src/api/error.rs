@@ -92,6 +92,11 @@ impl ApiError {
         }
     }
 
+    /// The service does not offer this endpoint here (404, 405 or 501).
+    pub fn is_not_offered(&self) -> bool {
+        matches!(self.status(), Some(404 | 405 | 501))
+    }
+
     pub fn is_rate_limited(&self) -> bool {
         self.status() == Some(429)
     }

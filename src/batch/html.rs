@@ -142,6 +142,8 @@ struct Total {
 #[derive(Debug, Default)]
 pub struct Tally {
     rows: usize,
+    /// What left each balance for the completed rows: charged currency -> (rows, amount).
+    charged: BTreeMap<String, (usize, Decimal)>,
     totals: BTreeMap<String, BTreeMap<RowState, Total>>,
     counts: BTreeMap<RowState, usize>,
     attention: Vec<RowView>,
@@ -155,6 +157,18 @@ impl Tally {
         }
         let v = row_view(headers, row);
         self.rows += 1;
+        if row.state == RowState::Completed
+            && let (Some(amount), Some(currency)) = (
+                row.debited_amount
+                    .as_deref()
+                    .and_then(crate::api::decimal::parse_decimal_text),
+                &row.debited_currency,
+            )
+        {
+            let c = self.charged.entry(currency.clone()).or_default();
+            c.0 += 1;
+            c.1 += amount;
+        }
         *self.counts.entry(v.state).or_default() += 1;
         let currency = if v.currency.is_empty() {
             "?".to_string()
@@ -204,6 +218,7 @@ pub fn render_tally(
 ) -> String {
     let Tally {
         rows,
+        charged,
         totals,
         counts,
         attention,
@@ -260,6 +275,26 @@ pub fn render_tally(
             h,
             "<p class=\"note\">{unfinished} rows were not finished when this report was made: the batch is still running or was interrupted. Running the same <code>paybatch run</code> command again finishes it.</p>"
         );
+    }
+
+    // What left each balance, first: what a finance lead signs off.
+    h.push_str("<h2>What left each balance</h2>\n");
+    if charged.is_empty() {
+        h.push_str("<p>Nothing was charged: no row completed.</p>\n");
+    } else {
+        h.push_str(
+            "<table class=\"totals\">\n<thead><tr><th scope=\"col\">Balance</th><th scope=\"col\" class=\"num\">Completed rows</th><th scope=\"col\" class=\"num\">Charged</th></tr></thead>\n<tbody>\n",
+        );
+        for (currency, (n, amount)) in charged {
+            let _ = writeln!(
+                h,
+                "<tr><td>{}</td><td class=\"num\">{n}</td><td class=\"num\">{}</td></tr>",
+                escape(currency),
+                escape(&display_amount(*amount, currency))
+            );
+        }
+        h.push_str("</tbody>\n</table>\n");
+        h.push_str("<p class=\"note\">What each paying balance was charged for the completed rows, conversions between currencies included (a row paid from another currency's balance counts in that balance's currency).</p>\n");
     }
 
     // Facts.
@@ -572,6 +607,8 @@ mod tests {
             error_type: error.map(|_| "invalid".to_string()),
             error_message: error.map(str::to_string),
             completed_at: None,
+            debited_amount: url.map(|_| "24.50".to_string()),
+            debited_currency: url.map(|_| "USD".to_string()),
         }
     }
 

@@ -11,7 +11,7 @@ use std::io::{self, Write};
 use std::path::Path;
 
 /// The columns the result file adds after the input columns.
-pub const RESULT_COLUMNS: [&str; 10] = [
+pub const RESULT_COLUMNS: [&str; 12] = [
     "status",
     "order_id",
     "item_id",
@@ -22,6 +22,8 @@ pub const RESULT_COLUMNS: [&str; 10] = [
     "error_message",
     "completed_at",
     "payment_method",
+    "debited_amount",
+    "debited_currency",
 ];
 
 /// One row of the result file.
@@ -40,6 +42,9 @@ pub struct ResultLine {
     pub completed_at: Option<String>,
     /// `ACCOUNT_BALANCE:CUR` or `CARD:card-id`, once the row is in an order.
     pub payment_method: Option<String>,
+    /// What the paying balance (or card) was charged for the row, and in which currency.
+    pub debited_amount: Option<String>,
+    pub debited_currency: Option<String>,
 }
 
 impl ResultLine {
@@ -59,6 +64,8 @@ impl ResultLine {
             opt(&self.error_message),
             opt(&self.completed_at),
             opt(&self.payment_method),
+            opt(&self.debited_amount),
+            opt(&self.debited_currency),
         ];
         self.fields.iter().map(String::as_str).chain(added)
     }

@@ -247,6 +247,9 @@ pub struct RunSummary {
     pub incomplete_reason: Option<String>,
     /// Rows in orders per payment method (`balance USD`, `card card_x`).
     pub paid_by: BTreeMap<String, i64>,
+    /// What left each paying balance (or card) for the completed rows: (`balance USD` or
+    /// `card card_x`, currency) -> amount. Converted rows count in the payment currency.
+    pub debited: BTreeMap<(String, String), Decimal>,
     /// What the service stopped during the run and a person must settle (a balance too low,
     /// the account's spending limit): one line each, with what is missing and what to do.
     pub held: Vec<String>,
@@ -1242,6 +1245,30 @@ fn record_terminal(stage: &Stage, order_id: i64, order: &Order, http: u16) -> Re
     Ok(())
 }
 
+/// What the paying balance (or card) was charged for `item` of the completed `order` paid in
+/// `paid_in`: the item's price when it is priced in that currency; for an order of one item
+/// the service converted (embedded FX), the order's price, which is in the payment currency.
+fn debited(
+    order: &Order,
+    item: &crate::api::models::OrderItem,
+    paid_in: &str,
+) -> Option<(String, String)> {
+    match item.currency.as_deref() {
+        Some(c) if c == paid_in => item.price.map(|p| (p.to_string(), paid_in.to_string())),
+        None => item.price.map(|p| (p.to_string(), paid_in.to_string())),
+        Some(_) if order.items.len() == 1 => order.total_price.map(|p| {
+            (
+                p.to_string(),
+                order
+                    .currency
+                    .clone()
+                    .unwrap_or_else(|| paid_in.to_string()),
+            )
+        }),
+        Some(_) => None,
+    }
+}
+
 /// What the ledger's order `order_id` holds of an answer naming service order `service_id`
 /// that makes it a mismatch: the id belongs to another of the ledger's orders.
 fn id_of_another_order(
@@ -1341,6 +1368,7 @@ pub fn record_terminal_in(
             &differences,
         );
     }
+    let paid_in = record.payment_currency.as_str();
     let items: Vec<ItemOutcome> = order
         .items
         .iter()
@@ -1352,6 +1380,9 @@ pub fn record_terminal_in(
                 (Some(f), Some(p)) => Some((f - p).to_string()),
                 _ => None,
             },
+            debited: (order.status == OrderStatus::Completed)
+                .then(|| debited(order, item, paid_in))
+                .flatten(),
         })
         .collect();
     let response = serde_json::to_string(order).ok();
@@ -1567,6 +1598,8 @@ pub fn write_result_file(
                 Some(card) => format!("CARD:{card}"),
                 None => format!("{}:{}", o.payment_method, o.payment_currency),
             }),
+            debited_amount: r.debited_amount,
+            debited_currency: r.debited_currency,
         };
         out.write(&line).map_err(io_error)
     })?;
@@ -1589,6 +1622,7 @@ fn summarize(
         entry.0 += parse(&face);
         entry.1 += parse(&price);
     }
+    let debited = debited_totals(ledger, batch_id)?;
     let mut paid_by: BTreeMap<String, i64> = BTreeMap::new();
     for (card, currency, rows) in ledger.rows_per_payment(batch_id)? {
         let method = match card {
@@ -1599,6 +1633,7 @@ fn summarize(
     }
     Ok(RunSummary {
         paid_by,
+        debited,
         batch: batch.to_string(),
         environment: environment.clone(),
         result_path,
@@ -1607,6 +1642,24 @@ fn summarize(
         incomplete_reason,
         held: Vec::new(),
     })
+}
+
+/// What left each paying balance (or card) for the completed rows of a batch: (`balance CUR`
+/// or `card ID`, currency) -> amount.
+pub fn debited_totals(
+    ledger: &Ledger,
+    batch_id: i64,
+) -> Result<BTreeMap<(String, String), Decimal>, LedgerError> {
+    let mut out: BTreeMap<(String, String), Decimal> = BTreeMap::new();
+    for (card, currency, amount) in ledger.debited_amounts(batch_id)? {
+        let payer = match card {
+            Some(card) => format!("card {card}"),
+            None => format!("balance {currency}"),
+        };
+        let amount = crate::api::decimal::parse_decimal_text(&amount).unwrap_or_default();
+        *out.entry((payer, currency)).or_default() += amount;
+    }
+    Ok(out)
 }
 
 /// What the service stopped in this run, for a person: per balance too low, the rows it left

@@ -44,6 +44,14 @@ pub struct CurrencyTotal {
     /// Prices in other product currencies, converted by the service at order time: product
     /// currency -> price in that currency. Not part of the balance check.
     pub converted: BTreeMap<String, Decimal>,
+    /// Converted rows (embedded FX), by what each orders: (product codes, face value) -> rows.
+    #[serde(skip)]
+    pub converted_rows: BTreeMap<(Vec<String>, Decimal), usize>,
+    /// What the service estimates the converted rows will cost from this balance
+    /// (`POST /order/estimate`), when it offers estimates.
+    pub converted_estimate: Option<Decimal>,
+    /// Why there is no estimate of the converted rows, when there are some.
+    pub converted_note: Option<String>,
 }
 
 /// The rows still to pay of one product (or `|` choice of products).
@@ -108,6 +116,9 @@ impl Totals {
                 cur.price += price;
             } else {
                 *cur.converted.entry(spec.currency.clone()).or_default() += price;
+                *cur.converted_rows
+                    .entry((spec.product_codes.clone(), spec.face_value.normalize()))
+                    .or_default() += 1;
             }
         }
         let product = self
@@ -142,6 +153,52 @@ pub async fn check_balances(
         });
     }
     Ok(out)
+}
+
+/// Most estimate requests `validate` makes (one per kind of converted row and balance).
+const MAX_ESTIMATES: usize = 50;
+
+/// Asks the service what the converted rows of each balance will cost (`POST /order/estimate`,
+/// one request per kind of row, as each is sent alone), or says plainly why it cannot.
+pub async fn estimate_converted(client: &Client, totals: &mut Totals) {
+    let kinds: usize = totals
+        .per_payment_currency
+        .values()
+        .map(|t| t.converted_rows.len())
+        .sum();
+    for (currency, t) in totals.per_payment_currency.iter_mut() {
+        if t.converted_rows.is_empty() {
+            continue;
+        }
+        if kinds > MAX_ESTIMATES {
+            t.converted_note = Some(format!(
+                "not estimated: {kinds} kinds of converted rows (at most {MAX_ESTIMATES} are asked for)"
+            ));
+            continue;
+        }
+        let mut sum = Decimal::ZERO;
+        for ((codes, face_value), rows) in &t.converted_rows {
+            let item = (crate::api::models::ProductSelection::of(codes), *face_value);
+            match client.estimate(currency, &[item]).await {
+                Ok(price) => sum += price * Decimal::from(*rows),
+                Err(e) if e.is_not_offered() => {
+                    t.converted_note = Some(
+                        "the service offers no estimate here (POST /order/estimate; its playground does not): the charge is known once each converted order completes"
+                            .into(),
+                    );
+                    break;
+                }
+                Err(e) => {
+                    t.converted_note =
+                        Some(format!("the service's estimate could not be read ({e})"));
+                    break;
+                }
+            }
+        }
+        if t.converted_note.is_none() {
+            t.converted_estimate = Some(sum);
+        }
+    }
 }
 
 /// Everything `paybatch validate` reports.
@@ -251,6 +308,7 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, RunError> {
     preview.valid_rows = scanned.valid_rows;
     preview.problems = scanned.problems;
     preview.totals = totals;
+    estimate_converted(&conn.client, &mut preview.totals).await;
     preview.balance = check_balances(&conn.client, &preview.totals)
         .await
         .map_err(|e| {

@@ -315,6 +315,12 @@ fn print_summary(s: &RunSummary, quiet: bool) {
             eprintln!("  {:<8} {:>14} {:>14}", cur, face, price);
         }
     }
+    if !s.debited.is_empty() {
+        eprintln!("  charged (what left each balance, conversions included):");
+        for ((payer, currency), amount) in &s.debited {
+            eprintln!("  {:<20} {:>14} {currency}", payer, amount);
+        }
+    }
     if !s.paid_by.is_empty() {
         let parts: Vec<String> = s
             .paid_by
@@ -332,7 +338,7 @@ fn print_summary(s: &RunSummary, quiet: bool) {
         exit::FAILURES if !s.held.is_empty() => {
             "the service stopped part of the batch (see `stopped` above); nothing is lost".to_string()
         }
-        exit::FAILURES => "finished with failed, rejected or invalid rows (see the result file; `paybatch retry` after fixing the cause)".to_string(),
+        exit::FAILURES => "finished with failed, rejected, invalid or mismatched rows (see the result file; `paybatch status` says what to do)".to_string(),
         _ => format!(
             "incomplete{}: run the same command again to resume",
             s.incomplete_reason

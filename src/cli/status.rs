@@ -332,6 +332,7 @@ fn one_batch(ledger: &Ledger, name: &str, json: bool) -> crate::ledger::Result<i
         }
     };
     let next = next_steps(ledger.path(), &b, &counts, &flights);
+    let charged = crate::batch::pipeline::debited_totals(ledger, b.id)?;
     if json {
         let value = json!({
             "batch": b.name,
@@ -344,6 +345,11 @@ fn one_batch(ledger: &Ledger, name: &str, json: bool) -> crate::ledger::Result<i
             "rows": counts_list.iter().map(|(_, n)| n).sum::<i64>(),
             "states": counts_map(&counts_list),
             "orders": order_counts,
+            "charged": charged.iter().map(|((payer, currency), amount)| json!({
+                "by": payer,
+                "currency": currency,
+                "amount": amount.to_string(),
+            })).collect::<Vec<_>>(),
             "in_flight": flights.iter().map(|f| json!({
                 "order": f.order.id,
                 "service_order_id": f.order.service_order_id,
@@ -374,6 +380,12 @@ fn one_batch(ledger: &Ledger, name: &str, json: bool) -> crate::ledger::Result<i
     println!("rows: {}", counts_list.iter().map(|(_, n)| n).sum::<i64>());
     for (state, n) in &counts_list {
         println!("  {:<10} {:>8}", state.as_str(), n);
+    }
+    if !charged.is_empty() {
+        println!("charged (what left each balance, conversions included):");
+        for ((payer, currency), amount) in &charged {
+            println!("  {payer:<20} {amount:>14} {currency}");
+        }
     }
     println!();
     let orders_text = order_counts

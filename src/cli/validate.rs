@@ -240,6 +240,14 @@ pub fn print_preview(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
                     amount(*price, product_cur)
                 ));
             }
+            if let Some(estimate) = t.converted_estimate {
+                note.push_str(&format!(
+                    "; the service estimates the converted rows at {} {cur}",
+                    amount(estimate, cur)
+                ));
+            } else if let Some(why) = &t.converted_note {
+                note.push_str(&format!("; {why}"));
+            }
             writeln!(
                 out,
                 "  {:<8} {:>6} {:>16} {:>16}  {note}",

@@ -50,6 +50,7 @@ fn migrations() -> Migrations<'static> {
         M::up(include_str!(
             "../../migrations/004_one_intent_per_service_order.sql"
         )),
+        M::up(include_str!("../../migrations/005_debited.sql")),
     ])
 }
 
@@ -112,6 +113,9 @@ pub struct RowRecord {
     pub error_type: Option<String>,
     pub error_message: Option<String>,
     pub completed_at: Option<String>,
+    /// What the paying balance (or card) was charged for the row, once it completed.
+    pub debited_amount: Option<String>,
+    pub debited_currency: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -196,6 +200,8 @@ pub struct ItemOutcome {
     pub payout_url: Option<String>,
     pub price: Option<String>,
     pub discount: Option<String>,
+    /// What the paying balance (or card) was charged for the item, and in which currency.
+    pub debited: Option<(String, String)>,
 }
 
 pub struct Ledger {
@@ -427,6 +433,18 @@ impl Ledger {
                     COALESCE(json_extract(spec, '$.face_value'), '0'),
                     COALESCE(price, '0')
              FROM rows WHERE batch_id = ?1 AND state = 'COMPLETED'",
+            [batch_id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+    }
+
+    /// What left each balance (or card) for the COMPLETED rows of a batch: (card id, charged
+    /// currency, amount as stored), one per row that records it.
+    pub fn debited_amounts(&self, batch_id: i64) -> Result<Vec<(Option<String>, String, String)>> {
+        self.select_all(
+            "SELECT o.card_id, r.debited_currency, r.debited_amount
+             FROM rows r JOIN orders o ON o.id = r.order_id
+             WHERE r.batch_id = ?1 AND r.state = 'COMPLETED' AND r.debited_amount IS NOT NULL",
             [batch_id],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
@@ -738,7 +756,9 @@ impl Ledger {
                         item_id = COALESCE(?3, item_id), payout_url = COALESCE(?4, payout_url),
                         price = COALESCE(?5, price), discount = COALESCE(?6, discount),
                         error_type = ?7, error_message = ?8,
-                        completed_at = COALESCE(?9, completed_at)
+                        completed_at = COALESCE(?9, completed_at),
+                        debited_amount = COALESCE(?10, debited_amount),
+                        debited_currency = COALESCE(?11, debited_currency)
                  WHERE id = ?1",
                 params![
                     row.id,
@@ -749,7 +769,9 @@ impl Ledger {
                     item.discount,
                     error.map(|e| e.0),
                     error.map(|e| e.1),
-                    completed_at
+                    completed_at,
+                    item.debited.as_ref().map(|d| d.0.as_str()),
+                    item.debited.as_ref().map(|d| d.1.as_str())
                 ],
             )?;
             event(
@@ -1073,7 +1095,7 @@ pub struct EventRecord {
 const ROW_COLUMNS: &str = "rows.id, rows.reference, rows.position, rows.line, rows.fields,
     rows.spec, rows.content_hash, rows.state, rows.attempt, rows.order_id, rows.item_index,
     rows.item_id, rows.payout_url, rows.price, rows.discount, rows.error_type,
-    rows.error_message, rows.completed_at";
+    rows.error_message, rows.completed_at, rows.debited_amount, rows.debited_currency";
 
 /// A row as [`ROW_COLUMNS`] select it, with its state still as text.
 fn row_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<(RowRecord, String)> {
@@ -1098,6 +1120,8 @@ fn row_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<(RowRecord, String)> {
             error_type: r.get(15)?,
             error_message: r.get(16)?,
             completed_at: r.get(17)?,
+            debited_amount: r.get(18)?,
+            debited_currency: r.get(19)?,
         },
         r.get(7)?,
     ))
