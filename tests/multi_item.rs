@@ -140,3 +140,62 @@ async fn a_failed_order_fails_all_its_rows_and_retry_regroups_them_with_new_keys
         assert_eq!(per_ref[r].len(), 2, "{r}: one failed order, one completed");
     }
 }
+
+/// A batch as a new user would run it against the service's published rules: 120 rows, 30 %
+/// of them paid from the USD balance for products priced in JPY or EUR, `--items-per-order
+/// 200`, references long enough that their `|`-joined list passes 200 characters. Every row
+/// completes once: the rows in the payment currency go in one order of many items within the
+/// metadata limits, each converted row alone in a sync order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_with_converted_rows_is_paid_whole_under_the_published_rules() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    let mut csv = String::from("reference,product_code,face_value,currency,payment_currency\n");
+    let mut converted = 0;
+    for i in 0..120 {
+        let line = match i % 10 {
+            0 | 4 => {
+                converted += 1;
+                format!("PAY-2026-11-{i:04},UBER-JP,1000,JPY,USD\n")
+            }
+            7 => {
+                converted += 1;
+                format!("PAY-2026-11-{i:04},AMZ-DE,{}.00,EUR,USD\n", 10 + i)
+            }
+            _ => format!("PAY-2026-11-{i:04},AMZ-US,{}.50,USD,USD\n", 5 + i),
+        };
+        csv.push_str(&line);
+    }
+    assert_eq!(converted, 36, "30 % of the rows are converted");
+    ws.write("g.csv", &csv);
+    let out = run(&ws, &sim, &["--items-per-order", "200"], &[]).await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("36 rows are paid from another currency's balance"),
+        "{err}"
+    );
+    assert!(result(&ws, "status").iter().all(|s| s == "COMPLETED"));
+    let orders = sim.orders();
+    // 84 rows in the payment currency fit one order; 36 converted rows, one order each.
+    assert_eq!(orders.len(), 1 + 36, "{:?}", orders.len());
+    for o in &orders {
+        let meta = &o.metadata;
+        assert!(meta.len() <= 20, "{meta:?}");
+        assert!(
+            meta.iter()
+                .all(|(k, v)| k.len() <= 40 && v.chars().count() <= 200)
+        );
+        assert!(
+            o.description
+                .as_deref()
+                .is_some_and(|d| d.chars().count() <= 128)
+        );
+        let currencies: HashSet<&str> = o.items.iter().map(|i| i.currency.as_str()).collect();
+        if o.items.len() > 1 {
+            assert_eq!(currencies, HashSet::from(["USD"]), "one currency an order");
+        }
+    }
+    let refs: Vec<String> = (0..120).map(|i| format!("PAY-2026-11-{i:04}")).collect();
+    assert_one_live_order_per_row(&sim, &refs);
+}
