@@ -129,7 +129,7 @@ env, base_url, api_key_file and ledger; PAYBATCH_ENV, PAYBATCH_BASE_URL, PAYBATC
 PAYBATCH_LEDGER override it, and flags override both (`paybatch config` shows the result). The API \
 key comes from PAYBATCH_API_KEY or a file of mode 0600, never from a flag or the settings file. \
 NO_COLOR turns colour off.\n\nExit codes: 0 ok; 1 unexpected; 2 usage or configuration; 3 invalid \
-(nothing submitted); 4 finished with failed, rejected or invalid rows; 5 incomplete (run the same \
+(nothing submitted); 4 finished with failed, rejected, invalid or mismatched rows, or the service stopped part of the batch; 5 incomplete (run the same \
 command again); 6 the ledger is in use by another paybatch.";
 
 /// The ledger used when none is given.

@@ -26,7 +26,7 @@ totals per currency, balance and plan digest are shown and the batch name must b
 without a terminal (cron) --yes is required. --expect-digest DIGEST (from `paybatch validate`) \
 refuses a file that changed since it was approved.\n\nExit codes: 0 every row completed; 1 \
 unexpected; 2 usage or configuration (or production not confirmed); 3 invalid or balance too low, \
-nothing submitted; 4 finished with failed, rejected or invalid rows; 5 incomplete, run again to \
+nothing submitted; 4 finished with failed, rejected, invalid or mismatched rows, or the service stopped part of the batch; 5 incomplete, run again to \
 resume; 6 the ledger is in use by another paybatch.";
 
 /// What `run` and `validate` share: the file, the service, and how the file becomes a plan.
