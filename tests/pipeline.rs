@@ -521,3 +521,47 @@ async fn validate_says_plainly_that_converted_rows_are_not_estimated_here() {
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(text.contains("offers no estimate here"), "{text}");
 }
+
+/// A balance the service finds too low stops what it pays: the order refused for it is
+/// REJECTED with the service's type, the orders not sent yet from that balance stay unsent,
+/// and the run says how much is missing and exits 4. (Converted rows are not checked before
+/// sending: only the service knows their price in the balance's currency.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn insufficient_funds_stops_that_balance_and_says_what_is_missing() {
+    let ws = Workspace::new();
+    let mut config = fast_config(None);
+    config.balances = vec![("USD".to_string(), "30.00".parse().expect("amount"))];
+    let sim = start_sim(config).await;
+    ws.write(
+        "low.csv",
+        "reference,product_code,face_value,currency,payment_currency\n\
+         US-1,AMZ-US,25.00,USD,USD\n\
+         FX-1,UBER-JP,3000,JPY,USD\n\
+         FX-2,UBER-JP,3000,JPY,USD\n\
+         FX-3,UBER-JP,3000,JPY,USD\n",
+    );
+    let out = run_against(&ws, &sim, "low.csv", &["--concurrency", "1"]).await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains("the USD balance is too low"), "{err}");
+    assert!(err.contains("paybatch retry --batch low"), "{err}");
+    let result = read_csv(&ws.path("low.result.csv"));
+    let status = col(&result[0], "status");
+    let kind = col(&result[0], "error_type");
+    let states: Vec<&str> = result[1..].iter().map(|r| r[status].as_str()).collect();
+    assert_eq!(
+        states,
+        ["COMPLETED", "REJECTED", "PLANNED", "PLANNED"],
+        "{err}"
+    );
+    assert!(
+        result[2][kind].starts_with("insufficient_"),
+        "{:?}",
+        result[2]
+    );
+    assert_eq!(
+        order_posts(&sim),
+        2,
+        "nothing more was sent from the USD balance"
+    );
+}

@@ -1745,16 +1745,22 @@ async fn held_lines(
         };
         let (rows, converted, need) = unpaid.get(currency).cloned().unwrap_or_default();
         let available = client.balance(currency).await.map(|b| b.balance);
-        let money = match &available {
-            Ok(available) if *available < need => format!(
-                "they need {need} {currency}, the balance has {available}: {} {currency} missing",
+        let has = match &available {
+            Ok(available) => format!("the balance has {available} {currency}"),
+            Err(_) => "the balance could not be read".to_string(),
+        };
+        let money = match (&available, rows - converted) {
+            (_, 0) => has,
+            (Ok(available), _) if *available < need => format!(
+                "those priced in {currency} need {need} {currency}, {has}: {} {currency} missing",
                 need - available
             ),
-            Ok(available) => format!("they need {need} {currency}, the balance has {available}"),
-            Err(_) => format!("they need {need} {currency} (the balance could not be read)"),
+            (_, _) => format!("those priced in {currency} need {need} {currency}, {has}"),
         };
         let fx = if converted > 0 {
-            format!(", plus {converted} rows converted from other currencies at order time")
+            format!(
+                "; {converted} of them are converted from other currencies, priced in {currency} only when ordered"
+            )
         } else {
             String::new()
         };
