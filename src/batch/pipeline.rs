@@ -1223,7 +1223,20 @@ fn record_created(
             if full.status.is_terminal() {
                 record_terminal(stage, order.id, &full, 200)
             } else {
-                stage.ledger().transition_order(
+                let mut ledger = stage.ledger();
+                if let Some(why) = id_of_another_order(&ledger, order.id, &full.id)? {
+                    let response = serde_json::to_string(&full).ok();
+                    record_mismatch(
+                        &mut ledger,
+                        order.id,
+                        None,
+                        response.as_deref(),
+                        200,
+                        &[why],
+                    )?;
+                    return Ok(());
+                }
+                ledger.transition_order(
                     order.id,
                     OrderState::Accepted,
                     Some(&full.id),
