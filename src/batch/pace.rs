@@ -1,14 +1,24 @@
-//! Pacing of order creation: evenly spaced sends at a fixed rate (no bursts, so that the
-//! service's sliding one-minute window never sees more than its limit), and when a 429 still
-//! comes back, a pause for everyone and a slower pace from then on.
+//! Pacing of order creation by the service's own rule: at most `limit` creations in any sliding
+//! minute. Up to `limit` sends may go at once when the last minute had none; after that each
+//! send waits until the oldest send of the window is a minute old. Sends made before this run
+//! (another run on the same ledger, a resumed run) count against the window. When a 429 still
+//! comes back, nobody sends for the wait it asks for, and the limit drops below what the window
+//! held when the 429 came: an account whose limit is lower than the published one is found by
+//! its first 429s, and the run keeps under it from then on.
 
+use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// How much slower the pace gets after each 429.
-const SLOWDOWN: f64 = 1.1;
+/// The service's window.
+pub const WINDOW: Duration = Duration::from_secs(60);
+/// Added to the window: a send leaves here before it reaches the service, and the network can
+/// make two sends a minute apart here arrive less than a minute apart there.
+const MARGIN: Duration = Duration::from_secs(1);
+/// After a 429, the limit becomes this share of the sends the window held.
+const AFTER_429: f64 = 0.9;
 
 #[derive(Debug)]
 pub struct Pacer {
@@ -17,22 +27,51 @@ pub struct Pacer {
 
 #[derive(Debug)]
 struct Inner {
-    period: Duration,
-    next: Instant,
+    limit: usize,
+    /// When the sends of the last window went, oldest first.
+    sent: VecDeque<Instant>,
     paused_until: Instant,
 }
 
+impl Inner {
+    fn forget_old(&mut self, now: Instant) {
+        while self
+            .sent
+            .front()
+            .is_some_and(|t| now.duration_since(*t) >= WINDOW + MARGIN)
+        {
+            self.sent.pop_front();
+        }
+    }
+
+    /// When the next send may go.
+    fn next_slot(&self, now: Instant) -> Instant {
+        let by_window = if self.sent.len() < self.limit {
+            now
+        } else {
+            // The send that must leave the window first.
+            let k = self.sent.len() - self.limit;
+            self.sent[k] + WINDOW + MARGIN
+        };
+        by_window.max(now).max(self.paused_until)
+    }
+}
+
 impl Pacer {
-    /// `per_minute` sends a minute, evenly spaced.
-    pub fn new(per_minute: f64) -> Self {
-        let per_minute = per_minute.max(0.01);
+    /// At most `per_minute` sends in any sliding minute; `earlier` are the times of sends
+    /// already made (by this ledger, before this run) that may still be in the window.
+    pub fn new(per_minute: u32, earlier: &[Instant]) -> Self {
         let now = Instant::now();
+        let mut sent: Vec<Instant> = earlier.iter().copied().filter(|t| *t <= now).collect();
+        sent.sort();
+        let mut inner = Inner {
+            limit: per_minute.max(1) as usize,
+            sent: sent.into(),
+            paused_until: now,
+        };
+        inner.forget_old(now);
         Pacer {
-            inner: Mutex::new(Inner {
-                period: Duration::from_secs_f64(60.0 / per_minute),
-                next: now,
-                paused_until: now,
-            }),
+            inner: Mutex::new(inner),
         }
     }
 
@@ -40,36 +79,49 @@ impl Pacer {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Waits for this caller's turn to send.
+    /// Waits for this caller's turn to send, and counts the send.
     pub async fn ready(&self) {
         loop {
             let slot = {
                 let mut inner = self.lock();
-                let slot = inner.next.max(Instant::now()).max(inner.paused_until);
-                inner.next = slot + inner.period;
+                let now = Instant::now();
+                inner.forget_old(now);
+                let slot = inner.next_slot(now);
+                if slot <= now {
+                    inner.sent.push_back(now);
+                    return;
+                }
                 slot
             };
             tokio::time::sleep_until(slot).await;
-            // A 429 may have paused everyone while this caller waited for its slot.
-            if Instant::now() >= self.lock().paused_until {
-                return;
-            }
         }
     }
 
-    /// The service answered 429: nobody sends for `wait`, and the pace slows down.
+    /// The service answered 429: nobody sends for `wait`, and the limit drops below what the
+    /// window held.
     pub fn throttled(&self, wait: Duration) {
         let mut inner = self.lock();
-        let until = Instant::now() + wait;
+        let now = Instant::now();
+        inner.forget_old(now);
+        let until = now + wait;
         if until > inner.paused_until {
             inner.paused_until = until;
         }
-        inner.period = inner.period.mul_f64(SLOWDOWN);
+        let held = inner.sent.len();
+        let lower = ((held as f64) * AFTER_429).floor() as usize;
+        inner.limit = inner.limit.min(lower).max(1);
     }
 
-    /// The current spacing between two sends.
-    pub fn period(&self) -> Duration {
-        self.lock().period
+    /// Sends allowed in a sliding minute now.
+    pub fn limit(&self) -> usize {
+        self.lock().limit
+    }
+
+    /// Sends of the current window.
+    pub fn in_window(&self) -> usize {
+        let mut inner = self.lock();
+        inner.forget_old(Instant::now());
+        inner.sent.len()
     }
 }
 
@@ -78,24 +130,60 @@ mod tests {
     use super::*;
 
     #[tokio::test(start_paused = true)]
-    async fn sends_are_evenly_spaced() {
-        let pacer = Pacer::new(120.0);
+    async fn a_quiet_minute_allows_a_burst_then_the_window_decides() {
+        let pacer = Pacer::new(300, &[]);
         let t0 = Instant::now();
-        for _ in 0..5 {
+        for _ in 0..300 {
             pacer.ready().await;
         }
-        // Five sends at 0, 0.5, 1.0, 1.5, 2.0 s.
-        assert_eq!(Instant::now() - t0, Duration::from_secs(2));
+        assert_eq!(Instant::now(), t0, "300 sends at once");
+        pacer.ready().await;
+        assert_eq!(
+            Instant::now() - t0,
+            WINDOW + MARGIN,
+            "the 301st waits a minute"
+        );
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_429_pauses_and_slows_down() {
-        let pacer = Pacer::new(60.0);
+    async fn sends_of_an_earlier_run_count_against_the_window() {
+        let t0 = Instant::now();
+        let earlier: Vec<Instant> = (0..300).map(|_| t0).collect();
+        tokio::time::advance(Duration::from_secs(20)).await;
+        let pacer = Pacer::new(300, &earlier);
+        assert_eq!(pacer.in_window(), 300);
         pacer.ready().await;
+        assert_eq!(Instant::now() - t0, WINDOW + MARGIN);
+        // Sends older than the window do not count.
+        let later = Pacer::new(300, &earlier);
+        assert_eq!(later.in_window(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_sliding_minute_ever_holds_more_than_the_limit() {
+        let pacer = Pacer::new(7, &[]);
+        let mut times = Vec::new();
+        for i in 0..40 {
+            pacer.ready().await;
+            times.push(Instant::now());
+            tokio::time::advance(Duration::from_millis(300 * (i % 5))).await;
+        }
+        for (i, t) in times.iter().enumerate() {
+            let within = times[i..].iter().filter(|u| **u - *t < WINDOW).count();
+            assert!(within <= 7, "{within} sends within a minute from send {i}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_429_pauses_and_keeps_the_run_under_the_observed_limit() {
+        let pacer = Pacer::new(300, &[]);
+        for _ in 0..200 {
+            pacer.ready().await;
+        }
         let t0 = Instant::now();
         pacer.throttled(Duration::from_secs(5));
+        assert_eq!(pacer.limit(), 180, "below what the window held at the 429");
         pacer.ready().await;
-        assert!(Instant::now() - t0 >= Duration::from_secs(5));
-        assert!(pacer.period() > Duration::from_secs(1));
+        assert!(Instant::now() - t0 >= WINDOW, "the window holds 200 > 180");
     }
 }

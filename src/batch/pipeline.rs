@@ -42,11 +42,9 @@ use super::report::Reporter;
 use super::scan;
 use super::validate::{CatalogIndex, Problem, RowSpec, ValidateOptions};
 
-/// Default pace of order creation: the service's limit.
-pub const DEFAULT_ORDER_RATE: u32 = 180;
-/// Fraction of the configured rate actually used: evenly spaced sends at 99 % of the limit keep
-/// the service's sliding one-minute window under its limit even with some network jitter.
-const RATE_MARGIN: f64 = 0.99;
+/// Default pace of order creation: the service's published limit, order creations in any
+/// sliding minute (see [`Pacer`]).
+pub const DEFAULT_ORDER_RATE: u32 = 300;
 
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -956,6 +954,23 @@ fn count_intents(
     Ok((all, stale_ones))
 }
 
+/// When this ledger's orders were sent within the service's rate window, as instants of this
+/// process: they count against the window of this run.
+fn recent_sends(ledger: &Ledger) -> Result<Vec<tokio::time::Instant>, RunError> {
+    let window = chrono::Duration::from_std(super::pace::WINDOW + Duration::from_secs(1))
+        .unwrap_or_else(|_| chrono::Duration::seconds(61));
+    let now = chrono::Utc::now();
+    let since = (now - window).to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let here = tokio::time::Instant::now();
+    Ok(ledger
+        .sends_since(&since)?
+        .iter()
+        .filter_map(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .filter_map(|t| (now - t.with_timezone(&chrono::Utc)).to_std().ok())
+        .filter_map(|ago| here.checked_sub(ago))
+        .collect())
+}
+
 /// Exponential backoff with full jitter, at least `floor`.
 fn backoff(attempt: u32, floor: Duration) -> Duration {
     let base = Duration::from_millis(250);
@@ -979,7 +994,8 @@ async fn submit_all(stage: &Arc<Stage>, batch_id: i64, opts: &RunOptions) -> Res
     if intents == 0 {
         return Ok(());
     }
-    let limiter = Arc::new(Pacer::new(opts.order_rate.max(1) as f64 * RATE_MARGIN));
+    let earlier = recent_sends(&stage.ledger())?;
+    let limiter = Arc::new(Pacer::new(opts.order_rate, &earlier));
     let count = intents - stale_ones;
     let bar = stage.reporter.bar(count as u64, "submit");
     stage.reporter.line(format!("submitting {count} orders"));

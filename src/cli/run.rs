@@ -96,7 +96,9 @@ pub struct RunArgs {
     /// Rows per order, 1 to 200 (rows are grouped by payment currency, in input order).
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=200))]
     pub items_per_order: u16,
-    /// Order creations per minute (the service allows 180).
+    /// Order creations in any sliding minute (the service publishes 300): up to N go at once
+    /// after a quiet minute, sends of earlier runs on this ledger count, and an account with a
+    /// lower limit is found by its first 429s and kept under from then on.
     #[arg(long, default_value_t = pipeline::DEFAULT_ORDER_RATE, value_name = "N")]
     pub order_rate: u32,
     /// Orders in flight at once.

@@ -526,6 +526,16 @@ impl Ledger {
             .next())
     }
 
+    /// When the ledger's orders (of every batch) were last sent, for those sent since `since`
+    /// (an RFC 3339 time as [`now`] writes it): what the service's rate window may still hold.
+    pub fn sends_since(&self, since: &str) -> Result<Vec<String>> {
+        self.select_all(
+            "SELECT last_sent_at FROM orders WHERE last_sent_at >= ?1",
+            [since],
+            |r| r.get(0),
+        )
+    }
+
     /// The ledger's order (of any batch) that holds service order `service_order_id`.
     pub fn order_by_service_id(&self, service_order_id: &str) -> Result<Option<OrderRecord>> {
         Ok(self
