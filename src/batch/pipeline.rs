@@ -46,6 +46,52 @@ use super::validate::{CatalogIndex, Problem, RowSpec, ValidateOptions};
 /// sliding minute (see [`Pacer`]).
 pub const DEFAULT_ORDER_RATE: u32 = 300;
 
+/// `--items-per-order`: `auto` (the default) or a number of rows, 1 to 200.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ItemsPerOrder {
+    #[default]
+    Auto,
+    Fixed(usize),
+}
+
+impl std::str::FromStr for ItemsPerOrder {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.trim().eq_ignore_ascii_case("auto") {
+            return Ok(ItemsPerOrder::Auto);
+        }
+        match s.trim().parse::<usize>() {
+            Ok(n) if (1..=MAX_ITEMS_PER_ORDER).contains(&n) => Ok(ItemsPerOrder::Fixed(n)),
+            _ => Err(format!(
+                "`{s}` is not `auto` or a number of rows from 1 to {MAX_ITEMS_PER_ORDER}"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for ItemsPerOrder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ItemsPerOrder::Auto => f.write_str("auto"),
+            ItemsPerOrder::Fixed(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+/// Orders a batch's sends fill at most, per request in flight: each round of concurrent sends
+/// costs about one round trip, so a batch goes out in a few of them.
+const AUTO_ROUNDS: usize = 4;
+
+/// Rows per order for `--items-per-order auto`: enough that every order of the batch fits in
+/// one window of the service's rate limit (⌈rows / rate⌉), and enough that the batch goes out in
+/// a few rounds of the requests in flight (⌈rows / (4 × concurrency)⌉); no more, so that an
+/// order that fails takes as few rows with it as that speed allows. At most 200.
+pub fn auto_rows_per_order(rows: usize, rate: u32, concurrency: usize) -> usize {
+    let by_window = rows.div_ceil(rate.max(1) as usize);
+    let by_rounds = rows.div_ceil(AUTO_ROUNDS * concurrency.max(1));
+    by_window.max(by_rounds).clamp(1, MAX_ITEMS_PER_ORDER)
+}
+
 #[derive(Debug, Clone)]
 pub struct RunOptions {
     pub input: PathBuf,
@@ -59,8 +105,8 @@ pub struct RunOptions {
     pub allow_duplicates: bool,
     pub default_payment_currency: Option<String>,
     pub mode: ExecutionMode,
-    /// Rows per order (1..=200), grouped by payment currency in input order.
-    pub items_per_order: usize,
+    /// Rows per order: a number (1..=200), or chosen from the batch ([`auto_rows_per_order`]).
+    pub items_per_order: ItemsPerOrder,
     pub order_rate: u32,
     pub concurrency: usize,
     pub poll_timeout: Duration,
@@ -92,7 +138,7 @@ impl RunOptions {
             allow_duplicates: false,
             default_payment_currency: None,
             mode: ExecutionMode::Async,
-            items_per_order: 1,
+            items_per_order: ItemsPerOrder::default(),
             order_rate: DEFAULT_ORDER_RATE,
             concurrency: 8,
             poll_timeout: Duration::from_secs(30 * 60),
@@ -474,8 +520,25 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         ));
     }
     if merged.orders > 0 {
+        let per = per_order(opts, scanned.valid_rows);
+        let how = match opts.items_per_order {
+            ItemsPerOrder::Auto if opts.mode != ExecutionMode::Sync => format!(
+                " (--items-per-order auto: {} valid rows, {} orders a minute, {} in flight)",
+                scanned.valid_rows, opts.order_rate, opts.concurrency
+            ),
+            _ => String::new(),
+        };
+        let rate = opts.order_rate.max(1) as usize;
+        let takes = if merged.orders <= rate {
+            "in one burst".to_string()
+        } else {
+            format!(
+                "over about {} minutes",
+                (merged.orders - rate).div_ceil(rate)
+            )
+        };
         reporter.line(format!(
-            "planned: {} new orders (intents committed)",
+            "planned: {} new orders of up to {per} rows{how}, intents committed; at most {rate} orders a minute: sent {takes}",
             merged.orders
         ));
     }
@@ -779,6 +842,18 @@ impl Groups<'_> {
     }
 }
 
+/// Rows per order of this run: `--items-per-order` as given, or chosen from the batch's valid
+/// rows; one in sync mode.
+fn per_order(opts: &RunOptions, valid_rows: usize) -> usize {
+    if opts.mode == ExecutionMode::Sync {
+        return 1;
+    }
+    match opts.items_per_order {
+        ItemsPerOrder::Fixed(n) => n.clamp(1, MAX_ITEMS_PER_ORDER),
+        ItemsPerOrder::Auto => auto_rows_per_order(valid_rows, opts.order_rate, opts.concurrency),
+    }
+}
+
 /// The second pass over the file (see [`scan`]): merges every row into the batch and plans
 /// the rows to pay into orders, in one transaction. Nothing is committed when a submitted row
 /// changed, when the balances cannot pay the new rows, or when the file changed since it was
@@ -796,7 +871,7 @@ fn merge_and_plan(
     let mut need: BTreeMap<String, Decimal> = BTreeMap::new();
     let mut converted: BTreeMap<(String, String), Decimal> = BTreeMap::new();
     let mut groups = Groups {
-        per_order: opts.items_per_order.clamp(1, MAX_ITEMS_PER_ORDER),
+        per_order: per_order(opts, scanned.valid_rows),
         open: HashMap::new(),
         order: Vec::new(),
         environment: opts.environment.name(),
@@ -1367,19 +1442,30 @@ pub fn record_terminal_in(
         ));
     }
     if order.status == OrderStatus::Completed || !order.items.is_empty() {
-        let sent: Vec<super::verify::SentRow> = ledger
-            .rows_of_order(order_id)?
-            .into_iter()
+        let rows = ledger.rows_of_order(order_id)?;
+        // An order adopted from the service has no body: what its rows asked for stands in.
+        let body = if record.body.is_empty() {
+            let payment = plan::payment_method(&record.payment_currency, record.card_id.as_deref());
+            let specs: Vec<Option<&str>> = rows.iter().map(|r| r.spec.as_deref()).collect();
+            super::verify::body_of_rows(payment, &specs)
+        } else {
+            Ok(record.body.clone())
+        };
+        let sent: Vec<super::verify::SentRow> = rows
+            .iter()
             .map(|r| super::verify::SentRow {
                 currency: r
                     .spec
                     .as_deref()
                     .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
                     .and_then(|v| v["currency"].as_str().map(str::to_string)),
-                reference: r.reference,
+                reference: r.reference.clone(),
             })
             .collect();
-        differences.extend(super::verify::differences(&record.body, &sent, order));
+        match body {
+            Ok(body) => differences.extend(super::verify::differences(&body, &sent, order)),
+            Err(why) => differences.push(why),
+        }
     }
     if !differences.is_empty() {
         let response = serde_json::to_string(order).ok();
@@ -1807,4 +1893,40 @@ struct StoredPrice {
     #[serde(with = "rust_decimal::serde::str")]
     face_value: Decimal,
     currency: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_rows_per_order_fill_one_window_in_few_rounds() {
+        // 300 rows at the published rate, 8 in flight: 30 orders of 10.
+        assert_eq!(auto_rows_per_order(300, 300, 8), 10);
+        // A small batch: one row an order.
+        assert_eq!(auto_rows_per_order(20, 300, 8), 1);
+        assert_eq!(auto_rows_per_order(0, 300, 8), 1);
+        // A large batch: the service's largest order, 500 orders in two windows.
+        assert_eq!(auto_rows_per_order(100_000, 300, 8), 200);
+        // Every order of the batch fits one window while 200 rows an order allow it.
+        for rows in [1_000, 9_999, 60_000] {
+            let per = auto_rows_per_order(rows, 300, 8);
+            assert!(rows.div_ceil(per) <= 300, "{rows} rows: {per} an order");
+        }
+        // More in flight: smaller orders.
+        assert!(auto_rows_per_order(3_000, 300, 32) < auto_rows_per_order(3_000, 300, 8));
+    }
+
+    #[test]
+    fn items_per_order_reads_auto_or_a_number() {
+        assert_eq!("auto".parse::<ItemsPerOrder>(), Ok(ItemsPerOrder::Auto));
+        assert_eq!("AUTO".parse::<ItemsPerOrder>(), Ok(ItemsPerOrder::Auto));
+        assert_eq!(
+            "200".parse::<ItemsPerOrder>(),
+            Ok(ItemsPerOrder::Fixed(200))
+        );
+        for bad in ["0", "201", "-1", "many", ""] {
+            assert!(bad.parse::<ItemsPerOrder>().is_err(), "{bad}");
+        }
+    }
 }

@@ -6,13 +6,58 @@
 
 use rust_decimal::Decimal;
 
-use crate::api::models::{NewOrder, Order, OrderItem, PaymentMethodType};
+use crate::api::models::{
+    DistributionMethod, DistributionType, NewOrder, NewOrderItem, Order, OrderItem, PaymentMethod,
+    PaymentMethodType, ProductSelection,
+};
 
 /// What the ledger holds of one row of the order, in item order: the product's currency.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SentRow {
     pub reference: String,
     pub currency: Option<String>,
+}
+
+/// The order a row of the ledger asked for, as its stored spec (`rows.spec`) says: for an order
+/// the ledger adopted from the service (reconciliation), which has no body of its own.
+#[derive(serde::Deserialize)]
+struct StoredSpec {
+    product_codes: Vec<String>,
+    #[serde(with = "rust_decimal::serde::str")]
+    face_value: Decimal,
+    distribution: String,
+    email: Option<String>,
+}
+
+/// The body an order of `specs` (stored row specs, in item order) paid by `payment` stands for.
+pub fn body_of_rows(payment: PaymentMethod, specs: &[Option<&str>]) -> Result<Vec<u8>, String> {
+    let mut items = Vec::with_capacity(specs.len());
+    for spec in specs {
+        let spec: StoredSpec = spec
+            .and_then(|s| serde_json::from_str(s).ok())
+            .ok_or_else(|| "a row of the order has no readable spec".to_string())?;
+        let kind = match spec.distribution.as_str() {
+            "EMAIL" => DistributionType::Email,
+            "PAYOUT_LINK" => DistributionType::PayoutLink,
+            _ => DistributionType::Other,
+        };
+        items.push(NewOrderItem {
+            face_value: spec.face_value,
+            distribution_method: DistributionMethod {
+                kind,
+                email_address: spec.email,
+                template_id: None,
+            },
+            products: ProductSelection::of(&spec.product_codes),
+        });
+    }
+    let order = NewOrder {
+        payment_method: payment,
+        items,
+        description: None,
+        metadata: None,
+    };
+    serde_json::to_vec(&order).map_err(|e| e.to_string())
 }
 
 /// How `answer` differs from the order `body` paybatch sent for `rows`: one line per

@@ -93,9 +93,11 @@ pub struct RunArgs {
     /// Create orders synchronously (one item per order) instead of asynchronously.
     #[arg(long)]
     pub sync: bool,
-    /// Rows per order, 1 to 200 (rows are grouped by payment currency, in input order).
-    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=200))]
-    pub items_per_order: u16,
+    /// Rows per order: `auto` (chosen from the batch's size, the rate and the requests in
+    /// flight, and printed with the plan) or a number from 1 to 200. The rows of one order share
+    /// their payment method and product currency; a converted row goes alone in a sync order.
+    #[arg(long, default_value_t = pipeline::ItemsPerOrder::Auto, value_name = "auto|N")]
+    pub items_per_order: pipeline::ItemsPerOrder,
     /// Order creations in any sliding minute (the service publishes 300): up to N go at once
     /// after a quiet minute, sends of earlier runs on this ledger count, and an account with a
     /// lower limit is found by its first 429s and kept under from then on.
@@ -162,13 +164,13 @@ impl RunArgs {
         } else {
             ExecutionMode::Async
         };
-        if self.sync && self.items_per_order > 1 {
+        if self.sync && matches!(self.items_per_order, pipeline::ItemsPerOrder::Fixed(n) if n > 1) {
             return Err(crate::environment::ConfigError::new(
                 "--sync orders hold one item only (the service's rule)",
                 "drop --sync, or use --items-per-order 1",
             ));
         }
-        o.items_per_order = self.items_per_order as usize;
+        o.items_per_order = self.items_per_order;
         o.order_rate = self.order_rate;
         o.concurrency = self.concurrency;
         o.poll_timeout = Duration::from_secs(self.poll_timeout);
