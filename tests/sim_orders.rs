@@ -548,3 +548,67 @@ async fn the_state_file_survives_a_restart() {
     assert_eq!(s.orders().len(), 1);
     s.shutdown().await;
 }
+
+/// Two simulators sharing one state file (the embedded simulator of two paybatch processes, one
+/// after the other or side by side) never draw the same order id, item id or payout link, although
+/// they run with the same seed.
+#[tokio::test]
+async fn simulators_sharing_a_state_file_draw_distinct_identifiers() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = SimConfig {
+        state: Some(dir.path().join("sim-state.db")),
+        ..fast()
+    };
+    let create = |api: Api, tag: &'static str| async move {
+        for i in 0..3 {
+            let r = api
+                .post_order(&format!("{tag}-{i}"), Some("sync"), &amz("10"))
+                .await;
+            assert_eq!(
+                r.status,
+                200,
+                "{tag}-{i}: {}",
+                String::from_utf8_lossy(&r.body)
+            );
+        }
+    };
+    // One after the other.
+    for tag in ["first", "second"] {
+        let s = start(config.clone()).await;
+        create(Api::new(&s), tag).await;
+        s.shutdown().await;
+    }
+    // Side by side.
+    let (a, b) = (start(config.clone()).await, start(config.clone()).await);
+    tokio::join!(create(Api::new(&a), "left"), create(Api::new(&b), "right"));
+    let orders = a.orders();
+    a.shutdown().await;
+    b.shutdown().await;
+
+    assert_eq!(orders.len(), 12);
+    let mut ids = std::collections::BTreeSet::new();
+    for o in &orders {
+        assert!(ids.insert(o.id.clone()), "order id {} twice", o.id);
+        for it in &o.items {
+            assert!(ids.insert(it.id.clone()), "item id {} twice", it.id);
+            let url = it.payout_url.clone().expect("completed");
+            assert!(ids.insert(url.clone()), "payout link {url} twice");
+        }
+    }
+}
+
+/// On a new state, a seed still reproduces the identifiers of a run.
+#[tokio::test]
+async fn a_seed_reproduces_identifiers_on_a_new_state() {
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let s = start(fast()).await;
+        let r = Api::new(&s)
+            .post_order("same", Some("sync"), &amz("10"))
+            .await;
+        assert_eq!(r.status, 200);
+        runs.push(r.json()["items"][0]["id"].as_str().unwrap().to_string());
+        s.shutdown().await;
+    }
+    assert_eq!(runs[0], runs[1]);
+}

@@ -977,16 +977,16 @@ fn process(
 
     let id = format!(
         "O-{}",
-        ulid::Ulid::from_parts(now.max(0) as u64, sim.chance.ulid_random())
+        ulid::Ulid::from_parts(now.max(0) as u64, sim.ids.ulid_random())
     );
     let items: Vec<ItemRow> = priced
         .items
         .into_iter()
         .map(|it| ItemRow {
-            id: format!("E-{}", sim.chance.token(9)),
+            id: format!("E-{}", sim.ids.token(9)),
             payout_url: format!(
                 "https://playground.example/redeem/{}",
-                sim.chance.token(24).to_ascii_lowercase()
+                sim.ids.token(24).to_ascii_lowercase()
             ),
             distribution_method: it.distribution_method,
             products: it.products,

@@ -227,7 +227,12 @@ pub(crate) struct Sim {
     pub config: SimConfig,
     pub store: store::Store,
     pub catalog: catalog::Catalog,
+    /// Every random decision but identifiers: seeded with the configured seed.
     pub chance: faults::Chance,
+    /// Order ids, item ids and payout tokens: seeded with the configured seed and the state's
+    /// generation, so a run on a new state is reproducible and two processes sharing one state
+    /// file never draw the same identifiers.
+    pub ids: faults::Chance,
     pub limiter: faults::RateLimiter,
     pub burst: faults::Burst,
     pub stats: Mutex<SimStats>,
@@ -357,6 +362,7 @@ pub async fn start(config: SimConfig, addr: SocketAddr) -> Result<SimHandle, Sim
         .map_err(|source| SimError::Bind { addr, source })?;
     let sim = Arc::new(Sim {
         chance: faults::Chance::new(config.seed),
+        ids: faults::Chance::new(faults::id_seed(config.seed, store.generation())),
         limiter: faults::RateLimiter::new(config.rate_limit_per_minute),
         burst: faults::Burst::new(),
         catalog: catalog::Catalog::new(),

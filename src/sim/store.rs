@@ -164,6 +164,10 @@ struct Inner {
 
 pub(crate) struct Store {
     inner: Mutex<Inner>,
+    /// How many times the state has been opened, this opening included (1 for a state in
+    /// memory): the identifiers this process draws are seeded with it, so that two processes
+    /// sharing one state file never draw the same ones.
+    generation: u64,
 }
 
 type Result<T> = std::result::Result<T, rusqlite::Error>;
@@ -326,6 +330,7 @@ impl Store {
         }
         conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
             .map_err(|e| e.to_string())?;
+        let generation: u64;
         Migrations::new(vec![M::up(SCHEMA_V1)])
             .to_latest(&mut conn)
             .map_err(|e| format!("cannot prepare the state schema: {e}"))?;
@@ -339,6 +344,22 @@ impl Store {
                 )
                 .optional()
                 .map_err(|e| e.to_string())?;
+            let opened: Option<String> = tx
+                .query_row("SELECT value FROM meta WHERE key = 'opened'", [], |r| {
+                    r.get(0)
+                })
+                .optional()
+                .map_err(|e| e.to_string())?;
+            generation = opened
+                .and_then(|t| t.parse::<u64>().ok())
+                .unwrap_or(0)
+                .saturating_add(1);
+            tx.execute(
+                "INSERT INTO meta (key, value) VALUES ('opened', ?1) \
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                [generation.to_string()],
+            )
+            .map_err(|e| e.to_string())?;
             if initialised.is_none() {
                 for (currency, amount) in balances {
                     set_balance(&tx, currency, *amount).map_err(|e| e.to_string())?;
@@ -356,7 +377,13 @@ impl Store {
                 conn,
                 reserved: HashSet::new(),
             }),
+            generation,
         })
+    }
+
+    /// How many times the state has been opened, this opening included.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
