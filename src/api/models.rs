@@ -635,17 +635,66 @@ pub struct Ping {
     pub message: String,
 }
 
-/// The error body of every 4xx and 5xx answer.
+/// The error body of every 4xx and 5xx answer (but the 429 answer, `{"error": "rate exceeded"}`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorBody {
     #[serde(rename = "type")]
     pub kind: String,
     #[serde(default)]
     pub message: String,
-    #[serde(default)]
+    /// Empty when the service sends none: it may be absent or `null`.
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub help: String,
+    /// For 422: a list of `{type, message, location: [path parts]}` (older answers: an object of
+    /// field path to message). Kept as JSON; [`ErrorBody::problems`] reads either form.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<serde_json::Value>,
+}
+
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.unwrap_or_default())
+}
+
+impl ErrorBody {
+    /// The problems listed in `details`, each as `location: message` (the location's parts
+    /// joined with dots, e.g. `items.0.face_value: ...`). Reads the published list and the older
+    /// object form; anything else gives nothing.
+    pub fn problems(&self) -> Vec<String> {
+        let text = |v: &serde_json::Value| match v {
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Null => String::new(),
+            other => other.to_string(),
+        };
+        match &self.details {
+            Some(serde_json::Value::Array(items)) => items
+                .iter()
+                .map(|item| {
+                    let location = match item.get("location").or_else(|| item.get("loc")) {
+                        Some(serde_json::Value::Array(parts)) => {
+                            parts.iter().map(text).collect::<Vec<_>>().join(".")
+                        }
+                        Some(other) => text(other),
+                        None => String::new(),
+                    };
+                    let message = item
+                        .get("message")
+                        .or_else(|| item.get("msg"))
+                        .map(text)
+                        .unwrap_or_else(|| text(item));
+                    if location.is_empty() {
+                        message
+                    } else {
+                        format!("{location}: {message}")
+                    }
+                })
+                .collect(),
+            Some(serde_json::Value::Object(map)) => map
+                .iter()
+                .map(|(field, message)| format!("{field}: {}", text(message)))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// A record of the country listing (fields not shown by the interface: kept open).
