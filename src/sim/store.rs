@@ -16,9 +16,7 @@ use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
 use rusqlite_migration::{M, Migrations};
 use rust_decimal::Decimal;
 
-use crate::api::models::{
-    DistributionMethod, OrderStatus, PaymentMethod, PaymentMethodType, ProductSelection,
-};
+use crate::api::models::{OrderStatus, PaymentMethod, PaymentMethodType, ProductSelection};
 
 /// How long the service keeps an idempotency record.
 pub const IDEMPOTENCY_TTL_MS: i64 = 30 * 24 * 60 * 60 * 1000;
@@ -96,12 +94,14 @@ pub(crate) struct OrderRow {
     pub due_ms: i64,
     pub completed_at: Option<String>,
     pub description: Option<String>,
-    pub metadata: BTreeMap<String, String>,
+    /// `None` when the order was created without metadata (answered as `null`).
+    pub metadata: Option<BTreeMap<String, String>>,
     pub payment_method: PaymentMethod,
     pub currency: String,
     pub total_price: Decimal,
     pub total_discount: Decimal,
-    /// The `fx` of `transaction_detail` (JSON: null, a rate or an object of rates).
+    /// The `transaction_detail` of the order, as answered (JSON). Older state files hold only
+    /// the `fx` of the payment currency's entry here (null, a rate or an object of rates).
     pub fx: serde_json::Value,
     pub message: Option<String>,
     pub items: Vec<ItemRow>,
@@ -111,7 +111,8 @@ pub(crate) struct OrderRow {
 #[derive(Debug, Clone)]
 pub(crate) struct ItemRow {
     pub id: String,
-    pub distribution_method: DistributionMethod,
+    /// As accepted (`EMAIL`, `PAYOUT_LINK` or `RECIPIENT` and their fields), answered as is.
+    pub distribution_method: serde_json::Value,
     pub products: ProductSelection,
     pub face_value: Decimal,
     pub price: Decimal,
@@ -679,7 +680,7 @@ mod tests {
             due_ms,
             completed_at: None,
             description: Some("d".into()),
-            metadata: BTreeMap::new(),
+            metadata: None,
             payment_method: PaymentMethod {
                 kind: PaymentMethodType::AccountBalance,
                 card_id: None,
