@@ -1,5 +1,8 @@
-//! Paying by card: `--card-id` and a `card_id` column, end to end against the simulator,
-//! including a resumed run; card orders never touch the balance and say so in the result file.
+//! Paying by card: `--card-id` and a `card_id` column, end to end against the simulator taking
+//! cards as the interface document describes them (`cards_accepted`, `paybatch sim serve
+//! --cards-accepted`), including a resumed run; card orders never touch the balance and say so in
+//! the result file. By default the simulator answers card orders as the published contract does
+//! (`400 payment_method_unavailable`), and the rows are refused without a charge.
 
 mod common;
 
@@ -43,6 +46,14 @@ async fn run(
         .expect("ran")
 }
 
+/// The fast simulator, taking cards.
+fn cards_taken(state: Option<std::path::PathBuf>) -> paybatch::sim::SimConfig {
+    paybatch::sim::SimConfig {
+        cards_accepted: true,
+        ..fast_config(state)
+    }
+}
+
 fn err(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).to_string()
 }
@@ -61,7 +72,7 @@ const BATCH: &str = "reference,product_code,face_value,currency,email\n\
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_card_paid_batch_never_touches_the_balance_even_when_resumed() {
     let ws = Workspace::new();
-    let mut config = fast_config(None);
+    let mut config = cards_taken(None);
     // Far too little on the balance: card rows must not be checked against it.
     config.balances = vec![("USD".into(), Decimal::ONE), ("GBP".into(), Decimal::ONE)];
     let sim = start_sim(config).await;
@@ -108,7 +119,7 @@ async fn a_card_paid_batch_never_touches_the_balance_even_when_resumed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_card_id_column_pays_some_rows_by_card_and_the_rest_from_the_balance() {
     let ws = Workspace::new();
-    let sim = start_sim(fast_config(None)).await;
+    let sim = start_sim(cards_taken(None)).await;
     let before = sim.balance("USD");
     ws.write(
         "mixed.csv",
@@ -130,7 +141,7 @@ async fn a_card_id_column_pays_some_rows_by_card_and_the_rest_from_the_balance()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_card_is_rejected_by_the_service_and_nothing_is_charged() {
     let ws = Workspace::new();
-    let sim = start_sim(fast_config(None)).await;
+    let sim = start_sim(cards_taken(None)).await;
     let before = sim.balance("USD");
     ws.write("cards.csv", BATCH);
     let out = run(&ws, &sim, "cards.csv", &["--card-id", "card_nobody"], &[]).await;
@@ -139,6 +150,27 @@ async fn an_unknown_card_is_rejected_by_the_service_and_nothing_is_charged() {
     assert!(statuses.iter().all(|s| s == "REJECTED"), "{statuses:?}");
     let types = result_column(&ws.path("cards.result.csv"), "error_type");
     assert!(types.iter().all(|t| t == "validation_error"), "{types:?}");
+    assert_eq!(sim.balance("USD"), before);
+    assert!(sim.orders().is_empty());
+}
+
+/// The published contract takes only the account balance: a card order is answered
+/// `400 payment_method_unavailable`; the rows are refused with that type and nothing is charged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn card_orders_are_refused_where_the_service_takes_no_cards() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    let before = sim.balance("USD");
+    ws.write("cards.csv", BATCH);
+    let out = run(&ws, &sim, "cards.csv", &["--card-id", CARD], &[]).await;
+    assert_eq!(out.status.code(), Some(4), "{}", err(&out));
+    let statuses = result_column(&ws.path("cards.result.csv"), "status");
+    assert!(statuses.iter().all(|s| s == "REJECTED"), "{statuses:?}");
+    let types = result_column(&ws.path("cards.result.csv"), "error_type");
+    assert!(
+        types.iter().all(|t| t == "payment_method_unavailable"),
+        "{types:?}"
+    );
     assert_eq!(sim.balance("USD"), before);
     assert!(sim.orders().is_empty());
 }

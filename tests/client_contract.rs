@@ -84,7 +84,19 @@ async fn versions_are_checked() {
         .unwrap_err();
     assert_eq!(e.kind(), "invalid_version");
     assert!(!e.is_transient());
-    client_with(&sim, sim::DEFAULT_KEY, API_VERSION_2023)
+    // 2023-07-27 was switched off: 410, final.
+    let e = client_with(&sim, sim::DEFAULT_KEY, API_VERSION_2023)
+        .ping()
+        .await
+        .unwrap_err();
+    assert_eq!((e.status(), e.kind()), (Some(410), "version_removed"));
+    assert!(!e.is_transient());
+    let old = start_sim(sim::SimConfig {
+        version_2023: true,
+        ..fast_config(None)
+    })
+    .await;
+    client_with(&old, sim::DEFAULT_KEY, API_VERSION_2023)
         .ping()
         .await
         .unwrap();
@@ -141,22 +153,23 @@ async fn the_catalog_is_read_through_every_page_and_filtered() {
             .any(|c| c == "US" || c == "GB")
     }));
 
+    // The list has no `code` filter in the published contract (it ignores the parameter):
+    // the client still finds one product by its code in the list.
     let amz = c.product("AMZ-US").await.unwrap().expect("AMZ-US exists");
     assert_eq!(amz.currency, "USD");
     assert!(amz.denominations().is_some());
     assert!(c.product("NO-SUCH-CODE").await.unwrap().is_none());
-    let e = c
+    let ignored = c
         .products(&ProductQuery {
             code: Some("NO-SUCH-CODE".into()),
             ..Default::default()
         })
         .await
-        .unwrap_err();
-    assert_eq!(
-        e.kind(),
-        "not_found",
-        "both spellings normalise to not_found"
-    );
+        .unwrap();
+    assert_eq!(ignored.catalog.len(), one_page.catalog.len());
+    let e = c.order("O-NO-SUCH-ORDER").await.unwrap_err();
+    assert_eq!(e.kind(), "not_found");
+    assert!(!e.is_transient());
 
     assert!(!c.countries().await.unwrap().is_empty());
     assert!(!c.categories().await.unwrap().is_empty());
@@ -398,7 +411,11 @@ async fn server_errors_are_transient() {
 
 #[tokio::test]
 async fn the_older_version_carries_redemption_url_and_the_client_reads_it() {
-    let sim = start_sim(fast_config(None)).await;
+    let sim = start_sim(sim::SimConfig {
+        version_2023: true,
+        ..fast_config(None)
+    })
+    .await;
     let c = client_with(&sim, sim::DEFAULT_KEY, API_VERSION_2023);
     let created = c
         .create_order(
@@ -456,4 +473,41 @@ async fn fixtures_from_the_service_documentation_parse() {
     let balance: Balance =
         serde_json::from_str(r#"{"balance":"100.50","currency":"USD"}"#).unwrap();
     assert_eq!(balance.balance, "100.50".parse().unwrap());
+
+    // The published shapes of today: a 422 with a list of details and a null help, an embedded
+    // FX order, a list holding a processing order, countries as codes.
+    let invalid: ErrorBody = serde_json::from_str(
+        r#"{"type":"validation_error","message":"There was an issue with the request payload","help":null,
+            "details":[{"type":"value_error","message":"too big","location":["items","0","face_value"]}]}"#,
+    )
+    .unwrap();
+    assert_eq!(invalid.help, None);
+    assert_eq!(invalid.detail_lines(), ["items.0.face_value: too big"]);
+    let fx = r#"{"id": "O-2", "status": "COMPLETED", "created_at": "2023-11-14T14:37:54Z",
+        "description": null, "payment_method": {"type": "ACCOUNT_BALANCE", "currency": "GBP"},
+        "currency": "GBP", "total_price": "8.49", "total_discount": "0.00",
+        "items": [{"id": "E-1", "distribution_method": {"type": "PAYOUT_LINK"},
+                   "products": {"type": "MULTIPLE", "values": ["AMZ-US", "AMC-US"]},
+                   "face_value": "10.00", "price": "10.00", "currency": "USD",
+                   "payout": {"status": "ACTIVE", "status_updated_at": "2023-11-14T15:25:07Z",
+                              "url": "https://example.test/r/fx", "expiry_date": null}}],
+        "transaction_detail": {"USD": {"value": "10.00", "fx": {"rate": "1.2", "rate_symbol": "GBPUSD",
+                                                               "fee": {"value": "0.16", "currency": "GBP"}}}},
+        "metadata": null}"#;
+    let OrderView::Done(o) = OrderView::from_json(fx.as_bytes()).unwrap() else {
+        panic!("a COMPLETED order is the full shape");
+    };
+    assert_eq!(o.metadata, None);
+    assert_eq!(o.items[0].payout_url(), Some("https://example.test/r/fx"));
+    let list: OrderList = serde_json::from_str(
+        r#"{"items": [{"id": "O-3", "status": "PROCESSING", "message": "being processed"},
+                      {"id": "O-2", "status": "COMPLETED", "created_at": "2023-11-14T14:37:54Z",
+                       "completed_at": "2023-11-14T15:25:07Z", "description": null,
+                       "payment_method": {"type": "ACCOUNT_BALANCE", "currency": "GBP"},
+                       "currency": "GBP", "total_price": "8.49", "total_discount": "0.00"}],
+            "pagination": {"cursors": {}, "page": {"limit": 100}}}"#,
+    )
+    .unwrap();
+    assert_eq!(list.items[0].status, OrderStatus::Processing);
+    assert!(list.items.iter().all(|o| o.metadata.is_none()));
 }

@@ -1,6 +1,6 @@
-//! The simulator against the interface document: authentication, versions, the catalog and its
-//! pagination, countries and categories, balances, not-found answers, the order list and the
-//! ground-truth endpoints.
+//! The simulator against the published contract: authentication, versions, the catalog and its
+//! pagination, single products, countries and categories, balances, not-found answers, the order
+//! list and the ground-truth endpoints.
 
 mod sim_support;
 
@@ -45,6 +45,7 @@ async fn ping_answers_pong_with_a_valid_key_only() {
     // Every /v2 endpoint is authenticated.
     for path in [
         "/v2/product",
+        "/v2/product/AMZ-US",
         "/v2/product/countries",
         "/v2/product/categories",
         "/v2/order",
@@ -64,14 +65,20 @@ async fn ping_answers_pong_with_a_valid_key_only() {
 async fn versions_are_checked() {
     let s = start(fast()).await;
     let api = Api::new(&s);
-    assert_eq!(
-        api.clone()
-            .version("2023-07-27")
-            .get("/v2/ping")
-            .await
-            .status,
-        200
+    // 2023-07-27 was switched off on 2025-11-14.
+    let removed = api.clone().version("2023-07-27").get("/v2/ping").await;
+    removed.assert_error(410, "version_removed");
+    assert!(
+        removed.json()["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("2023-07-27"))
     );
+    api.clone()
+        .version("2023-07-27")
+        .post_order("old", None, &amz("10"))
+        .await
+        .assert_error(410, "version_removed");
+    assert!(s.orders().is_empty());
     assert_eq!(
         api.clone()
             .version("2024-02-05")
@@ -90,6 +97,27 @@ async fn versions_are_checked() {
         .get("/v2/product")
         .await
         .assert_error(400, "invalid_version");
+    // The version being prepared is not served yet.
+    api.clone()
+        .version("2026-09-08")
+        .get("/v2/ping")
+        .await
+        .assert_error(400, "invalid_version");
+    // Asked for, the older version is still served.
+    let old = start(SimConfig {
+        version_2023: true,
+        ..fast()
+    })
+    .await;
+    assert_eq!(
+        Api::new(&old)
+            .version("2023-07-27")
+            .get("/v2/ping")
+            .await
+            .status,
+        200
+    );
+    old.shutdown().await;
     s.shutdown().await;
 }
 
@@ -109,7 +137,7 @@ async fn the_catalog_holds_the_products_the_samples_rely_on() {
     let r = api.get("/v2/product").await;
     assert_eq!(r.status, 200);
     let v = r.json();
-    assert_eq!(v["pagination"]["page"]["limit"], 100, "default page size");
+    assert_eq!(v["pagination"]["page"]["limit"], 500, "default page size");
     let all = codes(&v);
     assert!(all.len() >= 30, "{} products", all.len());
     let mut sorted = all.clone();
@@ -136,10 +164,17 @@ async fn the_catalog_holds_the_products_the_samples_rely_on() {
     for p in &products {
         let kind = p["payout_type"].as_str().unwrap();
         assert!(p[kind].is_object(), "{} has its {kind} object", p["code"]);
-        assert!(p["approval_state"].is_string() && p["categories"].is_array());
+        assert!(p.get("approval_state").is_none() && p["categories"].is_array());
         assert!(p["customer_service"]["website_url"].is_string());
-        assert!(p["discount_multiplier"].is_string());
+        let multiplier = p["discount_multiplier"].as_str().unwrap();
+        let (units, places) = multiplier.split_once('.').expect("two places");
+        assert!(!units.is_empty() && places.len() == 2, "{multiplier}");
         assert!(p[kind]["content_resources"]["locale"].is_string());
+        let state = p["state"].as_str().unwrap();
+        assert!(
+            ["LIVE", "TEMPORARILY_DISABLED", "TEMPORARILY_DEGRADED"].contains(&state),
+            "{state}"
+        );
         if kind != "payment" {
             assert!(p[kind]["expiry"]["in_months"].is_i64());
             assert!(p[kind]["assets"]["card_image_url"].is_string());
@@ -196,6 +231,50 @@ async fn the_catalog_holds_the_products_the_samples_rely_on() {
         serde_json::json!(["FR", "DE"])
     );
     assert_eq!(find("RETIRED-US")["is_orderable"], false);
+    assert_eq!(find("RETIRED-US")["state"], "TEMPORARILY_DISABLED");
+    assert_eq!(find("XBOX-GB")["state"], "LIVE");
+    assert_eq!(find("XBOX-GB")["is_orderable"], false);
+    assert_eq!(find("IKEA-FR")["state"], "TEMPORARILY_DEGRADED");
+    assert_eq!(find("IKEA-FR")["is_orderable"], true);
+    assert_eq!(find("AIRBNB-US")["discount_multiplier"], "0.00");
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn one_product_by_its_code() {
+    let s = start(fast()).await;
+    let api = Api::new(&s);
+    let r = api.get("/v2/product/TESCO-GB").await;
+    assert_eq!(r.status, 200);
+    let p = r.json();
+    assert_eq!(p["code"], "TESCO-GB");
+    assert_eq!(p["currency"], "GBP");
+    let content = &p["gift_card"]["content_resources"];
+    assert!(content["description_markdown_url"].is_string());
+    assert_eq!(content["locale"], "en_GB");
+    // The content in the forms `content` asks for.
+    let md = api.get("/v2/product/TESCO-GB?content=md").await.json();
+    let content = &md["gift_card"]["content_resources"];
+    assert!(
+        content["description_md"].is_string() && content.get("description_markdown_url").is_none()
+    );
+    let html = api.get("/v2/product/TESCO-GB?content=html").await.json();
+    assert!(
+        html["gift_card"]["content_resources"]["terms_consumer_html"]
+            .as_str()
+            .is_some_and(|h| h.starts_with("<p>"))
+    );
+    api.get("/v2/product/TESCO-GB?content=pdf")
+        .await
+        .assert_error(400, "bad_request");
+    // A product that cannot be ordered is still described.
+    assert_eq!(
+        api.get("/v2/product/RETIRED-US").await.json()["is_orderable"],
+        false
+    );
+    api.get("/v2/product/NO-SUCH")
+        .await
+        .assert_error(404, "not_found");
     s.shutdown().await;
 }
 
@@ -268,12 +347,15 @@ async fn the_catalog_filters() {
         .await
         .assert_error(400, "bad_request");
 
-    let one = api.get("/v2/product?code=TESCO-GB").await;
-    assert_eq!(one.status, 200);
-    assert_eq!(codes(&one.json()), ["TESCO-GB"]);
-    api.get("/v2/product?code=NO-SUCH")
-        .await
-        .assert_error(404, "not-found");
+    // `code` is not a filter of the published list: like any parameter the list does not
+    // declare, it is ignored (one product is GET /product/{product_code}).
+    let ignored = api.get("/v2/product?code=TESCO-GB").await;
+    assert_eq!(ignored.status, 200);
+    assert_eq!(codes(&ignored.json()), all);
+    assert_eq!(
+        codes(&api.get("/v2/product?code=NO-SUCH&colour=red").await.json()),
+        all
+    );
     s.shutdown().await;
 }
 
@@ -338,13 +420,9 @@ async fn countries_and_categories() {
         .cloned()
         .expect("countries array");
     assert!(countries.len() >= 8);
-    assert!(
-        countries
-            .iter()
-            .any(|c| c["code"] == "US" && c["name"] == "United States")
-    );
+    assert!(countries.iter().any(|c| c == "US"));
     for c in &countries {
-        let code = c["code"].as_str().unwrap();
+        let code = c.as_str().expect("a country is its code");
         assert!(code.len() == 2 && code.bytes().all(|b| b.is_ascii_uppercase()));
     }
     let cat = api.get("/v2/product/categories").await;
@@ -353,7 +431,7 @@ async fn countries_and_categories() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|c| c["name"].as_str().unwrap().to_string())
+        .map(|c| c["code"].as_str().unwrap().to_string())
         .collect();
     assert!(names.len() >= 5 && names.contains(&"food".to_string()));
     // Every category names at least one product through the filter.
@@ -368,20 +446,21 @@ async fn countries_and_categories() {
 }
 
 #[tokio::test]
-async fn the_older_version_lists_products_in_its_shape() {
-    let s = start(fast()).await;
+async fn the_older_version_lists_products_in_its_shape_when_asked_for() {
+    let s = start(SimConfig {
+        version_2023: true,
+        ..fast()
+    })
+    .await;
     let api = Api::new(&s).version("2023-07-27");
     let v = api.get("/v2/product").await.json();
     for p in v["catalog"].as_array().unwrap() {
         assert!(p.get("approval_state").is_none(), "{}", p["code"]);
         assert!(p.get("categories").is_none(), "{}", p["code"]);
     }
-    api.get("/v2/product?code=AMZ-US")
-        .await
-        .assert_error(400, "bad_request");
     api.get("/v2/product/countries")
         .await
-        .assert_error(404, "not-found");
+        .assert_error(404, "not_found");
     s.shutdown().await;
 }
 
@@ -437,14 +516,28 @@ async fn missing_things_are_not_found() {
     let api = Api::new(&s);
     api.get("/v2/order/O-01H5WQGHKCBB85MQFM68S9KJ5Q")
         .await
-        .assert_error(404, "not-found");
+        .assert_error(404, "not_found");
     let links = api
         .get("/v2/order/O-01H5WQGHKCBB85MQFM68S9KJ5Q/links")
         .await;
-    links.assert_error(404, "not-found");
+    links.assert_error(404, "not_found");
     api.get("/v2/no-such-endpoint")
         .await
-        .assert_error(404, "not-found");
+        .assert_error(404, "not_found");
+    // The playground does not offer the price estimate.
+    let estimate = api
+        .send(
+            api.http
+                .post(format!("{}/v2/order/estimate", api.root))
+                .header("X-Api-Key", paybatch::sim::DEFAULT_KEY)
+                .body("{}"),
+        )
+        .await
+        .expect("answer");
+    estimate.assert_error(404, "not_found");
+    api.get("/v2/order/estimate")
+        .await
+        .assert_error(404, "not_found");
     s.shutdown().await;
 }
 
@@ -488,23 +581,28 @@ async fn the_order_list_is_newest_first_paginated_and_per_key() {
     let newest_first: Vec<&str> = ids.iter().rev().map(String::as_str).collect();
     assert_eq!(listed, newest_first, "newest first, only this key's orders");
     let first = &full["items"][0];
-    for field in [
-        "id",
-        "status",
-        "created_at",
-        "completed_at",
-        "description",
-        "payment_method",
-        "currency",
-        "total_price",
-        "total_discount",
-        "metadata",
-    ] {
-        assert!(!first[field].is_null(), "summary field {field}: {first}");
-    }
+    let fields: Vec<&str> = first
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "id",
+            "status",
+            "created_at",
+            "completed_at",
+            "description",
+            "payment_method",
+            "currency",
+            "total_price",
+            "total_discount",
+        ],
+        "basic details only: no metadata, no items"
+    );
     assert_eq!(first["description"], "row 4");
-    assert_eq!(first["metadata"]["row"], "4");
-    assert!(first.get("items").is_none(), "a summary holds no items");
 
     // Walk pages of two.
     let mut walked = Vec::new();
@@ -559,12 +657,58 @@ async fn the_order_list_is_newest_first_paginated_and_per_key() {
     // Orders are visible only to the key that created them.
     api.get(&format!("/v2/order/{their_id}"))
         .await
-        .assert_error(404, "not-found");
+        .assert_error(404, "not_found");
     assert_eq!(
         other.get(&format!("/v2/order/{their_id}")).await.status,
         200
     );
     s.shutdown().await;
+}
+
+/// A processing order is listed as `{id, status, message}`; a finished order without description
+/// lists it as null. The older list (asked for) carries metadata and the details of every order.
+#[tokio::test]
+async fn the_list_shows_processing_orders_in_their_short_shape() {
+    let slow = SimConfig {
+        processing_min: std::time::Duration::from_secs(60),
+        processing_max: std::time::Duration::from_secs(60),
+        ..fast()
+    };
+    for older in [false, true] {
+        let s = start(SimConfig {
+            list_metadata: older,
+            ..slow.clone()
+        })
+        .await;
+        let api = Api::new(&s);
+        assert_eq!(
+            api.post_order("done", Some("sync"), &amz("10"))
+                .await
+                .status,
+            200
+        );
+        let mut body = order("USD", vec![item("AMZ-US", num("10"))]);
+        body["metadata"] = serde_json::json!({"row": "2"});
+        assert_eq!(
+            api.post_order("slow", None, &bytes(&body)).await.status,
+            202
+        );
+        let list = api.get("/v2/order").await.json();
+        let (processing, done) = (&list["items"][0], &list["items"][1]);
+        assert_eq!(processing["status"], "PROCESSING");
+        assert_eq!(done["status"], "COMPLETED");
+        assert!(done["description"].is_null() && done.get("description").is_some());
+        if older {
+            assert_eq!(processing["metadata"]["row"], "2");
+            assert!(processing["total_price"].is_string());
+            assert_eq!(done["metadata"], serde_json::json!({}));
+        } else {
+            let keys: Vec<&String> = processing.as_object().unwrap().keys().collect();
+            assert_eq!(keys, ["id", "status", "message"], "{processing}");
+            assert!(done.get("metadata").is_none());
+        }
+        s.shutdown().await;
+    }
 }
 
 #[tokio::test]

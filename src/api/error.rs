@@ -108,7 +108,8 @@ impl ApiError {
         }
     }
 
-    /// The service's message and help, for a person.
+    /// The service's message, the problems its `details` list (each with its location), and its
+    /// help, for a person.
     pub fn message(&self) -> String {
         match self {
             ApiError::Service { body, .. } => body.describe(),
@@ -137,6 +138,32 @@ mod tests {
             assert_eq!(e.kind(), "not_found");
             assert_eq!(e.class(), ErrorClass::Final);
         }
+    }
+
+    #[test]
+    fn the_message_shows_each_problem_with_its_location() {
+        let body: ErrorBody = serde_json::from_str(
+            r#"{"type":"validation_error","message":"Invalid order","help":null,
+                "details":[{"type":"value_error","message":"below the minimum","location":["items","0","face_value"]},
+                           {"type":"missing","message":"Field required","location":["payment_method","currency"]}]}"#,
+        )
+        .expect("a null help is read as none");
+        assert_eq!(body.help, None);
+        let e = ApiError::service(422, body, None);
+        assert_eq!(
+            e.message(),
+            "Invalid order [items.0.face_value: below the minimum; payment_method.currency: Field required]"
+        );
+        // The older object form, and a body without help.
+        let old: ErrorBody = serde_json::from_str(
+            r#"{"type":"validation_error","message":"m","details":{"items[0].face_value":"too big"}}"#,
+        )
+        .unwrap();
+        assert_eq!(old.detail_lines(), ["items[0].face_value: too big"]);
+        assert_eq!(
+            ApiError::service(422, old, None).message(),
+            "m [items[0].face_value: too big]"
+        );
     }
 
     #[test]

@@ -11,7 +11,7 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use rust_decimal::Decimal;
 
-use crate::sim::{DEFAULT_KEY, Faults, SimConfig};
+use crate::sim::{DEFAULT_CARD, DEFAULT_KEY, Faults, SimConfig};
 
 #[derive(Debug, Args)]
 pub struct SimArgs {
@@ -43,7 +43,7 @@ pub struct ServeArgs {
     #[arg(long = "key", value_name = "KEY")]
     pub keys: Vec<String>,
     /// Order creations per API key and minute (0: no limit).
-    #[arg(long, value_name = "N", default_value_t = 180)]
+    #[arg(long, value_name = "N", default_value_t = 300)]
     pub rate_limit: u32,
     /// Shortest time an async order stays PROCESSING, in milliseconds.
     #[arg(long, value_name = "N", default_value_t = 1000)]
@@ -58,7 +58,13 @@ pub struct ServeArgs {
     /// balances (100000.00 in USD, EUR, GBP and CAD). Used only when the state is new.
     #[arg(long = "balance", value_name = "CUR=AMOUNT", value_parser = parse_balance)]
     pub balances: Vec<(String, Decimal)>,
+    /// Take CARD payments, as the interface document describes them (by default they are
+    /// answered 400 payment_method_unavailable: the published contract lists only
+    /// ACCOUNT_BALANCE).
+    #[arg(long)]
+    pub cards_accepted: bool,
     /// Card id accepted for CARD payments; repeat for several (default: card_sim_visa).
+    /// Implies --cards-accepted.
     #[arg(long = "card", value_name = "ID")]
     pub cards: Vec<String>,
     /// Latency added to every request, in milliseconds.
@@ -77,16 +83,32 @@ pub struct ServeArgs {
     /// idempotency key (every retry with that key gets it again; no order is created).
     #[arg(long, value_name = "F", default_value_t = 0.0)]
     pub stored_error_rate: f64,
+    /// Probability that POST /order is answered 504 timeout although the order was handled (its
+    /// real answer is kept under the idempotency key).
+    #[arg(long, value_name = "F", default_value_t = 0.0)]
+    pub timeout_rate: f64,
     /// Probability that a POST /order starts a burst of 429 answers.
     #[arg(long = "burst-429-rate", value_name = "F", default_value_t = 0.0)]
     pub burst_429_rate: f64,
     /// Length of a 429 burst.
     #[arg(long = "burst-429-len", value_name = "N", default_value_t = 3)]
     pub burst_429_len: u32,
-    /// Leave `metadata` out of the order list's entries, as the interface lists them (the full
-    /// order still carries it).
-    #[arg(long)]
+    /// Accepted for compatibility: the order list leaves `metadata` out by default now, as the
+    /// published contract lists it.
+    #[arg(long, conflicts_with = "list_with_metadata")]
     pub list_without_metadata: bool,
+    /// The older order list: every entry with its basic details and `metadata`, processing
+    /// orders included.
+    #[arg(long)]
+    pub list_with_metadata: bool,
+    /// Serve X-Api-Version 2023-07-27 with that version's shapes (by default it is answered
+    /// 410 version_removed: the service switched it off on 2025-11-14).
+    #[arg(long = "version-2023-07-27")]
+    pub version_2023: bool,
+    /// Answer every order creation 403 ordering_restricted (the account's spending limit is
+    /// reached).
+    #[arg(long)]
+    pub ordering_restricted: bool,
     /// Extra time a POST /order holds its idempotency key, in milliseconds.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub in_progress_delay_ms: u64,
@@ -129,18 +151,22 @@ impl ServeArgs {
             } else {
                 self.balances.clone()
             },
+            cards_accepted: self.cards_accepted || !self.cards.is_empty(),
             cards: if self.cards.is_empty() {
-                defaults.cards
+                vec![DEFAULT_CARD.to_string()]
             } else {
                 self.cards.clone()
             },
-            list_metadata: !self.list_without_metadata,
+            list_metadata: self.list_with_metadata,
+            version_2023: self.version_2023,
+            ordering_restricted: self.ordering_restricted,
             faults: Faults {
                 latency: Duration::from_millis(self.latency_ms),
                 latency_jitter: Duration::from_millis(self.latency_jitter_ms),
                 error_rate: self.error_rate,
                 drop_rate: self.drop_rate,
                 stored_error_rate: self.stored_error_rate,
+                timeout_rate: self.timeout_rate,
                 burst_429_rate: self.burst_429_rate,
                 burst_429_len: self.burst_429_len,
                 in_progress_delay: Duration::from_millis(self.in_progress_delay_ms),
@@ -214,6 +240,44 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flags_map_to_the_configuration() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Serve {
+            #[command(flatten)]
+            args: ServeArgs,
+        }
+        let parse = |args: &[&str]| {
+            Serve::try_parse_from(std::iter::once("serve").chain(args.iter().copied()))
+                .map(|s| s.args.config())
+        };
+        let defaults = parse(&[]).unwrap();
+        assert_eq!(defaults.rate_limit_per_minute, 300);
+        assert!(!defaults.cards_accepted && !defaults.list_metadata && !defaults.version_2023);
+        assert!(!defaults.ordering_restricted);
+        assert_eq!(defaults.faults.timeout_rate, 0.0);
+        // The old flag is still accepted: the published list is the default.
+        assert!(!parse(&["--list-without-metadata"]).unwrap().list_metadata);
+        assert!(parse(&["--list-with-metadata"]).unwrap().list_metadata);
+        assert!(parse(&["--list-with-metadata", "--list-without-metadata"]).is_err());
+        let cards = parse(&["--cards-accepted"]).unwrap();
+        assert!(cards.cards_accepted);
+        assert_eq!(cards.cards, [DEFAULT_CARD]);
+        let card = parse(&["--card", "card_x"]).unwrap();
+        assert!(card.cards_accepted);
+        assert_eq!(card.cards, ["card_x"]);
+        let asked = parse(&[
+            "--version-2023-07-27",
+            "--ordering-restricted",
+            "--timeout-rate",
+            "0.25",
+        ])
+        .unwrap();
+        assert!(asked.version_2023 && asked.ordering_restricted);
+        assert_eq!(asked.faults.timeout_rate, 0.25);
+    }
 
     #[test]
     fn balances_parse() {

@@ -57,24 +57,11 @@ pub fn fx_rate(from: &str, to: &str) -> Option<Decimal> {
     Some(rate.round_dp_with_strategy(6, RoundingStrategy::MidpointAwayFromZero))
 }
 
-/// Country codes and display names of the country listing.
-const COUNTRY_NAMES: &[(&str, &str)] = &[
-    ("AT", "Austria"),
-    ("AU", "Australia"),
-    ("CA", "Canada"),
-    ("DE", "Germany"),
-    ("ES", "Spain"),
-    ("FR", "France"),
-    ("GB", "United Kingdom"),
-    ("IT", "Italy"),
-    ("JP", "Japan"),
-    ("NL", "Netherlands"),
-    ("US", "United States"),
-];
-
-/// The approval state carried by every listed product since 2024-02-05 (only approved products
-/// are listed).
-pub const APPROVED: &str = "APPROVED";
+/// The product states of the published contract (`state`).
+pub const LIVE: &str = "LIVE";
+pub const TEMPORARILY_DISABLED: &str = "TEMPORARILY_DISABLED";
+/// Still orderable when `is_orderable` is true (slower or partly unavailable).
+pub const TEMPORARILY_DEGRADED: &str = "TEMPORARILY_DEGRADED";
 
 /// The catalog: products sorted by code.
 pub struct Catalog {
@@ -103,24 +90,14 @@ impl Catalog {
         self.by_code.get(code).map(|&i| &self.products[i])
     }
 
-    /// `(code, name)` of every country some product is redeemable in, sorted by code.
-    pub fn countries(&self) -> Vec<(String, String)> {
+    /// The ISO 3166 alpha-2 code of every country some product is redeemable in, sorted.
+    pub fn countries(&self) -> Vec<String> {
         let codes: BTreeSet<&str> = self
             .products
             .iter()
             .flat_map(|p| p.countries_redeemable_in.iter().map(String::as_str))
             .collect();
-        codes
-            .into_iter()
-            .map(|code| {
-                let name = COUNTRY_NAMES
-                    .iter()
-                    .find(|(c, _)| *c == code)
-                    .map(|(_, n)| *n)
-                    .unwrap_or(code);
-                (code.to_string(), name.to_string())
-            })
-            .collect()
+        codes.into_iter().map(str::to_string).collect()
     }
 
     /// Every category name in use, sorted.
@@ -148,7 +125,8 @@ enum Kind {
     GiftOpen(&'static str, &'static str),
     /// Gift card with a fixed list of values.
     GiftFixed(&'static [&'static str]),
-    /// Subscription plans: `(name, length, length_unit, price)`.
+    /// Subscription plans: `(name, length, length_unit, price)`; `length_unit` is `DAYS` or
+    /// `MONTHS`.
     Sub(&'static [(&'static str, i64, &'static str, &'static str)]),
     /// Payment with an open range `min..=max`.
     PayOpen(&'static str, &'static str),
@@ -186,7 +164,7 @@ const fn spec(
         discount,
         kind,
         orderable: true,
-        state: "LIVE",
+        state: LIVE,
         expiry_months: 12,
         color: "#1A73E8",
     }
@@ -232,7 +210,7 @@ const SPECS: &[Spec] = &[
                 GiftOpen("5.00", "500.00"),
             ),
             true,
-            "LIVE",
+            LIVE,
             120,
         ),
         "#FF9900",
@@ -297,14 +275,20 @@ const SPECS: &[Spec] = &[
         "0.03",
         GiftOpen("10.00", "1000.00"),
     ),
-    spec(
-        "IKEA-FR",
-        "IKEA France",
-        "EUR",
-        &["FR"],
-        &["home"],
-        "0.03",
-        GiftOpen("10.00", "1000.00"),
+    // Degraded (slower, still orderable).
+    with(
+        spec(
+            "IKEA-FR",
+            "IKEA France",
+            "EUR",
+            &["FR"],
+            &["home"],
+            "0.03",
+            GiftOpen("10.00", "1000.00"),
+        ),
+        true,
+        TEMPORARILY_DEGRADED,
+        12,
     ),
     spec(
         "FNAC-FR",
@@ -321,7 +305,7 @@ const SPECS: &[Spec] = &[
         "GBP",
         &["GB"],
         &["shopping", "home"],
-        "0.035",
+        "0.04",
         GiftOpen("10.00", "1000.00"),
     ),
     spec(
@@ -345,7 +329,7 @@ const SPECS: &[Spec] = &[
     with(
         spec(
             "RETIRED-US",
-            "Retired Store (discontinued)",
+            "Retired Store",
             "USD",
             &["US"],
             &["shopping"],
@@ -353,7 +337,7 @@ const SPECS: &[Spec] = &[
             GiftOpen("1.00", "100.00"),
         ),
         false,
-        "DISCONTINUED",
+        TEMPORARILY_DISABLED,
         12,
     ),
     // Gift cards: fixed values
@@ -381,7 +365,7 @@ const SPECS: &[Spec] = &[
                 GiftFixed(&["5.00", "10.00", "20.00", "50.00", "100.00"]),
             ),
             true,
-            "LIVE",
+            LIVE,
             0,
         ),
         "#171A21",
@@ -464,7 +448,7 @@ const SPECS: &[Spec] = &[
         "AUD",
         &["AU"],
         &["electronics"],
-        "0.025",
+        "0.03",
         GiftFixed(&["25.00", "50.00", "100.00"]),
     ),
     spec(
@@ -487,7 +471,7 @@ const SPECS: &[Spec] = &[
             GiftFixed(&["15.00", "25.00", "50.00"]),
         ),
         false,
-        "LIVE",
+        LIVE,
         12,
     ),
     // Subscriptions
@@ -500,9 +484,9 @@ const SPECS: &[Spec] = &[
             &["music", "entertainment"],
             "0.05",
             Sub(&[
-                ("1 month", 1, "month", "10.99"),
-                ("3 months", 3, "month", "32.97"),
-                ("12 months", 12, "month", "119.88"),
+                ("1 month", 1, "MONTHS", "10.99"),
+                ("3 months", 3, "MONTHS", "32.97"),
+                ("12 months", 12, "MONTHS", "119.88"),
             ]),
         ),
         "#1DB954",
@@ -516,8 +500,8 @@ const SPECS: &[Spec] = &[
             &["entertainment"],
             "0",
             Sub(&[
-                ("Standard, 1 month", 1, "month", "10.99"),
-                ("Premium, 1 month", 1, "month", "17.99"),
+                ("Standard, 1 month", 1, "MONTHS", "10.99"),
+                ("Premium, 1 month", 1, "MONTHS", "17.99"),
             ]),
         ),
         "#E50914",
@@ -530,8 +514,8 @@ const SPECS: &[Spec] = &[
         &["entertainment"],
         "0.03",
         Sub(&[
-            ("1 month", 1, "month", "11.99"),
-            ("1 year", 1, "year", "119.99"),
+            ("1 month", 1, "MONTHS", "11.99"),
+            ("1 year", 12, "MONTHS", "119.99"),
         ]),
     ),
     spec(
@@ -542,8 +526,8 @@ const SPECS: &[Spec] = &[
         &["music"],
         "0.05",
         Sub(&[
-            ("1 month", 1, "month", "11.99"),
-            ("3 months", 3, "month", "35.97"),
+            ("1 month", 1, "MONTHS", "11.99"),
+            ("3 months", 3, "MONTHS", "35.97"),
         ]),
     ),
     spec(
@@ -554,8 +538,8 @@ const SPECS: &[Spec] = &[
         &["books", "entertainment"],
         "0.04",
         Sub(&[
-            ("1 month", 1, "month", "9.95"),
-            ("3 months", 3, "month", "29.85"),
+            ("1 month", 1, "MONTHS", "9.95"),
+            ("3 months", 3, "MONTHS", "29.85"),
         ]),
     ),
     spec(
@@ -566,8 +550,9 @@ const SPECS: &[Spec] = &[
         &["gaming"],
         "0.02",
         Sub(&[
-            ("1 month", 1, "month", "16.99"),
-            ("3 months", 3, "month", "50.97"),
+            ("1 month", 1, "MONTHS", "16.99"),
+            ("3 months", 3, "MONTHS", "50.97"),
+            ("14 days", 14, "DAYS", "7.99"),
         ]),
     ),
     // Payments
@@ -582,7 +567,7 @@ const SPECS: &[Spec] = &[
             PayOpen("10.00", "1000.00"),
         ),
         true,
-        "LIVE",
+        LIVE,
         36,
     ),
     spec(
@@ -632,7 +617,7 @@ const SPECS: &[Spec] = &[
             PayOpen("1.00", "500.00"),
         ),
         false,
-        "PAUSED",
+        TEMPORARILY_DISABLED,
         12,
     ),
 ];
@@ -646,16 +631,16 @@ fn build(s: &Spec) -> Product {
     let slug = s.code.to_ascii_lowercase();
     let base = format!("https://playground.example/catalog/{slug}");
     let locale = match s.countries.first().copied().unwrap_or("US") {
-        "DE" | "AT" => "de-DE",
-        "FR" => "fr-FR",
-        "ES" => "es-ES",
-        "IT" => "it-IT",
-        "NL" => "nl-NL",
-        "JP" => "ja-JP",
-        "GB" => "en-GB",
-        "CA" => "en-CA",
-        "AU" => "en-AU",
-        _ => "en-US",
+        "DE" | "AT" => "de_DE",
+        "FR" => "fr_FR",
+        "ES" => "es_ES",
+        "IT" => "it_IT",
+        "NL" => "nl_NL",
+        "JP" => "ja_JP",
+        "GB" => "en_GB",
+        "CA" => "en_CA",
+        "AU" => "en_AU",
+        _ => "en_US",
     };
     let content = ContentResources {
         description_markdown_url: Some(format!("{base}/description.md")),
@@ -671,13 +656,13 @@ fn build(s: &Spec) -> Product {
         Expiry {
             date_policy: Some(format!("Expires {} months after issue", s.expiry_months)),
             in_months: Some(s.expiry_months),
-            kind: Some("fixed_from_issue".into()),
+            kind: Some("from-issue-date".into()),
         }
     } else {
         Expiry {
             date_policy: Some("Does not expire".into()),
             in_months: Some(0),
-            kind: Some("no_expiry".into()),
+            kind: Some("indefinite".into()),
         }
     };
     let assets = Assets {
@@ -717,8 +702,8 @@ fn build(s: &Spec) -> Product {
                 expiry: Some(expiry.clone()),
                 redeemable_at: Some("online".into()),
                 website_url: Some(website.clone()),
-                barcode_format: Some("none".into()),
-                e_code_usage_type: Some("url".into()),
+                barcode_format: None,
+                e_code_usage_type: Some("url-only".into()),
                 subscription_plans: plans
                     .iter()
                     .enumerate()
@@ -769,20 +754,28 @@ fn build(s: &Spec) -> Product {
             }),
             website_url: Some(format!("{website}/help")),
         }),
-        discount_multiplier: Some(dec(s.discount)),
+        discount_multiplier: Some(two_places(dec(s.discount))),
         availability: Some(
-            if s.orderable {
-                "realtime"
+            if matches!(s.kind, GiftFixed(_)) {
+                "stocked"
             } else {
-                "unavailable"
+                "realtime"
             }
             .into(),
         ),
         gift_card,
         subscription,
         payment,
-        approval_state: Some(serde_json::Value::String(APPROVED.into())),
+        approval_state: None,
     }
+}
+
+/// A multiplier written with exactly two decimal places (`0.05`, `0.00`), as the published
+/// pattern of `discount_multiplier` has it.
+fn two_places(value: Decimal) -> Decimal {
+    let mut v = value.round_dp(2);
+    v.rescale(2);
+    v
 }
 
 fn open(min: &str, max: &str) -> Denominations {
@@ -803,26 +796,31 @@ fn gift(
     expiry: &Expiry,
     denominations: Denominations,
 ) -> GiftCard {
-    let in_store = s
-        .categories
-        .iter()
-        .any(|c| matches!(*c, "groceries" | "food" | "home"));
+    // Groceries are spent in shops only, food and homeware in shops and online, the rest online.
+    let redeemable_at = if s.categories.contains(&"groceries") {
+        "in-store"
+    } else if s.categories.iter().any(|c| matches!(*c, "food" | "home")) {
+        "all"
+    } else {
+        "online"
+    };
+    let in_store = redeemable_at != "online";
     GiftCard {
         assets: Some(assets.clone()),
         balance_check_url: Some(format!("{base}/balance")),
         content_resources: Some(content.clone()),
         expiry: Some(expiry.clone()),
-        redeemable_at: Some(
+        redeemable_at: Some(redeemable_at.into()),
+        website_url: Some(website.to_string()),
+        barcode_format: in_store.then(|| "code-128".into()),
+        e_code_usage_type: Some(
             if in_store {
-                "online_and_in_store"
+                "url-recommended"
             } else {
-                "online"
+                "url-only"
             }
             .into(),
         ),
-        website_url: Some(website.to_string()),
-        barcode_format: Some(if in_store { "CODE128" } else { "none" }.into()),
-        e_code_usage_type: Some(if in_store { "code_and_pin" } else { "url" }.into()),
         denominations: Some(denominations),
     }
 }
@@ -914,6 +912,115 @@ mod tests {
             c.get("AMZ-DE").unwrap().countries_redeemable_in,
             vec!["DE", "AT"]
         );
+    }
+
+    /// Every value the published contract restricts (enums, patterns) is one it allows.
+    #[test]
+    fn catalog_values_are_the_published_ones() {
+        let two_places = |v: &Decimal| {
+            let t = v.to_string();
+            t.split_once('.')
+                .is_some_and(|(u, f)| !u.is_empty() && f.len() == 2)
+        };
+        let mut states = BTreeSet::new();
+        for p in Catalog::new().products() {
+            assert!(
+                [LIVE, TEMPORARILY_DISABLED, TEMPORARILY_DEGRADED].contains(&p.state.as_str()),
+                "{}",
+                p.code
+            );
+            states.insert((p.state.clone(), p.is_orderable));
+            assert!(
+                p.discount_multiplier.as_ref().is_some_and(two_places),
+                "{}",
+                p.code
+            );
+            assert!(matches!(
+                p.availability.as_deref(),
+                Some("stocked" | "realtime")
+            ));
+            assert!(p.approval_state.is_none());
+            assert!(p.customer_service.is_some() && p.categories.is_some());
+            let base = [
+                p.gift_card.as_ref().map(|g| {
+                    (
+                        &g.redeemable_at,
+                        &g.barcode_format,
+                        &g.e_code_usage_type,
+                        &g.expiry,
+                        &g.content_resources,
+                    )
+                }),
+                p.subscription.as_ref().map(|g| {
+                    (
+                        &g.redeemable_at,
+                        &g.barcode_format,
+                        &g.e_code_usage_type,
+                        &g.expiry,
+                        &g.content_resources,
+                    )
+                }),
+            ];
+            for (redeemable_at, barcode, usage, expiry, content) in base.into_iter().flatten() {
+                assert!(matches!(
+                    redeemable_at.as_deref(),
+                    Some("all" | "online" | "in-store")
+                ));
+                assert!(matches!(
+                    barcode.as_deref(),
+                    None | Some(
+                        "code-128"
+                            | "code-39"
+                            | "QR"
+                            | "ean-13"
+                            | "pdf417"
+                            | "ITF"
+                            | "DATA_MATRIX"
+                            | "other"
+                    )
+                ));
+                assert!(matches!(
+                    usage.as_deref(),
+                    Some("undefined" | "url-recommended" | "url-only")
+                ));
+                let kind = expiry.as_ref().and_then(|e| e.kind.as_deref());
+                assert!(matches!(
+                    kind,
+                    Some(
+                        "from-last-use"
+                            | "from-last-balance-check"
+                            | "from-issue-date"
+                            | "indefinite"
+                            | "do-not-show"
+                    )
+                ));
+                let locale = content
+                    .as_ref()
+                    .and_then(|c| c.locale.clone())
+                    .unwrap_or_default();
+                let b = locale.as_bytes();
+                assert!(
+                    b.len() == 5
+                        && b[..2].iter().all(u8::is_ascii_lowercase)
+                        && b[2] == b'_'
+                        && b[3..].iter().all(u8::is_ascii_uppercase),
+                    "{locale}"
+                );
+            }
+            if let Some(d) = p.denominations() {
+                assert!(matches!(d.kind.as_deref(), None | Some("open" | "fixed")));
+            }
+            for plan in p.subscription_plans() {
+                assert!(matches!(
+                    plan.length_unit.as_deref(),
+                    Some("DAYS" | "MONTHS")
+                ));
+            }
+        }
+        // Not orderable, and degraded but orderable, are both exercised.
+        assert!(states.contains(&(TEMPORARILY_DISABLED.to_string(), false)));
+        assert!(states.contains(&(TEMPORARILY_DEGRADED.to_string(), true)));
+        assert!(states.contains(&(LIVE.to_string(), false)));
     }
 
     #[test]

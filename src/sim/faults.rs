@@ -2,8 +2,10 @@
 //! and the 429 bursts.
 //!
 //! Every random decision of a run (latency jitter, injected faults, processing times, order
-//! outcomes, identifiers and payout tokens) is drawn from the same seeded generator, so a seed
-//! reproduces a run as long as the requests arrive in the same order.
+//! outcomes) is drawn from the same seeded generator, so a seed reproduces a run as long as the
+//! requests arrive in the same order. Identifiers and payout tokens come from a second generator,
+//! seeded with the seed and the generation of the state (see [`id_seed`]): reproducible on a new
+//! state, and different in every process that opens a shared state file.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -17,7 +19,18 @@ use super::Faults;
 /// Crockford's base-32 alphabet (the one ULIDs use): no I, L, O or U.
 const CROCKFORD: &[u8] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 
-/// The seeded random source.
+/// The seed of the identifier source of a run: the run's seed mixed with the generation of its
+/// state (how many times the state was opened), so that each process opening a shared state
+/// file draws its own identifiers while a run on a new state stays reproducible.
+pub(crate) fn id_seed(seed: u64, generation: u64) -> u64 {
+    // SplitMix64's finaliser: distinct generations give unrelated seeds.
+    let mut z = seed ^ generation.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A seeded random source.
 pub(crate) struct Chance {
     rng: Mutex<StdRng>,
 }
@@ -162,6 +175,13 @@ mod tests {
         assert_eq!(a.token(12), b.token(12));
         assert_eq!(a.ulid_random(), b.ulid_random());
         assert_ne!(Chance::new(8).token(12), Chance::new(7).token(12));
+    }
+
+    #[test]
+    fn id_seeds_differ_per_generation() {
+        assert_eq!(id_seed(7, 1), id_seed(7, 1));
+        assert_ne!(id_seed(7, 1), id_seed(7, 2));
+        assert_ne!(id_seed(7, 1), id_seed(8, 1));
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //! Every `/v2` request passes, in order: latency, settling of due orders, authentication
 //! (`X-Api-Key`), version (`X-Api-Version`). `POST /order` then passes the rate limit, the
 //! injected faults (429 bursts, 5xx), the idempotency layer, and only then validation and
-//! creation. Answers are JSON; errors are `{type, message, help}` (+ `details` for 422).
+//! creation. Answers are JSON; errors are `{type, message, help}` (`help` left out where the
+//! published error table has none, `details` added for 422), except the 429 answer, which is
+//! `{"error": "rate exceeded"}` as published.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,15 +19,16 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use axum::routing::get;
 use serde::Serialize;
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::orders::{self, validate};
+use super::orders::{self, Refused, Rules};
 use super::server::DropConnection;
 use super::store::{Answer, BalanceUse, Created, ItemRow, OrderRow, Reservation, iso_from_ms};
 use super::{ApiVersion, Sim, fingerprint, now_ms};
 use crate::api::models::{
-    AcceptedOrder, Balance, Cursors, ErrorBody, ExecutionMode, NewOrder, OrderList, OrderStatus,
-    Page, Pagination, PaymentMethodType, Ping, Product, ProductList,
+    AcceptedOrder, Balance, Cursors, ExecutionMode, OrderStatus, Page, Pagination,
+    PaymentMethodType, Ping, Product, ProductList,
 };
 
 type Shared = Arc<Sim>;
@@ -34,8 +37,10 @@ type Answered<T> = Result<T, Refusal>;
 
 /// Longest idempotency key accepted.
 const MAX_IDEMPOTENCY_KEY: usize = 255;
-/// Page size when `limit` is absent (both listings).
-pub(crate) const DEFAULT_PAGE_SIZE: u32 = 100;
+/// Page size of the order list when `limit` is absent.
+pub(crate) const DEFAULT_ORDER_PAGE: u32 = 100;
+/// Page size of the product list when `limit` is absent.
+pub(crate) const DEFAULT_PRODUCT_PAGE: u32 = 500;
 const MAX_PAGE_SIZE: u32 = 500;
 const PRODUCT_CURSOR: &str = "pc_";
 const ORDER_CURSOR: &str = "oc_";
@@ -46,7 +51,9 @@ pub(crate) fn router(sim: Shared) -> Router {
         .route("/v2/product", get(list_products))
         .route("/v2/product/countries", get(list_countries))
         .route("/v2/product/categories", get(list_categories))
+        .route("/v2/product/{product_code}", get(get_product))
         .route("/v2/order", get(list_orders).post(create_order))
+        .route("/v2/order/estimate", get(get_order).post(estimate))
         .route("/v2/order/{id}", get(get_order))
         .route("/v2/order/{id}/links", get(order_links))
         .route("/v2/balance", get(balance))
@@ -80,25 +87,24 @@ fn json<T: Serialize>(status: u16, value: &T) -> Response {
     raw(status, json_bytes(value))
 }
 
-fn help_for(kind: &str) -> &'static str {
-    match kind {
+/// The `help` of an error type; `None` where the published error table gives none (the field is
+/// then left out).
+fn help_for(kind: &str) -> Option<&'static str> {
+    Some(match kind {
         "unauthorized" => "Send the API key in the X-Api-Key header.",
         "invalid_api_key" => {
             "Check that the key was copied completely, that it belongs to this environment \
              (playground keys start with xx, production keys with wg) and that it was not revoked. \
              GET /ping checks a key."
         }
-        "invalid_version" => {
-            "Send X-Api-Version 2024-02-05 or 2023-07-27, or leave the header out."
+        "invalid_version" => "Send X-Api-Version 2024-02-05, or leave the header out.",
+        "version_removed" => {
+            "The requested API version has been removed: send X-Api-Version 2024-02-05."
         }
-        "not-found" => "Check the resource identifier and try again.",
+        "not_found" => "Check the resource identifier and try again.",
         "pagination_error" => {
             "Use a limit from 1 to 500 and at most one of after and before, with a cursor taken \
              from a previous answer."
-        }
-        "validation_error" => {
-            "Correct the fields named in details, then send the order again with a new \
-             idempotency key."
         }
         "idempotency_validation_error" => {
             "An idempotency key stands for one request body: send the original body again with \
@@ -107,33 +113,41 @@ fn help_for(kind: &str) -> &'static str {
         "idempotency_in_progress" => {
             "Wait a few seconds, then send the same request again with the same idempotency key."
         }
-        "too_many_requests" => {
-            "Wait at least 5 seconds (see Retry-After) before creating more orders; slow down if \
-             it repeats."
-        }
-        "insufficient_balance" => {
-            "Top up the account balance or pay by card, then send the order again with a new \
+        "insufficient_funds" => {
+            "Add funds to the balance of this currency, then send the order again with a new \
              idempotency key."
         }
-        "internal_server_error" | "service_unavailable" => {
+        "currency_mismatch" => {
+            "When the payment_method type is ACCOUNT_BALANCE, the currency must be the currency \
+             of every product of the order."
+        }
+        "ordering_restricted" => {
+            "The account has reached its spending limit; ordering resumes once the limit is \
+             lifted."
+        }
+        "internal_server_error" | "service_unavailable" | "timeout" => {
             "Retry the same request with the same idempotency key and the same body."
         }
         "method_not_allowed" => "Check the HTTP method of the endpoint.",
+        "validation_error"
+        | "product_validation_error"
+        | "payment_method_unavailable"
+        | "invalid_execution_mode" => return None,
         _ => "Correct the request and send it again.",
-    }
+    })
 }
 
-fn error_bytes(
-    kind: &str,
-    message: impl Into<String>,
-    details: Option<serde_json::Value>,
-) -> Vec<u8> {
-    json_bytes(&ErrorBody {
-        kind: kind.to_string(),
-        message: message.into(),
-        help: Some(help_for(kind).to_string()),
-        details,
-    })
+fn error_bytes(kind: &str, message: impl Into<String>, details: Option<Value>) -> Vec<u8> {
+    let mut body = serde_json::Map::new();
+    body.insert("type".into(), Value::String(kind.to_string()));
+    body.insert("message".into(), Value::String(message.into()));
+    if let Some(help) = help_for(kind) {
+        body.insert("help".into(), Value::String(help.to_string()));
+    }
+    if let Some(details) = details {
+        body.insert("details".into(), details);
+    }
+    json_bytes(&Value::Object(body))
 }
 
 /// An error answer, built before it becomes a response (small, so handlers can use `?`).
@@ -183,16 +197,21 @@ fn bad_request(message: impl Into<String>) -> Refusal {
 }
 
 fn not_found(message: impl Into<String>) -> Refusal {
-    error(404, "not-found", message)
+    error(404, "not_found", message)
 }
 
 fn pagination_error(message: impl Into<String>) -> Refusal {
     error(400, "pagination_error", message)
 }
 
-fn too_many_requests(sim: &Sim, message: &str) -> Refusal {
+/// The 429 answer: the published `RateExceededResponse`, not the error shape.
+fn too_many_requests(sim: &Sim) -> Refusal {
     sim.stat(|s| s.answered_429 += 1);
-    error(429, "too_many_requests", message).retry_after(5)
+    Refusal {
+        status: 429,
+        body: json_bytes(&json!({"error": "rate exceeded"})),
+        retry_after: Some(5),
+    }
 }
 
 fn injected_server_error(sim: &Sim) -> Refusal {
@@ -276,12 +295,19 @@ fn begin(sim: &Sim, headers: &HeaderMap, endpoint: &str) -> Answered<Ctx> {
     let version = match header_text(headers, "x-api-version") {
         None => ApiVersion::V2024,
         Some(Ok("2024-02-05")) => ApiVersion::V2024,
-        Some(Ok("2023-07-27")) => ApiVersion::V2023,
+        Some(Ok("2023-07-27")) if sim.config.version_2023 => ApiVersion::V2023,
+        Some(Ok("2023-07-27")) => {
+            return Err(error(
+                410,
+                "version_removed",
+                "API version 2023-07-27 is no longer supported and has been removed (since 2025-11-14).",
+            ));
+        }
         Some(Ok(other)) => {
             return Err(error(
                 400,
                 "invalid_version",
-                format!("`{other}` is not an API version: use 2024-02-05 or 2023-07-27."),
+                format!("`{other}` is not an API version: use 2024-02-05."),
             ));
         }
         Some(Err(())) => {
@@ -310,22 +336,15 @@ async fn enter(sim: &Sim, headers: &HeaderMap, endpoint: &str) -> Answered<Ctx> 
 struct Query(Vec<(String, String)>);
 
 impl Query {
-    fn parse(raw: Option<&str>, allowed: &[&str]) -> Answered<Query> {
-        let pairs: Vec<(String, String)> =
+    /// The parameters of a query string that the endpoint knows (`allowed`); others are
+    /// ignored, as parameters the published contract does not declare.
+    fn parse(raw: Option<&str>, allowed: &[&str]) -> Query {
+        Query(
             url::form_urlencoded::parse(raw.unwrap_or("").as_bytes())
+                .filter(|(k, _)| allowed.contains(&k.as_ref()))
                 .map(|(k, v)| (k.into_owned(), v.into_owned()))
-                .collect();
-        if let Some((name, _)) = pairs.iter().find(|(k, _)| !allowed.contains(&k.as_str())) {
-            return Err(bad_request(format!(
-                "Unknown query parameter `{name}`; this endpoint accepts: {}.",
-                if allowed.is_empty() {
-                    "none".to_string()
-                } else {
-                    allowed.join(", ")
-                }
-            )));
-        }
-        Ok(Query(pairs))
+                .collect(),
+        )
     }
 
     fn all(&self, name: &str) -> Vec<&str> {
@@ -346,9 +365,9 @@ impl Query {
         }
     }
 
-    fn limit(&self) -> Answered<u32> {
+    fn limit(&self, default: u32) -> Answered<u32> {
         match self.all("limit").as_slice() {
-            [] => Ok(DEFAULT_PAGE_SIZE),
+            [] => Ok(default),
             [text] => match text.parse::<u32>() {
                 Ok(n) if (1..=MAX_PAGE_SIZE).contains(&n) => Ok(n),
                 _ => Err(pagination_error(format!(
@@ -464,7 +483,6 @@ fn render_product(p: &Product, version: ApiVersion) -> Product {
     let mut p = p.clone();
     if version == ApiVersion::V2023 {
         p.categories = None;
-        p.approval_state = None;
     }
     p
 }
@@ -480,11 +498,12 @@ async fn list_products(
 ) -> Response {
     done(async {
         let ctx = enter(&sim, &headers, "GET /product").await?;
-        let mut allowed = vec!["is_orderable", "countries_redeemable_in", "categories", "limit", "after", "before"];
-        if ctx.version == ApiVersion::V2024 {
-            allowed.push("code");
-        }
-        let q = Query::parse(raw.as_deref(), &allowed)?;
+        // `code` is not a parameter of the published list (one product is GET
+        // /product/{product_code}): like every parameter the list does not declare, it is ignored.
+        let q = Query::parse(
+            raw.as_deref(),
+            &["is_orderable", "countries_redeemable_in", "categories", "limit", "after", "before"],
+        );
         let orderable_only = match q.one("is_orderable")? {
             None | Some("false") => false,
             Some("true") => true,
@@ -499,20 +518,8 @@ async fn list_products(
             )));
         }
         let categories = q.all("categories");
-        let limit = q.limit()?;
+        let limit = q.limit(DEFAULT_PRODUCT_PAGE)?;
         let position = q.position(PRODUCT_CURSOR)?;
-        if let Some(code) = q.one("code")? {
-            let Some(p) = sim.catalog.get(code) else {
-                return Err(not_found(format!("The product `{code}` was not found.")));
-            };
-            return Ok(json(
-                200,
-                &ProductList {
-                    catalog: vec![render_product(p, ctx.version)],
-                    pagination: pagination(limit, None, None),
-                },
-            ));
-        }
         let matching: Vec<&Product> = sim
             .catalog
             .products()
@@ -545,25 +552,104 @@ async fn list_products(
     .await)
 }
 
-#[derive(Serialize)]
-struct CountryRecord {
-    code: String,
-    name: String,
+/// The content resources of a product in the form `content` asks for: `url` (links to markdown,
+/// as listed), `md` (the markdown itself) or `html` (rendered).
+fn content_in(product: &Product, form: &str) -> Option<Value> {
+    let base = format!(
+        "https://playground.example/catalog/{}",
+        product.code.to_ascii_lowercase()
+    );
+    let locale = [
+        product
+            .gift_card
+            .as_ref()
+            .and_then(|g| g.content_resources.as_ref()),
+        product
+            .subscription
+            .as_ref()
+            .and_then(|g| g.content_resources.as_ref()),
+        product
+            .payment
+            .as_ref()
+            .and_then(|g| g.content_resources.as_ref()),
+    ]
+    .into_iter()
+    .flatten()
+    .find_map(|c| c.locale.clone())
+    .unwrap_or_else(|| "en_US".into());
+    let parts = [
+        (
+            "description",
+            format!("{} gift card from the simulated catalog.", product.name),
+        ),
+        (
+            "disclaimer",
+            "Simulated product: nothing is real.".to_string(),
+        ),
+        ("refund_policy", "No refunds once issued.".to_string()),
+        (
+            "reissuance_policy",
+            "Reissued on request to support.".to_string(),
+        ),
+        ("terms_buyer", "Terms for the buyer.".to_string()),
+        ("terms_consumer", "Terms for the recipient.".to_string()),
+        (
+            "redemption_instructions",
+            format!("Open the link and spend it at {}.", product.name),
+        ),
+    ];
+    let mut out = serde_json::Map::new();
+    for (name, text) in parts {
+        let (key, value) = match form {
+            "url" => (
+                format!("{name}_markdown_url"),
+                format!("{base}/{}.md", name.replace('_', "-")),
+            ),
+            "md" => (format!("{name}_md"), text),
+            "html" => (format!("{name}_html"), format!("<p>{text}</p>")),
+            _ => return None,
+        };
+        out.insert(key, Value::String(value));
+    }
+    out.insert("locale".into(), Value::String(locale));
+    Some(Value::Object(out))
 }
 
-#[derive(Serialize)]
-struct CountryList {
-    countries: Vec<CountryRecord>,
-}
-
-#[derive(Serialize)]
-struct CategoryRecord {
-    name: String,
-}
-
-#[derive(Serialize)]
-struct CategoryList {
-    categories: Vec<CategoryRecord>,
+async fn get_product(
+    State(sim): State<Shared>,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    done(
+        async {
+            let ctx = enter(&sim, &headers, "GET /product/{product_code}").await?;
+            let q = Query::parse(raw.as_deref(), &["content"]);
+            let form = q.one("content")?.unwrap_or("url");
+            if !matches!(form, "url" | "md" | "html") {
+                return Err(bad_request(format!(
+                    "`content` must be url, md or html, found `{form}`."
+                )));
+            }
+            let Ok(Path(code)) = path else {
+                return Err(not_found("The product was not found."));
+            };
+            let Some(product) = sim.catalog.get(&code) else {
+                return Err(not_found(format!("The product `{code}` was not found.")));
+            };
+            let product = render_product(product, ctx.version);
+            let mut value = serde_json::to_value(&product).map_err(internal)?;
+            if form != "url"
+                && let Some(content) = content_in(&product, form)
+                && let Some(details) = value.get_mut(product.payout_type.as_str())
+                && details.get("content_resources").is_some()
+            {
+                details["content_resources"] = content;
+            }
+            Ok(json(200, &value))
+        }
+        .await,
+    )
 }
 
 async fn list_countries(State(sim): State<Shared>, headers: HeaderMap) -> Response {
@@ -572,13 +658,7 @@ async fn list_countries(State(sim): State<Shared>, headers: HeaderMap) -> Respon
         if ctx.version == ApiVersion::V2023 {
             return Err(not_found("GET /product/countries does not exist in version 2023-07-27 (added in 2024-02-05)."));
         }
-        let countries = sim
-            .catalog
-            .countries()
-            .into_iter()
-            .map(|(code, name)| CountryRecord { code, name })
-            .collect();
-        Ok(json(200, &CountryList { countries }))
+        Ok(json(200, &json!({"countries": sim.catalog.countries()})))
     }
     .await)
 }
@@ -587,13 +667,13 @@ async fn list_categories(State(sim): State<Shared>, headers: HeaderMap) -> Respo
     done(
         async {
             enter(&sim, &headers, "GET /product/categories").await?;
-            let categories = sim
+            let categories: Vec<Value> = sim
                 .catalog
                 .categories()
                 .into_iter()
-                .map(|name| CategoryRecord { name })
+                .map(|code| json!({ "code": code }))
                 .collect();
-            Ok(json(200, &CategoryList { categories }))
+            Ok(json(200, &json!({ "categories": categories })))
         }
         .await,
     )
@@ -606,7 +686,7 @@ async fn balance(
 ) -> Response {
     done(async {
         enter(&sim, &headers, "GET /balance").await?;
-        let q = Query::parse(raw.as_deref(), &["currency"])?;
+        let q = Query::parse(raw.as_deref(), &["currency"]);
         match q.one("currency")? {
             Some(currency) => {
                 if !valid_code(currency, 3) {
@@ -644,8 +724,8 @@ async fn list_orders(
     done(
         async {
             let ctx = enter(&sim, &headers, "GET /order").await?;
-            let q = Query::parse(raw.as_deref(), &["limit", "after", "before"])?;
-            let limit = q.limit()?;
+            let q = Query::parse(raw.as_deref(), &["limit", "after", "before"]);
+            let limit = q.limit(DEFAULT_ORDER_PAGE)?;
             let (backwards, at) = match q.position(ORDER_CURSOR)? {
                 Position::Start => (false, None),
                 Position::After(k) => (false, Some(k)),
@@ -661,25 +741,18 @@ async fn list_orders(
             // Newest first: a larger sequence number comes first.
             let (page, before, after) =
                 paginate(all, |o| o.seq, at, backwards, limit as usize, |a, b| a > b);
+            let items: Vec<Value> = page
+                .iter()
+                .map(|o| orders::list_entry(o, sim.config.list_metadata))
+                .collect();
+            let pagination = pagination(
+                limit,
+                before.map(|k| cursor(ORDER_CURSOR, &k.to_string())),
+                after.map(|k| cursor(ORDER_CURSOR, &k.to_string())),
+            );
             Ok(json(
                 200,
-                &OrderList {
-                    items: page
-                        .iter()
-                        .map(|o| {
-                            let mut s = orders::summary(o);
-                            if !sim.config.list_metadata {
-                                s.metadata = None;
-                            }
-                            s
-                        })
-                        .collect(),
-                    pagination: pagination(
-                        limit,
-                        before.map(|k| cursor(ORDER_CURSOR, &k.to_string())),
-                        after.map(|k| cursor(ORDER_CURSOR, &k.to_string())),
-                    ),
-                },
+                &json!({"items": items, "pagination": pagination}),
             ))
         }
         .await,
@@ -720,6 +793,19 @@ async fn order_links(State(sim): State<Shared>, headers: HeaderMap) -> Response 
         ))
     }
     .await)
+}
+
+/// `POST /order/estimate` is not offered by the playground the simulator stands for.
+async fn estimate(State(sim): State<Shared>, headers: HeaderMap) -> Response {
+    done(
+        async {
+            enter(&sim, &headers, "POST /order/estimate").await?;
+            Err(not_found(
+                "POST /order/estimate is not available in the playground: estimate in production, or price the order from the catalog.",
+            ))
+        }
+        .await,
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -765,8 +851,10 @@ async fn create_order(
                 Ok(Reservation::InProgress) => {
                     sim.stat(|s| s.in_progress += 1);
                     pause(delay).await;
+                    // 400 as in the published error table (the guide's 102 is not a final
+                    // answer in HTTP/1.1).
                     error(
-                        409,
+                        400,
                         "idempotency_in_progress",
                         "A request with this idempotency key is still being processed.",
                     )
@@ -812,12 +900,20 @@ async fn create_order(
                     match outcome {
                         Err(e) => internal(e).into_response(),
                         Ok((status, bytes, created)) => {
-                            let mut response = raw(status, bytes);
-                            if created && sim.chance.roll(sim.config.faults.drop_rate) {
+                            let faults = &sim.config.faults;
+                            if created && sim.chance.roll(faults.drop_rate) {
                                 sim.stat(|s| s.dropped += 1);
+                                let mut response = raw(status, bytes);
                                 response.extensions_mut().insert(DropConnection);
+                                response
+                            } else if sim.chance.roll(faults.timeout_rate) {
+                                // The work is done and its answer kept under the key; this
+                                // request only sees the gateway give up.
+                                sim.stat(|s| s.timeouts += 1);
+                                error(504, "timeout", "The request timed out.").into_response()
+                            } else {
+                                raw(status, bytes)
                             }
-                            response
                         }
                     }
                 }
@@ -843,23 +939,14 @@ fn admit(
 ) -> Answered<Admitted> {
     let ctx = begin(sim, headers, "POST /order")?;
     if !sim.limiter.admit(&ctx.fp, Instant::now()) {
-        return Err(too_many_requests(
-            sim,
-            &format!(
-                "Too many order requests: at most {} per minute.",
-                sim.config.rate_limit_per_minute
-            ),
-        ));
+        return Err(too_many_requests(sim));
     }
     let faults = &sim.config.faults;
     if sim
         .burst
         .hit(&sim.chance, faults.burst_429_rate, faults.burst_429_len)
     {
-        return Err(too_many_requests(
-            sim,
-            "Too many order requests (simulated burst).",
-        ));
+        return Err(too_many_requests(sim));
     }
     if sim.chance.roll(faults.error_rate) {
         return Err(injected_server_error(sim));
@@ -890,11 +977,19 @@ fn admit(
         Some(Ok("async")) => ExecutionMode::Async,
         Some(Ok("sync")) => ExecutionMode::Sync,
         Some(Ok(other)) => {
-            return Err(bad_request(format!(
-                "X-Execution-Mode must be sync or async, found `{other}`."
-            )));
+            return Err(error(
+                400,
+                "invalid_execution_mode",
+                format!("Invalid execution mode `{other}`: X-Execution-Mode is sync or async."),
+            ));
         }
-        Some(Err(())) => return Err(bad_request("X-Execution-Mode must be sync or async.")),
+        Some(Err(())) => {
+            return Err(error(
+                400,
+                "invalid_execution_mode",
+                "Invalid execution mode: X-Execution-Mode is sync or async.",
+            ));
+        }
     };
     let body = body.map_err(|e| {
         bad_request(format!(
@@ -947,46 +1042,66 @@ fn process(
             ),
         );
     }
-    let order: NewOrder = match serde_json::from_slice(body) {
-        Ok(o) => o,
+    if sim.config.ordering_restricted {
+        return refuse(
+            403,
+            error_bytes(
+                "ordering_restricted",
+                "You cannot complete this order as you have reached your spending limit.",
+                None,
+            ),
+        );
+    }
+    let value: Value = match serde_json::from_slice(body) {
+        Ok(v) => v,
         Err(e) => {
             return refuse(
                 400,
                 error_bytes(
                     "bad_request",
-                    format!("The request body is not a valid order: {e}."),
+                    format!("There is a problem with your request payload or JSON format: {e}."),
                     None,
                 ),
             );
         }
     };
-    let priced = match validate(&order, mode, &sim.catalog, &sim.config.cards) {
-        Ok(p) => p,
-        Err(details) => {
-            let details = serde_json::to_value(&details).unwrap_or(serde_json::Value::Null);
+    let rules = Rules {
+        mode,
+        catalog: &sim.catalog,
+        cards_accepted: sim.config.cards_accepted,
+        cards: &sim.config.cards,
+    };
+    let request = orders::read(&value, mode).map_err(Refused::Invalid);
+    let (order, priced) = match request.and_then(|r| orders::decide(&r, &rules).map(|p| (r, p))) {
+        Ok(pair) => pair,
+        Err(Refused::Invalid(problems)) => {
+            let details = serde_json::to_value(&problems).unwrap_or(Value::Null);
             return refuse(
                 422,
                 error_bytes(
                     "validation_error",
-                    "The order is not valid: see details.",
+                    "There was an issue with the request payload: see details.",
                     Some(details),
                 ),
             );
+        }
+        Err(Refused::BadRequest { kind, message }) => {
+            return refuse(400, error_bytes(kind, message, None));
         }
     };
 
     let id = format!(
         "O-{}",
-        ulid::Ulid::from_parts(now.max(0) as u64, sim.chance.ulid_random())
+        ulid::Ulid::from_parts(now.max(0) as u64, sim.ids.ulid_random())
     );
     let items: Vec<ItemRow> = priced
         .items
         .into_iter()
         .map(|it| ItemRow {
-            id: format!("E-{}", sim.chance.token(9)),
+            id: format!("E-{}", sim.ids.token(9)),
             payout_url: format!(
                 "https://playground.example/redeem/{}",
-                sim.chance.token(24).to_ascii_lowercase()
+                sim.ids.token(24).to_ascii_lowercase()
             ),
             distribution_method: it.distribution_method,
             products: it.products,
@@ -1024,12 +1139,12 @@ fn process(
         due_ms,
         completed_at,
         description: order.description.clone(),
-        metadata: order.metadata.clone().unwrap_or_default(),
+        metadata: order.metadata.clone(),
         payment_method: priced.payment_method.clone(),
         currency: priced.currency.clone(),
         total_price: priced.total_price,
         total_discount: priced.total_discount,
-        fx: priced.fx.clone(),
+        fx: priced.transaction_detail.clone(),
         message: None,
         items,
     };
@@ -1070,9 +1185,9 @@ fn process(
         Created::InsufficientBalance { available } => refuse(
             400,
             error_bytes(
-                "insufficient_balance",
+                "insufficient_funds",
                 format!(
-                    "The {cur} account balance cannot pay this order: it costs {need} {cur}, the balance is {available} {cur}.",
+                    "Insufficient funds in {cur} balance to create order: it costs {need} {cur}, the balance is {available} {cur}.",
                     cur = priced.currency,
                     need = priced.total_price,
                 ),
@@ -1143,13 +1258,15 @@ mod tests {
         let q = Query::parse(
             Some(&format!("after={}", cursor(PRODUCT_CURSOR, "AMZ-US"))),
             &["after", "before"],
-        )
-        .unwrap();
+        );
         assert!(matches!(q.position(PRODUCT_CURSOR), Ok(Position::After(k)) if k == "AMZ-US"));
-        let q = Query::parse(Some("after=zzz"), &["after", "before"]).unwrap();
+        let q = Query::parse(Some("after=zzz"), &["after", "before"]);
         assert!(q.position(PRODUCT_CURSOR).is_err());
-        let q = Query::parse(Some("after=pc_41&before=pc_41"), &["after", "before"]).unwrap();
+        let q = Query::parse(Some("after=pc_41&before=pc_41"), &["after", "before"]);
         assert!(q.position(PRODUCT_CURSOR).is_err());
-        assert!(Query::parse(Some("nope=1"), &["after"]).is_err());
+        // Parameters the endpoint does not declare are ignored.
+        let q = Query::parse(Some("nope=1&after=pc_41"), &["after"]);
+        assert!(q.all("nope").is_empty());
+        assert!(matches!(q.position(PRODUCT_CURSOR), Ok(Position::After(k)) if k == "A"));
     }
 }

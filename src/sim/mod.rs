@@ -43,6 +43,9 @@ pub use catalog::PAYMENT_CURRENCIES;
 /// with `xx`, the playground prefix) and no secret: the simulator prints it at start.
 pub const DEFAULT_KEY: &str = "xx_sim_default_key";
 
+/// The card id accepted for `CARD` payments when cards are taken and no other is configured.
+pub const DEFAULT_CARD: &str = "card_sim_visa";
+
 /// Everything a simulator run is made of.
 #[derive(Debug, Clone)]
 pub struct SimConfig {
@@ -52,7 +55,8 @@ pub struct SimConfig {
     pub seed: u64,
     /// SQLite state file; `None` keeps the state in memory.
     pub state: Option<PathBuf>,
-    /// Order creations admitted per API key in any 60 s (default 180; 0 turns the limit off).
+    /// Order creations admitted per API key in any 60 s (default 300, the published limit; 0
+    /// turns the limit off).
     pub rate_limit_per_minute: u32,
     /// How long an async order stays `PROCESSING`: drawn uniformly in `[min, max]`.
     pub processing_min: Duration,
@@ -61,11 +65,22 @@ pub struct SimConfig {
     pub failure_rate: f64,
     /// Initial account balances, written only when the state is new.
     pub balances: Vec<(String, Decimal)>,
-    /// Card ids accepted for `CARD` payments.
+    /// Whether `CARD` payments are taken, as the interface document describes them (false: they
+    /// are answered `400 payment_method_unavailable`, as the published contract lists only
+    /// `ACCOUNT_BALANCE`).
+    pub cards_accepted: bool,
+    /// Card ids accepted for `CARD` payments when `cards_accepted`.
     pub cards: Vec<String>,
-    /// Whether the order list carries each order's `metadata`, a field the interface does not
-    /// list for it (true; false answers with the interface's fields only).
+    /// Whether the order list carries each finished order's `metadata` (and a `PROCESSING` order
+    /// its summary fields), as the older simulator did. False (the default) answers the published
+    /// list: basic details of finished orders, `{id, status, message}` for processing ones.
     pub list_metadata: bool,
+    /// Whether `X-Api-Version: 2023-07-27` is still served with that version's shapes. False
+    /// (the default): it answers `410 version_removed`, as the service has since 2025-11-14.
+    pub version_2023: bool,
+    /// Whether the account has reached its spending limit: every order creation is answered
+    /// `403 ordering_restricted`.
+    pub ordering_restricted: bool,
     pub faults: Faults,
 }
 
@@ -76,7 +91,7 @@ impl Default for SimConfig {
             keys: vec![DEFAULT_KEY.to_string()],
             seed: 0,
             state: None,
-            rate_limit_per_minute: 180,
+            rate_limit_per_minute: 300,
             processing_min: Duration::from_secs(1),
             processing_max: Duration::from_secs(4),
             failure_rate: 0.0,
@@ -84,8 +99,11 @@ impl Default for SimConfig {
                 .iter()
                 .map(|c| ((*c).to_string(), hundred_thousand))
                 .collect(),
-            cards: vec!["card_sim_visa".to_string()],
-            list_metadata: true,
+            cards_accepted: false,
+            cards: vec![DEFAULT_CARD.to_string()],
+            list_metadata: false,
+            version_2023: false,
+            ordering_restricted: false,
             faults: Faults::default(),
         }
     }
@@ -108,6 +126,10 @@ pub struct Faults {
     /// under the idempotency key, as the real service does: every later request with the same
     /// key and body gets the same 500 back, and no order is ever created under that key.
     pub stored_error_rate: f64,
+    /// Probability that a `POST /order` is answered `504 timeout` although the service went on
+    /// and finished it: the order is created (or refused) and its real answer kept under the
+    /// idempotency key, so the same request again gets that answer.
+    pub timeout_rate: f64,
     /// Probability that a `POST /order` starts a burst of `burst_429_len` consecutive 429s.
     pub burst_429_rate: f64,
     pub burst_429_len: u32,
@@ -124,6 +146,7 @@ impl Default for Faults {
             error_rate: 0.0,
             drop_rate: 0.0,
             stored_error_rate: 0.0,
+            timeout_rate: 0.0,
             burst_429_rate: 0.0,
             burst_429_len: 3,
             in_progress_delay: Duration::ZERO,
@@ -193,7 +216,10 @@ pub struct SimStats {
     pub dropped: u64,
     /// 500 answers kept under an idempotency key (`stored_error_rate`), first answers only.
     pub stored_errors: u64,
-    /// In-progress answers (409 `idempotency_in_progress`).
+    /// 504 answers sent instead of the real answer (`timeout_rate`).
+    #[serde(default)]
+    pub timeouts: u64,
+    /// In-progress answers (`idempotency_in_progress`).
     pub in_progress: u64,
     /// Stored answers replayed for a repeated idempotency key.
     pub replayed: u64,
@@ -227,7 +253,12 @@ pub(crate) struct Sim {
     pub config: SimConfig,
     pub store: store::Store,
     pub catalog: catalog::Catalog,
+    /// Every random decision but identifiers: seeded with the configured seed.
     pub chance: faults::Chance,
+    /// Order ids, item ids and payout tokens: seeded with the configured seed and the state's
+    /// generation, so a run on a new state is reproducible and two processes sharing one state
+    /// file never draw the same identifiers.
+    pub ids: faults::Chance,
     pub limiter: faults::RateLimiter,
     pub burst: faults::Burst,
     pub stats: Mutex<SimStats>,
@@ -271,7 +302,7 @@ impl Sim {
                     created_at: o.created_at,
                     completed_at: o.completed_at,
                     description: o.description,
-                    metadata: o.metadata,
+                    metadata: o.metadata.unwrap_or_default(),
                     payment_method: o.payment_method,
                     currency: o.currency,
                     total_price: o.total_price,
@@ -307,6 +338,7 @@ fn check(config: &SimConfig) -> Result<(), SimError> {
         ("error_rate", f.error_rate),
         ("drop_rate", f.drop_rate),
         ("stored_error_rate", f.stored_error_rate),
+        ("timeout_rate", f.timeout_rate),
         ("burst_429_rate", f.burst_429_rate),
     ] {
         if !(0.0..=1.0).contains(&p) {
@@ -357,6 +389,7 @@ pub async fn start(config: SimConfig, addr: SocketAddr) -> Result<SimHandle, Sim
         .map_err(|source| SimError::Bind { addr, source })?;
     let sim = Arc::new(Sim {
         chance: faults::Chance::new(config.seed),
+        ids: faults::Chance::new(faults::id_seed(config.seed, store.generation())),
         limiter: faults::RateLimiter::new(config.rate_limit_per_minute),
         burst: faults::Burst::new(),
         catalog: catalog::Catalog::new(),

@@ -16,9 +16,7 @@ use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
 use rusqlite_migration::{M, Migrations};
 use rust_decimal::Decimal;
 
-use crate::api::models::{
-    DistributionMethod, OrderStatus, PaymentMethod, PaymentMethodType, ProductSelection,
-};
+use crate::api::models::{OrderStatus, PaymentMethod, PaymentMethodType, ProductSelection};
 
 /// How long the service keeps an idempotency record.
 pub const IDEMPOTENCY_TTL_MS: i64 = 30 * 24 * 60 * 60 * 1000;
@@ -96,12 +94,14 @@ pub(crate) struct OrderRow {
     pub due_ms: i64,
     pub completed_at: Option<String>,
     pub description: Option<String>,
-    pub metadata: BTreeMap<String, String>,
+    /// `None` when the order was created without metadata (answered as `null`).
+    pub metadata: Option<BTreeMap<String, String>>,
     pub payment_method: PaymentMethod,
     pub currency: String,
     pub total_price: Decimal,
     pub total_discount: Decimal,
-    /// The `fx` of `transaction_detail` (JSON: null, a rate or an object of rates).
+    /// The `transaction_detail` of the order, as answered (JSON). Older state files hold only
+    /// the `fx` of the payment currency's entry here (null, a rate or an object of rates).
     pub fx: serde_json::Value,
     pub message: Option<String>,
     pub items: Vec<ItemRow>,
@@ -111,7 +111,8 @@ pub(crate) struct OrderRow {
 #[derive(Debug, Clone)]
 pub(crate) struct ItemRow {
     pub id: String,
-    pub distribution_method: DistributionMethod,
+    /// As accepted (`EMAIL`, `PAYOUT_LINK` or `RECIPIENT` and their fields), answered as is.
+    pub distribution_method: serde_json::Value,
     pub products: ProductSelection,
     pub face_value: Decimal,
     pub price: Decimal,
@@ -164,6 +165,10 @@ struct Inner {
 
 pub(crate) struct Store {
     inner: Mutex<Inner>,
+    /// How many times the state has been opened, this opening included (1 for a state in
+    /// memory): the identifiers this process draws are seeded with it, so that two processes
+    /// sharing one state file never draw the same ones.
+    generation: u64,
 }
 
 type Result<T> = std::result::Result<T, rusqlite::Error>;
@@ -326,6 +331,7 @@ impl Store {
         }
         conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
             .map_err(|e| e.to_string())?;
+        let generation: u64;
         Migrations::new(vec![M::up(SCHEMA_V1)])
             .to_latest(&mut conn)
             .map_err(|e| format!("cannot prepare the state schema: {e}"))?;
@@ -339,6 +345,22 @@ impl Store {
                 )
                 .optional()
                 .map_err(|e| e.to_string())?;
+            let opened: Option<String> = tx
+                .query_row("SELECT value FROM meta WHERE key = 'opened'", [], |r| {
+                    r.get(0)
+                })
+                .optional()
+                .map_err(|e| e.to_string())?;
+            generation = opened
+                .and_then(|t| t.parse::<u64>().ok())
+                .unwrap_or(0)
+                .saturating_add(1);
+            tx.execute(
+                "INSERT INTO meta (key, value) VALUES ('opened', ?1) \
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                [generation.to_string()],
+            )
+            .map_err(|e| e.to_string())?;
             if initialised.is_none() {
                 for (currency, amount) in balances {
                     set_balance(&tx, currency, *amount).map_err(|e| e.to_string())?;
@@ -356,7 +378,13 @@ impl Store {
                 conn,
                 reserved: HashSet::new(),
             }),
+            generation,
         })
+    }
+
+    /// How many times the state has been opened, this opening included.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -652,7 +680,7 @@ mod tests {
             due_ms,
             completed_at: None,
             description: Some("d".into()),
-            metadata: BTreeMap::new(),
+            metadata: None,
             payment_method: PaymentMethod {
                 kind: PaymentMethodType::AccountBalance,
                 card_id: None,

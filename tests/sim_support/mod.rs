@@ -44,16 +44,68 @@ impl Reply {
         })
     }
 
-    /// The `type` of an error body, after checking the error shape.
+    /// The `type` of an error body, after checking the published error shape: `type` and
+    /// `message`, `help` a text when present (the service leaves it out for some types), and
+    /// for 422 `details` as a list of `{type, message, location}`.
     pub fn error_type(&self) -> String {
         let v = self.json();
-        for field in ["type", "message", "help"] {
+        for field in ["type", "message"] {
             assert!(
                 v[field].as_str().is_some_and(|s| !s.is_empty()),
                 "error body without {field}: {v}"
             );
         }
+        if let Some(help) = v.get("help") {
+            assert!(
+                help.as_str().is_some_and(|s| !s.is_empty()),
+                "help is a text when present: {v}"
+            );
+        }
+        if self.status == 422 {
+            let details = v["details"].as_array().expect("422 details is a list");
+            assert!(!details.is_empty(), "{v}");
+            for d in details {
+                assert!(d["type"].is_string() && d["message"].is_string(), "{d}");
+                assert!(
+                    d["location"]
+                        .as_array()
+                        .is_some_and(|l| l.iter().all(Value::is_string)),
+                    "{d}"
+                );
+            }
+        }
         v["type"].as_str().unwrap_or_default().to_string()
+    }
+
+    /// The `location`s of a 422 answer's `details`, each joined with dots (`items.0.face_value`).
+    pub fn locations(&self) -> Vec<String> {
+        self.assert_error(422, "validation_error");
+        self.json()["details"]
+            .as_array()
+            .map(|details| {
+                details
+                    .iter()
+                    .map(|d| {
+                        d["location"]
+                            .as_array()
+                            .map(|l| {
+                                l.iter()
+                                    .filter_map(Value::as_str)
+                                    .collect::<Vec<_>>()
+                                    .join(".")
+                            })
+                            .unwrap_or_default()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Asserts the published 429 answer: `{"error": "rate exceeded"}` and `Retry-After: 5`.
+    pub fn assert_rate_exceeded(&self) {
+        assert_eq!(self.status, 429, "{}", String::from_utf8_lossy(&self.body));
+        assert_eq!(self.json(), json!({"error": "rate exceeded"}));
+        assert_eq!(self.header("retry-after").as_deref(), Some("5"));
     }
 
     pub fn header(&self, name: &str) -> Option<String> {
