@@ -171,6 +171,13 @@ async fn card_orders_are_refused_where_the_service_takes_no_cards() {
         types.iter().all(|t| t == "payment_method_unavailable"),
         "{types:?}"
     );
+    let messages = result_column(&ws.path("cards.result.csv"), "error_message");
+    assert!(
+        messages
+            .iter()
+            .all(|m| m.contains("no longer lists card payments")),
+        "{messages:?}"
+    );
     assert_eq!(sim.balance("USD"), before);
     assert!(sim.orders().is_empty());
 }

@@ -565,3 +565,89 @@ async fn insufficient_funds_stops_that_balance_and_says_what_is_missing() {
         "nothing more was sent from the USD balance"
     );
 }
+
+/// The account's spending limit (`403 ordering_restricted`) stops every send of the run: the
+/// order it refused is REJECTED with that type, the others stay unsent, and the run says so and
+/// exits 4 instead of reading it as a refused key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ordering_restricted_stops_sending_and_says_so() {
+    let ws = Workspace::new();
+    let config = paybatch::sim::SimConfig {
+        ordering_restricted: true,
+        ..fast_config(None)
+    };
+    let sim = start_sim(config).await;
+    ws.write(
+        "limit.csv",
+        "reference,product_code,face_value,currency\n\
+         L-1,AMZ-US,10.00,USD\n\
+         L-2,AMZ-US,20.00,USD\n\
+         L-3,AMZ-US,30.00,USD\n",
+    );
+    let out = run_against(
+        &ws,
+        &sim,
+        "limit.csv",
+        &["--items-per-order", "1", "--concurrency", "1"],
+    )
+    .await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains("stopped ordering for this account"), "{err}");
+    assert!(!err.contains("credentials"), "not a key problem: {err}");
+    let result = read_csv(&ws.path("limit.result.csv"));
+    let status = col(&result[0], "status");
+    let kind = col(&result[0], "error_type");
+    let states: Vec<&str> = result[1..].iter().map(|r| r[status].as_str()).collect();
+    assert_eq!(states, ["REJECTED", "PLANNED", "PLANNED"], "{err}");
+    assert_eq!(result[1][kind], "ordering_restricted");
+    assert_eq!(order_posts(&sim), 1, "nothing more was sent");
+}
+
+/// A removed API version (`410 version_removed`) stops the run with what it means and what to
+/// do, without marking any row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_version_stops_the_run_and_says_what_to_do() {
+    use axum::http::StatusCode;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let app = axum::Router::new().fallback(|| async {
+        (
+            StatusCode::GONE,
+            [("content-type", "application/json")],
+            r#"{"type":"version_removed","message":"This version was removed.","help":null}"#,
+        )
+    });
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let ws = Workspace::new();
+    ws.write(
+        "gone.csv",
+        "reference,product_code,face_value,currency\nV-1,AMZ-US,10.00,USD\n",
+    );
+    let key = ws.key_file();
+    let ledger = ws.ledger();
+    let base = format!("http://{addr}/v2");
+    let out = paybatch(
+        ws.dir.path(),
+        &[
+            "run",
+            "gone.csv",
+            "--base-url",
+            &base,
+            "--api-key-file",
+            key.to_str().unwrap(),
+            "--ledger",
+            ledger.to_str().unwrap(),
+        ],
+        &[],
+    )
+    .await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("switched off"), "{err}");
+    assert!(err.contains("2024-02-05"), "{err}");
+}
