@@ -934,8 +934,13 @@ pub(crate) fn decide(request: &Request, rules: &Rules<'_>) -> Result<Priced, Ref
                 ),
             ));
         };
-        total_price = to_minor(item.price / rate, &currency);
-        total_discount = to_minor(discount / rate, &currency);
+        let (Some(price), Some(discount)) =
+            (item.price.checked_div(rate), discount.checked_div(rate))
+        else {
+            return Err(too_large(&item.face_value));
+        };
+        total_price = to_minor(price, &currency);
+        total_discount = to_minor(discount, &currency);
         transaction_detail.insert(
             item.currency.clone(),
             json!({
@@ -1408,6 +1413,24 @@ mod tests {
             "emp-7"
         );
         assert_eq!(p.items[0].discount_multiplier, dec("0.02"));
+    }
+
+    /// The largest amounts are refused or priced, never a panic (a MULTIPLE selection has no
+    /// maximum; embedded FX divides by the rate).
+    #[test]
+    fn huge_amounts_never_panic() {
+        let huge = "79228162514264337593543950335";
+        for (currency, mode) in [("USD", ExecutionMode::Async), ("CAD", ExecutionMode::Sync)] {
+            let body = order(
+                vec![
+                    json!({"face_value": Value::Number(serde_json::Number::from_str(huge).unwrap()),
+                            "distribution_method": {"type": "PAYOUT_LINK"},
+                            "products": {"type": "MULTIPLE", "values": ["AMZ-US", "TARGET-US"]}}),
+                ],
+                currency,
+            );
+            let _ = run(&body, mode);
+        }
     }
 
     #[test]
