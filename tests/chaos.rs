@@ -545,10 +545,11 @@ async fn kept_error_scenario(seed: u64) -> Result<Seen, String> {
         "--stored-error-rate".to_string(),
         format!("{:.2}", rng.gen_range(0.1..0.3)),
     ];
-    // Half the time the order list is as the interface shows it, without metadata: an order of
-    // several rows still processing does not say its rows, and holds every give-up back.
+    // The order list is as the service publishes it (a processing order shows only its id and
+    // status, and holds every give-up back); half the time as the older simulator listed it,
+    // with each order's metadata.
     if rng.gen_bool(0.5) {
-        kept.push("--list-without-metadata".to_string());
+        kept.push("--list-with-metadata".to_string());
     }
     let (mut sim, faults) = SimProcess::start(dir.path(), &mut rng, seed, &kept).await;
     let mut args = order_shape(seed);
