@@ -418,7 +418,7 @@ async fn what_left_each_balance_is_reported_with_conversions() {
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(
-        err.contains("1 rows are paid from another currency's balance"),
+        err.contains("1 row is paid from another currency's balance"),
         "{err}"
     );
     let result = read_csv(&ws.path("fx.result.csv"));

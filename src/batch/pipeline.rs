@@ -538,15 +538,16 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
             )
         };
         reporter.line(format!(
-            "planned: {} new orders of up to {per} rows{how}, intents committed; at most {rate} orders a minute: sent {takes}",
-            merged.orders
+            "planned: {} new orders, up to {per} {} each{how}, intents committed; at most {rate} orders a minute: sent {takes}",
+            merged.orders,
+            if per == 1 { "row" } else { "rows" }
         ));
     }
     if merged.converted_rows > 0 {
-        reporter.line(format!(
-            "{} rows are paid from another currency's balance: each goes alone in a sync order (the service converts currencies only in one-item sync orders)",
-            merged.converted_rows
-        ));
+        reporter.line(match merged.converted_rows {
+            1 => "1 row is paid from another currency's balance: it goes alone in a sync order (the service converts currencies only in one-item sync orders)".to_string(),
+            n => format!("{n} rows are paid from another currency's balance: each goes alone in a sync order (the service converts currencies only in one-item sync orders)"),
+        });
     }
     tracing::info!(
         "second pass (merge and plan, committed): {:.2?}",
