@@ -19,6 +19,9 @@ pub const WINDOW: Duration = Duration::from_secs(60);
 const MARGIN: Duration = Duration::from_secs(1);
 /// After a 429, the limit becomes this share of the sends the window held.
 const AFTER_429: f64 = 0.9;
+/// No 429 lowers the limit below this: a window holding fewer sends than any limit the service
+/// has published (60 a minute, in its oldest documentation) was not refused for its rate.
+const LOWEST_LIMIT: usize = 60;
 
 #[derive(Debug)]
 pub struct Pacer {
@@ -108,7 +111,7 @@ impl Pacer {
             inner.paused_until = until;
         }
         let held = inner.sent.len();
-        let lower = ((held as f64) * AFTER_429).floor() as usize;
+        let lower = (((held as f64) * AFTER_429).floor() as usize).max(LOWEST_LIMIT);
         inner.limit = inner.limit.min(lower).max(1);
     }
 
@@ -172,6 +175,21 @@ mod tests {
             let within = times[i..].iter().filter(|u| **u - *t < WINDOW).count();
             assert!(within <= 7, "{within} sends within a minute from send {i}");
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_429_in_a_quiet_window_pauses_but_does_not_lower_the_limit_below_the_lowest_published()
+     {
+        let pacer = Pacer::new(300, &[]);
+        for _ in 0..3 {
+            pacer.ready().await;
+        }
+        pacer.throttled(Duration::from_secs(5));
+        assert_eq!(pacer.limit(), LOWEST_LIMIT);
+        let slow = Pacer::new(10, &[]);
+        slow.ready().await;
+        slow.throttled(Duration::from_secs(5));
+        assert_eq!(slow.limit(), 10, "never above what was asked for");
     }
 
     #[tokio::test(start_paused = true)]
