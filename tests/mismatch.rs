@@ -82,27 +82,11 @@ M-1,AMZ-US,10,USD,email,m1@example.com\n\
 M-2,AMZ-US,20,USD,email,m2@example.com\n";
 
 async fn run_through(ws: &Workspace, base: &str, extra: &[&str]) -> std::process::Output {
-    let key = ws.key_file();
-    let ledger = ws.ledger();
-    let mut args = vec![
-        "run",
-        "pay.csv",
-        "--base-url",
-        base,
-        "--api-key-file",
-        key.to_str().expect("utf-8"),
-        "--ledger",
-        ledger.to_str().expect("utf-8"),
-        "--poll-timeout",
-        "60",
-    ];
+    let mut args = vec!["run", "pay.csv", "--poll-timeout", "60"];
     args.extend_from_slice(extra);
-    tokio::time::timeout(
-        Duration::from_secs(120),
-        paybatch_in(ws.dir.path(), &args, &[]),
-    )
-    .await
-    .expect("the run ends")
+    tokio::time::timeout(Duration::from_secs(120), against_url(ws, base, &args))
+        .await
+        .expect("the run ends")
 }
 
 /// Runs the two-row batch through a proxy that rewrites finished orders with `change`, and

@@ -27,20 +27,6 @@ async fn against(ws: &Workspace, sim: &SimHandle, args: &[&str]) -> Output {
 }
 
 /// [`against`] a service at `base`.
-async fn against_url(ws: &Workspace, base: &str, args: &[&str]) -> Output {
-    let key = ws.key_file();
-    let ledger = ws.ledger();
-    let mut all: Vec<&str> = args.to_vec();
-    all.extend_from_slice(&[
-        "--base-url",
-        base,
-        "--api-key-file",
-        key.to_str().unwrap(),
-        "--ledger",
-        ledger.to_str().unwrap(),
-    ]);
-    paybatch(ws.dir.path(), &all, &[]).await
-}
 
 /// The digest printed by `validate`: `plan digest: sha256:<64 hex>`.
 fn digest_of(out: &str) -> String {

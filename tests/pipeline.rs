@@ -499,24 +499,7 @@ async fn validate_says_plainly_that_converted_rows_are_not_estimated_here() {
         "reference,product_code,face_value,currency,payment_currency\n\
          FX-1,UBER-JP,3000,JPY,USD\n",
     );
-    let key = ws.key_file();
-    let ledger = ws.ledger();
-    let base = sim.base_url();
-    let out = paybatch(
-        ws.dir.path(),
-        &[
-            "validate",
-            "fx.csv",
-            "--base-url",
-            &base,
-            "--api-key-file",
-            key.to_str().unwrap(),
-            "--ledger",
-            ledger.to_str().unwrap(),
-        ],
-        &[],
-    )
-    .await;
+    let out = against_url(&ws, &sim.base_url(), &["validate", "fx.csv"]).await;
     let text = format!("{}{}", stdout_of(&out), stderr(&out));
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(text.contains("offers no estimate here"), "{text}");
@@ -628,24 +611,7 @@ async fn a_removed_version_stops_the_run_and_says_what_to_do() {
         "gone.csv",
         "reference,product_code,face_value,currency\nV-1,AMZ-US,10.00,USD\n",
     );
-    let key = ws.key_file();
-    let ledger = ws.ledger();
-    let base = format!("http://{addr}/v2");
-    let out = paybatch(
-        ws.dir.path(),
-        &[
-            "run",
-            "gone.csv",
-            "--base-url",
-            &base,
-            "--api-key-file",
-            key.to_str().unwrap(),
-            "--ledger",
-            ledger.to_str().unwrap(),
-        ],
-        &[],
-    )
-    .await;
+    let out = against_url(&ws, &format!("http://{addr}/v2"), &["run", "gone.csv"]).await;
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("switched off"), "{err}");

@@ -95,6 +95,22 @@ pub async fn restart_sim(sim: SimHandle, config: SimConfig) -> SimHandle {
         .expect("simulator restarts on the same address")
 }
 
+/// `paybatch ARGS... --base-url BASE` with the workspace's key file and ledger.
+pub async fn against_url(ws: &Workspace, base: &str, args: &[&str]) -> std::process::Output {
+    let key = ws.key_file();
+    let ledger = ws.ledger();
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend_from_slice(&[
+        "--base-url",
+        base,
+        "--api-key-file",
+        key.to_str().expect("utf-8 path"),
+        "--ledger",
+        ledger.to_str().expect("utf-8 path"),
+    ]);
+    paybatch_in(ws.dir.path(), &all, &[]).await
+}
+
 /// `paybatch retry --batch BATCH` on the workspace's ledger.
 pub async fn retry_batch(ws: &Workspace, batch: &str) -> std::process::Output {
     let ledger = ws.ledger();
