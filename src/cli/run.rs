@@ -182,11 +182,12 @@ pub async fn execute(args: RunArgs, quiet: bool) -> i32 {
         Ok(o) => o,
         Err(e) => return config_failure(&e),
     };
+    // A key of the wrong kind (or none, or a production key for another address) is the first
+    // thing to say, before the ledger is touched: no confirmation can help.
+    if let Err(e) = opts.environment.api_key(opts.api_key_file.as_deref()) {
+        return config_failure(&e);
+    }
     if opts.environment == Environment::Production && !args.yes {
-        // A key of the wrong kind (or none) is the first thing to say: no confirmation can help.
-        if let Err(e) = opts.environment.api_key(opts.api_key_file.as_deref()) {
-            return config_failure(&e);
-        }
         let terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
         if !terminal {
             print_error(

@@ -87,6 +87,9 @@ pub async fn execute(args: ValidateArgs, quiet: bool) -> i32 {
         Ok(o) => o,
         Err(e) => return config_failure(&e),
     };
+    if let Err(e) = opts.environment.api_key(opts.api_key_file.as_deref()) {
+        return config_failure(&e);
+    }
     let preview = match preview::preview(&opts).await {
         Ok(p) => p,
         Err(e) => return report_error(&e),
