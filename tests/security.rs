@@ -504,7 +504,9 @@ async fn a_production_key_never_goes_to_another_address() {
     let key_file = key_file.to_str().expect("path");
     let in_env = [("PAYBATCH_API_KEY", PRODUCTION_SHAPED)];
     let dir = ws.dir.path();
-    let mut cases: Vec<(Vec<&str>, Vec<(&str, &str)>)> = Vec::new();
+    // (arguments, environment variables)
+    type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>);
+    let mut cases: Vec<Case> = Vec::new();
     for command in [
         &["run", "nov.csv"][..],
         &["run", "nov.csv", "--yes"],
