@@ -44,6 +44,8 @@ use super::validate::{CatalogIndex, Problem, RowSpec, ValidateOptions};
 
 /// Default pace of order creation: the service's limit.
 pub const DEFAULT_ORDER_RATE: u32 = 180;
+/// The longest `--poll-timeout`: a week.
+pub const MAX_POLL_TIMEOUT_SECS: u64 = 7 * 24 * 3600;
 /// Fraction of the configured rate actually used: evenly spaced sends at 99 % of the limit keep
 /// the service's sliding one-minute window under its limit even with some network jitter.
 const RATE_MARGIN: f64 = 0.99;
@@ -269,6 +271,61 @@ struct Stage {
     ledger: Mutex<Ledger>,
     client: Client,
     reporter: Reporter,
+    patience: Patience,
+}
+
+/// How long the sending waits for the service without getting anywhere: a pause the service
+/// asks for (a 429 and its `Retry-After`, the backoff after a server error or a dropped
+/// connection) is taken only if it ends within `--poll-timeout` of the last answer recorded
+/// (or of the start of the sending). Past that, the run stops sending and ends incomplete
+/// (exit 5): the next run resumes.
+struct Patience {
+    timeout: Duration,
+    last_progress: Mutex<tokio::time::Instant>,
+    exhausted: std::sync::atomic::AtomicBool,
+}
+
+impl Patience {
+    fn new(timeout: Duration) -> Self {
+        Patience {
+            timeout,
+            last_progress: Mutex::new(tokio::time::Instant::now()),
+            exhausted: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// An answer was recorded.
+    fn progress(&self) {
+        *self.last_progress.lock().unwrap_or_else(|p| p.into_inner()) = tokio::time::Instant::now();
+    }
+
+    /// Whether a pause of `wait` from now ends within the timeout; when it does not, the
+    /// patience is exhausted for the rest of the run.
+    fn allows(&self, wait: Duration) -> bool {
+        let last = *self.last_progress.lock().unwrap_or_else(|p| p.into_inner());
+        let ok = match (
+            tokio::time::Instant::now().checked_add(wait),
+            last.checked_add(self.timeout),
+        ) {
+            (Some(until), Some(deadline)) => until <= deadline,
+            (_, None) => true,
+            (None, Some(_)) => false,
+        };
+        if !ok {
+            self.exhausted
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        ok
+    }
+
+    fn is_exhausted(&self) -> bool {
+        self.exhausted.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// A deadline `timeout` from now (none when it is too far to be represented).
+fn deadline_in(timeout: Duration) -> Option<tokio::time::Instant> {
+    tokio::time::Instant::now().checked_add(timeout)
 }
 
 impl Stage {
@@ -289,12 +346,15 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
     ));
     let _lock = LedgerLock::acquire(&opts.ledger)?;
     let mut ledger = Ledger::open(&opts.ledger)?;
-    let conn = Connection::open(
+    let mut conn = Connection::open(
         opts.environment.clone(),
         opts.api_key_file.as_deref(),
         &opts.ledger,
     )
     .await?;
+    // The reads before the sending (catalog, reconciliation) wait for the service at most
+    // --poll-timeout, whatever it asks for.
+    conn.client = conn.client.with_deadline(deadline_in(opts.poll_timeout));
 
     // The batch binding is checked before anything else touches the service with this batch.
     let existing = ledger.batch(&batch_name)?;
@@ -447,7 +507,7 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         ));
         let r = super::reconcile::reconcile(
             &mut ledger,
-            &conn.client,
+            &conn.client.with_deadline(deadline_in(opts.poll_timeout)),
             &batch,
             opts.in_doubt_window,
             false,
@@ -469,14 +529,18 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
 
     let stage = Arc::new(Stage {
         ledger: Mutex::new(ledger),
-        client: conn.client.clone(),
+        client: conn.client.with_deadline(None),
         reporter,
+        patience: Patience::new(opts.poll_timeout),
     });
     let incomplete = if opts.plan_only {
         Some("--plan-only: the orders are planned, not sent".to_string())
     } else {
-        submit_all(&stage, batch.id, opts).await?;
-        poll_all(&stage, batch.id, opts).await?
+        match submit_all(&stage, batch.id, opts).await? {
+            // The service keeps the run waiting: polling would wait the same way.
+            Some(reason) => Some(reason),
+            None => poll_all(&stage, batch.id, opts).await?,
+        }
     };
 
     let ledger = stage.ledger();
@@ -860,10 +924,16 @@ enum Sent {
     Stop(RunError),
 }
 
-async fn submit_all(stage: &Arc<Stage>, batch_id: i64, opts: &RunOptions) -> Result<(), RunError> {
+/// Sends every intent of the batch. Returns why the run is incomplete when the service kept it
+/// waiting past its patience ([`Patience`]): the orders not sent stay intents for the next run.
+async fn submit_all(
+    stage: &Arc<Stage>,
+    batch_id: i64,
+    opts: &RunOptions,
+) -> Result<Option<String>, RunError> {
     let (intents, stale_ones) = count_intents(&stage.ledger(), batch_id, opts.in_doubt_window)?;
     if intents == 0 {
-        return Ok(());
+        return Ok(None);
     }
     let limiter = Arc::new(Pacer::new(opts.order_rate.max(1) as f64 * RATE_MARGIN));
     let count = intents - stale_ones;
@@ -880,8 +950,9 @@ async fn submit_all(stage: &Arc<Stage>, batch_id: i64, opts: &RunOptions) -> Res
     let mut stop = None;
     let mut gave_up = 0;
     loop {
-        // At most `concurrency` orders in flight, each read from the ledger as it starts.
-        while stop.is_none() && tasks.len() < concurrency {
+        // At most `concurrency` orders in flight, each read from the ledger as it starts; none
+        // once the service has kept the run waiting too long.
+        while stop.is_none() && !stage.patience.is_exhausted() && tasks.len() < concurrency {
             if waiting.is_empty() && !read_all {
                 let chunk = stage.ledger().intent_heads(batch_id, after, INTENT_CHUNK)?;
                 read_all = chunk.is_empty();
@@ -949,11 +1020,17 @@ async fn submit_all(stage: &Arc<Stage>, batch_id: i64, opts: &RunOptions) -> Res
     if let Some(e) = stop {
         return Err(e);
     }
+    if stage.patience.is_exhausted() {
+        return Ok(Some(format!(
+            "the service kept asking to wait (429, server errors, no answer) for longer than --poll-timeout {}s without an answer recorded; {gave_up} orders were sent without an answer, the others not yet",
+            opts.poll_timeout.as_secs()
+        )));
+    }
     stage.reporter.line(format!(
         "submitted: {} orders answered, {gave_up} without an answer yet",
         count - gave_up
     ));
-    Ok(())
+    Ok(None)
 }
 
 async fn submit_one(stage: &Stage, limiter: &Pacer, order: OrderRecord, tries: u32) -> Sent {
@@ -980,7 +1057,10 @@ async fn submit_one(stage: &Stage, limiter: &Pacer, order: OrderRecord, tries: u
                 let recorded = record_created(stage, &order, outcome);
                 failpoint::hit("after_record");
                 return match recorded {
-                    Ok(()) => Sent::Recorded,
+                    Ok(()) => {
+                        stage.patience.progress();
+                        Sent::Recorded
+                    }
                     Err(e) => Sent::Stop(e),
                 };
             }
@@ -994,18 +1074,34 @@ async fn submit_one(stage: &Stage, limiter: &Pacer, order: OrderRecord, tries: u
                 {
                     return Sent::Stop(le.into());
                 }
+                // The service's Retry-After is at most MAX_RETRY_AFTER (the client reads it so).
                 let floor = if e.is_rate_limited() {
-                    let wait = e
-                        .retry_after()
+                    e.retry_after()
                         .unwrap_or_default()
-                        .max(Duration::from_secs(5));
-                    limiter.throttled(wait);
-                    wait
+                        .max(Duration::from_secs(5))
                 } else {
                     e.retry_after().unwrap_or_default()
                 };
-                if attempt + 1 < tries {
-                    tokio::time::sleep(backoff(attempt, floor)).await;
+                let pause = (attempt + 1 < tries).then(|| backoff(attempt, floor));
+                let longest = pause.unwrap_or_default().max(if e.is_rate_limited() {
+                    floor
+                } else {
+                    Duration::ZERO
+                });
+                if !stage.patience.allows(longest) {
+                    return Sent::GaveUp(format!(
+                        "order {} (key {}): the service asks to wait {}s more ({last}), longer than the run waits without an answer (--poll-timeout {}s); it stays in doubt and is re-sent with the same key on the next run",
+                        order.id,
+                        order.idempotency_key,
+                        longest.as_secs(),
+                        stage.patience.timeout.as_secs()
+                    ));
+                }
+                if e.is_rate_limited() {
+                    limiter.throttled(floor);
+                }
+                if let Some(pause) = pause {
+                    tokio::time::sleep(pause).await;
                 }
             }
             Err(e) if is_auth_error(&e) => return Sent::Stop(RunError::Auth(e)),
@@ -1037,7 +1133,10 @@ async fn submit_one(stage: &Stage, limiter: &Pacer, order: OrderRecord, tries: u
                     &cause,
                 );
                 return match recorded {
-                    Ok(()) => Sent::Recorded,
+                    Ok(()) => {
+                        stage.patience.progress();
+                        Sent::Recorded
+                    }
                     Err(le) => Sent::Stop(le.into()),
                 };
             }
@@ -1181,16 +1280,18 @@ async fn poll_all(
         "polling {} orders until they complete",
         waiting.len()
     ));
-    let deadline = Instant::now() + opts.poll_timeout;
+    // A timeout too long to add to the clock (only a library caller can give one) never ends.
+    let deadline = Instant::now().checked_add(opts.poll_timeout);
     let bar = stage.reporter.bar(waiting.len() as u64, "poll");
     let mut interval = POLL_FIRST;
     let mut unseen_rounds: HashMap<String, u32> = HashMap::new();
     while !waiting.is_empty() {
         let now = Instant::now();
-        if now >= deadline {
+        let left = deadline.map(|d| d.saturating_duration_since(now));
+        if left.is_some_and(|l| l.is_zero()) {
             break;
         }
-        tokio::time::sleep(interval.min(deadline - now)).await;
+        tokio::time::sleep(left.map_or(interval, |l| interval.min(l))).await;
         interval = interval.mul_f64(1.5).min(POLL_MAX);
         failpoint::hit("while_polling");
 

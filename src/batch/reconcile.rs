@@ -6,7 +6,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use crate::api::client::{PageQuery, is_loopback_host, read_retrying};
+use crate::api::client::{PageQuery, is_loopback_host, read_retrying_until};
 use crate::api::models::{OrderStatus, OrderSummary, OrderView};
 use crate::api::{ApiError, Client};
 use crate::ledger::{self, BatchRecord, Ledger, LedgerError, OrderRecord, OrderState, RowState};
@@ -171,7 +171,7 @@ pub async fn find_orders(
     };
     let mut summaries: Vec<OrderSummary> = Vec::new();
     for _ in 0..MAX_PAGES {
-        let page = read_retrying(|| client.orders(&query)).await?;
+        let page = read_retrying_until(client.deadline(), || client.orders(&query)).await?;
         let empty = page.items.is_empty();
         summaries.extend(page.items);
         match page.pagination.cursors.after {
@@ -207,7 +207,9 @@ pub async fn find_orders(
                 .is_some_and(|r| r.iter().any(|(_, a)| *a == 0))
         {
             // The list did not say enough: the full order carries the metadata.
-            if let OrderView::Done(full) = read_retrying(|| client.order(&s.id)).await? {
+            if let OrderView::Done(full) =
+                read_retrying_until(client.deadline(), || client.order(&s.id)).await?
+            {
                 let batch_of = full
                     .metadata
                     .as_ref()
@@ -575,7 +577,9 @@ async fn apply_terminal(
     order_id: i64,
     service_id: &str,
 ) -> Result<(), ReconcileError> {
-    if let OrderView::Done(full) = read_retrying(|| client.order(service_id)).await? {
+    if let OrderView::Done(full) =
+        read_retrying_until(client.deadline(), || client.order(service_id)).await?
+    {
         super::pipeline::record_terminal_in(ledger, order_id, &full, 200)?;
     }
     Ok(())

@@ -102,8 +102,11 @@ pub struct RunArgs {
     /// Orders in flight at once.
     #[arg(long, default_value_t = 8, value_name = "N")]
     pub concurrency: usize,
-    /// Stop polling after this many seconds; the run exits 5 and resumes later.
-    #[arg(long, default_value_t = 1800, value_name = "SECONDS")]
+    /// How long the run waits for the service: polling orders that are not finished (from the
+    /// first poll), and the pauses it asks for (429, errors) without an answer in between; then
+    /// the run exits 5 and resumes later. At most 604800 (a week).
+    #[arg(long, default_value_t = 1800, value_name = "SECONDS",
+          value_parser = clap::value_parser!(u64).range(0..=pipeline::MAX_POLL_TIMEOUT_SECS))]
     pub poll_timeout: u64,
     /// Pay only if the file's plan digest is this one (from `paybatch validate`); else exit 3.
     #[arg(long, value_name = "DIGEST", value_parser = parse_digest)]
