@@ -65,9 +65,14 @@ impl ResultLine {
 }
 
 /// A cell made safe to open in a spreadsheet: prefixed with `'` when it starts with `=`, `+`,
-/// `-`, `@`, a tab or a carriage return (which a spreadsheet could run as a formula).
+/// `-`, `@` (or their full-width forms `＝`, `＋`, `－`, `＠`, which spreadsheets in East Asian
+/// locales read the same way), a tab or a carriage return (which a spreadsheet could run as a
+/// formula).
 pub fn neutralize(cell: &str) -> Cow<'_, str> {
-    if cell.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+    const FORMULA_STARTS: [char; 10] = [
+        '=', '+', '-', '@', '\t', '\r', '\u{ff1d}', '\u{ff0b}', '\u{ff0d}', '\u{ff20}',
+    ];
+    if cell.starts_with(FORMULA_STARTS) {
         Cow::Owned(format!("'{cell}"))
     } else {
         Cow::Borrowed(cell)
@@ -294,6 +299,10 @@ mod tests {
             ("@cmd", "'@cmd"),
             ("\tx", "'\tx"),
             ("\rx", "'\rx"),
+            ("\u{ff1d}HYPERLINK(\"x\")", "'\u{ff1d}HYPERLINK(\"x\")"),
+            ("\u{ff0b}1", "'\u{ff0b}1"),
+            ("\u{ff0d}1", "'\u{ff0d}1"),
+            ("\u{ff20}SUM(A1)", "'\u{ff20}SUM(A1)"),
             ("plain", "plain"),
             ("", ""),
             ("a=b", "a=b"),

@@ -114,22 +114,14 @@ impl fmt::Display for Problem {
 
 impl std::error::Error for Problem {}
 
-/// A value quoted in a message: control characters escaped, cut to 60 characters.
+/// A value quoted in a message: cut to 60 characters, control characters escaped
+/// ([`crate::text::escape`]).
 pub fn show(value: &str) -> String {
     const MAX: usize = 60;
-    let mut out = String::new();
-    for (n, c) in value.chars().enumerate() {
-        if n == MAX {
-            out.push('…');
-            break;
-        }
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
+    match value.char_indices().nth(MAX) {
+        Some((end, _)) => format!("{}…", crate::text::escape(&value[..end])),
+        None => crate::text::escape(value).into_owned(),
     }
-    out
 }
 
 fn quoted(value: &str) -> String {

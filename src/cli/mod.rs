@@ -1,5 +1,30 @@
 //! Command-line interface: one file per subcommand; each ends in one `execute` function that
 //! the dispatcher calls and that returns the process exit code.
+//!
+//! Every line printed goes through [`crate::text`]: [`outln!`] and [`errln!`] for a line on
+//! stdout or stderr (its control characters escaped: a batch name, a cell, an order id or a
+//! product name from the service cannot drive the terminal), [`print_error`] and
+//! [`print_problem`] for messages. JSON is printed as it is (serde escapes control characters).
+
+/// `println!`, the line's control characters escaped ([`crate::text::escape`]).
+macro_rules! outln {
+    () => {
+        println!()
+    };
+    ($($arg:tt)*) => {
+        println!("{}", $crate::text::escape(&format!($($arg)*)))
+    };
+}
+
+/// `eprintln!`, the line's control characters escaped ([`crate::text::escape`]).
+macro_rules! errln {
+    () => {
+        eprintln!()
+    };
+    ($($arg:tt)*) => {
+        eprintln!("{}", $crate::text::escape(&format!($($arg)*)))
+    };
+}
 
 pub mod balance;
 pub mod catalog;
@@ -179,17 +204,29 @@ pub fn paint(label: &str, code: &str, on: bool) -> String {
     }
 }
 
-/// Prints a problem of the input (its `Display` carries its own `help:` line).
+/// Prints a problem of the input (its `Display` carries its own `help:` line), its control
+/// characters escaped.
 pub fn print_problem(problem: &impl std::fmt::Display) {
-    eprintln!("{}: {problem}", paint("error", "1;31", stderr_color()));
+    let text = problem.to_string();
+    eprintln!(
+        "{}: {}",
+        paint("error", "1;31", stderr_color()),
+        crate::text::escape_message(&text)
+    );
 }
 
-/// Prints an error in the `error: ... / help: ...` style.
+/// Prints an error in the `error: ... / help: ...` style, its control characters escaped (the
+/// message may quote the service, a file or the ledger).
 pub fn print_error(message: &str, help: Option<&str>) {
+    use crate::text::escape_message;
     let color = stderr_color();
-    eprintln!("{}: {message}", paint("error", "1;31", color));
+    eprintln!(
+        "{}: {}",
+        paint("error", "1;31", color),
+        escape_message(message)
+    );
     if let Some(h) = help.filter(|h| !h.is_empty()) {
-        eprintln!("{}: {h}", paint("help", "1;36", color));
+        eprintln!("{}: {}", paint("help", "1;36", color), escape_message(h));
     }
 }
 

@@ -211,7 +211,7 @@ pub async fn execute(args: RunArgs, quiet: bool) -> i32 {
     let ended_well = matches!(&outcome, Ok(s) if s.exit_code() == exit::OK);
     if !ended_well {
         for line in reporter.take_held() {
-            eprintln!("{line}");
+            errln!("{line}");
         }
     }
     match outcome {
@@ -228,7 +228,7 @@ pub async fn execute(args: RunArgs, quiet: bool) -> i32 {
 /// shown is then required of the run, so what was confirmed is what is paid. An invalid batch
 /// is not confirmed: the run itself reports it and submits nothing.
 async fn confirm_production(opts: &mut RunOptions) -> Result<(), i32> {
-    eprintln!("paybatch run: {}", opts.environment.banner());
+    errln!("paybatch run: {}", opts.environment.banner());
     let preview = crate::batch::preview::preview(opts)
         .await
         .map_err(|e| report_error(&e))?;
@@ -277,7 +277,8 @@ pub fn ask_batch_name(
 ) -> std::io::Result<bool> {
     write!(
         output,
-        "This pays REAL MONEY. Type the batch name `{batch}` to go on (anything else stops): "
+        "This pays REAL MONEY. Type the batch name `{}` to go on (anything else stops): ",
+        crate::text::escape(batch)
     )?;
     output.flush()?;
     let mut answer = String::new();
@@ -290,7 +291,7 @@ pub fn report_error(e: &RunError) -> i32 {
         for p in problems {
             super::print_problem(&p);
         }
-        eprintln!();
+        errln!();
     }
     print_error(&e.to_string(), e.help().as_deref());
     e.exit_code()
@@ -306,17 +307,17 @@ fn print_summary(s: &RunSummary, quiet: bool) {
     } else {
         ""
     };
-    eprintln!();
-    eprintln!("batch {}{label}", s.batch);
-    eprintln!("  {:<12} {:>8}", "status", "rows");
+    errln!();
+    errln!("batch {}{label}", s.batch);
+    errln!("  {:<12} {:>8}", "status", "rows");
     for (state, n) in &s.counts {
-        eprintln!("  {:<12} {:>8}", state.as_str(), n);
+        errln!("  {:<12} {:>8}", state.as_str(), n);
     }
     if !s.totals.is_empty() {
-        eprintln!("  completed totals:");
-        eprintln!("  {:<8} {:>14} {:>14}", "currency", "face value", "price");
+        errln!("  completed totals:");
+        errln!("  {:<8} {:>14} {:>14}", "currency", "face value", "price");
         for (cur, (face, price)) in &s.totals {
-            eprintln!("  {:<8} {:>14} {:>14}", cur, face, price);
+            errln!("  {:<8} {:>14} {:>14}", cur, face, price);
         }
     }
     if !s.paid_by.is_empty() {
@@ -325,9 +326,9 @@ fn print_summary(s: &RunSummary, quiet: bool) {
             .iter()
             .map(|(method, n)| format!("{n} by {method}"))
             .collect();
-        eprintln!("  rows in orders: {}", parts.join(", "));
+        errln!("  rows in orders: {}", parts.join(", "));
     }
-    eprintln!("result file: {}", s.result_path.display());
+    errln!("result file: {}", s.result_path.display());
     let verdict = match code {
         exit::OK => "every row completed".to_string(),
         exit::FAILURES => "finished with failed, rejected or invalid rows (see the result file; `paybatch retry` after fixing the cause)".to_string(),
@@ -339,7 +340,7 @@ fn print_summary(s: &RunSummary, quiet: bool) {
                 .unwrap_or_default()
         ),
     };
-    eprintln!("paybatch run: {verdict} (exit {code})");
+    errln!("paybatch run: {verdict} (exit {code})");
 }
 
 #[cfg(test)]

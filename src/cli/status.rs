@@ -125,7 +125,7 @@ fn all_batches(ledger: &Ledger, json: bool) -> crate::ledger::Result<i32> {
         return Ok(exit::OK);
     }
     if listed.is_empty() {
-        println!("no batches in {}", ledger.path().display());
+        outln!("no batches in {}", ledger.path().display());
         return Ok(exit::OK);
     }
     let width = listed
@@ -134,12 +134,15 @@ fn all_batches(ledger: &Ledger, json: bool) -> crate::ledger::Result<i32> {
         .max()
         .unwrap_or(5)
         .max(5);
-    println!(
+    outln!(
         "{:<width$}  {:<11}  {:>6}  {:<24}  ROWS PER STATE",
-        "BATCH", "ENVIRONMENT", "ROWS", "CREATED"
+        "BATCH",
+        "ENVIRONMENT",
+        "ROWS",
+        "CREATED"
     );
     for (b, counts) in &listed {
-        println!(
+        outln!(
             "{:<width$}  {:<11}  {:>6}  {:<24}  {}",
             b.name,
             env_label(&b.environment),
@@ -148,8 +151,8 @@ fn all_batches(ledger: &Ledger, json: bool) -> crate::ledger::Result<i32> {
             states_text(counts)
         );
     }
-    println!();
-    println!("details of one batch: paybatch status --batch NAME");
+    outln!();
+    outln!("details of one batch: paybatch status --batch NAME");
     Ok(exit::OK)
 }
 
@@ -358,23 +361,23 @@ fn one_batch(ledger: &Ledger, name: &str, json: bool) -> crate::ledger::Result<i
         "production" => " (PRODUCTION: real money)",
         _ => "",
     };
-    println!("batch {}{label}", b.name);
-    println!("  environment: {} ({})", b.environment, b.base_url);
-    println!("  input:       {} (sha256 {})", b.input_path, b.input_hash);
-    println!("  created:     {}", b.created_at);
-    println!("  key:         {}", b.key_fingerprint);
-    println!();
-    println!("rows: {}", counts_list.iter().map(|(_, n)| n).sum::<i64>());
+    outln!("batch {}{label}", b.name);
+    outln!("  environment: {} ({})", b.environment, b.base_url);
+    outln!("  input:       {} (sha256 {})", b.input_path, b.input_hash);
+    outln!("  created:     {}", b.created_at);
+    outln!("  key:         {}", b.key_fingerprint);
+    outln!();
+    outln!("rows: {}", counts_list.iter().map(|(_, n)| n).sum::<i64>());
     for (state, n) in &counts_list {
-        println!("  {:<10} {:>8}", state.as_str(), n);
+        outln!("  {:<10} {:>8}", state.as_str(), n);
     }
-    println!();
+    outln!();
     let orders_text = order_counts
         .iter()
         .map(|(s, n)| format!("{s} {n}"))
         .collect::<Vec<_>>()
         .join(", ");
-    println!(
+    outln!(
         "orders: {}{}",
         orders.len(),
         if orders_text.is_empty() {
@@ -384,9 +387,9 @@ fn one_batch(ledger: &Ledger, name: &str, json: bool) -> crate::ledger::Result<i
         }
     );
     if flights.is_empty() {
-        println!("  none in flight");
+        outln!("  none in flight");
     } else {
-        println!("  in flight: {}", flights.len());
+        outln!("  in flight: {}", flights.len());
         for f in flights.iter().take(LISTED_IN_FLIGHT) {
             let id = f
                 .order
@@ -396,7 +399,7 @@ fn one_batch(ledger: &Ledger, name: &str, json: bool) -> crate::ledger::Result<i
             let how_long = age(f.since)
                 .map(|a| format!(" for {}", human_age(a)))
                 .unwrap_or_default();
-            println!(
+            outln!(
                 "  {id:<24} {}{how_long} (sent {}x, polled {}x){}",
                 f.what,
                 f.order.sends,
@@ -409,17 +412,17 @@ fn one_batch(ledger: &Ledger, name: &str, json: bool) -> crate::ledger::Result<i
             );
         }
         if flights.len() > LISTED_IN_FLIGHT {
-            println!("  ... and {} more", flights.len() - LISTED_IN_FLIGHT);
+            outln!("  ... and {} more", flights.len() - LISTED_IN_FLIGHT);
         }
     }
-    println!();
-    println!("last events (newest first):");
+    outln!();
+    outln!("last events (newest first):");
     for e in &events {
-        println!("  {}", event_text(e, &subject(e)));
+        outln!("  {}", event_text(e, &subject(e)));
     }
-    println!();
+    outln!();
     for step in &next {
-        println!("next: {step}");
+        outln!("next: {step}");
     }
     Ok(exit::OK)
 }

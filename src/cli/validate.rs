@@ -113,17 +113,17 @@ pub async fn execute(args: ValidateArgs, quiet: bool) -> i32 {
     }
     if !quiet {
         let mut out = std::io::stdout().lock();
-        println!("paybatch validate: {}", opts.environment.banner());
+        outln!("paybatch validate: {}", opts.environment.banner());
         let _ = print_preview(&preview, &mut out);
     }
     for p in &preview.problems {
         super::print_problem(&p);
     }
     if !preview.problems.is_empty() {
-        eprintln!();
+        errln!();
         let n = preview.problems.len();
         if preview.skip_invalid && preview.valid_rows > 0 {
-            eprintln!(
+            errln!(
                 "warning: {n} problem(s) in {}: with --skip-invalid those rows would be marked INVALID and not paid",
                 preview.file
             );
@@ -167,17 +167,27 @@ pub async fn execute(args: ValidateArgs, quiet: bool) -> i32 {
     if let Some(d) = &preview.digest
         && !quiet
     {
-        println!("approve this digest, then pay exactly this plan with:");
-        println!("  {}", args.run_command(d));
+        outln!("approve this digest, then pay exactly this plan with:");
+        outln!("  {}", args.run_command(d));
     }
     code
+}
+
+/// `writeln!` of one line, its control characters escaped ([`crate::text::escape`]).
+macro_rules! put {
+    ($out:expr) => {
+        writeln!($out)
+    };
+    ($out:expr, $($arg:tt)*) => {
+        writeln!($out, "{}", crate::text::escape(&format!($($arg)*)))
+    };
 }
 
 /// The human report of a preview: rows, totals per payment currency (with the balance) and per
 /// product, and the plan digest. Shared with the production confirmation of `paybatch run`.
 pub fn print_preview(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
-    writeln!(out, "batch: {}", p.batch)?;
-    writeln!(out, "file: {}", p.file)?;
+    put!(out, "batch: {}", p.batch)?;
+    put!(out, "file: {}", p.file)?;
     writeln!(
         out,
         "catalog: {} products ({})",
@@ -214,11 +224,11 @@ pub fn print_preview(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
         )?;
     }
     if p.totals.per_payment_currency.is_empty() && p.totals.per_card.is_empty() {
-        writeln!(out, "nothing to pay")?;
+        put!(out, "nothing to pay")?;
     } else if p.totals.per_payment_currency.is_empty() {
     } else {
-        writeln!(out)?;
-        writeln!(out, "to pay, per payment currency:")?;
+        put!(out)?;
+        put!(out, "to pay, per payment currency:")?;
         writeln!(
             out,
             "  {:<8} {:>6} {:>16} {:>16}  NOTE",
@@ -252,8 +262,8 @@ pub fn print_preview(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
                 available
             )?;
         }
-        writeln!(out)?;
-        writeln!(out, "to pay, per product:")?;
+        put!(out)?;
+        put!(out, "to pay, per product:")?;
         writeln!(
             out,
             "  {:<24} {:<8} {:>6} {:>16} {:>16}",
@@ -270,16 +280,16 @@ pub fn print_preview(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
                 amount(t.price, &t.currency)
             )?;
         }
-        writeln!(out)?;
+        put!(out)?;
     }
     if p.short().next().is_none() {
-        writeln!(out, "balance: enough in every payment currency")?;
+        put!(out, "balance: enough in every payment currency")?;
     } else {
-        writeln!(out, "balance: TOO LOW (see below)")?;
+        put!(out, "balance: TOO LOW (see below)")?;
     }
     match &p.digest {
-        Some(d) => writeln!(out, "plan digest: {d}")?,
-        None => writeln!(out, "plan digest: none (the batch is not valid)")?,
+        Some(d) => put!(out, "plan digest: {d}")?,
+        None => put!(out, "plan digest: none (the batch is not valid)")?,
     }
     Ok(())
 }
