@@ -4,6 +4,9 @@
 //! characters (ESC, carriage return, backspace, the C1 codes) and the bidirectional overrides
 //! are shown as Rust escapes (`\u{1b}`), so that a cell, a product name or an answer cannot move
 //! the cursor, recolour, retitle or rewrite the terminal.
+//!
+//! And commands printed for a person to copy quote their arguments for a POSIX shell
+//! ([`shell_word`]).
 
 use std::borrow::Cow;
 
@@ -45,6 +48,18 @@ pub fn escape_message(s: &str) -> Cow<'_, str> {
     escape_where(s, |c| c == '\n')
 }
 
+/// A word as a POSIX shell reads it: as it is when it holds only characters no shell treats
+/// specially, else in single quotes (a quote inside written `'\''`). Control characters stay
+/// as they are: the line the word is printed in goes through [`escape`].
+pub fn shell_word(s: &str) -> Cow<'_, str> {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c);
+    if !s.is_empty() && s.chars().all(plain) && !s.starts_with('=') {
+        Cow::Borrowed(s)
+    } else {
+        Cow::Owned(format!("'{}'", s.replace('\'', r"'\''")))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,5 +87,23 @@ mod tests {
             escape_message("first\n  second \x1b[2J\r"),
             "first\n  second \\u{1b}[2J\\r"
         );
+    }
+
+    #[test]
+    fn shell_words_are_quoted_when_a_shell_would_read_them_otherwise() {
+        assert_eq!(shell_word("samples/nov.csv"), "samples/nov.csv");
+        assert_eq!(shell_word("2026-11"), "2026-11");
+        assert_eq!(shell_word("http://127.0.0.1:9/v2"), "http://127.0.0.1:9/v2");
+        assert_eq!(shell_word("my file.csv"), "'my file.csv'");
+        assert_eq!(shell_word("nov $HOME"), "'nov $HOME'");
+        assert_eq!(shell_word("$(rm -rf x)"), "'$(rm -rf x)'");
+        assert_eq!(shell_word("a;b&c|d"), "'a;b&c|d'");
+        assert_eq!(shell_word("`id`"), "'`id`'");
+        assert_eq!(shell_word("*.csv"), "'*.csv'");
+        assert_eq!(shell_word("~user"), "'~user'");
+        assert_eq!(shell_word("it's.csv"), r"'it'\''s.csv'");
+        assert_eq!(shell_word(""), "''");
+        // `=x` at the start of a word is expanded by zsh.
+        assert_eq!(shell_word("=ls"), "'=ls'");
     }
 }

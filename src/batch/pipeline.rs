@@ -522,7 +522,7 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
             reporter.alert(format!(
                 "{} in-doubt orders were never created and the service answers their keys only with the server error it keeps for them: their rows are REJECTED; `paybatch retry --batch {}`, then this command again, sends them under new keys",
                 r.retired.len(),
-                batch.name
+                crate::text::shell_word(&batch.name)
             ));
         }
     }

@@ -63,7 +63,7 @@ pub async fn execute(args: RetryArgs) -> i32 {
             );
             errln!(
                 "next: paybatch run FILE --batch {} (the same file, fixed)",
-                args.batch
+                crate::text::shell_word(&args.batch)
             );
             exit::OK
         }

@@ -11,6 +11,7 @@ use serde_json::json;
 use crate::environment::Environment;
 use crate::exit;
 use crate::ledger::{BatchRecord, EventRecord, Ledger, OrderRecord, OrderState, RowState};
+use crate::text::shell_word;
 
 use super::{DEFAULT_LEDGER, ServiceArgs, print_error};
 
@@ -239,21 +240,26 @@ fn next_steps(
     flights: &[InFlight<'_>],
 ) -> Vec<String> {
     let n = |s: RowState| counts.get(&s).copied().unwrap_or(0);
-    let mut run = format!("paybatch run {} --batch {}", b.input_path, b.name);
+    // The commands are to be copied into a shell: every argument is quoted for it.
+    let name = shell_word(&b.name);
+    let input = shell_word(&b.input_path);
+    let mut run = format!("paybatch run {input} --batch {name}");
     if ledger != Path::new(DEFAULT_LEDGER) {
-        run.push_str(&format!(" --ledger {}", ledger.display()));
+        run.push_str(&format!(
+            " --ledger {}",
+            shell_word(&ledger.display().to_string())
+        ));
     }
     // Named explicitly (even `sim`), so that a settings file cannot point the advice elsewhere.
     match Environment::from_recorded(&b.environment, &b.base_url) {
-        Ok(Environment::Custom(url)) => run.push_str(&format!(" --base-url {url}")),
+        Ok(Environment::Custom(url)) => run.push_str(&format!(" --base-url {}", shell_word(&url))),
         Ok(env) => run.push_str(&format!(" --env {}", env.name())),
         Err(_) => {}
     }
     let mut steps = Vec::new();
     if flights.iter().any(|f| f.in_doubt_too_long) {
         steps.push(format!(
-            "orders have been in doubt for more than {IN_DOUBT_HOURS} hours: paybatch reconcile --batch {} (it asks the service which of them exist)",
-            b.name
+            "orders have been in doubt for more than {IN_DOUBT_HOURS} hours: paybatch reconcile --batch {name} (it asks the service which of them exist)"
         ));
     }
     let unfinished = n(RowState::Pending) + n(RowState::Planned) + n(RowState::Submitted);
@@ -265,22 +271,19 @@ fn next_steps(
     let failed = n(RowState::Failed) + n(RowState::Rejected);
     if failed > 0 {
         steps.push(format!(
-            "{failed} rows FAILED or were REJECTED (reasons: paybatch report --batch {name} --html report.html): after fixing the cause, paybatch retry --batch {name}, then {run}",
-            name = b.name
+            "{failed} rows FAILED or were REJECTED (reasons: paybatch report --batch {name} --html report.html): after fixing the cause, paybatch retry --batch {name}, then {run}"
         ));
     }
     if n(RowState::Invalid) > 0 {
         steps.push(format!(
-            "{} rows are INVALID: fix them in {} and run the same command again (paybatch validate {} shows the problems)",
+            "{} rows are INVALID: fix them in {} and run the same command again (paybatch validate {input} shows the problems)",
             n(RowState::Invalid),
             b.input_path,
-            b.input_path
         ));
     }
     if steps.is_empty() {
         steps.push(format!(
-            "nothing to do: every row completed; the result file again: paybatch report --batch {}",
-            b.name
+            "nothing to do: every row completed; the result file again: paybatch report --batch {name}"
         ));
     }
     steps
@@ -496,6 +499,38 @@ mod tests {
             &[],
         );
         assert!(steps[0].starts_with("nothing to do"), "{steps:?}");
+    }
+
+    #[test]
+    fn the_commands_to_copy_quote_their_arguments_for_the_shell() {
+        let mut b = batch("custom", "http://127.0.0.1:9/v2?a=1&b=2");
+        b.name = "nov $HOME; rm -rf x".into();
+        b.input_path = "my batches/nov's.csv".into();
+        let counts: BTreeMap<RowState, i64> = [
+            (RowState::Pending, 1),
+            (RowState::Failed, 1),
+            (RowState::Invalid, 1),
+        ]
+        .into_iter()
+        .collect();
+        let steps = next_steps(Path::new("ledgers/our ledger.db"), &b, &counts, &[]);
+        let run = "paybatch run 'my batches/nov'\\''s.csv' --batch 'nov $HOME; rm -rf x' \
+                   --ledger 'ledgers/our ledger.db' --base-url 'http://127.0.0.1:9/v2?a=1&b=2'";
+        assert!(steps[0].contains(run), "{steps:?}");
+        assert!(
+            steps[1].contains("paybatch retry --batch 'nov $HOME; rm -rf x', then"),
+            "{steps:?}"
+        );
+        assert!(
+            steps[2].contains("paybatch validate 'my batches/nov'\\''s.csv' shows"),
+            "{steps:?}"
+        );
+        let done: BTreeMap<RowState, i64> = [(RowState::Completed, 1)].into_iter().collect();
+        let steps = next_steps(Path::new("paybatch.db"), &b, &done, &[]);
+        assert!(
+            steps[0].ends_with("paybatch report --batch 'nov $HOME; rm -rf x'"),
+            "{steps:?}"
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@ use crate::batch::pipeline::RunOptions;
 use crate::batch::preview::{self, Preview};
 use crate::exit;
 use crate::money::display_amount as amount;
+use crate::text::shell_word;
 
 use super::run::{PlanArgs, report_error};
 use super::{config_failure, print_error};
@@ -67,18 +68,6 @@ impl ValidateArgs {
         }
         cmd.push_str(&format!(" --expect-digest {digest}"));
         cmd
-    }
-}
-
-/// A word as a POSIX shell reads it: quoted only when it needs to be.
-fn shell_word(s: &str) -> String {
-    if !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c))
-    {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
     }
 }
 
@@ -296,7 +285,7 @@ pub fn print_preview(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{amount, shell_word};
+    use super::amount;
     use rust_decimal::Decimal;
 
     #[test]
@@ -305,13 +294,5 @@ mod tests {
         assert_eq!(amount(Decimal::new(1099, 2), "USD"), "10.99");
         assert_eq!(amount(Decimal::new(3000, 0), "JPY"), "3000");
         assert_eq!(amount(Decimal::new(12345, 3), "BHD"), "12.345");
-    }
-
-    #[test]
-    fn shell_words_are_quoted_only_when_needed() {
-        assert_eq!(shell_word("samples/nov.csv"), "samples/nov.csv");
-        assert_eq!(shell_word("my file.csv"), "'my file.csv'");
-        assert_eq!(shell_word("it's.csv"), r"'it'\''s.csv'");
-        assert_eq!(shell_word(""), "''");
     }
 }
