@@ -69,6 +69,93 @@ pub const KNOWN_COLUMNS: [(&str, &[&str]); 9] = [
 
 const REQUIRED: [&str; 4] = ["reference", "product_code", "face_value", "currency"];
 
+/// What leaving a known column out changes, said when a header seems to be a misspelling of it.
+fn without(canonical: &str) -> &'static str {
+    match canonical {
+        "email" => "no row has an email address, so every row is paid as a PAYOUT_LINK",
+        "distribution" => {
+            "every row's delivery is guessed: EMAIL when an email is given, else PAYOUT_LINK"
+        }
+        "payment_currency" => "every row is paid from the balance in its product's currency",
+        "country" => "no row's country is checked against its product",
+        "card_id" => "every row is paid from the balance instead of the card",
+        _ => "the column is missing",
+    }
+}
+
+/// A header name as compared for closeness: lower case, without spaces, `-` and `_`.
+fn squeeze(name: &str) -> String {
+    name.chars()
+        .filter(|c| !matches!(c, ' ' | '-' | '_'))
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// Levenshtein distance between `a` and `b`, or `None` when it is more than `max` (cheap for
+/// long names: their lengths alone tell).
+fn distance_within(a: &str, b: &str, max: usize) -> Option<usize> {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().take(64).collect(), b.chars().collect());
+    if a.len().abs_diff(b.len()) > max {
+        return None;
+    }
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    Some(prev[b.len()]).filter(|d| *d <= max)
+}
+
+/// The known column (its index in [`KNOWN_COLUMNS`]) a header that is none of the names
+/// paybatch knows is a likely misspelling of: equal to one of its names once case, spaces, `-`
+/// and `_` are ignored, or within two edits of one (one for a name of four letters, none for
+/// shorter ones such as `id` and `ref`, which too many other names are close to).
+fn misspelling_of(header: &str) -> Option<usize> {
+    let squeezed = squeeze(header);
+    if squeezed.is_empty() {
+        return None;
+    }
+    let mut best: Option<(usize, usize)> = None;
+    for (k, (_, aliases)) in KNOWN_COLUMNS.iter().enumerate() {
+        for alias in aliases.iter() {
+            let known = squeeze(alias);
+            let allowed = match known.chars().count() {
+                0..=3 => 0,
+                4 => 1,
+                _ => 2,
+            };
+            if let Some(d) = distance_within(&squeezed, &known, allowed)
+                && best.is_none_or(|(_, bd)| d < bd)
+            {
+                best = Some((k, d));
+            }
+        }
+    }
+    best.map(|(k, _)| k)
+}
+
+/// Among `headers` (index, name) that are none of the known names, the one nearest to the known
+/// column `k` (within two edits of one of its names, case, spaces, `-` and `_` ignored).
+fn nearest_for(k: usize, headers: &[(usize, &String)]) -> Option<(usize, String)> {
+    let names: Vec<String> = KNOWN_COLUMNS[k].1.iter().map(|a| squeeze(a)).collect();
+    headers
+        .iter()
+        .filter_map(|(i, h)| {
+            let squeezed = squeeze(h);
+            names
+                .iter()
+                .filter_map(|n| distance_within(&squeezed, n, 2))
+                .min()
+                .map(|d| (d, *i, (*h).clone()))
+        })
+        .min_by_key(|(d, i, _)| (*d, *i))
+        .map(|(_, i, h)| (i, h))
+}
+
 /// A header name as compared: trimmed, lower case, spaces and hyphens turned into `_`.
 pub fn normalize_header(name: &str) -> String {
     name.trim()
@@ -92,13 +179,18 @@ impl ColumnMap {
     /// file uses for its own columns.
     pub fn from_headers(headers: &[String], header_line: u64) -> Result<Self, Problem> {
         let mut found: [Option<usize>; 9] = [None; 9];
-        let mut seen: Vec<(String, usize)> = Vec::new();
+        // Each name once, with its first column: a hash map, so that a header of a hundred
+        // thousand columns is checked in one pass.
+        let mut seen: std::collections::HashMap<String, usize> =
+            std::collections::HashMap::with_capacity(headers.len());
+        // The columns whose names paybatch does not know: carried through, or misspelt.
+        let mut unknown: Vec<(usize, &String)> = Vec::new();
         for (i, h) in headers.iter().enumerate() {
             let norm = normalize_header(h);
             if norm.is_empty() {
                 continue;
             }
-            if let Some((_, first)) = seen.iter().find(|(n, _)| *n == norm) {
+            if let Some(first) = seen.get(&norm) {
                 return Err(Problem::at(
                     header_line,
                     i,
@@ -110,7 +202,7 @@ impl ColumnMap {
                 )
                 .with_help("rename or remove one of the two columns"));
             }
-            seen.push((norm.clone(), i));
+            seen.insert(norm.clone(), i);
             if RESULT_COLUMNS.contains(&norm.as_str()) {
                 return Err(Problem::at(
                     header_line,
@@ -143,6 +235,8 @@ impl ColumnMap {
                     .with_help("keep one of them and rename or remove the other"));
                 }
                 found[k] = Some(i);
+            } else {
+                unknown.push((i, h));
             }
         }
         let missing: Vec<&str> = REQUIRED
@@ -174,15 +268,66 @@ impl ColumnMap {
             } else {
                 format!(" (`{first}` may also be named {aliases})")
             };
-            return Err(
-                Problem::file(header_line, format!("the header has no {list} column")).with_help(
-                    format!(
-                        "the first line must name the columns; required: reference, product_code, \
-                 face_value, currency{also}; found: {}",
-                        headers.join(", ")
-                    ),
+            // The column found that is nearest to a missing one: most likely it, misspelt.
+            let guess = missing.iter().find_map(|m| {
+                let k = KNOWN_COLUMNS.iter().position(|(c, _)| c == m)?;
+                nearest_for(k, &unknown).map(|(i, h)| (*m, i, h))
+            });
+            let (did_you_mean, rename) = match &guess {
+                Some((m, i, h)) => (
+                    format!("; did you mean `{h}` (column {})?", i + 1),
+                    format!("rename column {} to `{m}`; ", i + 1),
                 ),
-            );
+                None => (String::new(), String::new()),
+            };
+            return Err(Problem::file(
+                header_line,
+                format!("the header has no {list} column{did_you_mean}"),
+            )
+            .with_help(format!(
+                "{rename}the first line must name the columns; required: reference, \
+                 product_code, face_value, currency{also}; found: {}",
+                headers.join(", ")
+            )));
+        }
+        // A column paybatch does not know is carried through unread: one that is a misspelling
+        // of a known column would silently change how the rows are paid.
+        if let Some((i, h, k)) = unknown
+            .iter()
+            .find_map(|(i, h)| misspelling_of(h).map(|k| (*i, *h, k)))
+        {
+            let (canonical, aliases) = KNOWN_COLUMNS[k];
+            let others: Vec<String> = aliases
+                .iter()
+                .filter(|a| **a != canonical)
+                .map(|a| format!("`{a}`"))
+                .collect();
+            let also = if others.is_empty() {
+                String::new()
+            } else {
+                format!(" (or {})", others.join(", "))
+            };
+            let consequence = if found[k].is_some() {
+                format!(
+                    "it would be carried through unread beside the `{canonical}` column (column {})",
+                    found[k].map_or(0, |c| c + 1)
+                )
+            } else {
+                format!(
+                    "a column paybatch does not know is carried through unread: {}",
+                    without(canonical)
+                )
+            };
+            return Err(Problem::at(
+                header_line,
+                i,
+                h,
+                format!("column `{h}` is not a column paybatch knows; did you mean `{canonical}`?"),
+            )
+            .with_help(format!(
+                "rename it `{canonical}`{also}; {consequence}; a column meant to be carried \
+                 through needs a name not close to {canonical}"
+            )));
         }
         let req = |k: usize| found[k].unwrap_or(0);
         Ok(ColumnMap {
@@ -823,6 +968,100 @@ mod tests {
         let e =
             reader("reference,product_code,face_value,currency,status\nR,A,1,USD,x\n").unwrap_err();
         assert!(e.message.contains("result file"), "{e}");
+    }
+
+    #[test]
+    fn a_misspelt_known_column_is_refused_with_the_name_meant() {
+        // The email column misnamed and no distribution column: every row would have been a
+        // payout link.
+        let e = reader(
+            "reference,product_code,face_value,currency,e-mail address,department\nR,A,1,USD,a@example.com,HR\n",
+        )
+        .unwrap_err();
+        assert_eq!((e.line, e.column), (1, Some(5)));
+        assert!(e.message.contains("did you mean `email`?"), "{e}");
+        assert!(
+            e.help.as_deref().unwrap_or("").contains("PAYOUT_LINK"),
+            "{e}"
+        );
+        for (header, meant) in [
+            ("Emial", "email"),
+            ("mail", "email"),
+            ("E_Mail", "email"),
+            ("distributon", "distribution"),
+            ("Delivry", "distribution"),
+            ("paymentcurrency", "payment_currency"),
+            ("countr", "country"),
+            ("card-no", "card_id"),
+            ("cardid", "card_id"),
+        ] {
+            let e = reader(&format!(
+                "reference,product_code,face_value,currency,{header}\nR,A,1,USD,x\n"
+            ))
+            .unwrap_err();
+            assert!(
+                e.message.contains(&format!("did you mean `{meant}`?")),
+                "{header}: {e}"
+            );
+        }
+        // Names far from every known one are carried through, as before.
+        for header in [
+            "department",
+            "cost_center",
+            "note",
+            "notes",
+            "name",
+            "product_name",
+            "team",
+            "zip",
+            "cost",
+            "date",
+            "comment",
+            "employee_id",
+            "country_code",
+            "amount_usd",
+        ] {
+            let r = reader(&format!(
+                "reference,product_code,face_value,currency,{header}\nR,A,1,USD,x\n"
+            ));
+            assert!(r.is_ok(), "{header}: {:?}", r.err());
+        }
+    }
+
+    #[test]
+    fn a_missing_required_column_names_the_column_most_like_it() {
+        let e = reader("reference,product_code,fase value,currency\nR,A,1,USD\n").unwrap_err();
+        assert!(
+            e.message
+                .contains("no `face_value` column; did you mean `fase value` (column 3)?"),
+            "{e}"
+        );
+        assert!(
+            e.help
+                .as_deref()
+                .unwrap_or("")
+                .starts_with("rename column 3 to `face_value`"),
+            "{e}"
+        );
+        let e = reader("ref_no,product_code,face_value,currency\nR,A,1,USD\n").unwrap_err();
+        assert!(
+            e.message.contains("did you mean `ref_no` (column 1)?"),
+            "{e}"
+        );
+        // Nothing like it: no guess.
+        let e = reader("reference,product_code,price,currency\nR,A,1,USD\n").unwrap_err();
+        assert!(!e.message.contains("did you mean"), "{e}");
+    }
+
+    #[test]
+    fn a_header_of_many_columns_is_checked_in_one_pass() {
+        let mut header: Vec<String> = (0..50_000).map(|i| format!("c{i}")).collect();
+        header.extend(["reference", "product_code", "face_value", "currency"].map(String::from));
+        let map = ColumnMap::from_headers(&header, 1).expect("valid");
+        assert_eq!(map.reference, 50_000);
+        header.push("c17".into());
+        let e = ColumnMap::from_headers(&header, 1).unwrap_err();
+        assert!(e.message.contains("first as column 18"), "{e}");
     }
 
     #[test]

@@ -239,6 +239,8 @@ pub struct RunSummary {
     pub incomplete_reason: Option<String>,
     /// Rows in orders per payment method (`balance USD`, `card card_x`).
     pub paid_by: BTreeMap<String, i64>,
+    /// The batch's valid rows per delivery (`EMAIL`, `PAYOUT_LINK`).
+    pub per_delivery: BTreeMap<String, i64>,
 }
 
 impl RunSummary {
@@ -1465,8 +1467,10 @@ fn summarize(
         };
         *paid_by.entry(method).or_default() += rows;
     }
+    let per_delivery = ledger.rows_per_delivery(batch_id)?.into_iter().collect();
     Ok(RunSummary {
         paid_by,
+        per_delivery,
         batch: batch.to_string(),
         environment: environment.clone(),
         result_path,

@@ -75,6 +75,8 @@ pub struct Totals {
     /// Valid rows the ledger already has beyond PENDING (in an order, paid, failed): not
     /// paid again by the next run, so not counted.
     pub already_submitted: usize,
+    /// The rows to pay per delivery (`EMAIL`, `PAYOUT_LINK`).
+    pub per_delivery: BTreeMap<String, usize>,
 }
 
 impl Totals {
@@ -93,6 +95,10 @@ impl Totals {
             self.already_submitted += 1;
             return;
         }
+        *self
+            .per_delivery
+            .entry(spec.distribution.as_str().to_string())
+            .or_default() += 1;
         let price = pipeline::row_price(spec, by_code);
         if let Some(card) = pipeline::row_card(spec, default_card) {
             let entry = self.per_card.entry(card.to_string()).or_default();

@@ -320,6 +320,9 @@ fn print_summary(s: &RunSummary, quiet: bool) {
             errln!("  {:<8} {:>14} {:>14}", cur, face, price);
         }
     }
+    if !s.per_delivery.is_empty() {
+        errln!("  rows per delivery: {}", delivery_counts(&s.per_delivery));
+    }
     if !s.paid_by.is_empty() {
         let parts: Vec<String> = s
             .paid_by
@@ -341,6 +344,17 @@ fn print_summary(s: &RunSummary, quiet: bool) {
         ),
     };
     errln!("paybatch run: {verdict} (exit {code})");
+}
+
+/// `7 EMAIL, 5 PAYOUT_LINK`.
+pub fn delivery_counts<N: std::fmt::Display>(
+    counts: &std::collections::BTreeMap<String, N>,
+) -> String {
+    counts
+        .iter()
+        .map(|(delivery, n)| format!("{n} {delivery}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]

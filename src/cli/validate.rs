@@ -194,6 +194,13 @@ pub fn print_preview(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
         p.valid_rows,
         p.rows - p.valid_rows
     )?;
+    if !p.totals.per_delivery.is_empty() {
+        put!(
+            out,
+            "to pay per delivery: {}",
+            super::run::delivery_counts(&p.totals.per_delivery)
+        )?;
+    }
     if p.totals.already_submitted > 0 {
         writeln!(
             out,

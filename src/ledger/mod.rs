@@ -458,6 +458,23 @@ impl Ledger {
         )
     }
 
+    /// The batch's valid rows (not taken out of the file) per delivery (`EMAIL`,
+    /// `PAYOUT_LINK`), from their recorded specs.
+    pub fn rows_per_delivery(&self, batch_id: i64) -> Result<Vec<(String, i64)>> {
+        self.select_all(
+            "SELECT json_extract(spec, '$.distribution') AS delivery, COUNT(*) FROM rows
+             WHERE batch_id = ?1 AND spec IS NOT NULL AND state != 'REMOVED'
+             GROUP BY delivery ORDER BY delivery",
+            [batch_id],
+            |r| {
+                Ok((
+                    r.get::<_, Option<String>>(0)?.unwrap_or_default(),
+                    r.get(1)?,
+                ))
+            },
+        )
+    }
+
     /// The reference of a row, by id.
     pub fn row_reference(&self, row_id: i64) -> Result<Option<String>> {
         self.conn
