@@ -358,7 +358,6 @@ pub struct BatchReader {
     reader: csv::Reader<Tap>,
     /// The bytes of the current record, shared with the [`Tap`] the csv reader reads through.
     tapped: Arc<Mutex<Tapped>>,
-    lines: LineCounter,
     headers: Vec<String>,
     columns: ColumnMap,
     delimiter: u8,
@@ -430,7 +429,6 @@ impl BatchReader {
         let mut this = BatchReader {
             reader,
             tapped,
-            lines: LineCounter::default(),
             headers: Vec::new(),
             columns: ColumnMap {
                 reference: 0,
@@ -532,7 +530,7 @@ impl BatchReader {
                 Ok(more) => more,
                 Err(e) => {
                     self.done = true;
-                    let line = self.lines.peek_start(&lock(&self.tapped));
+                    let line = lock(&self.tapped).peek_start();
                     return Err(read_problem(line, e));
                 }
             };
@@ -543,7 +541,7 @@ impl BatchReader {
             // csv's own line count is off for CRLF files and skipped blank lines: count here.
             let start = self.record.position().map_or(0, |p| p.byte());
             let end = self.reader.position().byte();
-            let line = self.lines.advance(&mut lock(&self.tapped), start, end);
+            let line = lock(&self.tapped).pass(start, end);
             if self
                 .record
                 .iter()
@@ -610,7 +608,8 @@ impl Iterator for BatchReader {
     }
 }
 
-/// The bytes read from the file and not yet passed by a complete record.
+/// The bytes read from the file and not yet passed by a complete record, and the line breaks
+/// of those that were.
 #[derive(Debug, Default)]
 struct Tapped {
     /// Offset in the stream of `bytes[head]`.
@@ -618,12 +617,46 @@ struct Tapped {
     /// `bytes[..head]` are passed and wait to be dropped (in bulk, not record by record).
     head: usize,
     bytes: Vec<u8>,
+    lines: LineCounter,
 }
 
 impl Tapped {
     /// The bytes not yet passed by a complete record.
     fn live(&self) -> &[u8] {
         &self.bytes[self.head..]
+    }
+
+    /// Passes the record at stream offsets `start..end`: the line it starts on.
+    fn pass(&mut self, start: u64, end: u64) -> u64 {
+        let upto = usize::try_from(end.saturating_sub(self.start))
+            .unwrap_or(usize::MAX)
+            .min(self.live().len());
+        let first = self
+            .lines
+            .count(&self.bytes[self.head..self.head + upto], self.start, start);
+        self.head += upto;
+        self.start += upto as u64;
+        first
+    }
+
+    /// Passes the line breaks the live bytes start with: blank lines, which no record holds
+    /// (the one before was passed, the next starts after them). So a run of blank lines, however
+    /// long, is neither kept nor counted toward the record-size limit.
+    fn pass_blank_lines(&mut self) {
+        let n = self
+            .live()
+            .iter()
+            .take_while(|b| matches!(b, b'\r' | b'\n'))
+            .count();
+        if n > 0 {
+            let (start, to) = (self.start, self.start + n as u64);
+            self.pass(start, to);
+        }
+    }
+
+    /// The line the next record starts on, as far as the bytes read so far show.
+    fn peek_start(&self) -> u64 {
+        self.lines.peek_start(self.live())
     }
 }
 
@@ -656,11 +689,12 @@ impl Read for Tap {
             t.bytes.drain(..head);
             t.head = 0;
         }
+        t.bytes.extend_from_slice(&out[..n]);
+        t.pass_blank_lines();
         // Room for the csv reader's read-ahead beyond the record.
-        if t.live().len() + n > MAX_RECORD_BYTES + 64 * 1024 {
+        if t.live().len() > MAX_RECORD_BYTES + 64 * 1024 {
             return Err(io::Error::new(io::ErrorKind::InvalidData, RecordTooLong));
         }
-        t.bytes.extend_from_slice(&out[..n]);
         Ok(n)
     }
 }
@@ -679,15 +713,12 @@ struct LineCounter {
 }
 
 impl LineCounter {
-    /// Passes the record at stream offsets `start..end`: returns the line its first byte is on
-    /// (blank lines before it skipped) and forgets its bytes.
-    fn advance(&mut self, t: &mut Tapped, start: u64, end: u64) -> u64 {
-        let upto = usize::try_from(end.saturating_sub(t.start))
-            .unwrap_or(usize::MAX)
-            .min(t.live().len());
+    /// Counts the line breaks of `bytes` (at stream offset `offset`): returns the line of the
+    /// first byte at or after `start` that is not a line break (blank lines before it skipped).
+    fn count(&mut self, bytes: &[u8], offset: u64, start: u64) -> u64 {
         let mut first = None;
-        for (k, &b) in t.live()[..upto].iter().enumerate() {
-            if first.is_none() && t.start + k as u64 >= start && b != b'\r' && b != b'\n' {
+        for (k, &b) in bytes.iter().enumerate() {
+            if first.is_none() && offset + k as u64 >= start && b != b'\r' && b != b'\n' {
                 first = Some(self.breaks + 1);
             }
             match b {
@@ -704,16 +735,14 @@ impl LineCounter {
                 _ => self.prev_cr = false,
             }
         }
-        t.head += upto;
-        t.start += upto as u64;
         first.unwrap_or(self.breaks + 1)
     }
 
-    /// The line the next record starts on, as far as the bytes read so far show.
-    fn peek_start(&self, t: &Tapped) -> u64 {
+    /// The line the next record starts on, as far as the bytes read so far (`live`) show.
+    fn peek_start(&self, live: &[u8]) -> u64 {
         let mut breaks = self.breaks;
         let mut prev_cr = self.prev_cr;
-        for &b in t.live() {
+        for &b in live {
             match b {
                 b'\n' if prev_cr => prev_cr = false,
                 b'\n' => breaks += 1,
@@ -1213,6 +1242,22 @@ mod tests {
             .map(|r| r.map_or_else(|p| p.line, |r| r.line))
             .collect();
         assert_eq!(lines, [3, 4, 8]);
+    }
+
+    #[test]
+    fn runs_of_blank_lines_do_not_count_toward_the_record_size_limit() {
+        for blank in ["\n", "\r\n", "\r"] {
+            let mut data = format!("{HEADER}R1,A,1,USD,\n");
+            let n = (MAX_RECORD_BYTES + 300 * 1024) / blank.len();
+            data.push_str(&blank.repeat(n));
+            data.push_str("R2,A,1,USD,\n");
+            let recs = records(reader(&data).unwrap());
+            assert_eq!(recs.len(), 2, "{blank:?}: {:?}", recs.last());
+            let r2 = recs[1].as_ref().expect("R2 is read");
+            assert_eq!(r2.fields[0], "R2");
+            // Header, R1, the blank lines, then R2 (a final "\r" of R1 pairs with no "\n").
+            assert_eq!(r2.line, 3 + n as u64, "{blank:?}");
+        }
     }
 
     #[test]

@@ -40,7 +40,7 @@ use super::pace::Pacer;
 use super::plan;
 use super::report::Reporter;
 use super::scan;
-use super::validate::{CatalogIndex, Problem, RowSpec, ValidateOptions};
+use super::validate::{CatalogIndex, Problem, Problems, RowSpec, ValidateOptions};
 
 /// Default pace of order creation: the service's limit.
 pub const DEFAULT_ORDER_RATE: u32 = 180;
@@ -145,7 +145,8 @@ pub enum RunError {
     #[error("{} problem(s) in {}; nothing was submitted", .problems.len(), .input.display())]
     Invalid {
         input: PathBuf,
-        problems: Vec<Problem>,
+        /// The first of each kind, and how many of each.
+        problems: Problems,
     },
     #[error("{message}")]
     Refused { message: String, help: String },
@@ -213,7 +214,7 @@ impl RunError {
             RunError::Auth(_) => Some(
                 "check that the key was copied completely, that it belongs to this environment, and that it was not revoked (paybatch ping)".into(),
             ),
-            RunError::Invalid { problems, .. } if problems.iter().all(Problem::is_file_level) => {
+            RunError::Invalid { problems, .. } if problems.all_file_level() => {
                 Some("fix the file as said above (encoding, header row, rows) and run again".into())
             }
             RunError::Invalid { .. } => Some(
@@ -402,7 +403,7 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
     )
     .map_err(|p| RunError::Invalid {
         input: opts.input.clone(),
-        problems: vec![p],
+        problems: Problems::from_iter([p]),
     })?;
     tracing::info!("first pass (read and check): {:.2?}", started.elapsed());
     reporter.line(format!(
@@ -763,7 +764,9 @@ fn merge_and_plan(
         planned: 0,
     };
     let mut merge = ledger.merge(batch.id, true)?;
-    scan::read_again_in_parallel(scanned, &opts.input, options, |row, spec| {
+    // The second pass finds the invalid rows again with the same checks as the first.
+    let index = CatalogIndex::new(products.to_vec());
+    scan::read_again_in_parallel(scanned, &opts.input, &index, options, |row, spec| {
         let Some(to_plan) = merge.row(&row)? else {
             return Ok(());
         };

@@ -215,6 +215,39 @@ pub fn print_problem(problem: &impl std::fmt::Display) {
     );
 }
 
+/// Kinds listed one by one after the problems shown (the others are counted together).
+const LISTED_KINDS: usize = 20;
+
+/// Prints the problems of a file as kept (the first of each kind), then, when some were not
+/// kept, how many there are of each kind: a file of a million bad rows prints a page.
+pub fn print_problems(problems: &crate::batch::validate::Problems) {
+    for p in &problems.shown {
+        print_problem(p);
+    }
+    if problems.omitted() == 0 {
+        return;
+    }
+    errln!();
+    errln!(
+        "... and {} more problem(s) not shown; the {} problem(s) per kind (the first {} of each are above):",
+        problems.omitted(),
+        problems.total,
+        crate::batch::validate::KEPT_PER_KIND
+    );
+    let mut kinds: Vec<(&String, &usize)> = problems.per_kind.iter().collect();
+    kinds.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    for (kind, n) in kinds.iter().take(LISTED_KINDS) {
+        errln!("  {kind:<20} {n:>10}");
+    }
+    if kinds.len() > LISTED_KINDS {
+        let rest: usize = kinds[LISTED_KINDS..].iter().map(|(_, n)| **n).sum();
+        errln!(
+            "  ({} other columns: {rest} problem(s))",
+            kinds.len() - LISTED_KINDS
+        );
+    }
+}
+
 /// Prints an error in the `error: ... / help: ...` style, its control characters escaped (the
 /// message may quote the service, a file or the ledger).
 pub fn print_error(message: &str, help: Option<&str>) {

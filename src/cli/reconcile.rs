@@ -146,15 +146,8 @@ async fn rebuild(
         allow_duplicates: true,
         default_payment_currency,
     };
-    let scanned = scan::scan(
-        file,
-        None,
-        &CatalogIndex::new(products),
-        &options,
-        None,
-        |_| {},
-    )
-    .map_err(|p| {
+    let catalog = CatalogIndex::new(products);
+    let scanned = scan::scan(file, None, &catalog, &options, None, |_| {}).map_err(|p| {
         super::print_problem(&p);
         exit::INVALID
     })?;
@@ -174,7 +167,7 @@ async fn rebuild(
     let mut merge = ledger
         .merge(batch.id, false)
         .map_err(|e| fail(e.to_string()))?;
-    scan::read_again(&scanned, file, &options, |row, _| {
+    scan::read_again(&scanned, file, &catalog, &options, |row, _| {
         merge.row(&row).map(drop).map_err(RunError::from)
     })
     .map_err(|e| fail(e.to_string()))?;

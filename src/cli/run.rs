@@ -288,9 +288,7 @@ pub fn ask_batch_name(
 
 pub fn report_error(e: &RunError) -> i32 {
     if let RunError::Invalid { problems, .. } = e {
-        for p in problems {
-            super::print_problem(&p);
-        }
+        super::print_problems(problems);
         errln!();
     }
     print_error(&e.to_string(), e.help().as_deref());

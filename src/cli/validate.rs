@@ -105,12 +105,10 @@ pub async fn execute(args: ValidateArgs, quiet: bool) -> i32 {
         outln!("paybatch validate: {}", opts.environment.banner());
         let _ = print_preview(&preview, &mut out);
     }
-    for p in &preview.problems {
-        super::print_problem(&p);
-    }
-    if !preview.problems.is_empty() {
+    super::print_problems(&preview.problem_report());
+    if preview.problems_total > 0 {
         errln!();
-        let n = preview.problems.len();
+        let n = preview.problems_total;
         if preview.skip_invalid && preview.valid_rows > 0 {
             errln!(
                 "warning: {n} problem(s) in {}: with --skip-invalid those rows would be marked INVALID and not paid",
@@ -122,7 +120,7 @@ pub async fn execute(args: ValidateArgs, quiet: bool) -> i32 {
                     "{n} problem(s) in {}; `paybatch run` would submit nothing",
                     preview.file
                 ),
-                Some(if preview.problems.iter().all(|p| p.is_file_level()) {
+                Some(if preview.file_level_only {
                     "fix the file as said above (encoding, header row, rows) and validate again"
                 } else {
                     "fix the rows above and validate again; --skip-invalid pays the valid rows and marks the others INVALID"
