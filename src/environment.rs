@@ -147,8 +147,24 @@ impl Environment {
         };
         match (self, key.kind()) {
             (Environment::Production, KeyKind::Production)
-            | (Environment::Playground, KeyKind::Playground)
-            | (Environment::Custom(_), _) => Ok(key),
+            | (Environment::Playground, KeyKind::Playground) => Ok(key),
+            // A production key goes to the production service only, and only through
+            // `--env production` (where `run` asks for confirmation, or --yes and the digest):
+            // another address could be anyone's, or the production service reached around
+            // that guard.
+            (Environment::Custom(url), KeyKind::Production) => Err(ConfigError::new(
+                format!(
+                    "the API key ({}) is a production key (it starts with `wg`), and the service \
+                     address is {}: a production key is sent to the production service only, \
+                     with --env production",
+                    key.fingerprint(),
+                    url
+                ),
+                "for real payouts use --env production (and no base_url, --base-url or \
+                 PAYBATCH_BASE_URL); for another service use its own key (a playground key \
+                 starts with `xx`)",
+            )),
+            (Environment::Custom(_), _) => Ok(key),
             (Environment::Production, _) => Err(ConfigError::new(
                 format!(
                     "the API key ({}) is not a production key (production keys start with `wg`)",

@@ -12,3 +12,4 @@ pub mod failpoint;
 pub mod ledger;
 pub mod money;
 pub mod sim;
+pub mod text;

@@ -245,3 +245,72 @@ async fn the_help_line_fits_a_broken_file_and_a_file_with_bad_rows() {
     assert!(help.contains("--skip-invalid"), "{err}");
     sim.shutdown().await;
 }
+
+/// A file of many bad rows is reported in a page, not a line per problem: the first problems
+/// of each kind, then how many there are of each. `run` and `validate` alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_bad_rows_are_reported_in_a_bounded_number_of_lines() {
+    const ROWS: usize = 20_000;
+    let mut bytes = HEADER.as_bytes().to_vec();
+    for i in 0..ROWS {
+        // Two problems a row (amount, email), and a short row every 100.
+        if i % 100 == 99 {
+            bytes.extend_from_slice(format!("B-{i},NOPE-US,x\n").as_bytes());
+        } else {
+            bytes.extend_from_slice(format!("B-{i},NOPE-US,x,USD,not-an-address,n\n").as_bytes());
+        }
+    }
+    let (code, err, sim, ws) = run_on("many.csv", &bytes).await;
+    assert_eq!(code, Some(3), "{}", &err[..err.len().min(2000)]);
+    assert!(sim.orders().is_empty());
+    let lines = err.lines().count();
+    assert!(
+        lines < 300,
+        "{lines} lines:\n{}",
+        &err[..err.len().min(4000)]
+    );
+    assert!(
+        err.contains("error: line 2, column 3 (face_value)"),
+        "{err}"
+    );
+    assert!(err.contains("more problem(s) not shown"), "{err}");
+    assert!(
+        err.lines()
+            .any(|l| l.trim_start().starts_with("face_value") && l.ends_with(" 19800")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("{} problem(s) in many.csv", 19_800 * 2 + 200)),
+        "{err}"
+    );
+    sim.shutdown().await;
+
+    let key = ws.key_file();
+    let out = paybatch_in(
+        ws.dir.path(),
+        &[
+            "validate",
+            "many.csv",
+            "--api-key-file",
+            key.to_str().expect("utf-8 path"),
+            "--ledger",
+            "v.db",
+        ],
+        &[],
+    )
+    .await;
+    let err = stderr_of(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        &err[..err.len().min(2000)]
+    );
+    let lines = err.lines().count() + stdout_of(&out).lines().count();
+    assert!(
+        lines < 300,
+        "{lines} lines:\n{}",
+        &err[..err.len().min(4000)]
+    );
+    assert!(err.contains("more problem(s) not shown"), "{err}");
+}

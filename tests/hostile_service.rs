@@ -1,6 +1,8 @@
 //! Hostile or broken answers from the service: each is a clear transient or final error, never
 //! a panic, never an order taken as created without an id.
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -266,4 +268,150 @@ async fn unknown_enum_values_in_answers_are_read_as_other() {
     use paybatch::api::models::{DistributionType, SelectionType};
     assert_eq!(o.items[0].distribution_method.kind, DistributionType::Other);
     assert_eq!(o.items[0].products.kind, SelectionType::Other);
+}
+
+/// A service on 127.0.0.1 that lists the simulator's catalog when `catalog` is set and answers
+/// every other request with 429 and `Retry-After: 100000000` (more than three years). Counts
+/// the order creations it refused.
+async fn throttling_service(catalog: bool) -> (String, Arc<AtomicUsize>) {
+    use axum::http::{HeaderMap, Method, StatusCode, Uri};
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let products = paybatch::api::models::ProductList {
+        catalog: common::products(),
+        pagination: Default::default(),
+    };
+    let products = serde_json::to_string(&products).unwrap();
+    let creations = Arc::new(AtomicUsize::new(0));
+    let counter = creations.clone();
+    let app = axum::Router::new().fallback(move |method: Method, uri: Uri| {
+        let products = products.clone();
+        let counter = counter.clone();
+        async move {
+            let mut headers = HeaderMap::new();
+            headers.insert("content-type", "application/json".parse().unwrap());
+            if catalog && method == Method::GET && uri.path() == "/v2/product" {
+                return (StatusCode::OK, headers, products);
+            }
+            if method == Method::POST {
+                counter.fetch_add(1, Ordering::SeqCst);
+            }
+            headers.insert("retry-after", "100000000".parse().unwrap());
+            let body = r#"{"type":"too_many_requests","message":"slow down","help":""}"#;
+            (StatusCode::TOO_MANY_REQUESTS, headers, body.to_string())
+        }
+    });
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (format!("http://{addr}/v2"), creations)
+}
+
+/// `Retry-After: 100000000` does not hold a run (and the ledger) for years: a pause the service
+/// asks for is honoured up to a minute, and never past the run's deadline (`--poll-timeout`):
+/// the run ends incomplete (exit 5), to be run again. Both while reading the catalog and while
+/// sending orders. (The test's own bound is 120 s per command; without the cap the run sleeps
+/// for years.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_retry_after_ends_the_run_at_its_deadline() {
+    use common::*;
+    let ws = Workspace::new();
+    ws.copy(SAMPLE, "nov.csv");
+    let key = [("PAYBATCH_API_KEY", "xx_test_key")];
+    let dir = ws.dir.path();
+
+    // The catalog cannot be read.
+    let (base, _) = throttling_service(false).await;
+    let out = paybatch_in(
+        dir,
+        &[
+            "run",
+            "nov.csv",
+            "--base-url",
+            &base,
+            "--ledger",
+            "a.db",
+            "--poll-timeout",
+            "5",
+        ],
+        &key,
+    )
+    .await;
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert!(err.contains("too_many_requests"), "{err}");
+    assert!(err.contains("run the same command again"), "{err}");
+
+    // The catalog can be read, no order can be created (paid by card: no balance to read).
+    let (base, creations) = throttling_service(true).await;
+    let out = paybatch_in(
+        dir,
+        &[
+            "run",
+            "nov.csv",
+            "--base-url",
+            &base,
+            "--ledger",
+            "b.db",
+            "--card-id",
+            "card_x",
+            "--poll-timeout",
+            "5",
+        ],
+        &key,
+    )
+    .await;
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert!(
+        creations.load(Ordering::SeqCst) >= 1,
+        "orders were sent: {err}"
+    );
+    assert!(err.contains("--poll-timeout 5s"), "{err}");
+    assert!(
+        err.contains("run the same command again to resume"),
+        "{err}"
+    );
+}
+
+/// A `--poll-timeout` too large to be a time is refused by the command line (exit 2), not a
+/// panic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poll_timeout_too_large_is_refused_not_a_panic() {
+    use common::*;
+    let ws = Workspace::new();
+    ws.copy(SAMPLE, "nov.csv");
+    for value in ["18446744073709551615", "604801"] {
+        let out = paybatch_in(
+            ws.dir.path(),
+            &[
+                "run",
+                "nov.csv",
+                "--ledger",
+                "l.db",
+                "--poll-timeout",
+                value,
+            ],
+            &[],
+        )
+        .await;
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(2), "{value}: {err}");
+        assert!(err.contains("--poll-timeout"), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    let out = paybatch_in(
+        ws.dir.path(),
+        &[
+            "run",
+            "nov.csv",
+            "--ledger",
+            "l.db",
+            "--poll-timeout",
+            "604800",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
 }

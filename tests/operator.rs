@@ -194,6 +194,62 @@ async fn validate_reports_every_problem_with_its_line_and_exits_3() {
     digest_of(&stdout(&out));
 }
 
+/// A misspelt column is not carried through unread: `e-mail address` without a distribution
+/// column would have paid every row as a payout link. And what is paid per delivery is shown
+/// before (validate, the production confirmation) and after (the run's summary).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_misspelt_column_is_refused_and_the_rows_per_delivery_are_shown() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    ws.write(
+        "nov.csv",
+        "reference,product_code,face_value,currency,e-mail address,department\n\
+         R1,AMZ-US,10,USD,ann@example.com,Sales\n\
+         R2,AMZ-US,20,USD,bob@example.com,Ops\n",
+    );
+    for command in ["validate", "run"] {
+        let out = against(&ws, &sim, &[command, "nov.csv"]).await;
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(3), "{command}: {err}");
+        assert!(
+            err.contains(
+                "error: line 1, column 5 (e-mail address): column `e-mail address` is not a column paybatch knows; did you mean `email`?"
+            ),
+            "{err}"
+        );
+        assert!(err.contains("every row is paid as a PAYOUT_LINK"), "{err}");
+    }
+    assert!(sim.orders().is_empty(), "nothing was paid");
+
+    // Named right (and a column far from every known name carried through): two email rows
+    // and a payout link.
+    ws.write(
+        "nov.csv",
+        "reference,product_code,face_value,currency,email,department\n\
+         R1,AMZ-US,10,USD,ann@example.com,Sales\n\
+         R2,AMZ-US,20,USD,bob@example.com,Ops\n\
+         R3,AMZ-US,30,USD,,Ops\n",
+    );
+    let out = against(&ws, &sim, &["validate", "nov.csv"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("to pay per delivery: 2 EMAIL, 1 PAYOUT_LINK"),
+        "{}",
+        stdout(&out)
+    );
+    let v = json(&against(&ws, &sim, &["validate", "nov.csv", "--json"]).await);
+    assert_eq!(v["totals"]["per_delivery"]["EMAIL"], 2);
+    let out = against(&ws, &sim, &["run", "nov.csv"]).await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("rows per delivery: 2 EMAIL, 1 PAYOUT_LINK"),
+        "{err}"
+    );
+    let result = read_csv(&ws.path("nov.result.csv"));
+    assert_eq!(result[0][5], "department");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn validate_refuses_a_balance_too_low() {
     let ws = Workspace::new();

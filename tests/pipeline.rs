@@ -186,6 +186,43 @@ async fn skip_invalid_pays_the_valid_rows_and_marks_the_others() {
     assert_eq!(sim.orders().len(), 2);
 }
 
+/// Invalid rows of every sort are recorded with their problems: a row of another width (its
+/// cells cannot be put in the header's columns: written empty), a repeated reference, a
+/// product the catalog does not have. The result file has a line for each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skip_invalid_records_every_sort_of_invalid_row_in_the_result_file() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    ws.write(
+        "mixed.csv",
+        "reference,product_code,face_value,currency,email\n\
+         R-1,AMZ-US,25.00,USD,ann@example.com\n\
+         R-2,AMZ-US,25.00,USD,bob@example.com,one cell too many\n\
+         R-1,AMZ-US,30.00,USD,cy@example.com\n\
+         R-4,NO-SUCH-PRODUCT,25.00,USD,dee@example.com\n",
+    );
+    let out = run_against(&ws, &sim, "mixed.csv", &["--skip-invalid"]).await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    let result = read_csv(&ws.path("mixed.result.csv"));
+    let status = col(&result[0], "status");
+    let message = col(&result[0], "error_message");
+    let rows: Vec<(&str, &str, &str)> = result[1..]
+        .iter()
+        .map(|r| (r[0].as_str(), r[status].as_str(), r[message].as_str()))
+        .collect();
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    assert_eq!(rows[0].1, "COMPLETED");
+    assert_eq!(rows[1].0, "", "{rows:?}");
+    assert_eq!(rows[1].1, "INVALID");
+    assert!(rows[1].2.contains("this row has 6 fields"), "{rows:?}");
+    assert_eq!(rows[2].1, "INVALID");
+    assert!(rows[2].2.contains("already used on line 2"), "{rows:?}");
+    assert_eq!(rows[3], ("R-4", "INVALID", rows[3].2));
+    assert!(rows[3].2.contains("not in the catalog"), "{rows:?}");
+    assert_eq!(sim.orders().len(), 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropped_answers_and_server_errors_never_pay_twice() {
     let ws = Workspace::new();
@@ -442,7 +479,7 @@ async fn what_left_each_balance_is_reported_with_conversions() {
     let lost = before - sim.balance("USD");
     assert_eq!(charged, lost, "the result file says what the balance lost");
     assert!(
-        err.contains(&format!("balance USD")) && err.contains(&lost.to_string()),
+        err.contains("balance USD") && err.contains(&lost.to_string()),
         "the summary shows it: {err}"
     );
     let ledger = ws.ledger();

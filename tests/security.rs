@@ -490,6 +490,74 @@ async fn plain_http_to_another_host_is_refused_before_any_connection() {
     }
 }
 
+/// A production key goes to the production service only, through `--env production` and its
+/// guard: with any other address (flag, variable or settings file), whatever the command, it is
+/// refused before any connection, exit 2. The address is a local listener that answers (403) and
+/// counts the connections it gets, so that a command that does send the key ends and is seen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_production_key_never_goes_to_another_address() {
+    let ws = Workspace::new();
+    ws.copy(SAMPLE, "nov.csv");
+    let service = ProxyTrap::start().await;
+    let base = format!("{}/v2", service.url);
+    let key_file = write_key_file(&ws, "production.key", PRODUCTION_SHAPED, 0o600);
+    let key_file = key_file.to_str().expect("path");
+    let in_env = [("PAYBATCH_API_KEY", PRODUCTION_SHAPED)];
+    let dir = ws.dir.path();
+    // (arguments, environment variables)
+    type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>);
+    let mut cases: Vec<Case> = Vec::new();
+    for command in [
+        &["run", "nov.csv"][..],
+        &["run", "nov.csv", "--yes"],
+        &["validate", "nov.csv"],
+        &["ping"],
+        &["balance"],
+        &["catalog", "sync"],
+        &["catalog", "list"],
+    ] {
+        let mut args = command.to_vec();
+        args.extend_from_slice(&["--base-url", &base, "--ledger", "ledger.db"]);
+        cases.push((args.clone(), in_env.to_vec()));
+        // The key from a file, and the address from the variable.
+        let mut from_file = command.to_vec();
+        from_file.extend_from_slice(&["--api-key-file", key_file, "--ledger", "ledger.db"]);
+        cases.push((from_file, vec![("PAYBATCH_BASE_URL", base.as_str())]));
+    }
+    for (args, envs) in &cases {
+        let out = paybatch_in(dir, args, envs).await;
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?} {envs:?}: {err}");
+        assert!(err.contains("is a production key"), "{args:?}: {err}");
+        assert!(
+            err.contains("help: for real payouts use --env production"),
+            "{err}"
+        );
+        assert!(!err.contains(PRODUCTION_SHAPED), "{err}");
+        assert_eq!(service.count(), 0, "{args:?} {envs:?}: {err}");
+    }
+    // The address from the settings file, for `validate` and `run` (no terminal, no --yes).
+    let settings = ws.write("paybatch.toml", &format!("base_url = \"{base}\"\n"));
+    for command in [&["validate", "nov.csv"][..], &["run", "nov.csv"]] {
+        let out = paybatch_in(dir, command, &in_env).await;
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(2), "{command:?}: {err}");
+        assert!(err.contains("is a production key"), "{err}");
+        assert_eq!(service.count(), 0, "{command:?}: {err}");
+    }
+    assert!(!ws.path("nov.result.csv").exists(), "nothing was paid");
+    // The listener does count: a playground key is sent there.
+    std::fs::remove_file(settings).expect("remove settings");
+    let out = paybatch_in(
+        dir,
+        &["ping", "--base-url", &base],
+        &[("PAYBATCH_API_KEY", SECRET)],
+    )
+    .await;
+    assert_ne!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(service.count() >= 1, "{}", stderr_of(&out));
+}
+
 /// Runs the binary with umask 000, so that any file it does not protect itself ends up readable
 /// (and writable) by everyone.
 async fn with_open_umask(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> Output {

@@ -7,6 +7,8 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use reqwest::header::{HeaderMap, HeaderValue, RETRY_AFTER};
 use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
@@ -18,6 +20,10 @@ use super::models::*;
 
 /// Bodies larger than this are refused (a hostile or broken answer), never buffered whole.
 pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+
+/// The longest `Retry-After` honoured: a longer one (a broken or hostile answer) is read as
+/// this, so that no answer can make paybatch wait for hours while it holds the ledger.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
@@ -92,6 +98,8 @@ pub struct Client {
     base: Url,
     key: ApiKey,
     version: String,
+    /// When set, a read tried again ([`read_retrying_until`]) does not wait past it.
+    deadline: Option<Instant>,
 }
 
 /// True for `127.0.0.0/8`, `::1` and `localhost`.
@@ -146,11 +154,26 @@ impl Client {
             base,
             key: config.api_key,
             version: config.api_version,
+            deadline: None,
         })
     }
 
     pub fn base_url(&self) -> &Url {
         &self.base
+    }
+
+    /// The same client, whose reads that are tried again never wait past `deadline` (they
+    /// give up with their last error instead).
+    pub fn with_deadline(&self, deadline: Option<Instant>) -> Client {
+        Client {
+            deadline,
+            ..self.clone()
+        }
+    }
+
+    /// See [`Client::with_deadline`].
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
     }
 
     fn url(&self, path: &str) -> Result<Url, ApiError> {
@@ -256,7 +279,7 @@ impl Client {
         q.before = None;
         let mut out = Vec::new();
         for _ in 0..MAX_PAGES {
-            let page = read_retrying(|| self.products(&q)).await?;
+            let page = read_retrying_until(self.deadline, || self.products(&q)).await?;
             let done = page.catalog.is_empty();
             out.extend(page.catalog);
             match page.pagination.cursors.after {
@@ -525,7 +548,7 @@ fn error_from(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> ApiError 
         .get(RETRY_AFTER)
         .and_then(|v: &HeaderValue| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_secs);
+        .map(|seconds| Duration::from_secs(seconds).min(MAX_RETRY_AFTER));
     if status.is_redirection() {
         return ApiError::Protocol {
             status: status.as_u16(),
@@ -589,9 +612,21 @@ pub const READ_TRIES: u32 = 5;
 
 /// A read that is safe to repeat (a `GET`), tried up to [`READ_TRIES`] times while it fails
 /// transiently (5xx, timeouts, dropped connections, 429): 0.5, 1, 2 and 4 s apart, at least 5 s
-/// after a 429, and never sooner than the service's `Retry-After`. Any other answer is returned
-/// at once.
-pub async fn read_retrying<T, Fut>(mut read: impl FnMut() -> Fut) -> Result<T, ApiError>
+/// after a 429, and never sooner than the service's `Retry-After` (itself at most
+/// [`MAX_RETRY_AFTER`]). Any other answer is returned at once.
+pub async fn read_retrying<T, Fut>(read: impl FnMut() -> Fut) -> Result<T, ApiError>
+where
+    Fut: std::future::Future<Output = Result<T, ApiError>>,
+{
+    read_retrying_until(None, read).await
+}
+
+/// [`read_retrying`] that never waits past `deadline`: a wait that would end after it is not
+/// taken, and the last error is returned (a transient one: the caller's "run again").
+pub async fn read_retrying_until<T, Fut>(
+    deadline: Option<Instant>,
+    mut read: impl FnMut() -> Fut,
+) -> Result<T, ApiError>
 where
     Fut: std::future::Future<Output = Result<T, ApiError>>,
 {
@@ -605,7 +640,19 @@ where
                 } else {
                     Duration::ZERO
                 };
-                tokio::time::sleep(wait.max(floor).max(e.retry_after().unwrap_or_default())).await;
+                let pause = wait
+                    .max(floor)
+                    .max(e.retry_after().unwrap_or_default())
+                    .min(MAX_RETRY_AFTER);
+                let past_deadline = deadline.is_some_and(|d| {
+                    Instant::now()
+                        .checked_add(pause)
+                        .is_none_or(|until| until > d)
+                });
+                if past_deadline {
+                    return Err(e);
+                }
+                tokio::time::sleep(pause).await;
                 wait *= 2;
                 tries += 1;
             }
@@ -640,6 +687,60 @@ mod tests {
         .await;
         assert!(got.is_err());
         assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+
+    fn rate_limited(retry_after: &str) -> ApiError {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            RETRY_AFTER,
+            HeaderValue::from_str(retry_after).expect("header"),
+        );
+        error_from(
+            StatusCode::TOO_MANY_REQUESTS,
+            &headers,
+            br#"{"type":"too_many_requests","message":"slow down","help":""}"#,
+        )
+    }
+
+    #[test]
+    fn a_retry_after_is_honoured_up_to_a_minute() {
+        assert_eq!(
+            rate_limited("7").retry_after(),
+            Some(Duration::from_secs(7))
+        );
+        for huge in ["100000000", "18446744073709551615"] {
+            assert_eq!(rate_limited(huge).retry_after(), Some(MAX_RETRY_AFTER));
+        }
+        // Not a number of seconds (too large for one, or a date): the default pauses apply.
+        assert_eq!(rate_limited("99999999999999999999999").retry_after(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reads_tried_again_wait_a_bounded_time_and_never_past_the_deadline() {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        let calls = AtomicU32::new(0);
+        let always_429 = || async {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Err::<(), _>(rate_limited("100000000"))
+        };
+        // Without a deadline: every try, each pause at most a minute (virtual time).
+        let t0 = Instant::now();
+        assert!(read_retrying(always_429).await.is_err());
+        assert_eq!(calls.load(Ordering::SeqCst), READ_TRIES);
+        assert_eq!(Instant::now() - t0, MAX_RETRY_AFTER * (READ_TRIES - 1));
+        // With a deadline 5 s away: the minute is not waited, the error comes back at once.
+        calls.store(0, Ordering::SeqCst);
+        let t0 = Instant::now();
+        let got = read_retrying_until(Some(t0 + Duration::from_secs(5)), always_429).await;
+        assert!(got.is_err_and(|e| e.is_rate_limited()));
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert_eq!(Instant::now(), t0);
+        // A deadline far enough away lets the pauses happen.
+        calls.store(0, Ordering::SeqCst);
+        let got =
+            read_retrying_until(Some(Instant::now() + Duration::from_secs(3600)), always_429).await;
+        assert!(got.is_err());
+        assert_eq!(calls.load(Ordering::SeqCst), READ_TRIES);
     }
 
     #[test]

@@ -69,6 +69,93 @@ pub const KNOWN_COLUMNS: [(&str, &[&str]); 9] = [
 
 const REQUIRED: [&str; 4] = ["reference", "product_code", "face_value", "currency"];
 
+/// What leaving a known column out changes, said when a header seems to be a misspelling of it.
+fn without(canonical: &str) -> &'static str {
+    match canonical {
+        "email" => "no row has an email address, so every row is paid as a PAYOUT_LINK",
+        "distribution" => {
+            "every row's delivery is guessed: EMAIL when an email is given, else PAYOUT_LINK"
+        }
+        "payment_currency" => "every row is paid from the balance in its product's currency",
+        "country" => "no row's country is checked against its product",
+        "card_id" => "every row is paid from the balance instead of the card",
+        _ => "the column is missing",
+    }
+}
+
+/// A header name as compared for closeness: lower case, without spaces, `-` and `_`.
+fn squeeze(name: &str) -> String {
+    name.chars()
+        .filter(|c| !matches!(c, ' ' | '-' | '_'))
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// Levenshtein distance between `a` and `b`, or `None` when it is more than `max` (cheap for
+/// long names: their lengths alone tell).
+fn distance_within(a: &str, b: &str, max: usize) -> Option<usize> {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().take(64).collect(), b.chars().collect());
+    if a.len().abs_diff(b.len()) > max {
+        return None;
+    }
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    Some(prev[b.len()]).filter(|d| *d <= max)
+}
+
+/// The known column (its index in [`KNOWN_COLUMNS`]) a header that is none of the names
+/// paybatch knows is a likely misspelling of: equal to one of its names once case, spaces, `-`
+/// and `_` are ignored, or within two edits of one (one for a name of four letters, none for
+/// shorter ones such as `id` and `ref`, which too many other names are close to).
+fn misspelling_of(header: &str) -> Option<usize> {
+    let squeezed = squeeze(header);
+    if squeezed.is_empty() {
+        return None;
+    }
+    let mut best: Option<(usize, usize)> = None;
+    for (k, (_, aliases)) in KNOWN_COLUMNS.iter().enumerate() {
+        for alias in aliases.iter() {
+            let known = squeeze(alias);
+            let allowed = match known.chars().count() {
+                0..=3 => 0,
+                4 => 1,
+                _ => 2,
+            };
+            if let Some(d) = distance_within(&squeezed, &known, allowed)
+                && best.is_none_or(|(_, bd)| d < bd)
+            {
+                best = Some((k, d));
+            }
+        }
+    }
+    best.map(|(k, _)| k)
+}
+
+/// Among `headers` (index, name) that are none of the known names, the one nearest to the known
+/// column `k` (within two edits of one of its names, case, spaces, `-` and `_` ignored).
+fn nearest_for(k: usize, headers: &[(usize, &String)]) -> Option<(usize, String)> {
+    let names: Vec<String> = KNOWN_COLUMNS[k].1.iter().map(|a| squeeze(a)).collect();
+    headers
+        .iter()
+        .filter_map(|(i, h)| {
+            let squeezed = squeeze(h);
+            names
+                .iter()
+                .filter_map(|n| distance_within(&squeezed, n, 2))
+                .min()
+                .map(|d| (d, *i, (*h).clone()))
+        })
+        .min_by_key(|(d, i, _)| (*d, *i))
+        .map(|(_, i, h)| (i, h))
+}
+
 /// A header name as compared: trimmed, lower case, spaces and hyphens turned into `_`.
 pub fn normalize_header(name: &str) -> String {
     name.trim()
@@ -92,13 +179,18 @@ impl ColumnMap {
     /// file uses for its own columns.
     pub fn from_headers(headers: &[String], header_line: u64) -> Result<Self, Problem> {
         let mut found: [Option<usize>; 9] = [None; 9];
-        let mut seen: Vec<(String, usize)> = Vec::new();
+        // Each name once, with its first column: a hash map, so that a header of a hundred
+        // thousand columns is checked in one pass.
+        let mut seen: std::collections::HashMap<String, usize> =
+            std::collections::HashMap::with_capacity(headers.len());
+        // The columns whose names paybatch does not know: carried through, or misspelt.
+        let mut unknown: Vec<(usize, &String)> = Vec::new();
         for (i, h) in headers.iter().enumerate() {
             let norm = normalize_header(h);
             if norm.is_empty() {
                 continue;
             }
-            if let Some((_, first)) = seen.iter().find(|(n, _)| *n == norm) {
+            if let Some(first) = seen.get(&norm) {
                 return Err(Problem::at(
                     header_line,
                     i,
@@ -110,7 +202,7 @@ impl ColumnMap {
                 )
                 .with_help("rename or remove one of the two columns"));
             }
-            seen.push((norm.clone(), i));
+            seen.insert(norm.clone(), i);
             if RESULT_COLUMNS.contains(&norm.as_str()) {
                 return Err(Problem::at(
                     header_line,
@@ -143,6 +235,8 @@ impl ColumnMap {
                     .with_help("keep one of them and rename or remove the other"));
                 }
                 found[k] = Some(i);
+            } else {
+                unknown.push((i, h));
             }
         }
         let missing: Vec<&str> = REQUIRED
@@ -174,15 +268,66 @@ impl ColumnMap {
             } else {
                 format!(" (`{first}` may also be named {aliases})")
             };
-            return Err(
-                Problem::file(header_line, format!("the header has no {list} column")).with_help(
-                    format!(
-                        "the first line must name the columns; required: reference, product_code, \
-                 face_value, currency{also}; found: {}",
-                        headers.join(", ")
-                    ),
+            // The column found that is nearest to a missing one: most likely it, misspelt.
+            let guess = missing.iter().find_map(|m| {
+                let k = KNOWN_COLUMNS.iter().position(|(c, _)| c == m)?;
+                nearest_for(k, &unknown).map(|(i, h)| (*m, i, h))
+            });
+            let (did_you_mean, rename) = match &guess {
+                Some((m, i, h)) => (
+                    format!("; did you mean `{h}` (column {})?", i + 1),
+                    format!("rename column {} to `{m}`; ", i + 1),
                 ),
-            );
+                None => (String::new(), String::new()),
+            };
+            return Err(Problem::file(
+                header_line,
+                format!("the header has no {list} column{did_you_mean}"),
+            )
+            .with_help(format!(
+                "{rename}the first line must name the columns; required: reference, \
+                 product_code, face_value, currency{also}; found: {}",
+                headers.join(", ")
+            )));
+        }
+        // A column paybatch does not know is carried through unread: one that is a misspelling
+        // of a known column would silently change how the rows are paid.
+        if let Some((i, h, k)) = unknown
+            .iter()
+            .find_map(|(i, h)| misspelling_of(h).map(|k| (*i, *h, k)))
+        {
+            let (canonical, aliases) = KNOWN_COLUMNS[k];
+            let others: Vec<String> = aliases
+                .iter()
+                .filter(|a| **a != canonical)
+                .map(|a| format!("`{a}`"))
+                .collect();
+            let also = if others.is_empty() {
+                String::new()
+            } else {
+                format!(" (or {})", others.join(", "))
+            };
+            let consequence = if found[k].is_some() {
+                format!(
+                    "it would be carried through unread beside the `{canonical}` column (column {})",
+                    found[k].map_or(0, |c| c + 1)
+                )
+            } else {
+                format!(
+                    "a column paybatch does not know is carried through unread: {}",
+                    without(canonical)
+                )
+            };
+            return Err(Problem::at(
+                header_line,
+                i,
+                h,
+                format!("column `{h}` is not a column paybatch knows; did you mean `{canonical}`?"),
+            )
+            .with_help(format!(
+                "rename it `{canonical}`{also}; {consequence}; a column meant to be carried \
+                 through needs a name not close to {canonical}"
+            )));
         }
         let req = |k: usize| found[k].unwrap_or(0);
         Ok(ColumnMap {
@@ -213,7 +358,6 @@ pub struct BatchReader {
     reader: csv::Reader<Tap>,
     /// The bytes of the current record, shared with the [`Tap`] the csv reader reads through.
     tapped: Arc<Mutex<Tapped>>,
-    lines: LineCounter,
     headers: Vec<String>,
     columns: ColumnMap,
     delimiter: u8,
@@ -285,7 +429,6 @@ impl BatchReader {
         let mut this = BatchReader {
             reader,
             tapped,
-            lines: LineCounter::default(),
             headers: Vec::new(),
             columns: ColumnMap {
                 reference: 0,
@@ -368,7 +511,7 @@ impl BatchReader {
                     )
                     .with_help(
                         "check for a missing or extra delimiter; a value that contains the \
-                         delimiter, a quote or a line break must be quoted (\"...\")",
+                         delimiter or a quote must be quoted (\"...\")",
                     )));
                 }
                 Some(Ok(RawRecord { line, fields }))
@@ -387,7 +530,7 @@ impl BatchReader {
                 Ok(more) => more,
                 Err(e) => {
                     self.done = true;
-                    let line = self.lines.peek_start(&lock(&self.tapped));
+                    let line = lock(&self.tapped).peek_start();
                     return Err(read_problem(line, e));
                 }
             };
@@ -398,7 +541,7 @@ impl BatchReader {
             // csv's own line count is off for CRLF files and skipped blank lines: count here.
             let start = self.record.position().map_or(0, |p| p.byte());
             let end = self.reader.position().byte();
-            let line = self.lines.advance(&mut lock(&self.tapped), start, end);
+            let line = lock(&self.tapped).pass(start, end);
             if self
                 .record
                 .iter()
@@ -465,7 +608,8 @@ impl Iterator for BatchReader {
     }
 }
 
-/// The bytes read from the file and not yet passed by a complete record.
+/// The bytes read from the file and not yet passed by a complete record, and the line breaks
+/// of those that were.
 #[derive(Debug, Default)]
 struct Tapped {
     /// Offset in the stream of `bytes[head]`.
@@ -473,12 +617,46 @@ struct Tapped {
     /// `bytes[..head]` are passed and wait to be dropped (in bulk, not record by record).
     head: usize,
     bytes: Vec<u8>,
+    lines: LineCounter,
 }
 
 impl Tapped {
     /// The bytes not yet passed by a complete record.
     fn live(&self) -> &[u8] {
         &self.bytes[self.head..]
+    }
+
+    /// Passes the record at stream offsets `start..end`: the line it starts on.
+    fn pass(&mut self, start: u64, end: u64) -> u64 {
+        let upto = usize::try_from(end.saturating_sub(self.start))
+            .unwrap_or(usize::MAX)
+            .min(self.live().len());
+        let first = self
+            .lines
+            .count(&self.bytes[self.head..self.head + upto], self.start, start);
+        self.head += upto;
+        self.start += upto as u64;
+        first
+    }
+
+    /// Passes the line breaks the live bytes start with: blank lines, which no record holds
+    /// (the one before was passed, the next starts after them). So a run of blank lines, however
+    /// long, is neither kept nor counted toward the record-size limit.
+    fn pass_blank_lines(&mut self) {
+        let n = self
+            .live()
+            .iter()
+            .take_while(|b| matches!(b, b'\r' | b'\n'))
+            .count();
+        if n > 0 {
+            let (start, to) = (self.start, self.start + n as u64);
+            self.pass(start, to);
+        }
+    }
+
+    /// The line the next record starts on, as far as the bytes read so far show.
+    fn peek_start(&self) -> u64 {
+        self.lines.peek_start(self.live())
     }
 }
 
@@ -511,11 +689,12 @@ impl Read for Tap {
             t.bytes.drain(..head);
             t.head = 0;
         }
+        t.bytes.extend_from_slice(&out[..n]);
+        t.pass_blank_lines();
         // Room for the csv reader's read-ahead beyond the record.
-        if t.live().len() + n > MAX_RECORD_BYTES + 64 * 1024 {
+        if t.live().len() > MAX_RECORD_BYTES + 64 * 1024 {
             return Err(io::Error::new(io::ErrorKind::InvalidData, RecordTooLong));
         }
-        t.bytes.extend_from_slice(&out[..n]);
         Ok(n)
     }
 }
@@ -534,15 +713,12 @@ struct LineCounter {
 }
 
 impl LineCounter {
-    /// Passes the record at stream offsets `start..end`: returns the line its first byte is on
-    /// (blank lines before it skipped) and forgets its bytes.
-    fn advance(&mut self, t: &mut Tapped, start: u64, end: u64) -> u64 {
-        let upto = usize::try_from(end.saturating_sub(t.start))
-            .unwrap_or(usize::MAX)
-            .min(t.live().len());
+    /// Counts the line breaks of `bytes` (at stream offset `offset`): returns the line of the
+    /// first byte at or after `start` that is not a line break (blank lines before it skipped).
+    fn count(&mut self, bytes: &[u8], offset: u64, start: u64) -> u64 {
         let mut first = None;
-        for (k, &b) in t.live()[..upto].iter().enumerate() {
-            if first.is_none() && t.start + k as u64 >= start && b != b'\r' && b != b'\n' {
+        for (k, &b) in bytes.iter().enumerate() {
+            if first.is_none() && offset + k as u64 >= start && b != b'\r' && b != b'\n' {
                 first = Some(self.breaks + 1);
             }
             match b {
@@ -559,16 +735,14 @@ impl LineCounter {
                 _ => self.prev_cr = false,
             }
         }
-        t.head += upto;
-        t.start += upto as u64;
         first.unwrap_or(self.breaks + 1)
     }
 
-    /// The line the next record starts on, as far as the bytes read so far show.
-    fn peek_start(&self, t: &Tapped) -> u64 {
+    /// The line the next record starts on, as far as the bytes read so far (`live`) show.
+    fn peek_start(&self, live: &[u8]) -> u64 {
         let mut breaks = self.breaks;
         let mut prev_cr = self.prev_cr;
-        for &b in t.live() {
+        for &b in live {
             match b {
                 b'\n' if prev_cr => prev_cr = false,
                 b'\n' => breaks += 1,
@@ -633,7 +807,30 @@ fn check_field(raw: &[u8], line: u64, index: usize) -> Result<String, Problem> {
         );
     }
     match std::str::from_utf8(raw) {
-        Ok(s) => Ok(s.trim().to_string()),
+        Ok(s) => {
+            let value = s.trim();
+            // A tab is a character a cell may hold; any other control character (a line break
+            // inside quotes, ESC, a carriage return, a backspace) can hide or change what a
+            // terminal or a spreadsheet shows of the row.
+            if let Some((pos, c)) = value
+                .chars()
+                .enumerate()
+                .find(|(_, c)| c.is_control() && *c != '\t')
+            {
+                return Err(at(format!(
+                    "the control character `{}` at character {} of `{}`",
+                    c.escape_default(),
+                    pos + 1,
+                    super::validate::show(value)
+                ))
+                .with_value(value)
+                .with_help(
+                    "remove it: a cell may not hold control characters (line breaks, escape \
+                     sequences) other than the tab; check how the file was exported",
+                ));
+            }
+            Ok(value.to_string())
+        }
         Err(e) => {
             let lossy: String = String::from_utf8_lossy(raw)
                 .trim()
@@ -803,6 +1000,100 @@ mod tests {
     }
 
     #[test]
+    fn a_misspelt_known_column_is_refused_with_the_name_meant() {
+        // The email column misnamed and no distribution column: every row would have been a
+        // payout link.
+        let e = reader(
+            "reference,product_code,face_value,currency,e-mail address,department\nR,A,1,USD,a@example.com,HR\n",
+        )
+        .unwrap_err();
+        assert_eq!((e.line, e.column), (1, Some(5)));
+        assert!(e.message.contains("did you mean `email`?"), "{e}");
+        assert!(
+            e.help.as_deref().unwrap_or("").contains("PAYOUT_LINK"),
+            "{e}"
+        );
+        for (header, meant) in [
+            ("Emial", "email"),
+            ("mail", "email"),
+            ("E_Mail", "email"),
+            ("distributon", "distribution"),
+            ("Delivry", "distribution"),
+            ("paymentcurrency", "payment_currency"),
+            ("countr", "country"),
+            ("card-no", "card_id"),
+            ("cardid", "card_id"),
+        ] {
+            let e = reader(&format!(
+                "reference,product_code,face_value,currency,{header}\nR,A,1,USD,x\n"
+            ))
+            .unwrap_err();
+            assert!(
+                e.message.contains(&format!("did you mean `{meant}`?")),
+                "{header}: {e}"
+            );
+        }
+        // Names far from every known one are carried through, as before.
+        for header in [
+            "department",
+            "cost_center",
+            "note",
+            "notes",
+            "name",
+            "product_name",
+            "team",
+            "zip",
+            "cost",
+            "date",
+            "comment",
+            "employee_id",
+            "country_code",
+            "amount_usd",
+        ] {
+            let r = reader(&format!(
+                "reference,product_code,face_value,currency,{header}\nR,A,1,USD,x\n"
+            ));
+            assert!(r.is_ok(), "{header}: {:?}", r.err());
+        }
+    }
+
+    #[test]
+    fn a_missing_required_column_names_the_column_most_like_it() {
+        let e = reader("reference,product_code,fase value,currency\nR,A,1,USD\n").unwrap_err();
+        assert!(
+            e.message
+                .contains("no `face_value` column; did you mean `fase value` (column 3)?"),
+            "{e}"
+        );
+        assert!(
+            e.help
+                .as_deref()
+                .unwrap_or("")
+                .starts_with("rename column 3 to `face_value`"),
+            "{e}"
+        );
+        let e = reader("ref_no,product_code,face_value,currency\nR,A,1,USD\n").unwrap_err();
+        assert!(
+            e.message.contains("did you mean `ref_no` (column 1)?"),
+            "{e}"
+        );
+        // Nothing like it: no guess.
+        let e = reader("reference,product_code,price,currency\nR,A,1,USD\n").unwrap_err();
+        assert!(!e.message.contains("did you mean"), "{e}");
+    }
+
+    #[test]
+    fn a_header_of_many_columns_is_checked_in_one_pass() {
+        let mut header: Vec<String> = (0..50_000).map(|i| format!("c{i}")).collect();
+        header.extend(["reference", "product_code", "face_value", "currency"].map(String::from));
+        let map = ColumnMap::from_headers(&header, 1).expect("valid");
+        assert_eq!(map.reference, 50_000);
+        header.push("c17".into());
+        let e = ColumnMap::from_headers(&header, 1).unwrap_err();
+        assert!(e.message.contains("first as column 18"), "{e}");
+    }
+
+    #[test]
     fn detects_the_delimiter_or_takes_the_given_one() {
         let tab = "reference\tproduct_code\tface_value\tcurrency\nR\tA,B\t1\tUSD\n";
         let r = reader(tab).unwrap();
@@ -845,15 +1136,43 @@ mod tests {
 
     #[test]
     fn quoted_fields_crlf_and_embedded_newlines() {
-        let data = "reference,product_code,face_value,currency,note\r\nR1,A,1,USD,\"two\r\nlines, and a comma\"\r\nR2,A,1,USD,\"say \"\"hi\"\"\"\r\n";
-        let recs: Vec<RawRecord> = records(reader(data).unwrap())
-            .into_iter()
-            .map(Result::unwrap)
-            .collect();
-        assert_eq!(recs[0].fields[4], "two\r\nlines, and a comma");
-        assert_eq!(recs[0].line, 2);
-        assert_eq!(recs[1].line, 4);
-        assert_eq!(recs[1].fields[4], "say \"hi\"");
+        let data = "reference,product_code,face_value,currency,note\r\nR1,A,1,USD,\"a, b\tand a comma\"\r\nR2,A,1,USD,\"two\r\nlines\"\r\nR3,A,1,USD,\"say \"\"hi\"\"\"\r\n";
+        let recs = records(reader(data).unwrap());
+        let first = recs[0].as_ref().unwrap();
+        assert_eq!(first.fields[4], "a, b\tand a comma", "a tab is kept");
+        assert_eq!(first.line, 2);
+        // A line break inside quotes is a control character in a cell: refused, located.
+        let e = recs[1].as_ref().unwrap_err();
+        assert_eq!((e.line, e.column), (3, Some(5)));
+        assert!(e.message.contains("control character `\\r`"), "{e}");
+        let last = recs[2].as_ref().unwrap();
+        assert_eq!(last.line, 5);
+        assert_eq!(last.fields[4], "say \"hi\"");
+    }
+
+    #[test]
+    fn control_characters_in_a_cell_are_a_problem_with_line_and_column() {
+        let data = format!(
+            "{HEADER}R1,A,1,USD,a@example.com\nR2,A,1,USD,\"x\x1b[2Jy\"\nR3,\u{9b}31m,1,USD,\nR4,A,1,USD,\x07\n"
+        );
+        let recs = records(reader(&data).unwrap());
+        assert!(recs[0].is_ok());
+        let e = recs[1].as_ref().unwrap_err();
+        assert_eq!((e.line, e.column), (3, Some(5)));
+        assert_eq!(e.column_name.as_deref(), Some("email"));
+        assert!(
+            e.message
+                .contains("`\\u{1b}` at character 2 of `x\\u{1b}[2Jy`"),
+            "{e}"
+        );
+        let e = recs[2].as_ref().unwrap_err();
+        assert_eq!((e.line, e.column), (4, Some(2)));
+        let e = recs[3].as_ref().unwrap_err();
+        assert_eq!((e.line, e.column), (5, Some(5)));
+        // The header too.
+        let e = reader("reference,product_code,face_value,currency,no\x1bte\nR,A,1,USD,x\n")
+            .unwrap_err();
+        assert_eq!((e.line, e.column), (1, Some(5)));
     }
 
     #[test]
@@ -917,11 +1236,28 @@ mod tests {
     #[test]
     fn line_numbers_count_every_kind_of_line_break() {
         let data = "reference,product_code,face_value,currency\r\n\r\nR1,A,1,USD\rR2,\"A\n|B\",1,USD\n\n\nR3,A,1,USD";
+        // (R2's line break inside quotes makes it a problem, located all the same.)
         let lines: Vec<u64> = records(reader(data).unwrap())
             .into_iter()
-            .map(|r| r.unwrap().line)
+            .map(|r| r.map_or_else(|p| p.line, |r| r.line))
             .collect();
         assert_eq!(lines, [3, 4, 8]);
+    }
+
+    #[test]
+    fn runs_of_blank_lines_do_not_count_toward_the_record_size_limit() {
+        for blank in ["\n", "\r\n", "\r"] {
+            let mut data = format!("{HEADER}R1,A,1,USD,\n");
+            let n = (MAX_RECORD_BYTES + 300 * 1024) / blank.len();
+            data.push_str(&blank.repeat(n));
+            data.push_str("R2,A,1,USD,\n");
+            let recs = records(reader(&data).unwrap());
+            assert_eq!(recs.len(), 2, "{blank:?}: {:?}", recs.last());
+            let r2 = recs[1].as_ref().expect("R2 is read");
+            assert_eq!(r2.fields[0], "R2");
+            // Header, R1, the blank lines, then R2 (a final "\r" of R1 pairs with no "\n").
+            assert_eq!(r2.line, 3 + n as u64, "{blank:?}");
+        }
     }
 
     #[test]

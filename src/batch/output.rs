@@ -72,9 +72,14 @@ impl ResultLine {
 }
 
 /// A cell made safe to open in a spreadsheet: prefixed with `'` when it starts with `=`, `+`,
-/// `-`, `@`, a tab or a carriage return (which a spreadsheet could run as a formula).
+/// `-`, `@` (or their full-width forms `＝`, `＋`, `－`, `＠`, which spreadsheets in East Asian
+/// locales read the same way), a tab or a carriage return (which a spreadsheet could run as a
+/// formula).
 pub fn neutralize(cell: &str) -> Cow<'_, str> {
-    if cell.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+    const FORMULA_STARTS: [char; 10] = [
+        '=', '+', '-', '@', '\t', '\r', '\u{ff1d}', '\u{ff0b}', '\u{ff0d}', '\u{ff20}',
+    ];
+    if cell.starts_with(FORMULA_STARTS) {
         Cow::Owned(format!("'{cell}"))
     } else {
         Cow::Borrowed(cell)
@@ -98,6 +103,11 @@ pub fn write_results(
 /// A file written atomically and privately: a temporary file beside the target, mode 0600 from
 /// its creation, that [`PrivateFile::commit`] syncs and renames over the target; dropped
 /// uncommitted, it is removed and the target is left as it was.
+///
+/// A process killed while writing leaves its temporary file (`.NAME.XXXXXX.tmp`, with the rows
+/// and payout links written so far) behind: the next write of the same target removes it. A
+/// temporary file being written is locked (an OS file lock, released when its process ends), so
+/// only the ones whose writer is gone are removed.
 pub struct PrivateFile {
     tmp: tempfile::NamedTempFile,
     path: std::path::PathBuf,
@@ -115,8 +125,12 @@ impl PrivateFile {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "file".into());
         let prefix = format!(".{name}.");
+        remove_stale_temporaries(dir, &prefix);
         let mut builder = tempfile::Builder::new();
-        builder.prefix(&prefix).suffix(".tmp");
+        builder
+            .prefix(&prefix)
+            .suffix(TMP_SUFFIX)
+            .rand_bytes(TMP_RANDOM_CHARS);
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
@@ -125,6 +139,9 @@ impl PrivateFile {
         let tmp = builder.tempfile_in(dir)?;
         // Also under an umask that the builder's mode does not override.
         restrict(tmp.as_file())?;
+        // Marks it as being written (see `remove_stale_temporaries`); a file system without
+        // locks only loses the clean-up of this file if the process is killed.
+        let _ = tmp.as_file().try_lock();
         Ok(PrivateFile {
             tmp,
             path: path.to_path_buf(),
@@ -215,6 +232,48 @@ impl ResultWriter {
     }
 }
 
+const TMP_SUFFIX: &str = ".tmp";
+const TMP_RANDOM_CHARS: usize = 6;
+
+/// Removes the temporary files that killed writes of the target left in `dir`: the regular
+/// files named `PREFIX` + 6 letters or digits + `.tmp` whose lock no process holds. Best
+/// effort: a file that cannot be checked or removed is left.
+fn remove_stale_temporaries(dir: &Path, prefix: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            continue;
+        };
+        let random = name
+            .strip_prefix(prefix)
+            .and_then(|rest| rest.strip_suffix(TMP_SUFFIX));
+        let ours = random.is_some_and(|r| {
+            r.len() == TMP_RANDOM_CHARS && r.bytes().all(|b| b.is_ascii_alphanumeric())
+        });
+        // Not followed if it is a link: only a regular file of that name is ours.
+        if !ours || !entry.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
+        let path = entry.path();
+        let mut options = std::fs::OpenOptions::new();
+        options.read(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.custom_flags(libc::O_NOFOLLOW);
+        }
+        let Ok(file) = options.open(&path) else {
+            continue;
+        };
+        if file.try_lock().is_ok() {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
+
 /// Sets mode 0600 (owner read and write only) on an open file.
 fn restrict(file: &File) -> io::Result<()> {
     #[cfg(unix)]
@@ -247,6 +306,10 @@ mod tests {
             ("@cmd", "'@cmd"),
             ("\tx", "'\tx"),
             ("\rx", "'\rx"),
+            ("\u{ff1d}HYPERLINK(\"x\")", "'\u{ff1d}HYPERLINK(\"x\")"),
+            ("\u{ff0b}1", "'\u{ff0b}1"),
+            ("\u{ff0d}1", "'\u{ff0d}1"),
+            ("\u{ff20}SUM(A1)", "'\u{ff20}SUM(A1)"),
             ("plain", "plain"),
             ("", ""),
             ("a=b", "a=b"),
@@ -340,6 +403,42 @@ mod tests {
         assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "previous");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn temporaries_of_killed_writes_are_removed_by_the_next_write_of_the_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.csv");
+        // What a write killed before its rename leaves: rows with payout links.
+        let stale = dir.path().join(".out.csv.a1B2c3.tmp");
+        std::fs::write(&stale, "R1,COMPLETED,https://example.com/p/secret\n").unwrap();
+        // Not ours: another target's temporary, other names, a write still going on.
+        let others = [
+            dir.path().join(".other.csv.a1B2c3.tmp"),
+            dir.path().join(".out.csv.toolong1.tmp"),
+            dir.path().join("out.csv.a1B2c3.tmp"),
+        ];
+        for other in &others {
+            std::fs::write(other, "x").unwrap();
+        }
+        let live = PrivateFile::create(&path).unwrap();
+        assert!(!stale.exists(), "the killed write's temporary file is gone");
+        let live_tmp = live.tmp.path().to_path_buf();
+        write_results(
+            &path,
+            &["reference".to_string()],
+            [line(&["R1"], "COMPLETED")],
+        )
+        .unwrap();
+        assert!(
+            live_tmp.exists(),
+            "a temporary file being written is left alone"
+        );
+        for other in &others {
+            assert!(other.exists(), "{}", other.display());
+        }
+        drop(live);
+        assert!(!live_tmp.exists());
     }
 
     #[test]

@@ -40,7 +40,10 @@ use super::pace::Pacer;
 use super::plan;
 use super::report::Reporter;
 use super::scan;
-use super::validate::{CatalogIndex, Problem, RowSpec, ValidateOptions};
+use super::validate::{CatalogIndex, Problem, Problems, RowSpec, ValidateOptions};
+
+/// The longest `--poll-timeout`: a week.
+pub const MAX_POLL_TIMEOUT_SECS: u64 = 7 * 24 * 3600;
 
 /// Default pace of order creation: the service's published limit, order creations in any
 /// sliding minute (see [`Pacer`]).
@@ -187,7 +190,8 @@ pub enum RunError {
     #[error("{} problem(s) in {}; nothing was submitted", .problems.len(), .input.display())]
     Invalid {
         input: PathBuf,
-        problems: Vec<Problem>,
+        /// The first of each kind, and how many of each.
+        problems: Problems,
     },
     #[error("{message}")]
     Refused { message: String, help: String },
@@ -265,7 +269,7 @@ impl RunError {
             RunError::Auth(_) => Some(
                 "check that the key was copied completely, that it belongs to this environment, and that it was not revoked (paybatch ping)".into(),
             ),
-            RunError::Invalid { problems, .. } if problems.iter().all(Problem::is_file_level) => {
+            RunError::Invalid { problems, .. } if problems.all_file_level() => {
                 Some("fix the file as said above (encoding, header row, rows) and run again".into())
             }
             RunError::Invalid { .. } => Some(
@@ -297,6 +301,8 @@ pub struct RunSummary {
     /// What the service stopped during the run and a person must settle (a balance too low,
     /// the account's spending limit): one line each, with what is missing and what to do.
     pub held: Vec<String>,
+    /// The batch's valid rows per delivery (`EMAIL`, `PAYOUT_LINK`).
+    pub per_delivery: BTreeMap<String, i64>,
 }
 
 impl RunSummary {
@@ -336,6 +342,7 @@ struct Stage {
     /// What the service stopped: `balance CUR` (insufficient funds) or `account` (ordering
     /// restricted), with the service's words. Orders it covers are not sent in this run.
     held: Mutex<BTreeMap<String, String>>,
+    patience: Patience,
 }
 
 /// What a refusal of one order stops for the rest of the run: `account` when the service
@@ -348,6 +355,60 @@ fn holds(e: &ApiError, order: &OrderRecord) -> Option<String> {
         }
         _ => None,
     }
+}
+
+/// How long the sending waits for the service without getting anywhere: a pause the service
+/// asks for (a 429 and its `Retry-After`, the backoff after a server error or a dropped
+/// connection) is taken only if it ends within `--poll-timeout` of the last answer recorded
+/// (or of the start of the sending). Past that, the run stops sending and ends incomplete
+/// (exit 5): the next run resumes.
+struct Patience {
+    timeout: Duration,
+    last_progress: Mutex<tokio::time::Instant>,
+    exhausted: std::sync::atomic::AtomicBool,
+}
+
+impl Patience {
+    fn new(timeout: Duration) -> Self {
+        Patience {
+            timeout,
+            last_progress: Mutex::new(tokio::time::Instant::now()),
+            exhausted: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// An answer was recorded.
+    fn progress(&self) {
+        *self.last_progress.lock().unwrap_or_else(|p| p.into_inner()) = tokio::time::Instant::now();
+    }
+
+    /// Whether a pause of `wait` from now ends within the timeout; when it does not, the
+    /// patience is exhausted for the rest of the run.
+    fn allows(&self, wait: Duration) -> bool {
+        let last = *self.last_progress.lock().unwrap_or_else(|p| p.into_inner());
+        let ok = match (
+            tokio::time::Instant::now().checked_add(wait),
+            last.checked_add(self.timeout),
+        ) {
+            (Some(until), Some(deadline)) => until <= deadline,
+            (_, None) => true,
+            (None, Some(_)) => false,
+        };
+        if !ok {
+            self.exhausted
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        ok
+    }
+
+    fn is_exhausted(&self) -> bool {
+        self.exhausted.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// A deadline `timeout` from now (none when it is too far to be represented).
+fn deadline_in(timeout: Duration) -> Option<tokio::time::Instant> {
+    tokio::time::Instant::now().checked_add(timeout)
 }
 
 impl Stage {
@@ -381,12 +442,15 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
     ));
     let _lock = LedgerLock::acquire(&opts.ledger)?;
     let mut ledger = Ledger::open(&opts.ledger)?;
-    let conn = Connection::open(
+    let mut conn = Connection::open(
         opts.environment.clone(),
         opts.api_key_file.as_deref(),
         &opts.ledger,
     )
     .await?;
+    // The reads before the sending (catalog, reconciliation) wait for the service at most
+    // --poll-timeout, whatever it asks for.
+    conn.client = conn.client.with_deadline(deadline_in(opts.poll_timeout));
 
     // The batch binding is checked before anything else touches the service with this batch.
     let existing = ledger.batch(&batch_name)?;
@@ -432,7 +496,7 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
     )
     .map_err(|p| RunError::Invalid {
         input: opts.input.clone(),
-        problems: vec![p],
+        problems: Problems::from_iter([p]),
     })?;
     tracing::info!("first pass (read and check): {:.2?}", started.elapsed());
     reporter.line(format!(
@@ -563,7 +627,7 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         ));
         let r = super::reconcile::reconcile(
             &mut ledger,
-            &conn.client,
+            &conn.client.with_deadline(deadline_in(opts.poll_timeout)),
             &batch,
             opts.in_doubt_window,
             false,
@@ -578,30 +642,43 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
             reporter.alert(format!(
                 "{} in-doubt orders were never created and the service answers their keys only with the server error it keeps for them: their rows are REJECTED; `paybatch retry --batch {}`, then this command again, sends them under new keys",
                 r.retired.len(),
-                batch.name
+                crate::text::shell_word(&batch.name)
             ));
         }
     }
 
     let stage = Arc::new(Stage {
         ledger: Mutex::new(ledger),
-        client: conn.client.clone(),
+        client: conn.client.with_deadline(None),
         reporter,
         held: Mutex::new(BTreeMap::new()),
+        patience: Patience::new(opts.poll_timeout),
     });
     let incomplete = if opts.plan_only {
         Some("--plan-only: the orders are planned, not sent".to_string())
     } else {
-        submit_all(&stage, batch.id, opts).await?;
-        poll_all(&stage, batch.id, opts).await?
+        match submit_all(&stage, batch.id, opts).await? {
+            // The service keeps the run waiting: polling would wait the same way.
+            Some(reason) => Some(reason),
+            None => poll_all(&stage, batch.id, opts).await?,
+        }
     };
 
     let held_by_service = stage.held.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    // The balances the service found too low, as they are now (read before the ledger is
+    // taken: no lock is held across a request).
+    let mut balances_now = BTreeMap::new();
+    for what in held_by_service.keys() {
+        if let Some(currency) = what.strip_prefix("balance ") {
+            let balance = conn.client.balance(currency).await.map(|b| b.balance);
+            balances_now.insert(currency.to_string(), balance.ok());
+        }
+    }
     let ledger = stage.ledger();
     let held = if held_by_service.is_empty() {
         Vec::new()
     } else {
-        held_lines(&ledger, &conn.client, &batch, &products, &held_by_service).await?
+        held_lines(&ledger, &batch, &products, &held_by_service, &balances_now)?
     };
     let result_path = opts
         .out
@@ -882,7 +959,9 @@ fn merge_and_plan(
         converted_rows: 0,
     };
     let mut merge = ledger.merge(batch.id, true)?;
-    scan::read_again_in_parallel(scanned, &opts.input, options, |row, spec| {
+    // The second pass finds the invalid rows again with the same checks as the first.
+    let index = CatalogIndex::new(products.to_vec());
+    scan::read_again_in_parallel(scanned, &opts.input, &index, options, |row, spec| {
         let Some(to_plan) = merge.row(&row)? else {
             return Ok(());
         };
@@ -1065,10 +1144,16 @@ enum Sent {
     Stop(RunError),
 }
 
-async fn submit_all(stage: &Arc<Stage>, batch_id: i64, opts: &RunOptions) -> Result<(), RunError> {
+/// Sends every intent of the batch. Returns why the run is incomplete when the service kept it
+/// waiting past its patience ([`Patience`]): the orders not sent stay intents for the next run.
+async fn submit_all(
+    stage: &Arc<Stage>,
+    batch_id: i64,
+    opts: &RunOptions,
+) -> Result<Option<String>, RunError> {
     let (intents, stale_ones) = count_intents(&stage.ledger(), batch_id, opts.in_doubt_window)?;
     if intents == 0 {
-        return Ok(());
+        return Ok(None);
     }
     let earlier = recent_sends(&stage.ledger())?;
     let limiter = Arc::new(Pacer::new(opts.order_rate, &earlier));
@@ -1087,8 +1172,9 @@ async fn submit_all(stage: &Arc<Stage>, batch_id: i64, opts: &RunOptions) -> Res
     let mut gave_up = 0;
     let mut held_back = 0;
     loop {
-        // At most `concurrency` orders in flight, each read from the ledger as it starts.
-        while stop.is_none() && tasks.len() < concurrency {
+        // At most `concurrency` orders in flight, each read from the ledger as it starts; none
+        // once the service has kept the run waiting too long.
+        while stop.is_none() && !stage.patience.is_exhausted() && tasks.len() < concurrency {
             if waiting.is_empty() && !read_all {
                 let chunk = stage.ledger().intent_heads(batch_id, after, INTENT_CHUNK)?;
                 read_all = chunk.is_empty();
@@ -1157,6 +1243,12 @@ async fn submit_all(stage: &Arc<Stage>, batch_id: i64, opts: &RunOptions) -> Res
     if let Some(e) = stop {
         return Err(e);
     }
+    if stage.patience.is_exhausted() {
+        return Ok(Some(format!(
+            "the service kept asking to wait (429, server errors, no answer) for longer than --poll-timeout {}s without an answer recorded; {gave_up} orders were sent without an answer, the others not yet",
+            opts.poll_timeout.as_secs()
+        )));
+    }
     stage.reporter.line(format!(
         "submitted: {} orders answered, {gave_up} without an answer yet{}",
         count - gave_up - held_back,
@@ -1166,7 +1258,7 @@ async fn submit_all(stage: &Arc<Stage>, batch_id: i64, opts: &RunOptions) -> Res
             String::new()
         }
     ));
-    Ok(())
+    Ok(None)
 }
 
 async fn submit_one(stage: &Stage, limiter: &Pacer, order: OrderRecord, tries: u32) -> Sent {
@@ -1196,7 +1288,10 @@ async fn submit_one(stage: &Stage, limiter: &Pacer, order: OrderRecord, tries: u
                 let recorded = record_created(stage, &order, outcome);
                 failpoint::hit("after_record");
                 return match recorded {
-                    Ok(()) => Sent::Recorded,
+                    Ok(()) => {
+                        stage.patience.progress();
+                        Sent::Recorded
+                    }
                     Err(e) => Sent::Stop(e),
                 };
             }
@@ -1210,18 +1305,34 @@ async fn submit_one(stage: &Stage, limiter: &Pacer, order: OrderRecord, tries: u
                 {
                     return Sent::Stop(le.into());
                 }
+                // The service's Retry-After is at most MAX_RETRY_AFTER (the client reads it so).
                 let floor = if e.is_rate_limited() {
-                    let wait = e
-                        .retry_after()
+                    e.retry_after()
                         .unwrap_or_default()
-                        .max(Duration::from_secs(5));
-                    limiter.throttled(wait);
-                    wait
+                        .max(Duration::from_secs(5))
                 } else {
                     e.retry_after().unwrap_or_default()
                 };
-                if attempt + 1 < tries {
-                    tokio::time::sleep(backoff(attempt, floor)).await;
+                let pause = (attempt + 1 < tries).then(|| backoff(attempt, floor));
+                let longest = pause.unwrap_or_default().max(if e.is_rate_limited() {
+                    floor
+                } else {
+                    Duration::ZERO
+                });
+                if !stage.patience.allows(longest) {
+                    return Sent::GaveUp(format!(
+                        "order {} (key {}): the service asks to wait {}s more ({last}), longer than the run waits without an answer (--poll-timeout {}s); it stays in doubt and is re-sent with the same key on the next run",
+                        order.id,
+                        order.idempotency_key,
+                        longest.as_secs(),
+                        stage.patience.timeout.as_secs()
+                    ));
+                }
+                if e.is_rate_limited() {
+                    limiter.throttled(floor);
+                }
+                if let Some(pause) = pause {
+                    tokio::time::sleep(pause).await;
                 }
             }
             Err(e) if is_auth_error(&e) => return Sent::Stop(RunError::Auth(e)),
@@ -1261,7 +1372,10 @@ async fn submit_one(stage: &Stage, limiter: &Pacer, order: OrderRecord, tries: u
                     &cause,
                 );
                 return match recorded {
-                    Ok(()) => Sent::Recorded,
+                    Ok(()) => {
+                        stage.patience.progress();
+                        Sent::Recorded
+                    }
                     Err(le) => Sent::Stop(le.into()),
                 };
             }
@@ -1561,16 +1675,18 @@ async fn poll_all(
         "polling {} orders until they complete",
         waiting.len()
     ));
-    let deadline = Instant::now() + opts.poll_timeout;
+    // A timeout too long to add to the clock (only a library caller can give one) never ends.
+    let deadline = Instant::now().checked_add(opts.poll_timeout);
     let bar = stage.reporter.bar(waiting.len() as u64, "poll");
     let mut interval = POLL_FIRST;
     let mut unseen_rounds: HashMap<String, u32> = HashMap::new();
     while !waiting.is_empty() {
         let now = Instant::now();
-        if now >= deadline {
+        let left = deadline.map(|d| d.saturating_duration_since(now));
+        if left.is_some_and(|l| l.is_zero()) {
             break;
         }
-        tokio::time::sleep(interval.min(deadline - now)).await;
+        tokio::time::sleep(left.map_or(interval, |l| interval.min(l))).await;
         interval = interval.mul_f64(1.5).min(POLL_MAX);
         failpoint::hit("while_polling");
 
@@ -1747,9 +1863,11 @@ fn summarize(
         };
         *paid_by.entry(method).or_default() += rows;
     }
+    let per_delivery = ledger.rows_per_delivery(batch_id)?.into_iter().collect();
     Ok(RunSummary {
         paid_by,
         debited,
+        per_delivery,
         batch: batch.to_string(),
         environment: environment.clone(),
         result_path,
@@ -1781,12 +1899,12 @@ pub fn debited_totals(
 /// What the service stopped in this run, for a person: per balance too low, the rows it left
 /// unpaid, what they need, what the balance has and how much is missing; for the account's
 /// spending limit, the rows left unpaid. With what to do next.
-async fn held_lines(
+fn held_lines(
     ledger: &Ledger,
-    client: &Client,
     batch: &ledger::BatchRecord,
     products: &[Product],
     held: &BTreeMap<String, String>,
+    balances: &BTreeMap<String, Option<Decimal>>,
 ) -> Result<Vec<String>, RunError> {
     let by_code: HashMap<&str, &Product> = products.iter().map(|p| (p.code.as_str(), p)).collect();
     let orders: HashMap<i64, OrderRecord> = ledger
@@ -1860,14 +1978,14 @@ async fn held_lines(
             continue;
         };
         let (rows, converted, need) = unpaid.get(currency).cloned().unwrap_or_default();
-        let available = client.balance(currency).await.map(|b| b.balance);
+        let available = balances.get(currency).copied().flatten();
         let has = match &available {
-            Ok(available) => format!("the balance has {available} {currency}"),
-            Err(_) => "the balance could not be read".to_string(),
+            Some(available) => format!("the balance has {available} {currency}"),
+            None => "the balance could not be read".to_string(),
         };
         let money = match (&available, rows - converted) {
             (_, 0) => has,
-            (Ok(available), _) if *available < need => format!(
+            (Some(available), _) if *available < need => format!(
                 "those priced in {currency} need {need} {currency}, {has}: {} {currency} missing",
                 need - available
             ),

@@ -17,7 +17,7 @@ use crate::ledger::{Ledger, RowState};
 
 use super::pipeline::{self, RunError, RunOptions};
 use super::scan;
-use super::validate::{CatalogIndex, Problem, RowSpec, ValidateOptions};
+use super::validate::{CatalogIndex, Problem, Problems, RowSpec, ValidateOptions};
 
 /// Whether an approved digest (`sha256:HEX` or bare `HEX`, any case) is `actual`.
 pub fn digests_match(expected: &str, actual: &str) -> bool {
@@ -83,6 +83,8 @@ pub struct Totals {
     /// Valid rows the ledger already has beyond PENDING (in an order, paid, failed): not
     /// paid again by the next run, so not counted.
     pub already_submitted: usize,
+    /// The rows to pay per delivery (`EMAIL`, `PAYOUT_LINK`).
+    pub per_delivery: BTreeMap<String, usize>,
 }
 
 impl Totals {
@@ -101,6 +103,10 @@ impl Totals {
             self.already_submitted += 1;
             return;
         }
+        *self
+            .per_delivery
+            .entry(spec.distribution.as_str().to_string())
+            .or_default() += 1;
         let price = pipeline::row_price(spec, by_code);
         if let Some(card) = pipeline::row_card(spec, default_card) {
             let entry = self.per_card.entry(card.to_string()).or_default();
@@ -211,7 +217,15 @@ pub struct Preview {
     pub catalog_cached: bool,
     pub rows: usize,
     pub valid_rows: usize,
+    /// The first problems of each kind (see [`Problems`]), in file order.
     pub problems: Vec<Problem>,
+    /// How many problems there are of each kind (the column they are in, or `row`).
+    pub problems_per_kind: BTreeMap<String, usize>,
+    /// How many problems there are in all.
+    pub problems_total: usize,
+    /// Whether every problem concerns the file as a whole.
+    #[serde(skip)]
+    pub file_level_only: bool,
     /// `--skip-invalid`: invalid rows would be marked INVALID instead of stopping the run.
     pub skip_invalid: bool,
     pub totals: Totals,
@@ -225,8 +239,24 @@ impl Preview {
     /// enough balance.
     pub fn is_valid(&self) -> bool {
         self.valid_rows > 0
-            && (self.problems.is_empty() || self.skip_invalid)
+            && (self.problems_total == 0 || self.skip_invalid)
             && self.balance.iter().all(|b| b.enough)
+    }
+
+    fn set_problems(&mut self, problems: Problems) {
+        self.file_level_only = problems.all_file_level();
+        self.problems_total = problems.total;
+        self.problems_per_kind = problems.per_kind;
+        self.problems = problems.shown;
+    }
+
+    /// The problems as kept: the first of each kind, and the counts.
+    pub fn problem_report(&self) -> Problems {
+        let mut p = Problems::default();
+        p.shown = self.problems.clone();
+        p.per_kind = self.problems_per_kind.clone();
+        p.total = self.problems_total;
+        p
     }
 
     /// The payment currencies whose balance is too low.
@@ -261,6 +291,9 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, RunError> {
         rows: 0,
         valid_rows: 0,
         problems: Vec::new(),
+        problems_per_kind: BTreeMap::new(),
+        problems_total: 0,
+        file_level_only: false,
         skip_invalid: opts.skip_invalid,
         totals: Totals::default(),
         balance: Vec::new(),
@@ -300,13 +333,13 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, RunError> {
     let scanned = match scanned {
         Ok(s) => s,
         Err(problem) => {
-            preview.problems.push(problem);
+            preview.set_problems(Problems::from_iter([problem]));
             return Ok(preview);
         }
     };
     preview.rows = scanned.rows;
     preview.valid_rows = scanned.valid_rows;
-    preview.problems = scanned.problems;
+    preview.set_problems(scanned.problems);
     preview.totals = totals;
     estimate_converted(&conn.client, &mut preview.totals).await;
     preview.balance = check_balances(&conn.client, &preview.totals)

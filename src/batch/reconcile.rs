@@ -6,7 +6,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use crate::api::client::{PageQuery, is_loopback_host, read_retrying};
+use crate::api::client::{PageQuery, is_loopback_host, read_retrying_until};
 use crate::api::models::{OrderStatus, OrderSummary, OrderView};
 use crate::api::{ApiError, Client};
 use crate::ledger::{self, BatchRecord, Ledger, LedgerError, OrderRecord, OrderState, RowState};
@@ -227,7 +227,7 @@ pub async fn find_orders(
     };
     let mut summaries: Vec<OrderSummary> = Vec::new();
     for _ in 0..MAX_PAGES {
-        let page = read_retrying(|| client.orders(&query)).await?;
+        let page = read_retrying_until(client.deadline(), || client.orders(&query)).await?;
         let empty = page.items.is_empty();
         summaries.extend(page.items);
         match page.pagination.cursors.after {
@@ -262,7 +262,9 @@ pub async fn find_orders(
         let unknown_attempt = matches!(&owner, Owner::Rows(r) if r.iter().any(|(_, a)| *a == 0));
         if (matches!(owner, Owner::Look) || unknown_attempt) && s.status.is_terminal() {
             // The list did not say enough: the full order carries the metadata.
-            if let OrderView::Done(full) = read_retrying(|| client.order(&s.id)).await? {
+            if let OrderView::Done(full) =
+                read_retrying_until(client.deadline(), || client.order(&s.id)).await?
+            {
                 match owner_of(
                     batch,
                     full.status,
@@ -654,7 +656,9 @@ async fn apply_terminal(
     order_id: i64,
     service_id: &str,
 ) -> Result<(), ReconcileError> {
-    if let OrderView::Done(full) = read_retrying(|| client.order(service_id)).await? {
+    if let OrderView::Done(full) =
+        read_retrying_until(client.deadline(), || client.order(service_id)).await?
+    {
         super::pipeline::record_terminal_in(ledger, order_id, &full, 200)?;
     }
     Ok(())

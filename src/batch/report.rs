@@ -6,6 +6,8 @@ use std::sync::{Arc, Mutex};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::text::escape_message;
+
 #[derive(Debug, Clone)]
 pub struct Reporter {
     pub quiet: bool,
@@ -33,17 +35,18 @@ impl Reporter {
         }
     }
 
-    /// A milestone line.
+    /// A milestone line. Every line a reporter prints has its control characters escaped
+    /// ([`crate::text::escape_message`]): it may quote the file, the ledger or the service.
     pub fn line(&self, msg: impl AsRef<str>) {
         if !self.quiet {
-            eprintln!("{}", msg.as_ref());
+            eprintln!("{}", escape_message(msg.as_ref()));
         }
     }
 
     /// A warning. When quiet it is held back: a quiet run that ends well prints nothing, one
     /// that does not prints its held warnings with its summary ([`Reporter::take_held`]).
     pub fn warn(&self, msg: impl AsRef<str>) {
-        let line = format!("warning: {}", msg.as_ref());
+        let line = format!("warning: {}", escape_message(msg.as_ref()));
         if self.quiet {
             self.held
                 .lock()
@@ -57,7 +60,7 @@ impl Reporter {
     /// A warning about what the batch pays (rows taken out of the file, keys given up): shown
     /// even when quiet, even when the run ends well.
     pub fn alert(&self, msg: impl AsRef<str>) {
-        eprintln!("warning: {}", msg.as_ref());
+        eprintln!("warning: {}", escape_message(msg.as_ref()));
     }
 
     /// The warnings held back so far (none unless quiet), oldest first.

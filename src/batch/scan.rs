@@ -9,7 +9,6 @@
 //!    a file changed between the passes is refused ([`FileChanged`]) and whatever the second
 //!    pass was doing must be rolled back.
 
-use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use serde::Serialize;
@@ -17,8 +16,10 @@ use sha2::{Digest, Sha256};
 
 use crate::ledger::IncomingRow;
 
-use super::input::{BatchReader, ColumnMap, InputOptions};
-use super::validate::{self, CatalogIndex, Problem, RowSpec, ValidateOptions, Validator};
+use super::input::{BatchReader, ColumnMap, InputOptions, RawRecord};
+use super::validate::{
+    self, CatalogIndex, Problem, Problems, RowSpec, Seen, ValidateOptions, Validator,
+};
 
 /// What the first pass found.
 #[derive(Debug)]
@@ -31,18 +32,14 @@ pub struct Scan {
     pub file_hash: String,
     pub rows: usize,
     pub valid_rows: usize,
-    /// Every problem, in file order.
-    pub problems: Vec<Problem>,
+    /// The problems: the first of each kind, and how many of each (bounded, whatever the
+    /// number of bad rows).
+    pub problems: Problems,
     /// The plan digest, when asked for (see [`PlanDigest`]).
     pub digest: Option<String>,
-    /// The invalid rows by line: the reference they are recorded under and why.
-    invalid: HashMap<u64, Invalid>,
-}
-
-#[derive(Debug)]
-struct Invalid {
-    reference: String,
-    message: String,
+    /// The line each reference of a row that could be read was first on (by keyed hash: 24
+    /// bytes a row): which invalid rows may be recorded under their own reference.
+    references: Seen,
 }
 
 /// The plan digest that a person approves (`paybatch validate`) and `paybatch run
@@ -81,7 +78,8 @@ impl PlanDigest {
 
 /// The first pass: reads and checks every row of `path`. `digest_of` (batch, environment) asks
 /// for the plan digest; `visit` sees every valid row, in file order. A problem with the file as
-/// a whole (missing, not UTF-8, no header, no rows) is the `Err`.
+/// a whole (missing, not UTF-8, no header, no rows) is the `Err`. Nothing is kept of an invalid
+/// row but its problems' counts (and the first few problems): the second pass finds them again.
 pub fn scan(
     path: &Path,
     delimiter: Option<u8>,
@@ -98,69 +96,24 @@ pub fn scan(
     let mut digest = digest_of.map(|(batch, env)| PlanDigest::new(batch, env));
     let mut rows = 0;
     let mut valid_rows = 0;
-    let mut problems = Vec::new();
-    // Invalid rows: (line, reference cell, why), in file order.
-    let mut invalid: Vec<(u64, String, String)> = Vec::new();
+    let mut problems = Problems::default();
     for next in reader.by_ref() {
         rows += 1;
-        let record = match next {
-            Ok(record) => record,
-            Err(problem) => {
-                invalid.push((problem.line, String::new(), problem.message.clone()));
-                problems.push(problem);
-                continue;
-            }
-        };
-        let (reference, found) = match validate::parse_record(&columns, &headers, &record, options)
-        {
-            Ok(spec) => {
-                let found = validator.check(&spec);
-                if found.is_empty() {
-                    valid_rows += 1;
-                    if let Some(d) = digest.as_mut() {
-                        d.row(&spec);
-                    }
-                    visit(&spec);
-                    continue;
+        match check(next, &columns, &headers, options, Some(&mut validator)) {
+            Checked::Valid(_, spec) => {
+                valid_rows += 1;
+                if let Some(d) = digest.as_mut() {
+                    d.row(&spec);
                 }
-                (spec.reference, found)
+                visit(&spec);
             }
-            Err(found) => (
-                record
-                    .fields
-                    .get(columns.reference)
-                    .cloned()
-                    .unwrap_or_default(),
-                found,
-            ),
-        };
-        invalid.push((record.line, reference, joined(&found)));
-        problems.extend(found);
+            Checked::Invalid { found, .. } => problems.extend(found),
+        }
     }
     let file_hash = reader.finish().map_err(|e| {
         Problem::file(0, format!("cannot read {}: {e}", path.display()))
             .with_help("check that the file is readable and not being written")
     })?;
-
-    // An invalid row keeps its reference when no other row has it; otherwise (or when it has
-    // none) it is recorded as `#line-N`, so every row of the file has a line in the result.
-    let mut taken = HashSet::new();
-    let invalid = invalid
-        .into_iter()
-        .map(|(line, reference, message)| {
-            let own = !reference.is_empty()
-                && validator
-                    .reference_line(&reference)
-                    .is_none_or(|first| first == line)
-                && taken.insert(reference.clone());
-            let reference = if own {
-                reference
-            } else {
-                format!("#line-{line}")
-            };
-            (line, Invalid { reference, message })
-        })
-        .collect();
     Ok(Scan {
         headers,
         columns,
@@ -170,8 +123,71 @@ pub fn scan(
         valid_rows,
         problems,
         digest: digest.map(PlanDigest::finish),
-        invalid,
+        references: validator.into_references(),
     })
+}
+
+/// One record, checked. (Made and taken apart once a row, never stored: boxing the large
+/// variant would only add an allocation a row.)
+#[allow(clippy::large_enum_variant)]
+enum Checked {
+    /// Payable: the record and its spec.
+    Valid(RawRecord, RowSpec),
+    /// Not payable: its line, its cells (none when it could not be split into the header's
+    /// columns), its reference cell and every problem found.
+    Invalid {
+        line: u64,
+        fields: Option<Vec<String>>,
+        reference: String,
+        found: Vec<Problem>,
+    },
+}
+
+/// Checks a record as read: its syntax, then (with a validator) the catalog and the rows
+/// before it. Without a validator a row whose syntax is valid counts as valid.
+fn check(
+    next: Result<RawRecord, Problem>,
+    columns: &ColumnMap,
+    headers: &[String],
+    options: &ValidateOptions,
+    validator: Option<&mut Validator<'_>>,
+) -> Checked {
+    let record = match next {
+        Ok(record) => record,
+        Err(problem) => {
+            return Checked::Invalid {
+                line: problem.line,
+                fields: None,
+                reference: String::new(),
+                found: vec![problem],
+            };
+        }
+    };
+    match validate::parse_record(columns, headers, &record, options) {
+        Ok(spec) => {
+            let found = validator.map(|v| v.check(&spec)).unwrap_or_default();
+            if found.is_empty() {
+                Checked::Valid(record, spec)
+            } else {
+                Checked::Invalid {
+                    line: record.line,
+                    reference: spec.reference,
+                    fields: Some(record.fields),
+                    found,
+                }
+            }
+        }
+        Err(found) => Checked::Invalid {
+            line: record.line,
+            reference: record
+                .fields
+                .get(columns.reference)
+                .cloned()
+                .unwrap_or_default(),
+            fields: Some(record.fields),
+            found,
+        },
+    }
 }
 
 fn joined(problems: &[Problem]) -> String {
@@ -191,11 +207,14 @@ pub struct FileChanged {
 }
 
 /// The second pass: reads `path` again and hands `each` every row as the ledger records it,
-/// with its spec when it is valid. Fails with [`FileChanged`] (after the last row) when the
-/// file is not the one [`scan`] read: the caller must then undo what `each` did.
+/// with its spec when it is valid. Invalid rows are found again as the first pass found them
+/// (the same checks in the same order; only for a file that had problems), and recorded with
+/// every one of their problems. Fails with [`FileChanged`] (after the last row) when the file is
+/// not the one [`scan`] read: the caller must then undo what `each` did.
 pub fn read_again<E: From<FileChanged>>(
     scan: &Scan,
     path: &Path,
+    catalog: &CatalogIndex,
     options: &ValidateOptions,
     mut each: impl FnMut(IncomingRow, Option<RowSpec>) -> Result<(), E>,
 ) -> Result<(), E> {
@@ -213,56 +232,74 @@ pub fn read_again<E: From<FileChanged>>(
     if reader.headers() != scan.headers.as_slice() {
         return Err(changed("its header is not the same").into());
     }
+    let mut validator =
+        (!scan.problems.is_empty()).then(|| Validator::new(catalog, options.clone()));
+    // The references of invalid rows recorded so far (each is recorded under it once).
+    let mut taken = Seen::new();
     let mut position = 0i64;
+    let mut valid = 0;
     for next in reader.by_ref() {
-        let (line, fields) = match next {
-            Ok(record) => (record.line, Some(record)),
-            Err(problem) => (problem.line, None),
-        };
-        let spec = fields.as_ref().and_then(|record| {
-            validate::parse_record(&scan.columns, &scan.headers, record, options).ok()
-        });
-        let row = match (scan.invalid.get(&line), spec) {
-            (None, Some(spec)) => {
-                let record = fields.ok_or_else(|| changed("a valid row cannot be read"))?;
+        match check(
+            next,
+            &scan.columns,
+            &scan.headers,
+            options,
+            validator.as_mut(),
+        ) {
+            Checked::Valid(record, spec) => {
                 let row = IncomingRow {
                     reference: spec.reference.clone(),
                     position,
-                    line: line as i64,
+                    line: record.line as i64,
                     fields: fields_json(&record.fields),
                     spec: Some(spec_json(&spec)),
                     content_hash: validate::content_hash(&spec),
                     valid: true,
                     error_message: None,
                 };
+                valid += 1;
                 each(row, Some(spec))?;
-                position += 1;
-                continue;
             }
-            (None, None) => return Err(changed("a valid row no longer is").into()),
-            (Some(invalid), spec) => {
-                let fields = fields.map(|r| r.fields).unwrap_or_default();
-                let content_hash = match &spec {
-                    Some(s) => validate::content_hash(s),
-                    None => format!("invalid:{}", fields.join("\u{1f}")),
+            Checked::Invalid {
+                line,
+                fields,
+                reference,
+                found,
+            } => {
+                // An invalid row keeps its reference when no other row has it; otherwise (or
+                // when it has none) it is recorded as `#line-N`, so every row of the file has
+                // a line in the result.
+                let own = !reference.is_empty()
+                    && scan
+                        .references
+                        .get(&reference.as_str())
+                        .is_none_or(|first| first == line)
+                    && taken.first_or_insert(&reference.as_str(), line).is_none();
+                let reference = if own {
+                    reference
+                } else {
+                    format!("#line-{line}")
                 };
-                IncomingRow {
-                    reference: invalid.reference.clone(),
+                // Cells that could not be split into the header's columns: as many empty ones.
+                let fields = fields.unwrap_or_else(|| vec![String::new(); scan.headers.len()]);
+                let content_hash = format!("invalid:{}", fields.join("\u{1f}"));
+                let row = IncomingRow {
+                    reference,
                     position,
                     line: line as i64,
                     fields: fields_json(&fields),
                     spec: None,
                     content_hash,
                     valid: false,
-                    error_message: Some(invalid.message.clone()),
-                }
+                    error_message: Some(joined(&found)),
+                };
+                each(row, None)?;
             }
-        };
-        each(row, None)?;
+        }
         position += 1;
     }
-    if position as usize != scan.rows {
-        return Err(changed("it has another number of rows").into());
+    if position as usize != scan.rows || valid != scan.valid_rows {
+        return Err(changed("it has another number of rows, or of valid rows").into());
     }
     let hash = reader.finish().map_err(|e| changed(&e.to_string()))?;
     if hash != scan.file_hash {
@@ -293,6 +330,7 @@ impl From<FileChanged> for Stop {
 pub fn read_again_in_parallel<E: From<FileChanged>>(
     scan: &Scan,
     path: &Path,
+    catalog: &CatalogIndex,
     options: &ValidateOptions,
     mut each: impl FnMut(IncomingRow, Option<RowSpec>) -> Result<(), E>,
 ) -> Result<(), E> {
@@ -301,7 +339,7 @@ pub fn read_again_in_parallel<E: From<FileChanged>>(
         let (to_record, chunks) = std::sync::mpsc::sync_channel::<Chunk>(4);
         let reader = threads.spawn(move || {
             let mut chunk = Vec::with_capacity(CHUNK_ROWS);
-            read_again(scan, path, options, |row, spec| {
+            read_again(scan, path, catalog, options, |row, spec| {
                 chunk.push((row, spec));
                 if chunk.len() == CHUNK_ROWS {
                     let full = std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK_ROWS));
@@ -393,10 +431,16 @@ mod tests {
 
     fn rows_of(scan: &Scan, path: &Path) -> Vec<IncomingRow> {
         let mut out = Vec::new();
-        read_again(scan, path, &ValidateOptions::default(), |row, _| {
-            out.push(row);
-            Ok::<_, FileChanged>(())
-        })
+        read_again(
+            scan,
+            path,
+            &catalog(),
+            &ValidateOptions::default(),
+            |row, _| {
+                out.push(row);
+                Ok::<_, FileChanged>(())
+            },
+        )
         .expect("read again");
         out
     }
@@ -461,7 +505,7 @@ mod tests {
             format!("{HEADER}A,AMZ-US,10,USD,\nB,AMZ-US,25.00,USD,\n"),
         )
         .expect("rewrite");
-        let got = read_again(&s, f.path(), &opts, |_, _| Ok::<_, FileChanged>(()));
+        let got = read_again(&s, f.path(), &cat, &opts, |_, _| Ok::<_, FileChanged>(()));
         let err = got.expect_err("a changed file");
         assert!(
             err.to_string().contains("changed while it was being read"),
@@ -473,7 +517,7 @@ mod tests {
             format!("{HEADER}A,AMZ-US,10,USD,\nB,AMZ-US,25.50,USD,\nC,AMZ-US,10,USD,\n"),
         )
         .expect("rewrite");
-        assert!(read_again(&s, f.path(), &opts, |_, _| Ok::<_, FileChanged>(())).is_err());
+        assert!(read_again(&s, f.path(), &cat, &opts, |_, _| Ok::<_, FileChanged>(())).is_err());
     }
 
     #[test]
@@ -487,7 +531,7 @@ mod tests {
         let f = file(&text);
         let s = scan(f.path(), None, &cat, &opts, None, |_| {}).expect("scan");
         let mut seen = Vec::new();
-        read_again_in_parallel(&s, f.path(), &opts, |row, spec| {
+        read_again_in_parallel(&s, f.path(), &cat, &opts, |row, spec| {
             assert!(spec.is_some());
             seen.push(row.position);
             Ok::<_, FileChanged>(())
@@ -497,7 +541,7 @@ mod tests {
 
         // The recording side fails: its error comes back, and the reader stops.
         let mut count = 0;
-        let got = read_again_in_parallel(&s, f.path(), &opts, |_, _| {
+        let got = read_again_in_parallel(&s, f.path(), &cat, &opts, |_, _| {
             count += 1;
             if count == 1500 {
                 return Err(FileChanged {
@@ -516,7 +560,8 @@ mod tests {
             text.replace("R2999,AMZ-US,10", "R2999,AMZ-US,25.50"),
         )
         .expect("rewrite");
-        let got = read_again_in_parallel(&s, f.path(), &opts, |_, _| Ok::<_, FileChanged>(()));
+        let got =
+            read_again_in_parallel(&s, f.path(), &cat, &opts, |_, _| Ok::<_, FileChanged>(()));
         assert!(got.is_err_and(|e| e.reason.contains("content")));
     }
 

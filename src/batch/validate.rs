@@ -5,7 +5,7 @@
 //! whole file can be corrected in one pass: both steps report all the problems of a row, not
 //! only the first.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher, RandomState};
 
@@ -114,22 +114,92 @@ impl fmt::Display for Problem {
 
 impl std::error::Error for Problem {}
 
-/// A value quoted in a message: control characters escaped, cut to 60 characters.
-pub fn show(value: &str) -> String {
-    const MAX: usize = 60;
-    let mut out = String::new();
-    for (n, c) in value.chars().enumerate() {
-        if n == MAX {
-            out.push('…');
-            break;
+/// Problems kept of each kind (see [`Problems`]).
+pub const KEPT_PER_KIND: usize = 10;
+/// Problems kept in all (see [`Problems`]).
+pub const KEPT: usize = 50;
+
+/// The problems of a file, in bounded memory whatever its size: the first [`KEPT_PER_KIND`] of
+/// each kind (the column a problem is in, or `row` for a row as a whole), [`KEPT`] in all, in
+/// file order; and how many there are of each kind. A file of a million bad rows costs the same
+/// as one of a hundred, and its report stays short enough to read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Problems {
+    /// The problems kept, in file order.
+    pub shown: Vec<Problem>,
+    /// Every problem, counted per kind.
+    pub per_kind: BTreeMap<String, usize>,
+    /// Every problem, counted.
+    pub total: usize,
+    /// Whether every problem concerns the file as a whole ([`Problem::is_file_level`]).
+    file_level_only: bool,
+}
+
+impl Problems {
+    /// The kind a problem is counted under: its column's name, or `row`.
+    pub fn kind(p: &Problem) -> &str {
+        p.column_name.as_deref().unwrap_or("row")
+    }
+
+    pub fn push(&mut self, p: Problem) {
+        if self.total == 0 {
+            self.file_level_only = true;
         }
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
+        self.total += 1;
+        self.file_level_only &= p.is_file_level();
+        let n = match self.per_kind.get_mut(Self::kind(&p)) {
+            Some(n) => n,
+            None => self.per_kind.entry(Self::kind(&p).to_string()).or_default(),
+        };
+        *n += 1;
+        if *n <= KEPT_PER_KIND && self.shown.len() < KEPT {
+            self.shown.push(p);
         }
     }
-    out
+
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+
+    pub fn len(&self) -> usize {
+        self.total
+    }
+
+    /// Problems counted but not kept.
+    pub fn omitted(&self) -> usize {
+        self.total - self.shown.len()
+    }
+
+    /// Whether there are problems and every one concerns the file as a whole.
+    pub fn all_file_level(&self) -> bool {
+        self.total > 0 && self.file_level_only
+    }
+}
+
+impl Extend<Problem> for Problems {
+    fn extend<T: IntoIterator<Item = Problem>>(&mut self, iter: T) {
+        for p in iter {
+            self.push(p);
+        }
+    }
+}
+
+impl FromIterator<Problem> for Problems {
+    fn from_iter<T: IntoIterator<Item = Problem>>(iter: T) -> Self {
+        let mut all = Problems::default();
+        all.extend(iter);
+        all
+    }
+}
+
+/// A value quoted in a message: cut to 60 characters, control characters escaped
+/// ([`crate::text::escape`]).
+pub fn show(value: &str) -> String {
+    const MAX: usize = 60;
+    match value.char_indices().nth(MAX) {
+        Some((end, _)) => format!("{}…", crate::text::escape(&value[..end])),
+        None => crate::text::escape(value).into_owned(),
+    }
 }
 
 fn quoted(value: &str) -> String {
@@ -813,7 +883,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 /// 24 bytes a row whatever the value's length, so a million-row file costs tens of megabytes.
 /// Two values share a hash with a probability of about n² / 2¹²⁹ (10⁻²⁷ for a million rows).
 #[derive(Debug, Default)]
-struct Seen {
+pub struct Seen {
     keys: (RandomState, RandomState),
     lines: HashMap<Fingerprint, u32, BuildHasherDefault<FingerprintHasher>>,
 }
@@ -849,6 +919,10 @@ impl Hasher for FingerprintHasher {
 }
 
 impl Seen {
+    pub fn new() -> Self {
+        Seen::default()
+    }
+
     fn fingerprint(&self, value: &impl Hash) -> Fingerprint {
         let a = self.keys.0.hash_one(value);
         let b = self.keys.1.hash_one(value);
@@ -856,7 +930,7 @@ impl Seen {
     }
 
     /// The line `value` was first seen on, or `None` after remembering `line` for it.
-    fn first_or_insert(&mut self, value: &impl Hash, line: u64) -> Option<u64> {
+    pub fn first_or_insert(&mut self, value: &impl Hash, line: u64) -> Option<u64> {
         let key = self.fingerprint(value);
         match self.lines.entry(key) {
             std::collections::hash_map::Entry::Occupied(e) => Some(u64::from(*e.get())),
@@ -867,12 +941,17 @@ impl Seen {
         }
     }
 
-    fn get(&self, value: &impl Hash) -> Option<u64> {
+    /// The line `value` was first seen on.
+    pub fn get(&self, value: &impl Hash) -> Option<u64> {
         self.lines
             .get(&self.fingerprint(value))
             .map(|l| u64::from(*l))
     }
 }
+
+/// Unknown product codes for which a close catalog code is looked for: the look-up goes
+/// through the whole catalog, and only the first problems of a kind are shown.
+const SUGGESTIONS: usize = 200;
 
 /// Checks rows against the catalog and against the rows checked before them.
 #[derive(Debug)]
@@ -881,6 +960,7 @@ pub struct Validator<'a> {
     opts: ValidateOptions,
     references: Seen,
     contents: Seen,
+    suggestions_left: usize,
 }
 
 impl<'a> Validator<'a> {
@@ -890,12 +970,18 @@ impl<'a> Validator<'a> {
             opts,
             references: Seen::default(),
             contents: Seen::default(),
+            suggestions_left: SUGGESTIONS,
         }
     }
 
     /// The line of the first checked row with this reference.
     pub fn reference_line(&self, reference: &str) -> Option<u64> {
         self.references.get(&reference)
+    }
+
+    /// The references of the rows checked, by the line each was first seen on.
+    pub fn into_references(self) -> Seen {
+        self.references
     }
 
     /// All the problems of `row`; empty when it can be paid. Rows are expected in file order:
@@ -933,7 +1019,13 @@ impl<'a> Validator<'a> {
         let mut products: Vec<&Product> = Vec::new();
         for code in &row.product_codes {
             let Some(p) = self.catalog.get(code) else {
-                let help = match self.catalog.suggest(code) {
+                let suggestion = if self.suggestions_left > 0 {
+                    self.suggestions_left -= 1;
+                    self.catalog.suggest(code)
+                } else {
+                    None
+                };
+                let help = match suggestion {
                     Some(s) => format!("did you mean `{s}`? Codes are case-sensitive"),
                     None => "check the code against the catalog (codes are case-sensitive)".into(),
                 };
@@ -992,6 +1084,21 @@ impl<'a> Validator<'a> {
                     )
                     .with_value(code.clone()),
                 );
+            } else if let Some(why) = catalog_insanity(p) {
+                problems.push(
+                    at(
+                        cols.product_code,
+                        "product_code",
+                        format!(
+                            "product `{}` cannot be paid: the catalog gives it {why}",
+                            show(&p.code)
+                        ),
+                        "the service's catalog is wrong for this product: choose another \
+                         product, or ask the service to correct it, then `paybatch catalog sync`"
+                            .into(),
+                    )
+                    .with_value(code.clone()),
+                );
             }
             products.push(p);
         }
@@ -1038,18 +1145,16 @@ impl<'a> Validator<'a> {
         // Face value: a denomination, or a plan price, of every product of the choice; a
         // choice (MULTIPLE) needs a whole face value at or above every product's minimum (the
         // service's published rule; a code named twice in a choice is refused when read).
-        if row.product_codes.len() > 1 {
-            if !row.face_value.fract().is_zero() {
-                problems.push(at(
-                    cols.face_value,
-                    "face_value",
-                    format!(
-                        "{} is not a whole amount; a choice of products (`A|B`) takes whole amounts only",
-                        row.face_value
-                    ),
-                    format!("write `{}` or `{}`", row.face_value.floor(), row.face_value.ceil()),
-                ));
-            }
+        if row.product_codes.len() > 1 && !row.face_value.fract().is_zero() {
+            problems.push(at(
+                cols.face_value,
+                "face_value",
+                format!(
+                    "{} is not a whole amount; a choice of products (`A|B`) takes whole amounts only",
+                    row.face_value
+                ),
+                format!("write `{}` or `{}`", row.face_value.floor(), row.face_value.ceil()),
+            ));
         }
         for p in products.iter().filter(|p| p.currency == row.currency) {
             if let Some((message, help)) = denomination_problem(p, row.face_value) {
@@ -1107,6 +1212,54 @@ impl<'a> Validator<'a> {
         problems.sort_by_key(|p| p.column);
         problems
     }
+}
+
+/// What is impossible in a product's catalog entry, if anything: a discount multiplier outside
+/// 0 (no discount) to below 1 (a price of zero or less, or above the face value), a minimum
+/// above the maximum, or an amount (minimum, maximum, listed value, plan price) that is not
+/// positive. A row naming such a product is not payable: its price, and the balance check,
+/// would be wrong.
+pub fn catalog_insanity(p: &Product) -> Option<String> {
+    if let Some(m) = p.discount_multiplier
+        && !(Decimal::ZERO..Decimal::ONE).contains(&m)
+    {
+        return Some(format!(
+            "the discount multiplier {m} (it must be from 0 to below 1)"
+        ));
+    }
+    let positive = |what: &str, v: Decimal| {
+        (v <= Decimal::ZERO).then(|| format!("{what} {v} (amounts must be positive)"))
+    };
+    if let Some(d) = p.denominations() {
+        if let Some(min) = d.minimum_value
+            && let Some(why) = positive("the minimum value", min)
+        {
+            return Some(why);
+        }
+        if let Some(max) = d.maximum_value
+            && let Some(why) = positive("the maximum value", max)
+        {
+            return Some(why);
+        }
+        if let (Some(min), Some(max)) = (d.minimum_value, d.maximum_value)
+            && min > max
+        {
+            return Some(format!(
+                "a minimum value {min} above its maximum value {max}"
+            ));
+        }
+        for v in d.available_list.iter().flatten() {
+            if let Some(why) = positive("the listed value", v.0) {
+                return Some(why);
+            }
+        }
+    }
+    for plan in p.subscription_plans() {
+        if let Some(why) = positive("the plan price", plan.price) {
+            return Some(why);
+        }
+    }
+    None
 }
 
 /// Why `value` is not a face value `p` can be ordered with, and what to do.
@@ -1813,6 +1966,79 @@ mod tests {
         assert!(ps[0].message.contains("TEMPORARILY_DISABLED"), "{ps:#?}");
         let ps = check(&mut v, 4, ["D3", "NEW-US", "10", "USD", "", "", "", ""]);
         assert!(ps[0].message.contains("payout type"), "{ps:#?}");
+    }
+
+    #[test]
+    fn a_product_whose_catalog_values_are_impossible_is_not_payable() {
+        let mut free = open("FREE-US", "USD", "1", "100", &["US"]);
+        free.discount_multiplier = Some(d("1"));
+        let mut dearer = open("DEAR-US", "USD", "1", "100", &["US"]);
+        dearer.discount_multiplier = Some(d("-0.5"));
+        let upside_down = open("UPSIDE-US", "USD", "100", "1", &["US"]);
+        let negative = open("NEG-US", "USD", "-5", "100", &["US"]);
+        let zero_value = fixed("ZERO-US", "USD", &["0", "10"], &["US"]);
+        let mut fine = open("FINE-US", "USD", "1", "100", &["US"]);
+        fine.discount_multiplier = Some(d("0.99"));
+        let cat = CatalogIndex::new(vec![free, dearer, upside_down, negative, zero_value, fine]);
+        let mut v = Validator::new(&cat, ValidateOptions::default());
+        for (n, (code, why)) in [
+            (
+                "FREE-US",
+                "the discount multiplier 1 (it must be from 0 to below 1)",
+            ),
+            ("DEAR-US", "the discount multiplier -0.5"),
+            ("UPSIDE-US", "a minimum value 100 above its maximum value 1"),
+            ("NEG-US", "the minimum value -5 (amounts must be positive)"),
+            ("ZERO-US", "the listed value 0 (amounts must be positive)"),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let reference = format!("R{n}");
+            let ps = check(
+                &mut v,
+                2 + n as u64,
+                [&reference, code, "10", "USD", "", "", "", ""],
+            );
+            assert!(
+                ps.iter().any(|p| p.column == Some(2)
+                    && p.message.contains(&format!(
+                        "product `{code}` cannot be paid: the catalog gives it {why}"
+                    ))),
+                "{code}: {ps:#?}"
+            );
+        }
+        let ps = check(&mut v, 9, ["R9", "FINE-US", "10", "USD", "", "", "", ""]);
+        assert!(ps.is_empty(), "{ps:#?}");
+    }
+
+    #[test]
+    fn problems_are_kept_bounded_the_first_of_each_kind_and_counted() {
+        let mut all = Problems::default();
+        for line in 2..100_002u64 {
+            let column = ["face_value", "email", "face_value", "face_value"][(line % 4) as usize];
+            all.push(Problem::at(line, 2, column, "bad"));
+        }
+        all.push(Problem::file(
+            100_002,
+            "this row has 3 fields but the header has 4",
+        ));
+        assert_eq!(all.len(), 100_001);
+        assert_eq!(all.per_kind["face_value"], 75_000);
+        assert_eq!(all.per_kind["email"], 25_000);
+        assert_eq!(all.per_kind["row"], 1);
+        assert_eq!(all.shown.len(), 2 * KEPT_PER_KIND + 1);
+        assert_eq!(all.omitted(), 100_001 - all.shown.len());
+        // In file order, the first of each kind.
+        assert_eq!(all.shown[0].line, 2);
+        assert!(all.shown.windows(2).all(|w| w[0].line < w[1].line));
+        assert!(!all.all_file_level());
+        // Never more than KEPT, however many kinds.
+        let many: Problems = (0..1000)
+            .map(|k| Problem::at(2, k, &format!("c{k}"), "bad"))
+            .collect();
+        assert_eq!(many.shown.len(), KEPT);
+        assert_eq!(many.per_kind.len(), 1000);
     }
 
     #[test]

@@ -248,7 +248,8 @@ mod tests {
 
     #[test]
     fn every_kind_of_difference_is_named() {
-        let cases: Vec<(&str, Box<dyn FnOnce(&mut serde_json::Value)>)> = vec![
+        type Change = Box<dyn FnOnce(&mut serde_json::Value)>;
+        let cases: Vec<(&str, Change)> = vec![
             (
                 "face value 11",
                 Box::new(|a| a["items"][0]["face_value"] = "11".into()),

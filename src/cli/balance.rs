@@ -71,7 +71,7 @@ pub async fn execute(args: BalanceArgs) -> i32 {
         }
     };
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({
                 "environment": conn.environment.name(),
@@ -80,14 +80,14 @@ pub async fn execute(args: BalanceArgs) -> i32 {
         );
         return exit::OK;
     }
-    println!("{banner}");
+    outln!("{banner}");
     if balances.is_empty() {
-        println!("no balance in any currency");
+        outln!("no balance in any currency");
         return exit::OK;
     }
-    println!("{:<8} {:>18}", "CURRENCY", "BALANCE");
+    outln!("{:<8} {:>18}", "CURRENCY", "BALANCE");
     for b in &balances {
-        println!("{:<8} {:>18}", b.currency, b.balance);
+        outln!("{:<8} {:>18}", b.currency, b.balance);
     }
     exit::OK
 }

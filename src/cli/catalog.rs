@@ -92,7 +92,7 @@ pub async fn execute(args: CatalogArgs) -> i32 {
     };
     match args.command {
         CatalogCommand::Sync { .. } => {
-            eprintln!(
+            errln!(
                 "catalog: {} products {} for {identity}",
                 products.len(),
                 if source == CatalogSource::Service {
@@ -156,12 +156,16 @@ pub async fn execute(args: CatalogArgs) -> i32 {
                     }
                 }
             } else {
-                println!(
+                outln!(
                     "{:<18} {:<13} {:<4} {:<9} {:<22} NAME",
-                    "CODE", "TYPE", "CUR", "ORDERABLE", "VALUES"
+                    "CODE",
+                    "TYPE",
+                    "CUR",
+                    "ORDERABLE",
+                    "VALUES"
                 );
                 for p in list {
-                    println!(
+                    outln!(
                         "{:<18} {:<13} {:<4} {:<9} {:<22} {}",
                         p.code,
                         p.payout_type.as_str(),

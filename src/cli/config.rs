@@ -100,26 +100,26 @@ pub async fn execute(args: ConfigArgs, provenance: &Provenance) -> i32 {
         };
     }
     match &provenance.file {
-        Some(p) => println!("settings file: {}", p.display()),
-        None => println!(
+        Some(p) => outln!("settings file: {}", p.display()),
+        None => outln!(
             "settings file: none (no ./{FILE_NAME}; --config FILE or PAYBATCH_CONFIG names one)"
         ),
     }
-    println!("{:<14} {:<48} FROM", "SETTING", "VALUE");
+    outln!("{:<14} {:<48} FROM", "SETTING", "VALUE");
     for st in &settings {
         let value = match (&st.value, st.name) {
             (Some(v), _) => v.clone(),
             (None, "env") => "sim".to_string(),
             (None, _) => "-".to_string(),
         };
-        println!("{:<14} {:<48} {}", st.name, value, st.from.as_str());
+        outln!("{:<14} {:<48} {}", st.name, value, st.from.as_str());
     }
     match &key {
-        Ok((fingerprint, from)) => println!("{:<14} {:<48} {from}", "api key", fingerprint),
-        Err(_) => println!("{:<14} {:<48} -", "api key", "(none usable)"),
+        Ok((fingerprint, from)) => outln!("{:<14} {:<48} {from}", "api key", fingerprint),
+        Err(_) => outln!("{:<14} {:<48} -", "api key", "(none usable)"),
     }
     if let Ok(env) = &environment {
-        println!("{}", env.banner());
+        outln!("{}", env.banner());
     }
     match problem {
         None => exit::OK,

@@ -1,5 +1,30 @@
 //! Command-line interface: one file per subcommand; each ends in one `execute` function that
 //! the dispatcher calls and that returns the process exit code.
+//!
+//! Every line printed goes through [`crate::text`]: [`outln!`] and [`errln!`] for a line on
+//! stdout or stderr (its control characters escaped: a batch name, a cell, an order id or a
+//! product name from the service cannot drive the terminal), [`print_error`] and
+//! [`print_problem`] for messages. JSON is printed as it is (serde escapes control characters).
+
+/// `println!`, the line's control characters escaped ([`crate::text::escape`]).
+macro_rules! outln {
+    () => {
+        println!()
+    };
+    ($($arg:tt)*) => {
+        println!("{}", $crate::text::escape(&format!($($arg)*)))
+    };
+}
+
+/// `eprintln!`, the line's control characters escaped ([`crate::text::escape`]).
+macro_rules! errln {
+    () => {
+        eprintln!()
+    };
+    ($($arg:tt)*) => {
+        eprintln!("{}", $crate::text::escape(&format!($($arg)*)))
+    };
+}
 
 pub mod balance;
 pub mod catalog;
@@ -179,17 +204,62 @@ pub fn paint(label: &str, code: &str, on: bool) -> String {
     }
 }
 
-/// Prints a problem of the input (its `Display` carries its own `help:` line).
+/// Prints a problem of the input (its `Display` carries its own `help:` line), its control
+/// characters escaped.
 pub fn print_problem(problem: &impl std::fmt::Display) {
-    eprintln!("{}: {problem}", paint("error", "1;31", stderr_color()));
+    let text = problem.to_string();
+    eprintln!(
+        "{}: {}",
+        paint("error", "1;31", stderr_color()),
+        crate::text::escape_message(&text)
+    );
 }
 
-/// Prints an error in the `error: ... / help: ...` style.
+/// Kinds listed one by one after the problems shown (the others are counted together).
+const LISTED_KINDS: usize = 20;
+
+/// Prints the problems of a file as kept (the first of each kind), then, when some were not
+/// kept, how many there are of each kind: a file of a million bad rows prints a page.
+pub fn print_problems(problems: &crate::batch::validate::Problems) {
+    for p in &problems.shown {
+        print_problem(p);
+    }
+    if problems.omitted() == 0 {
+        return;
+    }
+    errln!();
+    errln!(
+        "... and {} more problem(s) not shown; the {} problem(s) per kind (the first {} of each are above):",
+        problems.omitted(),
+        problems.total,
+        crate::batch::validate::KEPT_PER_KIND
+    );
+    let mut kinds: Vec<(&String, &usize)> = problems.per_kind.iter().collect();
+    kinds.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    for (kind, n) in kinds.iter().take(LISTED_KINDS) {
+        errln!("  {kind:<20} {n:>10}");
+    }
+    if kinds.len() > LISTED_KINDS {
+        let rest: usize = kinds[LISTED_KINDS..].iter().map(|(_, n)| **n).sum();
+        errln!(
+            "  ({} other columns: {rest} problem(s))",
+            kinds.len() - LISTED_KINDS
+        );
+    }
+}
+
+/// Prints an error in the `error: ... / help: ...` style, its control characters escaped (the
+/// message may quote the service, a file or the ledger).
 pub fn print_error(message: &str, help: Option<&str>) {
+    use crate::text::escape_message;
     let color = stderr_color();
-    eprintln!("{}: {message}", paint("error", "1;31", color));
+    eprintln!(
+        "{}: {}",
+        paint("error", "1;31", color),
+        escape_message(message)
+    );
     if let Some(h) = help.filter(|h| !h.is_empty()) {
-        eprintln!("{}: {h}", paint("help", "1;36", color));
+        eprintln!("{}: {}", paint("help", "1;36", color), escape_message(h));
     }
 }
 

@@ -35,7 +35,7 @@ pub async fn execute(args: PingArgs) -> i32 {
     match conn.client.ping().await {
         Ok(p) => {
             if args.json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::json!({
                         "ok": true,
@@ -46,8 +46,8 @@ pub async fn execute(args: PingArgs) -> i32 {
                     })
                 );
             } else {
-                println!("{banner}");
-                println!(
+                outln!("{banner}");
+                outln!(
                     "{} answered `{}` (key {})",
                     conn.client.base_url(),
                     p.message,

@@ -72,7 +72,7 @@ pub async fn execute(args: ReconcileArgs) -> i32 {
         Ok(c) => c,
         Err(e) => return config_failure(&e),
     };
-    eprintln!(
+    errln!(
         "paybatch reconcile: {} | batch {}",
         conn.environment.banner(),
         args.batch
@@ -146,16 +146,9 @@ async fn rebuild(
         allow_duplicates: true,
         default_payment_currency,
     };
-    let scanned = scan::scan(
-        file,
-        None,
-        &CatalogIndex::new(products),
-        &options,
-        None,
-        |_| {},
-    )
-    .map_err(|p| {
-        eprintln!("error: {p}");
+    let catalog = CatalogIndex::new(products);
+    let scanned = scan::scan(file, None, &catalog, &options, None, |_| {}).map_err(|p| {
+        super::print_problem(&p);
         exit::INVALID
     })?;
     let batch = ledger
@@ -174,13 +167,13 @@ async fn rebuild(
     let mut merge = ledger
         .merge(batch.id, false)
         .map_err(|e| fail(e.to_string()))?;
-    scan::read_again(&scanned, file, &options, |row, _| {
+    scan::read_again(&scanned, file, &catalog, &options, |row, _| {
         merge.row(&row).map(drop).map_err(RunError::from)
     })
     .map_err(|e| fail(e.to_string()))?;
     merge.close().map_err(|e| fail(e.to_string()))?;
     merge.commit().map_err(|e| fail(e.to_string()))?;
-    eprintln!(
+    errln!(
         "rebuilt batch {name} from {} ({} rows)",
         file.display(),
         scanned.rows
@@ -190,7 +183,7 @@ async fn rebuild(
 
 fn print_report(r: &ReconcileReport, dry_run: bool, json: bool) {
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({
                 "dry_run": dry_run,
@@ -209,54 +202,54 @@ fn print_report(r: &ReconcileReport, dry_run: bool, json: bool) {
         return;
     }
     let verb = if dry_run { "would record" } else { "recorded" };
-    println!("orders of this batch at the service: {}", r.found);
+    outln!("orders of this batch at the service: {}", r.found);
     for (reference, id) in &r.adopted {
-        println!("  {verb} order {id} for row {reference} (the ledger did not know it)");
+        outln!("  {verb} order {id} for row {reference} (the ledger did not know it)");
     }
     for key in &r.absent {
         let verb = if dry_run { "would clear" } else { "cleared" };
-        println!(
+        outln!(
             "  {verb} in-doubt intent {key}: the service never created it; the next run sends it"
         );
     }
     for key in &r.retired {
         let verb = if dry_run { "would mark" } else { "marked" };
-        println!(
+        outln!(
             "  {verb} in-doubt intent {key} REJECTED: the service never created it and answers its key only with the server error it keeps for it; `paybatch retry` sends its rows under a new key"
         );
     }
     for id in &r.unattributed {
-        println!(
+        outln!(
             "  order {id} of this batch at the service does not say its rows yet (still processing?): no in-doubt key is given up until it does"
         );
     }
     for key in &r.superseded {
         let verb = if dry_run { "would mark" } else { "marked" };
-        println!(
+        outln!(
             "  {verb} intent {key} REJECTED: a later attempt of its row is at the service; it is never sent"
         );
     }
     for (id, from, to) in &r.updated {
-        println!("  order {id}: {from} -> {to}");
+        outln!("  order {id}: {from} -> {to}");
     }
     for (reference, id) in &r.unknown_rows {
-        println!(
+        outln!(
             "  order {id} is for row {reference}, which the ledger does not have (pass --rebuild FILE)"
         );
     }
     for (reference, id) in &r.unattached {
-        println!(
+        outln!(
             "  ALERT: order {id} pays row {reference}, which the ledger cannot attach it to (the row is INVALID or REMOVED there, or has another order); when rebuilding, give the options the batch ran with (--payment-currency)"
         );
     }
     for (reference, ids) in &r.duplicates {
-        println!(
+        outln!(
             "  ALERT: row {reference} has {} live orders: {}",
             ids.len(),
             ids.join(", ")
         );
     }
     if r.is_clean() {
-        println!("the ledger agrees with the service");
+        outln!("the ledger agrees with the service");
     }
 }

@@ -72,7 +72,7 @@ pub async fn execute(args: ReportArgs, quiet: bool) -> i32 {
             return exit::UNEXPECTED;
         }
         if !quiet {
-            eprintln!(
+            errln!(
                 "result file of batch {}: {} (mode 0600: it holds payout links)",
                 batch.name,
                 path.display()
@@ -104,7 +104,7 @@ pub async fn execute(args: ReportArgs, quiet: bool) -> i32 {
             return exit::UNEXPECTED;
         }
         if !quiet {
-            eprintln!(
+            errln!(
                 "HTML report of batch {}: {} (no payout links)",
                 batch.name,
                 path.display()

@@ -51,19 +51,19 @@ pub async fn execute(args: RetryArgs) -> i32 {
             exit::USAGE
         }
         Ok(Some(refs)) if refs.is_empty() => {
-            eprintln!("batch {}: no FAILED or REJECTED rows to retry", args.batch);
+            errln!("batch {}: no FAILED or REJECTED rows to retry", args.batch);
             exit::OK
         }
         Ok(Some(refs)) => {
-            eprintln!(
+            errln!(
                 "batch {}: {} rows eligible again with a new attempt: {}",
                 args.batch,
                 refs.len(),
                 refs.join(", ")
             );
-            eprintln!(
+            errln!(
                 "next: paybatch run FILE --batch {} (the same file, fixed)",
-                args.batch
+                crate::text::shell_word(&args.batch)
             );
             exit::OK
         }

@@ -106,8 +106,11 @@ pub struct RunArgs {
     /// Orders in flight at once.
     #[arg(long, default_value_t = 8, value_name = "N")]
     pub concurrency: usize,
-    /// Stop polling after this many seconds; the run exits 5 and resumes later.
-    #[arg(long, default_value_t = 1800, value_name = "SECONDS")]
+    /// How long the run waits for the service: polling orders that are not finished (from the
+    /// first poll), and the pauses it asks for (429, errors) without an answer in between; then
+    /// the run exits 5 and resumes later. At most 604800 (a week).
+    #[arg(long, default_value_t = 1800, value_name = "SECONDS",
+          value_parser = clap::value_parser!(u64).range(0..=pipeline::MAX_POLL_TIMEOUT_SECS))]
     pub poll_timeout: u64,
     /// Pay only if the file's plan digest is this one (from `paybatch validate`); else exit 3.
     #[arg(long, value_name = "DIGEST", value_parser = parse_digest)]
@@ -186,11 +189,12 @@ pub async fn execute(args: RunArgs, quiet: bool) -> i32 {
         Ok(o) => o,
         Err(e) => return config_failure(&e),
     };
+    // A key of the wrong kind (or none, or a production key for another address) is the first
+    // thing to say, before the ledger is touched: no confirmation can help.
+    if let Err(e) = opts.environment.api_key(opts.api_key_file.as_deref()) {
+        return config_failure(&e);
+    }
     if opts.environment == Environment::Production && !args.yes {
-        // A key of the wrong kind (or none) is the first thing to say: no confirmation can help.
-        if let Err(e) = opts.environment.api_key(opts.api_key_file.as_deref()) {
-            return config_failure(&e);
-        }
         let terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
         if !terminal {
             print_error(
@@ -211,7 +215,7 @@ pub async fn execute(args: RunArgs, quiet: bool) -> i32 {
     let ended_well = matches!(&outcome, Ok(s) if s.exit_code() == exit::OK);
     if !ended_well {
         for line in reporter.take_held() {
-            eprintln!("{line}");
+            errln!("{line}");
         }
     }
     match outcome {
@@ -228,7 +232,7 @@ pub async fn execute(args: RunArgs, quiet: bool) -> i32 {
 /// shown is then required of the run, so what was confirmed is what is paid. An invalid batch
 /// is not confirmed: the run itself reports it and submits nothing.
 async fn confirm_production(opts: &mut RunOptions) -> Result<(), i32> {
-    eprintln!("paybatch run: {}", opts.environment.banner());
+    errln!("paybatch run: {}", opts.environment.banner());
     let preview = crate::batch::preview::preview(opts)
         .await
         .map_err(|e| report_error(&e))?;
@@ -277,7 +281,8 @@ pub fn ask_batch_name(
 ) -> std::io::Result<bool> {
     write!(
         output,
-        "This pays REAL MONEY. Type the batch name `{batch}` to go on (anything else stops): "
+        "This pays REAL MONEY. Type the batch name `{}` to go on (anything else stops): ",
+        crate::text::escape(batch)
     )?;
     output.flush()?;
     let mut answer = String::new();
@@ -287,10 +292,8 @@ pub fn ask_batch_name(
 
 pub fn report_error(e: &RunError) -> i32 {
     if let RunError::Invalid { problems, .. } = e {
-        for p in problems {
-            super::print_problem(&p);
-        }
-        eprintln!();
+        super::print_problems(problems);
+        errln!();
     }
     print_error(&e.to_string(), e.help().as_deref());
     e.exit_code()
@@ -306,24 +309,27 @@ fn print_summary(s: &RunSummary, quiet: bool) {
     } else {
         ""
     };
-    eprintln!();
-    eprintln!("batch {}{label}", s.batch);
-    eprintln!("  {:<12} {:>8}", "status", "rows");
+    errln!();
+    errln!("batch {}{label}", s.batch);
+    errln!("  {:<12} {:>8}", "status", "rows");
     for (state, n) in &s.counts {
-        eprintln!("  {:<12} {:>8}", state.as_str(), n);
+        errln!("  {:<12} {:>8}", state.as_str(), n);
     }
     if !s.totals.is_empty() {
-        eprintln!("  completed totals:");
-        eprintln!("  {:<8} {:>14} {:>14}", "currency", "face value", "price");
+        errln!("  completed totals:");
+        errln!("  {:<8} {:>14} {:>14}", "currency", "face value", "price");
         for (cur, (face, price)) in &s.totals {
-            eprintln!("  {:<8} {:>14} {:>14}", cur, face, price);
+            errln!("  {:<8} {:>14} {:>14}", cur, face, price);
         }
     }
     if !s.debited.is_empty() {
-        eprintln!("  charged (what left each balance, conversions included):");
+        errln!("  charged (what left each balance, conversions included):");
         for ((payer, currency), amount) in &s.debited {
-            eprintln!("  {:<20} {:>14} {currency}", payer, amount);
+            errln!("  {:<20} {:>14} {currency}", payer, amount);
         }
+    }
+    if !s.per_delivery.is_empty() {
+        errln!("  rows per delivery: {}", delivery_counts(&s.per_delivery));
     }
     if !s.paid_by.is_empty() {
         let parts: Vec<String> = s
@@ -331,12 +337,12 @@ fn print_summary(s: &RunSummary, quiet: bool) {
             .iter()
             .map(|(method, n)| format!("{n} by {method}"))
             .collect();
-        eprintln!("  rows in orders: {}", parts.join(", "));
+        errln!("  rows in orders: {}", parts.join(", "));
     }
     for line in &s.held {
-        eprintln!("  stopped: {line}");
+        errln!("  stopped: {line}");
     }
-    eprintln!("result file: {}", s.result_path.display());
+    errln!("result file: {}", s.result_path.display());
     let verdict = match code {
         exit::OK => "every row completed".to_string(),
         exit::FAILURES if !s.held.is_empty() => {
@@ -351,7 +357,18 @@ fn print_summary(s: &RunSummary, quiet: bool) {
                 .unwrap_or_default()
         ),
     };
-    eprintln!("paybatch run: {verdict} (exit {code})");
+    errln!("paybatch run: {verdict} (exit {code})");
+}
+
+/// `7 EMAIL, 5 PAYOUT_LINK`.
+pub fn delivery_counts<N: std::fmt::Display>(
+    counts: &std::collections::BTreeMap<String, N>,
+) -> String {
+    counts
+        .iter()
+        .map(|(delivery, n)| format!("{n} {delivery}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]

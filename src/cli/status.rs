@@ -11,6 +11,7 @@ use serde_json::json;
 use crate::environment::Environment;
 use crate::exit;
 use crate::ledger::{BatchRecord, EventRecord, Ledger, OrderRecord, OrderState, RowState};
+use crate::text::shell_word;
 
 use super::{DEFAULT_LEDGER, ServiceArgs, print_error};
 
@@ -125,7 +126,7 @@ fn all_batches(ledger: &Ledger, json: bool) -> crate::ledger::Result<i32> {
         return Ok(exit::OK);
     }
     if listed.is_empty() {
-        println!("no batches in {}", ledger.path().display());
+        outln!("no batches in {}", ledger.path().display());
         return Ok(exit::OK);
     }
     let width = listed
@@ -134,12 +135,15 @@ fn all_batches(ledger: &Ledger, json: bool) -> crate::ledger::Result<i32> {
         .max()
         .unwrap_or(5)
         .max(5);
-    println!(
+    outln!(
         "{:<width$}  {:<11}  {:>6}  {:<24}  ROWS PER STATE",
-        "BATCH", "ENVIRONMENT", "ROWS", "CREATED"
+        "BATCH",
+        "ENVIRONMENT",
+        "ROWS",
+        "CREATED"
     );
     for (b, counts) in &listed {
-        println!(
+        outln!(
             "{:<width$}  {:<11}  {:>6}  {:<24}  {}",
             b.name,
             env_label(&b.environment),
@@ -148,8 +152,8 @@ fn all_batches(ledger: &Ledger, json: bool) -> crate::ledger::Result<i32> {
             states_text(counts)
         );
     }
-    println!();
-    println!("details of one batch: paybatch status --batch NAME");
+    outln!();
+    outln!("details of one batch: paybatch status --batch NAME");
     Ok(exit::OK)
 }
 
@@ -236,21 +240,26 @@ fn next_steps(
     flights: &[InFlight<'_>],
 ) -> Vec<String> {
     let n = |s: RowState| counts.get(&s).copied().unwrap_or(0);
-    let mut run = format!("paybatch run {} --batch {}", b.input_path, b.name);
+    // The commands are to be copied into a shell: every argument is quoted for it.
+    let name = shell_word(&b.name);
+    let input = shell_word(&b.input_path);
+    let mut run = format!("paybatch run {input} --batch {name}");
     if ledger != Path::new(DEFAULT_LEDGER) {
-        run.push_str(&format!(" --ledger {}", ledger.display()));
+        run.push_str(&format!(
+            " --ledger {}",
+            shell_word(&ledger.display().to_string())
+        ));
     }
     // Named explicitly (even `sim`), so that a settings file cannot point the advice elsewhere.
     match Environment::from_recorded(&b.environment, &b.base_url) {
-        Ok(Environment::Custom(url)) => run.push_str(&format!(" --base-url {url}")),
+        Ok(Environment::Custom(url)) => run.push_str(&format!(" --base-url {}", shell_word(&url))),
         Ok(env) => run.push_str(&format!(" --env {}", env.name())),
         Err(_) => {}
     }
     let mut steps = Vec::new();
     if flights.iter().any(|f| f.in_doubt_too_long) {
         steps.push(format!(
-            "orders have been in doubt for more than {IN_DOUBT_HOURS} hours: paybatch reconcile --batch {} (it asks the service which of them exist)",
-            b.name
+            "orders have been in doubt for more than {IN_DOUBT_HOURS} hours: paybatch reconcile --batch {name} (it asks the service which of them exist)"
         ));
     }
     let unfinished = n(RowState::Pending) + n(RowState::Planned) + n(RowState::Submitted);
@@ -261,30 +270,26 @@ fn next_steps(
     }
     if n(RowState::Mismatch) > 0 {
         steps.push(format!(
-            "{} rows are MISMATCH: the service answered their orders finished but not as they were sent (what differs: paybatch report --batch {} --html report.html); a person must compare them with the account's orders before anything else is done for them: they are never paid again by paybatch",
+            "{} rows are MISMATCH: the service answered their orders finished but not as they were sent (what differs: paybatch report --batch {name} --html report.html); a person must compare them with the account's orders before anything else is done for them: they are never paid again by paybatch",
             n(RowState::Mismatch),
-            b.name
         ));
     }
     let failed = n(RowState::Failed) + n(RowState::Rejected);
     if failed > 0 {
         steps.push(format!(
-            "{failed} rows FAILED or were REJECTED (reasons: paybatch report --batch {name} --html report.html): after fixing the cause, paybatch retry --batch {name}, then {run}",
-            name = b.name
+            "{failed} rows FAILED or were REJECTED (reasons: paybatch report --batch {name} --html report.html): after fixing the cause, paybatch retry --batch {name}, then {run}"
         ));
     }
     if n(RowState::Invalid) > 0 {
         steps.push(format!(
-            "{} rows are INVALID: fix them in {} and run the same command again (paybatch validate {} shows the problems)",
+            "{} rows are INVALID: fix them in {} and run the same command again (paybatch validate {input} shows the problems)",
             n(RowState::Invalid),
             b.input_path,
-            b.input_path
         ));
     }
     if steps.is_empty() {
         steps.push(format!(
-            "nothing to do: every row completed; the result file again: paybatch report --batch {}",
-            b.name
+            "nothing to do: every row completed; the result file again: paybatch report --batch {name}"
         ));
     }
     steps
@@ -371,29 +376,29 @@ fn one_batch(ledger: &Ledger, name: &str, json: bool) -> crate::ledger::Result<i
         "production" => " (PRODUCTION: real money)",
         _ => "",
     };
-    println!("batch {}{label}", b.name);
-    println!("  environment: {} ({})", b.environment, b.base_url);
-    println!("  input:       {} (sha256 {})", b.input_path, b.input_hash);
-    println!("  created:     {}", b.created_at);
-    println!("  key:         {}", b.key_fingerprint);
-    println!();
-    println!("rows: {}", counts_list.iter().map(|(_, n)| n).sum::<i64>());
+    outln!("batch {}{label}", b.name);
+    outln!("  environment: {} ({})", b.environment, b.base_url);
+    outln!("  input:       {} (sha256 {})", b.input_path, b.input_hash);
+    outln!("  created:     {}", b.created_at);
+    outln!("  key:         {}", b.key_fingerprint);
+    outln!();
+    outln!("rows: {}", counts_list.iter().map(|(_, n)| n).sum::<i64>());
     for (state, n) in &counts_list {
-        println!("  {:<10} {:>8}", state.as_str(), n);
+        outln!("  {:<10} {:>8}", state.as_str(), n);
     }
     if !charged.is_empty() {
-        println!("charged (what left each balance, conversions included):");
+        outln!("charged (what left each balance, conversions included):");
         for ((payer, currency), amount) in &charged {
-            println!("  {payer:<20} {amount:>14} {currency}");
+            outln!("  {payer:<20} {amount:>14} {currency}");
         }
     }
-    println!();
+    outln!();
     let orders_text = order_counts
         .iter()
         .map(|(s, n)| format!("{s} {n}"))
         .collect::<Vec<_>>()
         .join(", ");
-    println!(
+    outln!(
         "orders: {}{}",
         orders.len(),
         if orders_text.is_empty() {
@@ -403,9 +408,9 @@ fn one_batch(ledger: &Ledger, name: &str, json: bool) -> crate::ledger::Result<i
         }
     );
     if flights.is_empty() {
-        println!("  none in flight");
+        outln!("  none in flight");
     } else {
-        println!("  in flight: {}", flights.len());
+        outln!("  in flight: {}", flights.len());
         for f in flights.iter().take(LISTED_IN_FLIGHT) {
             let id = f
                 .order
@@ -415,7 +420,7 @@ fn one_batch(ledger: &Ledger, name: &str, json: bool) -> crate::ledger::Result<i
             let how_long = age(f.since)
                 .map(|a| format!(" for {}", human_age(a)))
                 .unwrap_or_default();
-            println!(
+            outln!(
                 "  {id:<24} {}{how_long} (sent {}x, polled {}x){}",
                 f.what,
                 f.order.sends,
@@ -428,17 +433,17 @@ fn one_batch(ledger: &Ledger, name: &str, json: bool) -> crate::ledger::Result<i
             );
         }
         if flights.len() > LISTED_IN_FLIGHT {
-            println!("  ... and {} more", flights.len() - LISTED_IN_FLIGHT);
+            outln!("  ... and {} more", flights.len() - LISTED_IN_FLIGHT);
         }
     }
-    println!();
-    println!("last events (newest first):");
+    outln!();
+    outln!("last events (newest first):");
     for e in &events {
-        println!("  {}", event_text(e, &subject(e)));
+        outln!("  {}", event_text(e, &subject(e)));
     }
-    println!();
+    outln!();
     for step in &next {
-        println!("next: {step}");
+        outln!("next: {step}");
     }
     Ok(exit::OK)
 }
@@ -512,6 +517,38 @@ mod tests {
             &[],
         );
         assert!(steps[0].starts_with("nothing to do"), "{steps:?}");
+    }
+
+    #[test]
+    fn the_commands_to_copy_quote_their_arguments_for_the_shell() {
+        let mut b = batch("custom", "http://127.0.0.1:9/v2?a=1&b=2");
+        b.name = "nov $HOME; rm -rf x".into();
+        b.input_path = "my batches/nov's.csv".into();
+        let counts: BTreeMap<RowState, i64> = [
+            (RowState::Pending, 1),
+            (RowState::Failed, 1),
+            (RowState::Invalid, 1),
+        ]
+        .into_iter()
+        .collect();
+        let steps = next_steps(Path::new("ledgers/our ledger.db"), &b, &counts, &[]);
+        let run = "paybatch run 'my batches/nov'\\''s.csv' --batch 'nov $HOME; rm -rf x' \
+                   --ledger 'ledgers/our ledger.db' --base-url 'http://127.0.0.1:9/v2?a=1&b=2'";
+        assert!(steps[0].contains(run), "{steps:?}");
+        assert!(
+            steps[1].contains("paybatch retry --batch 'nov $HOME; rm -rf x', then"),
+            "{steps:?}"
+        );
+        assert!(
+            steps[2].contains("paybatch validate 'my batches/nov'\\''s.csv' shows"),
+            "{steps:?}"
+        );
+        let done: BTreeMap<RowState, i64> = [(RowState::Completed, 1)].into_iter().collect();
+        let steps = next_steps(Path::new("paybatch.db"), &b, &done, &[]);
+        assert!(
+            steps[0].ends_with("paybatch report --batch 'nov $HOME; rm -rf x'"),
+            "{steps:?}"
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@ use crate::batch::pipeline::RunOptions;
 use crate::batch::preview::{self, Preview};
 use crate::exit;
 use crate::money::display_amount as amount;
+use crate::text::shell_word;
 
 use super::run::{PlanArgs, report_error};
 use super::{config_failure, print_error};
@@ -70,23 +71,14 @@ impl ValidateArgs {
     }
 }
 
-/// A word as a POSIX shell reads it: quoted only when it needs to be.
-fn shell_word(s: &str) -> String {
-    if !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c))
-    {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
-}
-
 pub async fn execute(args: ValidateArgs, quiet: bool) -> i32 {
     let opts = match args.options() {
         Ok(o) => o,
         Err(e) => return config_failure(&e),
     };
+    if let Err(e) = opts.environment.api_key(opts.api_key_file.as_deref()) {
+        return config_failure(&e);
+    }
     let preview = match preview::preview(&opts).await {
         Ok(p) => p,
         Err(e) => return report_error(&e),
@@ -110,17 +102,15 @@ pub async fn execute(args: ValidateArgs, quiet: bool) -> i32 {
     }
     if !quiet {
         let mut out = std::io::stdout().lock();
-        println!("paybatch validate: {}", opts.environment.banner());
+        outln!("paybatch validate: {}", opts.environment.banner());
         let _ = print_preview(&preview, &mut out);
     }
-    for p in &preview.problems {
-        super::print_problem(&p);
-    }
-    if !preview.problems.is_empty() {
-        eprintln!();
-        let n = preview.problems.len();
+    super::print_problems(&preview.problem_report());
+    if preview.problems_total > 0 {
+        errln!();
+        let n = preview.problems_total;
         if preview.skip_invalid && preview.valid_rows > 0 {
-            eprintln!(
+            errln!(
                 "warning: {n} problem(s) in {}: with --skip-invalid those rows would be marked INVALID and not paid",
                 preview.file
             );
@@ -130,7 +120,7 @@ pub async fn execute(args: ValidateArgs, quiet: bool) -> i32 {
                     "{n} problem(s) in {}; `paybatch run` would submit nothing",
                     preview.file
                 ),
-                Some(if preview.problems.iter().all(|p| p.is_file_level()) {
+                Some(if preview.file_level_only {
                     "fix the file as said above (encoding, header row, rows) and validate again"
                 } else {
                     "fix the rows above and validate again; --skip-invalid pays the valid rows and marks the others INVALID"
@@ -164,17 +154,27 @@ pub async fn execute(args: ValidateArgs, quiet: bool) -> i32 {
     if let Some(d) = &preview.digest
         && !quiet
     {
-        println!("approve this digest, then pay exactly this plan with:");
-        println!("  {}", args.run_command(d));
+        outln!("approve this digest, then pay exactly this plan with:");
+        outln!("  {}", args.run_command(d));
     }
     code
+}
+
+/// `writeln!` of one line, its control characters escaped ([`crate::text::escape`]).
+macro_rules! put {
+    ($out:expr) => {
+        writeln!($out)
+    };
+    ($out:expr, $($arg:tt)*) => {
+        writeln!($out, "{}", crate::text::escape(&format!($($arg)*)))
+    };
 }
 
 /// The human report of a preview: rows, totals per payment currency (with the balance) and per
 /// product, and the plan digest. Shared with the production confirmation of `paybatch run`.
 pub fn print_preview(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
-    writeln!(out, "batch: {}", p.batch)?;
-    writeln!(out, "file: {}", p.file)?;
+    put!(out, "batch: {}", p.batch)?;
+    put!(out, "file: {}", p.file)?;
     writeln!(
         out,
         "catalog: {} products ({})",
@@ -192,6 +192,13 @@ pub fn print_preview(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
         p.valid_rows,
         p.rows - p.valid_rows
     )?;
+    if !p.totals.per_delivery.is_empty() {
+        put!(
+            out,
+            "to pay per delivery: {}",
+            super::run::delivery_counts(&p.totals.per_delivery)
+        )?;
+    }
     if p.totals.already_submitted > 0 {
         writeln!(
             out,
@@ -211,11 +218,11 @@ pub fn print_preview(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
         )?;
     }
     if p.totals.per_payment_currency.is_empty() && p.totals.per_card.is_empty() {
-        writeln!(out, "nothing to pay")?;
+        put!(out, "nothing to pay")?;
     } else if p.totals.per_payment_currency.is_empty() {
     } else {
-        writeln!(out)?;
-        writeln!(out, "to pay, per payment currency:")?;
+        put!(out)?;
+        put!(out, "to pay, per payment currency:")?;
         writeln!(
             out,
             "  {:<8} {:>6} {:>16} {:>16}  NOTE",
@@ -257,8 +264,8 @@ pub fn print_preview(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
                 available
             )?;
         }
-        writeln!(out)?;
-        writeln!(out, "to pay, per product:")?;
+        put!(out)?;
+        put!(out, "to pay, per product:")?;
         writeln!(
             out,
             "  {:<24} {:<8} {:>6} {:>16} {:>16}",
@@ -275,23 +282,23 @@ pub fn print_preview(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
                 amount(t.price, &t.currency)
             )?;
         }
-        writeln!(out)?;
+        put!(out)?;
     }
     if p.short().next().is_none() {
-        writeln!(out, "balance: enough in every payment currency")?;
+        put!(out, "balance: enough in every payment currency")?;
     } else {
-        writeln!(out, "balance: TOO LOW (see below)")?;
+        put!(out, "balance: TOO LOW (see below)")?;
     }
     match &p.digest {
-        Some(d) => writeln!(out, "plan digest: {d}")?,
-        None => writeln!(out, "plan digest: none (the batch is not valid)")?,
+        Some(d) => put!(out, "plan digest: {d}")?,
+        None => put!(out, "plan digest: none (the batch is not valid)")?,
     }
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{amount, shell_word};
+    use super::amount;
     use rust_decimal::Decimal;
 
     #[test]
@@ -300,13 +307,5 @@ mod tests {
         assert_eq!(amount(Decimal::new(1099, 2), "USD"), "10.99");
         assert_eq!(amount(Decimal::new(3000, 0), "JPY"), "3000");
         assert_eq!(amount(Decimal::new(12345, 3), "BHD"), "12.345");
-    }
-
-    #[test]
-    fn shell_words_are_quoted_only_when_needed() {
-        assert_eq!(shell_word("samples/nov.csv"), "samples/nov.csv");
-        assert_eq!(shell_word("my file.csv"), "'my file.csv'");
-        assert_eq!(shell_word("it's.csv"), r"'it'\''s.csv'");
-        assert_eq!(shell_word(""), "''");
     }
 }

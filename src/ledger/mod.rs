@@ -10,6 +10,7 @@ pub mod state;
 
 use std::collections::HashMap;
 use std::fs::OpenOptions;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
@@ -210,13 +211,32 @@ pub struct Ledger {
 }
 
 impl Ledger {
-    /// Opens (creating with mode 0600 if needed) and migrates the ledger.
+    /// Opens (creating with mode 0600 if needed) and migrates the ledger. A path through a
+    /// symbolic link opens the file it points to ([`canonical_path`]).
     pub fn open(path: &Path) -> Result<Self> {
-        create_private_file(path)?;
-        let mut conn = Connection::open(path).map_err(|source| LedgerError::Sqlite {
-            path: path.to_path_buf(),
-            source,
+        let given = path;
+        if let Some(parent) = given.parent()
+            && !parent.as_os_str().is_empty()
+            && !parent.exists()
+        {
+            std::fs::create_dir_all(parent).map_err(|e| LedgerError::Io {
+                path: given.to_path_buf(),
+                message: e.to_string(),
+            })?;
+        }
+        let canonical = canonical_path(given).map_err(|e| LedgerError::Io {
+            path: given.to_path_buf(),
+            message: e.to_string(),
         })?;
+        let path = canonical.as_path();
+        create_private_file(path)?;
+        // Nor does SQLite follow a link that would have taken the file's place since.
+        let flags = rusqlite::OpenFlags::default() | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW;
+        let mut conn =
+            Connection::open_with_flags(path, flags).map_err(|source| LedgerError::Sqlite {
+                path: path.to_path_buf(),
+                source,
+            })?;
         let err = |source| LedgerError::Sqlite {
             path: path.to_path_buf(),
             source,
@@ -242,14 +262,11 @@ impl Ledger {
             })?;
         // The WAL and shared-memory files hold the same data: keep them private too.
         for suffix in ["-wal", "-shm"] {
-            let side = PathBuf::from(format!("{}{suffix}", path.display()));
-            if side.exists() {
-                set_private(&side)?;
-            }
+            narrow_side_file(&PathBuf::from(format!("{}{suffix}", path.display())))?;
         }
         Ok(Ledger {
             conn,
-            path: path.to_path_buf(),
+            path: given.to_path_buf(),
         })
     }
 
@@ -459,6 +476,23 @@ impl Ledger {
              GROUP BY o.card_id, o.payment_currency",
             [batch_id],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+    }
+
+    /// The batch's valid rows (not taken out of the file) per delivery (`EMAIL`,
+    /// `PAYOUT_LINK`), from their recorded specs.
+    pub fn rows_per_delivery(&self, batch_id: i64) -> Result<Vec<(String, i64)>> {
+        self.select_all(
+            "SELECT json_extract(spec, '$.distribution') AS delivery, COUNT(*) FROM rows
+             WHERE batch_id = ?1 AND spec IS NOT NULL AND state != 'REMOVED'
+             GROUP BY delivery ORDER BY delivery",
+            [batch_id],
+            |r| {
+                Ok((
+                    r.get::<_, Option<String>>(0)?.unwrap_or_default(),
+                    r.get(1)?,
+                ))
+            },
         )
     }
 
@@ -1227,7 +1261,69 @@ fn event(
     })
 }
 
-/// Creates `path` with mode 0600 if it does not exist, and makes sure an existing one is 0600.
+/// The file a ledger path names, spelled one way: symbolic links and `..` resolved, so that two
+/// spellings of one ledger (a link to it, a linked directory) are one file, with one lock. A
+/// ledger that does not exist yet is its directory's canonical path and its name; a link to
+/// nothing is refused (creating through it would create a file elsewhere).
+pub fn canonical_path(path: &Path) -> std::io::Result<PathBuf> {
+    match std::fs::canonicalize(path) {
+        Ok(p) => Ok(p),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if std::fs::symlink_metadata(path).is_ok() {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "it is a symbolic link to a file that does not exist",
+                ));
+            }
+            let name = path.file_name().ok_or_else(|| {
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, "it names no file")
+            })?;
+            let parent = match path.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
+            Ok(std::fs::canonicalize(parent)?.join(name))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The first bytes of every SQLite database file.
+const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
+
+/// Opens `path` (a canonical path, see [`canonical_path`]) without following a symbolic link,
+/// creating it with mode 0600 if `create`; refuses anything but a regular file.
+fn open_no_follow(path: &Path, create: bool) -> std::io::Result<std::fs::File> {
+    let mut options = OpenOptions::new();
+    options.read(true).write(true);
+    if create {
+        options.create(true);
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600).custom_flags(libc::O_NOFOLLOW);
+    }
+    let file = options.open(path).map_err(|e| {
+        #[cfg(unix)]
+        if e.raw_os_error() == Some(libc::ELOOP) {
+            return std::io::Error::other(
+                "it is a symbolic link; paybatch does not follow one there",
+            );
+        }
+        e
+    })?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("it is not a regular file"));
+    }
+    Ok(file)
+}
+
+/// Creates the ledger file `path` (canonical) with mode 0600, or checks that an existing one is
+/// a ledger (empty, or an SQLite database) before narrowing its mode to 0600. The mode is set on
+/// the file opened, never through a path: a link or a file that is not a database is left as
+/// it was. Its `-wal` and `-shm` files may not be symbolic links either (SQLite would write
+/// the ledger's pages through them).
 pub fn create_private_file(path: &Path) -> Result<()> {
     let io = |e: std::io::Error| LedgerError::Io {
         path: path.to_path_buf(),
@@ -1239,27 +1335,118 @@ pub fn create_private_file(path: &Path) -> Result<()> {
     {
         std::fs::create_dir_all(parent).map_err(io)?;
     }
-    let mut options = OpenOptions::new();
-    options.create(true).append(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
+    for suffix in ["-wal", "-shm", "-journal"] {
+        let side = PathBuf::from(format!("{}{suffix}", path.display()));
+        if std::fs::symlink_metadata(&side).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(LedgerError::Io {
+                path: side,
+                message: "it is a symbolic link; paybatch does not follow one there (remove it)"
+                    .into(),
+            });
+        }
     }
-    options.open(path).map_err(io)?;
-    set_private(path)
+    let mut file = open_no_follow(path, true).map_err(io)?;
+    let mut head = Vec::with_capacity(SQLITE_HEADER.len());
+    std::io::Read::by_ref(&mut file)
+        .take(SQLITE_HEADER.len() as u64)
+        .read_to_end(&mut head)
+        .map_err(io)?;
+    if !head.is_empty() && head != SQLITE_HEADER {
+        return Err(LedgerError::Io {
+            path: path.to_path_buf(),
+            message: "it is not a paybatch ledger (not an SQLite database); it was left as it is"
+                .into(),
+        });
+    }
+    set_private(&file).map_err(io)
 }
 
-fn set_private(path: &Path) -> Result<()> {
+/// Narrows a side file of the ledger (`-wal`, `-shm`) to mode 0600, if it exists and is a
+/// regular file.
+fn narrow_side_file(path: &Path) -> Result<()> {
+    match open_no_follow(path, false) {
+        Ok(file) => set_private(&file).map_err(|e| LedgerError::Io {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(LedgerError::Io {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        }),
+    }
+}
+
+/// Sets mode 0600 on an open file.
+fn set_private(file: &std::fs::File) -> std::io::Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(|e| {
-            LedgerError::Io {
-                path: path.to_path_buf(),
-                message: e.to_string(),
-            }
-        })?;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     }
+    #[cfg(not(unix))]
+    let _ = file;
     Ok(())
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{PermissionsExt, symlink};
+
+    fn mode_of(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn a_link_to_a_file_that_is_not_a_ledger_is_refused_and_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let notes = dir.path().join("notes.txt");
+        std::fs::write(&notes, "not a database").unwrap();
+        std::fs::set_permissions(&notes, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let link = dir.path().join("paybatch.db");
+        symlink(&notes, &link).unwrap();
+        let e = Ledger::open(&link).err().expect("refused");
+        assert!(e.to_string().contains("not a paybatch ledger"), "{e}");
+        assert_eq!(mode_of(&notes), 0o644, "the link's target was not chmod-ed");
+        assert_eq!(std::fs::read_to_string(&notes).unwrap(), "not a database");
+        // A link to nothing: nothing is created where it points.
+        let nowhere = dir.path().join("nowhere.db");
+        let dangling = dir.path().join("dangling.db");
+        symlink(&nowhere, &dangling).unwrap();
+        assert!(Ledger::open(&dangling).is_err());
+        assert!(!nowhere.exists());
+    }
+
+    #[test]
+    fn a_link_in_place_of_the_write_ahead_log_is_refused_before_sqlite_writes_through_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("paybatch.db");
+        drop(Ledger::open(&path).expect("a new ledger"));
+        let precious = dir.path().join("precious.txt");
+        std::fs::write(&precious, "keep me").unwrap();
+        std::fs::set_permissions(&precious, std::fs::Permissions::from_mode(0o644)).unwrap();
+        symlink(&precious, dir.path().join("paybatch.db-wal")).unwrap();
+        let e = Ledger::open(&path).err().expect("refused");
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert_eq!(std::fs::read_to_string(&precious).unwrap(), "keep me");
+        assert_eq!(mode_of(&precious), 0o644);
+    }
+
+    #[test]
+    fn a_ledger_opened_through_a_link_is_the_file_it_points_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real.db");
+        {
+            let mut ledger = Ledger::open(&real).expect("new");
+            ledger.store_catalog("sim@x", &[]).expect("write");
+        }
+        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let alias = dir.path().join("alias.db");
+        symlink(&real, &alias).unwrap();
+        let ledger = Ledger::open(&alias).expect("through the link");
+        assert_eq!(ledger.path(), alias.as_path(), "shown as given");
+        assert_eq!(mode_of(&real), 0o600, "the ledger itself is private");
+        assert!(!dir.path().join("alias.db-wal").exists());
+    }
 }

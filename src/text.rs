@@ -1,0 +1,109 @@
+//! Text for a terminal. What a batch file, the ledger or the service says is shown, never obeyed:
+//! every print path passes such text through [`escape`] (a value, or a line) or
+//! [`escape_message`] (a message paybatch itself laid out over several lines). Control
+//! characters (ESC, carriage return, backspace, the C1 codes) and the bidirectional overrides
+//! are shown as Rust escapes (`\u{1b}`), so that a cell, a product name or an answer cannot move
+//! the cursor, recolour, retitle or rewrite the terminal.
+//!
+//! And commands printed for a person to copy quote their arguments for a POSIX shell
+//! ([`shell_word`]).
+
+use std::borrow::Cow;
+
+/// Whether `c` is shown escaped: a control character (Unicode category Cc: C0, DEL and C1) or a
+/// bidirectional formatting character (which can reorder what a line seems to say).
+fn is_unsafe(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+        )
+}
+
+fn escape_where(s: &str, keep: impl Fn(char) -> bool) -> Cow<'_, str> {
+    if !s.chars().any(|c| is_unsafe(c) && !keep(c)) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if is_unsafe(c) && !keep(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// A value or a single line, safe to print: every control character (line breaks and tabs
+/// included) and bidirectional override escaped (`\u{1b}`, `\n`, `\u{202e}`).
+pub fn escape(s: &str) -> Cow<'_, str> {
+    escape_where(s, |_| false)
+}
+
+/// A message of one or more lines, safe to print: as [`escape`], but its line breaks (`\n`)
+/// stay line breaks. For messages paybatch composes over several lines; the values quoted in
+/// them are escaped whole where they are put in ([`escape`]).
+pub fn escape_message(s: &str) -> Cow<'_, str> {
+    escape_where(s, |c| c == '\n')
+}
+
+/// A word as a POSIX shell reads it: as it is when it holds only characters no shell treats
+/// specially, else in single quotes (a quote inside written `'\''`). Control characters stay
+/// as they are: the line the word is printed in goes through [`escape`].
+pub fn shell_word(s: &str) -> Cow<'_, str> {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c);
+    if !s.is_empty() && s.chars().all(plain) && !s.starts_with('=') {
+        Cow::Borrowed(s)
+    } else {
+        Cow::Owned(format!("'{}'", s.replace('\'', r"'\''")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_and_bidi_overrides_are_shown_not_obeyed() {
+        assert_eq!(escape("plain text, ümlaut €"), "plain text, ümlaut €");
+        assert!(matches!(escape("plain"), Cow::Borrowed(_)));
+        assert_eq!(escape("\x1b[31mred\x1b[0m"), "\\u{1b}[31mred\\u{1b}[0m");
+        assert_eq!(escape("a\rb\x08c\x07"), "a\\rb\\u{8}c\\u{7}");
+        assert_eq!(escape("two\nlines\tx"), "two\\nlines\\tx");
+        // C1 CSI, DEL, and a right-to-left override.
+        assert_eq!(escape("\u{9b}2J\u{7f}"), "\\u{9b}2J\\u{7f}");
+        assert_eq!(escape("abc\u{202e}fdp.exe"), "abc\\u{202e}fdp.exe");
+        // No escape sequence survives, whatever the input.
+        for s in ["\x1b]0;title\x07", "\x1bc", "x\x1b[2K\ry"] {
+            let shown = escape(s);
+            assert!(!shown.chars().any(char::is_control), "{shown:?}");
+        }
+    }
+
+    #[test]
+    fn messages_keep_their_own_line_breaks_only() {
+        assert_eq!(
+            escape_message("first\n  second \x1b[2J\r"),
+            "first\n  second \\u{1b}[2J\\r"
+        );
+    }
+
+    #[test]
+    fn shell_words_are_quoted_when_a_shell_would_read_them_otherwise() {
+        assert_eq!(shell_word("samples/nov.csv"), "samples/nov.csv");
+        assert_eq!(shell_word("2026-11"), "2026-11");
+        assert_eq!(shell_word("http://127.0.0.1:9/v2"), "http://127.0.0.1:9/v2");
+        assert_eq!(shell_word("my file.csv"), "'my file.csv'");
+        assert_eq!(shell_word("nov $HOME"), "'nov $HOME'");
+        assert_eq!(shell_word("$(rm -rf x)"), "'$(rm -rf x)'");
+        assert_eq!(shell_word("a;b&c|d"), "'a;b&c|d'");
+        assert_eq!(shell_word("`id`"), "'`id`'");
+        assert_eq!(shell_word("*.csv"), "'*.csv'");
+        assert_eq!(shell_word("~user"), "'~user'");
+        assert_eq!(shell_word("it's.csv"), r"'it'\''s.csv'");
+        assert_eq!(shell_word(""), "''");
+        // `=x` at the start of a word is expanded by zsh.
+        assert_eq!(shell_word("=ls"), "'=ls'");
+    }
+}
