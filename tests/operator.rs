@@ -26,8 +26,6 @@ async fn against(ws: &Workspace, sim: &SimHandle, args: &[&str]) -> Output {
     against_url(ws, &sim.base_url(), args).await
 }
 
-/// [`against`] a service at `base`.
-
 /// The digest printed by `validate`: `plan digest: sha256:<64 hex>`.
 fn digest_of(out: &str) -> String {
     let line = out
