@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use sha2::{Digest, Sha256};
 
 use super::output::RESULT_COLUMNS;
-use super::validate::Problem;
+use super::problem::Problem;
 
 /// The longest field accepted, in bytes.
 pub const MAX_FIELD_BYTES: usize = 64 * 1024;
@@ -821,7 +821,7 @@ fn check_field(raw: &[u8], line: u64, index: usize) -> Result<String, Problem> {
                     "the control character `{}` at character {} of `{}`",
                     c.escape_default(),
                     pos + 1,
-                    super::validate::show(value)
+                    super::problem::show(value)
                 ))
                 .with_value(value)
                 .with_help(
@@ -840,7 +840,7 @@ fn check_field(raw: &[u8], line: u64, index: usize) -> Result<String, Problem> {
             Err(at(format!(
                 "invalid UTF-8 at byte {} of `{}`",
                 e.valid_up_to() + 1,
-                super::validate::show(&lossy)
+                super::problem::show(&lossy)
             ))
             .with_value(lossy)
             .with_help(

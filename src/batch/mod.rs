@@ -8,6 +8,7 @@ pub mod pace;
 pub mod pipeline;
 pub mod plan;
 pub mod preview;
+pub mod problem;
 pub mod reconcile;
 pub mod report;
 pub mod scan;

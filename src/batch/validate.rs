@@ -5,15 +5,14 @@
 //! whole file can be corrected in one pass: both steps report all the problems of a row, not
 //! only the first.
 
-use std::collections::{BTreeMap, HashMap};
-use std::fmt;
+use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher, RandomState};
 
 use rust_decimal::Decimal;
-use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use super::input::{ColumnMap, RawRecord};
+pub use super::problem::{KEPT, KEPT_PER_KIND, Problem, Problems, show};
 use crate::api::{DistributionType, PayoutType, Product};
 use crate::money::{
     BALANCE_CURRENCIES, is_balance_currency, is_currency_code, minor_units, parse_amount,
@@ -25,182 +24,6 @@ pub const MAX_REFERENCE_CHARS: usize = 100;
 pub const REFERENCE_PUNCTUATION: &str = "-_.:/# ";
 /// The longest email address accepted, in bytes.
 pub const MAX_EMAIL_BYTES: usize = 254;
-
-// ---------------------------------------------------------------------------------------------
-// Problem
-
-/// Something wrong with the batch file, located as precisely as possible.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Problem {
-    /// 1-based line where the record starts; 0 when the problem concerns the file as a whole.
-    pub line: u64,
-    /// 1-based field index.
-    pub column: Option<usize>,
-    /// The column's name: the canonical name for the columns paybatch knows
-    /// (`face_value` even when the header says `amount`), else the header as written.
-    pub column_name: Option<String>,
-    /// The offending value, as written (trimmed).
-    pub value: Option<String>,
-    /// What is wrong, and what was expected.
-    pub message: String,
-    /// What to do about it.
-    pub help: Option<String>,
-}
-
-impl Problem {
-    /// A problem with a line (or the file, line 0) but no particular column.
-    /// A problem of the whole file (encoding, header, emptiness) rather than of one row:
-    /// `--skip-invalid` cannot help with it.
-    pub fn is_file_level(&self) -> bool {
-        self.column.is_none() && self.line <= 1
-    }
-
-    pub fn file(line: u64, message: impl Into<String>) -> Self {
-        Problem {
-            line,
-            column: None,
-            column_name: None,
-            value: None,
-            message: message.into(),
-            help: None,
-        }
-    }
-
-    /// A problem in the column at 0-based `index`, named `name`.
-    pub fn at(line: u64, index: usize, name: &str, message: impl Into<String>) -> Self {
-        Problem {
-            line,
-            column: Some(index + 1),
-            column_name: Some(name.to_string()),
-            value: None,
-            message: message.into(),
-            help: None,
-        }
-    }
-
-    pub fn with_help(mut self, help: impl Into<String>) -> Self {
-        self.help = Some(help.into());
-        self
-    }
-
-    pub fn with_value(mut self, value: impl Into<String>) -> Self {
-        self.value = Some(value.into());
-        self
-    }
-}
-
-impl fmt::Display for Problem {
-    /// `line 4, column 3 (face_value): message`, then `  help: ...` on a second line.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.line, self.column) {
-            (0, None) => {}
-            (0, Some(c)) => write!(f, "column {c}")?,
-            (l, None) => write!(f, "line {l}")?,
-            (l, Some(c)) => write!(f, "line {l}, column {c}")?,
-        }
-        if let Some(name) = &self.column_name {
-            write!(f, " ({})", show(name))?;
-        }
-        if self.line != 0 || self.column.is_some() {
-            f.write_str(": ")?;
-        }
-        f.write_str(&self.message)?;
-        if let Some(help) = &self.help {
-            write!(f, "\n  help: {help}")?;
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for Problem {}
-
-/// Problems kept of each kind (see [`Problems`]).
-pub const KEPT_PER_KIND: usize = 10;
-/// Problems kept in all (see [`Problems`]).
-pub const KEPT: usize = 50;
-
-/// The problems of a file, in bounded memory whatever its size: the first [`KEPT_PER_KIND`] of
-/// each kind (the column a problem is in, or `row` for a row as a whole), [`KEPT`] in all, in
-/// file order; and how many there are of each kind. A file of a million bad rows costs the same
-/// as one of a hundred, and its report stays short enough to read.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Problems {
-    /// The problems kept, in file order.
-    pub shown: Vec<Problem>,
-    /// Every problem, counted per kind.
-    pub per_kind: BTreeMap<String, usize>,
-    /// Every problem, counted.
-    pub total: usize,
-    /// Whether every problem concerns the file as a whole ([`Problem::is_file_level`]).
-    file_level_only: bool,
-}
-
-impl Problems {
-    /// The kind a problem is counted under: its column's name, or `row`.
-    pub fn kind(p: &Problem) -> &str {
-        p.column_name.as_deref().unwrap_or("row")
-    }
-
-    pub fn push(&mut self, p: Problem) {
-        if self.total == 0 {
-            self.file_level_only = true;
-        }
-        self.total += 1;
-        self.file_level_only &= p.is_file_level();
-        let n = match self.per_kind.get_mut(Self::kind(&p)) {
-            Some(n) => n,
-            None => self.per_kind.entry(Self::kind(&p).to_string()).or_default(),
-        };
-        *n += 1;
-        if *n <= KEPT_PER_KIND && self.shown.len() < KEPT {
-            self.shown.push(p);
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.total == 0
-    }
-
-    pub fn len(&self) -> usize {
-        self.total
-    }
-
-    /// Problems counted but not kept.
-    pub fn omitted(&self) -> usize {
-        self.total - self.shown.len()
-    }
-
-    /// Whether there are problems and every one concerns the file as a whole.
-    pub fn all_file_level(&self) -> bool {
-        self.total > 0 && self.file_level_only
-    }
-}
-
-impl Extend<Problem> for Problems {
-    fn extend<T: IntoIterator<Item = Problem>>(&mut self, iter: T) {
-        for p in iter {
-            self.push(p);
-        }
-    }
-}
-
-impl FromIterator<Problem> for Problems {
-    fn from_iter<T: IntoIterator<Item = Problem>>(iter: T) -> Self {
-        let mut all = Problems::default();
-        all.extend(iter);
-        all
-    }
-}
-
-/// A value quoted in a message: cut to 60 characters, control characters escaped
-/// ([`crate::text::escape`]).
-pub fn show(value: &str) -> String {
-    const MAX: usize = 60;
-    match value.char_indices().nth(MAX) {
-        Some((end, _)) => format!("{}…", crate::text::escape(&value[..end])),
-        None => crate::text::escape(value).into_owned(),
-    }
-}
 
 fn quoted(value: &str) -> String {
     format!("`{}`", show(value))
