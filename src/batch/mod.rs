@@ -10,6 +10,7 @@ pub mod plan;
 pub mod preview;
 pub mod problem;
 pub mod reconcile;
+pub mod record;
 pub mod report;
 pub mod scan;
 pub mod validate;

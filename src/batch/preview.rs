@@ -19,22 +19,6 @@ use super::pipeline::{self, RunError, RunOptions};
 use super::scan;
 use super::validate::{CatalogIndex, Problem, Problems, RowSpec, ValidateOptions};
 
-/// Whether an approved digest (`sha256:HEX` or bare `HEX`, any case) is `actual`.
-pub fn digests_match(expected: &str, actual: &str) -> bool {
-    normalize_digest(expected).is_some_and(|e| Some(e) == normalize_digest(actual))
-}
-
-/// `sha256:` and 64 lower-case hex digits, or `None` when `text` is not a digest.
-pub fn normalize_digest(text: &str) -> Option<String> {
-    let t = text.trim();
-    let hex_part = match t.get(..7) {
-        Some(prefix) if prefix.eq_ignore_ascii_case("sha256:") => &t[7..],
-        _ => t,
-    };
-    (hex_part.len() == 64 && hex_part.chars().all(|c| c.is_ascii_hexdigit()))
-        .then(|| format!("sha256:{}", hex_part.to_ascii_lowercase()))
-}
-
 /// What the rows still to pay cost, from one payment currency's balance.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct CurrencyTotal {
@@ -355,21 +339,4 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, RunError> {
         preview.digest = scanned.digest;
     }
     Ok(preview)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn digests_compare_with_or_without_prefix_and_in_any_case() {
-        let d = format!("sha256:{}", "ab".repeat(32));
-        assert!(digests_match(&d, &d));
-        assert!(digests_match(&"AB".repeat(32), &d));
-        assert!(digests_match(&format!("SHA256:{}", "Ab".repeat(32)), &d));
-        assert!(!digests_match(&format!("sha256:{}", "ac".repeat(32)), &d));
-        assert!(!digests_match("sha256:abc", &d));
-        assert!(!digests_match("", &d));
-        assert_eq!(normalize_digest("sha256:é"), None);
-    }
 }

@@ -179,4 +179,3 @@ pub fn show(value: &str) -> String {
         None => crate::text::escape(value).into_owned(),
     }
 }
-

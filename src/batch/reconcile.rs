@@ -659,7 +659,7 @@ async fn apply_terminal(
     if let OrderView::Done(full) =
         read_retrying_until(client.deadline(), || client.order(service_id)).await?
     {
-        super::pipeline::record_terminal_in(ledger, order_id, &full, 200)?;
+        super::record::record_terminal_in(ledger, order_id, &full, 200)?;
     }
     Ok(())
 }

@@ -42,6 +42,22 @@ pub struct Scan {
     references: Seen,
 }
 
+/// Whether an approved digest (`sha256:HEX` or bare `HEX`, any case) is `actual`.
+pub fn digests_match(expected: &str, actual: &str) -> bool {
+    normalize_digest(expected).is_some_and(|e| Some(e) == normalize_digest(actual))
+}
+
+/// `sha256:` and 64 lower-case hex digits, or `None` when `text` is not a digest.
+pub fn normalize_digest(text: &str) -> Option<String> {
+    let t = text.trim();
+    let hex_part = match t.get(..7) {
+        Some(prefix) if prefix.eq_ignore_ascii_case("sha256:") => &t[7..],
+        _ => t,
+    };
+    (hex_part.len() == 64 && hex_part.chars().all(|c| c.is_ascii_hexdigit()))
+        .then(|| format!("sha256:{}", hex_part.to_ascii_lowercase()))
+}
+
 /// The plan digest that a person approves (`paybatch validate`) and `paybatch run
 /// --expect-digest` insists on: SHA-256 over a version tag, the batch name, the environment name
 /// and the content hash ([`validate::content_hash`]) of every valid row in input order. Each part
@@ -418,6 +434,18 @@ pub fn spec_json(s: &RowSpec) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn digests_compare_with_or_without_prefix_and_in_any_case() {
+        let d = format!("sha256:{}", "ab".repeat(32));
+        assert!(digests_match(&d, &d));
+        assert!(digests_match(&"AB".repeat(32), &d));
+        assert!(digests_match(&format!("SHA256:{}", "Ab".repeat(32)), &d));
+        assert!(!digests_match(&format!("sha256:{}", "ac".repeat(32)), &d));
+        assert!(!digests_match("sha256:abc", &d));
+        assert!(!digests_match("", &d));
+        assert_eq!(normalize_digest("sha256:é"), None);
+    }
 
     fn catalog() -> CatalogIndex {
         CatalogIndex::new(crate::sim::catalog::Catalog::new().products().to_vec())
