@@ -32,6 +32,7 @@ pub mod completions;
 pub mod config;
 pub mod man;
 pub mod ping;
+pub mod plan;
 pub mod reconcile;
 pub mod report;
 pub mod retry;

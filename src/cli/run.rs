@@ -9,12 +9,13 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::api::models::ExecutionMode;
-use crate::batch::pipeline::{self, RunError, RunOptions, RunSummary};
+use crate::batch::pipeline::{self, RunOptions, RunSummary};
 use crate::batch::report::Reporter;
 use crate::environment::Environment;
 use crate::exit;
 
-use super::{ServiceArgs, config_failure, print_error};
+use super::plan::{PlanArgs, delivery_counts, report_error};
+use super::{config_failure, print_error};
 
 /// The long help of the command (`--help`).
 pub const LONG_ABOUT: &str = "Validate a CSV batch, pay every row exactly once, poll every order \
@@ -28,56 +29,6 @@ refuses a file that changed since it was approved.\n\nExit codes: 0 every row co
 unexpected; 2 usage or configuration (or production not confirmed); 3 invalid or balance too low, \
 nothing submitted; 4 finished with failed, rejected, invalid or mismatched rows, or the service stopped part of the batch; 5 incomplete, run again to \
 resume; 6 the ledger is in use by another paybatch.";
-
-/// What `run` and `validate` share: the file, the service, and how the file becomes a plan.
-#[derive(Debug, Args)]
-pub struct PlanArgs {
-    /// The CSV file of recipients.
-    pub file: PathBuf,
-    #[command(flatten)]
-    pub service: ServiceArgs,
-    /// The batch name (default: the file name without extension). Re-use it to resume; it is
-    /// part of the plan digest.
-    #[arg(long)]
-    pub batch: Option<String>,
-    /// Field delimiter (default: detected among , ; and tab).
-    #[arg(long, value_parser = parse_delimiter)]
-    pub delimiter: Option<u8>,
-    /// Pay the valid rows and mark the others INVALID instead of stopping.
-    #[arg(long)]
-    pub skip_invalid: bool,
-    /// Allow the same (email, product, amount) more than once.
-    #[arg(long)]
-    pub allow_duplicates: bool,
-    /// Balance to pay from for rows whose product currency has no balance (EUR, GBP, USD, CAD).
-    #[arg(long, value_name = "CUR")]
-    pub payment_currency: Option<String>,
-    /// Pay by this card instead of from the account balance (a `card_id` column in the file
-    /// overrides it per row). Card-paid rows skip the balance check.
-    #[arg(long, value_name = "ID")]
-    pub card_id: Option<String>,
-    /// Refresh the cached catalog when older than this many seconds.
-    #[arg(long, default_value_t = 86_400, value_name = "SECONDS")]
-    pub catalog_ttl: u64,
-}
-
-impl PlanArgs {
-    /// The run options these flags set (the rest keep their defaults).
-    pub fn options(&self) -> Result<RunOptions, crate::environment::ConfigError> {
-        let mut o = RunOptions::new(&self.file);
-        o.environment = self.service.environment()?;
-        o.batch = self.batch.clone();
-        o.ledger = self.service.ledger.clone();
-        o.api_key_file = self.service.api_key_file.clone();
-        o.delimiter = self.delimiter;
-        o.skip_invalid = self.skip_invalid;
-        o.allow_duplicates = self.allow_duplicates;
-        o.default_payment_currency = self.payment_currency.clone();
-        o.card_id = self.card_id.clone().filter(|c| !c.trim().is_empty());
-        o.catalog_ttl = Duration::from_secs(self.catalog_ttl);
-        Ok(o)
-    }
-}
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -145,16 +96,6 @@ fn parse_digest(s: &str) -> Result<String, String> {
     crate::batch::scan::normalize_digest(s).ok_or_else(|| {
         format!("`{s}` is not a plan digest: expected sha256: and 64 hex digits, as `paybatch validate` prints it")
     })
-}
-
-pub fn parse_delimiter(s: &str) -> Result<u8, String> {
-    match s {
-        "," | "comma" => Ok(b','),
-        ";" | "semicolon" => Ok(b';'),
-        "\\t" | "\t" | "tab" => Ok(b'\t'),
-        "|" | "pipe" => Ok(b'|'),
-        other => Err(format!("`{other}` is not a delimiter: use , ; tab or |")),
-    }
 }
 
 impl RunArgs {
@@ -290,15 +231,6 @@ pub fn ask_batch_name(
     Ok(answer.trim() == batch)
 }
 
-pub fn report_error(e: &RunError) -> i32 {
-    if let RunError::Invalid { problems, .. } = e {
-        super::print_problems(problems);
-        errln!();
-    }
-    print_error(&e.to_string(), e.help().as_deref());
-    e.exit_code()
-}
-
 fn print_summary(s: &RunSummary, quiet: bool) {
     let code = s.exit_code();
     if quiet && code == exit::OK {
@@ -358,17 +290,6 @@ fn print_summary(s: &RunSummary, quiet: bool) {
         ),
     };
     errln!("paybatch run: {verdict} (exit {code})");
-}
-
-/// `7 EMAIL, 5 PAYOUT_LINK`.
-pub fn delivery_counts<N: std::fmt::Display>(
-    counts: &std::collections::BTreeMap<String, N>,
-) -> String {
-    counts
-        .iter()
-        .map(|(delivery, n)| format!("{n} {delivery}"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 #[cfg(test)]

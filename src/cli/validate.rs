@@ -13,7 +13,7 @@ use crate::exit;
 use crate::money::display_amount as amount;
 use crate::text::shell_word;
 
-use super::run::{PlanArgs, report_error};
+use super::plan::{PlanArgs, delivery_counts, report_error};
 use super::{config_failure, print_error};
 
 /// The long help of the command (`--help`).
@@ -196,7 +196,7 @@ pub fn print_preview(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
         put!(
             out,
             "to pay per delivery: {}",
-            super::run::delivery_counts(&p.totals.per_delivery)
+            delivery_counts(&p.totals.per_delivery)
         )?;
     }
     if p.totals.already_submitted > 0 {

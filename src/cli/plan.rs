@@ -1,0 +1,91 @@
+//! What `run` and `validate` share: the flags that turn a file into a plan, how a run's error is
+//! reported, and how rows per delivery are written.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::batch::pipeline::{RunError, RunOptions};
+
+use super::{ServiceArgs, print_error};
+
+/// What `run` and `validate` share: the file, the service, and how the file becomes a plan.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The CSV file of recipients.
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub service: ServiceArgs,
+    /// The batch name (default: the file name without extension). Re-use it to resume; it is
+    /// part of the plan digest.
+    #[arg(long)]
+    pub batch: Option<String>,
+    /// Field delimiter (default: detected among , ; and tab).
+    #[arg(long, value_parser = parse_delimiter)]
+    pub delimiter: Option<u8>,
+    /// Pay the valid rows and mark the others INVALID instead of stopping.
+    #[arg(long)]
+    pub skip_invalid: bool,
+    /// Allow the same (email, product, amount) more than once.
+    #[arg(long)]
+    pub allow_duplicates: bool,
+    /// Balance to pay from for rows whose product currency has no balance (EUR, GBP, USD, CAD).
+    #[arg(long, value_name = "CUR")]
+    pub payment_currency: Option<String>,
+    /// Pay by this card instead of from the account balance (a `card_id` column in the file
+    /// overrides it per row). Card-paid rows skip the balance check.
+    #[arg(long, value_name = "ID")]
+    pub card_id: Option<String>,
+    /// Refresh the cached catalog when older than this many seconds.
+    #[arg(long, default_value_t = 86_400, value_name = "SECONDS")]
+    pub catalog_ttl: u64,
+}
+
+impl PlanArgs {
+    /// The run options these flags set (the rest keep their defaults).
+    pub fn options(&self) -> Result<RunOptions, crate::environment::ConfigError> {
+        let mut o = RunOptions::new(&self.file);
+        o.environment = self.service.environment()?;
+        o.batch = self.batch.clone();
+        o.ledger = self.service.ledger.clone();
+        o.api_key_file = self.service.api_key_file.clone();
+        o.delimiter = self.delimiter;
+        o.skip_invalid = self.skip_invalid;
+        o.allow_duplicates = self.allow_duplicates;
+        o.default_payment_currency = self.payment_currency.clone();
+        o.card_id = self.card_id.clone().filter(|c| !c.trim().is_empty());
+        o.catalog_ttl = Duration::from_secs(self.catalog_ttl);
+        Ok(o)
+    }
+}
+
+pub fn parse_delimiter(s: &str) -> Result<u8, String> {
+    match s {
+        "," | "comma" => Ok(b','),
+        ";" | "semicolon" => Ok(b';'),
+        "\\t" | "\t" | "tab" => Ok(b'\t'),
+        "|" | "pipe" => Ok(b'|'),
+        other => Err(format!("`{other}` is not a delimiter: use , ; tab or |")),
+    }
+}
+
+pub fn report_error(e: &RunError) -> i32 {
+    if let RunError::Invalid { problems, .. } = e {
+        super::print_problems(problems);
+        errln!();
+    }
+    print_error(&e.to_string(), e.help().as_deref());
+    e.exit_code()
+}
+
+/// `7 EMAIL, 5 PAYOUT_LINK`.
+pub fn delivery_counts<N: std::fmt::Display>(
+    counts: &std::collections::BTreeMap<String, N>,
+) -> String {
+    counts
+        .iter()
+        .map(|(delivery, n)| format!("{n} {delivery}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
