@@ -1,5 +1,7 @@
 //! The paybatch binary: parses arguments, sets up logging, runs the command, exits with its code.
 
+use std::process::ExitCode;
+
 use tracing_subscriber::EnvFilter;
 
 /// A large batch allocates and frees millions of small strings; mimalloc does that faster than
@@ -7,10 +9,10 @@ use tracing_subscriber::EnvFilter;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-fn main() {
+fn main() -> ExitCode {
     let cli = match paybatch::cli::parse() {
         Ok(cli) => cli,
-        Err(code) => std::process::exit(code),
+        Err(code) => return exit_code(code),
     };
     let default_level = match (cli.quiet, cli.verbose) {
         (true, _) => "error",
@@ -32,11 +34,16 @@ fn main() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
-            std::process::exit(paybatch::exit::UNEXPECTED);
+            return exit_code(paybatch::exit::UNEXPECTED);
         }
     };
     let code = runtime.block_on(paybatch::cli::dispatch(cli));
     // Do not wait for background tasks (an embedded simulator) to wind down.
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));
-    std::process::exit(code);
+    exit_code(code)
+}
+
+/// The process's exit code: the command's outcome, mapped once in `cli` (0 to 6).
+fn exit_code(code: i32) -> ExitCode {
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
 }

@@ -223,15 +223,41 @@ impl From<scan::FileChanged> for RunError {
     }
 }
 
+/// What stopped a run, for the command line to turn into an exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// A flag, a setting, the key, or a batch bound elsewhere: nothing was sent.
+    Usage,
+    /// Another process holds the ledger.
+    Locked,
+    /// The file (or the balance, or the approved digest) refused the plan: nothing was sent.
+    Invalid,
+    /// The service failed for a moment: the same command resumes.
+    Incomplete,
+    /// Anything else.
+    Unexpected,
+}
+
+/// How a run that went to its end came out, for the command line to turn into an exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every row completed.
+    Completed,
+    /// Rows failed, were rejected, invalid or mismatched, or the service stopped part of the
+    /// batch: a person decides what next.
+    NeedsAPerson,
+    /// Rows are not finished: the same command resumes.
+    Incomplete,
+}
+
 impl RunError {
-    pub fn exit_code(&self) -> i32 {
-        use crate::exit;
+    pub fn failure(&self) -> Failure {
         match self {
-            RunError::Config(_) | RunError::Binding { .. } | RunError::Auth(_) => exit::USAGE,
-            RunError::Locked(LockError::Held { .. }) => exit::LOCKED,
-            RunError::Invalid { .. } | RunError::Refused { .. } => exit::INVALID,
-            _ if self.is_transient() => exit::INCOMPLETE,
-            _ => exit::UNEXPECTED,
+            RunError::Config(_) | RunError::Binding { .. } | RunError::Auth(_) => Failure::Usage,
+            RunError::Locked(LockError::Held { .. }) => Failure::Locked,
+            RunError::Invalid { .. } | RunError::Refused { .. } => Failure::Invalid,
+            _ if self.is_transient() => Failure::Incomplete,
+            _ => Failure::Unexpected,
         }
     }
 
@@ -310,26 +336,26 @@ impl RunSummary {
         self.counts.get(&state).copied().unwrap_or(0)
     }
 
-    /// 0 all completed; 4 some failed, rejected or invalid, or the service stopped a balance
-    /// or the account ([`RunSummary::held`]); 5 some not finished.
-    pub fn exit_code(&self) -> i32 {
-        use crate::exit;
+    /// Completed when every row is; needs a person when rows failed, were rejected, invalid or
+    /// mismatched, or the service stopped a balance or the account ([`RunSummary::held`]);
+    /// incomplete while rows are not finished.
+    pub fn outcome(&self) -> Outcome {
         let unfinished = self.count(RowState::Pending)
             + self.count(RowState::Planned)
             + self.count(RowState::Submitted);
         if !self.held.is_empty() {
-            exit::FAILURES
+            Outcome::NeedsAPerson
         } else if unfinished > 0 || self.incomplete_reason.is_some() {
-            exit::INCOMPLETE
+            Outcome::Incomplete
         } else if self.count(RowState::Failed)
             + self.count(RowState::Rejected)
             + self.count(RowState::Invalid)
             + self.count(RowState::Mismatch)
             > 0
         {
-            exit::FAILURES
+            Outcome::NeedsAPerson
         } else {
-            exit::OK
+            Outcome::Completed
         }
     }
 }

@@ -282,6 +282,28 @@ pub fn lock_ledger(ledger: &std::path::Path) -> Result<crate::batch::lock::Ledge
 }
 
 /// Prints a configuration error and returns the usage exit code.
+/// The exit code of what stopped a run.
+pub fn failure_code(f: crate::batch::pipeline::Failure) -> i32 {
+    use crate::batch::pipeline::Failure;
+    match f {
+        Failure::Usage => exit::USAGE,
+        Failure::Locked => exit::LOCKED,
+        Failure::Invalid => exit::INVALID,
+        Failure::Incomplete => exit::INCOMPLETE,
+        Failure::Unexpected => exit::UNEXPECTED,
+    }
+}
+
+/// The exit code of how a run came out.
+pub fn outcome_code(o: crate::batch::pipeline::Outcome) -> i32 {
+    use crate::batch::pipeline::Outcome;
+    match o {
+        Outcome::Completed => exit::OK,
+        Outcome::NeedsAPerson => exit::FAILURES,
+        Outcome::Incomplete => exit::INCOMPLETE,
+    }
+}
+
 pub fn config_failure(e: &ConfigError) -> i32 {
     print_error(&e.to_string(), Some(e.help()));
     exit::USAGE

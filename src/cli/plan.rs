@@ -76,7 +76,7 @@ pub fn report_error(e: &RunError) -> i32 {
         errln!();
     }
     print_error(&e.to_string(), e.help().as_deref());
-    e.exit_code()
+    super::failure_code(e.failure())
 }
 
 /// `7 EMAIL, 5 PAYOUT_LINK`.

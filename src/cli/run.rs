@@ -153,7 +153,7 @@ pub async fn execute(args: RunArgs, quiet: bool) -> i32 {
     let reporter = Reporter::new(quiet);
     let outcome = pipeline::run(&opts, reporter.clone()).await;
     // Quiet: the warnings held back matter only when the run does not end well.
-    let ended_well = matches!(&outcome, Ok(s) if s.exit_code() == exit::OK);
+    let ended_well = matches!(&outcome, Ok(s) if super::outcome_code(s.outcome()) == exit::OK);
     if !ended_well {
         for line in reporter.take_held() {
             errln!("{line}");
@@ -162,7 +162,7 @@ pub async fn execute(args: RunArgs, quiet: bool) -> i32 {
     match outcome {
         Ok(summary) => {
             print_summary(&summary, quiet);
-            summary.exit_code()
+            super::outcome_code(summary.outcome())
         }
         Err(e) => report_error(&e),
     }
@@ -232,7 +232,7 @@ pub fn ask_batch_name(
 }
 
 fn print_summary(s: &RunSummary, quiet: bool) {
-    let code = s.exit_code();
+    let code = super::outcome_code(s.outcome());
     if quiet && code == exit::OK {
         return;
     }
