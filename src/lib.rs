@@ -9,6 +9,7 @@ pub mod config;
 pub mod environment;
 pub mod exit;
 pub mod failpoint;
+pub mod input;
 pub mod ledger;
 pub mod money;
 pub mod sim;

@@ -5,8 +5,8 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use paybatch::api::DistributionType;
-use paybatch::batch::input::{BatchReader, InputOptions};
-use paybatch::batch::validate::{
+use paybatch::input::reader::{BatchReader, InputOptions};
+use paybatch::input::rules::{
     Problem, RowSpec, ValidateOptions, Validator, content_hash, parse_record,
 };
 

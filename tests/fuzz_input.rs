@@ -2,8 +2,8 @@
 
 mod common;
 
-use paybatch::batch::input::{BatchReader, InputOptions};
-use paybatch::batch::validate::{ValidateOptions, Validator, content_hash, parse_record};
+use paybatch::input::reader::{BatchReader, InputOptions};
+use paybatch::input::rules::{ValidateOptions, Validator, content_hash, parse_record};
 use proptest::prelude::*;
 
 /// Reads, parses and checks every record; returns how many rows were accepted.

@@ -13,8 +13,8 @@ use std::path::Path;
 
 use rust_decimal::Decimal;
 
-use crate::batch::input::canonical_column;
 use crate::batch::output::PrivateFile;
+use crate::input::reader::canonical_column;
 use crate::ledger::{BatchRecord, RowRecord, RowState};
 use crate::money::display_amount;
 

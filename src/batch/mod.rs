@@ -1,17 +1,13 @@
 //! The pipeline: read, validate, plan, submit, poll, write results.
 
 pub mod html;
-pub mod input;
 pub mod lock;
 pub mod output;
 pub mod pace;
 pub mod pipeline;
 pub mod plan;
 pub mod preview;
-pub mod problem;
 pub mod reconcile;
 pub mod record;
 pub mod report;
-pub mod scan;
-pub mod validate;
 pub mod verify;

@@ -39,8 +39,8 @@ use super::pace::Pacer;
 use super::plan;
 use super::record;
 use super::report::Reporter;
-use super::scan;
-use super::validate::{CatalogIndex, Problem, Problems, RowSpec, ValidateOptions};
+use crate::input::rules::{CatalogIndex, Problem, Problems, RowSpec, ValidateOptions};
+use crate::input::scan;
 
 /// The longest `--poll-timeout`: a week.
 pub const MAX_POLL_TIMEOUT_SECS: u64 = 7 * 24 * 3600;

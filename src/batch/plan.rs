@@ -10,7 +10,7 @@ use crate::api::models::{
     ProductSelection,
 };
 
-use super::validate::RowSpec;
+use crate::input::rules::RowSpec;
 
 /// The namespace of paybatch's UUID v5 idempotency keys.
 pub const KEY_NAMESPACE: Uuid = Uuid::from_u128(0x6f1c_2a4e_58b3_4d0e_9a71_c3e2_5b8d_0f47);

@@ -16,8 +16,8 @@ use crate::environment::Connection;
 use crate::ledger::{Ledger, RowState};
 
 use super::pipeline::{self, RunError, RunOptions};
-use super::scan;
-use super::validate::{CatalogIndex, Problem, Problems, RowSpec, ValidateOptions};
+use crate::input::rules::{CatalogIndex, Problem, Problems, RowSpec, ValidateOptions};
+use crate::input::scan;
 
 /// What the rows still to pay cost, from one payment currency's balance.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

@@ -221,7 +221,7 @@ const LISTED_KINDS: usize = 20;
 
 /// Prints the problems of a file as kept (the first of each kind), then, when some were not
 /// kept, how many there are of each kind: a file of a million bad rows prints a page.
-pub fn print_problems(problems: &crate::batch::validate::Problems) {
+pub fn print_problems(problems: &crate::input::rules::Problems) {
     for p in &problems.shown {
         print_problem(p);
     }
@@ -233,7 +233,7 @@ pub fn print_problems(problems: &crate::batch::validate::Problems) {
         "... and {} more problem(s) not shown; the {} problem(s) per kind (the first {} of each are above):",
         problems.omitted(),
         problems.total,
-        crate::batch::validate::KEPT_PER_KIND
+        crate::input::rules::KEPT_PER_KIND
     );
     let mut kinds: Vec<(&String, &usize)> = problems.per_kind.iter().collect();
     kinds.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));

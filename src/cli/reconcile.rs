@@ -9,11 +9,11 @@ use clap::Args;
 
 use crate::batch::pipeline::RunError;
 use crate::batch::reconcile::{self, ReconcileReport};
-use crate::batch::scan;
-use crate::batch::validate::{CatalogIndex, ValidateOptions};
 use crate::catalog;
 use crate::environment::Connection;
 use crate::exit;
+use crate::input::rules::{CatalogIndex, ValidateOptions};
+use crate::input::scan;
 use crate::ledger::{Ledger, NewBatch};
 
 use super::{ServiceArgs, config_failure, lock_ledger, print_error};

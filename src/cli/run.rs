@@ -93,7 +93,7 @@ pub(super) fn parse_hours(s: &str) -> Result<f64, String> {
 }
 
 fn parse_digest(s: &str) -> Result<String, String> {
-    crate::batch::scan::normalize_digest(s).ok_or_else(|| {
+    crate::input::scan::normalize_digest(s).ok_or_else(|| {
         format!("`{s}` is not a plan digest: expected sha256: and 64 hex digits, as `paybatch validate` prints it")
     })
 }
@@ -183,7 +183,7 @@ async fn confirm_production(opts: &mut RunOptions) -> Result<(), i32> {
         preview
             .digest
             .as_deref()
-            .is_none_or(|d| !crate::batch::scan::digests_match(expected, d))
+            .is_none_or(|d| !crate::input::scan::digests_match(expected, d))
     });
     if !preview.is_valid() || approved_elsewhere {
         return Ok(());

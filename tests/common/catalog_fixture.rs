@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use paybatch::api::{Product, ProductList};
-use paybatch::batch::validate::CatalogIndex;
+use paybatch::input::rules::CatalogIndex;
 
 fn gift_card_open(code: &str, currency: &str, min: &str, max: &str, countries: &[&str]) -> String {
     product(

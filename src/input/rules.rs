@@ -11,8 +11,8 @@ use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher, RandomState};
 use rust_decimal::Decimal;
 use sha2::{Digest, Sha256};
 
-use super::input::{ColumnMap, RawRecord};
 pub use super::problem::{KEPT, KEPT_PER_KIND, Problem, Problems, show};
+use super::reader::{ColumnMap, RawRecord};
 use crate::api::{DistributionType, PayoutType, Product};
 use crate::money::{
     BALANCE_CURRENCIES, is_balance_currency, is_currency_code, minor_units, parse_amount,

@@ -16,8 +16,8 @@ use sha2::{Digest, Sha256};
 
 use crate::ledger::IncomingRow;
 
-use super::input::{BatchReader, ColumnMap, InputOptions, RawRecord};
-use super::validate::{
+use super::reader::{BatchReader, ColumnMap, InputOptions, RawRecord};
+use super::rules::{
     self, CatalogIndex, Problem, Problems, RowSpec, Seen, ValidateOptions, Validator,
 };
 
@@ -84,7 +84,7 @@ impl PlanDigest {
 
     /// Adds a valid row, by its content hash ([`validate::content_hash`]).
     pub fn row(&mut self, spec: &RowSpec) {
-        self.put("row", &validate::content_hash(spec));
+        self.put("row", &rules::content_hash(spec));
     }
 
     pub fn finish(self) -> String {
@@ -179,7 +179,7 @@ fn check(
             };
         }
     };
-    match validate::parse_record(columns, headers, &record, options) {
+    match rules::parse_record(columns, headers, &record, options) {
         Ok(spec) => {
             let found = validator.map(|v| v.check(&spec)).unwrap_or_default();
             if found.is_empty() {
@@ -269,7 +269,7 @@ pub fn read_again<E: From<FileChanged>>(
                     line: record.line as i64,
                     fields: fields_json(&record.fields),
                     spec: Some(spec_json(&spec)),
-                    content_hash: validate::content_hash(&spec),
+                    content_hash: rules::content_hash(&spec),
                     valid: true,
                     error_message: None,
                 };

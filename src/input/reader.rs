@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use sha2::{Digest, Sha256};
 
-use super::output::RESULT_COLUMNS;
 use super::problem::Problem;
+use crate::batch::output::RESULT_COLUMNS;
 
 /// The longest field accepted, in bytes.
 pub const MAX_FIELD_BYTES: usize = 64 * 1024;

@@ -1,0 +1,8 @@
+//! The input part: reading a batch file (encoding, delimiter, header, records), the problems it
+//! can have, the rules every row must keep (syntax, then against the catalog and the rows
+//! before it), and the two passes over the file that check it and then hand its rows on.
+
+pub mod problem;
+pub mod reader;
+pub mod rules;
+pub mod scan;
