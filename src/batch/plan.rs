@@ -160,7 +160,7 @@ fn attempts_of(text: &str, count: usize) -> Option<Vec<i64>> {
     for run in text.split(',') {
         let (a, n) = run.split_once('*')?;
         let (a, n): (i64, usize) = (a.parse().ok()?, n.parse().ok()?);
-        if out.len() + n > count {
+        if n > count.saturating_sub(out.len()) {
             return None;
         }
         out.extend(std::iter::repeat_n(a, n));
@@ -431,6 +431,8 @@ mod tests {
         assert_eq!(attempts_of("1|2", 2), Some(vec![1, 2]));
         assert_eq!(attempts_of("1*2", 3), None);
         assert_eq!(attempts_of("1*999999999999", 3), None);
+        // A run long enough to overflow an addition is refused, never a panic.
+        assert_eq!(attempts_of("1*1,1*18446744073709551615", 2), None);
         assert_eq!(attempts_of("x", 1), None);
     }
 }

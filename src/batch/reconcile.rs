@@ -183,9 +183,11 @@ fn owner_of(
         };
     }
     let Some(d) = description else {
-        // paybatch always writes a description; only a PROCESSING order hides it.
+        // paybatch always writes a description, but the list need not show it (the published
+        // list does not promise it), and a PROCESSING order shows nothing: a finished order is
+        // read whole, one still processing cannot be told.
         return if status.is_terminal() {
-            Owner::Foreign
+            Owner::Look
         } else {
             Owner::Unknown
         };
@@ -667,6 +669,23 @@ async fn apply_terminal(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A finished order the list shows without a description (the published list does not
+    /// promise one) may be this batch's: it is read whole, never taken for another's.
+    #[test]
+    fn a_finished_order_listed_without_description_is_read_not_ignored() {
+        let finished = owner_of("nov", OrderStatus::Completed, None, None);
+        assert!(matches!(finished, Owner::Look));
+        let processing = owner_of("nov", OrderStatus::Processing, None, None);
+        assert!(matches!(processing, Owner::Unknown));
+        let other = owner_of(
+            "nov",
+            OrderStatus::Completed,
+            None,
+            Some("December bonus for the sales team"),
+        );
+        assert!(matches!(other, Owner::Foreign));
+    }
 
     fn ago(minutes: i64) -> Option<String> {
         Some(
