@@ -1094,3 +1094,68 @@ async fn no_key_is_given_up_while_an_order_of_the_batch_does_not_say_its_rows() 
     let live = assert_one_live_order_per_row(&s.sim, &refs);
     assert_ledger_matches_service(&s, "two", &live);
 }
+
+/// A ledger lost while orders of several rows were still processing, rebuilt from the file:
+/// the service shows those orders as `{id, status, message}` only, so the rebuild cannot tell
+/// which rows they hold. Nothing is planned for the batch until it can (a run with another
+/// grouping would otherwise pay those rows again under other keys); once the orders finish,
+/// reconciliation attaches them and the run pays only the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebuild_while_orders_are_processing_plans_nothing_until_they_can_be_told() {
+    let ws = Workspace::new();
+    let config = paybatch::sim::SimConfig {
+        processing_min: Duration::from_secs(5),
+        processing_max: Duration::from_secs(5),
+        ..fast_config(None)
+    };
+    let sim = start_sim(config).await;
+    let key = ws.key_file();
+    let s = Setup { ws, sim, key };
+    let mut csv = String::from("reference,product_code,face_value,currency\n");
+    for i in 1..=6 {
+        csv.push_str(&format!("R-{i},AMZ-US,{i}0.00,USD\n"));
+    }
+    let input = s.ws.write("six.csv", &csv);
+    let refs = references(&input);
+    // Two orders of three rows reach the service; the run dies before it records anything more.
+    let stopped = s
+        .run(
+            "six.csv",
+            &["--items-per-order", "3", "--concurrency", "1"],
+            &[("PAYBATCH_FAILPOINT", "after_send:2")],
+        )
+        .await;
+    assert_eq!(code(&stopped), None, "{}", stderr_of(&stopped));
+    assert_eq!(s.sim.orders().len(), 2);
+    s.delete_ledger();
+
+    let (rc, report) = s.reconcile("six", &["--rebuild", "six.csv"]).await;
+    assert_eq!(
+        rc,
+        Some(5),
+        "the rebuild cannot tell the rows yet: {report}"
+    );
+    assert_eq!(strings(&report["unattributed"]).len(), 2, "{report}");
+    // Another grouping would give other keys: nothing is planned or sent.
+    let posts = order_posts(&s.sim);
+    let held = s.run("six.csv", &["--items-per-order", "2"], &[]).await;
+    assert_eq!(code(&held), Some(5), "{}", stderr_of(&held));
+    assert!(
+        stderr_of(&held).contains("nothing was planned"),
+        "{}",
+        stderr_of(&held)
+    );
+    assert_eq!(order_posts(&s.sim), posts, "nothing was sent");
+
+    // Once the orders finish, the next run reconciles, attaches them and finishes.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let out = s.run("six.csv", &["--items-per-order", "2"], &[]).await;
+    assert_eq!(code(&out), Some(0), "{}", stderr_of(&out));
+    assert_eq!(
+        order_posts(&s.sim),
+        posts,
+        "every row was in the two orders"
+    );
+    let live = assert_one_live_order_per_row(&s.sim, &refs);
+    assert_ledger_matches_service(&s, "six", &live);
+}

@@ -200,6 +200,10 @@ pub enum RunError {
     /// The service and the ledger disagree in a way only a person can settle.
     #[error("{message}")]
     Conflict { message: String, help: String },
+    /// The service cannot tell yet whether rows are already ordered (a rebuilt batch with
+    /// orders still processing): nothing was planned; the same command goes on later.
+    #[error("{message}")]
+    Unsettled { message: String, help: String },
     #[error(transparent)]
     Ledger(#[from] LedgerError),
     #[error(transparent)]
@@ -256,6 +260,7 @@ impl RunError {
             RunError::Config(_) | RunError::Binding { .. } | RunError::Auth(_) => Failure::Usage,
             RunError::Locked(LockError::Held { .. }) => Failure::Locked,
             RunError::Invalid { .. } | RunError::Refused { .. } => Failure::Invalid,
+            RunError::Unsettled { .. } => Failure::Incomplete,
             _ if self.is_transient() => Failure::Incomplete,
             _ => Failure::Unexpected,
         }
@@ -281,7 +286,8 @@ impl RunError {
             ),
             RunError::Refused { help, .. }
             | RunError::Binding { help, .. }
-            | RunError::Conflict { help, .. } => Some(help.clone()),
+            | RunError::Conflict { help, .. }
+            | RunError::Unsettled { help, .. } => Some(help.clone()),
             RunError::Auth(e) if e.kind() == "version_removed" || e.status() == Some(410) => {
                 Some(format!(
                     "paybatch asks for the service's API version {}, which the service has switched off: nothing more was sent; install a paybatch release that speaks a current version, then run the same command again",
@@ -482,6 +488,9 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
     let existing = ledger.batch(&batch_name)?;
     if let Some(b) = &existing {
         check_binding(b, &conn)?;
+        if ledger.is_unsettled(b.id)? {
+            settle_rebuilt(&mut ledger, &conn.client, b, opts, &reporter).await?;
+        }
     }
 
     let (products, source) = load_catalog(&mut ledger, &conn, opts).await?;
@@ -722,6 +731,35 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         incomplete,
     )?;
     Ok(RunSummary { held, ..summary })
+}
+
+/// A batch rebuilt while orders it could not attribute were still processing: its rows without
+/// an order may be in one of them, and planning them now could pay them again under other
+/// keys. Reconciles first; while an order of the account still cannot be told, nothing is
+/// planned or sent (exit 5: run again once the orders finish).
+async fn settle_rebuilt(
+    ledger: &mut Ledger,
+    client: &Client,
+    batch: &ledger::BatchRecord,
+    opts: &RunOptions,
+    reporter: &Reporter,
+) -> Result<(), RunError> {
+    reporter.line(format!(
+        "batch {} was rebuilt while some orders were still processing: reconciling before anything is planned",
+        batch.name
+    ));
+    let r = super::reconcile::reconcile(ledger, client, batch, opts.in_doubt_window, false).await?;
+    if r.unattributed.is_empty() {
+        return Ok(());
+    }
+    Err(RunError::Unsettled {
+        message: format!(
+            "{} orders of the account are still processing and cannot be attributed yet; they may hold rows of batch {} that the rebuilt ledger has without an order, so nothing was planned or sent",
+            r.unattributed.len(),
+            batch.name
+        ),
+        help: "run the same command again once those orders finish (paybatch reconcile shows them as unattributed)".into(),
+    })
 }
 
 /// The catalog of the run's environment, cached in the ledger (fetched when older than

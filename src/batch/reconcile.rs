@@ -642,6 +642,11 @@ pub async fn reconcile(
             ledger.clear_in_doubt(o.id, "reconcile: no order at the service for this intent")?;
         }
     }
+    if !dry_run && report.unattributed.is_empty() && ledger.is_unsettled(batch.id)? {
+        // Every order of the account can be told now: the rows of a rebuilt batch that have
+        // no order at the service have none.
+        ledger.set_unsettled(batch.id, false)?;
+    }
     report.adopted.sort();
     report.unknown_rows.sort();
     report.duplicates.sort();

@@ -77,13 +77,17 @@ pub async fn execute(args: ReconcileArgs) -> i32 {
         conn.environment.banner(),
         args.batch
     );
+    let mut rebuilt = false;
     let batch = match ledger.batch(&args.batch) {
         Ok(Some(b)) => b,
         Ok(None) => match &args.rebuild {
             Some(file) if !args.dry_run => {
                 let default_payment = args.payment_currency.clone();
                 match rebuild(&mut ledger, &conn, &args.batch, file, default_payment).await {
-                    Ok(b) => b,
+                    Ok(b) => {
+                        rebuilt = true;
+                        b
+                    }
                     Err(code) => return code,
                 }
             }
@@ -106,6 +110,21 @@ pub async fn execute(args: ReconcileArgs) -> i32 {
     match reconcile::reconcile(&mut ledger, &conn.client, &batch, window, args.dry_run).await {
         Ok(report) => {
             print_report(&report, args.dry_run, args.json);
+            if rebuilt && !report.unattributed.is_empty() {
+                // Orders still processing may hold rows the file now has PENDING: a run
+                // would plan them again under other keys. Nothing is planned until they can be
+                // told.
+                if let Err(e) = ledger.set_unsettled(batch.id, true) {
+                    print_error(&e.to_string(), None);
+                    return exit::UNEXPECTED;
+                }
+                errln!(
+                    "{} orders of the account are still processing and cannot be attributed yet: they may hold rows of this batch, so `paybatch run` sends nothing for it until a reconciliation can tell them; run `paybatch reconcile --batch {}` again once they finish",
+                    report.unattributed.len(),
+                    crate::text::shell_word(&batch.name)
+                );
+                return exit::INCOMPLETE;
+            }
             if report.needs_a_person() {
                 exit::FAILURES
             } else {

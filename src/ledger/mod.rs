@@ -52,6 +52,7 @@ fn migrations() -> Migrations<'static> {
             "../../migrations/004_one_intent_per_service_order.sql"
         )),
         M::up(include_str!("../../migrations/005_debited.sql")),
+        M::up(include_str!("../../migrations/006_rebuilt_unsettled.sql")),
     ])
 }
 
@@ -568,6 +569,28 @@ impl Ledger {
             [since],
             |r| r.get(0),
         )
+    }
+
+    /// Whether the batch was rebuilt while orders it could not attribute were still processing
+    /// (and no reconciliation has found every order attributable since).
+    pub fn is_unsettled(&self, batch_id: i64) -> Result<bool> {
+        let flags: Vec<i64> = self.select_all(
+            "SELECT unsettled FROM batches WHERE id = ?1",
+            [batch_id],
+            |r| r.get(0),
+        )?;
+        Ok(flags.first().copied().unwrap_or(0) != 0)
+    }
+
+    /// Marks the batch unsettled (see [`Ledger::is_unsettled`]), or settled again.
+    pub fn set_unsettled(&mut self, batch_id: i64, unsettled: bool) -> Result<()> {
+        self.conn
+            .execute(
+                "UPDATE batches SET unsettled = ?2 WHERE id = ?1",
+                params![batch_id, unsettled as i64],
+            )
+            .map(drop)
+            .map_err(sqlerr(&self.path))
     }
 
     /// The ledger's order (of any batch) that holds service order `service_order_id`.
