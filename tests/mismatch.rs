@@ -206,3 +206,111 @@ async fn the_id_of_another_order_is_a_mismatch() {
         result[2][error]
     );
 }
+
+/// Runs `csv` through a proxy that changes finished orders with `change`; returns the result
+/// file's rows (header first) and the simulator.
+async fn through_proxy(
+    csv: &str,
+    change: fn(&mut serde_json::Value),
+    extra: &[&str],
+) -> (Vec<Vec<String>>, paybatch::sim::SimHandle, String) {
+    let sim = start_sim(fast_config(None)).await;
+    // Every finished order the service answers: read alone, or answered to a sync creation.
+    let rewrite: Rewrite = Arc::new(move |method, path, status, json| {
+        let finished = json["status"] == "COMPLETED";
+        let read = *method == Method::GET && path.starts_with("/order/");
+        let created = *method == Method::POST && path == "/order";
+        if (read || created) && status == 200 && finished {
+            change(json);
+        }
+    });
+    let base = proxy(&sim, rewrite).await;
+    let ws = Workspace::new();
+    ws.write("pay.csv", csv);
+    let out = run_through(&ws, &base, extra).await;
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    (read_csv(&ws.path("pay.result.csv")), sim, err)
+}
+
+/// Items answered in another order than sent are paired by what each asks for: every row
+/// completes with its own item and payout link.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn items_answered_in_another_order_each_reach_their_own_row() {
+    let (result, sim, _) = through_proxy(
+        TWO_ROWS,
+        |o| {
+            if let Some(items) = o["items"].as_array_mut() {
+                items.reverse();
+            }
+        },
+        &["--items-per-order", "2"],
+    )
+    .await;
+    let (status, item) = (col(&result[0], "status"), col(&result[0], "item_id"));
+    let truth = sim.orders();
+    let order = &truth[0];
+    for (row, face) in result[1..].iter().zip(["10.00", "20.00"]) {
+        assert_eq!(row[status], "COMPLETED");
+        let mine = order
+            .items
+            .iter()
+            .find(|i| i.id == row[item])
+            .expect("the row's item is the service's");
+        assert_eq!(mine.face_value.to_string(), face, "{row:?}");
+    }
+}
+
+/// What left the balance is read right when the answer leaves optional fields out (an item's
+/// `currency`) and when the order costs more than its items (fees in `total_price`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_left_the_balance_holds_without_item_currencies_and_with_fees() {
+    let csv = "reference,product_code,face_value,currency,payment_currency\n\
+               FX-1,UBER-JP,3000,JPY,USD\n\
+               US-1,AMZ-US,10.00,USD,USD\n\
+               US-2,AMZ-US,20.00,USD,USD\n";
+    let (result, sim, _) = through_proxy(
+        csv,
+        |o| {
+            if let Some(items) = o["items"].as_array_mut() {
+                for item in items {
+                    item.as_object_mut().map(|i| i.remove("currency"));
+                }
+            }
+            // A fee of 0.50 on every order.
+            let total: rust_decimal::Decimal = o["total_price"]
+                .as_str()
+                .and_then(|t| t.parse().ok())
+                .expect("a total");
+            o["total_price"] = (total + rust_decimal::Decimal::new(50, 2))
+                .to_string()
+                .into();
+        },
+        &["--items-per-order", "2"],
+    )
+    .await;
+    let (amount, currency) = (
+        col(&result[0], "debited_amount"),
+        col(&result[0], "debited_currency"),
+    );
+    assert!(
+        result[1..].iter().all(|r| r[currency] == "USD"),
+        "{result:?}"
+    );
+    let charged: rust_decimal::Decimal = result[1..]
+        .iter()
+        .map(|r| {
+            r[amount]
+                .parse::<rust_decimal::Decimal>()
+                .expect("an amount")
+        })
+        .sum();
+    // What the service's orders cost, with the 0.50 fee each (two orders: the converted row
+    // alone, the two USD rows together).
+    let cost: rust_decimal::Decimal = sim.orders().iter().map(|o| o.total_price).sum();
+    assert_eq!(
+        charged,
+        cost + rust_decimal::Decimal::new(100, 2),
+        "{result:?}"
+    );
+}

@@ -3,29 +3,80 @@
 //! (payout link, price, what left the paying balance), or MISMATCH with what differs. Used by
 //! the run (sync answers, polling) and by reconciliation.
 
+use rust_decimal::Decimal;
+
 use crate::api::models::{Order, OrderItem, OrderStatus};
 use crate::ledger::{ItemOutcome, Ledger, LedgerError, OrderState};
 
 use super::plan;
 use super::verify;
 
-/// What the paying balance (or card) was charged for `item` of the completed `order` paid in
-/// `paid_in`: the item's price when it is priced in that currency; for an order of one item
-/// the service converted (embedded FX), the order's price, which is in the payment currency.
-fn debited(order: &Order, item: &OrderItem, paid_in: &str) -> Option<(String, String)> {
-    match item.currency.as_deref() {
-        Some(c) if c == paid_in => item.price.map(|p| (p.to_string(), paid_in.to_string())),
-        None => item.price.map(|p| (p.to_string(), paid_in.to_string())),
+/// What the paying balance (or card) was charged for `item` (of a row priced in
+/// `row_currency`) of the completed `order` paid in `paid_in`: the item's price when it is
+/// priced in that currency (the item's own currency, or the row's when the answer leaves it
+/// out); for an order of one item the service converted (embedded FX), the order's price,
+/// which is in the payment currency.
+fn debited(
+    order: &Order,
+    item: &OrderItem,
+    row_currency: Option<&str>,
+    paid_in: &str,
+) -> Option<(Decimal, String)> {
+    match item.currency.as_deref().or(row_currency) {
+        Some(c) if c == paid_in => item.price.map(|p| (p, paid_in.to_string())),
         Some(_) if order.items.len() == 1 => order.total_price.map(|p| {
-            (
-                p.to_string(),
-                order
-                    .currency
-                    .clone()
-                    .unwrap_or_else(|| paid_in.to_string()),
-            )
+            let currency = order
+                .currency
+                .clone()
+                .unwrap_or_else(|| paid_in.to_string());
+            (p, currency)
         }),
-        Some(_) => None,
+        _ => None,
+    }
+}
+
+/// Spreads what the order cost beyond its items' prices (fees: the order's `total_price`
+/// includes them) over its rows, in proportion to their prices, to the cent, so that what the
+/// rows say left the balance adds up to what the order cost. Only when every row was charged
+/// in the order's currency.
+fn spread_fees(order: &Order, charged: &mut [Option<(Decimal, String)>], paid_in: &str) {
+    let Some(total) = order.total_price else {
+        return;
+    };
+    if order.currency.as_deref().is_some_and(|c| c != paid_in)
+        || charged
+            .iter()
+            .any(|c| c.as_ref().is_none_or(|(_, cur)| cur != paid_in))
+    {
+        return;
+    }
+    let sum: Decimal = charged.iter().flatten().map(|(p, _)| *p).sum();
+    let fee = total - sum;
+    if fee.is_zero() || total < Decimal::ZERO {
+        return;
+    }
+    let places = crate::money::minor_units(paid_in);
+    let unit = Decimal::new(1, places);
+    let mut given = Decimal::ZERO;
+    for (price, _) in charged.iter_mut().flatten() {
+        let share = if sum.is_zero() {
+            Decimal::ZERO
+        } else {
+            (fee * *price / sum)
+                .round_dp_with_strategy(places, rust_decimal::RoundingStrategy::ToZero)
+        };
+        *price += share;
+        given += share;
+    }
+    // What rounding left, a cent at a time from the first row.
+    let mut left = fee - given;
+    let step = if left < Decimal::ZERO { -unit } else { unit };
+    for (price, _) in charged.iter_mut().flatten() {
+        if left.is_zero() {
+            break;
+        }
+        *price += step;
+        left -= step;
     }
 }
 
@@ -97,8 +148,19 @@ pub fn record_terminal_in(
             order.id
         ));
     }
+    let rows = ledger.rows_of_order(order_id)?;
+    let row_currencies: Vec<Option<String>> = rows
+        .iter()
+        .map(|r| {
+            r.spec
+                .as_deref()
+                .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
+                .and_then(|v| v["currency"].as_str().map(str::to_string))
+        })
+        .collect();
+    // Items as the service answered them, by row, when they are what was sent.
+    let mut pairs: Vec<usize> = (0..order.items.len()).collect();
     if order.status == OrderStatus::Completed || !order.items.is_empty() {
-        let rows = ledger.rows_of_order(order_id)?;
         // An order adopted from the service has no body: what its rows asked for stands in.
         let body = if record.body.is_empty() {
             let payment = plan::payment_method(&record.payment_currency, record.card_id.as_deref());
@@ -109,17 +171,15 @@ pub fn record_terminal_in(
         };
         let sent: Vec<verify::SentRow> = rows
             .iter()
-            .map(|r| verify::SentRow {
-                currency: r
-                    .spec
-                    .as_deref()
-                    .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
-                    .and_then(|v| v["currency"].as_str().map(str::to_string)),
+            .zip(&row_currencies)
+            .map(|(r, currency)| verify::SentRow {
+                currency: currency.clone(),
                 reference: r.reference.clone(),
             })
             .collect();
-        match body {
-            Ok(body) => differences.extend(verify::differences(&body, &sent, order)),
+        match body.map(|body| verify::check(&body, &sent, order)) {
+            Ok(Ok(paired)) => pairs = paired,
+            Ok(Err(found)) => differences.extend(found),
             Err(why) => differences.push(why),
         }
     }
@@ -140,10 +200,25 @@ pub fn record_terminal_in(
         );
     }
     let paid_in = record.payment_currency.as_str();
-    let items: Vec<ItemOutcome> = order
-        .items
+    // The answered item of each row, in the order sent (the service may answer them in another).
+    let answered: Vec<&OrderItem> = pairs.iter().filter_map(|j| order.items.get(*j)).collect();
+    let mut charged: Vec<Option<(Decimal, String)>> = answered
         .iter()
-        .map(|item| ItemOutcome {
+        .enumerate()
+        .map(|(i, item)| {
+            let row_currency = row_currencies.get(i).and_then(|c| c.as_deref());
+            (order.status == OrderStatus::Completed)
+                .then(|| debited(order, item, row_currency, paid_in))
+                .flatten()
+        })
+        .collect();
+    if order.status == OrderStatus::Completed {
+        spread_fees(order, &mut charged, paid_in);
+    }
+    let items: Vec<ItemOutcome> = answered
+        .iter()
+        .zip(charged)
+        .map(|(item, charged)| ItemOutcome {
             item_id: item.id.clone(),
             payout_url: item.payout_url().map(str::to_string),
             price: item.price.map(|p| p.to_string()),
@@ -151,9 +226,7 @@ pub fn record_terminal_in(
                 (Some(f), Some(p)) => Some((f - p).to_string()),
                 _ => None,
             },
-            debited: (order.status == OrderStatus::Completed)
-                .then(|| debited(order, item, paid_in))
-                .flatten(),
+            debited: charged.map(|(amount, currency)| (amount.to_string(), currency)),
         })
         .collect();
     let response = serde_json::to_string(order).ok();
@@ -182,4 +255,47 @@ pub fn record_terminal_in(
         order.completed_at.as_deref(),
         cause,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn order(total: &str) -> Order {
+        serde_json::from_value(serde_json::json!({
+            "id": "O-1", "status": "COMPLETED", "currency": "USD", "total_price": total,
+            "items": []
+        }))
+        .expect("an order")
+    }
+
+    fn usd(amounts: &[&str]) -> Vec<Option<(Decimal, String)>> {
+        amounts
+            .iter()
+            .map(|a| Some((a.parse().expect("amount"), "USD".to_string())))
+            .collect()
+    }
+
+    /// What the rows say left the balance adds up to what the order cost, fees included.
+    #[test]
+    fn fees_are_spread_over_the_rows_to_the_cent() {
+        let mut charged = usd(&["10.00", "20.00", "0.01"]);
+        spread_fees(&order("31.51"), &mut charged, "USD");
+        let total: Decimal = charged.iter().flatten().map(|(p, _)| *p).sum();
+        assert_eq!(total, "31.51".parse::<Decimal>().expect("amount"));
+        assert_eq!(
+            charged[0].as_ref().map(|c| c.0.to_string()).as_deref(),
+            Some("10.50")
+        );
+        // No fee, nothing changes; a row charged in another currency, nothing is spread.
+        let mut same = usd(&["10.00", "20.00"]);
+        spread_fees(&order("30.00"), &mut same, "USD");
+        assert_eq!(same, usd(&["10.00", "20.00"]));
+        let mut mixed = vec![usd(&["10.00"]).remove(0), None];
+        spread_fees(&order("31.00"), &mut mixed, "USD");
+        assert_eq!(
+            mixed[0].as_ref().map(|c| c.0.to_string()).as_deref(),
+            Some("10.00")
+        );
+    }
 }

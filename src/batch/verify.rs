@@ -60,13 +60,113 @@ pub fn body_of_rows(payment: PaymentMethod, specs: &[Option<&str>]) -> Result<Ve
     serde_json::to_vec(&order).map_err(|e| e.to_string())
 }
 
+/// What an item is asked for, compared whatever the order of items or of a choice's products:
+/// products (sorted), face value (as a number), delivery and address.
+fn item_key(
+    products: &ProductSelection,
+    face_value: Option<Decimal>,
+    distribution: &DistributionMethod,
+) -> (Vec<String>, Option<Decimal>, &'static str, String) {
+    let mut codes = products.codes();
+    codes.sort();
+    (
+        codes,
+        face_value.map(|v| v.normalize()),
+        distribution.kind.as_str(),
+        distribution
+            .email_address
+            .as_deref()
+            .unwrap_or_default()
+            .to_ascii_lowercase(),
+    )
+}
+
+/// Which answered item stands for each item sent: the service need not answer the items in
+/// the order they were sent, so they are paired by what each asks for (the same position first,
+/// among items alike). `None` for an item sent that no answered item matches.
+fn pair_items(sent: &NewOrder, answer: &Order) -> Vec<Option<usize>> {
+    let keys: Vec<_> = answer
+        .items
+        .iter()
+        .map(|a| item_key(&a.products, a.face_value, &a.distribution_method))
+        .collect();
+    let mut used = vec![false; answer.items.len()];
+    sent.items
+        .iter()
+        .enumerate()
+        .map(|(i, asked)| {
+            let want = item_key(
+                &asked.products,
+                Some(asked.face_value),
+                &asked.distribution_method,
+            );
+            let j = std::iter::once(i)
+                .chain(0..answer.items.len())
+                .find(|j| *j < keys.len() && !used[*j] && keys[*j] == want)?;
+            used[j] = true;
+            Some(j)
+        })
+        .collect()
+}
+
+/// How `answer` differs from the order `body` paybatch sent for `rows`, or, when it holds what
+/// was asked for, which answered item stands for each item sent (in the order sent).
+pub fn check(body: &[u8], rows: &[SentRow], answer: &Order) -> Result<Vec<usize>, Vec<String>> {
+    let sent: NewOrder = match serde_json::from_slice(body) {
+        Ok(sent) => sent,
+        Err(e) => {
+            return Err(vec![format!(
+                "the order's recorded body cannot be read: {e}"
+            )]);
+        }
+    };
+    let mut out = differences_of(&sent, rows, answer);
+    let pairs = pair_items(&sent, answer);
+    for (i, pair) in pairs.iter().enumerate() {
+        let (Some(j), Some(asked)) = (pair, sent.items.get(i)) else {
+            continue;
+        };
+        let who = who(rows, i);
+        item_differences(&who, &answer.items[*j], asked, rows.get(i), &mut out);
+    }
+    if out.is_empty() && pairs.iter().all(Option::is_some) {
+        return Ok(pairs.into_iter().flatten().collect());
+    }
+    for (i, asked) in sent.items.iter().enumerate() {
+        if pairs.get(i).is_some_and(Option::is_none) && answer.items.len() == sent.items.len() {
+            out.push(format!(
+                "{}: no answered item is {} {} by {}",
+                who(rows, i),
+                asked.products.codes().join("|"),
+                asked.face_value,
+                asked.distribution_method.kind.as_str()
+            ));
+            if let Some(item) = answer.items.get(i) {
+                item_differences(&who(rows, i), item, asked, rows.get(i), &mut out);
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push("the answered items cannot be paired with the items sent".into());
+    }
+    Err(out)
+}
+
+fn who(rows: &[SentRow], i: usize) -> String {
+    rows.get(i).map_or_else(
+        || format!("item {}", i + 1),
+        |r| format!("item {} (row {})", i + 1, r.reference),
+    )
+}
+
 /// How `answer` differs from the order `body` paybatch sent for `rows`: one line per
 /// difference, empty when it holds what was asked for.
 pub fn differences(body: &[u8], rows: &[SentRow], answer: &Order) -> Vec<String> {
-    let sent: NewOrder = match serde_json::from_slice(body) {
-        Ok(sent) => sent,
-        Err(e) => return vec![format!("the order's recorded body cannot be read: {e}")],
-    };
+    check(body, rows, answer).err().unwrap_or_default()
+}
+
+/// The order-level differences (count, payment method, currency, totals).
+fn differences_of(sent: &NewOrder, _rows: &[SentRow], answer: &Order) -> Vec<String> {
     let mut out = Vec::new();
     if answer.items.len() != sent.items.len() {
         out.push(format!(
@@ -115,14 +215,6 @@ pub fn differences(body: &[u8], rows: &[SentRow], answer: &Order) -> Vec<String>
             out.push(format!("negative {name} {v}"));
         }
     }
-    for (i, (item, asked)) in answer.items.iter().zip(&sent.items).enumerate() {
-        let row = rows.get(i);
-        let who = row.map_or_else(
-            || format!("item {}", i + 1),
-            |r| format!("item {} (row {})", i + 1, r.reference),
-        );
-        item_differences(&who, item, asked, row, &mut out);
-    }
     out
 }
 
@@ -133,7 +225,12 @@ fn item_differences(
     row: Option<&SentRow>,
     out: &mut Vec<String>,
 ) {
-    if item.products.codes() != asked.products.codes() {
+    let sorted = |p: &ProductSelection| {
+        let mut codes = p.codes();
+        codes.sort();
+        codes
+    };
+    if sorted(&item.products) != sorted(&asked.products) {
         out.push(format!(
             "{who}: products {}, sent {}",
             item.products.codes().join("|"),
@@ -244,6 +341,20 @@ mod tests {
     #[test]
     fn the_order_that_was_sent_passes_whatever_the_scale_of_its_amounts() {
         assert!(diff(|_| {}).is_empty(), "{:?}", diff(|_| {}));
+    }
+
+    /// The service need not answer the items in the order sent: they are paired by what each
+    /// asks for, and each row gets its own item.
+    #[test]
+    fn items_answered_in_another_order_are_paired_with_what_was_sent() {
+        let mut a = answer();
+        if let Some(items) = a["items"].as_array_mut() {
+            items.reverse();
+        }
+        let order: Order = serde_json::from_value(a).expect("an order");
+        assert_eq!(check(BODY.as_bytes(), &rows(), &order), Ok(vec![1, 0]));
+        let order: Order = serde_json::from_value(answer()).expect("an order");
+        assert_eq!(check(BODY.as_bytes(), &rows(), &order), Ok(vec![0, 1]));
     }
 
     #[test]
