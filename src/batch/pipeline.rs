@@ -23,7 +23,7 @@ use futures::StreamExt;
 use rand::Rng;
 use rust_decimal::Decimal;
 
-use crate::api::models::{ExecutionMode, Order, OrderView, Product};
+use crate::api::models::{ExecutionMode, Order, OrderStatus, OrderView, Product};
 use crate::api::{ApiError, Client, CreateOutcome};
 use crate::catalog::{self, CatalogError};
 use crate::environment::{ConfigError, Connection, Environment};
@@ -1490,7 +1490,10 @@ fn record_created(
             Ok(())
         }
         CreateOutcome::Order(full) => {
-            if full.status.is_terminal() {
+            // A sync answer is COMPLETED in the published contract; one that says FAILED is
+            // read again (`GET /order/{id}`) before its rows are marked FAILED, for `retry`
+            // would pay them again under a new key.
+            if full.status == OrderStatus::Completed {
                 record_terminal(stage, order.id, &full, 200)
             } else {
                 let mut ledger = stage.ledger();
