@@ -37,8 +37,8 @@ use super::lock::{LedgerLock, LockError};
 use super::output::{self, ResultLine};
 use super::pace::Pacer;
 use super::plan;
+use super::progress::Reporter;
 use super::record;
-use super::report::Reporter;
 use crate::input::rules::{CatalogIndex, Problem, Problems, RowSpec, ValidateOptions};
 use crate::input::scan;
 

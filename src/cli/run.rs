@@ -10,7 +10,7 @@ use clap::Args;
 
 use crate::api::models::ExecutionMode;
 use crate::batch::pipeline::{self, RunOptions, RunSummary};
-use crate::batch::report::Reporter;
+use crate::batch::progress::Reporter;
 use crate::environment::Environment;
 use crate::exit;
 
