@@ -31,6 +31,7 @@ use crate::failpoint;
 use crate::ledger::merge::ToPlan;
 use crate::ledger::{
     self, IncomingRow, Ledger, LedgerError, OrderRecord, OrderState, PlannedOrder, RowState,
+    Transition,
 };
 
 use super::lock::{LedgerLock, LockError};
@@ -1426,14 +1427,11 @@ async fn submit_one(stage: &Stage, limiter: &Pacer, order: OrderRecord, tries: u
                 let cause = format!("service refused the order: {}", e.kind());
                 let recorded = stage.ledger().transition_order(
                     order.id,
-                    OrderState::Rejected,
-                    None,
-                    e.status(),
-                    None,
-                    Some((e.kind(), &message)),
-                    &[],
-                    None,
-                    &cause,
+                    Transition {
+                        http_status: e.status(),
+                        error: Some((e.kind(), &message)),
+                        ..Transition::to(OrderState::Rejected, &cause)
+                    },
                 );
                 return match recorded {
                     Ok(()) => {
@@ -1478,14 +1476,12 @@ fn record_created(
             }
             ledger.transition_order(
                 order.id,
-                OrderState::Accepted,
-                Some(&a.id),
-                Some(202),
-                response.as_deref(),
-                None,
-                &[],
-                None,
-                "service accepted the order",
+                Transition {
+                    service_order_id: Some(&a.id),
+                    http_status: Some(202),
+                    response: response.as_deref(),
+                    ..Transition::to(OrderState::Accepted, "service accepted the order")
+                },
             )?;
             Ok(())
         }
@@ -1511,14 +1507,11 @@ fn record_created(
                 }
                 ledger.transition_order(
                     order.id,
-                    OrderState::Accepted,
-                    Some(&full.id),
-                    Some(200),
-                    None,
-                    None,
-                    &[],
-                    None,
-                    "service accepted the order",
+                    Transition {
+                        service_order_id: Some(&full.id),
+                        http_status: Some(200),
+                        ..Transition::to(OrderState::Accepted, "service accepted the order")
+                    },
                 )?;
                 Ok(())
             }

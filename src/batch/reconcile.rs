@@ -9,7 +9,9 @@ use std::time::Duration;
 use crate::api::client::{PageQuery, is_loopback_host, read_retrying_until};
 use crate::api::models::{OrderStatus, OrderSummary, OrderView};
 use crate::api::{ApiError, Client};
-use crate::ledger::{self, BatchRecord, Ledger, LedgerError, OrderRecord, OrderState, RowState};
+use crate::ledger::{
+    self, BatchRecord, Ledger, LedgerError, OrderRecord, OrderState, RowState, Transition,
+};
 
 use super::plan;
 
@@ -526,14 +528,13 @@ pub async fn reconcile(
             if !dry_run {
                 ledger.transition_order(
                     intent_id,
-                    OrderState::Accepted,
-                    Some(&f.id),
-                    None,
-                    None,
-                    None,
-                    &[],
-                    None,
-                    "reconcile: the service has this order",
+                    Transition {
+                        service_order_id: Some(&f.id),
+                        ..Transition::to(
+                            OrderState::Accepted,
+                            "reconcile: the service has this order",
+                        )
+                    },
                 )?;
                 if f.status.is_terminal() {
                     apply_terminal(ledger, client, intent_id, &f.id).await?;

@@ -6,7 +6,7 @@
 use rust_decimal::Decimal;
 
 use crate::api::models::{Order, OrderItem, OrderStatus};
-use crate::ledger::{ItemOutcome, Ledger, LedgerError, OrderState};
+use crate::ledger::{ItemOutcome, Ledger, LedgerError, OrderState, Transition};
 
 use super::plan;
 use super::verify;
@@ -114,14 +114,16 @@ pub fn record_mismatch(
     );
     ledger.transition_order(
         order_id,
-        OrderState::Mismatch,
-        service_id,
-        Some(http),
-        response,
-        Some(("order_mismatch", &message)),
-        &[],
-        None,
-        "the service's answer differs from the order sent",
+        Transition {
+            service_order_id: service_id,
+            http_status: Some(http),
+            response: response,
+            error: Some(("order_mismatch", &message)),
+            ..Transition::to(
+                OrderState::Mismatch,
+                "the service's answer differs from the order sent",
+            )
+        },
     )
 }
 
@@ -246,14 +248,15 @@ pub fn record_terminal_in(
     };
     ledger.transition_order(
         order_id,
-        to,
-        Some(&order.id),
-        Some(http),
-        response.as_deref(),
-        error.as_ref().map(|(t, m)| (*t, m.as_str())),
-        &items,
-        order.completed_at.as_deref(),
-        cause,
+        Transition {
+            service_order_id: Some(&order.id),
+            http_status: Some(http),
+            response: response.as_deref(),
+            error: error.as_ref().map(|(t, m)| (*t, m.as_str())),
+            items: &items,
+            completed_at: order.completed_at.as_deref(),
+            ..Transition::to(to, cause)
+        },
     )
 }
 

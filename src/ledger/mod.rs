@@ -206,6 +206,41 @@ pub struct ItemOutcome {
     pub debited: Option<(String, String)>,
 }
 
+/// A transition of an order, and of its rows, for [`Ledger::transition_order`]: the state it
+/// goes to and what the service said with it.
+#[derive(Debug, Clone, Copy)]
+pub struct Transition<'a> {
+    pub to: OrderState,
+    /// The service's order id, when the answer gave one.
+    pub service_order_id: Option<&'a str>,
+    pub http_status: Option<u16>,
+    /// The answer's body, kept on the order.
+    pub response: Option<&'a str>,
+    /// (type, message) of a refusal or a failure.
+    pub error: Option<(&'a str, &'a str)>,
+    /// What the answer says of each item, by item index.
+    pub items: &'a [ItemOutcome],
+    pub completed_at: Option<&'a str>,
+    /// Why, for the event log.
+    pub cause: &'a str,
+}
+
+impl<'a> Transition<'a> {
+    /// To `to`, for `cause`, with nothing more from the service.
+    pub fn to(to: OrderState, cause: &'a str) -> Self {
+        Transition {
+            to,
+            service_order_id: None,
+            http_status: None,
+            response: None,
+            error: None,
+            items: &[],
+            completed_at: None,
+            cause,
+        }
+    }
+}
+
 pub struct Ledger {
     conn: Connection,
     path: PathBuf,
@@ -722,18 +757,17 @@ impl Ledger {
 
     /// Moves an order (and its rows) to a new state, with what the service said.
     #[allow(clippy::too_many_arguments)]
-    pub fn transition_order(
-        &mut self,
-        order_id: i64,
-        to: OrderState,
-        service_order_id: Option<&str>,
-        http_status: Option<u16>,
-        response: Option<&str>,
-        error: Option<(&str, &str)>,
-        items: &[ItemOutcome],
-        completed_at: Option<&str>,
-        cause: &str,
-    ) -> Result<()> {
+    pub fn transition_order(&mut self, order_id: i64, t: Transition<'_>) -> Result<()> {
+        let Transition {
+            to,
+            service_order_id,
+            http_status,
+            response,
+            error,
+            items,
+            completed_at,
+            cause,
+        } = t;
         let current = self
             .order(order_id)?
             .ok_or_else(|| LedgerError::Corrupt(format!("order {order_id} not found")))?;
@@ -866,14 +900,10 @@ impl Ledger {
     ) -> Result<()> {
         self.transition_order(
             order_id,
-            OrderState::Rejected,
-            None,
-            None,
-            None,
-            Some((kind, message)),
-            &[],
-            None,
-            cause,
+            Transition {
+                error: Some((kind, message)),
+                ..Transition::to(OrderState::Rejected, cause)
+            },
         )
     }
 
