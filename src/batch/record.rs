@@ -117,7 +117,7 @@ pub fn record_mismatch(
         Transition {
             service_order_id: service_id,
             http_status: Some(http),
-            response: response,
+            response,
             error: Some(("order_mismatch", &message)),
             ..Transition::to(
                 OrderState::Mismatch,
