@@ -237,7 +237,7 @@ pub fn embedded_state_path(ledger: &Path) -> PathBuf {
     let name = ledger
         .file_name()
         .map(|n| n.to_string_lossy().to_string())
-        .unwrap_or_else(|| "paybatch.db".into());
+        .unwrap_or_else(|| crate::ledger::DEFAULT_PATH.into());
     let stem = name.strip_suffix(".db").unwrap_or(&name);
     ledger.with_file_name(format!("{stem}.sim.db"))
 }

@@ -43,6 +43,15 @@ use super::record;
 use crate::input::rules::{CatalogIndex, Problem, Problems, RowSpec, ValidateOptions};
 use crate::input::scan;
 
+/// Orders in flight at once by default (`--concurrency`).
+pub const DEFAULT_CONCURRENCY: usize = 8;
+/// How long a run waits for the service by default (`--poll-timeout`), in seconds.
+pub const DEFAULT_POLL_TIMEOUT_SECS: u64 = 30 * 60;
+/// Sends of one order within one run by default (`--send-tries`).
+pub const DEFAULT_SEND_TRIES: u32 = 8;
+/// Hours an order may be in doubt before it is looked up at the service (`--in-doubt-hours`).
+pub const DEFAULT_IN_DOUBT_HOURS: f64 = 24.0;
+
 /// The longest `--poll-timeout`: a week.
 pub const MAX_POLL_TIMEOUT_SECS: u64 = 7 * 24 * 3600;
 
@@ -133,7 +142,7 @@ impl RunOptions {
         RunOptions {
             input: input.into(),
             batch: None,
-            ledger: PathBuf::from("paybatch.db"),
+            ledger: PathBuf::from(ledger::DEFAULT_PATH),
             out: None,
             environment: Environment::Sim,
             api_key_file: None,
@@ -144,13 +153,13 @@ impl RunOptions {
             mode: ExecutionMode::Async,
             items_per_order: ItemsPerOrder::default(),
             order_rate: DEFAULT_ORDER_RATE,
-            concurrency: 8,
-            poll_timeout: Duration::from_secs(30 * 60),
+            concurrency: DEFAULT_CONCURRENCY,
+            poll_timeout: Duration::from_secs(DEFAULT_POLL_TIMEOUT_SECS),
             catalog_ttl: catalog::DEFAULT_TTL,
             card_id: None,
             plan_only: false,
-            max_send_tries: 8,
-            in_doubt_window: Duration::from_secs(24 * 3600),
+            max_send_tries: DEFAULT_SEND_TRIES,
+            in_doubt_window: Duration::from_secs_f64(DEFAULT_IN_DOUBT_HOURS * 3600.0),
             expect_digest: None,
         }
     }

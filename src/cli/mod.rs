@@ -159,7 +159,7 @@ NO_COLOR turns colour off.\n\nExit codes: 0 ok; 1 unexpected; 2 usage or configu
 command again); 6 the ledger is in use by another paybatch.";
 
 /// The ledger used when none is given.
-pub const DEFAULT_LEDGER: &str = "paybatch.db";
+pub const DEFAULT_LEDGER: &str = crate::ledger::DEFAULT_PATH;
 
 /// Which service to talk to, with which key, and where the ledger is.
 #[derive(Debug, Clone, Args)]

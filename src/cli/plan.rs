@@ -38,7 +38,7 @@ pub struct PlanArgs {
     #[arg(long, value_name = "ID")]
     pub card_id: Option<String>,
     /// Refresh the cached catalog when older than this many seconds.
-    #[arg(long, default_value_t = 86_400, value_name = "SECONDS")]
+    #[arg(long, default_value_t = crate::catalog::DEFAULT_TTL.as_secs(), value_name = "SECONDS")]
     pub catalog_ttl: u64,
 }
 

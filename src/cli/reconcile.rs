@@ -39,7 +39,7 @@ pub struct ReconcileArgs {
     /// An intent in doubt for longer than this many hours, that the service holds no order for
     /// and whose key only gets a server error back, is given up: its rows are REJECTED for
     /// `paybatch retry` to send under a new key (the same window as `run --in-doubt-hours`).
-    #[arg(long, default_value_t = 24.0, value_name = "HOURS", value_parser = super::run::parse_hours)]
+    #[arg(long, default_value_t = crate::batch::pipeline::DEFAULT_IN_DOUBT_HOURS, value_name = "HOURS", value_parser = super::run::parse_hours)]
     pub in_doubt_hours: f64,
     #[command(flatten)]
     pub service: ServiceArgs,

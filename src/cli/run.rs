@@ -55,12 +55,12 @@ pub struct RunArgs {
     #[arg(long, default_value_t = pipeline::DEFAULT_ORDER_RATE, value_name = "N")]
     pub order_rate: u32,
     /// Orders in flight at once.
-    #[arg(long, default_value_t = 8, value_name = "N")]
+    #[arg(long, default_value_t = pipeline::DEFAULT_CONCURRENCY, value_name = "N")]
     pub concurrency: usize,
     /// How long the run waits for the service: polling orders that are not finished (from the
     /// first poll), and the pauses it asks for (429, errors) without an answer in between; then
     /// the run exits 5 and resumes later. At most 604800 (a week).
-    #[arg(long, default_value_t = 1800, value_name = "SECONDS",
+    #[arg(long, default_value_t = pipeline::DEFAULT_POLL_TIMEOUT_SECS, value_name = "SECONDS",
           value_parser = clap::value_parser!(u64).range(0..=pipeline::MAX_POLL_TIMEOUT_SECS))]
     pub poll_timeout: u64,
     /// Pay only if the file's plan digest is this one (from `paybatch validate`); else exit 3.
@@ -71,11 +71,11 @@ pub struct RunArgs {
     pub yes: bool,
     /// An order sent this many hours ago (fractions allowed) without a recorded answer is looked
     /// up at the service (`paybatch reconcile`) before it may be sent again.
-    #[arg(long, default_value_t = 24.0, value_name = "HOURS", value_parser = parse_hours)]
+    #[arg(long, default_value_t = pipeline::DEFAULT_IN_DOUBT_HOURS, value_name = "HOURS", value_parser = parse_hours)]
     pub in_doubt_hours: f64,
     /// Times one order is sent in this run (the first send and its retries with the same key)
     /// before it is left in doubt for the next run.
-    #[arg(long, default_value_t = 8, value_name = "N",
+    #[arg(long, default_value_t = pipeline::DEFAULT_SEND_TRIES, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=100))]
     pub send_tries: u32,
 }

@@ -206,6 +206,9 @@ pub struct ItemOutcome {
     pub debited: Option<(String, String)>,
 }
 
+/// The ledger used when none is given: `paybatch.db` in the working directory.
+pub const DEFAULT_PATH: &str = "paybatch.db";
+
 /// A transition of an order, and of its rows, for [`Ledger::transition_order`]: the state it
 /// goes to and what the service said with it.
 #[derive(Debug, Clone, Copy)]
