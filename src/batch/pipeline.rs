@@ -1534,8 +1534,11 @@ fn record_terminal(stage: &Stage, order_id: i64, order: &Order, http: u16) -> Re
 }
 
 /// First wait before the first look at the order statuses; each later wait is 1.5 times longer,
-/// up to [`POLL_MAX`].
+/// up to [`POLL_YOUNG_MAX`] while the polling is younger than [`POLL_YOUNG`] (most orders
+/// finish within seconds: each is seen within about a second of it), then up to [`POLL_MAX`].
 const POLL_FIRST: Duration = Duration::from_millis(500);
+const POLL_YOUNG: Duration = Duration::from_secs(60);
+const POLL_YOUNG_MAX: Duration = Duration::from_secs(1);
 const POLL_MAX: Duration = Duration::from_secs(10);
 /// Pages of the order list read per round at most.
 const LIST_PAGES_PER_ROUND: usize = 4;
@@ -1568,6 +1571,7 @@ async fn poll_all(
     // A timeout too long to add to the clock (only a library caller can give one) never ends.
     let deadline = Instant::now().checked_add(opts.poll_timeout);
     let bar = stage.reporter.bar(waiting.len() as u64, "poll");
+    let polling = Instant::now();
     let mut interval = POLL_FIRST;
     let mut unseen_rounds: HashMap<String, u32> = HashMap::new();
     while !waiting.is_empty() {
@@ -1577,7 +1581,12 @@ async fn poll_all(
             break;
         }
         tokio::time::sleep(left.map_or(interval, |l| interval.min(l))).await;
-        interval = interval.mul_f64(1.5).min(POLL_MAX);
+        let longest = if polling.elapsed() < POLL_YOUNG {
+            POLL_YOUNG_MAX
+        } else {
+            POLL_MAX
+        };
+        interval = interval.mul_f64(1.5).min(longest);
         failpoint::hit("while_polling");
 
         let (mut to_fetch, seen) = match list_statuses(&stage.client, &waiting).await {
