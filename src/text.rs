@@ -60,6 +60,26 @@ pub fn shell_word(s: &str) -> Cow<'_, str> {
     }
 }
 
+/// Levenshtein distance between `a` and `b` (only the first 64 characters of `a` count), or
+/// `None` when it is more than `max` (cheap for long names: their lengths alone tell). Used for
+/// "did you mean": column names, product codes.
+pub fn distance_within(a: &str, b: &str, max: usize) -> Option<usize> {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().take(64).collect(), b.chars().collect());
+    if a.len().abs_diff(b.len()) > max {
+        return None;
+    }
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    Some(prev[b.len()]).filter(|d| *d <= max)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

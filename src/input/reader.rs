@@ -91,25 +91,6 @@ fn squeeze(name: &str) -> String {
         .collect()
 }
 
-/// Levenshtein distance between `a` and `b`, or `None` when it is more than `max` (cheap for
-/// long names: their lengths alone tell).
-fn distance_within(a: &str, b: &str, max: usize) -> Option<usize> {
-    let (a, b): (Vec<char>, Vec<char>) = (a.chars().take(64).collect(), b.chars().collect());
-    if a.len().abs_diff(b.len()) > max {
-        return None;
-    }
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != cb);
-            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    Some(prev[b.len()]).filter(|d| *d <= max)
-}
-
 /// The known column (its index in [`KNOWN_COLUMNS`]) a header that is none of the names
 /// paybatch knows is a likely misspelling of: equal to one of its names once case, spaces, `-`
 /// and `_` are ignored, or within two edits of one (one for a name of four letters, none for
@@ -128,7 +109,7 @@ fn misspelling_of(header: &str) -> Option<usize> {
                 4 => 1,
                 _ => 2,
             };
-            if let Some(d) = distance_within(&squeezed, &known, allowed)
+            if let Some(d) = crate::text::distance_within(&squeezed, &known, allowed)
                 && best.is_none_or(|(_, bd)| d < bd)
             {
                 best = Some((k, d));
@@ -148,7 +129,7 @@ fn nearest_for(k: usize, headers: &[(usize, &String)]) -> Option<(usize, String)
             let squeezed = squeeze(h);
             names
                 .iter()
-                .filter_map(|n| distance_within(&squeezed, n, 2))
+                .filter_map(|n| crate::text::distance_within(&squeezed, n, 2))
                 .min()
                 .map(|d| (d, *i, (*h).clone()))
         })

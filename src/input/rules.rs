@@ -670,7 +670,7 @@ impl CatalogIndex {
             let d = if known.to_uppercase() == upper {
                 0
             } else {
-                edit_distance(&upper, &known.to_uppercase())
+                crate::text::distance_within(&upper, &known.to_uppercase(), 2).unwrap_or(usize::MAX)
             };
             let better = match best {
                 None => true,
@@ -682,24 +682,6 @@ impl CatalogIndex {
         }
         best.map(|(_, k)| k)
     }
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    if a.len().abs_diff(b.len()) > 2 {
-        return usize::MAX;
-    }
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != cb);
-            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 /// The first line of each value seen, remembered by a 128-bit keyed hash instead of the value:
