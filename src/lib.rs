@@ -12,5 +12,6 @@ pub mod failpoint;
 pub mod input;
 pub mod ledger;
 pub mod money;
+pub mod ops;
 pub mod sim;
 pub mod text;

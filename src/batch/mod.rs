@@ -1,14 +1,23 @@
-//! The run: plan orders, pace and send them, poll them, check and record the answers,
-//! reconcile with the service, write the result file and the report.
+//! The stages of a batch, in the order a row meets them: the options of a run, planning
+//! (grouping rows into orders, their keys and bodies), funds (prices, the balance pre-flight),
+//! sending at the service's pace, polling, checking and recording the answers, reconciling with
+//! the service, and the result file and report. The operations that string them together are
+//! in [`crate::ops`].
 
+pub mod funds;
+pub mod grouping;
 pub mod html;
 pub mod lock;
+pub mod options;
+pub mod outcome;
 pub mod output;
 pub mod pace;
-pub mod pipeline;
 pub mod plan;
-pub mod preview;
+pub mod poll;
 pub mod progress;
 pub mod reconcile;
 pub mod record;
+pub mod results;
+pub mod stage;
+pub mod submit;
 pub mod verify;

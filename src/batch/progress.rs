@@ -1,84 +1,111 @@
-//! What a run tells the person (or cron job) watching it: one line per milestone on stderr,
-//! progress bars only on a terminal.
+//! How the stages of a run tell what they do: milestone lines, warnings, and the counts of a
+//! long phase (sending, polling). The stages speak to a [`Reporter`]; what it shows is up to
+//! the [`Progress`] behind it: the command line's prints lines on stderr, bars on a terminal and
+//! a line every few seconds without one; [`Silent`] shows nothing (library use, tests).
 
-use std::io::IsTerminal;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+/// What a person (or a log) is told of a run. Every message may quote the file, the ledger or
+/// the service: an implementation that prints escapes its control characters.
+pub trait Progress: Send + Sync {
+    /// A milestone.
+    fn line(&self, msg: &str);
+    /// A warning: an implementation may hold it back until the run ends badly.
+    fn warn(&self, msg: &str);
+    /// A warning about what the batch pays (rows taken out of the file, keys given up): always
+    /// shown.
+    fn alert(&self, msg: &str);
+    /// A phase of `len` steps starts (`submit`, `poll`).
+    fn phase(&self, what: &'static str, len: u64);
+    /// `n` more steps of the phase `what` are done.
+    fn advance(&self, what: &'static str, n: u64);
+    /// The phase `what` ended.
+    fn phase_end(&self, what: &'static str);
+}
 
-use crate::text::escape_message;
+/// Shows nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Silent;
 
-#[derive(Debug, Clone)]
-pub struct Reporter {
-    pub quiet: bool,
-    pub bars: bool,
-    /// Warnings held back when quiet (see [`Reporter::warn`]).
-    held: Arc<Mutex<Vec<String>>>,
+impl Progress for Silent {
+    fn line(&self, _: &str) {}
+    fn warn(&self, _: &str) {}
+    fn alert(&self, _: &str) {}
+    fn phase(&self, _: &'static str, _: u64) {}
+    fn advance(&self, _: &'static str, _: u64) {}
+    fn phase_end(&self, _: &'static str) {}
+}
+
+/// What the stages hold: a shared [`Progress`], cheap to clone into tasks.
+#[derive(Clone)]
+pub struct Reporter(Arc<dyn Progress>);
+
+impl std::fmt::Debug for Reporter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Reporter")
+    }
 }
 
 impl Reporter {
-    /// Bars only when stderr is a terminal and not quiet.
-    pub fn new(quiet: bool) -> Self {
-        Reporter {
-            quiet,
-            bars: !quiet && std::io::stderr().is_terminal(),
-            held: Arc::default(),
-        }
+    pub fn new(progress: Arc<dyn Progress>) -> Self {
+        Reporter(progress)
     }
 
-    /// A reporter that prints nothing (library use, tests).
+    /// A reporter that shows nothing.
     pub fn silent() -> Self {
-        Reporter {
-            quiet: true,
-            bars: false,
-            held: Arc::default(),
-        }
+        Reporter(Arc::new(Silent))
     }
 
-    /// A milestone line. Every line a reporter prints has its control characters escaped
-    /// ([`crate::text::escape_message`]): it may quote the file, the ledger or the service.
     pub fn line(&self, msg: impl AsRef<str>) {
-        if !self.quiet {
-            eprintln!("{}", escape_message(msg.as_ref()));
-        }
+        self.0.line(msg.as_ref());
     }
 
-    /// A warning. When quiet it is held back: a quiet run that ends well prints nothing, one
-    /// that does not prints its held warnings with its summary ([`Reporter::take_held`]).
     pub fn warn(&self, msg: impl AsRef<str>) {
-        let line = format!("warning: {}", escape_message(msg.as_ref()));
-        if self.quiet {
-            self.held
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(line);
-        } else {
-            eprintln!("{line}");
-        }
+        self.0.warn(msg.as_ref());
     }
 
-    /// A warning about what the batch pays (rows taken out of the file, keys given up): shown
-    /// even when quiet, even when the run ends well.
     pub fn alert(&self, msg: impl AsRef<str>) {
-        eprintln!("warning: {}", escape_message(msg.as_ref()));
+        self.0.alert(msg.as_ref());
     }
 
-    /// The warnings held back so far (none unless quiet), oldest first.
-    pub fn take_held(&self) -> Vec<String> {
-        std::mem::take(&mut *self.held.lock().unwrap_or_else(|p| p.into_inner()))
+    /// A phase of `len` steps: count them with [`Phase::inc`]; it ends when dropped or
+    /// [`Phase::finish`]ed.
+    pub fn phase(&self, len: u64, what: &'static str) -> Phase {
+        self.0.phase(what, len);
+        Phase {
+            progress: self.0.clone(),
+            what,
+            ended: false,
+        }
+    }
+}
+
+/// A phase under way (see [`Reporter::phase`]).
+pub struct Phase {
+    progress: Arc<dyn Progress>,
+    what: &'static str,
+    ended: bool,
+}
+
+impl Phase {
+    pub fn inc(&self, n: u64) {
+        self.progress.advance(self.what, n);
     }
 
-    /// A progress bar of `len` steps, hidden when bars are off.
-    pub fn bar(&self, len: u64, what: &str) -> ProgressBar {
-        if !self.bars {
-            return ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::hidden());
+    pub fn finish(mut self) {
+        self.end();
+    }
+
+    fn end(&mut self) {
+        if !self.ended {
+            self.ended = true;
+            self.progress.phase_end(self.what);
         }
-        let bar = ProgressBar::new(len);
-        if let Ok(style) = ProgressStyle::with_template("{prefix:>10} [{bar:30}] {pos}/{len} {msg}")
-        {
-            bar.set_style(style.progress_chars("=> "));
-        }
-        bar.set_prefix(what.to_string());
-        bar
+    }
+}
+
+impl Drop for Phase {
+    fn drop(&mut self) {
+        self.end();
     }
 }

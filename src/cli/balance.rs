@@ -62,7 +62,7 @@ pub async fn execute(args: BalanceArgs) -> i32 {
     let balances = match result {
         Ok(b) => b,
         Err(e) => {
-            let auth = crate::batch::pipeline::is_auth_error(&e);
+            let auth = crate::batch::outcome::is_auth_error(&e);
             print_error(
                 &format!("cannot read the balance: {e}"),
                 Some("check the key and the environment with `paybatch ping`"),

@@ -33,6 +33,7 @@ pub mod config;
 pub mod man;
 pub mod ping;
 pub mod plan;
+pub mod progress;
 pub mod reconcile;
 pub mod report;
 pub mod retry;
@@ -189,11 +190,18 @@ impl ServiceArgs {
     }
 }
 
-/// Whether stderr gets colour: it is a terminal, and `NO_COLOR` is unset or empty
-/// (no-color.org). Cron and pipes never get colour.
+/// Whether stderr gets colour: it is a terminal that can show it (not `TERM=dumb`), and
+/// `NO_COLOR` is unset or empty (no-color.org). Cron and pipes never get colour.
 pub fn stderr_color() -> bool {
     use std::io::IsTerminal;
-    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+    std::io::stderr().is_terminal()
+        && !dumb_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// `TERM=dumb`: a terminal that draws neither colour nor bars (an editor's shell, a serial line).
+pub fn dumb_terminal() -> bool {
+    std::env::var_os("TERM").is_some_and(|t| t == "dumb")
 }
 
 /// `label` in bold ANSI colour `code` when `on`, else as it is.
@@ -283,8 +291,8 @@ pub fn lock_ledger(ledger: &std::path::Path) -> Result<crate::batch::lock::Ledge
 
 /// Prints a configuration error and returns the usage exit code.
 /// The exit code of what stopped a run.
-pub fn failure_code(f: crate::batch::pipeline::Failure) -> i32 {
-    use crate::batch::pipeline::Failure;
+pub fn failure_code(f: crate::batch::outcome::Failure) -> i32 {
+    use crate::batch::outcome::Failure;
     match f {
         Failure::Usage => exit::USAGE,
         Failure::Locked => exit::LOCKED,
@@ -295,8 +303,8 @@ pub fn failure_code(f: crate::batch::pipeline::Failure) -> i32 {
 }
 
 /// The exit code of how a run came out.
-pub fn outcome_code(o: crate::batch::pipeline::Outcome) -> i32 {
-    use crate::batch::pipeline::Outcome;
+pub fn outcome_code(o: crate::batch::outcome::Outcome) -> i32 {
+    use crate::batch::outcome::Outcome;
     match o {
         Outcome::Completed => exit::OK,
         Outcome::NeedsAPerson => exit::FAILURES,

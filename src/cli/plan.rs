@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::batch::pipeline::{RunError, RunOptions};
+use crate::batch::options::RunOptions;
+use crate::batch::outcome::RunError;
 
 use super::{ServiceArgs, print_error};
 

@@ -7,16 +7,13 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::batch::pipeline::RunError;
-use crate::batch::reconcile::{self, ReconcileReport};
-use crate::catalog;
-use crate::environment::Connection;
+use crate::batch::reconcile::ReconcileReport;
 use crate::exit;
-use crate::input::rules::{CatalogIndex, ValidateOptions};
-use crate::input::scan;
-use crate::ledger::{Ledger, NewBatch};
+use crate::ops::reconcile::{ReconcileOptions, reconcile_batch};
 
-use super::{ServiceArgs, config_failure, lock_ledger, print_error};
+use super::plan::report_error;
+use super::progress::Console;
+use super::{ServiceArgs, config_failure};
 
 #[derive(Debug, Args)]
 pub struct ReconcileArgs {
@@ -39,7 +36,7 @@ pub struct ReconcileArgs {
     /// An intent in doubt for longer than this many hours, that the service holds no order for
     /// and whose key only gets a server error back, is given up: its rows are REJECTED for
     /// `paybatch retry` to send under a new key (the same window as `run --in-doubt-hours`).
-    #[arg(long, default_value_t = crate::batch::pipeline::DEFAULT_IN_DOUBT_HOURS, value_name = "HOURS", value_parser = super::run::parse_hours)]
+    #[arg(long, default_value_t = crate::batch::options::DEFAULT_IN_DOUBT_HOURS, value_name = "HOURS", value_parser = super::run::parse_hours)]
     pub in_doubt_hours: f64,
     #[command(flatten)]
     pub service: ServiceArgs,
@@ -50,154 +47,35 @@ pub async fn execute(args: ReconcileArgs) -> i32 {
         Ok(e) => e,
         Err(e) => return config_failure(&e),
     };
-    let ledger_path = &args.service.ledger;
-    let _lock = match lock_ledger(ledger_path) {
-        Ok(l) => l,
-        Err(code) => return code,
-    };
-    let mut ledger = match Ledger::open(ledger_path) {
-        Ok(l) => l,
-        Err(e) => {
-            print_error(&e.to_string(), None);
-            return exit::UNEXPECTED;
-        }
-    };
-    let conn = match Connection::open(
+    let opts = ReconcileOptions {
+        batch: args.batch.clone(),
+        ledger: args.service.ledger.clone(),
         environment,
-        args.service.api_key_file.as_deref(),
-        ledger_path,
-    )
-    .await
-    {
-        Ok(c) => c,
-        Err(e) => return config_failure(&e),
+        api_key_file: args.service.api_key_file.clone(),
+        dry_run: args.dry_run,
+        rebuild: args.rebuild.clone(),
+        payment_currency: args.payment_currency.clone(),
+        in_doubt_window: std::time::Duration::from_secs_f64(args.in_doubt_hours * 3600.0),
     };
-    errln!(
-        "paybatch reconcile: {} | batch {}",
-        conn.environment.banner(),
-        args.batch
-    );
-    let mut rebuilt = false;
-    let batch = match ledger.batch(&args.batch) {
-        Ok(Some(b)) => b,
-        Ok(None) => match &args.rebuild {
-            Some(file) if !args.dry_run => {
-                let default_payment = args.payment_currency.clone();
-                match rebuild(&mut ledger, &conn, &args.batch, file, default_payment).await {
-                    Ok(b) => {
-                        rebuilt = true;
-                        b
-                    }
-                    Err(code) => return code,
-                }
-            }
-            _ => {
-                print_error(
-                    &format!("no batch `{}` in {}", args.batch, ledger_path.display()),
-                    Some(
-                        "if the ledger was lost, pass --rebuild FILE (the batch's input file) to restore it from the service",
-                    ),
-                );
-                return exit::USAGE;
-            }
-        },
-        Err(e) => {
-            print_error(&e.to_string(), None);
-            return exit::UNEXPECTED;
-        }
+    let console = Console::new(false);
+    let done = match reconcile_batch(&opts, &console.reporter()).await {
+        Ok(done) => done,
+        Err(e) => return report_error(&e),
     };
-    let window = std::time::Duration::from_secs_f64(args.in_doubt_hours * 3600.0);
-    match reconcile::reconcile(&mut ledger, &conn.client, &batch, window, args.dry_run).await {
-        Ok(report) => {
-            print_report(&report, args.dry_run, args.json);
-            if rebuilt && !report.unattributed.is_empty() {
-                // Orders still processing may hold rows the file now has PENDING: a run
-                // would plan them again under other keys. Nothing is planned until they can be
-                // told.
-                if let Err(e) = ledger.set_unsettled(batch.id, true) {
-                    print_error(&e.to_string(), None);
-                    return exit::UNEXPECTED;
-                }
-                errln!(
-                    "{} orders of the account are still processing and cannot be attributed yet: they may hold rows of this batch, so `paybatch run` sends nothing for it until a reconciliation can tell them; run `paybatch reconcile --batch {}` again once they finish",
-                    report.unattributed.len(),
-                    crate::text::shell_word(&batch.name)
-                );
-                return exit::INCOMPLETE;
-            }
-            if report.needs_a_person() {
-                exit::FAILURES
-            } else {
-                exit::OK
-            }
-        }
-        Err(e) => {
-            print_error(
-                &e.to_string(),
-                Some("check the key and environment with `paybatch ping`"),
-            );
-            exit::UNEXPECTED
-        }
+    print_report(&done.report, args.dry_run, args.json);
+    if done.unsettled {
+        errln!(
+            "{} orders of the account are still processing and cannot be attributed yet: they may hold rows of this batch, so `paybatch run` sends nothing for it until a reconciliation can tell them; run `paybatch reconcile --batch {}` again once they finish",
+            done.report.unattributed.len(),
+            crate::text::shell_word(&args.batch)
+        );
+        return exit::INCOMPLETE;
     }
-}
-
-async fn rebuild(
-    ledger: &mut Ledger,
-    conn: &Connection,
-    name: &str,
-    file: &std::path::Path,
-    default_payment_currency: Option<String>,
-) -> Result<crate::ledger::BatchRecord, i32> {
-    let fail = |msg: String| {
-        print_error(&msg, None);
-        exit::UNEXPECTED
-    };
-    let (products, _) = catalog::load(
-        ledger,
-        &conn.client,
-        &conn.environment.identity(),
-        catalog::DEFAULT_TTL,
-        false,
-    )
-    .await
-    .map_err(|e| fail(e.to_string()))?;
-    let options = ValidateOptions {
-        allow_duplicates: true,
-        default_payment_currency,
-    };
-    let catalog = CatalogIndex::new(products);
-    let scanned = scan::scan(file, None, &catalog, &options, None, |_| {}).map_err(|p| {
-        super::print_problem(&p);
-        exit::INVALID
-    })?;
-    let batch = ledger
-        .create_batch(&NewBatch {
-            name,
-            input_path: &file.display().to_string(),
-            input_hash: &scanned.file_hash,
-            headers: &scanned.headers,
-            environment: conn.environment.name(),
-            base_url: &conn.environment.recorded_base_url(),
-            key_fingerprint: &conn.key_fingerprint,
-        })
-        .map_err(|e| fail(e.to_string()))?;
-    // Rows are recorded as the file has them (PENDING or INVALID); reconcile then attaches the
-    // service's orders to them.
-    let mut merge = ledger
-        .merge(batch.id, false)
-        .map_err(|e| fail(e.to_string()))?;
-    scan::read_again(&scanned, file, &catalog, &options, |row, _| {
-        merge.row(&row).map(drop).map_err(RunError::from)
-    })
-    .map_err(|e| fail(e.to_string()))?;
-    merge.close().map_err(|e| fail(e.to_string()))?;
-    merge.commit().map_err(|e| fail(e.to_string()))?;
-    errln!(
-        "rebuilt batch {name} from {} ({} rows)",
-        file.display(),
-        scanned.rows
-    );
-    Ok(batch)
+    if done.report.needs_a_person() {
+        exit::FAILURES
+    } else {
+        exit::OK
+    }
 }
 
 fn print_report(r: &ReconcileReport, dry_run: bool, json: bool) {

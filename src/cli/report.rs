@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::batch::{html, pipeline};
+use crate::batch::{html, options, results};
 use crate::environment::Environment;
 use crate::exit;
 
@@ -57,14 +57,14 @@ pub async fn execute(args: ReportArgs, quiet: bool) -> i32 {
         (None, None) => {
             let environment = Environment::from_recorded(&batch.environment, &batch.base_url)
                 .unwrap_or(Environment::Custom(batch.base_url.clone()));
-            Some(pipeline::default_result_path(
+            Some(options::default_result_path(
                 std::path::Path::new(&batch.input_path),
                 &environment,
             ))
         }
     };
     if let Some(path) = &csv_path {
-        if let Err(e) = pipeline::write_result_file(&ledger, batch.id, &batch.headers, path) {
+        if let Err(e) = results::write_result_file(&ledger, batch.id, &batch.headers, path) {
             print_error(
                 &e.to_string(),
                 Some("check that the directory exists and is writable, or pass --out FILE"),

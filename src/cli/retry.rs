@@ -5,9 +5,9 @@
 use clap::Args;
 
 use crate::exit;
-use crate::ledger::Ledger;
 
-use super::{ServiceArgs, lock_ledger, print_error};
+use super::ServiceArgs;
+use super::plan::report_error;
 
 #[derive(Debug, Args)]
 pub struct RetryArgs {
@@ -22,54 +22,24 @@ pub struct RetryArgs {
 }
 
 pub async fn execute(args: RetryArgs) -> i32 {
-    let ledger_path = &args.service.ledger;
-    if !ledger_path.exists() {
-        print_error(
-            &format!("no ledger at {}", ledger_path.display()),
-            Some("pass --ledger PATH, the ledger the batch was run with"),
-        );
-        return exit::USAGE;
-    }
-    let _lock = match lock_ledger(ledger_path) {
-        Ok(l) => l,
-        Err(code) => return code,
-    };
-    let result = (|| -> Result<Option<Vec<String>>, crate::ledger::LedgerError> {
-        let mut ledger = Ledger::open(ledger_path)?;
-        let Some(batch) = ledger.batch(&args.batch)? else {
-            return Ok(None);
+    let retried =
+        match crate::ops::retry::retry(&args.service.ledger, &args.batch, &args.references) {
+            Ok(r) => r,
+            Err(e) => return report_error(&e),
         };
-        let refs = (!args.references.is_empty()).then_some(args.references.as_slice());
-        ledger.retry_rows(batch.id, refs).map(Some)
-    })();
-    match result {
-        Ok(None) => {
-            print_error(
-                &format!("no batch `{}` in {}", args.batch, ledger_path.display()),
-                Some("`paybatch run` names a batch after its file unless --batch is given"),
-            );
-            exit::USAGE
-        }
-        Ok(Some(refs)) if refs.is_empty() => {
-            errln!("batch {}: no FAILED or REJECTED rows to retry", args.batch);
-            exit::OK
-        }
-        Ok(Some(refs)) => {
-            errln!(
-                "batch {}: {} rows eligible again with a new attempt: {}",
-                args.batch,
-                refs.len(),
-                refs.join(", ")
-            );
-            errln!(
-                "next: paybatch run FILE --batch {} (the same file, fixed)",
-                crate::text::shell_word(&args.batch)
-            );
-            exit::OK
-        }
-        Err(e) => {
-            print_error(&e.to_string(), None);
-            exit::UNEXPECTED
-        }
+    if retried.references.is_empty() {
+        errln!("batch {}: no FAILED or REJECTED rows to retry", args.batch);
+    } else {
+        errln!(
+            "batch {}: {} rows eligible again with a new attempt: {}",
+            args.batch,
+            retried.references.len(),
+            retried.references.join(", ")
+        );
+        errln!(
+            "next: paybatch run FILE --batch {} (the same file, fixed)",
+            crate::text::shell_word(&args.batch)
+        );
     }
+    exit::OK
 }

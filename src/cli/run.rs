@@ -9,12 +9,13 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::api::models::ExecutionMode;
-use crate::batch::pipeline::{self, RunOptions, RunSummary};
-use crate::batch::progress::Reporter;
+use crate::batch::options::{self as pipeline, RunOptions};
+use crate::batch::outcome::RunSummary;
 use crate::environment::Environment;
 use crate::exit;
 
 use super::plan::{PlanArgs, delivery_counts, report_error};
+use super::progress::Console;
 use super::{config_failure, print_error};
 
 /// The long help of the command (`--help`).
@@ -150,12 +151,13 @@ pub async fn execute(args: RunArgs, quiet: bool) -> i32 {
             return code;
         }
     }
-    let reporter = Reporter::new(quiet);
-    let outcome = pipeline::run(&opts, reporter.clone()).await;
+    let console = Console::new(quiet);
+    let reporter = console.reporter();
+    let outcome = crate::ops::run::run(&opts, reporter.clone()).await;
     // Quiet: the warnings held back matter only when the run does not end well.
     let ended_well = matches!(&outcome, Ok(s) if super::outcome_code(s.outcome()) == exit::OK);
     if !ended_well {
-        for line in reporter.take_held() {
+        for line in console.take_held() {
             errln!("{line}");
         }
     }
@@ -174,7 +176,7 @@ pub async fn execute(args: RunArgs, quiet: bool) -> i32 {
 /// is not confirmed: the run itself reports it and submits nothing.
 async fn confirm_production(opts: &mut RunOptions) -> Result<(), i32> {
     errln!("paybatch run: {}", opts.environment.banner());
-    let preview = crate::batch::preview::preview(opts)
+    let preview = crate::ops::preview::preview(opts)
         .await
         .map_err(|e| report_error(&e))?;
     // Nothing to confirm when the run will refuse anyway (it says why): an invalid batch, or a

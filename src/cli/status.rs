@@ -337,7 +337,7 @@ fn one_batch(ledger: &Ledger, name: &str, json: bool) -> crate::ledger::Result<i
         }
     };
     let next = next_steps(ledger.path(), &b, &counts, &flights);
-    let charged = crate::batch::pipeline::debited_totals(ledger, b.id)?;
+    let charged = crate::batch::outcome::debited_totals(ledger, b.id)?;
     if json {
         let value = json!({
             "batch": b.name,

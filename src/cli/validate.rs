@@ -7,10 +7,10 @@ use std::io::Write;
 
 use clap::Args;
 
-use crate::batch::pipeline::RunOptions;
-use crate::batch::preview::{self, Preview};
+use crate::batch::options::RunOptions;
 use crate::exit;
 use crate::money::display_amount as amount;
+use crate::ops::preview::{self, Preview};
 use crate::text::shell_word;
 
 use super::plan::{PlanArgs, delivery_counts, report_error};

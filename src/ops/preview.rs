@@ -9,15 +9,20 @@ use std::collections::{BTreeMap, HashMap};
 use rust_decimal::Decimal;
 use serde::Serialize;
 
+use crate::api::Client;
 use crate::api::models::Product;
-use crate::api::{ApiError, Client};
+use crate::batch::funds::{self, row_card, row_price};
+use crate::batch::options::RunOptions;
+use crate::batch::outcome::RunError;
 use crate::catalog::CatalogSource;
 use crate::environment::Connection;
-use crate::ledger::{Ledger, RowState};
-
-use super::pipeline::{self, RunError, RunOptions};
 use crate::input::rules::{CatalogIndex, Problem, Problems, RowSpec, ValidateOptions};
 use crate::input::scan;
+use crate::ledger::{Ledger, RowState};
+
+use super::session::{check_binding, load_catalog};
+
+pub use crate::batch::funds::BalanceCheck;
 
 /// What the rows still to pay cost, from one payment currency's balance.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -45,15 +50,6 @@ pub struct ProductTotal {
     pub rows: usize,
     pub face_value: Decimal,
     pub price: Decimal,
-}
-
-/// One payment currency's balance against what the rows still to pay need from it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct BalanceCheck {
-    pub currency: String,
-    pub needed: Decimal,
-    pub available: Decimal,
-    pub enough: bool,
 }
 
 /// Totals of the rows still to pay.
@@ -91,8 +87,8 @@ impl Totals {
             .per_delivery
             .entry(spec.distribution.as_str().to_string())
             .or_default() += 1;
-        let price = pipeline::row_price(spec, by_code);
-        if let Some(card) = pipeline::row_card(spec, default_card) {
+        let price = row_price(spec, by_code);
+        if let Some(card) = row_card(spec, default_card) {
             let entry = self.per_card.entry(card.to_string()).or_default();
             entry.0 += 1;
             *entry.1.entry(spec.currency.clone()).or_default() += price;
@@ -124,25 +120,20 @@ impl Totals {
     }
 }
 
-/// Asks the service for the balance of every payment currency that `totals` needs.
+/// The balance pre-flight ([`funds::check`]) of every payment currency that `totals` draws
+/// on.
 pub async fn check_balances(
     client: &Client,
     totals: &Totals,
-) -> Result<Vec<BalanceCheck>, ApiError> {
-    let mut out = Vec::new();
-    for (currency, total) in &totals.per_payment_currency {
-        if total.price.is_zero() {
-            continue;
-        }
-        let balance = client.balance(currency).await?;
-        out.push(BalanceCheck {
-            currency: currency.clone(),
-            needed: total.price,
-            available: balance.balance,
-            enough: balance.balance >= total.price,
-        });
-    }
-    Ok(out)
+) -> Result<Vec<BalanceCheck>, RunError> {
+    let need: BTreeMap<String, Decimal> = totals
+        .per_payment_currency
+        .iter()
+        .filter(|(_, t)| !t.price.is_zero())
+        .map(|(currency, t)| (currency.clone(), t.price))
+        .collect();
+    let mut balances = funds::read_balances(client, need.keys().cloned()).await;
+    funds::check(&need, &mut balances)
 }
 
 /// Most estimate requests `validate` makes (one per kind of converted row and balance).
@@ -263,9 +254,9 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, RunError> {
     .await?;
     let existing = ledger.batch(&batch_name)?;
     if let Some(b) = &existing {
-        pipeline::check_binding(b, &conn)?;
+        check_binding(b, &conn)?;
     }
-    let (products, source) = pipeline::load_catalog(&mut ledger, &conn, opts).await?;
+    let (products, source) = load_catalog(&mut ledger, &conn, opts).await?;
     let mut preview = Preview {
         file: opts.input.display().to_string(),
         batch: batch_name.clone(),
@@ -326,15 +317,7 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, RunError> {
     preview.set_problems(scanned.problems);
     preview.totals = totals;
     estimate_converted(&conn.client, &mut preview.totals).await;
-    preview.balance = check_balances(&conn.client, &preview.totals)
-        .await
-        .map_err(|e| {
-            if pipeline::is_auth_error(&e) {
-                RunError::Auth(e)
-            } else {
-                RunError::Api(e)
-            }
-        })?;
+    preview.balance = check_balances(&conn.client, &preview.totals).await?;
     if preview.is_valid() {
         preview.digest = scanned.digest;
     }

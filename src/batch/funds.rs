@@ -1,0 +1,242 @@
+//! What a batch costs and what pays for it: the price of a row, the card or balance it is paid
+//! from, the balance pre-flight that `run` and `validate` share, and what the service stopped
+//! for want of funds (or of its spending limit) during a run.
+
+use std::collections::{BTreeMap, HashMap};
+
+use rust_decimal::Decimal;
+use serde::Serialize;
+
+use crate::api::models::Product;
+use crate::api::{ApiError, Client};
+use crate::input::rules::RowSpec;
+use crate::ledger::{self, Ledger, OrderRecord, OrderState, RowState};
+
+use super::outcome::RunError;
+
+/// One payment currency's balance against what the rows still to pay need from it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BalanceCheck {
+    pub currency: String,
+    pub needed: Decimal,
+    pub available: Decimal,
+    pub enough: bool,
+}
+
+/// What the rows to pay draw on the balances (card-paid rows draw on none).
+#[derive(Debug, Clone, Default)]
+pub struct Need {
+    /// Per payment currency, the prices of the rows priced in it: checked against its balance.
+    pub from_balance: BTreeMap<String, Decimal>,
+    /// Per (payment currency, product currency), the prices of the rows the service converts
+    /// at order time: known only then, not checked.
+    pub converted: BTreeMap<(String, String), Decimal>,
+}
+
+impl Need {
+    /// Counts a row paid by `card` (or, when `None`, from its payment currency's balance).
+    pub fn add(&mut self, spec: &RowSpec, card: Option<&str>, by_code: &HashMap<&str, &Product>) {
+        if card.is_some() {
+            return;
+        }
+        let price = row_price(spec, by_code);
+        if spec.currency == spec.payment_currency {
+            *self
+                .from_balance
+                .entry(spec.payment_currency.clone())
+                .or_default() += price;
+        } else {
+            *self
+                .converted
+                .entry((spec.payment_currency.clone(), spec.currency.clone()))
+                .or_default() += price;
+        }
+    }
+}
+
+/// Reads the balance of each currency: read before the ledger is written (no request while a
+/// ledger transaction is open), checked once it is known what is new to pay ([`check`]).
+pub async fn read_balances(
+    client: &Client,
+    currencies: impl IntoIterator<Item = String>,
+) -> BTreeMap<String, Result<Decimal, ApiError>> {
+    let mut balances = BTreeMap::new();
+    for currency in currencies {
+        let balance = client.balance(&currency).await.map(|b| b.balance);
+        balances.insert(currency, balance);
+    }
+    balances
+}
+
+/// The balance pre-flight of `run` and `validate`: each balance `need`s draws on, against what
+/// it has. A balance that could not be read stops the check (a refused key as such).
+pub fn check(
+    need: &BTreeMap<String, Decimal>,
+    balances: &mut BTreeMap<String, Result<Decimal, ApiError>>,
+) -> Result<Vec<BalanceCheck>, RunError> {
+    let mut checks = Vec::new();
+    for (currency, amount) in need {
+        let available = match balances.remove(currency) {
+            Some(Ok(available)) => available,
+            Some(Err(e)) => return Err(RunError::from_api(e)),
+            None => {
+                return Err(RunError::Ledger(ledger::LedgerError::Corrupt(format!(
+                    "the balance of {currency} was not read"
+                ))));
+            }
+        };
+        checks.push(BalanceCheck {
+            currency: currency.clone(),
+            needed: *amount,
+            available,
+            enough: available >= *amount,
+        });
+    }
+    Ok(checks)
+}
+
+/// Price of a row in its product's currency: face value less discount. For a choice of
+/// products the smallest discount counts (the highest price the recipient's choice can cost).
+pub fn row_price(spec: &RowSpec, products: &HashMap<&str, &Product>) -> Decimal {
+    let discount = spec
+        .product_codes
+        .iter()
+        .filter_map(|c| products.get(c.as_str()))
+        .map(|p| p.discount())
+        .min()
+        .unwrap_or(Decimal::ZERO);
+    let places = crate::money::minor_units(&spec.currency);
+    (spec.face_value * (Decimal::ONE - discount)).round_dp(places)
+}
+
+/// Whether a row is paid from the balance of another currency than its product's: the service
+/// converts it (embedded FX) only in an order of one item, sent in sync mode.
+pub fn is_converted(spec: &RowSpec, card: Option<&str>) -> bool {
+    card.is_none() && spec.currency != spec.payment_currency
+}
+
+/// The card a row is paid by: its own `card_id` cell, else `--card-id`, else none (balance).
+pub fn row_card<'a>(spec: &'a RowSpec, default_card: Option<&'a str>) -> Option<&'a str> {
+    spec.card_id
+        .as_deref()
+        .filter(|c| !c.is_empty())
+        .or(default_card)
+}
+
+/// What the service stopped in this run, for a person: per balance too low, the rows it left
+/// unpaid, what they need, what the balance has and how much is missing; for the account's
+/// spending limit, the rows left unpaid. With what to do next.
+pub fn held_lines(
+    ledger: &Ledger,
+    batch: &ledger::BatchRecord,
+    products: &[Product],
+    held: &BTreeMap<String, String>,
+    balances: &BTreeMap<String, Option<Decimal>>,
+) -> Result<Vec<String>, RunError> {
+    let by_code: HashMap<&str, &Product> = products.iter().map(|p| (p.code.as_str(), p)).collect();
+    let orders: HashMap<i64, OrderRecord> = ledger
+        .orders(batch.id)?
+        .into_iter()
+        .map(|o| (o.id, o))
+        .collect();
+    // Rows the stop left unpaid: not sent, or refused for it.
+    let mut unpaid: BTreeMap<String, (usize, usize, Decimal)> = BTreeMap::new();
+    let mut refused = 0usize;
+    let mut all_unpaid = 0usize;
+    for row in ledger.rows(batch.id)? {
+        let Some(order) = row.order_id.and_then(|id| orders.get(&id)) else {
+            continue;
+        };
+        let stopped = match row.state {
+            RowState::Planned => order.state == OrderState::Intent,
+            RowState::Rejected => matches!(
+                row.error_type.as_deref(),
+                Some("insufficient_funds" | "insufficient_balance" | "ordering_restricted")
+            ),
+            _ => false,
+        };
+        if !stopped {
+            continue;
+        }
+        all_unpaid += 1;
+        if row.state == RowState::Rejected {
+            refused += 1;
+        }
+        if order.card_id.is_some() {
+            continue;
+        }
+        let entry = unpaid.entry(order.payment_currency.clone()).or_default();
+        entry.0 += 1;
+        match row
+            .spec
+            .as_deref()
+            .and_then(|s| serde_json::from_str::<StoredPrice>(s).ok())
+        {
+            Some(spec) if spec.currency == order.payment_currency => {
+                let discount = spec
+                    .product_codes
+                    .iter()
+                    .filter_map(|c| by_code.get(c.as_str()))
+                    .map(|p| p.discount())
+                    .min()
+                    .unwrap_or(Decimal::ZERO);
+                let places = crate::money::minor_units(&spec.currency);
+                entry.2 += (spec.face_value * (Decimal::ONE - discount)).round_dp(places);
+            }
+            _ => entry.1 += 1,
+        }
+    }
+    let then = if refused > 0 {
+        format!(
+            "then `paybatch retry --batch {}` (for the {refused} rows the service refused) and run the same command again",
+            batch.name
+        )
+    } else {
+        "then run the same command again".to_string()
+    };
+    let mut lines = Vec::new();
+    if let Some(why) = held.get("account") {
+        lines.push(format!(
+            "the service stopped ordering for this account ({why}): {all_unpaid} rows not paid; ask the account's owner to raise its spending limit, {then}"
+        ));
+    }
+    for (what, why) in held {
+        let Some(currency) = what.strip_prefix("balance ") else {
+            continue;
+        };
+        let (rows, converted, need) = unpaid.get(currency).cloned().unwrap_or_default();
+        let available = balances.get(currency).copied().flatten();
+        let has = match &available {
+            Some(available) => format!("the balance has {available} {currency}"),
+            None => "the balance could not be read".to_string(),
+        };
+        let money = match (&available, rows - converted) {
+            (_, 0) => has,
+            (Some(available), _) if *available < need => format!(
+                "those priced in {currency} need {need} {currency}, {has}: {} {currency} missing",
+                need - available
+            ),
+            (_, _) => format!("those priced in {currency} need {need} {currency}, {has}"),
+        };
+        let fx = if converted > 0 {
+            format!(
+                "; {converted} of them are converted from other currencies, priced in {currency} only when ordered"
+            )
+        } else {
+            String::new()
+        };
+        lines.push(format!(
+            "the {currency} balance is too low ({why}): {rows} rows not paid; {money}{fx}; top up the {currency} balance, {then}"
+        ));
+    }
+    Ok(lines)
+}
+
+/// What [`held_lines`] reads of a stored row (`rows.spec`).
+#[derive(serde::Deserialize)]
+struct StoredPrice {
+    product_codes: Vec<String>,
+    #[serde(with = "rust_decimal::serde::str")]
+    face_value: Decimal,
+    currency: String,
+}

@@ -1,0 +1,209 @@
+//! What a run is asked to do: [`RunOptions`], with the one copy of each default that the flags
+//! and library callers share, and how many rows go in an order (`--items-per-order`).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::api::models::ExecutionMode;
+use crate::catalog;
+use crate::environment::Environment;
+use crate::ledger;
+
+/// Orders in flight at once by default (`--concurrency`).
+pub const DEFAULT_CONCURRENCY: usize = 8;
+/// How long a run waits for the service by default (`--poll-timeout`), in seconds.
+pub const DEFAULT_POLL_TIMEOUT_SECS: u64 = 30 * 60;
+/// Sends of one order within one run by default (`--send-tries`).
+pub const DEFAULT_SEND_TRIES: u32 = 8;
+/// Hours an order may be in doubt before it is looked up at the service (`--in-doubt-hours`).
+pub const DEFAULT_IN_DOUBT_HOURS: f64 = 24.0;
+
+/// The longest `--poll-timeout`: a week.
+pub const MAX_POLL_TIMEOUT_SECS: u64 = 7 * 24 * 3600;
+
+/// Default pace of order creation: the service's published limit, order creations in any
+/// sliding minute (see [`Pacer`]).
+pub const DEFAULT_ORDER_RATE: u32 = 300;
+
+/// `--items-per-order`: `auto` (the default) or a number of rows, 1 to 200.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ItemsPerOrder {
+    #[default]
+    Auto,
+    Fixed(usize),
+}
+
+impl std::str::FromStr for ItemsPerOrder {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.trim().eq_ignore_ascii_case("auto") {
+            return Ok(ItemsPerOrder::Auto);
+        }
+        match s.trim().parse::<usize>() {
+            Ok(n) if (1..=MAX_ITEMS_PER_ORDER).contains(&n) => Ok(ItemsPerOrder::Fixed(n)),
+            _ => Err(format!(
+                "`{s}` is not `auto` or a number of rows from 1 to {MAX_ITEMS_PER_ORDER}"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for ItemsPerOrder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ItemsPerOrder::Auto => f.write_str("auto"),
+            ItemsPerOrder::Fixed(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+/// Orders a batch's sends fill at most, per request in flight: each round of concurrent sends
+/// costs about one round trip, so a batch goes out in a few of them.
+const AUTO_ROUNDS: usize = 4;
+
+/// Rows per order for `--items-per-order auto`: enough that every order of the batch fits in
+/// one window of the service's rate limit (⌈rows / rate⌉), and enough that the batch goes out in
+/// a few rounds of the requests in flight (⌈rows / (4 × concurrency)⌉); no more, so that an
+/// order that fails takes as few rows with it as that speed allows. At most 200.
+pub fn auto_rows_per_order(rows: usize, rate: u32, concurrency: usize) -> usize {
+    let by_window = rows.div_ceil(rate.max(1) as usize);
+    let by_rounds = rows.div_ceil(AUTO_ROUNDS * concurrency.max(1));
+    by_window.max(by_rounds).clamp(1, MAX_ITEMS_PER_ORDER)
+}
+
+/// Most items the service takes in one order.
+pub const MAX_ITEMS_PER_ORDER: usize = 200;
+
+/// Rows per order of this run: `--items-per-order` as given, or chosen from the batch's valid
+/// rows; one in sync mode.
+pub fn per_order(opts: &RunOptions, valid_rows: usize) -> usize {
+    if opts.mode == ExecutionMode::Sync {
+        return 1;
+    }
+    match opts.items_per_order {
+        ItemsPerOrder::Fixed(n) => n.clamp(1, MAX_ITEMS_PER_ORDER),
+        ItemsPerOrder::Auto => auto_rows_per_order(valid_rows, opts.order_rate, opts.concurrency),
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub input: PathBuf,
+    pub batch: Option<String>,
+    pub ledger: PathBuf,
+    pub out: Option<PathBuf>,
+    pub environment: Environment,
+    pub api_key_file: Option<PathBuf>,
+    pub delimiter: Option<u8>,
+    pub skip_invalid: bool,
+    pub allow_duplicates: bool,
+    pub default_payment_currency: Option<String>,
+    pub mode: ExecutionMode,
+    /// Rows per order: a number (1..=200), or chosen from the batch ([`auto_rows_per_order`]).
+    pub items_per_order: ItemsPerOrder,
+    pub order_rate: u32,
+    pub concurrency: usize,
+    pub poll_timeout: Duration,
+    pub catalog_ttl: Duration,
+    /// Pay by this card instead of from the balance (a `card_id` column overrides it per row).
+    pub card_id: Option<String>,
+    /// Stop after the intents are committed: nothing is sent (the next run sends them).
+    pub plan_only: bool,
+    /// Sends of one order within one run before the run gives up on it (exit 5).
+    pub max_send_tries: u32,
+    /// An in-doubt intent first sent longer ago than this is not re-sent blindly.
+    pub in_doubt_window: Duration,
+    /// `--expect-digest`: the plan digest a person approved (`paybatch validate`); the run
+    /// refuses a file whose digest differs.
+    pub expect_digest: Option<String>,
+}
+
+impl RunOptions {
+    pub fn new(input: impl Into<PathBuf>) -> Self {
+        RunOptions {
+            input: input.into(),
+            batch: None,
+            ledger: PathBuf::from(ledger::DEFAULT_PATH),
+            out: None,
+            environment: Environment::Sim,
+            api_key_file: None,
+            delimiter: None,
+            skip_invalid: false,
+            allow_duplicates: false,
+            default_payment_currency: None,
+            mode: ExecutionMode::Async,
+            items_per_order: ItemsPerOrder::default(),
+            order_rate: DEFAULT_ORDER_RATE,
+            concurrency: DEFAULT_CONCURRENCY,
+            poll_timeout: Duration::from_secs(DEFAULT_POLL_TIMEOUT_SECS),
+            catalog_ttl: catalog::DEFAULT_TTL,
+            card_id: None,
+            plan_only: false,
+            max_send_tries: DEFAULT_SEND_TRIES,
+            in_doubt_window: Duration::from_secs_f64(DEFAULT_IN_DOUBT_HOURS * 3600.0),
+            expect_digest: None,
+        }
+    }
+
+    /// `--batch`, else the input file's stem.
+    pub fn batch_name(&self) -> String {
+        self.batch
+            .clone()
+            .unwrap_or_else(|| default_batch_name(&self.input))
+    }
+}
+
+pub fn default_batch_name(input: &Path) -> String {
+    input
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "batch".into())
+}
+
+/// Where the result file goes by default: beside the input, labelled when simulated.
+pub fn default_result_path(input: &Path, environment: &Environment) -> PathBuf {
+    let stem = default_batch_name(input);
+    let name = if environment.is_simulated() {
+        format!("{stem}.SIMULATED.result.csv")
+    } else {
+        format!("{stem}.result.csv")
+    };
+    input.with_file_name(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_rows_per_order_fill_one_window_in_few_rounds() {
+        // 300 rows at the published rate, 8 in flight: 30 orders of 10.
+        assert_eq!(auto_rows_per_order(300, 300, 8), 10);
+        // A small batch: one row an order.
+        assert_eq!(auto_rows_per_order(20, 300, 8), 1);
+        assert_eq!(auto_rows_per_order(0, 300, 8), 1);
+        // A large batch: the service's largest order, 500 orders in two windows.
+        assert_eq!(auto_rows_per_order(100_000, 300, 8), 200);
+        // Every order of the batch fits one window while 200 rows an order allow it.
+        for rows in [1_000, 9_999, 60_000] {
+            let per = auto_rows_per_order(rows, 300, 8);
+            assert!(rows.div_ceil(per) <= 300, "{rows} rows: {per} an order");
+        }
+        // More in flight: smaller orders.
+        assert!(auto_rows_per_order(3_000, 300, 32) < auto_rows_per_order(3_000, 300, 8));
+    }
+
+    #[test]
+    fn items_per_order_reads_auto_or_a_number() {
+        assert_eq!("auto".parse::<ItemsPerOrder>(), Ok(ItemsPerOrder::Auto));
+        assert_eq!("AUTO".parse::<ItemsPerOrder>(), Ok(ItemsPerOrder::Auto));
+        assert_eq!(
+            "200".parse::<ItemsPerOrder>(),
+            Ok(ItemsPerOrder::Fixed(200))
+        );
+        for bad in ["0", "201", "-1", "many", ""] {
+            assert!(bad.parse::<ItemsPerOrder>().is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,289 @@
+//! How a run ends: the error that stopped it ([`RunError`], with the help a person needs), what
+//! kind of stop it was ([`Failure`]), and the summary of a run that went to its end
+//! ([`RunSummary`], [`Outcome`]). The command line maps these to exit codes; nothing here knows
+//! them.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use rust_decimal::Decimal;
+
+use crate::api::ApiError;
+use crate::catalog::CatalogError;
+use crate::environment::{ConfigError, Environment};
+use crate::input::rules::Problems;
+use crate::input::scan;
+use crate::ledger::{Ledger, LedgerError, RowState};
+
+use super::lock::LockError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Locked(#[from] LockError),
+    #[error("{} problem(s) in {}; nothing was submitted", .problems.len(), .input.display())]
+    Invalid {
+        input: PathBuf,
+        /// The first of each kind, and how many of each.
+        problems: Problems,
+    },
+    #[error("{message}")]
+    Refused { message: String, help: String },
+    #[error("{message}")]
+    Binding { message: String, help: String },
+    /// The service and the ledger disagree in a way only a person can settle.
+    #[error("{message}")]
+    Conflict { message: String, help: String },
+    /// The service cannot tell yet whether rows are already ordered (a rebuilt batch with
+    /// orders still processing): nothing was planned; the same command goes on later.
+    #[error("{message}")]
+    Unsettled { message: String, help: String },
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    #[error("the service refused the credentials or version: {0}")]
+    Auth(ApiError),
+    #[error("{0}")]
+    Api(#[from] ApiError),
+    #[error(transparent)]
+    Reconcile(#[from] super::reconcile::ReconcileError),
+    #[error("cannot write {path}: {message}")]
+    Io { path: PathBuf, message: String },
+}
+
+impl From<scan::FileChanged> for RunError {
+    fn from(e: scan::FileChanged) -> Self {
+        RunError::Refused {
+            message: e.to_string(),
+            help: "run again once nothing writes to the file".into(),
+        }
+    }
+}
+
+/// What stopped a run, for the command line to turn into an exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// A flag, a setting, the key, or a batch bound elsewhere: nothing was sent.
+    Usage,
+    /// Another process holds the ledger.
+    Locked,
+    /// The file (or the balance, or the approved digest) refused the plan: nothing was sent.
+    Invalid,
+    /// The service failed for a moment: the same command resumes.
+    Incomplete,
+    /// Anything else.
+    Unexpected,
+}
+
+/// How a run that went to its end came out, for the command line to turn into an exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every row completed.
+    Completed,
+    /// Rows failed, were rejected, invalid or mismatched, or the service stopped part of the
+    /// batch: a person decides what next.
+    NeedsAPerson,
+    /// Rows are not finished: the same command resumes.
+    Incomplete,
+}
+
+impl RunError {
+    /// An error of the service: the key, environment or version refused ([`is_auth_error`]),
+    /// or another.
+    pub fn from_api(e: ApiError) -> Self {
+        if is_auth_error(&e) {
+            RunError::Auth(e)
+        } else {
+            RunError::Api(e)
+        }
+    }
+
+    pub fn failure(&self) -> Failure {
+        match self {
+            RunError::Config(_) | RunError::Binding { .. } | RunError::Auth(_) => Failure::Usage,
+            RunError::Locked(LockError::Held { .. }) => Failure::Locked,
+            RunError::Invalid { .. } | RunError::Refused { .. } => Failure::Invalid,
+            RunError::Unsettled { .. } => Failure::Incomplete,
+            _ if self.is_transient() => Failure::Incomplete,
+            _ => Failure::Unexpected,
+        }
+    }
+
+    /// The service failed for a moment (a 5xx, a 429, a dropped connection) even after the
+    /// reads were tried again: nothing is lost, and the same command resumes.
+    pub fn is_transient(&self) -> bool {
+        use super::reconcile::ReconcileError;
+        match self {
+            RunError::Api(e)
+            | RunError::Catalog(CatalogError::Api(e))
+            | RunError::Reconcile(ReconcileError::Api(e)) => e.is_transient(),
+            _ => false,
+        }
+    }
+
+    pub fn help(&self) -> Option<String> {
+        match self {
+            RunError::Config(c) => Some(c.help().to_string()).filter(|h| !h.is_empty()),
+            RunError::Locked(LockError::Held { .. }) => Some(
+                "wait for the other run to finish; a killed run releases the lock by itself".into(),
+            ),
+            RunError::Refused { help, .. }
+            | RunError::Binding { help, .. }
+            | RunError::Conflict { help, .. }
+            | RunError::Unsettled { help, .. } => Some(help.clone()),
+            RunError::Auth(e) if e.kind() == "version_removed" || e.status() == Some(410) => {
+                Some(format!(
+                    "paybatch asks for the service's API version {}, which the service has switched off: nothing more was sent; install a paybatch release that speaks a current version, then run the same command again",
+                    crate::api::models::API_VERSION
+                ))
+            }
+            RunError::Auth(e) if e.kind() == "invalid_version" => Some(format!(
+                "the service does not know the API version {} that paybatch asks for: check the base URL, or update paybatch",
+                crate::api::models::API_VERSION
+            )),
+            RunError::Auth(_) => Some(
+                "check that the key was copied completely, that it belongs to this environment, and that it was not revoked (paybatch ping)".into(),
+            ),
+            RunError::Invalid { problems, .. } if problems.all_file_level() => {
+                Some("fix the file as said above (encoding, header row, rows) and run again".into())
+            }
+            RunError::Invalid { .. } => Some(
+                "fix the rows above and run again; --skip-invalid pays the valid rows and marks the others INVALID".into(),
+            ),
+            _ if self.is_transient() => Some(
+                "nothing is lost: check the service's address and the network (paybatch ping), then run the same command again to resume".into(),
+            ),
+            RunError::Reconcile(_) => {
+                Some("check the key and environment with `paybatch ping`".into())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The outcome of a run.
+#[derive(Debug, Clone)]
+pub struct RunSummary {
+    pub batch: String,
+    pub environment: Environment,
+    pub result_path: PathBuf,
+    pub counts: BTreeMap<RowState, i64>,
+    /// Completed rows: (currency, face value total, price total).
+    pub totals: BTreeMap<String, (Decimal, Decimal)>,
+    pub incomplete_reason: Option<String>,
+    /// Rows in orders per payment method (`balance USD`, `card card_x`).
+    pub paid_by: BTreeMap<String, i64>,
+    /// What left each paying balance (or card) for the completed rows: (`balance USD` or
+    /// `card card_x`, currency) -> amount. Converted rows count in the payment currency.
+    pub debited: BTreeMap<(String, String), Decimal>,
+    /// What the service stopped during the run and a person must settle (a balance too low,
+    /// the account's spending limit): one line each, with what is missing and what to do.
+    pub held: Vec<String>,
+    /// The batch's valid rows per delivery (`EMAIL`, `PAYOUT_LINK`).
+    pub per_delivery: BTreeMap<String, i64>,
+}
+
+impl RunSummary {
+    pub fn count(&self, state: RowState) -> i64 {
+        self.counts.get(&state).copied().unwrap_or(0)
+    }
+
+    /// Completed when every row is; needs a person when rows failed, were rejected, invalid or
+    /// mismatched, or the service stopped a balance or the account ([`RunSummary::held`]);
+    /// incomplete while rows are not finished.
+    pub fn outcome(&self) -> Outcome {
+        let unfinished = self.count(RowState::Pending)
+            + self.count(RowState::Planned)
+            + self.count(RowState::Submitted);
+        if !self.held.is_empty() {
+            Outcome::NeedsAPerson
+        } else if unfinished > 0 || self.incomplete_reason.is_some() {
+            Outcome::Incomplete
+        } else if self.count(RowState::Failed)
+            + self.count(RowState::Rejected)
+            + self.count(RowState::Invalid)
+            + self.count(RowState::Mismatch)
+            > 0
+        {
+            Outcome::NeedsAPerson
+        } else {
+            Outcome::Completed
+        }
+    }
+}
+
+/// Errors that say the key, environment or version is wrong: no row is at fault.
+pub fn is_auth_error(e: &ApiError) -> bool {
+    // `ordering_restricted` (403) is the account's spending limit, not its credentials.
+    e.kind() != "ordering_restricted"
+        && (matches!(
+            e.kind(),
+            "unauthorized"
+                | "invalid_api_key"
+                | "forbidden"
+                | "invalid_version"
+                | "version_removed"
+        ) || matches!(e.status(), Some(401) | Some(403) | Some(410)))
+}
+
+/// The summary of a batch as the ledger has it now.
+pub fn summarize(
+    ledger: &Ledger,
+    batch_id: i64,
+    batch: &str,
+    environment: &Environment,
+    result_path: PathBuf,
+    incomplete_reason: Option<String>,
+) -> Result<RunSummary, RunError> {
+    let counts: BTreeMap<RowState, i64> = ledger.row_counts(batch_id)?.into_iter().collect();
+    let mut totals: BTreeMap<String, (Decimal, Decimal)> = BTreeMap::new();
+    for (currency, face, price) in ledger.completed_amounts(batch_id)? {
+        let parse = |t: &str| crate::api::decimal::parse_decimal_text(t).unwrap_or_default();
+        let entry = totals.entry(currency).or_default();
+        entry.0 += parse(&face);
+        entry.1 += parse(&price);
+    }
+    let debited = debited_totals(ledger, batch_id)?;
+    let mut paid_by: BTreeMap<String, i64> = BTreeMap::new();
+    for (card, currency, rows) in ledger.rows_per_payment(batch_id)? {
+        let method = match card {
+            Some(card) => format!("card {card}"),
+            None => format!("balance {currency}"),
+        };
+        *paid_by.entry(method).or_default() += rows;
+    }
+    let per_delivery = ledger.rows_per_delivery(batch_id)?.into_iter().collect();
+    Ok(RunSummary {
+        paid_by,
+        debited,
+        per_delivery,
+        batch: batch.to_string(),
+        environment: environment.clone(),
+        result_path,
+        counts,
+        totals,
+        incomplete_reason,
+        held: Vec::new(),
+    })
+}
+
+/// What left each paying balance (or card) for the completed rows of a batch: (`balance CUR`
+/// or `card ID`, currency) -> amount.
+pub fn debited_totals(
+    ledger: &Ledger,
+    batch_id: i64,
+) -> Result<BTreeMap<(String, String), Decimal>, LedgerError> {
+    let mut out: BTreeMap<(String, String), Decimal> = BTreeMap::new();
+    for (card, currency, amount) in ledger.debited_amounts(batch_id)? {
+        let payer = match card {
+            Some(card) => format!("card {card}"),
+            None => format!("balance {currency}"),
+        };
+        let amount = crate::api::decimal::parse_decimal_text(&amount).unwrap_or_default();
+        *out.entry((payer, currency)).or_default() += amount;
+    }
+    Ok(out)
+}

@@ -1,0 +1,123 @@
+//! What the sending and polling stages share: the ledger, the client, the reporter, what the
+//! service stopped during the run, and how long the run waits without an answer.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::api::models::Order;
+use crate::api::{ApiError, Client};
+use crate::ledger::{Ledger, OrderRecord};
+
+use super::outcome::RunError;
+use super::progress::Reporter;
+use super::record;
+
+/// Shared state of the submit and poll stages.
+pub struct Stage {
+    pub ledger: Mutex<Ledger>,
+    pub client: Client,
+    pub reporter: Reporter,
+    /// What the service stopped: `balance CUR` (insufficient funds) or `account` (ordering
+    /// restricted), with the service's words. Orders it covers are not sent in this run.
+    pub held: Mutex<BTreeMap<String, String>>,
+    pub patience: Patience,
+}
+
+/// What a refusal of one order stops for the rest of the run: `account` when the service
+/// restricts ordering (its spending limit), `balance CUR` when a balance is too low.
+pub fn holds(e: &ApiError, order: &OrderRecord) -> Option<String> {
+    match e.kind() {
+        "ordering_restricted" => Some("account".into()),
+        "insufficient_funds" | "insufficient_balance" if order.card_id.is_none() => {
+            Some(format!("balance {}", order.payment_currency))
+        }
+        _ => None,
+    }
+}
+
+/// How long the sending waits for the service without getting anywhere: a pause the service
+/// asks for (a 429 and its `Retry-After`, the backoff after a server error or a dropped
+/// connection) is taken only if it ends within `--poll-timeout` of the last answer recorded
+/// (or of the start of the sending). Past that, the run stops sending and ends incomplete
+/// (exit 5): the next run resumes.
+pub struct Patience {
+    pub timeout: Duration,
+    last_progress: Mutex<tokio::time::Instant>,
+    exhausted: std::sync::atomic::AtomicBool,
+}
+
+impl Patience {
+    pub fn new(timeout: Duration) -> Self {
+        Patience {
+            timeout,
+            last_progress: Mutex::new(tokio::time::Instant::now()),
+            exhausted: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// An answer was recorded.
+    pub fn progress(&self) {
+        *self.last_progress.lock().unwrap_or_else(|p| p.into_inner()) = tokio::time::Instant::now();
+    }
+
+    /// Whether a pause of `wait` from now ends within the timeout; when it does not, the
+    /// patience is exhausted for the rest of the run.
+    pub fn allows(&self, wait: Duration) -> bool {
+        let last = *self.last_progress.lock().unwrap_or_else(|p| p.into_inner());
+        let ok = match (
+            tokio::time::Instant::now().checked_add(wait),
+            last.checked_add(self.timeout),
+        ) {
+            (Some(until), Some(deadline)) => until <= deadline,
+            (_, None) => true,
+            (None, Some(_)) => false,
+        };
+        if !ok {
+            self.exhausted
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        ok
+    }
+
+    pub fn is_exhausted(&self) -> bool {
+        self.exhausted.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// A deadline `timeout` from now (none when it is too far to be represented).
+pub fn deadline_in(timeout: Duration) -> Option<tokio::time::Instant> {
+    tokio::time::Instant::now().checked_add(timeout)
+}
+
+impl Stage {
+    /// Whether the service stopped what `order` is paid by, earlier in this run.
+    pub fn is_held(&self, order: &OrderRecord) -> bool {
+        let held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        held.contains_key("account")
+            || (order.card_id.is_none()
+                && held.contains_key(&format!("balance {}", order.payment_currency)))
+    }
+
+    pub fn hold(&self, what: String, why: String) {
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        held.entry(what).or_insert(why);
+    }
+
+    pub fn ledger(&self) -> std::sync::MutexGuard<'_, Ledger> {
+        // A panic while holding the lock leaves the SQLite state consistent (transactions are
+        // atomic), so a poisoned lock is still usable.
+        self.ledger.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Checks a finished order against what was sent and records it.
+pub fn record_terminal(
+    stage: &Stage,
+    order_id: i64,
+    order: &Order,
+    http: u16,
+) -> Result<(), RunError> {
+    record::record_terminal_in(&mut stage.ledger(), order_id, order, http)?;
+    Ok(())
+}

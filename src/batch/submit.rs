@@ -1,0 +1,409 @@
+//! Sending: every intent of the batch goes out with its recorded key and exact bytes, as many
+//! in flight as `--concurrency` allows and as fast as the pacer lets (the service's sliding
+//! minute), each send marked in the ledger before it leaves; the answer is recorded, a refusal
+//! recorded with its reason, and a transient failure retried with the same key.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::Rng;
+
+use crate::api::CreateOutcome;
+use crate::api::models::{ExecutionMode, OrderStatus};
+use crate::failpoint;
+use crate::ledger::{self, Ledger, LedgerError, OrderRecord, OrderState, Transition};
+
+use super::options::RunOptions;
+use super::outcome::{RunError, is_auth_error};
+use super::pace::{self, Pacer};
+use super::record;
+use super::stage::{Stage, holds, record_terminal};
+
+/// An intent sent (in doubt) longer than `window` ago: not re-sent before reconciling.
+pub fn stale(sends: i64, first_sent_at: Option<&str>, window: Duration) -> bool {
+    sends > 0 && ledger::older_than(first_sent_at, window)
+}
+
+/// Intents read from the ledger at a time (a batch can hold a million).
+const INTENT_CHUNK: i64 = 4096;
+
+/// Visits the batch's intents a chunk at a time, in id order.
+pub fn each_intent(
+    ledger: &Ledger,
+    batch_id: i64,
+    mut visit: impl FnMut(ledger::IntentHead) -> Result<(), RunError>,
+) -> Result<(), RunError> {
+    let mut after = 0;
+    loop {
+        let chunk = ledger.intent_heads(batch_id, after, INTENT_CHUNK)?;
+        let Some(last) = chunk.last().map(|h| h.id) else {
+            return Ok(());
+        };
+        after = last;
+        for head in chunk {
+            visit(head)?;
+        }
+    }
+}
+
+/// Counts the intents: all of them, and those in doubt for longer than `window`.
+pub fn count_intents(
+    ledger: &Ledger,
+    batch_id: i64,
+    window: Duration,
+) -> Result<(usize, usize), RunError> {
+    let (mut all, mut stale_ones) = (0, 0);
+    each_intent(ledger, batch_id, |head| {
+        all += 1;
+        if stale(head.sends, head.first_sent_at.as_deref(), window) {
+            stale_ones += 1;
+        }
+        Ok(())
+    })?;
+    Ok((all, stale_ones))
+}
+
+/// When this ledger's orders were sent within the service's rate window, as instants of this
+/// process: they count against the window of this run.
+pub fn recent_sends(ledger: &Ledger) -> Result<Vec<tokio::time::Instant>, RunError> {
+    let window = chrono::Duration::from_std(pace::WINDOW + Duration::from_secs(1))
+        .unwrap_or_else(|_| chrono::Duration::seconds(61));
+    let now = chrono::Utc::now();
+    let since = (now - window).to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let here = tokio::time::Instant::now();
+    Ok(ledger
+        .sends_since(&since)?
+        .iter()
+        .filter_map(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .filter_map(|t| (now - t.with_timezone(&chrono::Utc)).to_std().ok())
+        .filter_map(|ago| here.checked_sub(ago))
+        .collect())
+}
+
+/// Exponential backoff with full jitter, at least `floor`.
+fn backoff(attempt: u32, floor: Duration) -> Duration {
+    let base = Duration::from_millis(250);
+    let cap = Duration::from_secs(30);
+    let exp = base.saturating_mul(1u32 << attempt.min(10)).min(cap);
+    let jitter = rand::thread_rng().gen_range(0..=exp.as_millis() as u64);
+    floor.max(Duration::from_millis(jitter))
+}
+
+/// What one order's submission came to in this run.
+enum Sent {
+    Recorded,
+    GaveUp(String),
+    /// Not sent: the service stopped what it is paid by earlier in this run.
+    Held,
+    Stop(RunError),
+}
+
+/// Sends every intent of the batch. Returns why the run is incomplete when the service kept it
+/// waiting past its patience ([`Patience`]): the orders not sent stay intents for the next run.
+pub async fn submit_all(
+    stage: &Arc<Stage>,
+    batch_id: i64,
+    opts: &RunOptions,
+) -> Result<Option<String>, RunError> {
+    let (intents, stale_ones) = count_intents(&stage.ledger(), batch_id, opts.in_doubt_window)?;
+    if intents == 0 {
+        return Ok(None);
+    }
+    let earlier = recent_sends(&stage.ledger())?;
+    let limiter = Arc::new(Pacer::new(opts.order_rate, &earlier));
+    let count = intents - stale_ones;
+    let bar = stage.reporter.phase(count as u64, "submit");
+    stage.reporter.line(format!("submitting {count} orders"));
+    let mut tasks = tokio::task::JoinSet::new();
+    let concurrency = opts.concurrency.max(1);
+    let tries = opts.max_send_tries.max(1);
+    // Intents are read a chunk at a time (only ids and send records: each order's body is read
+    // when it is sent).
+    let mut waiting: std::collections::VecDeque<i64> = std::collections::VecDeque::new();
+    let mut after = 0;
+    let mut read_all = false;
+    let mut stop = None;
+    let mut gave_up = 0;
+    let mut held_back = 0;
+    loop {
+        // At most `concurrency` orders in flight, each read from the ledger as it starts; none
+        // once the service has kept the run waiting too long.
+        while stop.is_none() && !stage.patience.is_exhausted() && tasks.len() < concurrency {
+            if waiting.is_empty() && !read_all {
+                let chunk = stage.ledger().intent_heads(batch_id, after, INTENT_CHUNK)?;
+                read_all = chunk.is_empty();
+                for head in chunk {
+                    after = head.id;
+                    if stale(
+                        head.sends,
+                        head.first_sent_at.as_deref(),
+                        opts.in_doubt_window,
+                    ) {
+                        stage.reporter.warn(format!(
+                            "order {} (key {}) was first sent at {} and its outcome is unknown; it is older than the in-doubt window and is not re-sent blindly: run `paybatch reconcile`",
+                            head.id,
+                            head.idempotency_key,
+                            head.first_sent_at.as_deref().unwrap_or("?")
+                        ));
+                        continue;
+                    }
+                    waiting.push_back(head.id);
+                }
+                continue;
+            }
+            let Some(id) = waiting.pop_front() else { break };
+            let stage = stage.clone();
+            let limiter = limiter.clone();
+            tasks.spawn(async move {
+                let order = match stage.ledger().order(id) {
+                    Ok(Some(order)) => order,
+                    Ok(None) => {
+                        return Sent::Stop(RunError::Ledger(LedgerError::Corrupt(format!(
+                            "order {id} vanished from the ledger"
+                        ))));
+                    }
+                    Err(e) => return Sent::Stop(e.into()),
+                };
+                submit_one(&stage, &limiter, order, tries).await
+            });
+        }
+        let Some(joined) = tasks.join_next().await else {
+            break;
+        };
+        bar.inc(1);
+        match joined {
+            Ok(Sent::Recorded) => {}
+            Ok(Sent::Held) => held_back += 1,
+            Ok(Sent::GaveUp(why)) => {
+                gave_up += 1;
+                stage.reporter.warn(why);
+            }
+            Ok(Sent::Stop(e)) => {
+                if stop.is_none() {
+                    stop = Some(e);
+                    tasks.abort_all();
+                }
+            }
+            Err(e) if e.is_cancelled() => {}
+            Err(e) => {
+                return Err(RunError::Refused {
+                    message: format!("a submission task failed: {e}"),
+                    help: String::new(),
+                });
+            }
+        }
+    }
+    bar.finish();
+    if let Some(e) = stop {
+        return Err(e);
+    }
+    if stage.patience.is_exhausted() {
+        return Ok(Some(format!(
+            "the service kept asking to wait (429, server errors, no answer) for longer than --poll-timeout {}s without an answer recorded; {gave_up} orders were sent without an answer, the others not yet",
+            opts.poll_timeout.as_secs()
+        )));
+    }
+    stage.reporter.line(format!(
+        "submitted: {} orders answered, {gave_up} without an answer yet{}",
+        count - gave_up - held_back,
+        if held_back > 0 {
+            format!(", {held_back} not sent (see below)")
+        } else {
+            String::new()
+        }
+    ));
+    Ok(None)
+}
+
+async fn submit_one(stage: &Stage, limiter: &Pacer, order: OrderRecord, tries: u32) -> Sent {
+    let mode = if order.mode == "sync" {
+        ExecutionMode::Sync
+    } else {
+        ExecutionMode::Async
+    };
+    let mut last = String::new();
+    let mut server_error = false;
+    for attempt in 0..tries {
+        limiter.ready().await;
+        if stage.is_held(&order) {
+            return Sent::Held;
+        }
+        if let Err(e) = stage.ledger().mark_sending(order.id) {
+            return Sent::Stop(e.into());
+        }
+        failpoint::hit("after_mark_sending");
+        let result = stage
+            .client
+            .create_order(&order.idempotency_key, &order.body, mode)
+            .await;
+        failpoint::hit("after_send");
+        match result {
+            Ok(outcome) => {
+                let recorded = record_created(stage, &order, outcome);
+                failpoint::hit("after_record");
+                return match recorded {
+                    Ok(()) => {
+                        stage.patience.progress();
+                        Sent::Recorded
+                    }
+                    Err(e) => Sent::Stop(e),
+                };
+            }
+            Err(e) if e.is_transient() => {
+                last = format!("{}: {}", e.kind(), e.message());
+                server_error = e.status().is_some_and(|s| (500..=599).contains(&s));
+                if let Err(le) =
+                    stage
+                        .ledger()
+                        .record_send_error(order.id, e.status(), e.kind(), &e.message())
+                {
+                    return Sent::Stop(le.into());
+                }
+                // The service's Retry-After is at most MAX_RETRY_AFTER (the client reads it so).
+                let floor = if e.is_rate_limited() {
+                    e.retry_after()
+                        .unwrap_or_default()
+                        .max(Duration::from_secs(5))
+                } else {
+                    e.retry_after().unwrap_or_default()
+                };
+                let pause = (attempt + 1 < tries).then(|| backoff(attempt, floor));
+                let longest = pause.unwrap_or_default().max(if e.is_rate_limited() {
+                    floor
+                } else {
+                    Duration::ZERO
+                });
+                if !stage.patience.allows(longest) {
+                    return Sent::GaveUp(format!(
+                        "order {} (key {}): the service asks to wait {}s more ({last}), longer than the run waits without an answer (--poll-timeout {}s); it stays in doubt and is re-sent with the same key on the next run",
+                        order.id,
+                        order.idempotency_key,
+                        longest.as_secs(),
+                        stage.patience.timeout.as_secs()
+                    ));
+                }
+                if e.is_rate_limited() {
+                    limiter.throttled(floor);
+                }
+                if let Some(pause) = pause {
+                    tokio::time::sleep(pause).await;
+                }
+            }
+            Err(e) if is_auth_error(&e) => return Sent::Stop(RunError::Auth(e)),
+            Err(e) if e.kind() == "idempotency_validation_error" => {
+                // The service holds another body under this key: whatever it created must be
+                // looked at by a person; marking the rows REJECTED could lead to paying twice.
+                return Sent::Stop(RunError::Conflict {
+                    message: format!(
+                        "the service holds a different request under idempotency key {} (order {} of the ledger): {}",
+                        order.idempotency_key,
+                        order.id,
+                        e.message()
+                    ),
+                    help: "nothing was marked; run `paybatch reconcile --batch NAME --dry-run` to see what the service has for this batch".into(),
+                });
+            }
+            Err(e) => {
+                let mut message = e.message();
+                if e.kind() == "payment_method_unavailable" && order.card_id.is_some() {
+                    message.push_str(
+                        "; the service no longer lists card payments (its published API takes ACCOUNT_BALANCE only): pay these rows from a balance (drop --card-id or the card_id cell), then `paybatch retry`",
+                    );
+                }
+                if let Some(what) = holds(&e, &order) {
+                    stage.hold(what, format!("{}: {}", e.kind(), e.message()));
+                }
+                let cause = format!("service refused the order: {}", e.kind());
+                let recorded = stage.ledger().transition_order(
+                    order.id,
+                    Transition {
+                        http_status: e.status(),
+                        error: Some((e.kind(), &message)),
+                        ..Transition::to(OrderState::Rejected, &cause)
+                    },
+                );
+                return match recorded {
+                    Ok(()) => {
+                        stage.patience.progress();
+                        Sent::Recorded
+                    }
+                    Err(le) => Sent::Stop(le.into()),
+                };
+            }
+        }
+    }
+    let kept = if server_error {
+        "; if the service keeps that server error under the key, every send gets it back: once the order is older than the in-doubt window, reconciliation finds no order for it and gives the key up, and `paybatch retry` sends its rows under a new one"
+    } else {
+        ""
+    };
+    Sent::GaveUp(format!(
+        "order {} (key {}) got no usable answer after {tries} tries ({last}); it stays in doubt and is re-sent with the same key on the next run{kept}",
+        order.id, order.idempotency_key
+    ))
+}
+
+fn record_created(
+    stage: &Stage,
+    order: &OrderRecord,
+    outcome: CreateOutcome,
+) -> Result<(), RunError> {
+    match outcome {
+        CreateOutcome::Accepted(a) => {
+            let response = serde_json::to_string(&a).ok();
+            let mut ledger = stage.ledger();
+            if let Some(why) = record::id_of_another_order(&ledger, order.id, &a.id)? {
+                record::record_mismatch(
+                    &mut ledger,
+                    order.id,
+                    None,
+                    response.as_deref(),
+                    202,
+                    &[why],
+                )?;
+                return Ok(());
+            }
+            ledger.transition_order(
+                order.id,
+                Transition {
+                    service_order_id: Some(&a.id),
+                    http_status: Some(202),
+                    response: response.as_deref(),
+                    ..Transition::to(OrderState::Accepted, "service accepted the order")
+                },
+            )?;
+            Ok(())
+        }
+        CreateOutcome::Order(full) => {
+            // A sync answer is COMPLETED in the published contract; one that says FAILED is
+            // read again (`GET /order/{id}`) before its rows are marked FAILED, for `retry`
+            // would pay them again under a new key.
+            if full.status == OrderStatus::Completed {
+                record_terminal(stage, order.id, &full, 200)
+            } else {
+                let mut ledger = stage.ledger();
+                if let Some(why) = record::id_of_another_order(&ledger, order.id, &full.id)? {
+                    let response = serde_json::to_string(&full).ok();
+                    record::record_mismatch(
+                        &mut ledger,
+                        order.id,
+                        None,
+                        response.as_deref(),
+                        200,
+                        &[why],
+                    )?;
+                    return Ok(());
+                }
+                ledger.transition_order(
+                    order.id,
+                    Transition {
+                        service_order_id: Some(&full.id),
+                        http_status: Some(200),
+                        ..Transition::to(OrderState::Accepted, "service accepted the order")
+                    },
+                )?;
+                Ok(())
+            }
+        }
+    }
+}

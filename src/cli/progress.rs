@@ -1,0 +1,233 @@
+//! The command line's [`Progress`]: milestone and warning lines on stderr; on a terminal, a bar
+//! per phase with elapsed time, rate and time left, the lines printed above the bars; without
+//! one (cron, a pipe, a log file), a line at most every [`QUIET_TICK`] while a phase goes on,
+//! so a long phase is never silent.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::batch::progress::{Progress, Reporter};
+use crate::text::escape_message;
+
+/// How often a phase says how far it got without a terminal.
+pub const QUIET_TICK: Duration = Duration::from_secs(10);
+
+/// A phase under way.
+struct Running {
+    len: u64,
+    done: u64,
+    started: Instant,
+    last_line: Instant,
+    bar: Option<ProgressBar>,
+}
+
+struct State {
+    quiet: bool,
+    /// Bars are drawn (stderr is a terminal that can draw them, and not quiet).
+    bars: Option<MultiProgress>,
+    /// Warnings held back when quiet (see [`Console::take_held`]).
+    held: Vec<String>,
+    phases: BTreeMap<&'static str, Running>,
+}
+
+/// Lines and progress on stderr, as the person or the cron job running paybatch sees them.
+#[derive(Clone)]
+pub struct Console {
+    state: Arc<Mutex<State>>,
+}
+
+impl Console {
+    /// Bars only when stderr is a terminal that draws (not `TERM=dumb`) and not quiet; lines
+    /// every [`QUIET_TICK`] otherwise, unless quiet.
+    pub fn new(quiet: bool) -> Self {
+        let bars = (!quiet && std::io::stderr().is_terminal() && !super::dumb_terminal())
+            .then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr()));
+        let console = Console {
+            state: Arc::new(Mutex::new(State {
+                quiet,
+                bars,
+                held: Vec::new(),
+                phases: BTreeMap::new(),
+            })),
+        };
+        if !quiet {
+            console.tick_every(QUIET_TICK);
+        }
+        console
+    }
+
+    /// A [`Reporter`] that speaks through this console.
+    pub fn reporter(&self) -> Reporter {
+        Reporter::new(Arc::new(self.clone()))
+    }
+
+    /// The warnings held back so far (none unless quiet), oldest first.
+    pub fn take_held(&self) -> Vec<String> {
+        std::mem::take(&mut self.lock().held)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Prints a line above the bars (or plainly when there are none).
+    fn print(state: &State, line: &str) {
+        match &state.bars {
+            Some(multi) if !state.phases.is_empty() => {
+                let _ = multi.println(line);
+            }
+            _ => eprintln!("{line}"),
+        }
+    }
+
+    /// Without bars, a thread that says every `tick` how far each phase got; it ends with the
+    /// last clone of the console.
+    fn tick_every(&self, tick: Duration) {
+        if self.lock().bars.is_some() {
+            return;
+        }
+        let weak: Weak<Mutex<State>> = Arc::downgrade(&self.state);
+        let spawned = std::thread::Builder::new()
+            .name("progress".into())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(Duration::from_millis(500));
+                    let Some(state) = weak.upgrade() else { return };
+                    let mut state = state.lock().unwrap_or_else(|p| p.into_inner());
+                    let now = Instant::now();
+                    for (what, phase) in state.phases.iter_mut() {
+                        if now.duration_since(phase.last_line) >= tick {
+                            phase.last_line = now;
+                            eprintln!("{}", progress_line(what, phase, now));
+                        }
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::debug!("no progress lines: {e}");
+        }
+    }
+}
+
+/// `submit: 120/300 orders, 45 s, 2.7/s, about 67 s left`.
+fn progress_line(what: &str, phase: &Running, now: Instant) -> String {
+    let elapsed = now.duration_since(phase.started).as_secs_f64();
+    let unit = match what {
+        "submit" => "orders sent",
+        "poll" => "orders finished",
+        _ => "done",
+    };
+    let mut line = format!(
+        "{what}: {}/{} {unit}, {:.0} s",
+        phase.done, phase.len, elapsed
+    );
+    if phase.done > 0 && elapsed > 0.0 {
+        let rate = phase.done as f64 / elapsed;
+        let left = phase.len.saturating_sub(phase.done) as f64 / rate;
+        line.push_str(&format!(", {rate:.1}/s, about {left:.0} s left"));
+    }
+    line
+}
+
+impl Progress for Console {
+    fn line(&self, msg: &str) {
+        let state = self.lock();
+        if !state.quiet {
+            Console::print(&state, &escape_message(msg));
+        }
+    }
+
+    fn warn(&self, msg: &str) {
+        let line = format!("warning: {}", escape_message(msg));
+        let mut state = self.lock();
+        if state.quiet {
+            state.held.push(line);
+        } else {
+            Console::print(&state, &line);
+        }
+    }
+
+    fn alert(&self, msg: &str) {
+        let state = self.lock();
+        Console::print(&state, &format!("warning: {}", escape_message(msg)));
+    }
+
+    fn phase(&self, what: &'static str, len: u64) {
+        let mut state = self.lock();
+        if state.quiet {
+            return;
+        }
+        let bar = state.bars.as_ref().map(|multi| {
+            let bar = multi.add(ProgressBar::new(len));
+            if let Ok(style) = ProgressStyle::with_template(
+                "{prefix:>7} [{bar:30}] {pos}/{len} {per_sec:>9} {elapsed:>4} elapsed, ETA {eta}",
+            ) {
+                bar.set_style(style.progress_chars("=> "));
+            }
+            bar.set_prefix(what);
+            bar
+        });
+        let now = Instant::now();
+        state.phases.insert(
+            what,
+            Running {
+                len,
+                done: 0,
+                started: now,
+                last_line: now,
+                bar,
+            },
+        );
+    }
+
+    fn advance(&self, what: &'static str, n: u64) {
+        let mut state = self.lock();
+        if let Some(phase) = state.phases.get_mut(what) {
+            phase.done += n;
+            if let Some(bar) = &phase.bar {
+                bar.inc(n);
+            }
+        }
+    }
+
+    fn phase_end(&self, what: &'static str) {
+        let mut state = self.lock();
+        if let Some(Running { bar: Some(bar), .. }) = state.phases.remove(what) {
+            bar.finish_and_clear();
+            if let Some(multi) = &state.bars {
+                multi.remove(&bar);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_progress_line_says_how_far_and_how_long() {
+        let start = Instant::now();
+        let phase = Running {
+            len: 300,
+            done: 120,
+            started: start,
+            last_line: start,
+            bar: None,
+        };
+        let line = progress_line("submit", &phase, start + Duration::from_secs(40));
+        assert_eq!(
+            line,
+            "submit: 120/300 orders sent, 40 s, 3.0/s, about 60 s left"
+        );
+        let idle = Running { done: 0, ..phase };
+        assert_eq!(
+            progress_line("poll", &idle, start + Duration::from_secs(12)),
+            "poll: 0/300 orders finished, 12 s"
+        );
+    }
+}

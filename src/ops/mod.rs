@@ -1,0 +1,17 @@
+//! The operations of paybatch, callable without the command line: each takes its options and a
+//! [`crate::batch::progress::Reporter`], and returns a typed outcome that the command line
+//! turns into output and an exit code.
+//!
+//! - [`run::run`]: pay a batch (validate, plan, send, poll, write the result file);
+//! - [`preview::preview`]: every check of a run, its totals and plan digest, paying nothing;
+//! - [`reconcile::reconcile_batch`]: the ledger against the service's orders, and
+//!   [`reconcile::rebuild`] of a lost ledger from the service and the input file;
+//! - [`retry::retry`]: failed and rejected rows made payable again under new keys;
+//! - [`report::write_report`]: the result file (and HTML report) of a batch again.
+
+pub mod preview;
+pub mod reconcile;
+pub mod retry;
+
+pub mod run;
+pub mod session;

@@ -1,0 +1,393 @@
+//! The main job: read and validate the input, merge it into the ledger, plan orders (intent
+//! committed before any send), submit them, poll them to a terminal status, write the result
+//! file. Running it again after any interruption resumes from the ledger.
+//!
+//! The windows where the process can die, and what the next run does about each:
+//! 1. before the intent commit: nothing was sent and nothing of the file is recorded (rows and
+//!    their orders' intents are one transaction); the next run plans the same orders with the
+//!    same keys (a key depends only on environment, batch, reference and attempt);
+//! 2. after the intent commit, before the send is marked: the order is an INTENT with
+//!    `sends = 0`; it is sent with its recorded key and bytes;
+//! 3. after the send is marked, before an answer is recorded (the answer may have been lost
+//!    after the service created the order): the INTENT has `sends > 0` (in doubt); it is re-sent
+//!    with the same key and bytes and the service replays the original answer;
+//! 4. after the answer is recorded: the order is ACCEPTED and is polled;
+//! 5. while polling: the order stays ACCEPTED and is polled again.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use crate::api::Client;
+use crate::api::models::{ExecutionMode, Product};
+use crate::batch::funds;
+use crate::batch::grouping::{self, Merged};
+use crate::batch::lock::LedgerLock;
+use crate::batch::options::{ItemsPerOrder, RunOptions, default_result_path, per_order};
+use crate::batch::outcome::{RunError, RunSummary, summarize};
+use crate::batch::progress::Reporter;
+use crate::batch::results::write_result_file;
+use crate::batch::stage::{Patience, Stage, deadline_in};
+use crate::batch::{poll, reconcile, submit};
+use crate::catalog;
+use crate::environment::Connection;
+use crate::failpoint;
+use crate::input::rules::{CatalogIndex, Problems, ValidateOptions};
+use crate::input::scan;
+use crate::ledger::{self, Ledger};
+
+use super::session::{check_binding, load_catalog, open_batch};
+
+/// Runs a batch to the end (or as far as it can go), resuming whatever the ledger holds.
+pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, RunError> {
+    let batch_name = opts.batch_name();
+    reporter.line(format!(
+        "paybatch run: {} | batch {batch_name} | ledger {}",
+        opts.environment.banner(),
+        opts.ledger.display()
+    ));
+    let _lock = LedgerLock::acquire(&opts.ledger)?;
+    let mut ledger = Ledger::open(&opts.ledger)?;
+    let mut conn = Connection::open(
+        opts.environment.clone(),
+        opts.api_key_file.as_deref(),
+        &opts.ledger,
+    )
+    .await?;
+    // The reads before the sending (catalog, reconciliation) wait for the service at most
+    // --poll-timeout, whatever it asks for.
+    conn.client = conn.client.with_deadline(deadline_in(opts.poll_timeout));
+
+    // The batch binding is checked before anything else touches the service with this batch.
+    let existing = ledger.batch(&batch_name)?;
+    if let Some(b) = &existing {
+        check_binding(b, &conn)?;
+        if ledger.is_unsettled(b.id)? {
+            settle_rebuilt(&mut ledger, &conn.client, b, opts, &reporter).await?;
+        }
+    }
+    let products = catalog_for(&mut ledger, &conn, opts, &reporter).await?;
+    let options = ValidateOptions {
+        allow_duplicates: opts.allow_duplicates,
+        default_payment_currency: opts.default_payment_currency.clone(),
+    };
+    let (scanned, drawn) = first_pass(opts, &products, &options, &reporter)?;
+    // The balances are read before the ledger is written (no request while the merge is
+    // open); whether they are enough is decided once the merge knows what is new to pay.
+    let balances = funds::read_balances(&conn.client, drawn).await;
+    let batch = open_batch(&mut ledger, existing, opts, &scanned, &conn, &reporter)?;
+
+    // Merge the file into the ledger and plan its new rows into orders: one transaction,
+    // committed (durably) before any order is sent.
+    failpoint::hit("before_intent");
+    let merging = Instant::now();
+    let merged = grouping::merge_and_plan(
+        &mut ledger,
+        &batch,
+        &scanned,
+        &options,
+        &products,
+        balances,
+        opts,
+    )?;
+    tell_plan(&merged, opts, scanned.valid_rows, &reporter);
+    tracing::info!(
+        "second pass (merge and plan, committed): {:.2?}",
+        merging.elapsed()
+    );
+    failpoint::hit("after_intent");
+    reconcile_stale(&mut ledger, &conn.client, &batch, opts, &reporter).await?;
+
+    let stage = Arc::new(Stage {
+        ledger: Mutex::new(ledger),
+        client: conn.client.with_deadline(None),
+        reporter,
+        held: Mutex::new(BTreeMap::new()),
+        patience: Patience::new(opts.poll_timeout),
+    });
+    let incomplete = send_and_poll(&stage, batch.id, opts).await?;
+    finish(
+        &stage,
+        &conn.client,
+        &batch,
+        &products,
+        &scanned,
+        opts,
+        incomplete,
+    )
+    .await
+}
+
+/// The catalog of the run's environment, said where it came from.
+async fn catalog_for(
+    ledger: &mut Ledger,
+    conn: &Connection,
+    opts: &RunOptions,
+    reporter: &Reporter,
+) -> Result<Vec<Product>, RunError> {
+    let (products, source) = load_catalog(ledger, conn, opts).await?;
+    reporter.line(format!(
+        "catalog: {} products ({})",
+        products.len(),
+        match source {
+            catalog::CatalogSource::Cache => "cached",
+            catalog::CatalogSource::Service => "fetched from the service",
+        }
+    ));
+    Ok(products)
+}
+
+/// The first pass over the file: every row checked, nothing written. Returns what it found and
+/// the balances the file draws on (card-paid rows and converted prices do not count). An
+/// invalid file stops here (unless `--skip-invalid`), and so does a file that is not the plan
+/// a person approved (`--expect-digest`).
+fn first_pass(
+    opts: &RunOptions,
+    products: &[Product],
+    options: &ValidateOptions,
+    reporter: &Reporter,
+) -> Result<(scan::Scan, Vec<String>), RunError> {
+    let batch_name = opts.batch_name();
+    let index = CatalogIndex::new(products.to_vec());
+    let mut drawn = std::collections::BTreeSet::new();
+    let digest_of = opts
+        .expect_digest
+        .as_ref()
+        .map(|_| (batch_name.as_str(), opts.environment.name()));
+    let started = Instant::now();
+    let scanned = scan::scan(
+        &opts.input,
+        opts.delimiter,
+        &index,
+        options,
+        digest_of,
+        |spec| {
+            if funds::row_card(spec, opts.card_id.as_deref()).is_none()
+                && spec.currency == spec.payment_currency
+            {
+                drawn.insert(spec.payment_currency.clone());
+            }
+        },
+    )
+    .map_err(|p| RunError::Invalid {
+        input: opts.input.clone(),
+        problems: Problems::from_iter([p]),
+    })?;
+    tracing::info!("first pass (read and check): {:.2?}", started.elapsed());
+    reporter.line(format!(
+        "validated: {} rows, {} valid, {} with problems",
+        scanned.rows,
+        scanned.valid_rows,
+        scanned.rows - scanned.valid_rows
+    ));
+    if !scanned.problems.is_empty() && !opts.skip_invalid {
+        return Err(RunError::Invalid {
+            input: opts.input.clone(),
+            problems: scanned.problems,
+        });
+    }
+    check_digest(opts, &scanned, reporter)?;
+    Ok((scanned, drawn.into_iter().collect()))
+}
+
+/// `--expect-digest`: only the plan a person approved is paid (checked before the ledger
+/// batch is touched).
+fn check_digest(
+    opts: &RunOptions,
+    scanned: &scan::Scan,
+    reporter: &Reporter,
+) -> Result<(), RunError> {
+    let (Some(expected), Some(actual)) = (&opts.expect_digest, &scanned.digest) else {
+        return Ok(());
+    };
+    if !scan::digests_match(expected, actual) {
+        return Err(RunError::Refused {
+            message: format!(
+                "the file no longer matches the approved plan: expected {expected}, the file gives {actual}; nothing was submitted"
+            ),
+            help: "run `paybatch validate` on the file, check what changed, and approve the new digest".into(),
+        });
+    }
+    reporter.line(format!(
+        "plan digest: {actual} (matches the approved digest)"
+    ));
+    Ok(())
+}
+
+/// Says what the merge did and what is planned: the balances, the rows taken out of the file,
+/// the orders and how fast they go out, the converted rows.
+fn tell_plan(merged: &Merged, opts: &RunOptions, valid_rows: usize, reporter: &Reporter) {
+    for line in &merged.balance_lines {
+        reporter.line(line.clone());
+    }
+    for reference in &merged.report.removed {
+        reporter.alert(format!(
+            "row `{reference}` is no longer in the input file and was never submitted: marked REMOVED"
+        ));
+    }
+    for (reference, state) in &merged.report.missing_but_submitted {
+        reporter.alert(format!(
+            "row `{reference}` is no longer in the input file but was already submitted ({state}): it is still followed"
+        ));
+    }
+    if merged.orders > 0 {
+        let per = per_order(opts, valid_rows);
+        let how = match opts.items_per_order {
+            ItemsPerOrder::Auto if opts.mode != ExecutionMode::Sync => format!(
+                " (--items-per-order auto: {valid_rows} valid rows, {} orders a minute, {} in flight)",
+                opts.order_rate, opts.concurrency
+            ),
+            _ => String::new(),
+        };
+        let rate = opts.order_rate.max(1) as usize;
+        let takes = if merged.orders <= rate {
+            "in one burst".to_string()
+        } else {
+            format!(
+                "over about {} minutes",
+                (merged.orders - rate).div_ceil(rate)
+            )
+        };
+        reporter.line(format!(
+            "planned: {} new orders, up to {per} {} each{how}, intents committed; at most {rate} orders a minute: sent {takes}",
+            merged.orders,
+            if per == 1 { "row" } else { "rows" }
+        ));
+    }
+    if merged.converted_rows > 0 {
+        reporter.line(match merged.converted_rows {
+            1 => "1 row is paid from another currency's balance: it goes alone in a sync order (the service converts currencies only in one-item sync orders)".to_string(),
+            n => format!("{n} rows are paid from another currency's balance: each goes alone in a sync order (the service converts currencies only in one-item sync orders)"),
+        });
+    }
+}
+
+/// In-doubt intents older than the window are looked up at the service before any re-send.
+async fn reconcile_stale(
+    ledger: &mut Ledger,
+    client: &Client,
+    batch: &ledger::BatchRecord,
+    opts: &RunOptions,
+    reporter: &Reporter,
+) -> Result<(), RunError> {
+    let (_, stale) = submit::count_intents(ledger, batch.id, opts.in_doubt_window)?;
+    if stale == 0 {
+        return Ok(());
+    }
+    reporter.line(format!(
+        "{stale} in-doubt orders are older than the in-doubt window: reconciling with the service first"
+    ));
+    let r = reconcile::reconcile(
+        ledger,
+        &client.with_deadline(deadline_in(opts.poll_timeout)),
+        batch,
+        opts.in_doubt_window,
+        false,
+    )
+    .await?;
+    reporter.line(format!(
+        "reconciled: {} found at the service and recorded, {} never created (will be sent)",
+        r.adopted.len(),
+        r.absent.len()
+    ));
+    if !r.retired.is_empty() {
+        reporter.alert(format!(
+            "{} in-doubt orders were never created and the service answers their keys only with the server error it keeps for them: their rows are REJECTED; `paybatch retry --batch {}`, then this command again, sends them under new keys",
+            r.retired.len(),
+            crate::text::shell_word(&batch.name)
+        ));
+    }
+    Ok(())
+}
+
+/// Sends the intents, then polls the accepted orders. Returns why the run is incomplete, if it
+/// is.
+async fn send_and_poll(
+    stage: &Arc<Stage>,
+    batch_id: i64,
+    opts: &RunOptions,
+) -> Result<Option<String>, RunError> {
+    if opts.plan_only {
+        return Ok(Some(
+            "--plan-only: the orders are planned, not sent".to_string(),
+        ));
+    }
+    match submit::submit_all(stage, batch_id, opts).await? {
+        // The service keeps the run waiting: polling would wait the same way.
+        Some(reason) => Ok(Some(reason)),
+        None => poll::poll_all(stage, batch_id, opts).await,
+    }
+}
+
+/// After the sending and polling: what the service stopped, the result file, the summary.
+async fn finish(
+    stage: &Stage,
+    client: &Client,
+    batch: &ledger::BatchRecord,
+    products: &[Product],
+    scanned: &scan::Scan,
+    opts: &RunOptions,
+    incomplete: Option<String>,
+) -> Result<RunSummary, RunError> {
+    let held_by_service = stage.held.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    // The balances the service found too low, as they are now (read before the ledger is
+    // taken: no lock is held across a request).
+    let mut balances_now = BTreeMap::new();
+    for what in held_by_service.keys() {
+        if let Some(currency) = what.strip_prefix("balance ") {
+            let balance = client.balance(currency).await.map(|b| b.balance);
+            balances_now.insert(currency.to_string(), balance.ok());
+        }
+    }
+    let ledger = stage.ledger();
+    let held = if held_by_service.is_empty() {
+        Vec::new()
+    } else {
+        funds::held_lines(&ledger, batch, products, &held_by_service, &balances_now)?
+    };
+    let result_path = opts
+        .out
+        .clone()
+        .unwrap_or_else(|| default_result_path(&opts.input, &opts.environment));
+    let writing = Instant::now();
+    write_result_file(&ledger, batch.id, &scanned.headers, &result_path)?;
+    tracing::info!("result file: {:.2?}", writing.elapsed());
+    let summary = summarize(
+        &ledger,
+        batch.id,
+        &batch.name,
+        &opts.environment,
+        result_path,
+        incomplete,
+    )?;
+    Ok(RunSummary { held, ..summary })
+}
+
+/// A batch rebuilt while orders it could not attribute were still processing: its rows without
+/// an order may be in one of them, and planning them now could pay them again under other
+/// keys. Reconciles first; while an order of the account still cannot be told, nothing is
+/// planned or sent (exit 5: run again once the orders finish).
+async fn settle_rebuilt(
+    ledger: &mut Ledger,
+    client: &Client,
+    batch: &ledger::BatchRecord,
+    opts: &RunOptions,
+    reporter: &Reporter,
+) -> Result<(), RunError> {
+    reporter.line(format!(
+        "batch {} was rebuilt while some orders were still processing: reconciling before anything is planned",
+        batch.name
+    ));
+    let r = reconcile::reconcile(ledger, client, batch, opts.in_doubt_window, false).await?;
+    if r.unattributed.is_empty() {
+        return Ok(());
+    }
+    Err(RunError::Unsettled {
+        message: format!(
+            "{} orders of the account are still processing and cannot be attributed yet; they may hold rows of batch {} that the rebuilt ledger has without an order, so nothing was planned or sent",
+            r.unattributed.len(),
+            batch.name
+        ),
+        help: "run the same command again once those orders finish (paybatch reconcile shows them as unattributed)".into(),
+    })
+}

@@ -1,0 +1,93 @@
+//! What every operation on a batch starts with: the catalog of the environment (cached in the
+//! ledger) and the check that an existing batch belongs to this environment and key.
+
+use crate::api::models::Product;
+use crate::batch::options::RunOptions;
+use crate::batch::outcome::{RunError, is_auth_error};
+use crate::batch::progress::Reporter;
+use crate::catalog::{self, CatalogError};
+use crate::environment::Connection;
+use crate::input::scan;
+use crate::ledger::{self, Ledger};
+
+/// The catalog of the run's environment, cached in the ledger (fetched when older than
+/// `--catalog-ttl`); a refused key is reported as such.
+pub async fn load_catalog(
+    ledger: &mut Ledger,
+    conn: &Connection,
+    opts: &RunOptions,
+) -> Result<(Vec<Product>, catalog::CatalogSource), RunError> {
+    catalog::load(
+        ledger,
+        &conn.client,
+        &opts.environment.identity(),
+        opts.catalog_ttl,
+        false,
+    )
+    .await
+    .map_err(|e| match e {
+        CatalogError::Api(api) if is_auth_error(&api) => RunError::Auth(api),
+        other => RunError::Catalog(other),
+    })
+}
+
+/// An existing batch is resumed only with the environment, address and key it was started with.
+pub fn check_binding(b: &ledger::BatchRecord, conn: &Connection) -> Result<(), RunError> {
+    let env = &conn.environment;
+    let base = env.recorded_base_url();
+    if b.environment != env.name() || b.base_url != base {
+        return Err(RunError::Binding {
+            message: format!(
+                "batch `{}` belongs to environment {} ({}), not {} ({})",
+                b.name,
+                b.environment,
+                b.base_url,
+                env.name(),
+                base
+            ),
+            help: "resume it with the environment it was started in, or give this run another --batch name (a rehearsal and a real payout must not share a batch)".into(),
+        });
+    }
+    if b.key_fingerprint != conn.key_fingerprint {
+        return Err(RunError::Binding {
+            message: format!(
+                "batch `{}` was started with another API key ({}; this run uses {})",
+                b.name, b.key_fingerprint, conn.key_fingerprint
+            ),
+            help: "orders are visible only to the key that created them: resume with the same key, or reconcile the batch first".into(),
+        });
+    }
+    Ok(())
+}
+
+/// The ledger's batch: the existing one, now bound to this file, or a new one.
+pub fn open_batch(
+    ledger: &mut Ledger,
+    existing: Option<ledger::BatchRecord>,
+    opts: &RunOptions,
+    scanned: &scan::Scan,
+    conn: &Connection,
+    reporter: &Reporter,
+) -> Result<ledger::BatchRecord, RunError> {
+    let input_path = opts.input.display().to_string();
+    let batch_name = opts.batch_name();
+    Ok(match existing {
+        Some(b) => {
+            ledger.update_batch_input(b.id, &input_path, &scanned.file_hash, &scanned.headers)?;
+            reporter.line(format!(
+                "resuming batch {batch_name} (created {})",
+                b.created_at
+            ));
+            b
+        }
+        None => ledger.create_batch(&ledger::NewBatch {
+            name: &batch_name,
+            input_path: &input_path,
+            input_hash: &scanned.file_hash,
+            headers: &scanned.headers,
+            environment: opts.environment.name(),
+            base_url: &opts.environment.recorded_base_url(),
+            key_fingerprint: &conn.key_fingerprint,
+        })?,
+    })
+}
