@@ -7,19 +7,22 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use tokio::sync::mpsc;
 
 use crate::api::models::OrderView;
 use crate::api::{ApiError, Client};
 use crate::failpoint;
-use crate::ledger::{OrderRecord, OrderState};
+use crate::ledger::OrderState;
 
 use super::options::RunOptions;
 use super::outcome::{RunError, is_auth_error};
+use super::progress::Phase;
 use super::stage::{Stage, record_terminal};
 
-/// First wait before the first look at the order statuses; each later wait is 1.5 times longer,
-/// up to [`POLL_YOUNG_MAX`] while the polling is younger than [`POLL_YOUNG`] (most orders
-/// finish within seconds: each is seen within about a second of it), then up to [`POLL_MAX`].
+/// First wait before the first look at an order's status; each later wait is 1.5 times
+/// longer, up to [`POLL_YOUNG_MAX`] while the newest order is younger than [`POLL_YOUNG`] (most
+/// orders finish within seconds: each is seen within about a second of it), then up to
+/// [`POLL_MAX`].
 const POLL_FIRST: Duration = Duration::from_millis(500);
 const POLL_YOUNG: Duration = Duration::from_secs(60);
 const POLL_YOUNG_MAX: Duration = Duration::from_secs(1);
@@ -29,127 +32,217 @@ const LIST_PAGES_PER_ROUND: usize = 4;
 /// Full orders fetched at once.
 const FETCH_CONCURRENCY: usize = 8;
 
-/// Polls the accepted orders until each is terminal or the deadline passes. Statuses are read
-/// many at a time from the order list (`GET /order`); the full order (items, payout links) is
-/// fetched once, when it is terminal. An order the list does not show is asked for directly
-/// every other round. Returns why the run is incomplete, if it is.
-pub async fn poll_all(
-    stage: &Arc<Stage>,
-    batch_id: i64,
-    opts: &RunOptions,
-) -> Result<Option<String>, RunError> {
-    let accepted = stage
-        .ledger()
-        .orders_in_state(batch_id, OrderState::Accepted)?;
-    let mut waiting: HashMap<String, OrderRecord> = accepted
-        .into_iter()
-        .filter_map(|o| o.service_order_id.clone().map(|id| (id, o)))
-        .collect();
-    if waiting.is_empty() {
-        return Ok(None);
-    }
-    stage.reporter.line(format!(
-        "polling {} orders until they complete",
-        waiting.len()
-    ));
-    // A timeout too long to add to the clock (only a library caller can give one) never ends.
-    let deadline = Instant::now().checked_add(opts.poll_timeout);
-    let bar = stage.reporter.phase(waiting.len() as u64, "poll");
-    let polling = Instant::now();
-    let mut interval = POLL_FIRST;
-    let mut unseen_rounds: HashMap<String, u32> = HashMap::new();
-    while !waiting.is_empty() {
-        let now = Instant::now();
-        let left = deadline.map(|d| d.saturating_duration_since(now));
-        if left.is_some_and(|l| l.is_zero()) {
-            break;
+/// Orders accepted while the polling goes on, as the sending records them: (the service's
+/// order id, the ledger's). The sending closes it when it ends.
+pub type Accepted = mpsc::UnboundedReceiver<(String, i64)>;
+
+/// The orders being polled and when to look at them next.
+struct Poller<'s> {
+    stage: &'s Stage,
+    /// Service order id -> ledger order id.
+    waiting: HashMap<String, i64>,
+    /// Rounds in a row the order list did not show an order.
+    unseen_rounds: HashMap<String, u32>,
+    interval: Duration,
+    /// While the newest order is young, the interval stays short.
+    young_until: Instant,
+    phase: Phase,
+}
+
+impl Poller<'_> {
+    fn add(&mut self, service_id: String, order_id: i64) {
+        if self.waiting.insert(service_id, order_id).is_none() {
+            self.young_until = Instant::now() + POLL_YOUNG;
+            self.interval = self.interval.min(POLL_FIRST);
         }
-        tokio::time::sleep(left.map_or(interval, |l| interval.min(l))).await;
-        let longest = if polling.elapsed() < POLL_YOUNG {
+    }
+
+    /// The wait before the next round, and the one after it.
+    fn next_wait(&mut self) -> Duration {
+        let wait = self.interval;
+        let longest = if Instant::now() < self.young_until {
             POLL_YOUNG_MAX
         } else {
             POLL_MAX
         };
-        interval = interval.mul_f64(1.5).min(longest);
-        failpoint::hit("while_polling");
+        self.interval = self.interval.mul_f64(1.5).min(longest);
+        wait
+    }
 
-        let (mut to_fetch, seen) = match list_statuses(&stage.client, &waiting).await {
-            Ok(found) => found,
-            Err(e) if is_auth_error(&e) => return Err(RunError::Auth(e)),
-            Err(e) => {
-                if e.is_rate_limited() {
-                    interval = interval.max(Duration::from_secs(5));
-                }
-                stage.reporter.warn(format!(
-                    "cannot read the order list ({e}); asking order by order"
-                ));
-                (Vec::new(), std::collections::HashSet::new())
-            }
-        };
-        for id in waiting.keys() {
-            if seen.contains(id) {
-                unseen_rounds.remove(id);
-                continue;
-            }
-            let rounds = unseen_rounds.entry(id.clone()).or_default();
-            *rounds += 1;
-            if *rounds >= 2 {
-                *rounds = 0;
-                to_fetch.push(id.clone());
-            }
-        }
-        let client = &stage.client;
-        let fetched: Vec<(String, Result<OrderView, ApiError>)> =
-            futures::stream::iter(to_fetch.into_iter().map(|id| async move {
-                let result = client.order(&id).await;
-                (id, result)
-            }))
-            .buffer_unordered(FETCH_CONCURRENCY)
-            .collect()
-            .await;
-        for (id, result) in fetched {
-            let Some(order) = waiting.get(&id) else {
-                continue;
-            };
-            stage.ledger().count_poll(order.id)?;
-            match result {
-                Ok(OrderView::Done(full)) => {
-                    record_terminal(stage, order.id, &full, 200)?;
-                    waiting.remove(&id);
-                    bar.inc(1);
-                }
-                Ok(OrderView::Processing(_)) => {}
-                Err(e) if is_auth_error(&e) => return Err(RunError::Auth(e)),
-                Err(e) => {
-                    if e.is_rate_limited() {
-                        interval = interval.max(Duration::from_secs(5));
-                    }
-                    if !e.is_transient() {
-                        stage
-                            .reporter
-                            .warn(format!("order {id}: {e}; it will be asked again"));
-                    }
-                }
-            }
+    fn slow_down(&mut self, e: &ApiError) {
+        if e.is_rate_limited() {
+            self.interval = self.interval.max(Duration::from_secs(5));
         }
     }
-    bar.finish();
-    if waiting.is_empty() {
+}
+
+/// Polls the accepted orders until each is terminal: those the ledger holds as accepted, and
+/// those `incoming` brings while the sending goes on. The polling ends when every order is
+/// terminal and the sending has ended (`incoming` closed, or none), or `--poll-timeout` after
+/// the sending ended. Statuses are read many at a time from the order list (`GET /order`); the
+/// full order (items, payout links) is fetched once, when it is terminal. An order the list does
+/// not show is asked for directly every other round. Returns why the run is incomplete, if it
+/// is.
+pub async fn poll_all(
+    stage: &Arc<Stage>,
+    batch_id: i64,
+    opts: &RunOptions,
+    expected: u64,
+    mut incoming: Option<Accepted>,
+) -> Result<Option<String>, RunError> {
+    let accepted = stage
+        .ledger()
+        .orders_in_state(batch_id, OrderState::Accepted)?;
+    let waiting: HashMap<String, i64> = accepted
+        .into_iter()
+        .filter_map(|o| o.service_order_id.clone().map(|id| (id, o.id)))
+        .collect();
+    if waiting.is_empty() && incoming.is_none() {
+        return Ok(None);
+    }
+    if !waiting.is_empty() {
+        stage.reporter.line(format!(
+            "polling {} orders until they complete",
+            waiting.len()
+        ));
+    }
+    let mut poller = Poller {
+        stage,
+        phase: stage
+            .reporter
+            .phase(waiting.len() as u64 + expected, "poll"),
+        waiting,
+        unseen_rounds: HashMap::new(),
+        interval: POLL_FIRST,
+        young_until: Instant::now() + POLL_YOUNG,
+    };
+    // Set when the sending ends: a timeout too long to add to the clock (only a library caller
+    // can give one) never ends.
+    let mut deadline = incoming
+        .is_none()
+        .then(|| Instant::now().checked_add(opts.poll_timeout));
+    loop {
+        if let Some(rx) = incoming.as_mut() {
+            if take_incoming(rx, &mut poller).await {
+                incoming = None;
+                deadline = Some(Instant::now().checked_add(opts.poll_timeout));
+            }
+        }
+        if poller.waiting.is_empty() {
+            if incoming.is_none() {
+                break;
+            }
+            continue;
+        }
+        let left = deadline
+            .flatten()
+            .map(|d| d.saturating_duration_since(Instant::now()));
+        if left.is_some_and(|l| l.is_zero()) {
+            break;
+        }
+        let wait = poller.next_wait();
+        tokio::time::sleep(left.map_or(wait, |l| wait.min(l))).await;
+        failpoint::hit("while_polling");
+        round(&mut poller).await?;
+    }
+    poller.phase.finish();
+    if poller.waiting.is_empty() {
         Ok(None)
     } else {
         Ok(Some(format!(
             "{} orders still processing after --poll-timeout {}s",
-            waiting.len(),
+            poller.waiting.len(),
             opts.poll_timeout.as_secs()
         )))
     }
+}
+
+/// Takes the orders accepted since the last look; when none is waiting, waits for the next.
+/// Returns true once the sending has ended (the channel is closed and empty).
+async fn take_incoming(rx: &mut Accepted, poller: &mut Poller<'_>) -> bool {
+    if poller.waiting.is_empty() {
+        match rx.recv().await {
+            Some((service_id, order_id)) => poller.add(service_id, order_id),
+            None => return true,
+        }
+    }
+    loop {
+        match rx.try_recv() {
+            Ok((service_id, order_id)) => poller.add(service_id, order_id),
+            Err(mpsc::error::TryRecvError::Empty) => return false,
+            Err(mpsc::error::TryRecvError::Disconnected) => return true,
+        }
+    }
+}
+
+/// One look at the waiting orders: the order list, then the full orders that are terminal (or
+/// that the list did not show for two rounds), each terminal one checked and recorded.
+async fn round(poller: &mut Poller<'_>) -> Result<(), RunError> {
+    let stage = poller.stage;
+    let (mut to_fetch, seen) = match list_statuses(&stage.client, &poller.waiting).await {
+        Ok(found) => found,
+        Err(e) if is_auth_error(&e) => return Err(RunError::Auth(e)),
+        Err(e) => {
+            poller.slow_down(&e);
+            stage.reporter.warn(format!(
+                "cannot read the order list ({e}); asking order by order"
+            ));
+            (Vec::new(), std::collections::HashSet::new())
+        }
+    };
+    for id in poller.waiting.keys() {
+        if seen.contains(id) {
+            poller.unseen_rounds.remove(id);
+            continue;
+        }
+        let rounds = poller.unseen_rounds.entry(id.clone()).or_default();
+        *rounds += 1;
+        if *rounds >= 2 {
+            *rounds = 0;
+            to_fetch.push(id.clone());
+        }
+    }
+    let client = &stage.client;
+    let fetched: Vec<(String, Result<OrderView, ApiError>)> =
+        futures::stream::iter(to_fetch.into_iter().map(|id| async move {
+            let result = client.order(&id).await;
+            (id, result)
+        }))
+        .buffer_unordered(FETCH_CONCURRENCY)
+        .collect()
+        .await;
+    for (id, result) in fetched {
+        let Some(&order_id) = poller.waiting.get(&id) else {
+            continue;
+        };
+        stage.ledger().count_poll(order_id)?;
+        match result {
+            Ok(OrderView::Done(full)) => {
+                record_terminal(stage, order_id, &full, 200)?;
+                poller.waiting.remove(&id);
+                poller.unseen_rounds.remove(&id);
+                poller.phase.inc(1);
+            }
+            Ok(OrderView::Processing(_)) => {}
+            Err(e) if is_auth_error(&e) => return Err(RunError::Auth(e)),
+            Err(e) => {
+                poller.slow_down(&e);
+                if !e.is_transient() {
+                    stage
+                        .reporter
+                        .warn(format!("order {id}: {e}; it will be asked again"));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Reads the newest pages of the order list: which of the `waiting` orders are terminal, and
 /// which the list showed at all.
 async fn list_statuses(
     client: &Client,
-    waiting: &HashMap<String, OrderRecord>,
+    waiting: &HashMap<String, i64>,
 ) -> Result<(Vec<String>, std::collections::HashSet<String>), ApiError> {
     let limit = (waiting.len() + 50).min(500) as u32;
     let mut query = crate::api::client::PageQuery {

@@ -22,6 +22,9 @@ pub struct Stage {
     /// restricted), with the service's words. Orders it covers are not sent in this run.
     pub held: Mutex<BTreeMap<String, String>>,
     pub patience: Patience,
+    /// Where the sending tells the polling of each order the service accepted (see
+    /// [`super::poll::Accepted`]); none when nothing polls while sending.
+    pub accepted: Mutex<Option<tokio::sync::mpsc::UnboundedSender<(String, i64)>>>,
 }
 
 /// What a refusal of one order stops for the rest of the run: `account` when the service
@@ -97,6 +100,24 @@ impl Stage {
         held.contains_key("account")
             || (order.card_id.is_none()
                 && held.contains_key(&format!("balance {}", order.payment_currency)))
+    }
+
+    /// The service accepted ledger order `order_id` as `service_id`: the polling looks at it.
+    pub fn tell_accepted(&self, service_id: &str, order_id: i64) {
+        let accepted = self.accepted.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(tx) = accepted.as_ref() {
+            // The polling may have stopped (the run is ending): the order stays ACCEPTED in
+            // the ledger and the next run polls it.
+            let _ = tx.send((service_id.to_string(), order_id));
+        }
+    }
+
+    /// The sending ended: the polling finishes what it has.
+    pub fn sending_ended(&self) {
+        self.accepted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
     }
 
     pub fn hold(&self, what: String, why: String) {

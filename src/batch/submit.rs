@@ -111,6 +111,13 @@ pub async fn submit_all(
     }
     let earlier = recent_sends(&stage.ledger())?;
     let limiter = Arc::new(Pacer::new(opts.order_rate, &earlier));
+    if !earlier.is_empty() {
+        stage.reporter.line(format!(
+            "{} orders sent from this ledger in the last minute count against the service's limit of {} a minute",
+            earlier.len(),
+            opts.order_rate
+        ));
+    }
     let count = intents - stale_ones;
     let bar = stage.reporter.phase(count as u64, "submit");
     stage.reporter.line(format!("submitting {count} orders"));
@@ -372,6 +379,8 @@ fn record_created(
                     ..Transition::to(OrderState::Accepted, "service accepted the order")
                 },
             )?;
+            drop(ledger);
+            stage.tell_accepted(&a.id, order.id);
             Ok(())
         }
         CreateOutcome::Order(full) => {
@@ -402,6 +411,8 @@ fn record_created(
                         ..Transition::to(OrderState::Accepted, "service accepted the order")
                     },
                 )?;
+                drop(ledger);
+                stage.tell_accepted(&full.id, order.id);
                 Ok(())
             }
         }

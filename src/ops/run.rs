@@ -104,6 +104,7 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         reporter,
         held: Mutex::new(BTreeMap::new()),
         patience: Patience::new(opts.poll_timeout),
+        accepted: Mutex::new(None),
     });
     let incomplete = send_and_poll(&stage, batch.id, opts).await?;
     finish(
@@ -300,8 +301,9 @@ async fn reconcile_stale(
     Ok(())
 }
 
-/// Sends the intents, then polls the accepted orders. Returns why the run is incomplete, if it
-/// is.
+/// Sends the intents while polling the accepted orders: each order is looked at from the
+/// moment the service accepts it, so a batch sent in one burst is known seconds after its last
+/// order finishes. Returns why the run is incomplete, if it is.
 async fn send_and_poll(
     stage: &Arc<Stage>,
     batch_id: i64,
@@ -312,10 +314,29 @@ async fn send_and_poll(
             "--plan-only: the orders are planned, not sent".to_string(),
         ));
     }
-    match submit::submit_all(stage, batch_id, opts).await? {
+    let (to_send, _) = submit::count_intents(&stage.ledger(), batch_id, opts.in_doubt_window)?;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    *stage.accepted.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
+    let polling = poll::poll_all(stage, batch_id, opts, to_send as u64, Some(rx));
+    let sending = submit::submit_all(stage, batch_id, opts);
+    tokio::pin!(polling, sending);
+    // The polling is polled first: it reads the orders the ledger already has as accepted
+    // before the first send.
+    let sent = tokio::select! {
+        biased;
+        polled = &mut polling => {
+            // The polling ends before the sending only when it must stop the run (a refused
+            // key): the sends in flight stay in doubt and the next run resolves them.
+            stage.sending_ended();
+            return polled;
+        }
+        sent = &mut sending => sent,
+    };
+    stage.sending_ended();
+    match sent? {
         // The service keeps the run waiting: polling would wait the same way.
         Some(reason) => Ok(Some(reason)),
-        None => poll::poll_all(stage, batch_id, opts).await,
+        None => polling.await,
     }
 }
 

@@ -262,3 +262,56 @@ pub fn sqlite_files(db: &Path) -> [PathBuf; 3] {
         PathBuf::from(format!("{}-shm", db.display())),
     ]
 }
+
+/// The paybatch binary started in `dir` with `args` (the caller's paybatch settings removed,
+/// as in [`paybatch_in`]), its stderr piped to be read line by line with [`wait_for_line`].
+pub fn spawn_paybatch(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> tokio::process::Child {
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.current_dir(dir)
+        .args(args)
+        .kill_on_drop(true)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for var in [
+        "PAYBATCH_API_KEY",
+        "PAYBATCH_API_KEY_FILE",
+        "PAYBATCH_ENV",
+        "PAYBATCH_BASE_URL",
+        "PAYBATCH_LEDGER",
+        "PAYBATCH_CONFIG",
+        "PAYBATCH_FAILPOINT",
+        "RUST_LOG",
+    ] {
+        cmd.env_remove(var);
+    }
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    cmd.spawn().expect("paybatch starts")
+}
+
+/// Reads `lines` until one contains `needle` (returned with what was read before it), for at
+/// most `within`; panics with what was read otherwise.
+pub async fn wait_for_line(
+    lines: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>,
+    needle: &str,
+    within: Duration,
+) -> String {
+    let mut seen = String::new();
+    let found = tokio::time::timeout(within, async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            seen.push_str(&line);
+            seen.push('\n');
+            if line.contains(needle) {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert!(
+        matches!(found, Ok(true)),
+        "no line with `{needle}` within {within:?}; read:\n{seen}"
+    );
+    seen
+}
