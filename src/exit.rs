@@ -14,3 +14,8 @@ pub const FAILURES: i32 = 4;
 pub const INCOMPLETE: i32 = 5;
 /// The batch is being run by another process.
 pub const LOCKED: i32 = 6;
+/// Interrupted by SIGINT (Ctrl-C): what was sent is recorded or safely in doubt; the same
+/// command resumes (128 + 2, the shell's convention).
+pub const INTERRUPTED: i32 = 130;
+/// Stopped by SIGTERM: as [`INTERRUPTED`] (128 + 15).
+pub const TERMINATED: i32 = 143;

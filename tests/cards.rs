@@ -111,7 +111,7 @@ async fn a_card_paid_batch_never_touches_the_balance_even_when_resumed() {
         "{methods:?}"
     );
     assert!(
-        err(&out).contains("by card"),
+        output_of(&out).contains("by card"),
         "the summary says how rows were paid"
     );
 }

@@ -361,7 +361,7 @@ async fn a_huge_retry_after_ends_the_run_at_its_deadline() {
         &key,
     )
     .await;
-    let err = stderr_of(&out);
+    let err = output_of(&out);
     assert_eq!(out.status.code(), Some(5), "{err}");
     assert!(
         creations.load(Ordering::SeqCst) >= 1,

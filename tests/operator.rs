@@ -238,7 +238,7 @@ async fn a_misspelt_column_is_refused_and_the_rows_per_delivery_are_shown() {
     let v = json(&against(&ws, &sim, &["validate", "nov.csv", "--json"]).await);
     assert_eq!(v["totals"]["per_delivery"]["EMAIL"], 2);
     let out = against(&ws, &sim, &["run", "nov.csv"]).await;
-    let err = stderr(&out);
+    let err = output_of(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(
         err.contains("rows per delivery: 2 EMAIL, 1 PAYOUT_LINK"),
@@ -882,7 +882,7 @@ async fn a_quiet_run_prints_its_warnings_only_when_it_does_not_end_well() {
         &["--quiet", "run", "nov.csv", "--send-tries", "1"],
     )
     .await;
-    let err = stderr(&out);
+    let err = output_of(&out);
     assert_eq!(out.status.code(), Some(5), "{err}");
     assert!(
         err.contains("warning: order") && err.contains("got no usable answer after 1 tries"),

@@ -452,7 +452,7 @@ async fn what_left_each_balance_is_reported_with_conversions() {
          US-1,AMZ-US,25.00,USD,USD\n",
     );
     let out = run_against(&ws, &sim, "fx.csv", &["--items-per-order", "200"]).await;
-    let err = stderr(&out);
+    let err = output_of(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(
         err.contains("1 row is paid from another currency's balance"),
@@ -561,7 +561,7 @@ async fn insufficient_funds_stops_that_balance_and_says_what_is_missing() {
          FX-3,UBER-JP,3000,JPY,USD\n",
     );
     let out = run_against(&ws, &sim, "low.csv", &["--concurrency", "1"]).await;
-    let err = stderr(&out);
+    let err = output_of(&out);
     assert_eq!(out.status.code(), Some(4), "{err}");
     assert!(err.contains("the USD balance is too low"), "{err}");
     assert!(err.contains("paybatch retry --batch low"), "{err}");
@@ -611,7 +611,7 @@ async fn ordering_restricted_stops_sending_and_says_so() {
         &["--items-per-order", "1", "--concurrency", "1"],
     )
     .await;
-    let err = stderr(&out);
+    let err = output_of(&out);
     assert_eq!(out.status.code(), Some(4), "{err}");
     assert!(err.contains("stopped ordering for this account"), "{err}");
     assert!(!err.contains("credentials"), "not a key problem: {err}");

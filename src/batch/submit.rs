@@ -3,6 +3,7 @@
 //! minute), each send marked in the ledger before it leaves; the answer is recorded, a refusal
 //! recorded with its reason, and a transient failure retried with the same key.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -92,10 +93,206 @@ fn backoff(attempt: u32, floor: Duration) -> Duration {
 /// What one order's submission came to in this run.
 enum Sent {
     Recorded,
-    GaveUp(String),
+    /// No usable answer: the order stays in doubt. `why` follows the rows' names (` got no
+    /// usable answer after 8 tries (...)`); `kept` when the service may keep its error under the
+    /// key.
+    GaveUp {
+        why: String,
+        kept: bool,
+    },
     /// Not sent: the service stopped what it is paid by earlier in this run.
     Held,
     Stop(RunError),
+}
+
+/// Rows named in a warning at most; the others are counted.
+const NAMED_ROWS: usize = 5;
+
+/// The rows of some orders, for a person: `order of row R-1`, `orders of rows and 3
+/// more (4 orders)`. `references` are the first rows (at most [`NAMED_ROWS`] are named), `rows`
+/// how many there are in all.
+pub fn orders_of_rows(references: &[String], rows: usize, orders: usize) -> String {
+    let named: Vec<&str> = references
+        .iter()
+        .take(NAMED_ROWS)
+        .map(String::as_str)
+        .collect();
+    let more = rows.saturating_sub(named.len());
+    let rows = match (named.len(), more) {
+        (0, _) => "rows not known to the ledger".to_string(),
+        (1, 0) => format!("row {}", named[0]),
+        (_, 0) => format!("rows {}", named.join(", ")),
+        (_, more) => format!("rows {} and {more} more", named.join(", ")),
+    };
+    if orders == 1 {
+        format!("order of {rows}")
+    } else {
+        format!("orders of {rows} ({orders} orders)")
+    }
+}
+
+/// Orders of one kind the run could not finish sending, gathered into one warning.
+#[derive(Default)]
+struct Unsent {
+    orders: usize,
+    rows: usize,
+    /// The first rows' references, sorted when named.
+    references: Vec<String>,
+    kept: bool,
+}
+
+impl Unsent {
+    fn add(&mut self, stage: &Stage, order_id: i64) {
+        self.orders += 1;
+        if let Ok(rows) = stage.ledger().rows_of_order(order_id) {
+            self.rows += rows.len();
+            for row in rows {
+                if self.references.len() < NAMED_ROWS {
+                    self.references.push(row.reference);
+                }
+            }
+        }
+    }
+
+    /// `order(s) of row(s) ...`.
+    fn named(&self) -> String {
+        let mut references = self.references.clone();
+        references.sort();
+        orders_of_rows(&references, self.rows, self.orders)
+    }
+}
+
+/// What the sending of a batch keeps track of.
+struct Sending<'a> {
+    stage: &'a Arc<Stage>,
+    batch_id: i64,
+    opts: &'a RunOptions,
+    limiter: Arc<Pacer>,
+    tasks: tokio::task::JoinSet<(i64, Sent)>,
+    /// Intents read from the ledger (a chunk at a time: ids and send records only; each order's
+    /// body is read when it is sent), not started yet.
+    waiting: std::collections::VecDeque<i64>,
+    after: i64,
+    read_all: bool,
+    stop: Option<RunError>,
+    /// Orders without a usable answer, per reason.
+    gave_up: BTreeMap<String, Unsent>,
+    /// In-doubt orders older than the in-doubt window: not re-sent before reconciling.
+    stale: Unsent,
+    held_back: usize,
+}
+
+impl Sending<'_> {
+    /// Starts sends until `--concurrency` are in flight (none once the service has kept the
+    /// run waiting too long, or the run must stop).
+    fn fill(&mut self) -> Result<(), RunError> {
+        let concurrency = self.opts.concurrency.max(1);
+        let tries = self.opts.max_send_tries.max(1);
+        while self.stop.is_none()
+            && !self.stage.patience.is_exhausted()
+            && self.tasks.len() < concurrency
+        {
+            if self.waiting.is_empty() && !self.read_all {
+                self.read_chunk()?;
+                continue;
+            }
+            let Some(id) = self.waiting.pop_front() else {
+                break;
+            };
+            let stage = self.stage.clone();
+            let limiter = self.limiter.clone();
+            self.tasks.spawn(async move {
+                let order = match stage.ledger().order(id) {
+                    Ok(Some(order)) => order,
+                    Ok(None) => {
+                        let e =
+                            LedgerError::Corrupt(format!("order {id} vanished from the ledger"));
+                        return (id, Sent::Stop(RunError::Ledger(e)));
+                    }
+                    Err(e) => return (id, Sent::Stop(e.into())),
+                };
+                (id, submit_one(&stage, &limiter, order, tries).await)
+            });
+        }
+        Ok(())
+    }
+
+    fn read_chunk(&mut self) -> Result<(), RunError> {
+        let chunk = self
+            .stage
+            .ledger()
+            .intent_heads(self.batch_id, self.after, INTENT_CHUNK)?;
+        self.read_all = chunk.is_empty();
+        for head in chunk {
+            self.after = head.id;
+            let window = self.opts.in_doubt_window;
+            if stale(head.sends, head.first_sent_at.as_deref(), window) {
+                self.stale.add(self.stage, head.id);
+            } else {
+                self.waiting.push_back(head.id);
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes the answer of one send.
+    fn joined(
+        &mut self,
+        joined: Result<(i64, Sent), tokio::task::JoinError>,
+    ) -> Result<(), RunError> {
+        match joined {
+            Ok((_, Sent::Recorded)) => {}
+            Ok((_, Sent::Held)) => self.held_back += 1,
+            Ok((id, Sent::GaveUp { why, kept })) => {
+                let unsent = self.gave_up.entry(why).or_default();
+                unsent.kept |= kept;
+                unsent.add(self.stage, id);
+            }
+            Ok((_, Sent::Stop(e))) => {
+                if self.stop.is_none() {
+                    self.stop = Some(e);
+                    self.tasks.abort_all();
+                }
+            }
+            Err(e) if e.is_cancelled() => {}
+            Err(e) => {
+                return Err(RunError::Refused {
+                    message: format!("a submission task failed: {e}"),
+                    help: String::new(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// One warning per reason the run could not finish sending some orders.
+    fn warn_unsent(&self) {
+        let reporter = &self.stage.reporter;
+        if self.stale.orders > 0 {
+            reporter.warn(format!(
+                "{} sent longer ago than the in-doubt window without an answer recorded: not re-sent blindly; run `paybatch reconcile --batch {}`",
+                self.stale.named(),
+                crate::text::shell_word(&self.opts.batch_name())
+            ));
+        }
+        for (why, unsent) in &self.gave_up {
+            let (pronoun, verb, keys) = if unsent.orders == 1 {
+                ("it", "stays", "the same key")
+            } else {
+                ("they", "stay", "their keys")
+            };
+            let kept = if unsent.kept {
+                "; if the service keeps that error under a key, reconciliation gives the key up once the in-doubt window has passed, and `paybatch retry` sends its rows under a new one"
+            } else {
+                ""
+            };
+            reporter.warn(format!(
+                "{}{why}; {pronoun} {verb} in doubt and {} re-sent with {keys} on the next run{kept}",
+                unsent.named(),
+                if unsent.orders == 1 { "is" } else { "are" },
+            ));
+        }
+    }
 }
 
 /// Sends every intent of the batch. Returns why the run is incomplete when the service kept it
@@ -110,7 +307,6 @@ pub async fn submit_all(
         return Ok(None);
     }
     let earlier = recent_sends(&stage.ledger())?;
-    let limiter = Arc::new(Pacer::new(opts.order_rate, &earlier));
     if !earlier.is_empty() {
         stage.reporter.line(format!(
             "{} orders sent from this ledger in the last minute count against the service's limit of {} a minute",
@@ -119,97 +315,43 @@ pub async fn submit_all(
         ));
     }
     let count = intents - stale_ones;
-    let bar = stage.reporter.phase(count as u64, "submit");
+    let phase = stage.reporter.phase(count as u64, "submit");
     stage.reporter.line(format!("submitting {count} orders"));
-    let mut tasks = tokio::task::JoinSet::new();
-    let concurrency = opts.concurrency.max(1);
-    let tries = opts.max_send_tries.max(1);
-    // Intents are read a chunk at a time (only ids and send records: each order's body is read
-    // when it is sent).
-    let mut waiting: std::collections::VecDeque<i64> = std::collections::VecDeque::new();
-    let mut after = 0;
-    let mut read_all = false;
-    let mut stop = None;
-    let mut gave_up = 0;
-    let mut held_back = 0;
+    let mut sending = Sending {
+        stage,
+        batch_id,
+        opts,
+        limiter: Arc::new(Pacer::new(opts.order_rate, &earlier)),
+        tasks: tokio::task::JoinSet::new(),
+        waiting: std::collections::VecDeque::new(),
+        after: 0,
+        read_all: false,
+        stop: None,
+        gave_up: BTreeMap::new(),
+        stale: Unsent::default(),
+        held_back: 0,
+    };
     loop {
-        // At most `concurrency` orders in flight, each read from the ledger as it starts; none
-        // once the service has kept the run waiting too long.
-        while stop.is_none() && !stage.patience.is_exhausted() && tasks.len() < concurrency {
-            if waiting.is_empty() && !read_all {
-                let chunk = stage.ledger().intent_heads(batch_id, after, INTENT_CHUNK)?;
-                read_all = chunk.is_empty();
-                for head in chunk {
-                    after = head.id;
-                    if stale(
-                        head.sends,
-                        head.first_sent_at.as_deref(),
-                        opts.in_doubt_window,
-                    ) {
-                        stage.reporter.warn(format!(
-                            "order {} (key {}) was first sent at {} and its outcome is unknown; it is older than the in-doubt window and is not re-sent blindly: run `paybatch reconcile`",
-                            head.id,
-                            head.idempotency_key,
-                            head.first_sent_at.as_deref().unwrap_or("?")
-                        ));
-                        continue;
-                    }
-                    waiting.push_back(head.id);
-                }
-                continue;
-            }
-            let Some(id) = waiting.pop_front() else { break };
-            let stage = stage.clone();
-            let limiter = limiter.clone();
-            tasks.spawn(async move {
-                let order = match stage.ledger().order(id) {
-                    Ok(Some(order)) => order,
-                    Ok(None) => {
-                        return Sent::Stop(RunError::Ledger(LedgerError::Corrupt(format!(
-                            "order {id} vanished from the ledger"
-                        ))));
-                    }
-                    Err(e) => return Sent::Stop(e.into()),
-                };
-                submit_one(&stage, &limiter, order, tries).await
-            });
-        }
-        let Some(joined) = tasks.join_next().await else {
+        sending.fill()?;
+        let Some(joined) = sending.tasks.join_next().await else {
             break;
         };
-        bar.inc(1);
-        match joined {
-            Ok(Sent::Recorded) => {}
-            Ok(Sent::Held) => held_back += 1,
-            Ok(Sent::GaveUp(why)) => {
-                gave_up += 1;
-                stage.reporter.warn(why);
-            }
-            Ok(Sent::Stop(e)) => {
-                if stop.is_none() {
-                    stop = Some(e);
-                    tasks.abort_all();
-                }
-            }
-            Err(e) if e.is_cancelled() => {}
-            Err(e) => {
-                return Err(RunError::Refused {
-                    message: format!("a submission task failed: {e}"),
-                    help: String::new(),
-                });
-            }
-        }
+        phase.inc(1);
+        sending.joined(joined)?;
     }
-    bar.finish();
-    if let Some(e) = stop {
+    phase.finish();
+    if let Some(e) = sending.stop.take() {
         return Err(e);
     }
+    sending.warn_unsent();
+    let gave_up: usize = sending.gave_up.values().map(|u| u.orders).sum();
     if stage.patience.is_exhausted() {
         return Ok(Some(format!(
             "the service kept asking to wait (429, server errors, no answer) for longer than --poll-timeout {}s without an answer recorded; {gave_up} orders were sent without an answer, the others not yet",
             opts.poll_timeout.as_secs()
         )));
     }
+    let held_back = sending.held_back;
     stage.reporter.line(format!(
         "submitted: {} orders answered, {gave_up} without an answer yet{}",
         count - gave_up - held_back,
@@ -281,13 +423,14 @@ async fn submit_one(stage: &Stage, limiter: &Pacer, order: OrderRecord, tries: u
                     Duration::ZERO
                 });
                 if !stage.patience.allows(longest) {
-                    return Sent::GaveUp(format!(
-                        "order {} (key {}): the service asks to wait {}s more ({last}), longer than the run waits without an answer (--poll-timeout {}s); it stays in doubt and is re-sent with the same key on the next run",
-                        order.id,
-                        order.idempotency_key,
-                        longest.as_secs(),
-                        stage.patience.timeout.as_secs()
-                    ));
+                    return Sent::GaveUp {
+                        why: format!(
+                            ": the service asks to wait {}s more ({last}), longer than the run waits without an answer (--poll-timeout {}s)",
+                            longest.as_secs(),
+                            stage.patience.timeout.as_secs()
+                        ),
+                        kept: false,
+                    };
                 }
                 if e.is_rate_limited() {
                     limiter.throttled(floor);
@@ -339,15 +482,10 @@ async fn submit_one(stage: &Stage, limiter: &Pacer, order: OrderRecord, tries: u
             }
         }
     }
-    let kept = if server_error {
-        "; if the service keeps that server error under the key, every send gets it back: once the order is older than the in-doubt window, reconciliation finds no order for it and gives the key up, and `paybatch retry` sends its rows under a new one"
-    } else {
-        ""
-    };
-    Sent::GaveUp(format!(
-        "order {} (key {}) got no usable answer after {tries} tries ({last}); it stays in doubt and is re-sent with the same key on the next run{kept}",
-        order.id, order.idempotency_key
-    ))
+    Sent::GaveUp {
+        why: format!(" got no usable answer after {tries} tries ({last})"),
+        kept: server_error,
+    }
 }
 
 fn record_created(
@@ -416,5 +554,25 @@ fn record_created(
                 Ok(())
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::orders_of_rows;
+
+    #[test]
+    fn warnings_name_the_first_rows_and_count_the_others() {
+        let refs = |n: usize| (1..=n).map(|i| format!("R-{i}")).collect::<Vec<_>>();
+        assert_eq!(orders_of_rows(&refs(1), 1, 1), "order of row R-1");
+        assert_eq!(orders_of_rows(&refs(2), 2, 1), "order of rows R-1, R-2");
+        assert_eq!(
+            orders_of_rows(&refs(5), 40, 8),
+            "orders of rows R-1, R-2, R-3, R-4, R-5 and 35 more (8 orders)"
+        );
+        assert_eq!(
+            orders_of_rows(&[], 0, 1),
+            "order of rows not known to the ledger"
+        );
     }
 }

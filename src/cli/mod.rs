@@ -38,6 +38,8 @@ pub mod reconcile;
 pub mod report;
 pub mod retry;
 pub mod run;
+pub mod run_json;
+pub mod signals;
 pub mod sim;
 pub mod status;
 pub mod validate;

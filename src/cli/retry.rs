@@ -17,6 +17,10 @@ pub struct RetryArgs {
     /// Only these row references (repeatable); default every FAILED and REJECTED row.
     #[arg(long = "reference", value_name = "REF")]
     pub references: Vec<String>,
+    /// Print one JSON object on stdout at the end: batch, environment, exit code, the rows
+    /// made payable again, rows per state, what left each balance so far.
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub service: ServiceArgs,
 }
@@ -25,7 +29,20 @@ pub async fn execute(args: RetryArgs) -> i32 {
     let retried =
         match crate::ops::retry::retry(&args.service.ledger, &args.batch, &args.references) {
             Ok(r) => r,
-            Err(e) => return report_error(&e),
+            Err(e) => {
+                let code = report_error(&e);
+                if args.json {
+                    outln!(
+                        "{}",
+                        serde_json::json!({
+                            "batch": args.batch,
+                            "exit_code": code,
+                            "error": {"message": e.to_string(), "help": e.help()},
+                        })
+                    );
+                }
+                return code;
+            }
         };
     if retried.references.is_empty() {
         errln!("batch {}: no FAILED or REJECTED rows to retry", args.batch);
@@ -40,6 +57,9 @@ pub async fn execute(args: RetryArgs) -> i32 {
             "next: paybatch run FILE --batch {} (the same file, fixed)",
             crate::text::shell_word(&args.batch)
         );
+    }
+    if args.json {
+        outln!("{}", super::run_json::retried(&retried, exit::OK));
     }
     exit::OK
 }

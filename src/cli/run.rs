@@ -74,6 +74,11 @@ pub struct RunArgs {
     /// up at the service (`paybatch reconcile`) before it may be sent again.
     #[arg(long, default_value_t = pipeline::DEFAULT_IN_DOUBT_HOURS, value_name = "HOURS", value_parser = parse_hours)]
     pub in_doubt_hours: f64,
+    /// Print one JSON object on stdout at the end instead of the summary: batch, environment,
+    /// exit code, rows per state, totals per paying balance and per product currency, result
+    /// file.
+    #[arg(long)]
+    pub json: bool,
     /// Times one order is sent in this run (the first send and its retries with the same key)
     /// before it is left in doubt for the next run.
     #[arg(long, default_value_t = pipeline::DEFAULT_SEND_TRIES, value_name = "N",
@@ -152,8 +157,12 @@ pub async fn execute(args: RunArgs, quiet: bool) -> i32 {
         }
     }
     let console = Console::new(quiet);
-    let reporter = console.reporter();
-    let outcome = crate::ops::run::run(&opts, reporter.clone()).await;
+    let outcome = tokio::select! {
+        outcome = crate::ops::run::run(&opts, console.reporter()) => outcome,
+        signal = super::signals::stop() => {
+            return interrupted(&opts, signal, args.json);
+        }
+    };
     // Quiet: the warnings held back matter only when the run does not end well.
     let ended_well = matches!(&outcome, Ok(s) if super::outcome_code(s.outcome()) == exit::OK);
     if !ended_well {
@@ -163,11 +172,39 @@ pub async fn execute(args: RunArgs, quiet: bool) -> i32 {
     }
     match outcome {
         Ok(summary) => {
-            print_summary(&summary, quiet);
-            super::outcome_code(summary.outcome())
+            let code = super::outcome_code(summary.outcome());
+            if args.json {
+                outln!("{}", super::run_json::summary(&summary, code));
+            } else {
+                print_summary(&summary, quiet);
+            }
+            code
         }
-        Err(e) => report_error(&e),
+        Err(e) => {
+            let code = report_error(&e);
+            if args.json {
+                outln!("{}", super::run_json::failure(&opts, &e, code));
+            }
+            code
+        }
     }
+}
+
+/// The run was stopped by a signal: the operation was dropped at its next wait (a send whose
+/// answer did not come stays in doubt and is re-sent with its key by the next run). Says what
+/// the ledger holds and gives the signal's exit code.
+fn interrupted(opts: &RunOptions, signal: super::signals::Stop, json: bool) -> i32 {
+    let progress = super::signals::progress_of(&opts.ledger, &opts.batch_name());
+    let line = format!(
+        "{}: {}; nothing is lost; run the same command again to resume",
+        signal.word(),
+        progress.describe()
+    );
+    errln!("{line}");
+    if json {
+        outln!("{}", super::run_json::interrupted(opts, &progress, signal));
+    }
+    signal.code()
 }
 
 /// On a terminal, before a production run: shows what will be paid (rows, totals per currency,
@@ -243,27 +280,27 @@ fn print_summary(s: &RunSummary, quiet: bool) {
     } else {
         ""
     };
-    errln!();
-    errln!("batch {}{label}", s.batch);
-    errln!("  {:<12} {:>8}", "status", "rows");
+    outln!();
+    outln!("batch {}{label}", s.batch);
+    outln!("  {:<12} {:>8}", "status", "rows");
     for (state, n) in &s.counts {
-        errln!("  {:<12} {:>8}", state.as_str(), n);
+        outln!("  {:<12} {:>8}", state.as_str(), n);
     }
     if !s.totals.is_empty() {
-        errln!("  completed totals:");
-        errln!("  {:<8} {:>14} {:>14}", "currency", "face value", "price");
+        outln!("  completed totals:");
+        outln!("  {:<8} {:>14} {:>14}", "currency", "face value", "price");
         for (cur, (face, price)) in &s.totals {
-            errln!("  {:<8} {:>14} {:>14}", cur, face, price);
+            outln!("  {:<8} {:>14} {:>14}", cur, face, price);
         }
     }
     if !s.debited.is_empty() {
-        errln!("  charged (what left each balance, conversions included):");
+        outln!("  charged (what left each balance, conversions included):");
         for ((payer, currency), amount) in &s.debited {
-            errln!("  {:<20} {:>14} {currency}", payer, amount);
+            outln!("  {:<20} {:>14} {currency}", payer, amount);
         }
     }
     if !s.per_delivery.is_empty() {
-        errln!("  rows per delivery: {}", delivery_counts(&s.per_delivery));
+        outln!("  rows per delivery: {}", delivery_counts(&s.per_delivery));
     }
     if !s.paid_by.is_empty() {
         let parts: Vec<String> = s
@@ -271,12 +308,12 @@ fn print_summary(s: &RunSummary, quiet: bool) {
             .iter()
             .map(|(method, n)| format!("{n} by {method}"))
             .collect();
-        errln!("  rows in orders: {}", parts.join(", "));
+        outln!("  rows in orders: {}", parts.join(", "));
     }
     for line in &s.held {
-        errln!("  stopped: {line}");
+        outln!("  stopped: {line}");
     }
-    errln!("result file: {}", s.result_path.display());
+    outln!("result file: {}", s.result_path.display());
     let verdict = match code {
         exit::OK => "every row completed".to_string(),
         exit::FAILURES if !s.held.is_empty() => {
@@ -291,7 +328,7 @@ fn print_summary(s: &RunSummary, quiet: bool) {
                 .unwrap_or_default()
         ),
     };
-    errln!("paybatch run: {verdict} (exit {code})");
+    outln!("paybatch run: {verdict} (exit {code})");
 }
 
 #[cfg(test)]

@@ -170,9 +170,55 @@ macro_rules! put {
     };
 }
 
-/// The human report of a preview: rows, totals per payment currency (with the balance) and per
-/// product, and the plan digest. Shared with the production confirmation of `paybatch run`.
+/// The human report of a preview: whether it would pay at all, rows, totals per payment
+/// currency (with the balance) and per product, and the plan digest. Shared with the
+/// production confirmation of `paybatch run`.
 pub fn print_preview(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
+    let payable = p.problems_total == 0 || (p.skip_invalid && p.valid_rows > 0);
+    if !payable {
+        put!(
+            out,
+            "NOTHING WILL BE PAID: {} of {} rows have problems (listed below), and `paybatch run` refuses a file with problems{}",
+            p.rows - p.valid_rows,
+            p.rows,
+            if p.valid_rows > 0 {
+                format!(
+                    "; --skip-invalid would pay the {} valid rows and mark the others INVALID",
+                    p.valid_rows
+                )
+            } else {
+                String::new()
+            }
+        )?;
+        put!(out, "what the valid rows would cost:")?;
+    }
+    print_counts(p, out)?;
+    if p.totals.per_payment_currency.is_empty() && p.totals.per_card.is_empty() {
+        put!(out, "nothing to pay")?;
+    } else if !p.totals.per_payment_currency.is_empty() {
+        put!(out)?;
+        print_per_currency(p, payable, out)?;
+        put!(out)?;
+        print_per_product(p, out)?;
+        put!(out)?;
+    }
+    match (p.short().next().is_none(), payable) {
+        (true, true) => put!(out, "balance: enough in every payment currency")?,
+        (true, false) => put!(
+            out,
+            "balance: would cover the valid rows (nothing is paid while rows have problems)"
+        )?,
+        (false, _) => put!(out, "balance: TOO LOW (see below)")?,
+    }
+    match &p.digest {
+        Some(d) => put!(out, "plan digest: {d}")?,
+        None => put!(out, "plan digest: none (the batch is not valid)")?,
+    }
+    Ok(())
+}
+
+/// Batch, file, catalog, rows, deliveries, rows already in the ledger, card payments.
+fn print_counts(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
     put!(out, "batch: {}", p.batch)?;
     put!(out, "file: {}", p.file)?;
     writeln!(
@@ -217,81 +263,75 @@ pub fn print_preview(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
             prices.join(" + ")
         )?;
     }
-    if p.totals.per_payment_currency.is_empty() && p.totals.per_card.is_empty() {
-        put!(out, "nothing to pay")?;
-    } else if p.totals.per_payment_currency.is_empty() {
-    } else {
-        put!(out)?;
-        put!(out, "to pay, per payment currency:")?;
+    Ok(())
+}
+
+/// What each payment currency's balance pays, against what it has.
+fn print_per_currency(p: &Preview, payable: bool, out: &mut dyn Write) -> std::io::Result<()> {
+    put!(out, "to pay, per payment currency:")?;
+    writeln!(
+        out,
+        "  {:<8} {:>6} {:>16} {:>16}  NOTE",
+        "CURRENCY", "ROWS", "PRICE", "BALANCE"
+    )?;
+    for (cur, t) in &p.totals.per_payment_currency {
+        let balance = p.balance.iter().find(|b| &b.currency == cur);
+        let available = balance
+            .map(|b| b.available.to_string())
+            .unwrap_or_else(|| "-".into());
+        let mut note = match balance {
+            Some(b) if !b.enough => format!("SHORT by {}", b.needed - b.available),
+            Some(_) if payable => "enough".to_string(),
+            Some(_) => "would be enough".to_string(),
+            None => String::new(),
+        };
+        for (product_cur, price) in &t.converted {
+            if !note.is_empty() {
+                note.push_str("; ");
+            }
+            note.push_str(&format!(
+                "plus {} {product_cur} converted by the service at order time (not checked)",
+                amount(*price, product_cur)
+            ));
+        }
+        if let Some(estimate) = t.converted_estimate {
+            note.push_str(&format!(
+                "; the service estimates the converted rows at {} {cur}",
+                amount(estimate, cur)
+            ));
+        } else if let Some(why) = &t.converted_note {
+            note.push_str(&format!("; {why}"));
+        }
         writeln!(
             out,
-            "  {:<8} {:>6} {:>16} {:>16}  NOTE",
-            "CURRENCY", "ROWS", "PRICE", "BALANCE"
+            "  {:<8} {:>6} {:>16} {:>16}  {note}",
+            cur,
+            t.rows,
+            amount(t.price, cur),
+            available
         )?;
-        for (cur, t) in &p.totals.per_payment_currency {
-            let balance = p.balance.iter().find(|b| &b.currency == cur);
-            let available = balance
-                .map(|b| b.available.to_string())
-                .unwrap_or_else(|| "-".into());
-            let mut note = match balance {
-                Some(b) if !b.enough => format!("SHORT by {}", b.needed - b.available),
-                Some(_) => "enough".to_string(),
-                None => String::new(),
-            };
-            for (product_cur, price) in &t.converted {
-                if !note.is_empty() {
-                    note.push_str("; ");
-                }
-                note.push_str(&format!(
-                    "plus {} {product_cur} converted by the service at order time (not checked)",
-                    amount(*price, product_cur)
-                ));
-            }
-            if let Some(estimate) = t.converted_estimate {
-                note.push_str(&format!(
-                    "; the service estimates the converted rows at {} {cur}",
-                    amount(estimate, cur)
-                ));
-            } else if let Some(why) = &t.converted_note {
-                note.push_str(&format!("; {why}"));
-            }
-            writeln!(
-                out,
-                "  {:<8} {:>6} {:>16} {:>16}  {note}",
-                cur,
-                t.rows,
-                amount(t.price, cur),
-                available
-            )?;
-        }
-        put!(out)?;
-        put!(out, "to pay, per product:")?;
+    }
+    Ok(())
+}
+
+/// What each product (or choice of products) costs.
+fn print_per_product(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
+    put!(out, "to pay, per product:")?;
+    writeln!(
+        out,
+        "  {:<24} {:<8} {:>6} {:>16} {:>16}",
+        "PRODUCT", "CURRENCY", "ROWS", "FACE VALUE", "PRICE"
+    )?;
+    for (code, t) in &p.totals.per_product {
         writeln!(
             out,
             "  {:<24} {:<8} {:>6} {:>16} {:>16}",
-            "PRODUCT", "CURRENCY", "ROWS", "FACE VALUE", "PRICE"
+            code,
+            t.currency,
+            t.rows,
+            amount(t.face_value, &t.currency),
+            amount(t.price, &t.currency)
         )?;
-        for (code, t) in &p.totals.per_product {
-            writeln!(
-                out,
-                "  {:<24} {:<8} {:>6} {:>16} {:>16}",
-                code,
-                t.currency,
-                t.rows,
-                amount(t.face_value, &t.currency),
-                amount(t.price, &t.currency)
-            )?;
-        }
-        put!(out)?;
-    }
-    if p.short().next().is_none() {
-        put!(out, "balance: enough in every payment currency")?;
-    } else {
-        put!(out, "balance: TOO LOW (see below)")?;
-    }
-    match &p.digest {
-        Some(d) => put!(out, "plan digest: {d}")?,
-        None => put!(out, "plan digest: none (the batch is not valid)")?,
     }
     Ok(())
 }

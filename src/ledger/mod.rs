@@ -249,6 +249,14 @@ pub struct Ledger {
     path: PathBuf,
 }
 
+/// How far the sending of a batch got ([`Ledger::send_progress`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SendProgress {
+    pub orders_sent: i64,
+    pub orders_in_doubt: i64,
+    pub rows_not_sent: i64,
+}
+
 impl Ledger {
     /// Opens (creating with mode 0600 if needed) and migrates the ledger. A path through a
     /// symbolic link opens the file it points to ([`canonical_path`]).
@@ -569,6 +577,30 @@ impl Ledger {
             .collect::<Result<Vec<(RowState, i64)>>>()?;
         out.sort_by_key(|(s, _)| RowState::ALL.iter().position(|x| x == s));
         Ok(out)
+    }
+
+    /// How far the sending of a batch got: orders sent (answered or not), orders sent without
+    /// an answer recorded (in doubt), and rows not sent yet (no order, or an order never sent).
+    pub fn send_progress(&self, batch_id: i64) -> Result<SendProgress> {
+        let orders: Vec<(i64, i64)> = self.select_all(
+            "SELECT COUNT(*), COALESCE(SUM(state = 'INTENT'), 0) FROM orders \
+             WHERE batch_id = ?1 AND (sends > 0 OR state != 'INTENT')",
+            [batch_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        let rows: Vec<i64> = self.select_all(
+            "SELECT COUNT(*) FROM rows r LEFT JOIN orders o ON o.id = r.order_id \
+             WHERE r.batch_id = ?1 AND r.state IN ('PENDING', 'PLANNED') \
+             AND (o.id IS NULL OR (o.state = 'INTENT' AND o.sends = 0))",
+            [batch_id],
+            |r| r.get(0),
+        )?;
+        let (sent, in_doubt) = orders.first().copied().unwrap_or_default();
+        Ok(SendProgress {
+            orders_sent: sent,
+            orders_in_doubt: in_doubt,
+            rows_not_sent: rows.first().copied().unwrap_or_default(),
+        })
     }
 
     // -----------------------------------------------------------------------------------------

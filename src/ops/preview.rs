@@ -20,7 +20,7 @@ use crate::input::rules::{CatalogIndex, Problem, Problems, RowSpec, ValidateOpti
 use crate::input::scan;
 use crate::ledger::{Ledger, RowState};
 
-use super::session::{check_binding, load_catalog};
+use super::session::{check_binding, check_input, load_catalog};
 
 pub use crate::batch::funds::BalanceCheck;
 
@@ -245,6 +245,7 @@ impl Preview {
 /// batch bound elsewhere, the service refusing the key, the ledger).
 pub async fn preview(opts: &RunOptions) -> Result<Preview, RunError> {
     let batch_name = opts.batch_name();
+    check_input(&opts.input)?;
     let mut ledger = Ledger::open(&opts.ledger)?;
     let conn = Connection::open_for_reading(
         opts.environment.clone(),

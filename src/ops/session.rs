@@ -1,12 +1,14 @@
 //! What every operation on a batch starts with: the catalog of the environment (cached in the
 //! ledger) and the check that an existing batch belongs to this environment and key.
 
+use std::path::Path;
+
 use crate::api::models::Product;
 use crate::batch::options::RunOptions;
 use crate::batch::outcome::{RunError, is_auth_error};
 use crate::batch::progress::Reporter;
 use crate::catalog::{self, CatalogError};
-use crate::environment::Connection;
+use crate::environment::{ConfigError, Connection};
 use crate::input::scan;
 use crate::ledger::{self, Ledger};
 
@@ -90,4 +92,21 @@ pub fn open_batch(
             key_fingerprint: &conn.key_fingerprint,
         })?,
     })
+}
+
+/// The input file can be read: checked before anything is made (ledger, lock, simulator
+/// state). A missing or unreadable file is a usage error.
+pub fn check_input(path: &Path) -> Result<(), RunError> {
+    let help = "check the file's path (a relative path starts from the current directory) and that this user can read it";
+    match std::fs::File::open(path).and_then(|f| f.metadata()) {
+        Ok(m) if m.is_file() => Ok(()),
+        Ok(_) => Err(RunError::Config(ConfigError::new(
+            format!("{} is not a file", path.display()),
+            help,
+        ))),
+        Err(e) => Err(RunError::Config(ConfigError::new(
+            format!("cannot read {}: {e}", path.display()),
+            help,
+        ))),
+    }
 }

@@ -315,3 +315,9 @@ pub async fn wait_for_line(
     );
     seen
 }
+
+/// What a command printed, messages (stderr) then output (stdout): for what may be in either,
+/// such as a run's summary (output) beside its warnings (messages).
+pub fn output_of(o: &std::process::Output) -> String {
+    format!("{}{}", stderr_of(o), stdout_of(o))
+}
