@@ -122,11 +122,11 @@ pub async fn poll_all(
         .is_none()
         .then(|| Instant::now().checked_add(opts.poll_timeout));
     loop {
-        if let Some(rx) = incoming.as_mut() {
-            if take_incoming(rx, &mut poller).await {
-                incoming = None;
-                deadline = Some(Instant::now().checked_add(opts.poll_timeout));
-            }
+        if let Some(rx) = incoming.as_mut()
+            && take_incoming(rx, &mut poller).await
+        {
+            incoming = None;
+            deadline = Some(Instant::now().checked_add(opts.poll_timeout));
         }
         if poller.waiting.is_empty() {
             if incoming.is_none() {
