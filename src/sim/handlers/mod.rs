@@ -1,0 +1,95 @@
+//! The HTTP endpoints of the simulator: the service's interface under `/v2` and the ground-truth
+//! endpoints under `/_sim`.
+//!
+//! Every `/v2` request passes, in order: latency, settling of due orders, authentication
+//! (`X-Api-Key`), version (`X-Api-Version`). `POST /order` then passes the rate limit, the
+//! injected faults (429 bursts, 5xx), the idempotency layer, and only then validation and
+//! creation. Answers are JSON; errors are `{type, message, help}` (`help` left out where the
+//! published error table has none, `details` added for 422), except the 429 answer, which is
+//! `{"error": "rate exceeded"}` as published.
+
+//!
+//! The endpoints are split by resource: [`account`] (ping, balance), [`products`] (the
+//! catalog), [`orders`] (reading orders), [`create_order`] and [`place_order`] (creating one).
+//! [`context`] authenticates, [`query`] reads query strings and pages, [`answers`] builds the
+//! bodies. The ground-truth endpoints and the fallbacks are here, with the router.
+
+mod account;
+mod answers;
+mod context;
+mod create_order;
+mod orders;
+mod place_order;
+mod products;
+mod query;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use axum::routing::get;
+
+use super::Sim;
+use answers::{done, error, json, not_found};
+use context::enter;
+
+type Shared = Arc<Sim>;
+
+pub(crate) fn router(sim: Shared) -> Router {
+    Router::new()
+        .route("/v2/ping", get(account::ping))
+        .route("/v2/product", get(products::list_products))
+        .route("/v2/product/countries", get(products::list_countries))
+        .route("/v2/product/categories", get(products::list_categories))
+        .route("/v2/product/{product_code}", get(products::get_product))
+        .route(
+            "/v2/order",
+            get(orders::list_orders).post(create_order::create_order),
+        )
+        .route(
+            "/v2/order/estimate",
+            get(orders::get_order).post(orders::estimate),
+        )
+        .route("/v2/order/{id}", get(orders::get_order))
+        .route("/v2/order/{id}/links", get(orders::order_links))
+        .route("/v2/balance", get(account::balance))
+        .route("/_sim/orders", get(sim_orders))
+        .route("/_sim/stats", get(sim_stats))
+        .fallback(fallback)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(sim)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ground truth and fallbacks
+
+async fn sim_orders(State(sim): State<Shared>) -> Response {
+    json(200, &sim.records())
+}
+
+async fn sim_stats(State(sim): State<Shared>) -> Response {
+    json(200, &sim.stats_snapshot())
+}
+
+async fn fallback(State(sim): State<Shared>, headers: HeaderMap, uri: axum::http::Uri) -> Response {
+    done(
+        async {
+            if uri.path().starts_with("/v2/") || uri.path() == "/v2" {
+                enter(&sim, &headers, "other").await?;
+            }
+            Err(not_found(format!("No resource at {}.", uri.path())))
+        }
+        .await,
+    )
+}
+
+async fn method_not_allowed() -> Response {
+    error(
+        405,
+        "method_not_allowed",
+        "This endpoint does not accept this HTTP method.",
+    )
+    .into_response()
+}

@@ -1,0 +1,113 @@
+//! Reading orders: `GET /order` (newest first, paginated), `GET /order/{id}` (partial while
+//! processing, full once finished), and the answers of the endpoints the playground does not
+//! offer (`GET /order/{id}/links`, `POST /order/estimate`).
+
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use serde_json::{Value, json};
+
+use super::Shared;
+use super::answers::{done, injected_server_error, internal, json, not_found, pagination_error};
+use super::context::enter;
+use super::query::{Position, Query, cursor, paginate, pagination};
+use crate::api::models::OrderStatus;
+use crate::sim::orders;
+
+/// Page size of the order list when `limit` is absent.
+const DEFAULT_ORDER_PAGE: u32 = 100;
+/// Prefix of the order list's cursors.
+const ORDER_CURSOR: &str = "oc_";
+
+pub(super) async fn list_orders(
+    State(sim): State<Shared>,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    done(
+        async {
+            let ctx = enter(&sim, &headers, "GET /order").await?;
+            let q = Query::parse(raw.as_deref(), &["limit", "after", "before"]);
+            let limit = q.limit(DEFAULT_ORDER_PAGE)?;
+            let (backwards, at) = match q.position(ORDER_CURSOR)? {
+                Position::Start => (false, None),
+                Position::After(k) => (false, Some(k)),
+                Position::Before(k) => (true, Some(k)),
+            };
+            let at = match at {
+                None => None,
+                Some(k) => Some(k.parse::<i64>().map_err(|_| {
+                    pagination_error("The cursor is not a cursor of this listing.")
+                })?),
+            };
+            let all = sim.store.orders_of(&ctx.fp).map_err(internal)?;
+            // Newest first: a larger sequence number comes first.
+            let (page, before, after) =
+                paginate(all, |o| o.seq, at, backwards, limit as usize, |a, b| a > b);
+            let items: Vec<Value> = page
+                .iter()
+                .map(|o| orders::list_entry(o, sim.config.list_metadata))
+                .collect();
+            let pagination = pagination(
+                limit,
+                before.map(|k| cursor(ORDER_CURSOR, &k.to_string())),
+                after.map(|k| cursor(ORDER_CURSOR, &k.to_string())),
+            );
+            Ok(json(
+                200,
+                &json!({"items": items, "pagination": pagination}),
+            ))
+        }
+        .await,
+    )
+}
+
+pub(super) async fn get_order(
+    State(sim): State<Shared>,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+) -> Response {
+    done(
+        async {
+            let ctx = enter(&sim, &headers, "GET /order/{id}").await?;
+            if sim.chance.roll(sim.config.faults.error_rate) {
+                return Err(injected_server_error(&sim));
+            }
+            let Ok(Path(id)) = path else {
+                return Err(not_found("The order was not found."));
+            };
+            match sim.store.order(&ctx.fp, &id).map_err(internal)? {
+                None => Err(not_found(format!("The order `{id}` was not found."))),
+                Some(o) if o.status == OrderStatus::Processing => {
+                    Ok(json(200, &orders::partial_order(&o)))
+                }
+                Some(o) => Ok(json(200, &orders::full_order(&o, ctx.version))),
+            }
+        }
+        .await,
+    )
+}
+
+pub(super) async fn order_links(State(sim): State<Shared>, headers: HeaderMap) -> Response {
+    done(async {
+        enter(&sim, &headers, "GET /order/{id}/links").await?;
+        Err(not_found(
+            "GET /order/{id}/links was removed in 2023-07-27: the payout links are on the items of GET /order/{id}.",
+        ))
+    }
+    .await)
+}
+
+/// `POST /order/estimate` is not offered by the playground the simulator stands for.
+pub(super) async fn estimate(State(sim): State<Shared>, headers: HeaderMap) -> Response {
+    done(
+        async {
+            enter(&sim, &headers, "POST /order/estimate").await?;
+            Err(not_found(
+                "POST /order/estimate is not available in the playground: estimate in production, or price the order from the catalog.",
+            ))
+        }
+        .await,
+    )
+}

@@ -1,0 +1,184 @@
+//! The answers built from a stored order: the full shape (finished orders and sync creations,
+//! in either dated version), the partial shape of a processing order, and the entries of the
+//! order list.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Months};
+use serde_json::{Map, Value, json};
+
+use crate::api::models::{OrderStatus, PaymentMethod};
+use crate::sim::ApiVersion;
+use crate::sim::store::{ItemRow, OrderRow};
+
+fn expiry_date(completed_at: &str, months: i64) -> Option<String> {
+    if months <= 0 {
+        return None;
+    }
+    let at = DateTime::parse_from_rfc3339(completed_at).ok()?;
+    let until = at.checked_add_months(Months::new(u32::try_from(months).ok()?))?;
+    Some(until.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+}
+
+fn opt_text(value: &Option<String>) -> Value {
+    value.clone().map(Value::String).unwrap_or(Value::Null)
+}
+
+fn payment_method_json(pm: &PaymentMethod) -> Value {
+    serde_json::to_value(pm).unwrap_or(Value::Null)
+}
+
+/// The `transaction_detail` of a stored order. Older state files kept only the `fx` of the
+/// payment currency's entry (null, a rate, or an object of rates).
+fn transaction_detail(o: &OrderRow) -> Value {
+    let is_detail = |m: &Map<String, Value>| {
+        !m.is_empty()
+            && m.values()
+                .all(|v| v.get("value").is_some_and(Value::is_string))
+    };
+    match &o.fx {
+        Value::Object(m) if is_detail(m) => o.fx.clone(),
+        Value::Null => json!({ o.currency.clone(): {"value": o.total_price.to_string()} }),
+        legacy => json!({ o.currency.clone(): {"value": o.total_price.to_string(), "fx": legacy} }),
+    }
+}
+
+/// The first fields of an order, shared by the full shape and the list (basic details).
+fn basic(o: &OrderRow) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("id".into(), Value::String(o.id.clone()));
+    m.insert("status".into(), Value::String(o.status.as_str().into()));
+    m.insert("created_at".into(), Value::String(o.created_at.clone()));
+    if let Some(done) = &o.completed_at {
+        m.insert("completed_at".into(), Value::String(done.clone()));
+    }
+    m.insert("description".into(), opt_text(&o.description));
+    m.insert(
+        "payment_method".into(),
+        payment_method_json(&o.payment_method),
+    );
+    m.insert("currency".into(), Value::String(o.currency.clone()));
+    m.insert(
+        "total_price".into(),
+        Value::String(o.total_price.to_string()),
+    );
+    m.insert(
+        "total_discount".into(),
+        Value::String(o.total_discount.to_string()),
+    );
+    m
+}
+
+fn metadata_json(metadata: &Option<BTreeMap<String, String>>) -> Value {
+    match metadata {
+        Some(m) => serde_json::to_value(m).unwrap_or(Value::Null),
+        None => Value::Null,
+    }
+}
+
+/// The full shape of a `COMPLETED` or `FAILED` order (also the 200 answer of a sync creation).
+/// A failed order's items carry no payout, and the order a `message`.
+pub(crate) fn full_order(o: &OrderRow, version: ApiVersion) -> Value {
+    let completed = o.status == OrderStatus::Completed;
+    let done_at = o
+        .completed_at
+        .clone()
+        .unwrap_or_else(|| o.created_at.clone());
+    let items: Vec<Value> = o
+        .items
+        .iter()
+        .map(|it| item_json(it, completed, version, &done_at))
+        .collect();
+    let mut m = basic(o);
+    m.insert("items".into(), Value::Array(items));
+    m.insert("transaction_detail".into(), transaction_detail(o));
+    m.insert("metadata".into(), metadata_json(&o.metadata));
+    if o.status == OrderStatus::Failed
+        && let Some(message) = &o.message
+    {
+        m.insert("message".into(), Value::String(message.clone()));
+    }
+    Value::Object(m)
+}
+
+/// One item of the full shape; a completed order's item carries its payout (`redemption_url`
+/// in version 2023-07-27), finished at `done_at`.
+fn item_json(it: &ItemRow, completed: bool, version: ApiVersion, done_at: &str) -> Value {
+    let mut m = Map::new();
+    m.insert("id".into(), Value::String(it.id.clone()));
+    m.insert("distribution_method".into(), it.distribution_method.clone());
+    m.insert(
+        "products".into(),
+        serde_json::to_value(&it.products).unwrap_or(Value::Null),
+    );
+    m.insert(
+        "face_value".into(),
+        Value::String(it.face_value.to_string()),
+    );
+    m.insert("price".into(), Value::String(it.price.to_string()));
+    m.insert("currency".into(), Value::String(it.currency.clone()));
+    let mut discount = it.discount_multiplier;
+    discount.rescale(2);
+    m.insert(
+        "discount_multiplier".into(),
+        Value::String(discount.to_string()),
+    );
+    match (completed, version) {
+        (false, _) => {}
+        (true, ApiVersion::V2023) => {
+            m.insert(
+                "redemption_url".into(),
+                Value::String(it.payout_url.clone()),
+            );
+        }
+        (true, ApiVersion::V2024) => {
+            m.insert("payout".into(), payout_json(it, done_at));
+        }
+    }
+    Value::Object(m)
+}
+
+/// The `payout` of a completed item (version 2024-02-05).
+fn payout_json(it: &ItemRow, done_at: &str) -> Value {
+    let mut payout = Map::new();
+    payout.insert("status".into(), Value::String("ACTIVE".into()));
+    payout.insert(
+        "status_updated_at".into(),
+        Value::String(done_at.to_string()),
+    );
+    payout.insert("url".into(), Value::String(it.payout_url.clone()));
+    if let Some(until) = expiry_date(done_at, it.expiry_months) {
+        payout.insert("expiry_date".into(), Value::String(until));
+    }
+    Value::Object(payout)
+}
+
+/// The message of an order still `PROCESSING`.
+const PROCESSING_MESSAGE: &str = "The order is being processed; read it again in a few seconds.";
+
+/// The partial shape of a `PROCESSING` order: `{id, status, message}`.
+pub(crate) fn partial_order(o: &OrderRow) -> Value {
+    json!({
+        "id": o.id,
+        "status": o.status.as_str(),
+        "message": PROCESSING_MESSAGE,
+    })
+}
+
+/// An element of the order list: the basic details of a finished order, `{id, status,
+/// message}` of a processing one. With `with_metadata` (the older list), every order has the
+/// basic details and its `metadata` (`{}` when it has none).
+pub(crate) fn list_entry(o: &OrderRow, with_metadata: bool) -> Value {
+    if !with_metadata {
+        if o.status == OrderStatus::Processing {
+            return partial_order(o);
+        }
+        return Value::Object(basic(o));
+    }
+    let mut m = basic(o);
+    m.insert(
+        "metadata".into(),
+        serde_json::to_value(o.metadata.clone().unwrap_or_default()).unwrap_or(Value::Null),
+    );
+    Value::Object(m)
+}
