@@ -119,8 +119,30 @@ fn misspelling_of(header: &str) -> Option<usize> {
     best.map(|(k, _)| k)
 }
 
+/// How far a header (squeezed, see [`squeeze`]) is from a name of a known column (squeezed),
+/// when it is close enough to be suggested for it: within the edits a misspelling may have (two,
+/// one for a name of four letters, none for shorter ones, as in [`misspelling_of`]), or the name
+/// with more written after it (`currency code`, `ref no`; names of three letters or more) or
+/// before it (`total amount`; names of six letters or more). The distance is the number of edits,
+/// or of letters added.
+fn closeness(header: &str, name: &str) -> Option<usize> {
+    let length = name.chars().count();
+    let allowed = match length {
+        0..=3 => 0,
+        4 => 1,
+        _ => 2,
+    };
+    let edits = crate::text::distance_within(header, name, allowed);
+    let added = header.chars().count().saturating_sub(length);
+    let extended = (length >= 3 && header.starts_with(name)
+        || length >= 6 && header.ends_with(name))
+    .then_some(added);
+    edits.into_iter().chain(extended).min()
+}
+
 /// Among `headers` (index, name) that are none of the known names, the one nearest to the known
-/// column `k` (within two edits of one of its names, case, spaces, `-` and `_` ignored).
+/// column `k` by [`closeness`] to one of its names (case, spaces, `-` and `_` ignored); the first
+/// of two as near.
 fn nearest_for(k: usize, headers: &[(usize, &String)]) -> Option<(usize, String)> {
     let names: Vec<String> = KNOWN_COLUMNS[k].1.iter().map(|a| squeeze(a)).collect();
     headers
@@ -129,7 +151,7 @@ fn nearest_for(k: usize, headers: &[(usize, &String)]) -> Option<(usize, String)
             let squeezed = squeeze(h);
             names
                 .iter()
-                .filter_map(|n| crate::text::distance_within(&squeezed, n, 2))
+                .filter_map(|n| closeness(&squeezed, n))
                 .min()
                 .map(|d| (d, *i, (*h).clone()))
         })
@@ -1106,6 +1128,39 @@ mod tests {
         // Nothing like it: no guess.
         let e = reader("reference,product_code,price,currency\nR,A,1,USD\n").unwrap_err();
         assert!(!e.message.contains("did you mean"), "{e}");
+    }
+
+    #[test]
+    fn a_missing_required_column_names_a_column_that_extends_its_name() {
+        // `currency code`: the name with more after it, too far for a misspelling.
+        let e = reader("reference,product_code,face_value,currency code\nR,A,1,USD\n").unwrap_err();
+        assert!(
+            e.message
+                .contains("no `currency` column; did you mean `currency code` (column 4)?"),
+            "{e}"
+        );
+        let e = reader("ref,product_code,total amount,currency\nR,A,1,USD\n").unwrap_err();
+        assert!(
+            e.message
+                .contains("no `face_value` column; did you mean `total amount` (column 3)?"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_missing_required_column_suggests_only_a_column_reasonably_close() {
+        // Two edits of `code` (four letters) or of `ref` (three), or `code` after a word: other
+        // columns, not misspellings.
+        for header in [
+            "reference,note,face_value,currency",
+            "reference,postcode,face_value,currency",
+            "fee,product_code,face_value,currency",
+            "no,product_code,face_value,currency",
+        ] {
+            let e = reader(&format!("{header}\nR,A,1,USD\n")).unwrap_err();
+            assert!(e.message.starts_with("the header has no"), "{header}: {e}");
+            assert!(!e.message.contains("did you mean"), "{header}: {e}");
+        }
     }
 
     #[test]
