@@ -147,48 +147,63 @@ pub fn parse_amount(text: &str) -> Result<Decimal, AmountError> {
     if t.is_empty() {
         return Err(AmountError::Empty);
     }
-    let owned = || t.to_string();
+    if let Some(e) = not_a_plain_number(t).or_else(|| separator_error(t)) {
+        return Err(e);
+    }
+    // Only digits and at most one dot remain.
+    plain_decimal(t)
+}
 
+/// What makes `t` (trimmed, not empty) something other than digits and separators: a currency
+/// symbol or code, a sign, an exponent, letters or another character.
+fn not_a_plain_number(t: &str) -> Option<AmountError> {
+    let owned = || t.to_string();
     if t.contains(CURRENCY_SYMBOLS) {
-        return Err(AmountError::CurrencySymbol(owned()));
+        return Some(AmountError::CurrencySymbol(owned()));
     }
     let lower = t.to_ascii_lowercase();
     let unsigned = lower.trim_start_matches(['+', '-']);
     if matches!(unsigned, "nan" | "inf" | "infinity" | "∞") {
-        return Err(AmountError::NotANumber(owned()));
+        return Some(AmountError::NotANumber(owned()));
     }
     if t.starts_with(['+', '-', '−']) || t.ends_with(['+', '-', '−']) {
-        return Err(AmountError::Sign(owned()));
+        return Some(AmountError::Sign(owned()));
     }
     if t.starts_with('(') && t.ends_with(')') && t.len() > 2 {
         // Accounting notation for a negative amount.
-        return Err(AmountError::Sign(owned()));
+        return Some(AmountError::Sign(owned()));
     }
     if looks_like_exponent(t) {
-        return Err(AmountError::Exponent(owned()));
+        return Some(AmountError::Exponent(owned()));
     }
     if t.chars().any(|c| c.is_alphabetic()) {
         let letters: String = t.chars().filter(|c| c.is_alphabetic()).collect();
         let digits = t.chars().any(|c| c.is_ascii_digit());
         if digits && letters.chars().count() == 3 && letters.chars().all(|c| c.is_uppercase()) {
-            return Err(AmountError::CurrencySymbol(owned()));
+            return Some(AmountError::CurrencySymbol(owned()));
         }
-        return Err(AmountError::NotANumber(owned()));
+        return Some(AmountError::NotANumber(owned()));
     }
     if t.chars()
         .any(|c| !(c.is_ascii_digit() || c == '.' || c == ',' || is_group_space(c)))
     {
-        return Err(AmountError::Malformed {
+        return Some(AmountError::Malformed {
             text: owned(),
             suggestion: None,
         });
     }
+    None
+}
 
+/// What is wrong with the separators of `t` (digits, `.`, `,` and group spaces only): grouped
+/// thousands, or a comma as the decimal separator.
+fn separator_error(t: &str) -> Option<AmountError> {
+    let owned = || t.to_string();
     let has_space = t.chars().any(is_group_space);
     let commas = t.matches(',').count();
     let dots = t.matches('.').count();
     if has_space || (commas > 0 && dots > 0) || commas > 1 || dots > 1 {
-        return Err(AmountError::ThousandsSeparator {
+        return Some(AmountError::ThousandsSeparator {
             text: owned(),
             suggestion: ungroup(t),
         });
@@ -198,19 +213,24 @@ pub fn parse_amount(text: &str) -> Result<Decimal, AmountError> {
         let before = t.split(',').next().unwrap_or("");
         if after.len() == 3 && !before.is_empty() && before != "0" {
             // `1,000`: read as a thousands separator (a comma decimal would rarely have three places).
-            return Err(AmountError::ThousandsSeparator {
+            return Some(AmountError::ThousandsSeparator {
                 text: owned(),
                 suggestion: t.replace(',', ""),
             });
         }
         let suggestion = t.replace(',', ".");
-        return Err(AmountError::CommaDecimal {
+        return Some(AmountError::CommaDecimal {
             text: owned(),
             suggestion: fix_dots(&suggestion).unwrap_or(suggestion),
         });
     }
+    None
+}
 
-    // Only digits and at most one dot remain.
+/// `t` (digits and at most one dot) as a decimal of its written scale, unless a part is empty,
+/// it has leading zeros or too many digits.
+fn plain_decimal(t: &str) -> Result<Decimal, AmountError> {
+    let owned = || t.to_string();
     let (int, frac) = match t.split_once('.') {
         Some((i, f)) => (i, Some(f)),
         None => (t, None),

@@ -119,8 +119,30 @@ fn misspelling_of(header: &str) -> Option<usize> {
     best.map(|(k, _)| k)
 }
 
+/// How far a header (squeezed, see [`squeeze`]) is from a name of a known column (squeezed),
+/// when it is close enough to be suggested for it: within the edits a misspelling may have (two,
+/// one for a name of four letters, none for shorter ones, as in [`misspelling_of`]), or the name
+/// with more written after it (`currency code`, `ref no`; names of three letters or more) or
+/// before it (`total amount`; names of six letters or more). The distance is the number of edits,
+/// or of letters added.
+fn closeness(header: &str, name: &str) -> Option<usize> {
+    let length = name.chars().count();
+    let allowed = match length {
+        0..=3 => 0,
+        4 => 1,
+        _ => 2,
+    };
+    let edits = crate::text::distance_within(header, name, allowed);
+    let added = header.chars().count().saturating_sub(length);
+    let extended = (length >= 3 && header.starts_with(name)
+        || length >= 6 && header.ends_with(name))
+    .then_some(added);
+    edits.into_iter().chain(extended).min()
+}
+
 /// Among `headers` (index, name) that are none of the known names, the one nearest to the known
-/// column `k` (within two edits of one of its names, case, spaces, `-` and `_` ignored).
+/// column `k` by [`closeness`] to one of its names (case, spaces, `-` and `_` ignored); the first
+/// of two as near.
 fn nearest_for(k: usize, headers: &[(usize, &String)]) -> Option<(usize, String)> {
     let names: Vec<String> = KNOWN_COLUMNS[k].1.iter().map(|a| squeeze(a)).collect();
     headers
@@ -129,7 +151,7 @@ fn nearest_for(k: usize, headers: &[(usize, &String)]) -> Option<(usize, String)
             let squeezed = squeeze(h);
             names
                 .iter()
-                .filter_map(|n| crate::text::distance_within(&squeezed, n, 2))
+                .filter_map(|n| closeness(&squeezed, n))
                 .min()
                 .map(|d| (d, *i, (*h).clone()))
         })
@@ -155,160 +177,23 @@ pub fn canonical_column(name: &str) -> Option<&'static str> {
         .map(|(canonical, _)| *canonical)
 }
 
+/// Where each known column is (by its index in [`KNOWN_COLUMNS`]), if the header has it.
+type Found = [Option<usize>; 9];
+
+/// The columns whose names paybatch does not know (index, name as written): carried through,
+/// or misspelt.
+type Unknown<'h> = Vec<(usize, &'h String)>;
+
 impl ColumnMap {
     /// Maps a header row. Refuses duplicate names, missing required columns and names the result
     /// file uses for its own columns.
     pub fn from_headers(headers: &[String], header_line: u64) -> Result<Self, Problem> {
-        let mut found: [Option<usize>; 9] = [None; 9];
-        // Each name once, with its first column: a hash map, so that a header of a hundred
-        // thousand columns is checked in one pass.
-        let mut seen: std::collections::HashMap<String, usize> =
-            std::collections::HashMap::with_capacity(headers.len());
-        // The columns whose names paybatch does not know: carried through, or misspelt.
-        let mut unknown: Vec<(usize, &String)> = Vec::new();
-        for (i, h) in headers.iter().enumerate() {
-            let norm = normalize_header(h);
-            if norm.is_empty() {
-                continue;
-            }
-            if let Some(first) = seen.get(&norm) {
-                return Err(Problem::at(
-                    header_line,
-                    i,
-                    h,
-                    format!(
-                        "column `{h}` appears twice in the header (first as column {})",
-                        first + 1
-                    ),
-                )
-                .with_help("rename or remove one of the two columns"));
-            }
-            seen.insert(norm.clone(), i);
-            if RESULT_COLUMNS.contains(&norm.as_str()) {
-                return Err(Problem::at(
-                    header_line,
-                    i,
-                    h,
-                    format!("column `{h}` is a name the result file uses for its own columns"),
-                )
-                .with_help(
-                    "rename the column; if this is the result file of an earlier run, use the \
-                     original input file instead",
-                ));
-            }
-            if let Some(k) = KNOWN_COLUMNS
-                .iter()
-                .position(|(_, aliases)| aliases.contains(&norm.as_str()))
-            {
-                if let Some(first) = found[k] {
-                    let canonical = KNOWN_COLUMNS[k].0;
-                    return Err(Problem::at(
-                        header_line,
-                        i,
-                        h,
-                        format!(
-                            "columns `{}` (column {}) and `{h}` (column {}) both stand for `{canonical}`",
-                            headers[first],
-                            first + 1,
-                            i + 1
-                        ),
-                    )
-                    .with_help("keep one of them and rename or remove the other"));
-                }
-                found[k] = Some(i);
-            } else {
-                unknown.push((i, h));
-            }
+        let (found, unknown) = find_columns(headers, header_line)?;
+        if let Some(problem) = missing_columns(&found, &unknown, headers, header_line) {
+            return Err(problem);
         }
-        let missing: Vec<&str> = REQUIRED
-            .iter()
-            .enumerate()
-            .filter(|(k, _)| found[*k].is_none())
-            .map(|(_, name)| *name)
-            .collect();
-        if let [first, ..] = missing.as_slice() {
-            let quoted: Vec<String> = missing.iter().map(|m| format!("`{m}`")).collect();
-            let list = match quoted.as_slice() {
-                [one] => one.clone(),
-                [init @ .., last] => format!("{} or {last}", init.join(", ")),
-                [] => String::new(),
-            };
-            let aliases = KNOWN_COLUMNS
-                .iter()
-                .find(|(c, _)| c == first)
-                .map(|(_, a)| {
-                    a.iter()
-                        .skip(1)
-                        .map(|n| format!("`{n}`"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                })
-                .unwrap_or_default();
-            let also = if aliases.is_empty() {
-                String::new()
-            } else {
-                format!(" (`{first}` may also be named {aliases})")
-            };
-            // The column found that is nearest to a missing one: most likely it, misspelt.
-            let guess = missing.iter().find_map(|m| {
-                let k = KNOWN_COLUMNS.iter().position(|(c, _)| c == m)?;
-                nearest_for(k, &unknown).map(|(i, h)| (*m, i, h))
-            });
-            let (did_you_mean, rename) = match &guess {
-                Some((m, i, h)) => (
-                    format!("; did you mean `{h}` (column {})?", i + 1),
-                    format!("rename column {} to `{m}`; ", i + 1),
-                ),
-                None => (String::new(), String::new()),
-            };
-            return Err(Problem::file(
-                header_line,
-                format!("the header has no {list} column{did_you_mean}"),
-            )
-            .with_help(format!(
-                "{rename}the first line must name the columns; required: reference, \
-                 product_code, face_value, currency{also}; found: {}",
-                headers.join(", ")
-            )));
-        }
-        // A column paybatch does not know is carried through unread: one that is a misspelling
-        // of a known column would silently change how the rows are paid.
-        if let Some((i, h, k)) = unknown
-            .iter()
-            .find_map(|(i, h)| misspelling_of(h).map(|k| (*i, *h, k)))
-        {
-            let (canonical, aliases) = KNOWN_COLUMNS[k];
-            let others: Vec<String> = aliases
-                .iter()
-                .filter(|a| **a != canonical)
-                .map(|a| format!("`{a}`"))
-                .collect();
-            let also = if others.is_empty() {
-                String::new()
-            } else {
-                format!(" (or {})", others.join(", "))
-            };
-            let consequence = if found[k].is_some() {
-                format!(
-                    "it would be carried through unread beside the `{canonical}` column (column {})",
-                    found[k].map_or(0, |c| c + 1)
-                )
-            } else {
-                format!(
-                    "a column paybatch does not know is carried through unread: {}",
-                    without(canonical)
-                )
-            };
-            return Err(Problem::at(
-                header_line,
-                i,
-                h,
-                format!("column `{h}` is not a column paybatch knows; did you mean `{canonical}`?"),
-            )
-            .with_help(format!(
-                "rename it `{canonical}`{also}; {consequence}; a column meant to be carried \
-                 through needs a name not close to {canonical}"
-            )));
+        if let Some(problem) = misspelt_column(&found, &unknown, header_line) {
+            return Err(problem);
         }
         let req = |k: usize| found[k].unwrap_or(0);
         Ok(ColumnMap {
@@ -323,6 +208,188 @@ impl ColumnMap {
             card_id: found[8],
         })
     }
+}
+
+/// The known columns of a header, and the columns whose names paybatch does not know (carried
+/// through, or misspelt). Refuses a name twice, two names for one column and a name the result
+/// file uses.
+fn find_columns(headers: &[String], header_line: u64) -> Result<(Found, Unknown<'_>), Problem> {
+    let mut found: Found = [None; 9];
+    // Each name once, with its first column: a hash map, so that a header of a hundred
+    // thousand columns is checked in one pass.
+    let mut seen: std::collections::HashMap<String, usize> =
+        std::collections::HashMap::with_capacity(headers.len());
+    let mut unknown: Unknown = Vec::new();
+    for (i, h) in headers.iter().enumerate() {
+        let norm = normalize_header(h);
+        if norm.is_empty() {
+            continue;
+        }
+        if let Some(first) = seen.get(&norm) {
+            return Err(Problem::at(
+                header_line,
+                i,
+                h,
+                format!(
+                    "column `{h}` appears twice in the header (first as column {})",
+                    first + 1
+                ),
+            )
+            .with_help("rename or remove one of the two columns"));
+        }
+        seen.insert(norm.clone(), i);
+        if RESULT_COLUMNS.contains(&norm.as_str()) {
+            return Err(Problem::at(
+                header_line,
+                i,
+                h,
+                format!("column `{h}` is a name the result file uses for its own columns"),
+            )
+            .with_help(
+                "rename the column; if this is the result file of an earlier run, use the \
+                 original input file instead",
+            ));
+        }
+        match KNOWN_COLUMNS
+            .iter()
+            .position(|(_, aliases)| aliases.contains(&norm.as_str()))
+        {
+            Some(k) => {
+                if let Some(first) = found[k] {
+                    return Err(two_for_one(headers, header_line, k, first, i));
+                }
+                found[k] = Some(i);
+            }
+            None => unknown.push((i, h)),
+        }
+    }
+    Ok((found, unknown))
+}
+
+/// Columns `first` and `i` of `headers` both stand for the known column `k`.
+fn two_for_one(headers: &[String], header_line: u64, k: usize, first: usize, i: usize) -> Problem {
+    let canonical = KNOWN_COLUMNS[k].0;
+    let h = &headers[i];
+    Problem::at(
+        header_line,
+        i,
+        h,
+        format!(
+            "columns `{}` (column {}) and `{h}` (column {}) both stand for `{canonical}`",
+            headers[first],
+            first + 1,
+            i + 1
+        ),
+    )
+    .with_help("keep one of them and rename or remove the other")
+}
+
+/// The required columns the header lacks, if any, with the column found that is nearest to
+/// one of them (most likely it, misspelt) and the other names the first may have.
+fn missing_columns(
+    found: &Found,
+    unknown: &[(usize, &String)],
+    headers: &[String],
+    header_line: u64,
+) -> Option<Problem> {
+    let missing: Vec<&str> = REQUIRED
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| found[*k].is_none())
+        .map(|(_, name)| *name)
+        .collect();
+    let first = *missing.first()?;
+    let quoted: Vec<String> = missing.iter().map(|m| format!("`{m}`")).collect();
+    let list = match quoted.as_slice() {
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} or {last}", init.join(", ")),
+        [] => String::new(),
+    };
+    let aliases = KNOWN_COLUMNS
+        .iter()
+        .find(|(c, _)| *c == first)
+        .map(|(_, a)| {
+            a.iter()
+                .skip(1)
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default();
+    let also = if aliases.is_empty() {
+        String::new()
+    } else {
+        format!(" (`{first}` may also be named {aliases})")
+    };
+    // The column found that is nearest to a missing one: most likely it, misspelt.
+    let guess = missing.iter().find_map(|m| {
+        let k = KNOWN_COLUMNS.iter().position(|(c, _)| c == m)?;
+        nearest_for(k, unknown).map(|(i, h)| (*m, i, h))
+    });
+    let (did_you_mean, rename) = match &guess {
+        Some((m, i, h)) => (
+            format!("; did you mean `{h}` (column {})?", i + 1),
+            format!("rename column {} to `{m}`; ", i + 1),
+        ),
+        None => (String::new(), String::new()),
+    };
+    Some(
+        Problem::file(
+            header_line,
+            format!("the header has no {list} column{did_you_mean}"),
+        )
+        .with_help(format!(
+            "{rename}the first line must name the columns; required: reference, \
+             product_code, face_value, currency{also}; found: {}",
+            headers.join(", ")
+        )),
+    )
+}
+
+/// A column paybatch does not know is carried through unread: one that is a misspelling of a
+/// known column would silently change how the rows are paid.
+fn misspelt_column(
+    found: &Found,
+    unknown: &[(usize, &String)],
+    header_line: u64,
+) -> Option<Problem> {
+    let (i, h, k) = unknown
+        .iter()
+        .find_map(|(i, h)| misspelling_of(h).map(|k| (*i, *h, k)))?;
+    let (canonical, aliases) = KNOWN_COLUMNS[k];
+    let others: Vec<String> = aliases
+        .iter()
+        .filter(|a| **a != canonical)
+        .map(|a| format!("`{a}`"))
+        .collect();
+    let also = if others.is_empty() {
+        String::new()
+    } else {
+        format!(" (or {})", others.join(", "))
+    };
+    let consequence = if found[k].is_some() {
+        format!(
+            "it would be carried through unread beside the `{canonical}` column (column {})",
+            found[k].map_or(0, |c| c + 1)
+        )
+    } else {
+        format!(
+            "a column paybatch does not know is carried through unread: {}",
+            without(canonical)
+        )
+    };
+    Some(
+        Problem::at(
+            header_line,
+            i,
+            h,
+            format!("column `{h}` is not a column paybatch knows; did you mean `{canonical}`?"),
+        )
+        .with_help(format!(
+            "rename it `{canonical}`{also}; {consequence}; a column meant to be carried \
+             through needs a name not close to {canonical}"
+        )),
+    )
 }
 
 /// One data record: its fields trimmed and in header order, and the line it starts on.
@@ -1061,6 +1128,39 @@ mod tests {
         // Nothing like it: no guess.
         let e = reader("reference,product_code,price,currency\nR,A,1,USD\n").unwrap_err();
         assert!(!e.message.contains("did you mean"), "{e}");
+    }
+
+    #[test]
+    fn a_missing_required_column_names_a_column_that_extends_its_name() {
+        // `currency code`: the name with more after it, too far for a misspelling.
+        let e = reader("reference,product_code,face_value,currency code\nR,A,1,USD\n").unwrap_err();
+        assert!(
+            e.message
+                .contains("no `currency` column; did you mean `currency code` (column 4)?"),
+            "{e}"
+        );
+        let e = reader("ref,product_code,total amount,currency\nR,A,1,USD\n").unwrap_err();
+        assert!(
+            e.message
+                .contains("no `face_value` column; did you mean `total amount` (column 3)?"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_missing_required_column_suggests_only_a_column_reasonably_close() {
+        // Two edits of `code` (four letters) or of `ref` (three), or `code` after a word: other
+        // columns, not misspellings.
+        for header in [
+            "reference,note,face_value,currency",
+            "reference,postcode,face_value,currency",
+            "fee,product_code,face_value,currency",
+            "no,product_code,face_value,currency",
+        ] {
+            let e = reader(&format!("{header}\nR,A,1,USD\n")).unwrap_err();
+            assert!(e.message.starts_with("the header has no"), "{header}: {e}");
+            assert!(!e.message.contains("did you mean"), "{header}: {e}");
+        }
     }
 
     #[test]

@@ -13,7 +13,9 @@ use sha2::{Digest, Sha256};
 
 pub use super::problem::{KEPT, KEPT_PER_KIND, Problem, Problems, show};
 use super::reader::{ColumnMap, RawRecord};
-use crate::api::{DistributionType, PayoutType, Product};
+use crate::api::{
+    DecimalString, Denominations, DistributionType, PayoutType, Product, SubscriptionPlan,
+};
 use crate::money::{
     BALANCE_CURRENCIES, is_balance_currency, is_currency_code, minor_units, parse_amount,
 };
@@ -793,229 +795,257 @@ impl<'a> Validator<'a> {
     /// a repeated reference or a likely duplicate is reported on the later row.
     pub fn check(&mut self, row: &RowSpec) -> Vec<Problem> {
         let mut problems = Vec::new();
-        let cols = &row.columns;
-        let cell = |i: usize| row.fields.get(i).cloned().unwrap_or_default();
-        let at = |i: usize, name: &str, message: String, help: String| {
-            Problem::at(row.line, i, name, message)
-                .with_value(cell(i))
-                .with_help(help)
-        };
+        let repeated_reference = self.check_reference(row, &mut problems);
+        let products = self.check_products(row, &mut problems);
+        check_currency(row, &products, &mut problems);
+        check_face_value(row, &products, &mut problems);
+        check_country(row, &products, &mut problems);
+        if !repeated_reference {
+            self.check_duplicate(row, &mut problems);
+        }
+        problems.sort_by_key(|p| p.column);
+        problems
+    }
 
-        // Reference: unique in the batch.
-        let repeated_reference = match self.references.first_or_insert(&row.reference, row.line) {
-            Some(first) => {
-                problems.push(at(
-                    cols.reference,
-                    "reference",
-                    format!(
-                        "reference {} is already used on line {first}",
-                        quoted(&row.reference)
-                    ),
-                    "every row needs its own reference (it is what makes a payout happen once); \
-                     if this is a second payout, give it a new reference, e.g. with `-2` added"
-                        .into(),
-                ));
-                true
-            }
-            None => false,
+    /// Reference: unique in the batch. True when an earlier row has it.
+    fn check_reference(&mut self, row: &RowSpec, problems: &mut Vec<Problem>) -> bool {
+        let Some(first) = self.references.first_or_insert(&row.reference, row.line) else {
+            return false;
         };
+        problems.push(problem_at(
+            row,
+            row.columns.reference,
+            "reference",
+            format!(
+                "reference {} is already used on line {first}",
+                quoted(&row.reference)
+            ),
+            "every row needs its own reference (it is what makes a payout happen once); \
+             if this is a second payout, give it a new reference, e.g. with `-2` added"
+                .into(),
+        ));
+        true
+    }
 
-        // Products: known, orderable, live.
-        let mut products: Vec<&Product> = Vec::new();
+    /// Products: known, orderable, live. Returns the products found in the catalog.
+    fn check_products(&mut self, row: &RowSpec, problems: &mut Vec<Problem>) -> Vec<&'a Product> {
+        let mut products: Vec<&'a Product> = Vec::new();
         for code in &row.product_codes {
             let Some(p) = self.catalog.get(code) else {
-                let suggestion = if self.suggestions_left > 0 {
-                    self.suggestions_left -= 1;
-                    self.catalog.suggest(code)
-                } else {
-                    None
-                };
-                let help = match suggestion {
-                    Some(s) => format!("did you mean `{s}`? Codes are case-sensitive"),
-                    None => "check the code against the catalog (codes are case-sensitive)".into(),
-                };
-                problems.push(
-                    at(
-                        cols.product_code,
-                        "product_code",
-                        format!("product {} is not in the catalog", quoted(code)),
-                        help,
-                    )
-                    .with_value(code.clone()),
-                );
+                problems.push(self.unknown_product(row, code));
                 continue;
             };
-            if !p.is_orderable {
+            if let Some((message, help)) = product_problem(p) {
                 problems.push(
-                    at(
-                        cols.product_code,
-                        "product_code",
-                        format!("product `{}` cannot be ordered at the moment", p.code),
-                        "choose another product, or remove the row and pay it when the product \
-                         can be ordered again"
-                            .into(),
-                    )
-                    .with_value(code.clone()),
-                );
-            } else if !matches!(p.state.as_str(), "LIVE" | "TEMPORARILY_DEGRADED") {
-                // LIVE and TEMPORARILY_DEGRADED products are payable while `is_orderable`;
-                // TEMPORARILY_DISABLED and any state this version does not know are not.
-                problems.push(
-                    at(
-                        cols.product_code,
-                        "product_code",
-                        format!(
-                            "product `{}` is not live (its state is `{}`)",
-                            p.code,
-                            show(&p.state)
-                        ),
-                        "choose another product, or remove the row and pay it when the product \
-                         is live again"
-                            .into(),
-                    )
-                    .with_value(code.clone()),
-                );
-            } else if p.payout_type == PayoutType::Other {
-                problems.push(
-                    at(
-                        cols.product_code,
-                        "product_code",
-                        format!(
-                            "product `{}` is of a payout type this version of paybatch does not know",
-                            p.code
-                        ),
-                        "choose a gift card, subscription or payment product, or update paybatch"
-                            .into(),
-                    )
-                    .with_value(code.clone()),
-                );
-            } else if let Some(why) = catalog_insanity(p) {
-                problems.push(
-                    at(
-                        cols.product_code,
-                        "product_code",
-                        format!(
-                            "product `{}` cannot be paid: the catalog gives it {why}",
-                            show(&p.code)
-                        ),
-                        "the service's catalog is wrong for this product: choose another \
-                         product, or ask the service to correct it, then `paybatch catalog sync`"
-                            .into(),
-                    )
-                    .with_value(code.clone()),
+                    problem_at(row, row.columns.product_code, "product_code", message, help)
+                        .with_value(code.clone()),
                 );
             }
             products.push(p);
         }
+        products
+    }
 
-        // Currency: one for the whole choice, and the row's.
-        let first_currency = products.first().map(|p| p.currency.as_str());
-        let mixed = products
+    /// A product code the catalog does not have, with a close code while suggestions are left.
+    fn unknown_product(&mut self, row: &RowSpec, code: &str) -> Problem {
+        let suggestion = if self.suggestions_left > 0 {
+            self.suggestions_left -= 1;
+            self.catalog.suggest(code)
+        } else {
+            None
+        };
+        let help = match suggestion {
+            Some(s) => format!("did you mean `{s}`? Codes are case-sensitive"),
+            None => "check the code against the catalog (codes are case-sensitive)".into(),
+        };
+        problem_at(
+            row,
+            row.columns.product_code,
+            "product_code",
+            format!("product {} is not in the catalog", quoted(code)),
+            help,
+        )
+        .with_value(code.to_string())
+    }
+
+    /// Likely duplicate: same recipient, products and amount as an earlier row.
+    fn check_duplicate(&mut self, row: &RowSpec, problems: &mut Vec<Problem>) {
+        let Some(email) = &row.email else {
+            return;
+        };
+        let mut codes = row.product_codes.clone();
+        codes.sort();
+        let key = (email.to_lowercase(), codes, row.face_value.normalize());
+        let first = self.contents.first_or_insert(&key, row.line);
+        let Some(first) = first.filter(|_| !self.opts.allow_duplicates) else {
+            return;
+        };
+        let cols = &row.columns;
+        problems.push(problem_at(
+            row,
+            cols.email.unwrap_or(cols.reference),
+            if cols.email.is_some() {
+                "email"
+            } else {
+                "reference"
+            },
+            format!(
+                "same recipient, products and face value as line {first}: a likely \
+                 duplicate of that row"
+            ),
+            "remove one of the two rows; if both payouts are intended, allow \
+             duplicates (`--allow-duplicates`)"
+                .into(),
+        ));
+    }
+}
+
+/// A problem of `row` in the column at 0-based `index`, with the cell's value and `help`.
+fn problem_at(row: &RowSpec, index: usize, name: &str, message: String, help: String) -> Problem {
+    let cell = row.fields.get(index).cloned().unwrap_or_default();
+    Problem::at(row.line, index, name, message)
+        .with_value(cell)
+        .with_help(help)
+}
+
+/// Why a product found in the catalog cannot be paid (not orderable, not live, of an unknown
+/// payout type, or with an impossible catalog entry), and what to do.
+fn product_problem(p: &Product) -> Option<(String, String)> {
+    if !p.is_orderable {
+        Some((
+            format!("product `{}` cannot be ordered at the moment", p.code),
+            "choose another product, or remove the row and pay it when the product \
+             can be ordered again"
+                .into(),
+        ))
+    } else if !matches!(p.state.as_str(), "LIVE" | "TEMPORARILY_DEGRADED") {
+        // LIVE and TEMPORARILY_DEGRADED products are payable while `is_orderable`;
+        // TEMPORARILY_DISABLED and any state this version does not know are not.
+        Some((
+            format!(
+                "product `{}` is not live (its state is `{}`)",
+                p.code,
+                show(&p.state)
+            ),
+            "choose another product, or remove the row and pay it when the product \
+             is live again"
+                .into(),
+        ))
+    } else if p.payout_type == PayoutType::Other {
+        Some((
+            format!(
+                "product `{}` is of a payout type this version of paybatch does not know",
+                p.code
+            ),
+            "choose a gift card, subscription or payment product, or update paybatch".into(),
+        ))
+    } else {
+        catalog_insanity(p).map(|why| {
+            (
+                format!(
+                    "product `{}` cannot be paid: the catalog gives it {why}",
+                    show(&p.code)
+                ),
+                "the service's catalog is wrong for this product: choose another \
+                 product, or ask the service to correct it, then `paybatch catalog sync`"
+                    .into(),
+            )
+        })
+    }
+}
+
+/// Currency: one for the whole choice, and the row's.
+fn check_currency(row: &RowSpec, products: &[&Product], problems: &mut Vec<Problem>) {
+    let cols = &row.columns;
+    let first_currency = products.first().map(|p| p.currency.as_str());
+    let mixed = products
+        .iter()
+        .any(|p| Some(p.currency.as_str()) != first_currency);
+    if mixed {
+        let list = products
             .iter()
-            .any(|p| Some(p.currency.as_str()) != first_currency);
-        if mixed {
-            let list = products
-                .iter()
-                .map(|p| format!("{} ({})", p.code, p.currency))
-                .collect::<Vec<_>>()
-                .join(", ");
-            problems.push(at(
-                cols.product_code,
-                "product_code",
-                format!("the products of this choice are in different currencies: {list}"),
-                "a choice (`A|B`) must list products of one currency; split it into rows".into(),
-            ));
-        } else if let Some(pc) = first_currency
-            && pc != row.currency
-        {
-            let names = products
-                .iter()
-                .map(|p| p.code.as_str())
-                .collect::<Vec<_>>()
-                .join("|");
-            problems.push(at(
-                cols.currency,
-                "currency",
-                format!(
-                    "{} is not the currency of {names} ({pc})",
-                    quoted(&row.currency)
-                ),
-                format!(
-                    "write `{pc}` and a face value in {pc}, or choose a product in {}",
-                    row.currency
-                ),
-            ));
-        }
+            .map(|p| format!("{} ({})", p.code, p.currency))
+            .collect::<Vec<_>>()
+            .join(", ");
+        problems.push(problem_at(
+            row,
+            cols.product_code,
+            "product_code",
+            format!("the products of this choice are in different currencies: {list}"),
+            "a choice (`A|B`) must list products of one currency; split it into rows".into(),
+        ));
+    } else if let Some(pc) = first_currency
+        && pc != row.currency
+    {
+        let names = products
+            .iter()
+            .map(|p| p.code.as_str())
+            .collect::<Vec<_>>()
+            .join("|");
+        problems.push(problem_at(
+            row,
+            cols.currency,
+            "currency",
+            format!(
+                "{} is not the currency of {names} ({pc})",
+                quoted(&row.currency)
+            ),
+            format!(
+                "write `{pc}` and a face value in {pc}, or choose a product in {}",
+                row.currency
+            ),
+        ));
+    }
+}
 
-        // Face value: a denomination, or a plan price, of every product of the choice; a
-        // choice (MULTIPLE) needs a whole face value at or above every product's minimum (the
-        // service's published rule; a code named twice in a choice is refused when read).
-        if row.product_codes.len() > 1 && !row.face_value.fract().is_zero() {
-            problems.push(at(
-                cols.face_value,
-                "face_value",
+/// Face value: a denomination, or a plan price, of every product of the choice; a choice
+/// (MULTIPLE) needs a whole face value at or above every product's minimum (the service's
+/// published rule; a code named twice in a choice is refused when read).
+fn check_face_value(row: &RowSpec, products: &[&Product], problems: &mut Vec<Problem>) {
+    let column = row.columns.face_value;
+    if row.product_codes.len() > 1 && !row.face_value.fract().is_zero() {
+        problems.push(problem_at(
+            row,
+            column,
+            "face_value",
+            format!(
+                "{} is not a whole amount; a choice of products (`A|B`) takes whole amounts only",
+                row.face_value
+            ),
+            format!(
+                "write `{}` or `{}`",
+                row.face_value.floor(),
+                row.face_value.ceil()
+            ),
+        ));
+    }
+    for p in products.iter().filter(|p| p.currency == row.currency) {
+        if let Some((message, help)) = denomination_problem(p, row.face_value) {
+            problems.push(problem_at(row, column, "face_value", message, help));
+        }
+    }
+}
+
+/// Country: where every product of the choice can be redeemed.
+fn check_country(row: &RowSpec, products: &[&Product], problems: &mut Vec<Problem>) {
+    let (Some(country), Some(ci)) = (&row.country, row.columns.country) else {
+        return;
+    };
+    for p in products {
+        let list = &p.countries_redeemable_in;
+        if !list.is_empty() && !list.iter().any(|c| c == country) {
+            problems.push(problem_at(
+                row,
+                ci,
+                "country",
                 format!(
-                    "{} is not a whole amount; a choice of products (`A|B`) takes whole amounts only",
-                    row.face_value
+                    "`{country}` is not a country where `{}` can be redeemed ({})",
+                    p.code,
+                    list.join(", ")
                 ),
-                format!("write `{}` or `{}`", row.face_value.floor(), row.face_value.ceil()),
+                "check the recipient's country, or choose a product redeemable there".into(),
             ));
         }
-        for p in products.iter().filter(|p| p.currency == row.currency) {
-            if let Some((message, help)) = denomination_problem(p, row.face_value) {
-                problems.push(at(cols.face_value, "face_value", message, help));
-            }
-        }
-
-        // Country: where every product of the choice can be redeemed.
-        if let (Some(country), Some(ci)) = (&row.country, cols.country) {
-            for p in &products {
-                let list = &p.countries_redeemable_in;
-                if !list.is_empty() && !list.iter().any(|c| c == country) {
-                    problems.push(at(
-                        ci,
-                        "country",
-                        format!(
-                            "`{country}` is not a country where `{}` can be redeemed ({})",
-                            p.code,
-                            list.join(", ")
-                        ),
-                        "check the recipient's country, or choose a product redeemable there"
-                            .into(),
-                    ));
-                }
-            }
-        }
-
-        // Likely duplicate: same recipient, products and amount as an earlier row.
-        if let (Some(email), false) = (&row.email, repeated_reference) {
-            let mut codes = row.product_codes.clone();
-            codes.sort();
-            let key = (email.to_lowercase(), codes, row.face_value.normalize());
-            match self.contents.first_or_insert(&key, row.line) {
-                Some(first) if !self.opts.allow_duplicates => {
-                    let i = cols.email.unwrap_or(cols.reference);
-                    problems.push(at(
-                        i,
-                        if cols.email.is_some() {
-                            "email"
-                        } else {
-                            "reference"
-                        },
-                        format!(
-                            "same recipient, products and face value as line {first}: a likely \
-                             duplicate of that row"
-                        ),
-                        "remove one of the two rows; if both payouts are intended, allow \
-                         duplicates (`--allow-duplicates`)"
-                            .into(),
-                    ));
-                }
-                Some(_) | None => {}
-            }
-        }
-        problems.sort_by_key(|p| p.column);
-        problems
     }
 }
 
@@ -1069,68 +1099,88 @@ pub fn catalog_insanity(p: &Product) -> Option<String> {
 
 /// Why `value` is not a face value `p` can be ordered with, and what to do.
 fn denomination_problem(p: &Product, value: Decimal) -> Option<(String, String)> {
-    let shown = quoted(&value.to_string());
     if p.payout_type == PayoutType::Subscription {
-        let plans = p.subscription_plans();
-        if plans.is_empty() {
-            return Some((
-                format!("the catalog lists no subscription plans for `{}`", p.code),
-                "choose another product".into(),
-            ));
-        }
-        if plans.iter().any(|plan| plan.price == value) {
-            return None;
-        }
-        let list = plans
-            .iter()
-            .map(|plan| {
-                let label = plan.name.clone().or_else(|| {
-                    plan.length.map(|n| {
-                        let mut unit = plan.length_unit.as_deref().unwrap_or("").to_lowercase();
-                        if n != 1 && !unit.is_empty() && !unit.ends_with('s') {
-                            unit.push('s');
-                        }
-                        format!("{n} {unit}").trim().to_string()
-                    })
-                });
-                match label {
-                    Some(l) => format!("{} ({})", plan.price, l),
-                    None => plan.price.to_string(),
-                }
-            })
-            .collect::<Vec<_>>();
-        return Some((
-            format!(
-                "{shown} is not the price of a `{}` plan; plans: {} {}",
-                p.code,
-                list.join(", "),
-                p.currency
-            ),
-            "a subscription's face value is the price of one of its plans: write one of them \
-             exactly"
-                .into(),
-        ));
+        return plan_problem(p, value);
     }
     let d = p.denominations()?;
-    if let Some(list) = d.available_list.as_ref().filter(|l| !l.is_empty()) {
-        if list.iter().any(|a| a.0 == value) {
-            return None;
-        }
-        const SHOWN: usize = 20;
-        let mut values: Vec<String> = list.iter().take(SHOWN).map(|a| a.0.to_string()).collect();
-        if list.len() > SHOWN {
-            values.push(format!("and {} more", list.len() - SHOWN));
-        }
+    match d.available_list.as_ref().filter(|l| !l.is_empty()) {
+        Some(list) => listed_value_problem(p, list, value),
+        None => range_problem(p, d, value),
+    }
+}
+
+/// Why `value` is not the price of one of subscription `p`'s plans.
+fn plan_problem(p: &Product, value: Decimal) -> Option<(String, String)> {
+    let plans = p.subscription_plans();
+    if plans.is_empty() {
         return Some((
-            format!(
-                "{shown} is not a denomination of `{}`; available: {} {}",
-                p.code,
-                values.join(", "),
-                p.currency
-            ),
-            "this product comes in fixed values only: write one of them".into(),
+            format!("the catalog lists no subscription plans for `{}`", p.code),
+            "choose another product".into(),
         ));
     }
+    if plans.iter().any(|plan| plan.price == value) {
+        return None;
+    }
+    let list = plans.iter().map(plan_label).collect::<Vec<_>>();
+    Some((
+        format!(
+            "{} is not the price of a `{}` plan; plans: {} {}",
+            quoted(&value.to_string()),
+            p.code,
+            list.join(", "),
+            p.currency
+        ),
+        "a subscription's face value is the price of one of its plans: write one of them \
+         exactly"
+            .into(),
+    ))
+}
+
+/// A plan as listed in a problem: its price, then its name or length, e.g. `9.99 (3 months)`.
+fn plan_label(plan: &SubscriptionPlan) -> String {
+    let label = plan.name.clone().or_else(|| {
+        plan.length.map(|n| {
+            let mut unit = plan.length_unit.as_deref().unwrap_or("").to_lowercase();
+            if n != 1 && !unit.is_empty() && !unit.ends_with('s') {
+                unit.push('s');
+            }
+            format!("{n} {unit}").trim().to_string()
+        })
+    });
+    match label {
+        Some(l) => format!("{} ({})", plan.price, l),
+        None => plan.price.to_string(),
+    }
+}
+
+/// Why `value` is not one of the fixed values `list` of `p`.
+fn listed_value_problem(
+    p: &Product,
+    list: &[DecimalString],
+    value: Decimal,
+) -> Option<(String, String)> {
+    if list.iter().any(|a| a.0 == value) {
+        return None;
+    }
+    const SHOWN: usize = 20;
+    let mut values: Vec<String> = list.iter().take(SHOWN).map(|a| a.0.to_string()).collect();
+    if list.len() > SHOWN {
+        values.push(format!("and {} more", list.len() - SHOWN));
+    }
+    Some((
+        format!(
+            "{} is not a denomination of `{}`; available: {} {}",
+            quoted(&value.to_string()),
+            p.code,
+            values.join(", "),
+            p.currency
+        ),
+        "this product comes in fixed values only: write one of them".into(),
+    ))
+}
+
+/// Why `value` is outside the open range of `p`'s denominations `d`.
+fn range_problem(p: &Product, d: &Denominations, value: Decimal) -> Option<(String, String)> {
     let below = d.minimum_value.is_some_and(|min| value < min);
     let above = d.maximum_value.is_some_and(|max| value > max);
     if !(below || above) {
@@ -1143,7 +1193,11 @@ fn denomination_problem(p: &Product, value: Decimal) -> Option<(String, String)>
         (None, None) => String::new(),
     };
     Some((
-        format!("{shown} is outside the range of `{}`: {range}", p.code),
+        format!(
+            "{} is outside the range of `{}`: {range}",
+            quoted(&value.to_string()),
+            p.code
+        ),
         if above {
             "split a larger amount over several rows, or choose another product".into()
         } else {

@@ -238,16 +238,7 @@ pub fn read_again<E: From<FileChanged>>(
         path: path.display().to_string(),
         reason: reason.to_string(),
     };
-    let mut reader = BatchReader::open(
-        path,
-        &InputOptions {
-            delimiter: Some(scan.delimiter),
-        },
-    )
-    .map_err(|p| changed(&p.message))?;
-    if reader.headers() != scan.headers.as_slice() {
-        return Err(changed("its header is not the same").into());
-    }
+    let mut reader = open_again(scan, path).map_err(|reason| changed(&reason))?;
     let mut validator =
         (!scan.problems.is_empty()).then(|| Validator::new(catalog, options.clone()));
     // The references of invalid rows recorded so far (each is recorded under it once).
@@ -263,18 +254,8 @@ pub fn read_again<E: From<FileChanged>>(
             validator.as_mut(),
         ) {
             Checked::Valid(record, spec) => {
-                let row = IncomingRow {
-                    reference: spec.reference.clone(),
-                    position,
-                    line: record.line as i64,
-                    fields: fields_json(&record.fields),
-                    spec: Some(spec_json(&spec)),
-                    content_hash: rules::content_hash(&spec),
-                    valid: true,
-                    error_message: None,
-                };
                 valid += 1;
-                each(row, Some(spec))?;
+                each(valid_row(&record, &spec, position), Some(spec))?;
             }
             Checked::Invalid {
                 line,
@@ -282,34 +263,11 @@ pub fn read_again<E: From<FileChanged>>(
                 reference,
                 found,
             } => {
-                // An invalid row keeps its reference when no other row has it; otherwise (or
-                // when it has none) it is recorded as `#line-N`, so every row of the file has
-                // a line in the result.
-                let own = !reference.is_empty()
-                    && scan
-                        .references
-                        .get(&reference.as_str())
-                        .is_none_or(|first| first == line)
-                    && taken.first_or_insert(&reference.as_str(), line).is_none();
-                let reference = if own {
-                    reference
-                } else {
-                    format!("#line-{line}")
-                };
-                // Cells that could not be split into the header's columns: as many empty ones.
-                let fields = fields.unwrap_or_else(|| vec![String::new(); scan.headers.len()]);
-                let content_hash = format!("invalid:{}", fields.join("\u{1f}"));
-                let row = IncomingRow {
-                    reference,
-                    position,
-                    line: line as i64,
-                    fields: fields_json(&fields),
-                    spec: None,
-                    content_hash,
-                    valid: false,
-                    error_message: Some(joined(&found)),
-                };
-                each(row, None)?;
+                let reference = invalid_reference(scan, &mut taken, reference, line);
+                each(
+                    invalid_row(scan, reference, position, line, fields, &found),
+                    None,
+                )?;
             }
         }
         position += 1;
@@ -322,6 +280,77 @@ pub fn read_again<E: From<FileChanged>>(
         return Err(changed("its content is not the same").into());
     }
     Ok(())
+}
+
+/// Opens `path` again with the first pass's delimiter; why it is not the same file, when its
+/// header already says so.
+fn open_again(scan: &Scan, path: &Path) -> Result<BatchReader, String> {
+    let reader = BatchReader::open(
+        path,
+        &InputOptions {
+            delimiter: Some(scan.delimiter),
+        },
+    )
+    .map_err(|p| p.message)?;
+    if reader.headers() != scan.headers.as_slice() {
+        return Err("its header is not the same".to_string());
+    }
+    Ok(reader)
+}
+
+/// A valid row as the ledger records it.
+fn valid_row(record: &RawRecord, spec: &RowSpec, position: i64) -> IncomingRow {
+    IncomingRow {
+        reference: spec.reference.clone(),
+        position,
+        line: record.line as i64,
+        fields: fields_json(&record.fields),
+        spec: Some(spec_json(spec)),
+        content_hash: rules::content_hash(spec),
+        valid: true,
+        error_message: None,
+    }
+}
+
+/// The reference an invalid row is recorded under. It keeps its own when no other row has it;
+/// otherwise (or when it has none) it is recorded as `#line-N`, so every row of the file has a
+/// line in the result.
+fn invalid_reference(scan: &Scan, taken: &mut Seen, reference: String, line: u64) -> String {
+    let own = !reference.is_empty()
+        && scan
+            .references
+            .get(&reference.as_str())
+            .is_none_or(|first| first == line)
+        && taken.first_or_insert(&reference.as_str(), line).is_none();
+    if own {
+        reference
+    } else {
+        format!("#line-{line}")
+    }
+}
+
+/// An invalid row as the ledger records it, with every one of its problems.
+fn invalid_row(
+    scan: &Scan,
+    reference: String,
+    position: i64,
+    line: u64,
+    fields: Option<Vec<String>>,
+    found: &[Problem],
+) -> IncomingRow {
+    // Cells that could not be split into the header's columns: as many empty ones.
+    let fields = fields.unwrap_or_else(|| vec![String::new(); scan.headers.len()]);
+    let content_hash = format!("invalid:{}", fields.join("\u{1f}"));
+    IncomingRow {
+        reference,
+        position,
+        line: line as i64,
+        fields: fields_json(&fields),
+        spec: None,
+        content_hash,
+        valid: false,
+        error_message: Some(joined(found)),
+    }
 }
 
 /// Rows handed from the reading thread to the recording one at a time.

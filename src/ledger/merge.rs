@@ -246,81 +246,19 @@ impl Merge<'_> {
             RowState::Invalid
         };
         let Some(old) = self.known(&row.reference)? else {
-            self.report.added += 1;
-            if target == RowState::Pending && self.planning {
-                self.unplanned += 1;
-                return Ok(Some(ToPlan {
-                    row_id: None,
-                    attempt: 1,
-                }));
-            }
-            let id = self.insert(row, target, None)?;
-            self.event("row", id, None, Some(target.as_str()), "row added")?;
-            return Ok(None);
+            return self.add(row, target);
         };
-        let fields = &row.fields;
         let same = old.content_hash == row.content_hash;
         let may_change = matches!(
             old.state,
             RowState::Pending | RowState::Invalid | RowState::Removed
         );
         let now_pending = if same && (!may_change || old.state == target) {
-            // Unchanged: only where it is in the file (and carried-through cells) follow.
-            exec(
-                &self.tx,
-                self.path,
-                "UPDATE rows SET position = ?2, line = ?3, fields = ?4, merged = ?5 WHERE id = ?1",
-                params![old.id, row.position, row.line, fields, self.stamp],
-            )?;
-            self.report.unchanged += 1;
-            old.state == RowState::Pending
+            self.keep(&old, row)?
         } else if may_change {
-            exec(
-                &self.tx,
-                self.path,
-                "UPDATE rows SET position = ?2, line = ?3, fields = ?4, spec = ?5,
-                        content_hash = ?6, state = ?7, error_type = ?8, error_message = ?9,
-                        merged = ?10
-                 WHERE id = ?1",
-                params![
-                    old.id,
-                    row.position,
-                    row.line,
-                    fields,
-                    row.spec,
-                    row.content_hash,
-                    target.as_str(),
-                    (!row.valid).then_some("invalid"),
-                    row.error_message,
-                    self.stamp
-                ],
-            )?;
-            if old.state != target {
-                let cause = if same {
-                    "row checked again: its checks changed"
-                } else {
-                    "row changed in the input file before submission"
-                };
-                self.event(
-                    "row",
-                    old.id,
-                    Some(old.state.as_str()),
-                    Some(target.as_str()),
-                    cause,
-                )?;
-            }
-            self.report.updated += 1;
-            target == RowState::Pending
+            self.update(&old, row, target, same)?
         } else {
-            exec(
-                &self.tx,
-                self.path,
-                "UPDATE rows SET merged = ?2 WHERE id = ?1",
-                params![old.id, self.stamp],
-            )?;
-            self.report
-                .changed_after_submission
-                .push((row.reference.clone(), row.line, old.state));
+            self.refuse_change(&old, row)?;
             return Ok(None);
         };
         if now_pending && self.planning {
@@ -331,6 +269,97 @@ impl Merge<'_> {
             }));
         }
         Ok(None)
+    }
+
+    /// A row new to the batch: handed back to be planned when it is to be paid and the merge
+    /// plans, else inserted in state `target`.
+    fn add(&mut self, row: &IncomingRow, target: RowState) -> Result<Option<ToPlan>> {
+        self.report.added += 1;
+        if target == RowState::Pending && self.planning {
+            self.unplanned += 1;
+            return Ok(Some(ToPlan {
+                row_id: None,
+                attempt: 1,
+            }));
+        }
+        let id = self.insert(row, target, None)?;
+        self.event("row", id, None, Some(target.as_str()), "row added")?;
+        Ok(None)
+    }
+
+    /// An unchanged row: only where it is in the file (and carried-through cells) follow.
+    /// Whether it is PENDING.
+    fn keep(&mut self, old: &Known, row: &IncomingRow) -> Result<bool> {
+        exec(
+            &self.tx,
+            self.path,
+            "UPDATE rows SET position = ?2, line = ?3, fields = ?4, merged = ?5 WHERE id = ?1",
+            params![old.id, row.position, row.line, row.fields, self.stamp],
+        )?;
+        self.report.unchanged += 1;
+        Ok(old.state == RowState::Pending)
+    }
+
+    /// A row that changed (or whose checks did) while nothing was submitted for it: takes the
+    /// file's version and state `target`. Whether it is now PENDING.
+    fn update(
+        &mut self,
+        old: &Known,
+        row: &IncomingRow,
+        target: RowState,
+        same: bool,
+    ) -> Result<bool> {
+        exec(
+            &self.tx,
+            self.path,
+            "UPDATE rows SET position = ?2, line = ?3, fields = ?4, spec = ?5,
+                    content_hash = ?6, state = ?7, error_type = ?8, error_message = ?9,
+                    merged = ?10
+             WHERE id = ?1",
+            params![
+                old.id,
+                row.position,
+                row.line,
+                row.fields,
+                row.spec,
+                row.content_hash,
+                target.as_str(),
+                (!row.valid).then_some("invalid"),
+                row.error_message,
+                self.stamp
+            ],
+        )?;
+        if old.state != target {
+            let cause = if same {
+                "row checked again: its checks changed"
+            } else {
+                "row changed in the input file before submission"
+            };
+            self.event(
+                "row",
+                old.id,
+                Some(old.state.as_str()),
+                Some(target.as_str()),
+                cause,
+            )?;
+        }
+        self.report.updated += 1;
+        Ok(target == RowState::Pending)
+    }
+
+    /// A row changed after something was submitted for it: only stamped as seen, and reported
+    /// (the merge must not be committed).
+    fn refuse_change(&mut self, old: &Known, row: &IncomingRow) -> Result<()> {
+        exec(
+            &self.tx,
+            self.path,
+            "UPDATE rows SET merged = ?2 WHERE id = ?1",
+            params![old.id, self.stamp],
+        )?;
+        self.report
+            .changed_after_submission
+            .push((row.reference.clone(), row.line, old.state));
+        Ok(())
     }
 
     /// Records the intent of one order (key and exact body; durable at [`Merge::commit`]) and

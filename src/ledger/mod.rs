@@ -791,135 +791,22 @@ impl Ledger {
     }
 
     /// Moves an order (and its rows) to a new state, with what the service said.
-    #[allow(clippy::too_many_arguments)]
     pub fn transition_order(&mut self, order_id: i64, t: Transition<'_>) -> Result<()> {
-        let Transition {
-            to,
-            service_order_id,
-            http_status,
-            response,
-            error,
-            items,
-            completed_at,
-            cause,
-        } = t;
         let current = self
             .order(order_id)?
             .ok_or_else(|| LedgerError::Corrupt(format!("order {order_id} not found")))?;
-        if current.state == to {
+        if current.state == t.to {
             return Ok(());
         }
-        if !current.state.can_become(to) {
-            return Err(LedgerError::Transition {
-                subject: "order",
-                id: order_id,
-                from: current.state.to_string(),
-                to: to.to_string(),
-            });
-        }
-        if matches!(
-            to,
-            OrderState::Accepted | OrderState::Completed | OrderState::Failed
-        ) && service_order_id
-            .or(current.service_order_id.as_deref())
-            .is_none()
-        {
-            // Never mark a row paid (or in flight) without the service's order id.
-            return Err(LedgerError::Corrupt(format!(
-                "order {order_id}: {to} without a service order id"
-            )));
-        }
-        let batch_id = current.batch_id;
-        let at = now();
+        check_order_transition(&current, &t)?;
         let rows = self.rows_of_order(order_id)?;
-        let row_to = row_state_for(to);
+        let row_to = row_state_for(t.to);
         let tx = begin(&mut self.conn, &self.path)?;
-        exec(
-            &tx,
-            &self.path,
-            "UPDATE orders SET state = ?2,
-                    service_order_id = COALESCE(?3, service_order_id),
-                    last_http_status = COALESCE(?4, last_http_status),
-                    last_response = COALESCE(?5, last_response),
-                    error_type = ?6, error_message = ?7,
-                    accepted_at = CASE WHEN ?3 IS NOT NULL THEN COALESCE(accepted_at, ?8)
-                                       ELSE accepted_at END,
-                    finished_at = CASE WHEN ?9 THEN ?8 ELSE finished_at END
-             WHERE id = ?1",
-            params![
-                order_id,
-                to.as_str(),
-                service_order_id,
-                http_status,
-                response,
-                error.map(|e| e.0),
-                error.map(|e| e.1),
-                at,
-                to.is_terminal()
-            ],
-        )?;
-        event(
-            &tx,
-            batch_id,
-            "order",
-            order_id,
-            Some(current.state.as_str()),
-            Some(to.as_str()),
-            cause,
-        )
-        .map_err(sqlerr(&self.path))?;
+        write_order_transition(&tx, &self.path, &current, &t)?;
         for row in &rows {
-            if row.state == row_to {
-                continue;
+            if row.state != row_to {
+                write_row_transition(&tx, &self.path, current.batch_id, row, row_to, &t)?;
             }
-            if !row.state.can_become(row_to) {
-                return Err(LedgerError::Transition {
-                    subject: "row",
-                    id: row.id,
-                    from: row.state.to_string(),
-                    to: row_to.to_string(),
-                });
-            }
-            let item = row
-                .item_index
-                .and_then(|i| items.get(i as usize))
-                .cloned()
-                .unwrap_or_default();
-            exec(
-                &tx,
-                &self.path,
-                "UPDATE rows SET state = ?2,
-                        item_id = COALESCE(?3, item_id), payout_url = COALESCE(?4, payout_url),
-                        price = COALESCE(?5, price), discount = COALESCE(?6, discount),
-                        error_type = ?7, error_message = ?8,
-                        completed_at = COALESCE(?9, completed_at),
-                        debited_amount = COALESCE(?10, debited_amount),
-                        debited_currency = COALESCE(?11, debited_currency)
-                 WHERE id = ?1",
-                params![
-                    row.id,
-                    row_to.as_str(),
-                    item.item_id,
-                    item.payout_url,
-                    item.price,
-                    item.discount,
-                    error.map(|e| e.0),
-                    error.map(|e| e.1),
-                    completed_at,
-                    item.debited.as_ref().map(|d| d.0.as_str()),
-                    item.debited.as_ref().map(|d| d.1.as_str())
-                ],
-            )?;
-            event(
-                &tx,
-                batch_id,
-                "row",
-                row.id,
-                Some(row.state.as_str()),
-                Some(row_to.as_str()),
-                cause,
-            )
-            .map_err(sqlerr(&self.path))?;
         }
         commit(tx, &self.path)
     }
@@ -1022,59 +909,16 @@ impl Ledger {
         )
         .map_err(sqlerr(&self.path))?;
         for (index, (attempt, row)) in current.iter().enumerate() {
-            let mut steps: Vec<(RowState, RowState, String)> = Vec::new();
-            match row.state {
-                RowState::Pending if *attempt >= row.attempt => {}
-                RowState::Failed | RowState::Rejected if *attempt > row.attempt => steps.push((
-                    row.state,
-                    RowState::Pending,
-                    format!("reconcile: the service has attempt {attempt} of this row"),
-                )),
-                other => {
-                    return Err(LedgerError::Transition {
-                        subject: "row",
-                        id: row.id,
-                        from: other.to_string(),
-                        to: format!("an adopted order at attempt {attempt}"),
-                    });
-                }
-            }
-            steps.push((RowState::Pending, RowState::Planned, "in an order".into()));
-            steps.push((
-                RowState::Planned,
-                RowState::Submitted,
-                "reconcile: order found at the service".into(),
-            ));
-            // The same table as every other transition (docs/ledger.md).
-            if let Some((from, to, _)) = steps.iter().find(|(from, to, _)| !from.can_become(*to)) {
-                return Err(LedgerError::Transition {
-                    subject: "row",
-                    id: row.id,
-                    from: from.to_string(),
-                    to: to.to_string(),
-                });
-            }
-            tx.execute(
-                "UPDATE rows SET state = 'SUBMITTED', attempt = ?2, order_id = ?3,
-                        item_index = ?4, item_id = NULL, payout_url = NULL, price = NULL,
-                        discount = NULL, error_type = NULL, error_message = NULL,
-                        completed_at = NULL
-                 WHERE id = ?1",
-                params![row.id, attempt, order_id, index as i64],
-            )
-            .map_err(sqlerr(&self.path))?;
-            for (from, to, cause) in steps {
-                event(
-                    &tx,
-                    batch_id,
-                    "row",
-                    row.id,
-                    Some(from.as_str()),
-                    Some(to.as_str()),
-                    &cause,
-                )
-                .map_err(sqlerr(&self.path))?;
-            }
+            let steps = adoption_steps(row, *attempt)?;
+            adopt_row(
+                &tx,
+                &self.path,
+                batch_id,
+                row,
+                *attempt,
+                (order_id, index),
+                steps,
+            )?;
         }
         commit(tx, &self.path)?;
         Ok(order_id)
@@ -1347,6 +1191,214 @@ fn event(
             cause
         ])
     })
+}
+
+/// Why an order cannot move from its `current` state as `t` says: a transition the table does
+/// not allow, or a paid (or in-flight) state without the service's order id.
+fn check_order_transition(current: &OrderRecord, t: &Transition<'_>) -> Result<()> {
+    let (order_id, to) = (current.id, t.to);
+    if !current.state.can_become(to) {
+        return Err(LedgerError::Transition {
+            subject: "order",
+            id: order_id,
+            from: current.state.to_string(),
+            to: to.to_string(),
+        });
+    }
+    if matches!(
+        to,
+        OrderState::Accepted | OrderState::Completed | OrderState::Failed
+    ) && t
+        .service_order_id
+        .or(current.service_order_id.as_deref())
+        .is_none()
+    {
+        // Never mark a row paid (or in flight) without the service's order id.
+        return Err(LedgerError::Corrupt(format!(
+            "order {order_id}: {to} without a service order id"
+        )));
+    }
+    Ok(())
+}
+
+/// Writes an order's move from its `current` state as `t` says, and its event.
+fn write_order_transition(
+    tx: &Transaction<'_>,
+    path: &Path,
+    current: &OrderRecord,
+    t: &Transition<'_>,
+) -> Result<()> {
+    let at = now();
+    exec(
+        tx,
+        path,
+        "UPDATE orders SET state = ?2,
+                service_order_id = COALESCE(?3, service_order_id),
+                last_http_status = COALESCE(?4, last_http_status),
+                last_response = COALESCE(?5, last_response),
+                error_type = ?6, error_message = ?7,
+                accepted_at = CASE WHEN ?3 IS NOT NULL THEN COALESCE(accepted_at, ?8)
+                                   ELSE accepted_at END,
+                finished_at = CASE WHEN ?9 THEN ?8 ELSE finished_at END
+         WHERE id = ?1",
+        params![
+            current.id,
+            t.to.as_str(),
+            t.service_order_id,
+            t.http_status,
+            t.response,
+            t.error.map(|e| e.0),
+            t.error.map(|e| e.1),
+            at,
+            t.to.is_terminal()
+        ],
+    )?;
+    event(
+        tx,
+        current.batch_id,
+        "order",
+        current.id,
+        Some(current.state.as_str()),
+        Some(t.to.as_str()),
+        t.cause,
+    )
+    .map_err(sqlerr(path))?;
+    Ok(())
+}
+
+/// Writes the move of one row of an order to `to`, with what `t` says of its item, and its
+/// event; refused when the table does not allow it.
+fn write_row_transition(
+    tx: &Transaction<'_>,
+    path: &Path,
+    batch_id: i64,
+    row: &RowRecord,
+    to: RowState,
+    t: &Transition<'_>,
+) -> Result<()> {
+    if !row.state.can_become(to) {
+        return Err(LedgerError::Transition {
+            subject: "row",
+            id: row.id,
+            from: row.state.to_string(),
+            to: to.to_string(),
+        });
+    }
+    let item = row
+        .item_index
+        .and_then(|i| t.items.get(i as usize))
+        .cloned()
+        .unwrap_or_default();
+    exec(
+        tx,
+        path,
+        "UPDATE rows SET state = ?2,
+                item_id = COALESCE(?3, item_id), payout_url = COALESCE(?4, payout_url),
+                price = COALESCE(?5, price), discount = COALESCE(?6, discount),
+                error_type = ?7, error_message = ?8,
+                completed_at = COALESCE(?9, completed_at),
+                debited_amount = COALESCE(?10, debited_amount),
+                debited_currency = COALESCE(?11, debited_currency)
+         WHERE id = ?1",
+        params![
+            row.id,
+            to.as_str(),
+            item.item_id,
+            item.payout_url,
+            item.price,
+            item.discount,
+            t.error.map(|e| e.0),
+            t.error.map(|e| e.1),
+            t.completed_at,
+            item.debited.as_ref().map(|d| d.0.as_str()),
+            item.debited.as_ref().map(|d| d.1.as_str())
+        ],
+    )?;
+    event(
+        tx,
+        batch_id,
+        "row",
+        row.id,
+        Some(row.state.as_str()),
+        Some(to.as_str()),
+        t.cause,
+    )
+    .map_err(sqlerr(path))?;
+    Ok(())
+}
+
+/// The moves (from, to, cause) that bring `row` into an adopted order at `attempt`: PENDING
+/// (after FAILED or REJECTED at an earlier attempt), PLANNED, SUBMITTED. Any other row refuses
+/// the adoption.
+fn adoption_steps(row: &RowRecord, attempt: i64) -> Result<Vec<(RowState, RowState, String)>> {
+    let mut steps: Vec<(RowState, RowState, String)> = Vec::new();
+    match row.state {
+        RowState::Pending if attempt >= row.attempt => {}
+        RowState::Failed | RowState::Rejected if attempt > row.attempt => steps.push((
+            row.state,
+            RowState::Pending,
+            format!("reconcile: the service has attempt {attempt} of this row"),
+        )),
+        other => {
+            return Err(LedgerError::Transition {
+                subject: "row",
+                id: row.id,
+                from: other.to_string(),
+                to: format!("an adopted order at attempt {attempt}"),
+            });
+        }
+    }
+    steps.push((RowState::Pending, RowState::Planned, "in an order".into()));
+    steps.push((
+        RowState::Planned,
+        RowState::Submitted,
+        "reconcile: order found at the service".into(),
+    ));
+    // The same table as every other transition (docs/ledger.md).
+    if let Some((from, to, _)) = steps.iter().find(|(from, to, _)| !from.can_become(*to)) {
+        return Err(LedgerError::Transition {
+            subject: "row",
+            id: row.id,
+            from: from.to_string(),
+            to: to.to_string(),
+        });
+    }
+    Ok(steps)
+}
+
+/// Writes `row` as item `index` of the adopted order `order_id` at `attempt`, SUBMITTED, with
+/// an event for each of its `steps`.
+fn adopt_row(
+    tx: &Transaction<'_>,
+    path: &Path,
+    batch_id: i64,
+    row: &RowRecord,
+    attempt: i64,
+    (order_id, index): (i64, usize),
+    steps: Vec<(RowState, RowState, String)>,
+) -> Result<()> {
+    tx.execute(
+        "UPDATE rows SET state = 'SUBMITTED', attempt = ?2, order_id = ?3,
+                item_index = ?4, item_id = NULL, payout_url = NULL, price = NULL,
+                discount = NULL, error_type = NULL, error_message = NULL,
+                completed_at = NULL
+         WHERE id = ?1",
+        params![row.id, attempt, order_id, index as i64],
+    )
+    .map_err(sqlerr(path))?;
+    for (from, to, cause) in steps {
+        event(
+            tx,
+            batch_id,
+            "row",
+            row.id,
+            Some(from.as_str()),
+            Some(to.as_str()),
+            &cause,
+        )
+        .map_err(sqlerr(path))?;
+    }
+    Ok(())
 }
 
 /// The file a ledger path names, spelled one way: symbolic links and `..` resolved, so that two
