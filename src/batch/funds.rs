@@ -123,49 +123,67 @@ pub fn row_card<'a>(spec: &'a RowSpec, default_card: Option<&'a str>) -> Option<
         .or(default_card)
 }
 
-/// What the service stopped in this run, for a person: per balance too low, the rows it left
-/// unpaid, what they need, what the balance has and how much is missing; for the account's
-/// spending limit, the rows left unpaid. With what to do next.
-pub fn held_lines(
-    ledger: &Ledger,
-    batch: &ledger::BatchRecord,
-    products: &[Product],
-    held: &BTreeMap<String, String>,
-    balances: &BTreeMap<String, Option<Decimal>>,
-) -> Result<Vec<String>, RunError> {
-    let by_code: HashMap<&str, &Product> = products.iter().map(|p| (p.code.as_str(), p)).collect();
-    let orders: HashMap<i64, OrderRecord> = ledger
-        .orders(batch.id)?
-        .into_iter()
-        .map(|o| (o.id, o))
-        .collect();
-    // Rows the stop left unpaid: not sent, or refused for it.
-    let mut unpaid: BTreeMap<String, (usize, usize, Decimal)> = BTreeMap::new();
-    let mut refused = 0usize;
-    let mut all_unpaid = 0usize;
-    for row in ledger.rows(batch.id)? {
-        let Some(order) = row.order_id.and_then(|id| orders.get(&id)) else {
-            continue;
-        };
-        let stopped = match row.state {
-            RowState::Planned => order.state == OrderState::Intent,
-            RowState::Rejected => matches!(
-                row.error_type.as_deref(),
-                Some("insufficient_funds" | "insufficient_balance" | "ordering_restricted")
-            ),
-            _ => false,
-        };
-        if !stopped {
-            continue;
+/// The rows a stop of the service left unpaid: per payment currency (balance-paid rows only),
+/// (rows, rows converted from another currency, what the others need); and the rows the
+/// service refused for it, and all unpaid rows.
+#[derive(Default)]
+struct Unpaid {
+    per_currency: BTreeMap<String, (usize, usize, Decimal)>,
+    refused: usize,
+    all: usize,
+}
+
+impl Unpaid {
+    /// Rows not sent, or refused for a balance too low or the account's spending limit.
+    fn of(
+        ledger: &Ledger,
+        batch: &ledger::BatchRecord,
+        products: &[Product],
+    ) -> Result<Self, RunError> {
+        let by_code: HashMap<&str, &Product> =
+            products.iter().map(|p| (p.code.as_str(), p)).collect();
+        let orders: HashMap<i64, OrderRecord> = ledger
+            .orders(batch.id)?
+            .into_iter()
+            .map(|o| (o.id, o))
+            .collect();
+        let mut unpaid = Unpaid::default();
+        for row in ledger.rows(batch.id)? {
+            let Some(order) = row.order_id.and_then(|id| orders.get(&id)) else {
+                continue;
+            };
+            let stopped = match row.state {
+                RowState::Planned => order.state == OrderState::Intent,
+                RowState::Rejected => matches!(
+                    row.error_type.as_deref(),
+                    Some("insufficient_funds" | "insufficient_balance" | "ordering_restricted")
+                ),
+                _ => false,
+            };
+            if stopped {
+                unpaid.add(&row, order, &by_code);
+            }
         }
-        all_unpaid += 1;
+        Ok(unpaid)
+    }
+
+    fn add(
+        &mut self,
+        row: &ledger::RowRecord,
+        order: &OrderRecord,
+        by_code: &HashMap<&str, &Product>,
+    ) {
+        self.all += 1;
         if row.state == RowState::Rejected {
-            refused += 1;
+            self.refused += 1;
         }
         if order.card_id.is_some() {
-            continue;
+            return;
         }
-        let entry = unpaid.entry(order.payment_currency.clone()).or_default();
+        let entry = self
+            .per_currency
+            .entry(order.payment_currency.clone())
+            .or_default();
         entry.0 += 1;
         match row
             .spec
@@ -186,10 +204,23 @@ pub fn held_lines(
             _ => entry.1 += 1,
         }
     }
-    let then = if refused > 0 {
+}
+
+/// What the service stopped in this run, for a person: per balance too low, the rows it left
+/// unpaid, what they need, what the balance has and how much is missing; for the account's
+/// spending limit, the rows left unpaid. With what to do next.
+pub fn held_lines(
+    ledger: &Ledger,
+    batch: &ledger::BatchRecord,
+    products: &[Product],
+    held: &BTreeMap<String, String>,
+    balances: &BTreeMap<String, Option<Decimal>>,
+) -> Result<Vec<String>, RunError> {
+    let unpaid = Unpaid::of(ledger, batch, products)?;
+    let then = if unpaid.refused > 0 {
         format!(
-            "then `paybatch retry --batch {}` (for the {refused} rows the service refused) and run the same command again",
-            batch.name
+            "then `paybatch retry --batch {}` (for the {} rows the service refused) and run the same command again",
+            batch.name, unpaid.refused
         )
     } else {
         "then run the same command again".to_string()
@@ -197,39 +228,56 @@ pub fn held_lines(
     let mut lines = Vec::new();
     if let Some(why) = held.get("account") {
         lines.push(format!(
-            "the service stopped ordering for this account ({why}): {all_unpaid} rows not paid; ask the account's owner to raise its spending limit, {then}"
+            "the service stopped ordering for this account ({why}): {} rows not paid; ask the account's owner to raise its spending limit, {then}",
+            unpaid.all
         ));
     }
     for (what, why) in held {
         let Some(currency) = what.strip_prefix("balance ") else {
             continue;
         };
-        let (rows, converted, need) = unpaid.get(currency).cloned().unwrap_or_default();
         let available = balances.get(currency).copied().flatten();
-        let has = match &available {
-            Some(available) => format!("the balance has {available} {currency}"),
-            None => "the balance could not be read".to_string(),
-        };
-        let money = match (&available, rows - converted) {
-            (_, 0) => has,
-            (Some(available), _) if *available < need => format!(
-                "those priced in {currency} need {need} {currency}, {has}: {} {currency} missing",
-                need - available
-            ),
-            (_, _) => format!("those priced in {currency} need {need} {currency}, {has}"),
-        };
-        let fx = if converted > 0 {
-            format!(
-                "; {converted} of them are converted from other currencies, priced in {currency} only when ordered"
-            )
-        } else {
-            String::new()
-        };
-        lines.push(format!(
-            "the {currency} balance is too low ({why}): {rows} rows not paid; {money}{fx}; top up the {currency} balance, {then}"
-        ));
+        lines.push(balance_line(currency, why, &unpaid, available, &then));
     }
     Ok(lines)
+}
+
+/// One balance the service found too low: the rows it left unpaid, what they need, what the
+/// balance has and how much is missing.
+fn balance_line(
+    currency: &str,
+    why: &str,
+    unpaid: &Unpaid,
+    available: Option<Decimal>,
+    then: &str,
+) -> String {
+    let (rows, converted, need) = unpaid
+        .per_currency
+        .get(currency)
+        .cloned()
+        .unwrap_or_default();
+    let has = match &available {
+        Some(available) => format!("the balance has {available} {currency}"),
+        None => "the balance could not be read".to_string(),
+    };
+    let money = match (&available, rows - converted) {
+        (_, 0) => has,
+        (Some(available), _) if *available < need => format!(
+            "those priced in {currency} need {need} {currency}, {has}: {} {currency} missing",
+            need - available
+        ),
+        (_, _) => format!("those priced in {currency} need {need} {currency}, {has}"),
+    };
+    let fx = if converted > 0 {
+        format!(
+            "; {converted} of them are converted from other currencies, priced in {currency} only when ordered"
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "the {currency} balance is too low ({why}): {rows} rows not paid; {money}{fx}; top up the {currency} balance, {then}"
+    )
 }
 
 /// What [`held_lines`] reads of a stored row (`rows.spec`).

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use rand::Rng;
 
-use crate::api::CreateOutcome;
 use crate::api::models::{ExecutionMode, OrderStatus};
+use crate::api::{ApiError, CreateOutcome};
 use crate::failpoint;
 use crate::ledger::{self, Ledger, LedgerError, OrderRecord, OrderState, Transition};
 
@@ -364,6 +364,8 @@ pub async fn submit_all(
     Ok(None)
 }
 
+/// Sends one order (its recorded key and bytes) until the service answers it, refuses it, or
+/// the tries or the run's patience run out.
 async fn submit_one(stage: &Stage, limiter: &Pacer, order: OrderRecord, tries: u32) -> Sent {
     let mode = if order.mode == "sync" {
         ExecutionMode::Sync
@@ -390,102 +392,135 @@ async fn submit_one(stage: &Stage, limiter: &Pacer, order: OrderRecord, tries: u
             Ok(outcome) => {
                 let recorded = record_created(stage, &order, outcome);
                 failpoint::hit("after_record");
-                return match recorded {
-                    Ok(()) => {
-                        stage.patience.progress();
-                        Sent::Recorded
-                    }
-                    Err(e) => Sent::Stop(e),
-                };
+                return answered(stage, recorded);
             }
             Err(e) if e.is_transient() => {
                 last = format!("{}: {}", e.kind(), e.message());
                 server_error = e.status().is_some_and(|s| (500..=599).contains(&s));
-                if let Err(le) =
-                    stage
-                        .ledger()
-                        .record_send_error(order.id, e.status(), e.kind(), &e.message())
-                {
-                    return Sent::Stop(le.into());
-                }
-                // The service's Retry-After is at most MAX_RETRY_AFTER (the client reads it so).
-                let floor = if e.is_rate_limited() {
-                    e.retry_after()
-                        .unwrap_or_default()
-                        .max(Duration::from_secs(5))
-                } else {
-                    e.retry_after().unwrap_or_default()
+                let pause = Pause {
+                    attempt,
+                    last_try: attempt + 1 >= tries,
                 };
-                let pause = (attempt + 1 < tries).then(|| backoff(attempt, floor));
-                let longest = pause.unwrap_or_default().max(if e.is_rate_limited() {
-                    floor
-                } else {
-                    Duration::ZERO
-                });
-                if !stage.patience.allows(longest) {
-                    return Sent::GaveUp {
-                        why: format!(
-                            ": the service asks to wait {}s more ({last}), longer than the run waits without an answer (--poll-timeout {}s)",
-                            longest.as_secs(),
-                            stage.patience.timeout.as_secs()
-                        ),
-                        kept: false,
-                    };
-                }
-                if e.is_rate_limited() {
-                    limiter.throttled(floor);
-                }
-                if let Some(pause) = pause {
-                    tokio::time::sleep(pause).await;
+                if let Some(sent) = wait_to_resend(stage, limiter, &order, &e, pause, &last).await {
+                    return sent;
                 }
             }
-            Err(e) if is_auth_error(&e) => return Sent::Stop(RunError::Auth(e)),
-            Err(e) if e.kind() == "idempotency_validation_error" => {
-                // The service holds another body under this key: whatever it created must be
-                // looked at by a person; marking the rows REJECTED could lead to paying twice.
-                return Sent::Stop(RunError::Conflict {
-                    message: format!(
-                        "the service holds a different request under idempotency key {} (order {} of the ledger): {}",
-                        order.idempotency_key,
-                        order.id,
-                        e.message()
-                    ),
-                    help: "nothing was marked; run `paybatch reconcile --batch NAME --dry-run` to see what the service has for this batch".into(),
-                });
-            }
-            Err(e) => {
-                let mut message = e.message();
-                if e.kind() == "payment_method_unavailable" && order.card_id.is_some() {
-                    message.push_str(
-                        "; the service no longer lists card payments (its published API takes ACCOUNT_BALANCE only): pay these rows from a balance (drop --card-id or the card_id cell), then `paybatch retry`",
-                    );
-                }
-                if let Some(what) = holds(&e, &order) {
-                    stage.hold(what, format!("{}: {}", e.kind(), e.message()));
-                }
-                let cause = format!("service refused the order: {}", e.kind());
-                let recorded = stage.ledger().transition_order(
-                    order.id,
-                    Transition {
-                        http_status: e.status(),
-                        error: Some((e.kind(), &message)),
-                        ..Transition::to(OrderState::Rejected, &cause)
-                    },
-                );
-                return match recorded {
-                    Ok(()) => {
-                        stage.patience.progress();
-                        Sent::Recorded
-                    }
-                    Err(le) => Sent::Stop(le.into()),
-                };
-            }
+            Err(e) => return refused(stage, &order, e),
         }
     }
     Sent::GaveUp {
         why: format!(" got no usable answer after {tries} tries ({last})"),
         kept: server_error,
     }
+}
+
+/// An answer recorded (or the ledger failing to record it).
+fn answered(stage: &Stage, recorded: Result<(), RunError>) -> Sent {
+    match recorded {
+        Ok(()) => {
+            stage.patience.progress();
+            Sent::Recorded
+        }
+        Err(e) => Sent::Stop(e),
+    }
+}
+
+/// Which try of an order failed for a moment.
+#[derive(Clone, Copy)]
+struct Pause {
+    attempt: u32,
+    last_try: bool,
+}
+
+/// After a transient failure (5xx, 429, no answer): records it, then waits before the next try
+/// (the service's `Retry-After`, at least 5 s after a 429, exponential backoff otherwise).
+/// Returns what the order came to when it must not be tried again in this run.
+async fn wait_to_resend(
+    stage: &Stage,
+    limiter: &Pacer,
+    order: &OrderRecord,
+    e: &ApiError,
+    pause: Pause,
+    last: &str,
+) -> Option<Sent> {
+    if let Err(le) = stage
+        .ledger()
+        .record_send_error(order.id, e.status(), e.kind(), &e.message())
+    {
+        return Some(Sent::Stop(le.into()));
+    }
+    // The service's Retry-After is at most MAX_RETRY_AFTER (the client reads it so).
+    let floor = if e.is_rate_limited() {
+        e.retry_after()
+            .unwrap_or_default()
+            .max(Duration::from_secs(5))
+    } else {
+        e.retry_after().unwrap_or_default()
+    };
+    let wait = (!pause.last_try).then(|| backoff(pause.attempt, floor));
+    let longest = wait.unwrap_or_default().max(if e.is_rate_limited() {
+        floor
+    } else {
+        Duration::ZERO
+    });
+    if !stage.patience.allows(longest) {
+        return Some(Sent::GaveUp {
+            why: format!(
+                ": the service asks to wait {}s more ({last}), longer than the run waits without an answer (--poll-timeout {}s)",
+                longest.as_secs(),
+                stage.patience.timeout.as_secs()
+            ),
+            kept: false,
+        });
+    }
+    if e.is_rate_limited() {
+        limiter.throttled(floor);
+    }
+    if let Some(wait) = wait {
+        tokio::time::sleep(wait).await;
+    }
+    None
+}
+
+/// The service refused the order for good: a refused key stops the run; another body under
+/// the key needs a person; any other refusal rejects the order's rows with the service's reason
+/// (and a balance too low or the account's spending limit holds back what it covers).
+fn refused(stage: &Stage, order: &OrderRecord, e: ApiError) -> Sent {
+    if is_auth_error(&e) {
+        return Sent::Stop(RunError::Auth(e));
+    }
+    if e.kind() == "idempotency_validation_error" {
+        // The service holds another body under this key: whatever it created must be looked
+        // at by a person; marking the rows REJECTED could lead to paying twice.
+        return Sent::Stop(RunError::Conflict {
+            message: format!(
+                "the service holds a different request under idempotency key {} (order {} of the ledger): {}",
+                order.idempotency_key,
+                order.id,
+                e.message()
+            ),
+            help: "nothing was marked; run `paybatch reconcile --batch NAME --dry-run` to see what the service has for this batch".into(),
+        });
+    }
+    let mut message = e.message();
+    if e.kind() == "payment_method_unavailable" && order.card_id.is_some() {
+        message.push_str(
+            "; the service no longer lists card payments (its published API takes ACCOUNT_BALANCE only): pay these rows from a balance (drop --card-id or the card_id cell), then `paybatch retry`",
+        );
+    }
+    if let Some(what) = holds(&e, order) {
+        stage.hold(what, format!("{}: {}", e.kind(), e.message()));
+    }
+    let cause = format!("service refused the order: {}", e.kind());
+    let recorded = stage.ledger().transition_order(
+        order.id,
+        Transition {
+            http_status: e.status(),
+            error: Some((e.kind(), &message)),
+            ..Transition::to(OrderState::Rejected, &cause)
+        },
+    );
+    answered(stage, recorded.map_err(RunError::from))
 }
 
 fn record_created(

@@ -105,6 +105,18 @@ pub async fn execute(args: ValidateArgs, quiet: bool) -> i32 {
         outln!("paybatch validate: {}", opts.environment.banner());
         let _ = print_preview(&preview, &mut out);
     }
+    print_verdict(&preview);
+    if let Some(d) = &preview.digest
+        && !quiet
+    {
+        outln!("approve this digest, then pay exactly this plan with:");
+        outln!("  {}", args.run_command(d));
+    }
+    code
+}
+
+/// The problems of the file and of the balance, on stderr, with what to do.
+fn print_verdict(preview: &Preview) {
     super::print_problems(&preview.problem_report());
     if preview.problems_total > 0 {
         errln!();
@@ -151,13 +163,6 @@ pub async fn execute(args: ValidateArgs, quiet: bool) -> i32 {
             Some("top up the account, or pay fewer rows (split the file), then validate again"),
         );
     }
-    if let Some(d) = &preview.digest
-        && !quiet
-    {
-        outln!("approve this digest, then pay exactly this plan with:");
-        outln!("  {}", args.run_command(d));
-    }
-    code
 }
 
 /// `writeln!` of one line, its control characters escaped ([`crate::text::escape`]).

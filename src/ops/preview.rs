@@ -210,6 +210,27 @@ pub struct Preview {
 }
 
 impl Preview {
+    /// A preview of `opts.input` before the file is read.
+    fn new(opts: &RunOptions, catalog_products: usize, catalog_cached: bool) -> Self {
+        Preview {
+            file: opts.input.display().to_string(),
+            batch: opts.batch_name(),
+            environment: opts.environment.name().to_string(),
+            catalog_products,
+            catalog_cached,
+            rows: 0,
+            valid_rows: 0,
+            problems: Vec::new(),
+            problems_per_kind: BTreeMap::new(),
+            problems_total: 0,
+            file_level_only: false,
+            skip_invalid: opts.skip_invalid,
+            totals: Totals::default(),
+            balance: Vec::new(),
+            digest: None,
+        }
+    }
+
     /// Whether `paybatch run` would go ahead: rows to pay, no problem (or `--skip-invalid`),
     /// enough balance.
     pub fn is_valid(&self) -> bool {
@@ -258,23 +279,7 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, RunError> {
         check_binding(b, &conn)?;
     }
     let (products, source) = load_catalog(&mut ledger, &conn, opts).await?;
-    let mut preview = Preview {
-        file: opts.input.display().to_string(),
-        batch: batch_name.clone(),
-        environment: opts.environment.name().to_string(),
-        catalog_products: products.len(),
-        catalog_cached: source == CatalogSource::Cache,
-        rows: 0,
-        valid_rows: 0,
-        problems: Vec::new(),
-        problems_per_kind: BTreeMap::new(),
-        problems_total: 0,
-        file_level_only: false,
-        skip_invalid: opts.skip_invalid,
-        totals: Totals::default(),
-        balance: Vec::new(),
-        digest: None,
-    };
+    let mut preview = Preview::new(opts, products.len(), source == CatalogSource::Cache);
     let options = ValidateOptions {
         allow_duplicates: opts.allow_duplicates,
         default_payment_currency: opts.default_payment_currency.clone(),
