@@ -86,7 +86,9 @@ struct RowView {
 }
 
 fn parsed_spec(row: &RowRecord) -> Option<serde_json::Value> {
-    row.spec.as_deref().and_then(|s| serde_json::from_str(s).ok())
+    row.spec
+        .as_deref()
+        .and_then(|s| serde_json::from_str(s).ok())
 }
 
 fn row_view(headers: &[String], row: &RowRecord) -> RowView {
@@ -154,14 +156,18 @@ fn recorded_spec(row: &RowRecord) -> Option<Result<RowSpec, String>> {
     let face_value = text("face_value")
         .and_then(|f| f.parse::<Decimal>().ok())
         .ok_or_else(unreadable);
-    let distribution =
-        serde_json::from_value::<DistributionType>(spec.get("distribution").cloned().unwrap_or_default())
-            .map_err(|_| unreadable());
-    let codes = spec.get("product_codes").and_then(|v| v.as_array()).map(|a| {
-        a.iter()
-            .filter_map(|c| c.as_str().map(str::to_string))
-            .collect::<Vec<_>>()
-    });
+    let distribution = serde_json::from_value::<DistributionType>(
+        spec.get("distribution").cloned().unwrap_or_default(),
+    )
+    .map_err(|_| unreadable());
+    let codes = spec
+        .get("product_codes")
+        .and_then(|v| v.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|c| c.as_str().map(str::to_string))
+                .collect::<Vec<_>>()
+        });
     Some((|| {
         Ok(RowSpec {
             line: u64::try_from(row.line).unwrap_or_default(),
@@ -596,12 +602,20 @@ fn amounts_table(h: &mut String, first: &str, lines: &[Line<'_>]) {
         let _ = writeln!(
             h,
             "<tr{}><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"barcell\">{}</td><td class=\"num\">{}</td><td class=\"num\">{price}</td></tr>",
-            if first_of_currency { " class=\"first\"" } else { "" },
+            if first_of_currency {
+                " class=\"first\""
+            } else {
+                ""
+            },
             escape(l.currency),
             l.label,
             t.rows,
             escape(&display_amount(t.face_value, l.currency)),
-            bar(t.face_value, max.get(l.currency).copied().unwrap_or_default(), l.fill),
+            bar(
+                t.face_value,
+                max.get(l.currency).copied().unwrap_or_default(),
+                l.fill
+            ),
             t.completed,
         );
     }
@@ -864,6 +878,51 @@ mod tests {
         }
         assert!(page.contains("<svg"));
         assert!(page.contains("24.50"));
+    }
+
+    fn priced(reference: &str, product: &str, face: &str, currency: &str) -> RowRecord {
+        let mut r = row(reference, RowState::Completed, Some("https://x/p/1"), None);
+        r.fields = vec![
+            reference.into(),
+            product.into(),
+            face.into(),
+            currency.into(),
+        ];
+        r.price = Some(face.into());
+        r.debited_amount = Some(face.into());
+        r.debited_currency = Some(currency.into());
+        r
+    }
+
+    #[test]
+    fn bars_are_scaled_within_a_currency_and_currencies_are_never_added() {
+        let rows = [
+            priced("R-1", "VISA-US", "150.00", "USD"),
+            priced("R-2", "AMZ-US", "50.00", "USD"),
+            priced("R-3", "PAYPAL-CA", "75.00", "CAD"),
+        ];
+        let page = render(&batch("sim"), &rows, "l.db", "now", "0.1.0");
+        let products = &page[page.find("<h2>Per product</h2>").expect("breakdown")..];
+        let width = |product: &str| -> String {
+            let line = &products[products.find(product).expect(product)..];
+            let marker = "fill=\"#eceff1\"/><rect width=\"";
+            let at = line.find(marker).expect("a bar") + marker.len();
+            line[at..at + line[at..].find('"').expect("end")].to_string()
+        };
+        assert_eq!(width("VISA-US"), "100.00");
+        assert_eq!(width("AMZ-US"), "33.33");
+        assert_eq!(width("PAYPAL-CA"), "100.00", "CAD has its own scale");
+        assert!(page.contains("every currency has its own scale"));
+        assert!(!page.contains("275"), "75 CAD and 200 USD are never added");
+    }
+
+    #[test]
+    fn a_row_that_did_not_complete_has_no_price() {
+        let mut failed = row("R-9", RowState::Failed, None, Some("the order failed"));
+        failed.price = Some("98.76".into());
+        let page = render(&batch("sim"), &[failed], "l.db", "now", "0.1.0");
+        assert!(!page.contains("98.76"), "{page}");
+        assert!(page.contains("invalid: the order failed"), "{page}");
     }
 
     #[test]

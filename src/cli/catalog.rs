@@ -142,9 +142,10 @@ impl Filter {
         let same = |a: &str, b: &str| a.eq_ignore_ascii_case(b);
         (!self.orderable || p.is_orderable)
             && self.payout_type.is_none_or(|t| p.payout_type == t)
-            && self.country.as_deref().is_none_or(|c| {
-                p.countries_redeemable_in.iter().any(|x| same(x, c))
-            })
+            && self
+                .country
+                .as_deref()
+                .is_none_or(|c| p.countries_redeemable_in.iter().any(|x| same(x, c)))
             && self.category.as_deref().is_none_or(|c| {
                 p.categories
                     .as_ref()

@@ -116,7 +116,11 @@ pub async fn execute(args: ConfigArgs, provenance: &Provenance) -> i32 {
     }
 }
 
-fn as_json(settings: &[Setting], effective: &Effective, provenance: &Provenance) -> serde_json::Value {
+fn as_json(
+    settings: &[Setting],
+    effective: &Effective,
+    provenance: &Provenance,
+) -> serde_json::Value {
     let mut map = serde_json::Map::new();
     for st in settings {
         map.insert(
