@@ -21,11 +21,14 @@ pub struct CatalogArgs {
 #[derive(Debug, Subcommand)]
 pub enum CatalogCommand {
     /// Fetch the whole catalog (all pages) and replace the local cache.
+    #[command(after_help = super::man::examples_help("catalog sync"))]
     Sync {
         #[command(flatten)]
         service: ServiceArgs,
     },
-    /// List products from the cache (fetched first when missing or stale).
+    /// List products from the cache (fetched first when missing or stale); without a ledger,
+    /// from the service, caching nothing.
+    #[command(after_help = super::man::examples_help("catalog list"))]
     List {
         #[command(flatten)]
         service: ServiceArgs,

@@ -29,13 +29,6 @@ reasons, and the technical details last. It is self-contained (no script, nothin
 and prints anywhere, and never contains payout links. Both files are written atomically with mode \
 0600.\n\nReads the ledger only; a ledger that does not exist is an error (exit 2), never created.";
 
-/// Examples at the end of `--help`.
-pub const EXAMPLES: &str = "EXAMPLES:\n  \
-paybatch report --batch 2026-11                          # the result file again, beside the input\n  \
-paybatch report --batch 2026-11 --out /secure/2026-11.csv\n  \
-paybatch report --batch 2026-11 --out - | wc -l          # the result CSV on stdout\n  \
-paybatch report --batch 2026-11 --html 2026-11.html --group-by department";
-
 #[derive(Debug, Args)]
 pub struct ReportArgs {
     /// The batch to report on.
