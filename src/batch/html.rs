@@ -586,7 +586,7 @@ fn amounts_table(h: &mut String, first: &str, lines: &[Line<'_>]) {
     }
     let _ = writeln!(
         h,
-        "<table class=\"amounts\">\n<thead><tr><th scope=\"col\">Currency</th><th scope=\"col\">{}</th><th scope=\"col\" class=\"num\">Rows</th><th scope=\"col\" class=\"num\">Face value</th><th scope=\"col\" class=\"barcell\"><span class=\"sr\">Face value, scaled within the currency</span></th><th scope=\"col\" class=\"num\">Completed</th><th scope=\"col\" class=\"num\">Price</th></tr></thead>\n<tbody>",
+        "<table class=\"amounts\">\n<thead><tr><th scope=\"col\">Currency</th><th scope=\"col\">{}</th><th scope=\"col\" class=\"num\">Rows</th><th scope=\"col\" class=\"num\">Face value</th><th scope=\"col\" class=\"barcell scale\">scaled within each currency</th><th scope=\"col\" class=\"num\">Completed</th><th scope=\"col\" class=\"num\">Price</th></tr></thead>\n<tbody>",
         escape(first)
     );
     let mut previous = None;
@@ -765,7 +765,7 @@ td.barcell, th.barcell { width: 12.5rem; vertical-align: middle; }
 tr.first td { border-top: 1px solid #999; }
 tr.total th, tr.total td { font-weight: 700; border-bottom: 2px solid #999; }
 table.balances td.num:last-child, table.balances tr.total td { white-space: nowrap; }
-.sr { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); }
+th.scale { color: #666; font-weight: 400; font-size: 0.8rem; }
 .warn { color: #8a4b00; font-weight: 600; }
 table.technical { font-size: 0.85rem; }
 footer { margin-top: 2.5rem; color: #666; font-size: 0.85rem; border-top: 1px solid #ccc; padding-top: 0.5rem; }
