@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Pays the sample batch on the embedded simulator, writes its HTML report and renders it with
-# headless Chromium to docs/report.png (or the file given):
+# Pays the sample batch on the embedded simulator, writes its HTML report (broken down per
+# department) and renders it with headless Chromium to docs/report.png (or the file given):
 #   scripts/report-screenshot.sh [OUT.png]
 # Needs Chromium (Debian: apt-get install chromium). Nothing leaves the machine: the simulator is
 # in-process, the page fetches nothing, and Chromium runs with its background networking off.
@@ -15,7 +15,7 @@ if [ -z "$browser" ]; then
   exit 2
 fi
 cargo build --quiet
-bin=$root/target/debug/paybatch
+bin=${CARGO_TARGET_DIR:-$root/target}/debug/paybatch
 work=$(mktemp -d)
 profile=$(mktemp -d)
 trap 'rm -rf "$work" "$profile"' EXIT
@@ -23,9 +23,11 @@ cp samples/recipients.csv "$work/"
 (
   cd "$work"
   "$bin" --quiet run recipients.csv --ledger paybatch.db
-  "$bin" --quiet report --batch recipients --ledger paybatch.db --html report.html
+  "$bin" --quiet report --batch recipients --ledger paybatch.db --html report.html \
+    --group-by department
 )
-"$browser" --headless --no-sandbox --disable-gpu --disable-background-networking \
+# The window is as tall as the page, so that the picture shows all of it.
+"$browser" --headless --no-sandbox --disable-gpu --disable-quic --disable-background-networking \
   --disable-component-update --disable-sync --no-first-run --user-data-dir="$profile" \
-  --screenshot="$out" --window-size=1200,1400 "file://$work/report.html" 2>/dev/null
+  --screenshot="$out" --window-size=1200,2650 "file://$work/report.html" 2>/dev/null
 echo "wrote $out"

@@ -1,7 +1,9 @@
-//! The HTML report of a batch: one self-contained page (inline CSS, an inline SVG chart, no
-//! script, no external asset, nothing fetched) that a finance lead can open or print: the batch's
-//! facts, its totals per currency and status, and the rows that need attention with their
-//! reasons.
+//! The HTML report of a batch: one self-contained page (inline CSS, inline SVG bars, no script,
+//! no external asset, nothing fetched) for the finance lead who signs the batch off. First what
+//! left each paying balance (conversions included) and the plan digest; then the rows per
+//! currency and status, per product and per any column of the file, with bars scaled within
+//! each currency; the rows that need attention with their own reasons; the technical details
+//! (hashes, key fingerprint, ledger) last.
 //!
 //! Payout links are bearer instruments: they are never put on this page (the result CSV holds
 //! them). Every value from the input file, the service or the ledger is HTML-escaped.
@@ -13,9 +15,13 @@ use std::path::Path;
 
 use rust_decimal::Decimal;
 
+use crate::api::decimal::parse_decimal_text;
+use crate::api::models::DistributionType;
 use crate::batch::output::PrivateFile;
-use crate::input::reader::canonical_column;
-use crate::ledger::{BatchRecord, RowRecord, RowState};
+use crate::input::reader::{ColumnMap, canonical_column, normalize_header};
+use crate::input::rules::{RowSpec, content_hash};
+use crate::input::scan::PlanDigest;
+use crate::ledger::{BatchRecord, OrderLabel, RowRecord, RowState};
 use crate::money::display_amount;
 
 /// The row states the report shows, in the order of the chart and the tables (REMOVED rows are
@@ -72,15 +78,21 @@ struct RowView {
     face_text: String,
     currency: String,
     state: RowState,
+    /// What the payout cost: known, and counted, only once the row COMPLETED (the items of a
+    /// failed order can carry a price that nobody paid).
     price: Option<Decimal>,
+    /// The row's own error, as the ledger recorded it for this row.
     reason: String,
 }
 
-fn row_view(headers: &[String], row: &RowRecord) -> RowView {
-    let spec: Option<serde_json::Value> = row
-        .spec
+fn parsed_spec(row: &RowRecord) -> Option<serde_json::Value> {
+    row.spec
         .as_deref()
-        .and_then(|s| serde_json::from_str(s).ok());
+        .and_then(|s| serde_json::from_str(s).ok())
+}
+
+fn row_view(headers: &[String], row: &RowRecord) -> RowView {
+    let spec = parsed_spec(row);
     let cell = |canonical: &str| -> String {
         headers
             .iter()
@@ -114,81 +126,252 @@ fn row_view(headers: &[String], row: &RowRecord) -> RowView {
         (None, Some(m)) => m.clone(),
         (None, None) => String::new(),
     };
+    let price = (row.state == RowState::Completed)
+        .then(|| row.price.as_deref().and_then(parse_decimal_text))
+        .flatten();
     RowView {
         line: row.line,
         reference: row.reference.clone(),
         products,
-        face_value: crate::api::decimal::parse_decimal_text(&face_text),
+        face_value: parse_decimal_text(&face_text),
         face_text,
         currency: from_spec("currency").unwrap_or_else(|| cell("currency")),
         state: row.state,
-        price: row
-            .price
-            .as_deref()
-            .and_then(crate::api::decimal::parse_decimal_text),
+        price,
         reason,
     }
 }
 
+/// What the file asked for a row, rebuilt from the specification the ledger recorded, for
+/// the plan digest. `None` for a row that was not valid (it has no specification).
+fn recorded_spec(row: &RowRecord) -> Option<Result<RowSpec, String>> {
+    let spec = parsed_spec(row);
+    let spec = match (&row.spec, spec) {
+        (None, _) => return None,
+        (Some(_), None) => return Some(Err(format!("row {} has no readable record", row.line))),
+        (Some(_), Some(s)) => s,
+    };
+    let text = |name: &str| spec.get(name).and_then(|v| v.as_str()).map(str::to_string);
+    let unreadable = || format!("the record of row {} cannot be read", row.line);
+    let face_value = text("face_value")
+        .and_then(|f| f.parse::<Decimal>().ok())
+        .ok_or_else(unreadable);
+    let distribution = serde_json::from_value::<DistributionType>(
+        spec.get("distribution").cloned().unwrap_or_default(),
+    )
+    .map_err(|_| unreadable());
+    let codes = spec
+        .get("product_codes")
+        .and_then(|v| v.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|c| c.as_str().map(str::to_string))
+                .collect::<Vec<_>>()
+        });
+    Some((|| {
+        Ok(RowSpec {
+            line: u64::try_from(row.line).unwrap_or_default(),
+            reference: row.reference.clone(),
+            product_codes: codes.ok_or_else(unreadable)?,
+            face_value: face_value?,
+            currency: text("currency").ok_or_else(unreadable)?,
+            distribution: distribution?,
+            email: text("email"),
+            payment_currency: text("payment_currency").ok_or_else(unreadable)?,
+            country: text("country"),
+            card_id: text("card_id"),
+            fields: Vec::new(),
+            columns: ColumnMap {
+                reference: 0,
+                product_code: 0,
+                face_value: 0,
+                currency: 0,
+                distribution: None,
+                email: None,
+                payment_currency: None,
+                country: None,
+                card_id: None,
+            },
+        })
+    })())
+}
+
+/// Rows and amounts of one line of a breakdown, all in one currency.
 #[derive(Debug, Clone, Default, PartialEq)]
 struct Total {
     rows: usize,
     face_value: Decimal,
+    completed: usize,
+    /// What the completed rows cost.
     price: Decimal,
+}
+
+impl Total {
+    fn add(&mut self, v: &RowView) {
+        self.rows += 1;
+        self.face_value += v.face_value.unwrap_or_default();
+        if v.state == RowState::Completed {
+            self.completed += 1;
+            self.price += v.price.unwrap_or_default();
+        }
+    }
+}
+
+/// What one paying balance (or card) was charged for the completed rows of one product
+/// currency.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Charge {
+    rows: usize,
+    /// In the product's currency.
+    face_value: Decimal,
+    /// In the paying balance's currency.
+    charged: Decimal,
+}
+
+/// A breakdown of the rows by the value of one column, per currency.
+struct Breakdown {
+    /// The column as the file names it (`None`: the products).
+    column: Option<(String, usize)>,
+    /// (currency, value) -> total.
+    lines: BTreeMap<(String, String), Total>,
+}
+
+/// The plan digest, rebuilt row by row, or why it cannot be.
+enum Digest {
+    Building(PlanDigest),
+    Unknown(String),
 }
 
 /// What the page says of a batch's rows, gathered one row at a time (a batch can hold a
 /// million): counts and totals, and only the rows that need attention.
-#[derive(Debug, Default)]
 pub struct Tally {
+    headers: Vec<String>,
     rows: usize,
-    /// What left each balance for the completed rows: charged currency -> (rows, amount).
-    charged: BTreeMap<String, (usize, Decimal)>,
-    totals: BTreeMap<String, BTreeMap<RowState, Total>>,
+    /// (payer, charged currency) -> product currency -> charge, for the completed rows.
+    charged: BTreeMap<(String, String), BTreeMap<String, Charge>>,
+    by_state: BTreeMap<String, BTreeMap<RowState, Total>>,
+    breakdowns: Vec<Breakdown>,
     counts: BTreeMap<RowState, usize>,
     attention: Vec<RowView>,
+    digest: Digest,
+}
+
+/// How the page names what paid: a card, or the balance of a currency.
+fn payer(order: Option<&OrderLabel>, currency: &str) -> String {
+    match order.and_then(|o| o.card_id.as_deref()) {
+        Some(card) => format!("card {card}"),
+        None => format!("balance {currency}"),
+    }
+}
+
+/// The index of `wanted` among `headers`: the same name, else the same once normalised.
+fn column_index(headers: &[String], wanted: &str) -> Option<usize> {
+    headers.iter().position(|h| h == wanted).or_else(|| {
+        let n = normalize_header(wanted);
+        headers.iter().position(|h| normalize_header(h) == n)
+    })
 }
 
 impl Tally {
-    /// Counts one row of the batch (REMOVED rows are not part of it any more).
-    pub fn add(&mut self, headers: &[String], row: &RowRecord) {
+    /// An empty tally of `batch`, broken down per product.
+    pub fn new(batch: &BatchRecord) -> Self {
+        Tally {
+            headers: batch.headers.clone(),
+            rows: 0,
+            charged: BTreeMap::new(),
+            by_state: BTreeMap::new(),
+            breakdowns: vec![Breakdown {
+                column: None,
+                lines: BTreeMap::new(),
+            }],
+            counts: BTreeMap::new(),
+            attention: Vec::new(),
+            digest: Digest::Building(PlanDigest::new(&batch.name, &batch.environment)),
+        }
+    }
+
+    /// Adds a breakdown per value of the input column `column`; refuses a column the file does
+    /// not have, naming those it has.
+    pub fn group_by(&mut self, column: &str) -> Result<(), String> {
+        let Some(index) = column_index(&self.headers, column) else {
+            return Err(format!(
+                "the input file has no column `{column}`; its columns: {}",
+                self.headers.join(", ")
+            ));
+        };
+        self.breakdowns.push(Breakdown {
+            column: Some((self.headers[index].clone(), index)),
+            lines: BTreeMap::new(),
+        });
+        Ok(())
+    }
+
+    /// Counts one row of the batch, with the order that holds it (REMOVED rows are not part
+    /// of the batch any more).
+    pub fn add(&mut self, row: &RowRecord, order: Option<&OrderLabel>) {
         if row.state == RowState::Removed {
             return;
         }
-        let v = row_view(headers, row);
+        let v = row_view(&self.headers, row);
         self.rows += 1;
-        if row.state == RowState::Completed
-            && let (Some(amount), Some(currency)) = (
-                row.debited_amount
-                    .as_deref()
-                    .and_then(crate::api::decimal::parse_decimal_text),
-                &row.debited_currency,
-            )
-        {
-            let c = self.charged.entry(currency.clone()).or_default();
-            c.0 += 1;
-            c.1 += amount;
-        }
+        self.add_charge(row, &v, order);
+        self.add_to_digest(row);
         *self.counts.entry(v.state).or_default() += 1;
         let currency = if v.currency.is_empty() {
             "?".to_string()
         } else {
             v.currency.clone()
         };
-        let t = self
-            .totals
-            .entry(currency)
-            .or_default()
-            .entry(v.state)
-            .or_default();
-        t.rows += 1;
-        t.face_value += v.face_value.unwrap_or_default();
-        t.price += v.price.unwrap_or_default();
+        let by_state = self.by_state.entry(currency.clone()).or_default();
+        by_state.entry(v.state).or_default().add(&v);
+        for b in &mut self.breakdowns {
+            let value = match &b.column {
+                None => v.products.clone(),
+                Some((_, i)) => row.fields.get(*i).cloned().unwrap_or_default(),
+            };
+            let key = (currency.clone(), value);
+            b.lines.entry(key).or_default().add(&v);
+        }
         if matches!(
             v.state,
             RowState::Failed | RowState::Rejected | RowState::Invalid | RowState::Mismatch
         ) {
             self.attention.push(v);
+        }
+    }
+
+    fn add_charge(&mut self, row: &RowRecord, v: &RowView, order: Option<&OrderLabel>) {
+        let debited = row.debited_amount.as_deref().and_then(parse_decimal_text);
+        let (RowState::Completed, Some(amount), Some(currency)) =
+            (row.state, debited, &row.debited_currency)
+        else {
+            return;
+        };
+        let c = self
+            .charged
+            .entry((payer(order, currency), currency.clone()))
+            .or_default()
+            .entry(v.currency.clone())
+            .or_default();
+        c.rows += 1;
+        c.face_value += v.face_value.unwrap_or_default();
+        c.charged += amount;
+    }
+
+    fn add_to_digest(&mut self, row: &RowRecord) {
+        let Digest::Building(digest) = &mut self.digest else {
+            return;
+        };
+        match recorded_spec(row) {
+            None => {}
+            Some(Ok(spec)) if content_hash(&spec) == row.content_hash => digest.row(&spec),
+            Some(Ok(_)) => {
+                self.digest = Digest::Unknown(format!(
+                    "the record of row {} does not give its recorded hash",
+                    row.line
+                ))
+            }
+            Some(Err(why)) => self.digest = Digest::Unknown(why),
         }
     }
 }
@@ -201,30 +384,48 @@ pub fn render(
     generated_at: &str,
     version: &str,
 ) -> String {
-    let mut tally = Tally::default();
+    let mut tally = Tally::new(batch);
     for row in rows {
-        tally.add(&batch.headers, row);
+        tally.add(row, None);
     }
-    render_tally(batch, &tally, ledger_path, generated_at, version)
+    render_tally(batch, tally, ledger_path, generated_at, version)
 }
 
-/// Renders the report page of the rows counted in `tally`.
+/// Renders the report page of the rows counted in `tally`: first what a finance lead signs
+/// off (what left each balance, the plan digest), then the breakdowns, the rows that need
+/// attention, and the technical details last.
 pub fn render_tally(
     batch: &BatchRecord,
-    tally: &Tally,
+    tally: Tally,
     ledger_path: &str,
     generated_at: &str,
     version: &str,
 ) -> String {
-    let Tally {
-        rows,
-        charged,
-        totals,
-        counts,
-        attention,
-    } = tally;
-
     let mut h = String::new();
+    head(&mut h, batch);
+    summary(&mut h, &tally);
+    balances(&mut h, &tally.charged);
+    let digest = match tally.digest {
+        Digest::Building(d) => Ok(d.finish()),
+        Digest::Unknown(why) => Err(why),
+    };
+    sign_off(&mut h, batch, tally.rows, &digest);
+    per_state(&mut h, &tally.by_state);
+    for b in &tally.breakdowns {
+        breakdown(&mut h, b);
+    }
+    attention(&mut h, &tally.attention);
+    technical(&mut h, batch, ledger_path, generated_at, version);
+    let _ = writeln!(
+        h,
+        "<footer>Made by paybatch {} from its ledger. Payout links are deliberately not on this page: they are in the result file, which is readable by its owner only.</footer>",
+        escape(version)
+    );
+    h.push_str("</body>\n</html>\n");
+    h
+}
+
+fn head(h: &mut String, batch: &BatchRecord) {
     h.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
     h.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
     h.push_str(
@@ -237,7 +438,6 @@ pub fn render_tally(
     );
     h.push_str(STYLE);
     h.push_str("</head>\n<body>\n");
-
     match batch.environment.as_str() {
         "sim" => h.push_str(
             "<div class=\"banner sim\">SIMULATED &mdash; a rehearsal on the simulator: no real money moved</div>\n",
@@ -255,65 +455,97 @@ pub fn render_tally(
         "<h1>Payout report &mdash; batch <span class=\"name\">{}</span></h1>",
         escape(&batch.name)
     );
+}
+
+fn summary(h: &mut String, tally: &Tally) {
     let summary = SHOWN
         .iter()
-        .filter_map(|s| counts.get(s).map(|n| format!("{n} {}", s.as_str())))
+        .filter_map(|s| tally.counts.get(s).map(|n| format!("{n} {}", s.as_str())))
         .collect::<Vec<_>>()
         .join(", ");
     let _ = writeln!(
         h,
         "<p class=\"summary\">{} rows: {}.</p>",
-        rows,
+        tally.rows,
         escape(if summary.is_empty() { "none" } else { &summary })
     );
     let unfinished: usize = [RowState::Pending, RowState::Planned, RowState::Submitted]
         .iter()
-        .filter_map(|s| counts.get(s))
+        .filter_map(|s| tally.counts.get(s))
         .sum();
     if unfinished > 0 {
         let _ = writeln!(
             h,
-            "<p class=\"note\">{unfinished} rows were not finished when this report was made: the batch is still running or was interrupted. Running the same <code>paybatch run</code> command again finishes it.</p>"
+            "<p class=\"note warn\">{unfinished} rows were not finished when this report was made: the batch is still running or was interrupted. Running the same <code>paybatch run</code> command again finishes it.</p>"
         );
     }
+}
 
-    // What left each balance, first: what a finance lead signs off.
+/// What left each paying balance, conversions included: what a finance lead signs off.
+fn balances(h: &mut String, charged: &BTreeMap<(String, String), BTreeMap<String, Charge>>) {
     h.push_str("<h2>What left each balance</h2>\n");
     if charged.is_empty() {
         h.push_str("<p>Nothing was charged: no row completed.</p>\n");
-    } else {
-        h.push_str(
-            "<table class=\"totals\">\n<thead><tr><th scope=\"col\">Balance</th><th scope=\"col\" class=\"num\">Completed rows</th><th scope=\"col\" class=\"num\">Charged</th></tr></thead>\n<tbody>\n",
-        );
-        for (currency, (n, amount)) in charged {
+        return;
+    }
+    h.push_str(
+        "<table class=\"balances\">\n<thead><tr><th scope=\"col\">Paid by</th><th scope=\"col\">For</th><th scope=\"col\" class=\"num\">Rows</th><th scope=\"col\" class=\"num\">Face value</th><th scope=\"col\" class=\"num\">Charged</th></tr></thead>\n<tbody>\n",
+    );
+    for ((payer, currency), per_product) in charged {
+        for (i, (product_currency, c)) in per_product.iter().enumerate() {
+            let what = if product_currency == currency {
+                format!("{product_currency} products")
+            } else {
+                format!("{product_currency} products, converted to {currency}")
+            };
             let _ = writeln!(
                 h,
-                "<tr><td>{}</td><td class=\"num\">{n}</td><td class=\"num\">{}</td></tr>",
-                escape(currency),
-                escape(&display_amount(*amount, currency))
+                "<tr{}><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+                if i == 0 { " class=\"first\"" } else { "" },
+                escape(payer),
+                escape(&what),
+                c.rows,
+                escape(&money(c.face_value, product_currency)),
+                escape(&money(c.charged, currency))
             );
         }
-        h.push_str("</tbody>\n</table>\n");
-        h.push_str("<p class=\"note\">What each paying balance was charged for the completed rows, conversions between currencies included (a row paid from another currency's balance counts in that balance's currency).</p>\n");
+        if per_product.len() > 1 {
+            let total: Decimal = per_product.values().map(|c| c.charged).sum();
+            let rows: usize = per_product.values().map(|c| c.rows).sum();
+            let _ = writeln!(
+                h,
+                "<tr class=\"total\"><th scope=\"row\">{}</th><td>Total charged</td><td class=\"num\">{rows}</td><td></td><td class=\"num\">{}</td></tr>",
+                escape(payer),
+                escape(&money(total, currency))
+            );
+        }
     }
+    h.push_str("</tbody>\n</table>\n");
+    h.push_str("<p class=\"note\">What each paying balance (or card) was charged for the completed rows, conversions between currencies included: a product in another currency than the balance that paid it counts in the balance's currency. Amounts of different currencies are never added.</p>\n");
+}
 
-    // Facts.
+/// `75.00 CAD`.
+fn money(amount: Decimal, currency: &str) -> String {
+    format!("{} {currency}", display_amount(amount, currency))
+}
+
+fn sign_off(h: &mut String, batch: &BatchRecord, rows: usize, digest: &Result<String, String>) {
     h.push_str("<h2>Batch</h2>\n<table class=\"facts\">\n");
     let env_text = match batch.environment.as_str() {
         "sim" => "SIMULATED (embedded simulator)".to_string(),
         "production" => "PRODUCTION".to_string(),
         other => other.to_string(),
     };
+    let digest_text = match digest {
+        Ok(d) => d.clone(),
+        Err(why) => format!("not known: {why}"),
+    };
     for (k, v) in [
         ("Batch", batch.name.as_str()),
         ("Environment", env_text.as_str()),
-        ("Service", batch.base_url.as_str()),
-        ("Input file", batch.input_path.as_str()),
-        ("Input file SHA-256", batch.input_hash.as_str()),
         ("Created", batch.created_at.as_str()),
-        ("API key fingerprint", batch.key_fingerprint.as_str()),
-        ("Ledger", ledger_path),
-        ("Report generated", generated_at),
+        ("Rows", &rows.to_string()),
+        ("Plan digest", digest_text.as_str()),
     ] {
         let _ = writeln!(
             h,
@@ -323,182 +555,184 @@ pub fn render_tally(
         );
     }
     h.push_str("</table>\n");
+    h.push_str("<p class=\"note\">The plan digest covers exactly what this batch pays (its batch name, environment and valid rows as last run): it is the digest <code>paybatch validate</code> shows for the same file, and <code>paybatch run --expect-digest</code> pays nothing else. Compare it with the digest that was approved.</p>\n");
+}
 
-    // Totals: chart and table.
-    h.push_str("<h2>Totals per currency and status</h2>\n");
-    if totals.is_empty() {
-        h.push_str("<p>No rows.</p>\n");
-    } else {
-        h.push_str(&chart(totals));
-        h.push_str(
-            "<table class=\"totals\">\n<thead><tr><th scope=\"col\">Currency</th><th scope=\"col\">Status</th><th scope=\"col\" class=\"num\">Rows</th><th scope=\"col\" class=\"num\">Face value</th><th scope=\"col\" class=\"num\">Price</th></tr></thead>\n<tbody>\n",
-        );
-        for (currency, by_state) in totals {
-            for state in SHOWN {
-                let Some(t) = by_state.get(&state) else {
-                    continue;
-                };
-                let price = if state == RowState::Completed || !t.price.is_zero() {
-                    display_amount(t.price, currency)
-                } else {
-                    "&mdash;".to_string()
-                };
-                let _ = writeln!(
-                    h,
-                    "<tr><td>{}</td><td class=\"state\"><span class=\"dot\" style=\"background:{}\"></span>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
-                    escape(currency),
-                    color(state),
-                    state.as_str(),
-                    t.rows,
-                    display_amount(t.face_value, currency),
-                    price
-                );
-            }
-        }
-        h.push_str("</tbody>\n</table>\n");
-        h.push_str("<p class=\"note\">Face value and price are in the currency of each row's product. Price is what the payout cost (face value less discount); it is known once a row completed.</p>\n");
+/// A bar `value / max` long (an inline SVG: it prints in colour and needs nothing fetched).
+fn bar(value: Decimal, max: Decimal, fill: &str) -> String {
+    let width = ratio(value, max) * 100.0;
+    format!(
+        "<svg class=\"bar\" viewBox=\"0 0 100 10\" preserveAspectRatio=\"none\" aria-hidden=\"true\"><rect width=\"100\" height=\"10\" fill=\"#eceff1\"/><rect width=\"{width:.2}\" height=\"10\" fill=\"{fill}\"/></svg>"
+    )
+}
+
+/// One line of an amounts table: its label (HTML), the bar's colour and its totals.
+struct Line<'a> {
+    currency: &'a str,
+    label: String,
+    fill: &'static str,
+    total: &'a Total,
+}
+
+const BARS_NOTE: &str = "<p class=\"note\">Face value and price are in the currency of each row's product; price is what the completed rows cost (face value less discount). Each bar compares face values within one currency only: every currency has its own scale, and amounts of different currencies are never added.</p>\n";
+
+/// A table of rows and amounts per currency, a bar per line scaled to the largest face value
+/// of the same currency.
+fn amounts_table(h: &mut String, first: &str, lines: &[Line<'_>]) {
+    let mut max: BTreeMap<&str, Decimal> = BTreeMap::new();
+    for l in lines {
+        let m = max.entry(l.currency).or_default();
+        *m = (*m).max(l.total.face_value);
     }
-
-    // Rows that need attention.
-    h.push_str("<h2>Rows that need attention: mismatched, failed, rejected and invalid</h2>\n");
-    if attention.is_empty() {
-        h.push_str("<p>None.</p>\n");
-    } else {
-        h.push_str(
-            "<table class=\"rows\">\n<thead><tr><th scope=\"col\" class=\"num\">Line</th><th scope=\"col\">Reference</th><th scope=\"col\">Product</th><th scope=\"col\" class=\"num\">Face value</th><th scope=\"col\">Currency</th><th scope=\"col\">Status</th><th scope=\"col\">Reason</th></tr></thead>\n<tbody>\n",
-        );
-        for v in attention {
-            let _ = writeln!(
-                h,
-                "<tr><td class=\"num\">{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"state\"><span class=\"dot\" style=\"background:{}\"></span>{}</td><td class=\"reason\">{}</td></tr>",
-                v.line,
-                escape(&v.reference),
-                escape(&v.products),
-                escape(&v.face_text),
-                escape(&v.currency),
-                color(v.state),
-                v.state.as_str(),
-                escape(&v.reason)
-            );
-        }
-        h.push_str("</tbody>\n</table>\n");
-        h.push_str("<p class=\"note\">FAILED and REJECTED rows are paid again only after a person decides: fix the cause, then <code>paybatch retry --batch NAME</code> and run the batch again. INVALID rows were never submitted: fix them in the input file and run again.</p>\n");
-    }
-
     let _ = writeln!(
         h,
-        "<footer>Made by paybatch {} from its ledger. Payout links are deliberately not on this page: they are in the result file, which is readable by its owner only.</footer>",
-        escape(version)
+        "<table class=\"amounts\">\n<thead><tr><th scope=\"col\">Currency</th><th scope=\"col\">{}</th><th scope=\"col\" class=\"num\">Rows</th><th scope=\"col\" class=\"num\">Face value</th><th scope=\"col\" class=\"barcell scale\">scaled within each currency</th><th scope=\"col\" class=\"num\">Completed</th><th scope=\"col\" class=\"num\">Price</th></tr></thead>\n<tbody>",
+        escape(first)
     );
-    h.push_str("</body>\n</html>\n");
-    h
-}
-
-/// One horizontal bar per currency, split by status in proportion to face value (row counts
-/// when no face value is known), with the total and a legend. Text labels keep it readable in
-/// black and white.
-fn chart(totals: &BTreeMap<String, BTreeMap<RowState, Total>>) -> String {
-    const LABEL: f64 = 70.0;
-    const BAR: f64 = 520.0;
-    const ROW: f64 = 44.0;
-    const TOP: f64 = 10.0;
-    let present: Vec<RowState> = SHOWN
-        .iter()
-        .copied()
-        .filter(|s| totals.values().any(|m| m.contains_key(s)))
-        .collect();
-    let height = TOP + ROW * totals.len() as f64 + 34.0;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "<svg class=\"chart\" viewBox=\"0 0 800 {height}\" width=\"800\" height=\"{height}\" role=\"img\" aria-label=\"Face value per currency, split by row status\">"
-    );
-    for (i, (currency, by_state)) in totals.iter().enumerate() {
-        let y = TOP + ROW * i as f64;
-        let face_total: Decimal = by_state.values().map(|t| t.face_value).sum();
-        let rows_total: usize = by_state.values().map(|t| t.rows).sum();
-        let weight = |t: &Total| -> f64 {
-            if face_total > Decimal::ZERO {
-                ratio(t.face_value, face_total)
-            } else if rows_total > 0 {
-                t.rows as f64 / rows_total as f64
-            } else {
-                0.0
-            }
+    let mut previous = None;
+    for l in lines {
+        let t = l.total;
+        let price = if t.completed > 0 {
+            display_amount(t.price, l.currency)
+        } else {
+            "&mdash;".to_string()
         };
+        let first_of_currency = previous != Some(l.currency);
+        previous = Some(l.currency);
         let _ = writeln!(
-            s,
-            "<text x=\"0\" y=\"{}\" class=\"cur\">{}</text>",
-            y + 21.0,
-            escape(currency)
-        );
-        let mut x = LABEL;
-        for state in SHOWN {
-            let Some(t) = by_state.get(&state) else {
-                continue;
-            };
-            let w = (weight(t) * BAR).max(0.0);
-            if w <= 0.0 {
-                continue;
-            }
-            let _ = writeln!(
-                s,
-                "<rect x=\"{x:.1}\" y=\"{y}\" width=\"{w:.1}\" height=\"28\" fill=\"{}\"><title>{} {}: {}, face value {}</title></rect>",
-                color(state),
-                escape(currency),
-                state.as_str(),
-                rows_text(t.rows),
-                escape(&display_amount(t.face_value, currency))
-            );
-            if w >= 28.0 {
-                let _ = writeln!(
-                    s,
-                    "<text x=\"{:.1}\" y=\"{}\" class=\"in\">{}</text>",
-                    x + 5.0,
-                    y + 19.0,
-                    t.rows
-                );
-            }
-            x += w;
-        }
-        let _ = writeln!(
-            s,
-            "<text x=\"{}\" y=\"{}\" class=\"tot\">{} {} ({})</text>",
-            LABEL + BAR + 8.0,
-            y + 19.0,
-            escape(&display_amount(face_total, currency)),
-            escape(currency),
-            rows_text(rows_total)
+            h,
+            "<tr{}><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"barcell\">{}</td><td class=\"num\">{}</td><td class=\"num\">{price}</td></tr>",
+            if first_of_currency {
+                " class=\"first\""
+            } else {
+                ""
+            },
+            escape(l.currency),
+            l.label,
+            t.rows,
+            escape(&display_amount(t.face_value, l.currency)),
+            bar(
+                t.face_value,
+                max.get(l.currency).copied().unwrap_or_default(),
+                l.fill
+            ),
+            t.completed,
         );
     }
-    let legend_y = TOP + ROW * totals.len() as f64 + 8.0;
-    let mut x = LABEL;
-    for state in present {
-        let _ = writeln!(
-            s,
-            "<rect x=\"{x}\" y=\"{legend_y}\" width=\"12\" height=\"12\" fill=\"{}\"/><text x=\"{}\" y=\"{}\" class=\"leg\">{}</text>",
-            color(state),
-            x + 16.0,
-            legend_y + 11.0,
-            state.as_str()
-        );
-        x += 16.0 + 9.0 * state.as_str().len() as f64 + 18.0;
-    }
-    s.push_str("</svg>\n");
-    s
+    h.push_str("</tbody>\n</table>\n");
 }
 
-fn rows_text(n: usize) -> String {
-    if n == 1 {
-        "1 row".into()
-    } else {
-        format!("{n} rows")
+fn per_state(h: &mut String, by_state: &BTreeMap<String, BTreeMap<RowState, Total>>) {
+    h.push_str("<h2>Per currency and status</h2>\n");
+    if by_state.is_empty() {
+        h.push_str("<p>No rows.</p>\n");
+        return;
     }
+    let lines: Vec<Line<'_>> = by_state
+        .iter()
+        .flat_map(|(currency, states)| {
+            SHOWN.iter().filter_map(move |s| {
+                states.get(s).map(|total| Line {
+                    currency,
+                    label: format!(
+                        "<span class=\"dot\" style=\"background:{}\"></span>{}",
+                        color(*s),
+                        s.as_str()
+                    ),
+                    fill: color(*s),
+                    total,
+                })
+            })
+        })
+        .collect();
+    amounts_table(h, "Status", &lines);
+    h.push_str(BARS_NOTE);
+}
+
+fn breakdown(h: &mut String, b: &Breakdown) {
+    let name = match &b.column {
+        None => "Product".to_string(),
+        Some((column, _)) => column.clone(),
+    };
+    let _ = writeln!(h, "<h2>Per {}</h2>", escape(&name.to_lowercase()));
+    if b.lines.is_empty() {
+        h.push_str("<p>No rows.</p>\n");
+        return;
+    }
+    let lines: Vec<Line<'_>> = b
+        .lines
+        .iter()
+        .map(|((currency, value), total)| Line {
+            currency,
+            label: if value.is_empty() {
+                "<em>(empty)</em>".to_string()
+            } else {
+                escape(value)
+            },
+            fill: "#5c6bc0",
+            total,
+        })
+        .collect();
+    amounts_table(h, &name, &lines);
+}
+
+fn attention(h: &mut String, rows: &[RowView]) {
+    h.push_str("<h2>Rows that need attention: mismatched, failed, rejected and invalid</h2>\n");
+    if rows.is_empty() {
+        h.push_str("<p>None.</p>\n");
+        return;
+    }
+    h.push_str(
+        "<table class=\"rows\">\n<thead><tr><th scope=\"col\" class=\"num\">Line</th><th scope=\"col\">Reference</th><th scope=\"col\">Product</th><th scope=\"col\" class=\"num\">Face value</th><th scope=\"col\">Currency</th><th scope=\"col\">Status</th><th scope=\"col\">Reason</th></tr></thead>\n<tbody>\n",
+    );
+    for v in rows {
+        let _ = writeln!(
+            h,
+            "<tr><td class=\"num\">{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"state\"><span class=\"dot\" style=\"background:{}\"></span>{}</td><td class=\"reason\">{}</td></tr>",
+            v.line,
+            escape(&v.reference),
+            escape(&v.products),
+            escape(&v.face_text),
+            escape(&v.currency),
+            color(v.state),
+            v.state.as_str(),
+            escape(&v.reason)
+        );
+    }
+    h.push_str("</tbody>\n</table>\n");
+    h.push_str("<p class=\"note\">These rows cost nothing: no price is shown for them. FAILED and REJECTED rows are paid again only after a person decides: fix the cause, then <code>paybatch retry --batch NAME</code> and run the batch again. INVALID rows were never submitted: fix them in the input file and run again. MISMATCH rows are never paid again by paybatch: compare them with the account's orders.</p>\n");
+}
+
+fn technical(
+    h: &mut String,
+    batch: &BatchRecord,
+    ledger_path: &str,
+    generated_at: &str,
+    version: &str,
+) {
+    h.push_str("<h2>Technical details</h2>\n<table class=\"facts technical\">\n");
+    for (k, v) in [
+        ("Service", batch.base_url.as_str()),
+        ("Input file", batch.input_path.as_str()),
+        ("Input file SHA-256", batch.input_hash.as_str()),
+        ("API key fingerprint", batch.key_fingerprint.as_str()),
+        ("Ledger", ledger_path),
+        ("Report generated", generated_at),
+        ("paybatch version", version),
+    ] {
+        let _ = writeln!(
+            h,
+            "<tr><th scope=\"row\">{}</th><td>{}</td></tr>",
+            escape(k),
+            escape(v)
+        );
+    }
+    h.push_str("</table>\n");
 }
 
 fn ratio(part: Decimal, whole: Decimal) -> f64 {
     use rust_decimal::prelude::ToPrimitive;
-    if whole.is_zero() {
+    if whole <= Decimal::ZERO {
         return 0.0;
     }
     (part / whole).to_f64().unwrap_or(0.0).clamp(0.0, 1.0)
@@ -526,10 +760,14 @@ table.facts td { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, m
 td.reason { word-break: break-word; }
 td.state { white-space: nowrap; }
 .dot { display: inline-block; width: 0.7rem; height: 0.7rem; border-radius: 2px; margin-right: 0.4rem; vertical-align: baseline; }
-svg.chart { max-width: 100%; height: auto; margin: 0.5rem 0; }
-svg.chart text { font-family: -apple-system, "Segoe UI", Roboto, Arial, sans-serif; font-size: 13px; fill: #1b1b1b; }
-svg.chart text.cur { font-weight: 700; }
-svg.chart text.in { fill: #fff; font-weight: 700; }
+svg.bar { display: block; width: 12rem; height: 0.8rem; }
+td.barcell, th.barcell { width: 12.5rem; vertical-align: middle; }
+tr.first td { border-top: 1px solid #999; }
+tr.total th, tr.total td { font-weight: 700; border-bottom: 2px solid #999; }
+table.balances td.num:last-child, table.balances tr.total td { white-space: nowrap; }
+th.scale { color: #666; font-weight: 400; font-size: 0.8rem; }
+.warn { color: #8a4b00; font-weight: 600; }
+table.technical { font-size: 0.85rem; }
 footer { margin-top: 2.5rem; color: #666; font-size: 0.85rem; border-top: 1px solid #ccc; padding-top: 0.5rem; }
 code { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }
 @media print {
@@ -640,6 +878,51 @@ mod tests {
         }
         assert!(page.contains("<svg"));
         assert!(page.contains("24.50"));
+    }
+
+    fn priced(reference: &str, product: &str, face: &str, currency: &str) -> RowRecord {
+        let mut r = row(reference, RowState::Completed, Some("https://x/p/1"), None);
+        r.fields = vec![
+            reference.into(),
+            product.into(),
+            face.into(),
+            currency.into(),
+        ];
+        r.price = Some(face.into());
+        r.debited_amount = Some(face.into());
+        r.debited_currency = Some(currency.into());
+        r
+    }
+
+    #[test]
+    fn bars_are_scaled_within_a_currency_and_currencies_are_never_added() {
+        let rows = [
+            priced("R-1", "VISA-US", "150.00", "USD"),
+            priced("R-2", "AMZ-US", "50.00", "USD"),
+            priced("R-3", "PAYPAL-CA", "75.00", "CAD"),
+        ];
+        let page = render(&batch("sim"), &rows, "l.db", "now", "0.1.0");
+        let products = &page[page.find("<h2>Per product</h2>").expect("breakdown")..];
+        let width = |product: &str| -> String {
+            let line = &products[products.find(product).expect(product)..];
+            let marker = "fill=\"#eceff1\"/><rect width=\"";
+            let at = line.find(marker).expect("a bar") + marker.len();
+            line[at..at + line[at..].find('"').expect("end")].to_string()
+        };
+        assert_eq!(width("VISA-US"), "100.00");
+        assert_eq!(width("AMZ-US"), "33.33");
+        assert_eq!(width("PAYPAL-CA"), "100.00", "CAD has its own scale");
+        assert!(page.contains("every currency has its own scale"));
+        assert!(!page.contains("275"), "75 CAD and 200 USD are never added");
+    }
+
+    #[test]
+    fn a_row_that_did_not_complete_has_no_price() {
+        let mut failed = row("R-9", RowState::Failed, None, Some("the order failed"));
+        failed.price = Some("98.76".into());
+        let page = render(&batch("sim"), &[failed], "l.db", "now", "0.1.0");
+        assert!(!page.contains("98.76"), "{page}");
+        assert!(page.contains("invalid: the order failed"), "{page}");
     }
 
     #[test]

@@ -1,7 +1,9 @@
-//! `paybatch catalog sync|list`: the service's catalog as cached in the ledger database.
+//! `paybatch catalog sync|list`: the service's catalog as cached in the ledger database. `list`
+//! creates no ledger: without one, it reads the catalog from the service and caches nothing.
 
 use clap::{Args, Subcommand};
 
+use crate::api::client::ProductQuery;
 use crate::api::models::{PayoutType, Product};
 use crate::catalog::{self, CatalogSource};
 use crate::environment::Connection;
@@ -19,11 +21,14 @@ pub struct CatalogArgs {
 #[derive(Debug, Subcommand)]
 pub enum CatalogCommand {
     /// Fetch the whole catalog (all pages) and replace the local cache.
+    #[command(after_help = super::man::examples_help("catalog sync"))]
     Sync {
         #[command(flatten)]
         service: ServiceArgs,
     },
-    /// List products from the cache (fetched first when missing or stale).
+    /// List products from the cache (fetched first when missing or stale); without a ledger,
+    /// from the service, caching nothing.
+    #[command(after_help = super::man::examples_help("catalog list"))]
     List {
         #[command(flatten)]
         service: ServiceArgs,
@@ -46,10 +51,32 @@ pub enum CatalogCommand {
 }
 
 pub async fn execute(args: CatalogArgs) -> i32 {
-    let (service, force) = match &args.command {
-        CatalogCommand::Sync { service } => (service, true),
-        CatalogCommand::List { service, .. } => (service, false),
-    };
+    match args.command {
+        CatalogCommand::Sync { service } => sync(&service).await,
+        CatalogCommand::List {
+            service,
+            country,
+            category,
+            payout_type,
+            orderable,
+            json,
+        } => {
+            let filter = Filter {
+                country,
+                category,
+                payout_type: match parse_type(payout_type.as_deref()) {
+                    Ok(t) => t,
+                    Err(code) => return code,
+                },
+                orderable,
+            };
+            list(&service, &filter, json).await
+        }
+    }
+}
+
+/// `catalog sync`: fetches the whole catalog and replaces the cache (creating the ledger).
+async fn sync(service: &ServiceArgs) -> i32 {
     let environment = match service.environment() {
         Ok(e) => e,
         Err(e) => return config_failure(&e),
@@ -72,26 +99,16 @@ pub async fn execute(args: CatalogArgs) -> i32 {
         Ok(c) => c,
         Err(e) => return config_failure(&e),
     };
-    let (products, source) = match catalog::load(
+    let loaded = catalog::load(
         &mut ledger,
         &conn.client,
         &identity,
         catalog::DEFAULT_TTL,
-        force,
+        true,
     )
-    .await
-    {
-        Ok(x) => x,
-        Err(e) => {
-            print_error(
-                &e.to_string(),
-                Some("check the key and environment with `paybatch ping`"),
-            );
-            return exit::UNEXPECTED;
-        }
-    };
-    match args.command {
-        CatalogCommand::Sync { .. } => {
+    .await;
+    match loaded {
+        Ok((products, source)) => {
             errln!(
                 "catalog: {} products {} for {identity}",
                 products.len(),
@@ -103,82 +120,138 @@ pub async fn execute(args: CatalogArgs) -> i32 {
             );
             exit::OK
         }
-        CatalogCommand::List {
-            country,
-            category,
-            payout_type,
-            orderable,
-            json,
-            ..
-        } => {
-            let wanted_type = match payout_type
+        Err(e) => catalog_failure(&e.to_string()),
+    }
+}
+
+fn catalog_failure(message: &str) -> i32 {
+    print_error(
+        message,
+        Some("check the key and environment with `paybatch ping`"),
+    );
+    exit::UNEXPECTED
+}
+
+/// What `catalog list` keeps.
+struct Filter {
+    country: Option<String>,
+    category: Option<String>,
+    payout_type: Option<PayoutType>,
+    orderable: bool,
+}
+
+impl Filter {
+    fn keeps(&self, p: &Product) -> bool {
+        let same = |a: &str, b: &str| a.eq_ignore_ascii_case(b);
+        (!self.orderable || p.is_orderable)
+            && self.payout_type.is_none_or(|t| p.payout_type == t)
+            && self
+                .country
                 .as_deref()
-                .map(str::to_ascii_lowercase)
-                .as_deref()
-            {
-                None => None,
-                Some("gift_card") | Some("giftcard") => Some(PayoutType::GiftCard),
-                Some("subscription") => Some(PayoutType::Subscription),
-                Some("payment") => Some(PayoutType::Payment),
-                Some(other) => {
-                    print_error(
-                        &format!("unknown payout type `{other}`"),
-                        Some("use gift_card, subscription or payment"),
-                    );
-                    return exit::USAGE;
-                }
-            };
-            let list: Vec<&Product> = products
-                .iter()
-                .filter(|p| !orderable || p.is_orderable)
-                .filter(|p| wanted_type.is_none_or(|t| p.payout_type == t))
-                .filter(|p| {
-                    country.as_deref().is_none_or(|c| {
-                        p.countries_redeemable_in
-                            .iter()
-                            .any(|x| x.eq_ignore_ascii_case(c))
-                    })
-                })
-                .filter(|p| {
-                    category.as_deref().is_none_or(|c| {
-                        p.categories
-                            .as_ref()
-                            .is_some_and(|cs| cs.iter().any(|x| x.eq_ignore_ascii_case(c)))
-                    })
-                })
-                .collect();
-            if json {
-                match serde_json::to_string_pretty(&list) {
-                    Ok(text) => println!("{text}"),
-                    Err(e) => {
-                        print_error(&e.to_string(), None);
-                        return exit::UNEXPECTED;
-                    }
-                }
-            } else {
-                outln!(
-                    "{:<18} {:<13} {:<4} {:<9} {:<22} NAME",
-                    "CODE",
-                    "TYPE",
-                    "CUR",
-                    "ORDERABLE",
-                    "VALUES"
-                );
-                for p in list {
-                    outln!(
-                        "{:<18} {:<13} {:<4} {:<9} {:<22} {}",
-                        p.code,
-                        p.payout_type.as_str(),
-                        p.currency,
-                        if p.is_orderable { "yes" } else { "no" },
-                        describe_values(p),
-                        p.name
-                    );
-                }
-            }
-            exit::OK
+                .is_none_or(|c| p.countries_redeemable_in.iter().any(|x| same(x, c)))
+            && self.category.as_deref().is_none_or(|c| {
+                p.categories
+                    .as_ref()
+                    .is_some_and(|cs| cs.iter().any(|x| same(x, c)))
+            })
+    }
+}
+
+/// `--type`: gift_card, subscription or payment; a usage error for anything else.
+fn parse_type(given: Option<&str>) -> Result<Option<PayoutType>, i32> {
+    match given.map(str::to_ascii_lowercase).as_deref() {
+        None => Ok(None),
+        Some("gift_card") | Some("giftcard") => Ok(Some(PayoutType::GiftCard)),
+        Some("subscription") => Ok(Some(PayoutType::Subscription)),
+        Some("payment") => Ok(Some(PayoutType::Payment)),
+        Some(other) => {
+            print_error(
+                &format!("unknown payout type `{other}`"),
+                Some("use gift_card, subscription or payment"),
+            );
+            Err(exit::USAGE)
         }
     }
+}
+
+/// The products of the catalog: from the ledger's cache (fetched and cached when missing or
+/// stale); without a ledger, fetched from the service and not cached, so that listing creates
+/// no ledger.
+async fn products(service: &ServiceArgs) -> Result<Vec<Product>, i32> {
+    let environment = service.environment().map_err(|e| config_failure(&e))?;
+    let identity = environment.identity();
+    let conn = Connection::open_for_reading(
+        environment,
+        service.api_key_file.as_deref(),
+        &service.ledger,
+    )
+    .await
+    .map_err(|e| config_failure(&e))?;
+    if !service.ledger.exists() {
+        errln!(
+            "no ledger at {}: the catalog is read from the service and not cached (`paybatch catalog sync` caches it)",
+            service.ledger.display()
+        );
+        let query = ProductQuery {
+            limit: Some(500),
+            ..Default::default()
+        };
+        return conn
+            .client
+            .all_products(&query)
+            .await
+            .map_err(|e| catalog_failure(&e.to_string()));
+    }
+    let mut ledger = Ledger::open(&service.ledger).map_err(|e| {
+        print_error(&e.to_string(), None);
+        exit::UNEXPECTED
+    })?;
+    let ttl = catalog::DEFAULT_TTL;
+    match catalog::load(&mut ledger, &conn.client, &identity, ttl, false).await {
+        Ok((products, _)) => Ok(products),
+        Err(e) => Err(catalog_failure(&e.to_string())),
+    }
+}
+
+/// `catalog list`: the products, filtered, as a table or JSON.
+async fn list(service: &ServiceArgs, filter: &Filter, json: bool) -> i32 {
+    let products = match products(service).await {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let list: Vec<&Product> = products.iter().filter(|p| filter.keeps(p)).collect();
+    if json {
+        return match serde_json::to_string_pretty(&list) {
+            Ok(text) => {
+                println!("{text}");
+                exit::OK
+            }
+            Err(e) => {
+                print_error(&e.to_string(), None);
+                exit::UNEXPECTED
+            }
+        };
+    }
+    outln!(
+        "{:<18} {:<13} {:<4} {:<9} {:<22} NAME",
+        "CODE",
+        "TYPE",
+        "CUR",
+        "ORDERABLE",
+        "VALUES"
+    );
+    for p in list {
+        outln!(
+            "{:<18} {:<13} {:<4} {:<9} {:<22} {}",
+            p.code,
+            p.payout_type.as_str(),
+            p.currency,
+            if p.is_orderable { "yes" } else { "no" },
+            describe_values(p),
+            p.name
+        );
+    }
+    exit::OK
 }
 
 fn describe_values(p: &Product) -> String {

@@ -8,9 +8,7 @@ use crate::exit;
 
 /// The long help of the command (`--help`).
 pub const LONG_ABOUT: &str = "Print a shell completion script on stdout, generated from paybatch's own \
-command-line definitions.\n\nExamples:\n  paybatch completions bash > /etc/bash_completion.d/paybatch\n  \
-paybatch completions zsh > \"${fpath[1]}/_paybatch\"\n  paybatch completions fish > \
-~/.config/fish/completions/paybatch.fish";
+command-line definitions.";
 
 #[derive(Debug, Args)]
 pub struct CompletionsArgs {

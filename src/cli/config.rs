@@ -6,7 +6,7 @@ use clap::Args;
 use serde_json::json;
 
 use crate::config::{FILE_NAME, Source};
-use crate::environment::API_KEY_VAR;
+use crate::environment::{API_KEY_VAR, ConfigError, Environment};
 use crate::exit;
 
 use super::{Provenance, ServiceArgs, print_error};
@@ -36,9 +36,9 @@ struct Setting {
     from: Source,
 }
 
-pub async fn execute(args: ConfigArgs, provenance: &Provenance) -> i32 {
-    let s = &args.service;
-    let settings = [
+/// The settings in the order they are shown.
+fn settings(s: &ServiceArgs, provenance: &Provenance) -> [Setting; 4] {
+    [
         Setting {
             name: "env",
             value: s.env.clone(),
@@ -59,46 +59,87 @@ pub async fn execute(args: ConfigArgs, provenance: &Provenance) -> i32 {
             value: Some(s.ledger.display().to_string()),
             from: provenance.ledger,
         },
-    ];
-    let environment = s.environment();
-    let key = environment.as_ref().map_err(Clone::clone).and_then(|env| {
-        let from = if env.is_simulated() {
-            "the embedded simulator's own key (no secret)".to_string()
-        } else if s.api_key_file.is_some() {
-            "api_key_file".to_string()
-        } else {
-            format!("environment variable {API_KEY_VAR}")
-        };
-        env.api_key(s.api_key_file.as_deref())
-            .map(|k| (k.fingerprint(), from))
-    });
-    let problem = match (&environment, &key) {
-        (Err(e), _) | (_, Err(e)) => Some(e.clone()),
-        _ => None,
-    };
-    if args.json {
-        let mut map = serde_json::Map::new();
-        for st in &settings {
-            map.insert(
-                st.name.to_string(),
-                json!({ "value": st.value, "from": st.from.as_str() }),
-            );
-        }
-        let value = json!({
-            "file": provenance.file.as_ref().map(|p| p.display().to_string()),
-            "settings": map,
-            "environment": environment.as_ref().ok().map(|e| e.name().to_string()),
-            "api_key": key.as_ref().ok().map(|(fp, from)| json!({"fingerprint": fp, "from": from})),
-            "usable": problem.is_none(),
-            "error": problem.as_ref().map(|e| e.to_string()),
+    ]
+}
+
+/// What the settings come to: the environment, and the key (fingerprint, where it comes from).
+struct Effective {
+    environment: Result<Environment, ConfigError>,
+    key: Result<(String, String), ConfigError>,
+}
+
+impl Effective {
+    fn of(s: &ServiceArgs) -> Self {
+        let environment = s.environment();
+        let key = environment.as_ref().map_err(Clone::clone).and_then(|env| {
+            let from = if env.is_simulated() {
+                "the embedded simulator's own key (no secret)".to_string()
+            } else if s.api_key_file.is_some() {
+                "api_key_file".to_string()
+            } else {
+                format!("environment variable {API_KEY_VAR}")
+            };
+            env.api_key(s.api_key_file.as_deref())
+                .map(|k| (k.fingerprint(), from))
         });
-        println!("{value}");
+        Effective { environment, key }
+    }
+
+    /// Why the settings cannot be used, if they cannot.
+    fn problem(&self) -> Option<ConfigError> {
+        match (&self.environment, &self.key) {
+            (Err(e), _) | (_, Err(e)) => Some(e.clone()),
+            _ => None,
+        }
+    }
+}
+
+pub async fn execute(args: ConfigArgs, provenance: &Provenance) -> i32 {
+    let settings = settings(&args.service, provenance);
+    let effective = Effective::of(&args.service);
+    let problem = effective.problem();
+    if args.json {
+        println!("{}", as_json(&settings, &effective, provenance));
         return if problem.is_none() {
             exit::OK
         } else {
             exit::USAGE
         };
     }
+    print_text(&settings, &effective, provenance);
+    match problem {
+        None => exit::OK,
+        Some(e) => {
+            print_error(&e.to_string(), Some(e.help()));
+            exit::USAGE
+        }
+    }
+}
+
+fn as_json(
+    settings: &[Setting],
+    effective: &Effective,
+    provenance: &Provenance,
+) -> serde_json::Value {
+    let mut map = serde_json::Map::new();
+    for st in settings {
+        map.insert(
+            st.name.to_string(),
+            json!({ "value": st.value, "from": st.from.as_str() }),
+        );
+    }
+    let problem = effective.problem();
+    json!({
+        "file": provenance.file.as_ref().map(|p| p.display().to_string()),
+        "settings": map,
+        "environment": effective.environment.as_ref().ok().map(|e| e.name().to_string()),
+        "api_key": effective.key.as_ref().ok().map(|(fp, from)| json!({"fingerprint": fp, "from": from})),
+        "usable": problem.is_none(),
+        "error": problem.as_ref().map(|e| e.to_string()),
+    })
+}
+
+fn print_text(settings: &[Setting], effective: &Effective, provenance: &Provenance) {
     match &provenance.file {
         Some(p) => outln!("settings file: {}", p.display()),
         None => outln!(
@@ -106,7 +147,7 @@ pub async fn execute(args: ConfigArgs, provenance: &Provenance) -> i32 {
         ),
     }
     outln!("{:<14} {:<48} FROM", "SETTING", "VALUE");
-    for st in &settings {
+    for st in settings {
         let value = match (&st.value, st.name) {
             (Some(v), _) => v.clone(),
             (None, "env") => "sim".to_string(),
@@ -114,18 +155,11 @@ pub async fn execute(args: ConfigArgs, provenance: &Provenance) -> i32 {
         };
         outln!("{:<14} {:<48} {}", st.name, value, st.from.as_str());
     }
-    match &key {
+    match &effective.key {
         Ok((fingerprint, from)) => outln!("{:<14} {:<48} {from}", "api key", fingerprint),
         Err(_) => outln!("{:<14} {:<48} -", "api key", "(none usable)"),
     }
-    if let Ok(env) = &environment {
+    if let Ok(env) = &effective.environment {
         outln!("{}", env.banner());
-    }
-    match problem {
-        None => exit::OK,
-        Some(e) => {
-            print_error(&e.to_string(), Some(e.help()));
-            exit::USAGE
-        }
     }
 }

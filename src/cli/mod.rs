@@ -57,7 +57,7 @@ use crate::exit;
 #[command(
     name = "paybatch",
     version,
-    after_long_help = AFTER_LONG_HELP,
+    after_long_help = man::after_long_help(),
     about = "Pay out digital rewards in batches from CSV files, each row exactly once",
     long_about = "Pay out digital rewards (gift cards, subscriptions, payments) in batches from CSV \
 files through the payout ordering service. Every step is recorded in a local SQLite ledger before \
@@ -96,38 +96,46 @@ pub struct Provenance {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Validate a CSV batch, pay every row exactly once, write the result file (resumable).
-    #[command(long_about = run::LONG_ABOUT)]
+    #[command(long_about = run::LONG_ABOUT, after_help = man::examples_help("run"))]
     Run(run::RunArgs),
     /// Check a batch as `run` would, show its totals and its plan digest; pay nothing.
-    #[command(long_about = validate::LONG_ABOUT)]
+    #[command(long_about = validate::LONG_ABOUT, after_help = man::examples_help("validate"))]
     Validate(validate::ValidateArgs),
     /// What the ledger says: every batch, or one batch in detail, and what to do next.
-    #[command(long_about = status::LONG_ABOUT)]
+    #[command(long_about = status::LONG_ABOUT, after_help = man::examples_help("status"))]
     Status(status::StatusArgs),
     /// Rebuild a batch's result CSV from the ledger; write an HTML report.
-    #[command(long_about = report::LONG_ABOUT)]
+    #[command(long_about = report::LONG_ABOUT, after_help = man::examples_help("report"))]
     Report(report::ReportArgs),
     /// Make FAILED and REJECTED rows of a batch eligible again (new attempt, new key).
+    #[command(after_help = man::examples_help("retry"))]
     Retry(retry::RetryArgs),
     /// Compare the ledger with the service's orders and repair it (lost ledger, in-doubt orders).
+    #[command(after_help = man::examples_help("reconcile"))]
     Reconcile(reconcile::ReconcileArgs),
     /// The account's balances at the service.
-    #[command(long_about = balance::LONG_ABOUT)]
+    #[command(long_about = balance::LONG_ABOUT, after_help = man::examples_help("balance"))]
     Balance(balance::BalanceArgs),
     /// Check the API key and the environment (GET /ping).
+    #[command(after_help = man::examples_help("ping"))]
     Ping(ping::PingArgs),
     /// The service's catalog: sync the local cache, list products.
+    #[command(after_help = man::examples_help("catalog"))]
     Catalog(catalog::CatalogArgs),
     /// The effective settings and where each came from (file, env, flag, default).
-    #[command(long_about = config::LONG_ABOUT)]
+    #[command(long_about = config::LONG_ABOUT, after_help = man::examples_help("config"))]
     Config(config::ConfigArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
-    #[command(long_about = completions::LONG_ABOUT)]
+    #[command(long_about = completions::LONG_ABOUT, after_help = man::examples_help("completions"))]
     Completions(completions::CompletionsArgs),
     /// Print the manual page, or write one per command into a directory.
-    #[command(long_about = man::LONG_ABOUT)]
+    #[command(long_about = man::LONG_ABOUT, after_help = man::examples_help("man"))]
     Man(man::ManArgs),
     /// The embedded playground simulator, standalone.
+    #[command(
+        after_help = man::examples_help("sim"),
+        mut_subcommand("serve", |c| c.after_help(man::examples_help("sim serve")))
+    )]
     Sim(sim::SimArgs),
 }
 
@@ -153,13 +161,13 @@ impl Command {
     }
 }
 
+/// The settings, at the end of `paybatch --help` (before the exit codes and the examples,
+/// [`man::after_long_help`]) and in the manual's ENVIRONMENT section.
 const AFTER_LONG_HELP: &str = "Settings: ./paybatch.toml (or --config FILE) gives defaults for \
 env, base_url, api_key_file and ledger; PAYBATCH_ENV, PAYBATCH_BASE_URL, PAYBATCH_API_KEY_FILE and \
 PAYBATCH_LEDGER override it, and flags override both (`paybatch config` shows the result). The API \
 key comes from PAYBATCH_API_KEY or a file of mode 0600, never from a flag or the settings file. \
-NO_COLOR turns colour off.\n\nExit codes: 0 ok; 1 unexpected; 2 usage or configuration; 3 invalid \
-(nothing submitted); 4 finished with failed, rejected, invalid or mismatched rows, or the service stopped part of the batch; 5 incomplete (run the same \
-command again); 6 the ledger is in use by another paybatch.";
+NO_COLOR turns colour off.";
 
 /// The ledger used when none is given.
 pub const DEFAULT_LEDGER: &str = crate::ledger::DEFAULT_PATH;

@@ -1,15 +1,17 @@
 //! `paybatch report --batch NAME`: rebuilds a batch's result CSV from the ledger at any time
-//! (`--out`), and writes a one-page HTML report for a finance lead (`--html`): the batch's facts,
-//! totals per currency and status as a chart and a table, the rows that need attention. Reads
-//! the ledger only; both files are written atomically with mode 0600.
+//! (`--out FILE`, or `--out -` for stdout), and writes a one-page HTML report for the finance
+//! lead who signs the batch off (`--html`, with `--group-by COLUMN` breakdowns). Reads the
+//! ledger only, and never creates one; both files are written atomically with mode 0600.
 
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 
 use crate::batch::{html, options, results};
 use crate::environment::Environment;
 use crate::exit;
+use crate::ledger::{BatchRecord, Ledger};
 
 use super::status::{no_such_batch, open_existing};
 use super::{ServiceArgs, print_error};
@@ -18,22 +20,29 @@ use super::{ServiceArgs, print_error};
 pub const LONG_ABOUT: &str = "Rebuild a batch's result file from the ledger, at any time (during a run, after \
 it, after the result file was lost), and/or write an HTML report of the batch.\n\nWithout --out \
 or --html the result CSV is written where `paybatch run` writes it: beside the input file (its \
-path as the run recorded it, so relative to the current directory when it was given relative). With \
---html only, only the HTML page is written. The HTML page is self-contained (no script, nothing \
-fetched) and can be opened or printed anywhere; it never contains payout links. Both files are \
-written atomically with mode 0600.";
+path as the run recorded it, so relative to the current directory when it was given relative). \
+`--out -` writes it on stdout (messages stay on stderr). With --html only, only the HTML page is \
+written.\n\nThe HTML page is for the finance lead who signs the batch off: what left each paying \
+balance (conversions included) and the plan digest first, then the rows per currency and status, \
+per product and per any column of the file (--group-by), the rows that need attention with their \
+reasons, and the technical details last. It is self-contained (no script, nothing fetched), opens \
+and prints anywhere, and never contains payout links. Both files are written atomically with mode \
+0600.\n\nReads the ledger only; a ledger that does not exist is an error (exit 2), never created.";
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
     /// The batch to report on.
     #[arg(long)]
     pub batch: String,
-    /// Write the result CSV here (it holds payout links).
+    /// Write the result CSV here, `-` for stdout (it holds payout links).
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
     /// Write a one-page HTML report here (no payout links).
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// In the HTML report, a breakdown per value of this input column (repeatable).
+    #[arg(long, value_name = "COLUMN", requires = "html")]
+    pub group_by: Vec<String>,
     #[command(flatten)]
     pub service: ServiceArgs,
 }
@@ -51,6 +60,17 @@ pub async fn execute(args: ReportArgs, quiet: bool) -> i32 {
             return exit::UNEXPECTED;
         }
     };
+    // A bad --group-by is refused before anything is written.
+    let mut tally = html::Tally::new(&batch);
+    for column in &args.group_by {
+        if let Err(e) = tally.group_by(column) {
+            print_error(
+                &e,
+                Some("--group-by takes the name of a column of the input file"),
+            );
+            return exit::USAGE;
+        }
+    }
     let csv_path = match (&args.out, &args.html) {
         (Some(out), _) => Some(out.clone()),
         (None, Some(_)) => None,
@@ -58,58 +78,102 @@ pub async fn execute(args: ReportArgs, quiet: bool) -> i32 {
             let environment = Environment::from_recorded(&batch.environment, &batch.base_url)
                 .unwrap_or(Environment::Custom(batch.base_url.clone()));
             Some(options::default_result_path(
-                std::path::Path::new(&batch.input_path),
+                Path::new(&batch.input_path),
                 &environment,
             ))
         }
     };
     if let Some(path) = &csv_path {
-        if let Err(e) = results::write_result_file(&ledger, batch.id, &batch.headers, path) {
-            print_error(
-                &e.to_string(),
-                Some("check that the directory exists and is writable, or pass --out FILE"),
-            );
-            return exit::UNEXPECTED;
-        }
-        if !quiet {
-            errln!(
-                "result file of batch {}: {} (mode 0600: it holds payout links)",
-                batch.name,
-                path.display()
-            );
+        let code = write_csv(&ledger, &batch, path, quiet);
+        if code != exit::OK {
+            return code;
         }
     }
-    if let Some(path) = &args.html {
-        let mut tally = html::Tally::default();
-        let counted = ledger.visit_result_rows(batch.id, |row, _| {
-            tally.add(&batch.headers, &row);
-            Ok::<(), crate::ledger::LedgerError>(())
-        });
-        if let Err(e) = counted {
-            print_error(&e.to_string(), None);
-            return exit::UNEXPECTED;
-        }
-        let page = html::render_tally(
-            &batch,
-            &tally,
-            &ledger.path().display().to_string(),
-            &crate::ledger::now(),
-            env!("CARGO_PKG_VERSION"),
+    match &args.html {
+        Some(path) => write_html(&ledger, &batch, path, tally, quiet),
+        None => exit::OK,
+    }
+}
+
+/// Whether `--out` names stdout.
+fn is_stdout(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+fn write_csv(ledger: &Ledger, batch: &BatchRecord, path: &Path, quiet: bool) -> i32 {
+    let written = if is_stdout(path) {
+        csv_to_stdout(ledger, batch)
+    } else {
+        results::write_result_file(ledger, batch.id, &batch.headers, path)
+            .map_err(|e| e.to_string())
+    };
+    if let Err(e) = written {
+        print_error(
+            &e,
+            Some("check that the directory exists and is writable, or pass --out FILE"),
         );
-        if let Err(e) = html::write_private(path, page.as_bytes()) {
-            print_error(
-                &format!("cannot write {}: {e}", path.display()),
-                Some("check that the directory exists and is writable"),
-            );
-            return exit::UNEXPECTED;
-        }
-        if !quiet {
-            errln!(
-                "HTML report of batch {}: {} (no payout links)",
-                batch.name,
-                path.display()
-            );
-        }
+        return exit::UNEXPECTED;
+    }
+    if !quiet && !is_stdout(path) {
+        errln!(
+            "result file of batch {}: {} (mode 0600: it holds payout links)",
+            batch.name,
+            path.display()
+        );
+    }
+    exit::OK
+}
+
+/// Writes the result CSV on stdout: built as the result file is (a private file, mode 0600, in
+/// a private temporary directory that is removed afterwards), then copied.
+fn csv_to_stdout(ledger: &Ledger, batch: &BatchRecord) -> Result<(), String> {
+    let dir = tempfile::tempdir().map_err(|e| format!("cannot make a temporary directory: {e}"))?;
+    let path = dir.path().join("result.csv");
+    results::write_result_file(ledger, batch.id, &batch.headers, &path)
+        .map_err(|e| e.to_string())?;
+    let mut file = std::fs::File::open(&path).map_err(|e| e.to_string())?;
+    let mut out = std::io::stdout().lock();
+    std::io::copy(&mut file, &mut out)
+        .and_then(|_| out.flush())
+        .map_err(|e| format!("cannot write the result CSV on stdout: {e}"))?;
+    Ok(())
+}
+
+fn write_html(
+    ledger: &Ledger,
+    batch: &BatchRecord,
+    path: &Path,
+    mut tally: html::Tally,
+    quiet: bool,
+) -> i32 {
+    let counted = ledger.visit_result_rows(batch.id, |row, order| {
+        tally.add(&row, order.as_ref());
+        Ok::<(), crate::ledger::LedgerError>(())
+    });
+    if let Err(e) = counted {
+        print_error(&e.to_string(), None);
+        return exit::UNEXPECTED;
+    }
+    let page = html::render_tally(
+        batch,
+        tally,
+        &ledger.path().display().to_string(),
+        &crate::ledger::now(),
+        env!("CARGO_PKG_VERSION"),
+    );
+    if let Err(e) = html::write_private(path, page.as_bytes()) {
+        print_error(
+            &format!("cannot write {}: {e}", path.display()),
+            Some("check that the directory exists and is writable"),
+        );
+        return exit::UNEXPECTED;
+    }
+    if !quiet {
+        errln!(
+            "HTML report of batch {}: {} (no payout links)",
+            batch.name,
+            path.display()
+        );
     }
     exit::OK
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::api::models::ExecutionMode;
-use crate::batch::options::{self as pipeline, RunOptions};
+use crate::batch::options::{self, RunOptions};
 use crate::batch::outcome::RunSummary;
 use crate::environment::Environment;
 use crate::exit;
@@ -29,7 +29,8 @@ without a terminal (cron) --yes is required. --expect-digest DIGEST (from `payba
 refuses a file that changed since it was approved.\n\nExit codes: 0 every row completed; 1 \
 unexpected; 2 usage or configuration (or production not confirmed); 3 invalid or balance too low, \
 nothing submitted; 4 finished with failed, rejected, invalid or mismatched rows, or the service stopped part of the batch; 5 incomplete, run again to \
-resume; 6 the ledger is in use by another paybatch.";
+resume; 6 the ledger is in use by another paybatch; 130 interrupted (Ctrl-C) and 143 terminated \
+(SIGTERM): what was sent is recorded or in doubt, run the same command again to resume.";
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -48,21 +49,21 @@ pub struct RunArgs {
     /// Rows per order: `auto` (chosen from the batch's size, the rate and the requests in
     /// flight, and printed with the plan) or a number from 1 to 200. The rows of one order share
     /// their payment method and product currency; a converted row goes alone in a sync order.
-    #[arg(long, default_value_t = pipeline::ItemsPerOrder::Auto, value_name = "auto|N")]
-    pub items_per_order: pipeline::ItemsPerOrder,
+    #[arg(long, default_value_t = options::ItemsPerOrder::Auto, value_name = "auto|N")]
+    pub items_per_order: options::ItemsPerOrder,
     /// Order creations in any sliding minute (the service publishes 300): up to N go at once
     /// after a quiet minute, sends of earlier runs on this ledger count, and an account with a
     /// lower limit is found by its first 429s and kept under from then on.
-    #[arg(long, default_value_t = pipeline::DEFAULT_ORDER_RATE, value_name = "N")]
+    #[arg(long, default_value_t = options::DEFAULT_ORDER_RATE, value_name = "N")]
     pub order_rate: u32,
     /// Orders in flight at once.
-    #[arg(long, default_value_t = pipeline::DEFAULT_CONCURRENCY, value_name = "N")]
+    #[arg(long, default_value_t = options::DEFAULT_CONCURRENCY, value_name = "N")]
     pub concurrency: usize,
     /// How long the run waits for the service: polling orders that are not finished (from the
     /// first poll), and the pauses it asks for (429, errors) without an answer in between; then
     /// the run exits 5 and resumes later. At most 604800 (a week).
-    #[arg(long, default_value_t = pipeline::DEFAULT_POLL_TIMEOUT_SECS, value_name = "SECONDS",
-          value_parser = clap::value_parser!(u64).range(0..=pipeline::MAX_POLL_TIMEOUT_SECS))]
+    #[arg(long, default_value_t = options::DEFAULT_POLL_TIMEOUT_SECS, value_name = "SECONDS",
+          value_parser = clap::value_parser!(u64).range(0..=options::MAX_POLL_TIMEOUT_SECS))]
     pub poll_timeout: u64,
     /// Pay only if the file's plan digest is this one (from `paybatch validate`); else exit 3.
     #[arg(long, value_name = "DIGEST", value_parser = parse_digest)]
@@ -72,7 +73,7 @@ pub struct RunArgs {
     pub yes: bool,
     /// An order sent this many hours ago (fractions allowed) without a recorded answer is looked
     /// up at the service (`paybatch reconcile`) before it may be sent again.
-    #[arg(long, default_value_t = pipeline::DEFAULT_IN_DOUBT_HOURS, value_name = "HOURS", value_parser = parse_hours)]
+    #[arg(long, default_value_t = options::DEFAULT_IN_DOUBT_HOURS, value_name = "HOURS", value_parser = parse_hours)]
     pub in_doubt_hours: f64,
     /// Print one JSON object on stdout at the end instead of the summary: batch, environment,
     /// exit code, rows per state, totals per paying balance and per product currency, result
@@ -81,7 +82,7 @@ pub struct RunArgs {
     pub json: bool,
     /// Times one order is sent in this run (the first send and its retries with the same key)
     /// before it is left in doubt for the next run.
-    #[arg(long, default_value_t = pipeline::DEFAULT_SEND_TRIES, value_name = "N",
+    #[arg(long, default_value_t = options::DEFAULT_SEND_TRIES, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=100))]
     pub send_tries: u32,
 }
@@ -114,7 +115,7 @@ impl RunArgs {
         } else {
             ExecutionMode::Async
         };
-        if self.sync && matches!(self.items_per_order, pipeline::ItemsPerOrder::Fixed(n) if n > 1) {
+        if self.sync && matches!(self.items_per_order, options::ItemsPerOrder::Fixed(n) if n > 1) {
             return Err(crate::environment::ConfigError::new(
                 "--sync orders hold one item only (the service's rule)",
                 "drop --sync, or use --items-per-order 1",

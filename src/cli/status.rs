@@ -61,9 +61,12 @@ pub async fn execute(args: StatusArgs) -> i32 {
 pub fn open_existing(path: &Path) -> Result<Ledger, i32> {
     if !path.exists() {
         print_error(
-            &format!("no ledger at {}", path.display()),
+            &format!(
+                "no ledger at {}: nothing has been run here (--ledger PATH to read another)",
+                path.display()
+            ),
             Some(
-                "pass --ledger PATH (or PAYBATCH_LEDGER, or `ledger` in paybatch.toml): the ledger the batches were run with",
+                "give the ledger the batches were run with: --ledger PATH, PAYBATCH_LEDGER or `ledger` in paybatch.toml",
             ),
         );
         return Err(exit::USAGE);
@@ -299,16 +302,68 @@ fn one_batch(ledger: &Ledger, name: &str, json: bool) -> crate::ledger::Result<i
     let Some(b) = ledger.batch(name)? else {
         return Ok(no_such_batch(ledger, name));
     };
-    let counts_list = ledger.row_counts(b.id)?;
-    let counts: BTreeMap<RowState, i64> = counts_list.iter().copied().collect();
-    let orders = ledger.order_heads(b.id)?;
-    let mut order_counts: BTreeMap<&str, i64> = BTreeMap::new();
-    for o in &orders {
-        *order_counts.entry(o.state.as_str()).or_default() += 1;
+    let d = detail(ledger, b)?;
+    if json {
+        println!("{}", detail_json(&d));
+    } else {
+        print_detail(&d);
     }
-    let flights = in_flight(&orders);
+    Ok(exit::OK)
+}
+
+/// What `status --batch` shows of one batch.
+struct Detail {
+    batch: BatchRecord,
+    counts: Vec<(RowState, i64)>,
+    orders: Vec<OrderRecord>,
+    events: Vec<EventRecord>,
+    /// What each of `events` is about, named (`row R-1`, `order O-123`).
+    subjects: Vec<String>,
+    /// What left each balance: (payer, currency) -> amount.
+    charged: BTreeMap<(String, String), rust_decimal::Decimal>,
+    next: Vec<String>,
+}
+
+impl Detail {
+    fn rows(&self) -> i64 {
+        self.counts.iter().map(|(_, n)| n).sum()
+    }
+
+    fn order_counts(&self) -> BTreeMap<&str, i64> {
+        let mut counts: BTreeMap<&str, i64> = BTreeMap::new();
+        for o in &self.orders {
+            *counts.entry(o.state.as_str()).or_default() += 1;
+        }
+        counts
+    }
+}
+
+fn detail(ledger: &Ledger, b: BatchRecord) -> crate::ledger::Result<Detail> {
+    let counts = ledger.row_counts(b.id)?;
+    let orders = ledger.order_heads(b.id)?;
     let events = ledger.events(b.id, LAST_EVENTS)?;
-    // Only the rows the last events name are looked up (a batch can hold a million).
+    let subjects = event_subjects(ledger, &events, &orders)?;
+    let by_state: BTreeMap<RowState, i64> = counts.iter().copied().collect();
+    let next = next_steps(ledger.path(), &b, &by_state, &in_flight(&orders));
+    let charged = crate::batch::outcome::debited_totals(ledger, b.id)?;
+    Ok(Detail {
+        batch: b,
+        counts,
+        orders,
+        events,
+        subjects,
+        charged,
+        next,
+    })
+}
+
+/// Names what each event is about. Only the rows the events name are looked up (a batch can
+/// hold a million).
+fn event_subjects(
+    ledger: &Ledger,
+    events: &[EventRecord],
+    orders: &[OrderRecord],
+) -> crate::ledger::Result<Vec<String>> {
     let mut row_names: HashMap<i64, String> = HashMap::new();
     for e in events.iter().filter(|e| e.subject == "row") {
         if let Some(reference) = ledger.row_reference(e.subject_id)? {
@@ -325,52 +380,58 @@ fn one_batch(ledger: &Ledger, name: &str, json: bool) -> crate::ledger::Result<i
             (o.id, name)
         })
         .collect();
-    let subject = |e: &EventRecord| -> String {
-        let name = match e.subject.as_str() {
-            "row" => row_names.get(&e.subject_id).cloned(),
-            "order" => order_names.get(&e.subject_id).cloned(),
-            _ => None,
-        };
-        match name {
-            Some(n) => format!("{} {n}", e.subject),
-            None => e.subject.clone(),
-        }
-    };
-    let next = next_steps(ledger.path(), &b, &counts, &flights);
-    let charged = crate::batch::outcome::debited_totals(ledger, b.id)?;
-    if json {
-        let value = json!({
-            "batch": b.name,
-            "environment": b.environment,
-            "base_url": b.base_url,
-            "key_fingerprint": b.key_fingerprint,
-            "input": b.input_path,
-            "input_sha256": b.input_hash,
-            "created_at": b.created_at,
-            "rows": counts_list.iter().map(|(_, n)| n).sum::<i64>(),
-            "states": counts_map(&counts_list),
-            "orders": order_counts,
-            "charged": charged.iter().map(|((payer, currency), amount)| json!({
-                "by": payer,
-                "currency": currency,
-                "amount": amount.to_string(),
-            })).collect::<Vec<_>>(),
-            "in_flight": flights.iter().map(|f| json!({
-                "order": f.order.id,
-                "service_order_id": f.order.service_order_id,
-                "state": f.order.state.as_str(),
-                "what": f.what,
-                "since": f.since,
-                "age_seconds": age(f.since).map(|a| a.num_seconds()),
-                "sends": f.order.sends,
-                "polls": f.order.polls,
-            })).collect::<Vec<_>>(),
-            "events": events.iter().map(|e| event_json(e, &subject(e))).collect::<Vec<_>>(),
-            "next": next,
-        });
-        println!("{value}");
-        return Ok(exit::OK);
-    }
+    Ok(events
+        .iter()
+        .map(|e| {
+            let name = match e.subject.as_str() {
+                "row" => row_names.get(&e.subject_id),
+                "order" => order_names.get(&e.subject_id),
+                _ => None,
+            };
+            match name {
+                Some(n) => format!("{} {n}", e.subject),
+                None => e.subject.clone(),
+            }
+        })
+        .collect())
+}
+
+fn detail_json(d: &Detail) -> serde_json::Value {
+    let b = &d.batch;
+    let flights = in_flight(&d.orders);
+    json!({
+        "batch": b.name,
+        "environment": b.environment,
+        "base_url": b.base_url,
+        "key_fingerprint": b.key_fingerprint,
+        "input": b.input_path,
+        "input_sha256": b.input_hash,
+        "created_at": b.created_at,
+        "rows": d.rows(),
+        "states": counts_map(&d.counts),
+        "orders": d.order_counts(),
+        "charged": d.charged.iter().map(|((payer, currency), amount)| json!({
+            "by": payer,
+            "currency": currency,
+            "amount": amount.to_string(),
+        })).collect::<Vec<_>>(),
+        "in_flight": flights.iter().map(|f| json!({
+            "order": f.order.id,
+            "service_order_id": f.order.service_order_id,
+            "state": f.order.state.as_str(),
+            "what": f.what,
+            "since": f.since,
+            "age_seconds": age(f.since).map(|a| a.num_seconds()),
+            "sends": f.order.sends,
+            "polls": f.order.polls,
+        })).collect::<Vec<_>>(),
+        "events": d.events.iter().zip(&d.subjects).map(|(e, s)| event_json(e, s)).collect::<Vec<_>>(),
+        "next": d.next,
+    })
+}
+
+fn print_detail(d: &Detail) {
+    let b = &d.batch;
     let label = match b.environment.as_str() {
         "sim" => " (SIMULATED: no real money moved)",
         "production" => " (PRODUCTION: real money)",
@@ -382,70 +443,75 @@ fn one_batch(ledger: &Ledger, name: &str, json: bool) -> crate::ledger::Result<i
     outln!("  created:     {}", b.created_at);
     outln!("  key:         {}", b.key_fingerprint);
     outln!();
-    outln!("rows: {}", counts_list.iter().map(|(_, n)| n).sum::<i64>());
-    for (state, n) in &counts_list {
+    outln!("rows: {}", d.rows());
+    for (state, n) in &d.counts {
         outln!("  {:<10} {:>8}", state.as_str(), n);
     }
-    if !charged.is_empty() {
+    if !d.charged.is_empty() {
         outln!("charged (what left each balance, conversions included):");
-        for ((payer, currency), amount) in &charged {
+        for ((payer, currency), amount) in &d.charged {
             outln!("  {payer:<20} {amount:>14} {currency}");
         }
     }
     outln!();
-    let orders_text = order_counts
+    print_orders(d);
+    outln!();
+    outln!("last events (newest first):");
+    for (e, subject) in d.events.iter().zip(&d.subjects) {
+        outln!("  {}", event_text(e, subject));
+    }
+    outln!();
+    for step in &d.next {
+        outln!("next: {step}");
+    }
+}
+
+fn print_orders(d: &Detail) {
+    let orders_text = d
+        .order_counts()
         .iter()
         .map(|(s, n)| format!("{s} {n}"))
         .collect::<Vec<_>>()
         .join(", ");
     outln!(
         "orders: {}{}",
-        orders.len(),
+        d.orders.len(),
         if orders_text.is_empty() {
             String::new()
         } else {
             format!(" ({orders_text})")
         }
     );
+    let flights = in_flight(&d.orders);
     if flights.is_empty() {
         outln!("  none in flight");
-    } else {
-        outln!("  in flight: {}", flights.len());
-        for f in flights.iter().take(LISTED_IN_FLIGHT) {
-            let id = f
-                .order
-                .service_order_id
-                .clone()
-                .unwrap_or_else(|| format!("#{}", f.order.id));
-            let how_long = age(f.since)
-                .map(|a| format!(" for {}", human_age(a)))
-                .unwrap_or_default();
-            outln!(
-                "  {id:<24} {}{how_long} (sent {}x, polled {}x){}",
-                f.what,
-                f.order.sends,
-                f.order.polls,
-                if f.in_doubt_too_long {
-                    " -- reconcile"
-                } else {
-                    ""
-                }
-            );
-        }
-        if flights.len() > LISTED_IN_FLIGHT {
-            outln!("  ... and {} more", flights.len() - LISTED_IN_FLIGHT);
-        }
+        return;
     }
-    outln!();
-    outln!("last events (newest first):");
-    for e in &events {
-        outln!("  {}", event_text(e, &subject(e)));
+    outln!("  in flight: {}", flights.len());
+    for f in flights.iter().take(LISTED_IN_FLIGHT) {
+        let id = f
+            .order
+            .service_order_id
+            .clone()
+            .unwrap_or_else(|| format!("#{}", f.order.id));
+        let how_long = age(f.since)
+            .map(|a| format!(" for {}", human_age(a)))
+            .unwrap_or_default();
+        outln!(
+            "  {id:<24} {}{how_long} (sent {}x, polled {}x){}",
+            f.what,
+            f.order.sends,
+            f.order.polls,
+            if f.in_doubt_too_long {
+                " -- reconcile"
+            } else {
+                ""
+            }
+        );
     }
-    outln!();
-    for step in &next {
-        outln!("next: {step}");
+    if flights.len() > LISTED_IN_FLIGHT {
+        outln!("  ... and {} more", flights.len() - LISTED_IN_FLIGHT);
     }
-    Ok(exit::OK)
 }
 
 fn event_text(e: &EventRecord, subject: &str) -> String {
