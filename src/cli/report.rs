@@ -3,15 +3,14 @@
 //! lead who signs the batch off (`--html`, with `--group-by COLUMN` breakdowns). Reads the
 //! ledger only, and never creates one; both files are written atomically with mode 0600.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use crate::batch::{html, options, results};
-use crate::environment::Environment;
+use crate::batch::html;
 use crate::exit;
 use crate::ledger::{BatchRecord, Ledger};
+use crate::ops::report;
 
 use super::status::{no_such_batch, open_existing};
 use super::{ServiceArgs, print_error};
@@ -74,14 +73,7 @@ pub async fn execute(args: ReportArgs, quiet: bool) -> i32 {
     let csv_path = match (&args.out, &args.html) {
         (Some(out), _) => Some(out.clone()),
         (None, Some(_)) => None,
-        (None, None) => {
-            let environment = Environment::from_recorded(&batch.environment, &batch.base_url)
-                .unwrap_or(Environment::Custom(batch.base_url.clone()));
-            Some(options::default_result_path(
-                Path::new(&batch.input_path),
-                &environment,
-            ))
-        }
+        (None, None) => Some(report::default_result_path(&batch)),
     };
     if let Some(path) = &csv_path {
         let code = write_csv(&ledger, &batch, path, quiet);
@@ -102,14 +94,13 @@ fn is_stdout(path: &Path) -> bool {
 
 fn write_csv(ledger: &Ledger, batch: &BatchRecord, path: &Path, quiet: bool) -> i32 {
     let written = if is_stdout(path) {
-        csv_to_stdout(ledger, batch)
+        report::copy_result_file(ledger, batch, &mut std::io::stdout().lock())
     } else {
-        results::write_result_file(ledger, batch.id, &batch.headers, path)
-            .map_err(|e| e.to_string())
+        report::write_result_file(ledger, batch, path)
     };
     if let Err(e) = written {
         print_error(
-            &e,
+            &e.to_string(),
             Some("check that the directory exists and is writable, or pass --out FILE"),
         );
         return exit::UNEXPECTED;
@@ -124,46 +115,16 @@ fn write_csv(ledger: &Ledger, batch: &BatchRecord, path: &Path, quiet: bool) -> 
     exit::OK
 }
 
-/// Writes the result CSV on stdout: built as the result file is (a private file, mode 0600, in
-/// a private temporary directory that is removed afterwards), then copied.
-fn csv_to_stdout(ledger: &Ledger, batch: &BatchRecord) -> Result<(), String> {
-    let dir = tempfile::tempdir().map_err(|e| format!("cannot make a temporary directory: {e}"))?;
-    let path = dir.path().join("result.csv");
-    results::write_result_file(ledger, batch.id, &batch.headers, &path)
-        .map_err(|e| e.to_string())?;
-    let mut file = std::fs::File::open(&path).map_err(|e| e.to_string())?;
-    let mut out = std::io::stdout().lock();
-    std::io::copy(&mut file, &mut out)
-        .and_then(|_| out.flush())
-        .map_err(|e| format!("cannot write the result CSV on stdout: {e}"))?;
-    Ok(())
-}
-
 fn write_html(
     ledger: &Ledger,
     batch: &BatchRecord,
     path: &Path,
-    mut tally: html::Tally,
+    tally: html::Tally,
     quiet: bool,
 ) -> i32 {
-    let counted = ledger.visit_result_rows(batch.id, |row, order| {
-        tally.add(&row, order.as_ref());
-        Ok::<(), crate::ledger::LedgerError>(())
-    });
-    if let Err(e) = counted {
-        print_error(&e.to_string(), None);
-        return exit::UNEXPECTED;
-    }
-    let page = html::render_tally(
-        batch,
-        tally,
-        &ledger.path().display().to_string(),
-        &crate::ledger::now(),
-        env!("CARGO_PKG_VERSION"),
-    );
-    if let Err(e) = html::write_private(path, page.as_bytes()) {
+    if let Err(e) = report::write_html(ledger, batch, path, tally) {
         print_error(
-            &format!("cannot write {}: {e}", path.display()),
+            &e.to_string(),
             Some("check that the directory exists and is writable"),
         );
         return exit::UNEXPECTED;

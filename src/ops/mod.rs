@@ -7,11 +7,11 @@
 //! - [`reconcile::reconcile_batch`]: the ledger against the service's orders, and
 //!   [`reconcile::rebuild`] of a lost ledger from the service and the input file;
 //! - [`retry::retry`]: failed and rejected rows made payable again under new keys;
-//! - [`report::write_report`]: the result file (and HTML report) of a batch again.
+//! - [`report`]: the result file (to a file or any writer) and the HTML report of a batch.
 
 pub mod preview;
 pub mod reconcile;
+pub mod report;
 pub mod retry;
-
 pub mod run;
 pub mod session;

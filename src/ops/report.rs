@@ -1,0 +1,73 @@
+//! `report`: a batch's result file again, from the ledger (to a file, or to any writer such as
+//! stdout), and its one-page HTML report. Reads the ledger only.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::batch::outcome::RunError;
+use crate::batch::{html, options, results};
+use crate::environment::Environment;
+use crate::ledger::{BatchRecord, Ledger, LedgerError};
+
+/// Where the result file of a batch goes by default: where `run` writes it, beside the input
+/// file as the run recorded its path.
+pub fn default_result_path(batch: &BatchRecord) -> PathBuf {
+    let environment = Environment::from_recorded(&batch.environment, &batch.base_url)
+        .unwrap_or(Environment::Custom(batch.base_url.clone()));
+    options::default_result_path(Path::new(&batch.input_path), &environment)
+}
+
+/// Writes the result file of `batch` at `path` (atomically, mode 0600).
+pub fn write_result_file(
+    ledger: &Ledger,
+    batch: &BatchRecord,
+    path: &Path,
+) -> Result<(), RunError> {
+    results::write_result_file(ledger, batch.id, &batch.headers, path)
+}
+
+/// Writes the result file of `batch` to `out`: built as the file is (a private file, mode
+/// 0600, in a private temporary directory that is removed afterwards), then copied.
+pub fn copy_result_file(
+    ledger: &Ledger,
+    batch: &BatchRecord,
+    out: &mut dyn Write,
+) -> Result<(), RunError> {
+    let io = |path: &Path, e: std::io::Error| RunError::Io {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    };
+    let dir = tempfile::tempdir().map_err(|e| io(Path::new("(temporary directory)"), e))?;
+    let path = dir.path().join("result.csv");
+    results::write_result_file(ledger, batch.id, &batch.headers, &path)?;
+    let mut file = std::fs::File::open(&path).map_err(|e| io(&path, e))?;
+    std::io::copy(&mut file, out)
+        .and_then(|_| out.flush())
+        .map_err(|e| io(Path::new("(output)"), e))?;
+    Ok(())
+}
+
+/// Writes the HTML report of `batch` at `path` (mode 0600), with the breakdowns `tally` was
+/// asked for ([`html::Tally::group_by`]).
+pub fn write_html(
+    ledger: &Ledger,
+    batch: &BatchRecord,
+    path: &Path,
+    mut tally: html::Tally,
+) -> Result<(), RunError> {
+    ledger.visit_result_rows(batch.id, |row, order| {
+        tally.add(&row, order.as_ref());
+        Ok::<(), LedgerError>(())
+    })?;
+    let page = html::render_tally(
+        batch,
+        tally,
+        &ledger.path().display().to_string(),
+        &crate::ledger::now(),
+        env!("CARGO_PKG_VERSION"),
+    );
+    html::write_private(path, page.as_bytes()).map_err(|e| RunError::Io {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })
+}
