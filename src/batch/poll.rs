@@ -30,7 +30,7 @@ const POLL_MAX: Duration = Duration::from_secs(10);
 /// Pages of the order list read per round at most.
 const LIST_PAGES_PER_ROUND: usize = 4;
 /// Full orders fetched at once.
-const FETCH_CONCURRENCY: usize = 8;
+const FETCH_CONCURRENCY: usize = 16;
 
 /// Orders accepted while the polling goes on, as the sending records them: (the service's
 /// order id, the ledger's). The sending closes it when it ends.
@@ -203,15 +203,13 @@ async fn round(poller: &mut Poller<'_>) -> Result<(), RunError> {
         }
     }
     let client = &stage.client;
-    let fetched: Vec<(String, Result<OrderView, ApiError>)> =
-        futures::stream::iter(to_fetch.into_iter().map(|id| async move {
-            let result = client.order(&id).await;
-            (id, result)
-        }))
-        .buffer_unordered(FETCH_CONCURRENCY)
-        .collect()
-        .await;
-    for (id, result) in fetched {
+    // Each full order is recorded as it comes, while the next ones are still being read.
+    let mut fetched = futures::stream::iter(to_fetch.into_iter().map(|id| async move {
+        let result: Result<OrderView, ApiError> = client.order(&id).await;
+        (id, result)
+    }))
+    .buffer_unordered(FETCH_CONCURRENCY);
+    while let Some((id, result)) = fetched.next().await {
         let Some(&order_id) = poller.waiting.get(&id) else {
             continue;
         };

@@ -531,65 +531,72 @@ fn record_created(
     match outcome {
         CreateOutcome::Accepted(a) => {
             let response = serde_json::to_string(&a).ok();
-            let mut ledger = stage.ledger();
-            if let Some(why) = record::id_of_another_order(&ledger, order.id, &a.id)? {
-                record::record_mismatch(
-                    &mut ledger,
-                    order.id,
-                    None,
-                    response.as_deref(),
-                    202,
-                    &[why],
-                )?;
-                return Ok(());
-            }
-            ledger.transition_order(
-                order.id,
-                Transition {
-                    service_order_id: Some(&a.id),
-                    http_status: Some(202),
-                    response: response.as_deref(),
-                    ..Transition::to(OrderState::Accepted, "service accepted the order")
-                },
-            )?;
-            drop(ledger);
-            stage.tell_accepted(&a.id, order.id);
-            Ok(())
+            let answer = Answer {
+                http: 202,
+                response: response.as_deref(),
+                keep_response: true,
+            };
+            accept(stage, order, &a.id, answer)
+        }
+        // A sync answer is COMPLETED in the published contract; one that says FAILED is read
+        // again (`GET /order/{id}`) before its rows are marked FAILED, for `retry` would pay
+        // them again under a new key.
+        CreateOutcome::Order(full) if full.status == OrderStatus::Completed => {
+            record_terminal(stage, order.id, &full, 200)
         }
         CreateOutcome::Order(full) => {
-            // A sync answer is COMPLETED in the published contract; one that says FAILED is
-            // read again (`GET /order/{id}`) before its rows are marked FAILED, for `retry`
-            // would pay them again under a new key.
-            if full.status == OrderStatus::Completed {
-                record_terminal(stage, order.id, &full, 200)
-            } else {
-                let mut ledger = stage.ledger();
-                if let Some(why) = record::id_of_another_order(&ledger, order.id, &full.id)? {
-                    let response = serde_json::to_string(&full).ok();
-                    record::record_mismatch(
-                        &mut ledger,
-                        order.id,
-                        None,
-                        response.as_deref(),
-                        200,
-                        &[why],
-                    )?;
-                    return Ok(());
-                }
-                ledger.transition_order(
-                    order.id,
-                    Transition {
-                        service_order_id: Some(&full.id),
-                        http_status: Some(200),
-                        ..Transition::to(OrderState::Accepted, "service accepted the order")
-                    },
-                )?;
-                drop(ledger);
-                stage.tell_accepted(&full.id, order.id);
-                Ok(())
-            }
+            let response = serde_json::to_string(&full).ok();
+            let answer = Answer {
+                http: 200,
+                response: response.as_deref(),
+                keep_response: false,
+            };
+            accept(stage, order, &full.id, answer)
         }
     }
+}
+
+/// The service's answer to a creation, as recorded.
+struct Answer<'a> {
+    http: u16,
+    response: Option<&'a str>,
+    /// Whether the accepted order keeps the answer (a full order's is recorded when it
+    /// finishes).
+    keep_response: bool,
+}
+
+/// Records the order the service accepted as `service_id` (a MISMATCH when that id is already
+/// another intent's) and hands it to the polling.
+fn accept(
+    stage: &Stage,
+    order: &OrderRecord,
+    service_id: &str,
+    answer: Answer<'_>,
+) -> Result<(), RunError> {
+    let mut ledger = stage.ledger();
+    if let Some(why) = record::id_of_another_order(&ledger, order.id, service_id)? {
+        record::record_mismatch(
+            &mut ledger,
+            order.id,
+            None,
+            answer.response,
+            answer.http,
+            &[why],
+        )?;
+        return Ok(());
+    }
+    ledger.transition_order(
+        order.id,
+        Transition {
+            service_order_id: Some(service_id),
+            http_status: Some(answer.http),
+            response: answer.response.filter(|_| answer.keep_response),
+            ..Transition::to(OrderState::Accepted, "service accepted the order")
+        },
+    )?;
+    drop(ledger);
+    stage.tell_accepted(service_id, order.id);
+    Ok(())
 }
 
 #[cfg(test)]
