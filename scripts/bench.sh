@@ -40,16 +40,17 @@ service=(--latency-ms 100 --processing-min-ms 500 --processing-max-ms 3000)
 sim_pid=
 
 start_sim() { # args: extra sim flags; sets $base and $admin
-  rm -f "$work"/sim.db*
+  rm -f "$work"/sim.db* "$work/sim.out"
   "$bin" sim serve --addr 127.0.0.1:0 --state "$work/sim.db" \
     --balance USD=$big --balance EUR=$big --balance GBP=$big --balance CAD=$big "$@" \
     > "$work/sim.out" 2>&1 &
   sim_pid=$!
   for _ in $(seq 1 100); do
-    grep -q "listening on" "$work/sim.out" 2>/dev/null && break
+    grep -q "listening on http://" "$work/sim.out" 2>/dev/null && break
     sleep 0.1
   done
   base=$(grep -o 'http://[^ ]*' "$work/sim.out" | head -1)
+  if [ -z "$base" ]; then echo "the simulator did not start:" >&2; cat "$work/sim.out" >&2; exit 1; fi
   admin=${base%/v2}
 }
 
@@ -125,7 +126,7 @@ PY
 # 1. paybatch at its defaults (no tuning flag) against the sequential script, RUNS times each,
 # each run against a new simulator.
 naive_vs() {
-  local rows=${1:-300} runs=${2:-3} k i t ok p out
+  local rows=${1:-300} runs=${2:-3} k i t ok p out list one orders
   local -a ours=() theirs=() ppo=() checks=()
   "$gen" "$rows" > "$work/batch.csv"
   for i in $(seq 1 "$runs"); do
@@ -135,8 +136,8 @@ naive_vs() {
     t=$(wall "$bin" run "$work/batch.csv" --base-url "$base" --api-key-file "$k" \
       --ledger "$work/ledger.db" --out "$work/result.csv" --quiet)
     ok=$(paid_once "$rows" "$work/result.csv")
-    read -r _ _ orders p < <(polls)
-    out="paybatch run $i: ${t}s orders=$orders paid-once=$ok 429s=$(s429) polls-per-order=$p"
+    read -r list one orders p < <(polls)
+    out="paybatch run $i: ${t}s orders=$orders paid-once=$ok 429s=$(s429) list-requests=$list order-requests=$one polls-per-order=$p"
     echo "  $out" >&2
     ours+=("$t"); ppo+=("$p"); checks+=("$ok")
     stop_sim
@@ -154,11 +155,12 @@ naive_vs() {
   mo=$(median "${ours[@]}"); mt=$(median "${theirs[@]}")
   for ok in "${checks[@]}"; do [ "$ok" = yes ] || all=no; done
   echo "naive: rows=$rows runs=$runs paybatch=${mo}s (${ours[*]}) naive=${mt}s (${theirs[*]}) speed-up=$(ratio "$mt" "$mo" 1)x paid-once=$all polls-per-order=$(median "${ppo[@]}")"
+  [ "$all" = yes ] # a run that paid a row twice, or not at all, fails the benchmark
 }
 
 # 2. A large batch at the defaults (no tuning flag), RUNS times.
 large() {
-  local rows=${1:-100000} runs=${2:-3} k i t n4 p done_rows orders
+  local rows=${1:-100000} runs=${2:-3} k i t n4 p done_rows orders list one
   local -a times=() ppo=() t429=()
   "$gen" "$rows" > "$work/batch.csv"
   for i in $(seq 1 "$runs"); do
@@ -169,10 +171,11 @@ large() {
       --ledger "$work/ledger.db" --quiet)
     done_rows=$(sqlite3 "$work/ledger.db" "select count(*) from rows where state='COMPLETED'")
     n4=$(s429)
-    read -r _ _ orders p < <(polls)
-    echo "  large run $i: ${t}s completed=$done_rows orders=$orders 429s=$n4 polls-per-order=$p" >&2
+    read -r list one orders p < <(polls)
+    echo "  large run $i: ${t}s completed=$done_rows orders=$orders 429s=$n4 list-requests=$list order-requests=$one polls-per-order=$p" >&2
     times+=("$t"); ppo+=("$p"); t429+=("$n4")
     stop_sim
+    if [ "$done_rows" != "$rows" ]; then echo "large: only $done_rows of $rows rows COMPLETED" >&2; return 1; fi
   done
   echo "large: rows=$rows runs=$runs took=$(median "${times[@]}")s (${times[*]}) completed=$done_rows orders=$orders 429s=${t429[*]} polls-per-order=$(median "${ppo[@]}")"
 }
@@ -270,7 +273,7 @@ case "$mode" in
   smoke)
     local_cost 2000; stop_sim
     pacing 20 20
-    naive_vs 6 1
+    if command -v python3 > /dev/null; then naive_vs 6 1; else echo "naive: skipped, no python3"; fi
     large 500 1
     backtoback 6 ;;
   *) echo "usage: $0 naive|large|backtoback|local|pacing|smoke [N...]" >&2; exit 2 ;;
