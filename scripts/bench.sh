@@ -84,7 +84,7 @@ median() { # args: numbers; prints the middle one (the lower middle of an even c
 }
 
 ratio() { # a / b to $3 decimals, n/a when b is 0 or either is not a number
-  local num='^[0-9]+([.][0-9]*)?$'
+  local num='^([0-9]+([.][0-9]*)?|[.][0-9]+)$'
   if [[ $1 =~ $num && $2 =~ $num ]] && [ "$(echo "$2 > 0" | bc)" = 1 ]; then echo "scale=${3:-2}; $1 / $2" | bc; else echo n/a; fi
 }
 
