@@ -281,7 +281,6 @@ fn print_summary(s: &RunSummary, quiet: bool) {
     } else {
         ""
     };
-    outln!();
     outln!("batch {}{label}", s.batch);
     outln!("  {:<12} {:>8}", "status", "rows");
     for (state, n) in &s.counts {
