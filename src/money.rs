@@ -147,6 +147,11 @@ pub fn parse_amount(text: &str) -> Result<Decimal, AmountError> {
     if t.is_empty() {
         return Err(AmountError::Empty);
     }
+    // Digits with at most one dot (almost every cell) pass the checks below: skip them.
+    let plain = t.bytes().all(|b| b.is_ascii_digit() || b == b'.') && t.matches('.').count() <= 1;
+    if plain {
+        return plain_decimal(t);
+    }
     if let Some(e) = not_a_plain_number(t).or_else(|| separator_error(t)) {
         return Err(e);
     }

@@ -601,7 +601,7 @@ pub fn content_hash(row: &RowSpec) -> String {
         let len = parts.iter().map(|p| p.len()).sum::<usize>() + parts.len().saturating_sub(1);
         h.update(name.as_bytes());
         h.update(b"=");
-        h.update(len.to_string().as_bytes());
+        h.update(decimal_digits(len, &mut [0; 20]));
         h.update(b":");
         for (i, part) in parts.iter().enumerate() {
             if i > 0 {
@@ -632,6 +632,19 @@ pub fn content_hash(row: &RowSpec) -> String {
 }
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// `n` in decimal digits, written at the end of `buf` (no allocation: nine a row).
+fn decimal_digits(mut n: usize, buf: &mut [u8; 20]) -> &[u8] {
+    let mut start = buf.len();
+    loop {
+        start -= 1;
+        buf[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[start..];
+        }
+    }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Catalog checks
@@ -873,10 +886,9 @@ impl<'a> Validator<'a> {
         let Some(email) = &row.email else {
             return;
         };
-        let mut codes = row.product_codes.clone();
-        codes.sort();
-        let key = (email.to_lowercase(), codes, row.face_value.normalize());
-        let first = self.contents.first_or_insert(&key, row.line);
+        let first = self
+            .contents
+            .first_or_insert(&ContentKey::of(email, row), row.line);
         let Some(first) = first.filter(|_| !self.opts.allow_duplicates) else {
             return;
         };
@@ -897,6 +909,39 @@ impl<'a> Validator<'a> {
              duplicates (`--allow-duplicates`)"
                 .into(),
         ));
+    }
+}
+
+/// What makes two rows likely duplicates: the recipient's address in any case, the products in
+/// any order and the face value at any scale. Hashed as it is borrowed from the row: no copy of
+/// the address or the codes a row.
+struct ContentKey<'r> {
+    email: &'r str,
+    codes: Vec<&'r str>,
+    face_value: Decimal,
+}
+
+impl<'r> ContentKey<'r> {
+    fn of(email: &'r str, row: &'r RowSpec) -> Self {
+        let mut codes: Vec<&str> = row.product_codes.iter().map(String::as_str).collect();
+        codes.sort_unstable();
+        ContentKey {
+            email,
+            codes,
+            face_value: row.face_value.normalize(),
+        }
+    }
+}
+
+impl Hash for ContentKey<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        for c in self.email.chars().flat_map(char::to_lowercase) {
+            state.write_u32(u32::from(c));
+        }
+        // Not a character: the address ends here.
+        state.write_u32(u32::MAX);
+        self.codes.hash(state);
+        self.face_value.hash(state);
     }
 }
 
