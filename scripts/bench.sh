@@ -17,6 +17,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-smoke}
+# Extra flags for every timed `paybatch run` (e.g. PAYBATCH_BENCH_RUN_FLAGS="--concurrency 16" to
+# compare a setting with the defaults); none by default: the benchmarks measure the defaults.
+read -ra run_flags <<< "${PAYBATCH_BENCH_RUN_FLAGS:-}"
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 
@@ -134,7 +137,7 @@ naive_vs() {
     k=$(key_file)
     rm -f "$work"/ledger.db* "$work/result.csv"
     t=$(wall "$bin" run "$work/batch.csv" --base-url "$base" --api-key-file "$k" \
-      --ledger "$work/ledger.db" --out "$work/result.csv" --quiet)
+      --ledger "$work/ledger.db" --out "$work/result.csv" --quiet ${run_flags[@]+"${run_flags[@]}"})
     ok=$(paid_once "$rows" "$work/result.csv")
     read -r list one orders p < <(polls)
     out="paybatch run $i: ${t}s orders=$orders paid-once=$ok 429s=$(s429) list-requests=$list order-requests=$one polls-per-order=$p"
@@ -168,7 +171,7 @@ large() {
     k=$(key_file)
     rm -f "$work"/ledger.db*
     t=$(wall "$bin" run "$work/batch.csv" --base-url "$base" --api-key-file "$k" \
-      --ledger "$work/ledger.db" --quiet)
+      --ledger "$work/ledger.db" --quiet ${run_flags[@]+"${run_flags[@]}"})
     done_rows=$(sqlite3 "$work/ledger.db" "select count(*) from rows where state='COMPLETED'")
     n4=$(s429)
     read -r list one orders p < <(polls)
