@@ -381,132 +381,212 @@ pub async fn reconcile(
     window: Duration,
     dry_run: bool,
 ) -> Result<ReconcileReport, ReconcileError> {
-    let rows = ledger.rows(batch.id)?;
-    let mut views: HashMap<String, RowView> = rows
-        .iter()
-        .map(|r| {
-            (
-                r.reference.clone(),
-                RowView {
+    let mut work = Reconciliation::read(ledger, client, batch, dry_run)?;
+    let service = work.list_service_orders().await?;
+    work.report_duplicates(&service);
+    work.supersede_intents(&service)?;
+    for f in &service.found {
+        work.take_order(f, &service).await?;
+    }
+    work.settle_in_doubt(&service, window)?;
+    work.finish()
+}
+
+/// The orders of the batch at the service, oldest attempt first, and what they hold.
+struct AtService {
+    found: Vec<FoundOrder>,
+    /// The latest attempt of each row at the service (0: not known).
+    latest: HashMap<String, i64>,
+    /// Every (row, attempt) the service has an order for.
+    ordered: HashSet<(String, i64)>,
+}
+
+impl AtService {
+    /// The service's orders as [`find_orders`] lists them (newest first), taken oldest attempt
+    /// first.
+    fn new(mut found: Vec<FoundOrder>) -> Self {
+        // The service lists newest first; the sort is stable.
+        found.reverse();
+        found.sort_by_key(|f| f.rows.iter().map(|(_, a)| *a).max().unwrap_or(0));
+        let mut latest: HashMap<String, i64> = HashMap::new();
+        let mut ordered: HashSet<(String, i64)> = HashSet::new();
+        for f in &found {
+            for (r, a) in &f.rows {
+                ordered.insert((r.clone(), *a));
+                let e = latest.entry(r.clone()).or_insert(0);
+                *e = (*e).max(*a);
+            }
+        }
+        AtService {
+            found,
+            latest,
+            ordered,
+        }
+    }
+
+    /// The latest attempt of row `reference` at the service (0: not known).
+    fn latest_of(&self, reference: &str) -> i64 {
+        self.latest.get(reference).copied().unwrap_or(0)
+    }
+
+    /// Whether the service has an order for row `reference` at `attempt`.
+    fn has(&self, reference: &str, attempt: i64) -> bool {
+        self.ordered.contains(&(reference.to_string(), attempt))
+    }
+
+    /// Whether `f` is the latest attempt the service has for each of its rows.
+    fn is_latest(&self, f: &FoundOrder) -> bool {
+        f.rows
+            .iter()
+            .all(|(r, a)| *a == 0 || *a >= self.latest_of(r))
+    }
+}
+
+/// A reconciliation at work: the ledger's view of the batch as it has changed it so far (in a
+/// dry run too, where nothing is written), and its findings.
+struct Reconciliation<'a> {
+    ledger: &'a mut Ledger,
+    client: &'a Client,
+    batch: &'a BatchRecord,
+    dry_run: bool,
+    /// The batch's rows, by reference.
+    views: HashMap<String, RowView>,
+    /// The batch's orders, as the ledger held them when reconciliation began.
+    orders: Vec<OrderRecord>,
+    /// The state of each of the ledger's orders, as reconciliation has changed it.
+    order_states: HashMap<i64, OrderState>,
+    /// The ledger's orders that have a service order id: (ledger id, state when read).
+    by_service_id: HashMap<String, (i64, OrderState)>,
+    /// The ledger's orders that reconciliation has settled: they are no longer in doubt.
+    claimed_orders: HashSet<i64>,
+    report: ReconcileReport,
+}
+
+impl<'a> Reconciliation<'a> {
+    /// Reads the batch's rows and orders from the ledger.
+    fn read(
+        ledger: &'a mut Ledger,
+        client: &'a Client,
+        batch: &'a BatchRecord,
+        dry_run: bool,
+    ) -> Result<Self, ReconcileError> {
+        let views: HashMap<String, RowView> = ledger
+            .rows(batch.id)?
+            .into_iter()
+            .map(|r| {
+                let view = RowView {
                     id: r.id,
                     state: r.state,
                     attempt: r.attempt,
                     order_id: r.order_id,
-                    spec: r.spec.clone(),
-                },
-            )
+                    spec: r.spec,
+                };
+                (r.reference, view)
+            })
+            .collect();
+        let orders = ledger.orders(batch.id)?;
+        let order_states = orders.iter().map(|o| (o.id, o.state)).collect();
+        let by_service_id = orders
+            .iter()
+            .filter_map(|o| {
+                let id = o.service_order_id.clone()?;
+                Some((id, (o.id, o.state)))
+            })
+            .collect();
+        Ok(Reconciliation {
+            ledger,
+            client,
+            batch,
+            dry_run,
+            views,
+            orders,
+            order_states,
+            by_service_id,
+            claimed_orders: HashSet::new(),
+            report: ReconcileReport::default(),
         })
-        .collect();
-    let orders = ledger.orders(batch.id)?;
-    let known = known_orders(&views, &orders);
-    let (mut found, unattributed) = find_orders(client, &batch.name, &known).await?;
-    // The service lists newest first; the sort is stable.
-    found.reverse();
-    found.sort_by_key(|f| f.rows.iter().map(|(_, a)| *a).max().unwrap_or(0));
-    let mut report = ReconcileReport {
-        found: found.len(),
-        unattributed,
-        ..Default::default()
-    };
-    let mut order_states: HashMap<i64, OrderState> =
-        orders.iter().map(|o| (o.id, o.state)).collect();
-    let by_service_id: HashMap<&str, &crate::ledger::OrderRecord> = orders
-        .iter()
-        .filter_map(|o| o.service_order_id.as_deref().map(|id| (id, o)))
-        .collect();
-
-    // Live service orders per reference: more than one is a duplicate payment.
-    let mut live: HashMap<&str, Vec<&str>> = HashMap::new();
-    for f in &found {
-        if f.status != OrderStatus::Failed {
-            for (r, _) in &f.rows {
-                live.entry(r.as_str()).or_default().push(f.id.as_str());
-            }
-        }
-    }
-    for (r, ids) in &live {
-        if ids.len() > 1 {
-            let mut ids: Vec<String> = ids.iter().map(|s| s.to_string()).collect();
-            ids.sort();
-            report.duplicates.push((r.to_string(), ids));
-        }
     }
 
-    // The latest attempt of each row at the service (0: not known), and every (row, attempt)
-    // the service has an order for.
-    let mut latest: HashMap<String, i64> = HashMap::new();
-    let mut at_service: HashSet<(String, i64)> = HashSet::new();
-    for f in &found {
-        for (r, a) in &f.rows {
-            at_service.insert((r.clone(), *a));
-            let e = latest.entry(r.clone()).or_insert(0);
-            *e = (*e).max(*a);
-        }
-    }
-    let latest_of = |r: &str| latest.get(r).copied().unwrap_or(0);
-    let mut claimed_orders = HashSet::new();
-
-    // Intents replaced by a later attempt at the service, with no order of their own there.
-    let by_order = members_by_order(&views);
-    for o in orders.iter().filter(|o| o.state == OrderState::Intent) {
-        let members = members_of(&views, &by_order, o.id);
-        let later = members.iter().any(|(r, v)| latest_of(r) > v.attempt);
-        let answered = members.iter().all(|(r, v)| {
-            at_service.contains(&((*r).clone(), v.attempt))
-                || at_service.contains(&((*r).clone(), 0))
-        });
-        if members.is_empty() || !later || answered {
-            continue;
-        }
-        claimed_orders.insert(o.id);
-        report.superseded.push(o.idempotency_key.clone());
-        let refs: Vec<String> = members.iter().map(|(r, _)| (*r).clone()).collect();
-        if !dry_run {
-            ledger.close_intent(
-                o.id,
-                "superseded",
-                "a later attempt of this row is at the service; this intent is never sent",
-                "reconcile: superseded by a later attempt at the service",
-            )?;
-        }
-        order_states.insert(o.id, OrderState::Rejected);
-        for r in refs {
-            if let Some(v) = views.get_mut(&r) {
-                v.state = RowState::Rejected;
-            }
-        }
+    /// Lists the batch's orders at the service, naming their rows by what the ledger knows.
+    async fn list_service_orders(&mut self) -> Result<AtService, ReconcileError> {
+        let known = known_orders(&self.views, &self.orders);
+        let (found, unattributed) = find_orders(self.client, &self.batch.name, &known).await?;
+        self.report.found = found.len();
+        self.report.unattributed = unattributed;
+        Ok(AtService::new(found))
     }
 
-    for f in &found {
-        if let Some(known) = by_service_id.get(f.id.as_str()) {
-            claimed_orders.insert(known.id);
-            // Known order: bring its status up to date.
-            if known.state == OrderState::Accepted && f.status.is_terminal() {
-                report.updated.push((
-                    f.id.clone(),
-                    known.state.to_string(),
-                    f.status.as_str().to_string(),
-                ));
-                if !dry_run {
-                    apply_terminal(ledger, client, known.id, &f.id).await?;
+    /// Live service orders per reference: more than one is a duplicate payment.
+    fn report_duplicates(&mut self, service: &AtService) {
+        let mut live: HashMap<&str, Vec<&str>> = HashMap::new();
+        for f in &service.found {
+            if f.status != OrderStatus::Failed {
+                for (r, _) in &f.rows {
+                    live.entry(r.as_str()).or_default().push(f.id.as_str());
                 }
             }
-            continue;
+        }
+        for (r, ids) in &live {
+            if ids.len() > 1 {
+                let mut ids: Vec<String> = ids.iter().map(|s| s.to_string()).collect();
+                ids.sort();
+                self.report.duplicates.push((r.to_string(), ids));
+            }
+        }
+    }
+
+    /// Intents replaced by a later attempt at the service, with no order of their own there:
+    /// marked REJECTED, never to be sent.
+    fn supersede_intents(&mut self, service: &AtService) -> Result<(), ReconcileError> {
+        let by_order = members_by_order(&self.views);
+        for o in self.orders.iter().filter(|o| o.state == OrderState::Intent) {
+            let members = members_of(&self.views, &by_order, o.id);
+            let later = members
+                .iter()
+                .any(|(r, v)| service.latest_of(r) > v.attempt);
+            let answered = members
+                .iter()
+                .all(|(r, v)| service.has(r, v.attempt) || service.has(r, 0));
+            if members.is_empty() || !later || answered {
+                continue;
+            }
+            self.claimed_orders.insert(o.id);
+            self.report.superseded.push(o.idempotency_key.clone());
+            let refs: Vec<String> = members.iter().map(|(r, _)| (*r).clone()).collect();
+            if !self.dry_run {
+                self.ledger.close_intent(
+                    o.id,
+                    "superseded",
+                    "a later attempt of this row is at the service; this intent is never sent",
+                    "reconcile: superseded by a later attempt at the service",
+                )?;
+            }
+            self.order_states.insert(o.id, OrderState::Rejected);
+            for r in refs {
+                if let Some(v) = self.views.get_mut(&r) {
+                    v.state = RowState::Rejected;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes the service's order `f` into the ledger: brings a known order's status up to
+    /// date, records an order on the intent it answers, or adopts it for its rows when they can
+    /// take it; reports what only a person can settle.
+    async fn take_order(
+        &mut self,
+        f: &FoundOrder,
+        service: &AtService,
+    ) -> Result<(), ReconcileError> {
+        if let Some(&(known_id, known_state)) = self.by_service_id.get(f.id.as_str()) {
+            self.claimed_orders.insert(known_id);
+            return self.update_status(f, known_id, known_state).await;
         }
         // Unknown to the ledger: find its rows.
-        let members: Vec<RowView> = f
-            .rows
-            .iter()
-            .filter_map(|(r, _)| views.get(r).cloned())
-            .collect();
-        if members.len() != f.rows.len() {
-            for (r, _) in &f.rows {
-                if !views.contains_key(r) {
-                    report.unknown_rows.push((r.clone(), f.id.clone()));
-                }
-            }
-            continue;
-        }
+        let Some(members) = self.rows_of(f) else {
+            return Ok(());
+        };
         let first_ref = f.rows[0].0.clone();
         // The attempt this order pays for each row (its own when the order does not say).
         let attempts: Vec<i64> = f
@@ -515,69 +595,126 @@ pub async fn reconcile(
             .zip(&members)
             .map(|((_, a), v)| if *a == 0 { v.attempt } else { *a })
             .collect();
-        let to = order_state_of(f.status);
-        let intent = members[0].order_id.filter(|id| {
-            order_states.get(id) == Some(&OrderState::Intent)
-                && members.iter().all(|v| v.order_id == Some(*id))
-        });
-        let same_attempt = attempts.iter().zip(&members).all(|(a, v)| *a == v.attempt);
-        if let Some(intent_id) = intent.filter(|_| same_attempt) {
-            // The answer to an intent of the ledger.
-            claimed_orders.insert(intent_id);
-            report.adopted.push((first_ref, f.id.clone()));
-            if !dry_run {
-                ledger.transition_order(
-                    intent_id,
-                    Transition {
-                        service_order_id: Some(&f.id),
-                        ..Transition::to(
-                            OrderState::Accepted,
-                            "reconcile: the service has this order",
-                        )
-                    },
-                )?;
-                if f.status.is_terminal() {
-                    apply_terminal(ledger, client, intent_id, &f.id).await?;
-                }
-            }
-            order_states.insert(intent_id, to);
-            for (r, _) in &f.rows {
-                if let Some(v) = views.get_mut(r) {
-                    v.state = crate::ledger::row_state_for(to);
-                }
-            }
-            continue;
+        if let Some(intent_id) = self.intent_answered(&members, &attempts) {
+            return self.record_on_intent(f, intent_id, first_ref).await;
         }
-        let is_latest = f.rows.iter().all(|(r, a)| *a == 0 || *a >= latest_of(r));
-        if !is_latest {
+        if !service.is_latest(f) {
             // An earlier attempt (e.g. a failed one, retried since): history, not a repair.
-            continue;
+            return Ok(());
         }
-        let fresh = members
-            .iter()
-            .zip(&attempts)
-            .all(|(v, a)| v.state == RowState::Pending && *a >= v.attempt);
-        let behind = members.iter().zip(&attempts).all(|(v, a)| {
-            matches!(v.state, RowState::Failed | RowState::Rejected) && *a > v.attempt
-        });
-        if !fresh && !behind {
+        if !rows_can_take(&members, &attempts) {
             if attempts.iter().zip(&members).all(|(a, v)| *a >= v.attempt) {
                 // Not an earlier attempt, yet its rows cannot take it: the service paid rows
                 // the ledger holds as INVALID or REMOVED, or that already have another order.
-                report.unattached.push((first_ref, f.id.clone()));
+                self.report.unattached.push((first_ref, f.id.clone()));
             }
-            continue;
+            return Ok(());
         }
-        report.adopted.push((first_ref, f.id.clone()));
+        self.report.adopted.push((first_ref, f.id.clone()));
+        self.adopt(f, &members, &attempts).await
+    }
+
+    /// Known order: brings its status up to date.
+    async fn update_status(
+        &mut self,
+        f: &FoundOrder,
+        known_id: i64,
+        known_state: OrderState,
+    ) -> Result<(), ReconcileError> {
+        if known_state == OrderState::Accepted && f.status.is_terminal() {
+            self.report.updated.push((
+                f.id.clone(),
+                known_state.to_string(),
+                f.status.as_str().to_string(),
+            ));
+            if !self.dry_run {
+                self.apply_terminal(known_id, &f.id).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The ledger's rows of the service's order `f`, in its order; none when the ledger lacks
+    /// some of them, which are reported as unknown rows.
+    fn rows_of(&mut self, f: &FoundOrder) -> Option<Vec<RowView>> {
+        let members: Vec<RowView> = f
+            .rows
+            .iter()
+            .filter_map(|(r, _)| self.views.get(r).cloned())
+            .collect();
+        if members.len() == f.rows.len() {
+            return Some(members);
+        }
+        for (r, _) in &f.rows {
+            if !self.views.contains_key(r) {
+                self.report.unknown_rows.push((r.clone(), f.id.clone()));
+            }
+        }
+        None
+    }
+
+    /// The ledger's intent that an order of `members` at `attempts` answers: the intent holding
+    /// all of them, at the same attempts.
+    fn intent_answered(&self, members: &[RowView], attempts: &[i64]) -> Option<i64> {
+        let intent = members[0].order_id.filter(|id| {
+            self.order_states.get(id) == Some(&OrderState::Intent)
+                && members.iter().all(|v| v.order_id == Some(*id))
+        });
+        let same_attempt = attempts.iter().zip(members).all(|(a, v)| *a == v.attempt);
+        intent.filter(|_| same_attempt)
+    }
+
+    /// The answer to an intent of the ledger: records the service's order `f` on it.
+    async fn record_on_intent(
+        &mut self,
+        f: &FoundOrder,
+        intent_id: i64,
+        first_ref: String,
+    ) -> Result<(), ReconcileError> {
+        self.claimed_orders.insert(intent_id);
+        self.report.adopted.push((first_ref, f.id.clone()));
+        if !self.dry_run {
+            self.ledger.transition_order(
+                intent_id,
+                Transition {
+                    service_order_id: Some(&f.id),
+                    ..Transition::to(
+                        OrderState::Accepted,
+                        "reconcile: the service has this order",
+                    )
+                },
+            )?;
+            if f.status.is_terminal() {
+                self.apply_terminal(intent_id, &f.id).await?;
+            }
+        }
+        let to = order_state_of(f.status);
+        self.order_states.insert(intent_id, to);
+        for (r, _) in &f.rows {
+            if let Some(v) = self.views.get_mut(r) {
+                v.state = crate::ledger::row_state_for(to);
+            }
+        }
+        Ok(())
+    }
+
+    /// Records the service's order `f` for its rows (`members`), which move to the attempts
+    /// it pays for.
+    async fn adopt(
+        &mut self,
+        f: &FoundOrder,
+        members: &[RowView],
+        attempts: &[i64],
+    ) -> Result<(), ReconcileError> {
         let mut new_order = None;
-        if !dry_run {
+        if !self.dry_run {
             let keyed: Vec<(&str, i64)> = f
                 .rows
                 .iter()
-                .zip(&attempts)
+                .zip(attempts)
                 .map(|((r, _), a)| (r.as_str(), *a))
                 .collect();
-            let key = plan::order_key(&batch.environment, &batch.name, &keyed);
+            let key = plan::order_key(&self.batch.environment, &self.batch.name, &keyed);
             let currency = members[0]
                 .spec
                 .as_deref()
@@ -586,89 +723,134 @@ pub async fn reconcile(
                 .unwrap_or_default();
             let ids: Vec<(i64, i64)> = members
                 .iter()
-                .zip(&attempts)
+                .zip(attempts)
                 .map(|(v, a)| (v.id, *a))
                 .collect();
-            let order_id = ledger.adopt_order(batch.id, &key, &currency, &ids, &f.id)?;
+            let order_id = self
+                .ledger
+                .adopt_order(self.batch.id, &key, &currency, &ids, &f.id)?;
             if f.status.is_terminal() {
-                apply_terminal(ledger, client, order_id, &f.id).await?;
+                self.apply_terminal(order_id, &f.id).await?;
             }
             new_order = Some(order_id);
         }
-        for ((r, _), a) in f.rows.iter().zip(&attempts) {
-            if let Some(v) = views.get_mut(r) {
+        let to = order_state_of(f.status);
+        for ((r, _), a) in f.rows.iter().zip(attempts) {
+            if let Some(v) = self.views.get_mut(r) {
                 v.state = crate::ledger::row_state_for(to);
                 v.attempt = *a;
                 v.order_id = new_order;
             }
         }
+        Ok(())
     }
 
-    // In-doubt intents with no order at the service: never created; safe to send again, with
-    // the same key unless that key can only get its server error back. A key is given up only
-    // when the service's list is fully read and none of the intent's rows is in an order there
-    // of its attempt or a later one (or of an unknown attempt): anything less, and the same key
-    // is sent again, which cannot pay twice. Orders of earlier attempts (failed, retried since)
-    // are history.
-    let settle = settle_time(batch);
-    let list_is_whole = report.unattributed.is_empty() && !report.needs_a_person();
-    let by_order = members_by_order(&views);
-    for o in &orders {
-        if o.state != OrderState::Intent || o.sends == 0 || claimed_orders.contains(&o.id) {
-            continue;
-        }
-        let members = members_of(&views, &by_order, o.id);
-        let rows_unordered = !members.is_empty()
-            && members
-                .iter()
-                .all(|(r, v)| latest_of(r) < v.attempt && !at_service.contains(&((*r).clone(), 0)));
-        if list_is_whole && rows_unordered && key_is_spent(o, window, settle) {
-            report.retired.push(o.idempotency_key.clone());
-            if !dry_run {
-                let message = format!(
-                    "the service answers this order's idempotency key with the server error it keeps for it (HTTP {}) and holds no order for it; `paybatch retry` sends its rows under a new key",
-                    o.last_http_status.unwrap_or(500)
-                );
-                ledger.close_intent(
-                    o.id,
-                    "idempotency_key_spent",
-                    &message,
-                    "reconcile: key spent (a kept server error, no order at the service)",
-                )?;
+    /// In-doubt intents with no order at the service: never created; safe to send again, with
+    /// the same key unless that key can only get its server error back. A key is given up only
+    /// when the service's list is fully read and none of the intent's rows is in an order there
+    /// of its attempt or a later one (or of an unknown attempt): anything less, and the same
+    /// key is sent again, which cannot pay twice. Orders of earlier attempts (failed, retried
+    /// since) are history.
+    fn settle_in_doubt(
+        &mut self,
+        service: &AtService,
+        window: Duration,
+    ) -> Result<(), ReconcileError> {
+        let settle = settle_time(self.batch);
+        let list_is_whole = self.report.unattributed.is_empty() && !self.report.needs_a_person();
+        let by_order = members_by_order(&self.views);
+        for o in &self.orders {
+            if o.state != OrderState::Intent || o.sends == 0 || self.claimed_orders.contains(&o.id)
+            {
+                continue;
             }
-            continue;
+            let members = members_of(&self.views, &by_order, o.id);
+            let rows_unordered = !members.is_empty()
+                && members
+                    .iter()
+                    .all(|(r, v)| service.latest_of(r) < v.attempt && !service.has(r, 0));
+            if list_is_whole && rows_unordered && key_is_spent(o, window, settle) {
+                self.report.retired.push(o.idempotency_key.clone());
+                if !self.dry_run {
+                    retire_intent(self.ledger, o)?;
+                }
+                continue;
+            }
+            self.report.absent.push(o.idempotency_key.clone());
+            if !self.dry_run {
+                self.ledger
+                    .clear_in_doubt(o.id, "reconcile: no order at the service for this intent")?;
+            }
         }
-        report.absent.push(o.idempotency_key.clone());
-        if !dry_run {
-            ledger.clear_in_doubt(o.id, "reconcile: no order at the service for this intent")?;
+        Ok(())
+    }
+
+    /// Marks the batch settled when every order of the account could be told, and returns the
+    /// report, its lists in order.
+    fn finish(self) -> Result<ReconcileReport, ReconcileError> {
+        let mut report = self.report;
+        if !self.dry_run
+            && report.unattributed.is_empty()
+            && self.ledger.is_unsettled(self.batch.id)?
+        {
+            // Every order of the account can be told now: the rows of a rebuilt batch that have
+            // no order at the service have none.
+            self.ledger.set_unsettled(self.batch.id, false)?;
         }
+        report.adopted.sort();
+        report.unknown_rows.sort();
+        report.duplicates.sort();
+        report.superseded.sort();
+        report.retired.sort();
+        report.unattributed.sort();
+        report.unattached.sort();
+        Ok(report)
     }
-    if !dry_run && report.unattributed.is_empty() && ledger.is_unsettled(batch.id)? {
-        // Every order of the account can be told now: the rows of a rebuilt batch that have
-        // no order at the service have none.
-        ledger.set_unsettled(batch.id, false)?;
+
+    /// Reads the service's order `service_id` whole and records it, once finished, on the
+    /// ledger's order `order_id`.
+    async fn apply_terminal(
+        &mut self,
+        order_id: i64,
+        service_id: &str,
+    ) -> Result<(), ReconcileError> {
+        let client = self.client;
+        if let OrderView::Done(full) =
+            read_retrying_until(client.deadline(), || client.order(service_id)).await?
+        {
+            super::record::record_terminal_in(self.ledger, order_id, &full, 200)?;
+        }
+        Ok(())
     }
-    report.adopted.sort();
-    report.unknown_rows.sort();
-    report.duplicates.sort();
-    report.superseded.sort();
-    report.retired.sort();
-    report.unattributed.sort();
-    report.unattached.sort();
-    Ok(report)
 }
 
-async fn apply_terminal(
-    ledger: &mut Ledger,
-    client: &Client,
-    order_id: i64,
-    service_id: &str,
-) -> Result<(), ReconcileError> {
-    if let OrderView::Done(full) =
-        read_retrying_until(client.deadline(), || client.order(service_id)).await?
-    {
-        super::record::record_terminal_in(ledger, order_id, &full, 200)?;
-    }
+/// Whether rows (`members`) can take an order of theirs at `attempts`: rows not ordered yet,
+/// or FAILED or REJECTED at an earlier attempt.
+fn rows_can_take(members: &[RowView], attempts: &[i64]) -> bool {
+    let fresh = members
+        .iter()
+        .zip(attempts)
+        .all(|(v, a)| v.state == RowState::Pending && *a >= v.attempt);
+    let behind = members
+        .iter()
+        .zip(attempts)
+        .all(|(v, a)| matches!(v.state, RowState::Failed | RowState::Rejected) && *a > v.attempt);
+    fresh || behind
+}
+
+/// Marks the in-doubt intent `o` REJECTED: its key only gets the server error the service
+/// keeps for it, and the service holds no order for it.
+fn retire_intent(ledger: &mut Ledger, o: &OrderRecord) -> Result<(), ReconcileError> {
+    let message = format!(
+        "the service answers this order's idempotency key with the server error it keeps for it (HTTP {}) and holds no order for it; `paybatch retry` sends its rows under a new key",
+        o.last_http_status.unwrap_or(500)
+    );
+    ledger.close_intent(
+        o.id,
+        "idempotency_key_spent",
+        &message,
+        "reconcile: key spent (a kept server error, no order at the service)",
+    )?;
     Ok(())
 }
 

@@ -6,7 +6,9 @@
 use rust_decimal::Decimal;
 
 use crate::api::models::{Order, OrderItem, OrderStatus};
-use crate::ledger::{ItemOutcome, Ledger, LedgerError, OrderState, Transition};
+use crate::ledger::{
+    ItemOutcome, Ledger, LedgerError, OrderRecord, OrderState, RowRecord, Transition,
+};
 
 use super::plan;
 use super::verify;
@@ -139,52 +141,18 @@ pub fn record_terminal_in(
     let record = ledger
         .order(order_id)?
         .ok_or_else(|| LedgerError::Corrupt(format!("order {order_id} not found")))?;
-    let mut differences = Vec::new();
     let another = id_of_another_order(ledger, order_id, &order.id)?;
-    differences.extend(another.clone());
-    if let Some(known) = record.service_order_id.as_deref()
-        && known != order.id
-    {
-        differences.push(format!(
-            "the service answered with order {}, the ledger holds order {known}",
-            order.id
-        ));
-    }
+    let mut differences: Vec<String> = another.iter().cloned().collect();
+    differences.extend(other_id_held(&record, order));
     let rows = ledger.rows_of_order(order_id)?;
-    let row_currencies: Vec<Option<String>> = rows
-        .iter()
-        .map(|r| {
-            r.spec
-                .as_deref()
-                .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
-                .and_then(|v| v["currency"].as_str().map(str::to_string))
-        })
-        .collect();
-    // Items as the service answered them, by row, when they are what was sent.
-    let mut pairs: Vec<usize> = (0..order.items.len()).collect();
-    if order.status == OrderStatus::Completed || !order.items.is_empty() {
-        // An order adopted from the service has no body: what its rows asked for stands in.
-        let body = if record.body.is_empty() {
-            let payment = plan::payment_method(&record.payment_currency, record.card_id.as_deref());
-            let specs: Vec<Option<&str>> = rows.iter().map(|r| r.spec.as_deref()).collect();
-            verify::body_of_rows(payment, &specs)
-        } else {
-            Ok(record.body.clone())
-        };
-        let sent: Vec<verify::SentRow> = rows
-            .iter()
-            .zip(&row_currencies)
-            .map(|(r, currency)| verify::SentRow {
-                currency: currency.clone(),
-                reference: r.reference.clone(),
-            })
-            .collect();
-        match body.map(|body| verify::check(&body, &sent, order)) {
-            Ok(Ok(paired)) => pairs = paired,
-            Ok(Err(found)) => differences.extend(found),
-            Err(why) => differences.push(why),
+    let row_currencies = currencies_of(&rows);
+    let pairs = match items_as_sent(&record, &rows, &row_currencies, order) {
+        Ok(pairs) => pairs,
+        Err(found) => {
+            differences.extend(found);
+            Vec::new()
         }
-    }
+    };
     if !differences.is_empty() {
         let response = serde_json::to_string(order).ok();
         let id = if another.is_some() {
@@ -201,7 +169,76 @@ pub fn record_terminal_in(
             &differences,
         );
     }
-    let paid_in = record.payment_currency.as_str();
+    let items = item_outcomes(order, &pairs, &row_currencies, &record.payment_currency);
+    record_outcome(ledger, order_id, order, http, &items)
+}
+
+/// What makes an answer naming another service order than the one the ledger's order holds a
+/// mismatch, if it does.
+fn other_id_held(record: &OrderRecord, order: &Order) -> Option<String> {
+    let known = record.service_order_id.as_deref()?;
+    (known != order.id).then(|| {
+        format!(
+            "the service answered with order {}, the ledger holds order {known}",
+            order.id
+        )
+    })
+}
+
+/// The currency each row asked for, as its stored spec says.
+fn currencies_of(rows: &[RowRecord]) -> Vec<Option<String>> {
+    rows.iter()
+        .map(|r| {
+            r.spec
+                .as_deref()
+                .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
+                .and_then(|v| v["currency"].as_str().map(str::to_string))
+        })
+        .collect()
+}
+
+/// The answered item of each row (its index among the order's items), in the order the rows
+/// were sent, when the items are what was sent; else what differs. A FAILED order that answers
+/// no items has none to check.
+fn items_as_sent(
+    record: &OrderRecord,
+    rows: &[RowRecord],
+    row_currencies: &[Option<String>],
+    order: &Order,
+) -> Result<Vec<usize>, Vec<String>> {
+    if order.status != OrderStatus::Completed && order.items.is_empty() {
+        return Ok(Vec::new());
+    }
+    // An order adopted from the service has no body: what its rows asked for stands in.
+    let body = if record.body.is_empty() {
+        let payment = plan::payment_method(&record.payment_currency, record.card_id.as_deref());
+        let specs: Vec<Option<&str>> = rows.iter().map(|r| r.spec.as_deref()).collect();
+        verify::body_of_rows(payment, &specs)
+    } else {
+        Ok(record.body.clone())
+    };
+    let sent: Vec<verify::SentRow> = rows
+        .iter()
+        .zip(row_currencies)
+        .map(|(r, currency)| verify::SentRow {
+            currency: currency.clone(),
+            reference: r.reference.clone(),
+        })
+        .collect();
+    match body.map(|body| verify::check(&body, &sent, order)) {
+        Ok(checked) => checked,
+        Err(why) => Err(vec![why]),
+    }
+}
+
+/// What the order says of each row's item (`pairs`, from [`items_as_sent`]), with what the
+/// paying balance was charged for it when the order completed.
+fn item_outcomes(
+    order: &Order,
+    pairs: &[usize],
+    row_currencies: &[Option<String>],
+    paid_in: &str,
+) -> Vec<ItemOutcome> {
     // The answered item of each row, in the order sent (the service may answer them in another).
     let answered: Vec<&OrderItem> = pairs.iter().filter_map(|j| order.items.get(*j)).collect();
     let mut charged: Vec<Option<(Decimal, String)>> = answered
@@ -217,7 +254,7 @@ pub fn record_terminal_in(
     if order.status == OrderStatus::Completed {
         spread_fees(order, &mut charged, paid_in);
     }
-    let items: Vec<ItemOutcome> = answered
+    answered
         .iter()
         .zip(charged)
         .map(|(item, charged)| ItemOutcome {
@@ -230,7 +267,18 @@ pub fn record_terminal_in(
             },
             debited: charged.map(|(amount, currency)| (amount.to_string(), currency)),
         })
-        .collect();
+        .collect()
+}
+
+/// Records the ledger's order `order_id` COMPLETED or FAILED, as the service's `order` says,
+/// with what it says of each item.
+fn record_outcome(
+    ledger: &mut Ledger,
+    order_id: i64,
+    order: &Order,
+    http: u16,
+    items: &[ItemOutcome],
+) -> Result<(), LedgerError> {
     let response = serde_json::to_string(order).ok();
     let (to, error, cause) = match order.status {
         OrderStatus::Completed => (OrderState::Completed, None, "order completed"),
@@ -253,7 +301,7 @@ pub fn record_terminal_in(
             http_status: Some(http),
             response: response.as_deref(),
             error: error.as_ref().map(|(t, m)| (*t, m.as_str())),
-            items: &items,
+            items,
             completed_at: order.completed_at.as_deref(),
             ..Transition::to(to, cause)
         },
