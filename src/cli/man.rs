@@ -149,6 +149,10 @@ const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
                 "Pay the valid rows, list the others in the result file",
                 "paybatch run recipients.csv --skip-invalid",
             ),
+            (
+                "From a script: one JSON object on stdout (rows per state, totals, exit code)",
+                "paybatch --quiet run recipients.csv --json > run.json",
+            ),
         ],
     ),
     (
@@ -205,6 +209,10 @@ const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
             (
                 "Only one row",
                 "paybatch retry --batch recipients --reference EMP-1042-2026-11",
+            ),
+            (
+                "The references made payable again, as JSON",
+                "paybatch retry --batch recipients --json",
             ),
         ],
     ),
