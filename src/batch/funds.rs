@@ -98,15 +98,29 @@ pub fn check(
 /// Price of a row in its product's currency: face value less discount. For a choice of
 /// products the smallest discount counts (the highest price the recipient's choice can cost).
 pub fn row_price(spec: &RowSpec, products: &HashMap<&str, &Product>) -> Decimal {
-    let discount = spec
-        .product_codes
+    price(
+        &spec.product_codes,
+        spec.face_value,
+        &spec.currency,
+        products,
+    )
+}
+
+/// Face value less the smallest discount of `codes`, to the currency's minor unit.
+fn price(
+    codes: &[String],
+    face_value: Decimal,
+    currency: &str,
+    products: &HashMap<&str, &Product>,
+) -> Decimal {
+    let discount = codes
         .iter()
         .filter_map(|c| products.get(c.as_str()))
         .map(|p| p.discount())
         .min()
         .unwrap_or(Decimal::ZERO);
-    let places = crate::money::minor_units(&spec.currency);
-    (spec.face_value * (Decimal::ONE - discount)).round_dp(places)
+    let places = crate::money::minor_units(currency);
+    (face_value * (Decimal::ONE - discount)).round_dp(places)
 }
 
 /// Whether a row is paid from the balance of another currency than its product's: the service
@@ -191,15 +205,12 @@ impl Unpaid {
             .and_then(|s| serde_json::from_str::<StoredPrice>(s).ok())
         {
             Some(spec) if spec.currency == order.payment_currency => {
-                let discount = spec
-                    .product_codes
-                    .iter()
-                    .filter_map(|c| by_code.get(c.as_str()))
-                    .map(|p| p.discount())
-                    .min()
-                    .unwrap_or(Decimal::ZERO);
-                let places = crate::money::minor_units(&spec.currency);
-                entry.2 += (spec.face_value * (Decimal::ONE - discount)).round_dp(places);
+                entry.2 += price(
+                    &spec.product_codes,
+                    spec.face_value,
+                    &spec.currency,
+                    by_code,
+                );
             }
             _ => entry.1 += 1,
         }

@@ -181,17 +181,7 @@ fn recorded_spec(row: &RowRecord) -> Option<Result<RowSpec, String>> {
             country: text("country"),
             card_id: text("card_id"),
             fields: Vec::new(),
-            columns: ColumnMap {
-                reference: 0,
-                product_code: 0,
-                face_value: 0,
-                currency: 0,
-                distribution: None,
-                email: None,
-                payment_currency: None,
-                country: None,
-                card_id: None,
-            },
+            columns: ColumnMap::default(),
         })
     })())
 }

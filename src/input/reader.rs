@@ -33,8 +33,8 @@ pub struct InputOptions {
     pub delimiter: Option<u8>,
 }
 
-/// Which index of a record holds which column paybatch knows.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Which index of a record holds which column paybatch knows (the default: none found yet).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ColumnMap {
     pub reference: usize,
     pub product_code: usize,
@@ -478,17 +478,7 @@ impl BatchReader {
             reader,
             tapped,
             headers: Vec::new(),
-            columns: ColumnMap {
-                reference: 0,
-                product_code: 0,
-                face_value: 0,
-                currency: 0,
-                distribution: None,
-                email: None,
-                payment_currency: None,
-                country: None,
-                card_id: None,
-            },
+            columns: ColumnMap::default(),
             delimiter,
             pending: None,
             record: csv::ByteRecord::new(),

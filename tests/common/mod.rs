@@ -156,8 +156,19 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_paybatch");
 /// the caller's environment (key, environment, ledger, fail point, proxies), plus `envs`.
 /// Bounded: a run that takes longer than 120 s fails the test.
 pub async fn paybatch_in(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = command(dir, args, envs);
+    cmd.kill_on_drop(true);
+    tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .expect("paybatch finished within 120 s")
+        .expect("paybatch ran")
+}
+
+/// The paybatch binary in `dir` with `args`, the caller's paybatch settings (key, environment,
+/// ledger, fail point, proxies) removed, plus `envs`.
+fn command(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(BIN);
-    cmd.current_dir(dir).args(args).kill_on_drop(true);
+    cmd.current_dir(dir).args(args);
     for var in [
         "PAYBATCH_API_KEY",
         "PAYBATCH_API_KEY_FILE",
@@ -181,10 +192,7 @@ pub async fn paybatch_in(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> st
     for (k, v) in envs {
         cmd.env(k, v);
     }
-    tokio::time::timeout(Duration::from_secs(120), cmd.output())
-        .await
-        .expect("paybatch finished within 120 s")
-        .expect("paybatch ran")
+    cmd
 }
 
 pub fn stderr_of(o: &std::process::Output) -> String {
@@ -266,27 +274,10 @@ pub fn sqlite_files(db: &Path) -> [PathBuf; 3] {
 /// The paybatch binary started in `dir` with `args` (the caller's paybatch settings removed,
 /// as in [`paybatch_in`]), its stderr piped to be read line by line with [`wait_for_line`].
 pub fn spawn_paybatch(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> tokio::process::Child {
-    let mut cmd = tokio::process::Command::new(BIN);
-    cmd.current_dir(dir)
-        .args(args)
-        .kill_on_drop(true)
+    let mut cmd = command(dir, args, envs);
+    cmd.kill_on_drop(true)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    for var in [
-        "PAYBATCH_API_KEY",
-        "PAYBATCH_API_KEY_FILE",
-        "PAYBATCH_ENV",
-        "PAYBATCH_BASE_URL",
-        "PAYBATCH_LEDGER",
-        "PAYBATCH_CONFIG",
-        "PAYBATCH_FAILPOINT",
-        "RUST_LOG",
-    ] {
-        cmd.env_remove(var);
-    }
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
     cmd.spawn().expect("paybatch starts")
 }
 
