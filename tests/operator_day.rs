@@ -327,3 +327,97 @@ async fn validate_of_invalid_rows_says_first_that_nothing_will_be_paid() {
     );
     assert!(!o.contains("balance: enough"), "{o}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orders_accepted_before_the_service_kept_the_run_waiting_are_still_polled() {
+    let ws = Workspace::new();
+    let mut config = fast_config(None);
+    config.rate_limit_per_minute = 15;
+    let sim = start_sim(config).await;
+    ws.write("w.csv", &rows("K", 40));
+    // The 16th order meets a 429 whose pause is longer than the run waits: the sending gives up.
+    let out = paybatch(
+        &ws,
+        &sim,
+        &[
+            "run",
+            "w.csv",
+            "--items-per-order",
+            "1",
+            "--poll-timeout",
+            "3",
+        ],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    let result = read_csv(&ws.path("w.result.csv"));
+    let status = col(&result[0], "status");
+    let completed = result[1..]
+        .iter()
+        .filter(|r| r[status] == "COMPLETED")
+        .count();
+    assert_eq!(completed, 15, "the accepted orders were polled: {result:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_while_the_file_is_read_stops_the_run_at_once() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    ws.write("big.csv", &rows("B", 150_000));
+    let args = with_service(&ws, &sim, &["run", "big.csv", "--json"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut child = spawn_paybatch(ws.dir.path(), &args, &[]);
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
+    wait_for_line(&mut lines, "catalog:", Duration::from_secs(60)).await;
+    let pid = child.id().expect("pid").to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .expect("stopped within seconds, not at the end of the first pass")
+        .expect("wait");
+    assert_eq!(status.code(), Some(130));
+    let mut rest = String::new();
+    while let Ok(Some(line)) = lines.next_line().await {
+        rest.push_str(&line);
+        rest.push('\n');
+    }
+    assert!(rest.contains("interrupted: "), "{rest}");
+    assert_eq!(order_posts(&sim), 0, "nothing was sent");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fifo_is_not_an_input_file() {
+    let ws = Workspace::new();
+    let made = std::process::Command::new("mkfifo")
+        .arg(ws.path("pipe.csv"))
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    for command in ["run", "validate"] {
+        let out = paybatch_in(ws.dir.path(), &[command, "pipe.csv"], &[]).await;
+        assert_eq!(out.status.code(), Some(2), "{command}: {}", stderr(&out));
+        assert!(stderr(&out).contains("is not a file"), "{}", stderr(&out));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_json_says_why_a_run_was_refused_before_it_started() {
+    let ws = Workspace::new();
+    ws.write("c.csv", &rows("C", 1));
+    let out = paybatch_in(
+        ws.dir.path(),
+        &["run", "c.csv", "--json", "--env", "playground"],
+        &[],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let v = json(&out);
+    assert_eq!(v["exit_code"], 2);
+    assert_eq!(v["outcome"], "stopped");
+    assert_eq!(v["environment"], "playground");
+    assert!(v["error"]["message"].as_str().is_some(), "{v}");
+}

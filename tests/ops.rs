@@ -38,6 +38,7 @@ impl Progress for Recorded {
             p.2 += n;
         }
     }
+    fn grow(&self, _: &'static str, _: u64) {}
     fn phase_end(&self, _: &'static str) {}
 }
 

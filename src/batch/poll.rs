@@ -52,6 +52,7 @@ struct Poller<'s> {
 impl Poller<'_> {
     fn add(&mut self, service_id: String, order_id: i64) {
         if self.waiting.insert(service_id, order_id).is_none() {
+            self.phase.grow(1);
             self.young_until = Instant::now() + POLL_YOUNG;
             self.interval = self.interval.min(POLL_FIRST);
         }
@@ -87,7 +88,6 @@ pub async fn poll_all(
     stage: &Arc<Stage>,
     batch_id: i64,
     opts: &RunOptions,
-    expected: u64,
     mut incoming: Option<Accepted>,
 ) -> Result<Option<String>, RunError> {
     let accepted = stage
@@ -108,9 +108,7 @@ pub async fn poll_all(
     }
     let mut poller = Poller {
         stage,
-        phase: stage
-            .reporter
-            .phase(waiting.len() as u64 + expected, "poll"),
+        phase: stage.reporter.phase(waiting.len() as u64, "poll"),
         waiting,
         unseen_rounds: HashMap::new(),
         interval: POLL_FIRST,

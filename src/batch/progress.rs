@@ -19,6 +19,8 @@ pub trait Progress: Send + Sync {
     fn phase(&self, what: &'static str, len: u64);
     /// `n` more steps of the phase `what` are done.
     fn advance(&self, what: &'static str, n: u64);
+    /// The phase `what` has `n` steps more than it started with (orders joining the polling).
+    fn grow(&self, what: &'static str, n: u64);
     /// The phase `what` ended.
     fn phase_end(&self, what: &'static str);
 }
@@ -33,6 +35,7 @@ impl Progress for Silent {
     fn alert(&self, _: &str) {}
     fn phase(&self, _: &'static str, _: u64) {}
     fn advance(&self, _: &'static str, _: u64) {}
+    fn grow(&self, _: &'static str, _: u64) {}
     fn phase_end(&self, _: &'static str) {}
 }
 
@@ -90,6 +93,10 @@ pub struct Phase {
 impl Phase {
     pub fn inc(&self, n: u64) {
         self.progress.advance(self.what, n);
+    }
+
+    pub fn grow(&self, n: u64) {
+        self.progress.grow(self.what, n);
     }
 
     pub fn finish(mut self) {

@@ -94,10 +94,11 @@ fn backoff(attempt: u32, floor: Duration) -> Duration {
 enum Sent {
     Recorded,
     /// No usable answer: the order stays in doubt. `why` follows the rows' names (` got no
-    /// usable answer after 8 tries (...)`); `kept` when the service may keep its error under the
-    /// key.
+    /// usable answer after 8 tries`), the same for every order it stops; `detail` is this
+    /// order's last answer; `kept` when the service may keep its error under the key.
     GaveUp {
         why: String,
+        detail: String,
         kept: bool,
     },
     /// Not sent: the service stopped what it is paid by earlier in this run.
@@ -136,8 +137,10 @@ pub fn orders_of_rows(references: &[String], rows: usize, orders: usize) -> Stri
 struct Unsent {
     orders: usize,
     rows: usize,
-    /// The first rows' references, sorted when named.
+    /// The first rows' references.
     references: Vec<String>,
+    /// The first order's last answer.
+    detail: String,
     kept: bool,
 }
 
@@ -156,9 +159,7 @@ impl Unsent {
 
     /// `order(s) of row(s) ...`.
     fn named(&self) -> String {
-        let mut references = self.references.clone();
-        references.sort();
-        orders_of_rows(&references, self.rows, self.orders)
+        orders_of_rows(&self.references, self.rows, self.orders)
     }
 }
 
@@ -243,9 +244,12 @@ impl Sending<'_> {
         match joined {
             Ok((_, Sent::Recorded)) => {}
             Ok((_, Sent::Held)) => self.held_back += 1,
-            Ok((id, Sent::GaveUp { why, kept })) => {
+            Ok((id, Sent::GaveUp { why, detail, kept })) => {
                 let unsent = self.gave_up.entry(why).or_default();
                 unsent.kept |= kept;
+                if unsent.detail.is_empty() {
+                    unsent.detail = detail;
+                }
                 unsent.add(self.stage, id);
             }
             Ok((_, Sent::Stop(e))) => {
@@ -287,8 +291,10 @@ impl Sending<'_> {
                 ""
             };
             reporter.warn(format!(
-                "{}{why}; {pronoun} {verb} in doubt and {} re-sent with {keys} on the next run{kept}",
+                "{}{why} ({}{}); {pronoun} {verb} in doubt and {} re-sent with {keys} on the next run{kept}",
                 unsent.named(),
+                if unsent.orders == 1 { "" } else { "the first: " },
+                unsent.detail,
                 if unsent.orders == 1 { "is" } else { "are" },
             ));
         }
@@ -409,7 +415,8 @@ async fn submit_one(stage: &Stage, limiter: &Pacer, order: OrderRecord, tries: u
         }
     }
     Sent::GaveUp {
-        why: format!(" got no usable answer after {tries} tries ({last})"),
+        why: format!(" got no usable answer after {tries} tries"),
+        detail: last,
         kept: server_error,
     }
 }
@@ -466,10 +473,10 @@ async fn wait_to_resend(
     if !stage.patience.allows(longest) {
         return Some(Sent::GaveUp {
             why: format!(
-                ": the service asks to wait {}s more ({last}), longer than the run waits without an answer (--poll-timeout {}s)",
-                longest.as_secs(),
+                ": the service asks to wait longer than the run waits without an answer (--poll-timeout {}s)",
                 stage.patience.timeout.as_secs()
             ),
+            detail: format!("{}s more, {last}", longest.as_secs()),
             kept: false,
         });
     }

@@ -194,6 +194,16 @@ impl Progress for Console {
         }
     }
 
+    fn grow(&self, what: &'static str, n: u64) {
+        let mut state = self.lock();
+        if let Some(phase) = state.phases.get_mut(what) {
+            phase.len += n;
+            if let Some(bar) = &phase.bar {
+                bar.inc_length(n);
+            }
+        }
+    }
+
     fn phase_end(&self, what: &'static str) {
         let mut state = self.lock();
         if let Some(Running { bar: Some(bar), .. }) = state.phases.remove(what) {

@@ -51,7 +51,7 @@ pub async fn execute(args: RetryArgs) -> i32 {
             "batch {}: {} rows eligible again with a new attempt: {}",
             args.batch,
             retried.references.len(),
-            retried.references.join(", ")
+            first_of(&retried.references)
         );
         errln!(
             "next: paybatch run FILE --batch {} (the same file, fixed)",
@@ -62,4 +62,16 @@ pub async fn execute(args: RetryArgs) -> i32 {
         outln!("{}", super::run_json::retried(&retried, exit::OK));
     }
     exit::OK
+}
+
+/// References named on the line at most (`--json` lists them all).
+const NAMED: usize = 20;
+
+/// The first references, then how many more.
+fn first_of(references: &[String]) -> String {
+    let named = references[..references.len().min(NAMED)].join(", ");
+    match references.len().saturating_sub(NAMED) {
+        0 => named,
+        more => format!("{named} and {more} more"),
+    }
 }

@@ -135,34 +135,50 @@ impl RunArgs {
 pub async fn execute(args: RunArgs, quiet: bool) -> i32 {
     let mut opts = match args.options() {
         Ok(o) => o,
-        Err(e) => return config_failure(&e),
+        Err(e) => return stopped(&args, None, config_failure(&e), &e.to_string(), e.help()),
     };
     // A key of the wrong kind (or none, or a production key for another address) is the first
     // thing to say, before the ledger is touched: no confirmation can help.
     if let Err(e) = opts.environment.api_key(opts.api_key_file.as_deref()) {
-        return config_failure(&e);
+        let code = config_failure(&e);
+        return stopped(&args, Some(&opts), code, &e.to_string(), e.help());
     }
     if opts.environment == Environment::Production && !args.yes {
         let terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
         if !terminal {
-            print_error(
-                "--env production pays real money, and there is no terminal to confirm the run",
-                Some(
-                    "pass --yes (from cron, together with --expect-digest DIGEST from `paybatch validate`), or run it in a terminal and confirm by typing the batch name",
-                ),
-            );
-            return exit::USAGE;
+            let message =
+                "--env production pays real money, and there is no terminal to confirm the run";
+            let help = "pass --yes (from cron, together with --expect-digest DIGEST from `paybatch validate`), or run it in a terminal and confirm by typing the batch name";
+            print_error(message, Some(help));
+            return stopped(&args, Some(&opts), exit::USAGE, message, help);
         }
         if let Err(code) = confirm_production(&mut opts).await {
-            return code;
+            return stopped(&args, Some(&opts), code, "not confirmed", "");
         }
     }
     let console = Console::new(quiet);
+    // Signals are caught from here on; the run goes on a task of its own, so that a signal is
+    // acted on at once even while the run reads the file or writes the ledger without a pause.
+    let mut signals = super::signals::Listener::new();
+    let task_opts = opts.clone();
+    let reporter = console.reporter();
+    let mut task = tokio::spawn(async move { crate::ops::run::run(&task_opts, reporter).await });
     let outcome = tokio::select! {
-        outcome = crate::ops::run::run(&opts, console.reporter()) => outcome,
-        signal = super::signals::stop() => {
+        biased;
+        signal = signals.next() => {
+            // The run stops at its next wait (a send without its answer stays in doubt); a
+            // ledger transaction under way ends, or is rolled back when the process exits.
+            task.abort();
+            let _ = tokio::time::timeout(STOP_GRACE, &mut task).await;
             return interrupted(&opts, signal, args.json);
         }
+        joined = &mut task => match joined {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                print_error(&format!("the run stopped unexpectedly: {e}"), None);
+                return exit::UNEXPECTED;
+            }
+        },
     };
     // Quiet: the warnings held back matter only when the run does not end well.
     let ended_well = matches!(&outcome, Ok(s) if super::outcome_code(s.outcome()) == exit::OK);
@@ -190,6 +206,21 @@ pub async fn execute(args: RunArgs, quiet: bool) -> i32 {
         }
     }
 }
+
+/// A run refused before it started: with `--json`, the object says so too. Returns `code`.
+fn stopped(args: &RunArgs, opts: Option<&RunOptions>, code: i32, message: &str, help: &str) -> i32 {
+    if args.json {
+        outln!(
+            "{}",
+            super::run_json::refused(opts, &args.plan.file, code, message, help)
+        );
+    }
+    code
+}
+
+/// How long a stopped run may take to reach its next wait before the process says how far it
+/// got and exits.
+const STOP_GRACE: Duration = Duration::from_secs(3);
 
 /// The run was stopped by a signal: the operation was dropped at its next wait (a send whose
 /// answer did not come stays in doubt and is re-sent with its key by the next run). Says what

@@ -92,6 +92,24 @@ pub fn failure(opts: &RunOptions, e: &RunError, code: i32) -> Value {
     })
 }
 
+/// A run refused before it started (a setting, the key, a production run not confirmed).
+pub fn refused(
+    opts: Option<&RunOptions>,
+    file: &std::path::Path,
+    code: i32,
+    message: &str,
+    help: &str,
+) -> Value {
+    json!({
+        "batch": opts.map(RunOptions::batch_name),
+        "file": file.display().to_string(),
+        "environment": opts.map(|o| o.environment.name().to_string()),
+        "exit_code": code,
+        "outcome": "stopped",
+        "error": {"message": message, "help": Some(help).filter(|h| !h.is_empty())},
+    })
+}
+
 /// A run stopped by a signal.
 pub fn interrupted(opts: &RunOptions, progress: &Progress, signal: Stop) -> Value {
     let sent = progress.sent.unwrap_or_default();

@@ -5,6 +5,8 @@
 
 use std::path::Path;
 
+use tokio::signal::unix::{Signal, SignalKind, signal};
+
 use crate::exit;
 use crate::ledger::{Ledger, SendProgress};
 
@@ -38,27 +40,42 @@ impl Stop {
     }
 }
 
-/// Waits for SIGINT or SIGTERM (from the moment it is first polled; until then the default
-/// handling stands). A signal that cannot be listened to is never reported.
-pub async fn stop() -> Stop {
-    let interrupt = async {
-        match tokio::signal::ctrl_c().await {
-            Ok(()) => Stop::Interrupt,
-            Err(_) => std::future::pending().await,
+/// SIGINT and SIGTERM, caught from the moment the listener is made (until then the default
+/// handling stands: a signal ends the process).
+pub struct Listener {
+    interrupt: Option<Signal>,
+    terminate: Option<Signal>,
+}
+
+impl Listener {
+    /// Catches both signals from now on; one that cannot be caught keeps its default handling.
+    pub fn new() -> Self {
+        Listener {
+            interrupt: signal(SignalKind::interrupt()).ok(),
+            terminate: signal(SignalKind::terminate()).ok(),
         }
-    };
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut term) => {
-                term.recv().await;
-                Stop::Terminate
-            }
-            Err(_) => std::future::pending().await,
+    }
+
+    /// The next signal caught.
+    pub async fn next(&mut self) -> Stop {
+        tokio::select! {
+            Some(()) = recv(&mut self.interrupt) => Stop::Interrupt,
+            Some(()) = recv(&mut self.terminate) => Stop::Terminate,
+            else => std::future::pending().await,
         }
-    };
-    tokio::select! {
-        s = interrupt => s,
-        s = terminate => s,
+    }
+}
+
+impl Default for Listener {
+    fn default() -> Self {
+        Listener::new()
+    }
+}
+
+async fn recv(signal: &mut Option<Signal>) -> Option<()> {
+    match signal {
+        Some(s) => s.recv().await,
+        None => std::future::pending().await,
     }
 }
 

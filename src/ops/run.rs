@@ -222,14 +222,24 @@ fn tell_plan(merged: &Merged, opts: &RunOptions, valid_rows: usize, reporter: &R
     for line in &merged.balance_lines {
         reporter.line(line.clone());
     }
-    for reference in &merged.report.removed {
+    let removed: Vec<&str> = merged.report.removed.iter().map(String::as_str).collect();
+    if !removed.is_empty() {
+        let (rows, are) = named_rows(&removed);
         reporter.alert(format!(
-            "row `{reference}` is no longer in the input file and was never submitted: marked REMOVED"
+            "{rows} {are} no longer in the input file and {} never submitted: marked REMOVED",
+            if removed.len() == 1 { "was" } else { "were" }
         ));
     }
-    for (reference, state) in &merged.report.missing_but_submitted {
+    let followed = &merged.report.missing_but_submitted;
+    if !followed.is_empty() {
+        let refs: Vec<&str> = followed.iter().map(|(r, _)| r.as_str()).collect();
+        let (rows, are) = named_rows(&refs);
+        let states: std::collections::BTreeSet<String> =
+            followed.iter().map(|(_, s)| s.to_string()).collect();
         reporter.alert(format!(
-            "row `{reference}` is no longer in the input file but was already submitted ({state}): it is still followed"
+            "{rows} {are} no longer in the input file but {} already in an order ({}): still followed",
+            if refs.len() == 1 { "was" } else { "were" },
+            states.into_iter().collect::<Vec<_>>().join(", ")
         ));
     }
     if merged.orders > 0 {
@@ -261,6 +271,26 @@ fn tell_plan(merged: &Merged, opts: &RunOptions, valid_rows: usize, reporter: &R
             1 => "1 row is paid from another currency's balance: it goes alone in a sync order (the service converts currencies only in one-item sync orders)".to_string(),
             n => format!("{n} rows are paid from another currency's balance: each goes alone in a sync order (the service converts currencies only in one-item sync orders)"),
         });
+    }
+}
+
+/// Rows named in one warning at most; the others are counted.
+const NAMED_ROWS: usize = 5;
+
+/// `row `A``, `rows `A`, `B` and 12 more`, with the verb that goes with it.
+fn named_rows(references: &[&str]) -> (String, &'static str) {
+    let named: Vec<String> = references
+        .iter()
+        .take(NAMED_ROWS)
+        .map(|r| format!("`{r}`"))
+        .collect();
+    match references.len() {
+        1 => (format!("row {}", named[0]), "is"),
+        n if n <= NAMED_ROWS => (format!("rows {}", named.join(", ")), "are"),
+        n => (
+            format!("rows {} and {} more", named.join(", "), n - NAMED_ROWS),
+            "are",
+        ),
     }
 }
 
@@ -315,10 +345,9 @@ async fn send_and_poll(
             "--plan-only: the orders are planned, not sent".to_string(),
         ));
     }
-    let (to_send, _) = submit::count_intents(&stage.ledger(), batch_id, opts.in_doubt_window)?;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     *stage.accepted.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
-    let polling = poll::poll_all(stage, batch_id, opts, to_send as u64, Some(rx));
+    let polling = poll::poll_all(stage, batch_id, opts, Some(rx));
     let sending = submit::submit_all(stage, batch_id, opts);
     tokio::pin!(polling, sending);
     // The polling is polled first: it reads the orders the ledger already has as accepted
@@ -335,8 +364,10 @@ async fn send_and_poll(
     };
     stage.sending_ended();
     match sent? {
-        // The service keeps the run waiting: polling would wait the same way.
-        Some(reason) => Ok(Some(reason)),
+        // The service kept the sending waiting past its patience: the orders it accepted are
+        // still polled (the order list is not rate limited like creation), up to --poll-timeout,
+        // and the run ends incomplete for the sending's reason.
+        Some(reason) => polling.await.map(|_| Some(reason)),
         None => polling.await,
     }
 }

@@ -98,7 +98,14 @@ pub fn open_batch(
 /// state). A missing or unreadable file is a usage error.
 pub fn check_input(path: &Path) -> Result<(), RunError> {
     let help = "check the file's path (a relative path starts from the current directory) and that this user can read it";
-    match std::fs::File::open(path).and_then(|f| f.metadata()) {
+    // The kind of file is read before it is opened: opening a FIFO would wait for a writer.
+    match std::fs::metadata(path).and_then(|m| {
+        if m.is_file() {
+            std::fs::File::open(path).map(|_| m)
+        } else {
+            Ok(m)
+        }
+    }) {
         Ok(m) if m.is_file() => Ok(()),
         Ok(_) => Err(RunError::Config(ConfigError::new(
             format!("{} is not a file", path.display()),
