@@ -25,14 +25,14 @@ pub enum Environment {
 }
 
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum ConfigError {
+pub enum UsageError {
     #[error("{message}")]
     Invalid { message: String, help: String },
 }
 
-impl ConfigError {
+impl UsageError {
     pub fn new(message: impl Into<String>, help: impl Into<String>) -> Self {
-        ConfigError::Invalid {
+        UsageError::Invalid {
             message: message.into(),
             help: help.into(),
         }
@@ -40,16 +40,16 @@ impl ConfigError {
 
     pub fn help(&self) -> &str {
         match self {
-            ConfigError::Invalid { help, .. } => help,
+            UsageError::Invalid { help, .. } => help,
         }
     }
 }
 
 impl Environment {
     /// From `--env` and `--base-url`.
-    pub fn resolve(env: Option<&str>, base_url: Option<&str>) -> Result<Self, ConfigError> {
+    pub fn resolve(env: Option<&str>, base_url: Option<&str>) -> Result<Self, UsageError> {
         match (env.map(|e| e.trim().to_ascii_lowercase()), base_url) {
-            (Some(e), Some(_)) if e != "custom" => Err(ConfigError::new(
+            (Some(e), Some(_)) if e != "custom" => Err(UsageError::new(
                 format!("--env {e} and --base-url both name the service"),
                 "give one of them: --env sim|playground|production, or --base-url URL",
             )),
@@ -59,7 +59,7 @@ impl Environment {
                 "sim" | "simulator" => Ok(Environment::Sim),
                 "playground" => Ok(Environment::Playground),
                 "production" | "prod" => Ok(Environment::Production),
-                other => Err(ConfigError::new(
+                other => Err(UsageError::new(
                     format!("unknown environment `{other}`"),
                     "use --env sim (default), --env playground or --env production, or --base-url URL",
                 )),
@@ -97,7 +97,7 @@ impl Environment {
     }
 
     /// The environment a batch was recorded with (its `environment` and `base_url` columns).
-    pub fn from_recorded(name: &str, base_url: &str) -> Result<Self, ConfigError> {
+    pub fn from_recorded(name: &str, base_url: &str) -> Result<Self, UsageError> {
         match name {
             "custom" => Ok(Environment::Custom(base_url.to_string())),
             other => Environment::resolve(Some(other), None),
@@ -122,21 +122,21 @@ impl Environment {
 
     /// Reads the API key: the embedded simulator's own key for `sim`; otherwise `--api-key-file`
     /// (mode 0600 only) or `PAYBATCH_API_KEY`. The prefix must fit the environment.
-    pub fn api_key(&self, key_file: Option<&Path>) -> Result<ApiKey, ConfigError> {
+    pub fn api_key(&self, key_file: Option<&Path>) -> Result<ApiKey, UsageError> {
         if self.is_simulated() {
-            return ApiKey::new(sim::DEFAULT_KEY).map_err(|e| ConfigError::new(e, ""));
+            return ApiKey::new(sim::DEFAULT_KEY).map_err(|e| UsageError::new(e, ""));
         }
         let key = match key_file {
             Some(path) => read_key_file(path)?,
             None => match std::env::var(API_KEY_VAR) {
                 Ok(v) if !v.trim().is_empty() => ApiKey::new(&v).map_err(|e| {
-                    ConfigError::new(
+                    UsageError::new(
                         format!("{API_KEY_VAR}: {e}"),
                         "set it to the key exactly as the dashboard showed it",
                     )
                 })?,
                 _ => {
-                    return Err(ConfigError::new(
+                    return Err(UsageError::new(
                         format!("no API key for the {} environment", self.name()),
                         format!(
                             "set {API_KEY_VAR}, or pass --api-key-file FILE (a file of mode 0600 holding the key)"
@@ -152,7 +152,7 @@ impl Environment {
             // `--env production` (where `run` asks for confirmation, or --yes and the digest):
             // another address could be anyone's, or the production service reached around
             // that guard.
-            (Environment::Custom(url), KeyKind::Production) => Err(ConfigError::new(
+            (Environment::Custom(url), KeyKind::Production) => Err(UsageError::new(
                 format!(
                     "the API key ({}) is a production key (it starts with `wg`), and the service \
                      address is {}: a production key is sent to the production service only, \
@@ -165,14 +165,14 @@ impl Environment {
                  starts with `xx`)",
             )),
             (Environment::Custom(_), _) => Ok(key),
-            (Environment::Production, _) => Err(ConfigError::new(
+            (Environment::Production, _) => Err(UsageError::new(
                 format!(
                     "the API key ({}) is not a production key (production keys start with `wg`)",
                     key.fingerprint()
                 ),
                 "use the production key for --env production; playground keys start with `xx`",
             )),
-            (Environment::Playground, _) => Err(ConfigError::new(
+            (Environment::Playground, _) => Err(UsageError::new(
                 format!(
                     "the API key ({}) is not a playground key (playground keys start with `xx`)",
                     key.fingerprint()
@@ -185,9 +185,9 @@ impl Environment {
 }
 
 /// Reads a key file, refusing one that others can read.
-pub fn read_key_file(path: &Path) -> Result<ApiKey, ConfigError> {
+pub fn read_key_file(path: &Path) -> Result<ApiKey, UsageError> {
     let meta = std::fs::metadata(path).map_err(|e| {
-        ConfigError::new(
+        UsageError::new(
             format!("cannot read the API key file {}: {e}", path.display()),
             "check the path given to --api-key-file",
         )
@@ -197,7 +197,7 @@ pub fn read_key_file(path: &Path) -> Result<ApiKey, ConfigError> {
         use std::os::unix::fs::PermissionsExt;
         let mode = meta.permissions().mode() & 0o777;
         if mode & 0o077 != 0 {
-            return Err(ConfigError::new(
+            return Err(UsageError::new(
                 format!(
                     "the API key file {} has mode {mode:o}; others could read the key",
                     path.display()
@@ -209,13 +209,13 @@ pub fn read_key_file(path: &Path) -> Result<ApiKey, ConfigError> {
     #[cfg(not(unix))]
     let _ = meta;
     let text = std::fs::read_to_string(path).map_err(|e| {
-        ConfigError::new(
+        UsageError::new(
             format!("cannot read the API key file {}: {e}", path.display()),
             "the file must hold the key as text",
         )
     })?;
     ApiKey::new(&text).map_err(|e| {
-        ConfigError::new(
+        UsageError::new(
             format!("{}: {e}", path.display()),
             "the file must hold only the key",
         )
@@ -249,7 +249,7 @@ impl Connection {
         environment: Environment,
         key_file: Option<&Path>,
         ledger_path: &Path,
-    ) -> Result<Self, ConfigError> {
+    ) -> Result<Self, UsageError> {
         let state = Some(embedded_state_path(ledger_path));
         Self::open_with_state(environment, key_file, state).await
     }
@@ -261,7 +261,7 @@ impl Connection {
         environment: Environment,
         key_file: Option<&Path>,
         ledger_path: &Path,
-    ) -> Result<Self, ConfigError> {
+    ) -> Result<Self, UsageError> {
         let state = Some(embedded_state_path(ledger_path)).filter(|p| p.exists());
         Self::open_with_state(environment, key_file, state).await
     }
@@ -270,7 +270,7 @@ impl Connection {
         environment: Environment,
         key_file: Option<&Path>,
         state: Option<PathBuf>,
-    ) -> Result<Self, ConfigError> {
+    ) -> Result<Self, UsageError> {
         let key = environment.api_key(key_file)?;
         let (base_url, embedded) = match &environment {
             Environment::Sim => {
@@ -289,11 +289,11 @@ impl Connection {
                     config,
                     "127.0.0.1:0"
                         .parse()
-                        .map_err(|_| ConfigError::new("bad loopback address", ""))?,
+                        .map_err(|_| UsageError::new("bad loopback address", ""))?,
                 )
                 .await
                 .map_err(|e| {
-                    ConfigError::new(
+                    UsageError::new(
                         format!("cannot start the embedded simulator: {e}"),
                         "check that the directory of the ledger is writable",
                     )
@@ -305,7 +305,7 @@ impl Connection {
             Environment::Custom(url) => (url.clone(), None),
         };
         let client = Client::new(ClientConfig::new(base_url, key.clone())).map_err(|e| {
-            ConfigError::new(
+            UsageError::new(
                 e.to_string(),
                 "give an https:// base URL (plain http only for loopback)",
             )

@@ -10,7 +10,7 @@ use rust_decimal::Decimal;
 
 use crate::api::ApiError;
 use crate::catalog::CatalogError;
-use crate::environment::{ConfigError, Environment};
+use crate::environment::{Environment, UsageError};
 use crate::input::rules::Problems;
 use crate::input::scan;
 use crate::ledger::{Ledger, LedgerError, RowState};
@@ -20,7 +20,7 @@ use super::lock::LockError;
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error("{0}")]
-    Config(#[from] ConfigError),
+    Usage(#[from] UsageError),
     #[error(transparent)]
     Locked(#[from] LockError),
     #[error("{} problem(s) in {}; nothing was submitted", .problems.len(), .input.display())]
@@ -103,7 +103,7 @@ impl RunError {
 
     pub fn failure(&self) -> Failure {
         match self {
-            RunError::Config(_) | RunError::Binding { .. } | RunError::Auth(_) => Failure::Usage,
+            RunError::Usage(_) | RunError::Binding { .. } | RunError::Auth(_) => Failure::Usage,
             RunError::Locked(LockError::Held { .. }) => Failure::Locked,
             RunError::Invalid { .. } | RunError::Refused { .. } => Failure::Invalid,
             RunError::Unsettled { .. } => Failure::Incomplete,
@@ -126,7 +126,7 @@ impl RunError {
 
     pub fn help(&self) -> Option<String> {
         match self {
-            RunError::Config(c) => Some(c.help().to_string()).filter(|h| !h.is_empty()),
+            RunError::Usage(c) => Some(c.help().to_string()).filter(|h| !h.is_empty()),
             RunError::Locked(LockError::Held { .. }) => Some(
                 "wait for the other run to finish; a killed run releases the lock by itself".into(),
             ),

@@ -5,9 +5,9 @@
 use clap::Args;
 use serde_json::json;
 
-use crate::config::{FILE_NAME, Source};
-use crate::environment::{API_KEY_VAR, ConfigError, Environment};
+use crate::environment::{API_KEY_VAR, Environment, UsageError};
 use crate::exit;
+use crate::settings::{FILE_NAME, Source};
 
 use super::{Provenance, ServiceArgs, print_error};
 
@@ -64,8 +64,8 @@ fn settings(s: &ServiceArgs, provenance: &Provenance) -> [Setting; 4] {
 
 /// What the settings come to: the environment, and the key (fingerprint, where it comes from).
 struct Effective {
-    environment: Result<Environment, ConfigError>,
-    key: Result<(String, String), ConfigError>,
+    environment: Result<Environment, UsageError>,
+    key: Result<(String, String), UsageError>,
 }
 
 impl Effective {
@@ -86,7 +86,7 @@ impl Effective {
     }
 
     /// Why the settings cannot be used, if they cannot.
-    fn problem(&self) -> Option<ConfigError> {
+    fn problem(&self) -> Option<UsageError> {
         match (&self.environment, &self.key) {
             (Err(e), _) | (_, Err(e)) => Some(e.clone()),
             _ => None,

@@ -49,9 +49,9 @@ use std::path::PathBuf;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
-use crate::config::Source;
-use crate::environment::{ConfigError, Environment};
+use crate::environment::{Environment, UsageError};
 use crate::exit;
+use crate::settings::Source;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -195,7 +195,7 @@ pub struct ServiceArgs {
 }
 
 impl ServiceArgs {
-    pub fn environment(&self) -> Result<Environment, ConfigError> {
+    pub fn environment(&self) -> Result<Environment, UsageError> {
         Environment::resolve(self.env.as_deref(), self.base_url.as_deref())
     }
 }
@@ -322,7 +322,7 @@ pub fn outcome_code(o: crate::batch::outcome::Outcome) -> i32 {
     }
 }
 
-pub fn config_failure(e: &ConfigError) -> i32 {
+pub fn config_failure(e: &UsageError) -> i32 {
     print_error(&e.to_string(), Some(e.help()));
     exit::USAGE
 }
@@ -356,11 +356,11 @@ fn source_of(m: &ArgMatches, id: &str) -> Source {
 /// Precedence, lowest first: default, settings file, `PAYBATCH_*` variable, flag. `env` and
 /// `base_url` both name the service, so they go together: when either comes from a variable or
 /// a flag, the file's `env` and `base_url` are not used.
-fn apply_settings(cli: &mut Cli, matches: &ArgMatches) -> Result<(), ConfigError> {
+fn apply_settings(cli: &mut Cli, matches: &ArgMatches) -> Result<(), UsageError> {
     let Some(m) = service_matches(matches) else {
         return Ok(());
     };
-    let file = crate::config::load(cli.config.as_deref())?;
+    let file = crate::settings::load(cli.config.as_deref())?;
     let Some(service) = cli.command.service_mut() else {
         return Ok(());
     };

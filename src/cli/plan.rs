@@ -45,7 +45,7 @@ pub struct PlanArgs {
 
 impl PlanArgs {
     /// The run options these flags set (the rest keep their defaults).
-    pub fn options(&self) -> Result<RunOptions, crate::environment::ConfigError> {
+    pub fn options(&self) -> Result<RunOptions, crate::environment::UsageError> {
         let mut o = RunOptions::new(&self.file);
         o.environment = self.service.environment()?;
         o.batch = self.batch.clone();

@@ -106,7 +106,7 @@ fn parse_digest(s: &str) -> Result<String, String> {
 }
 
 impl RunArgs {
-    fn options(&self) -> Result<RunOptions, crate::environment::ConfigError> {
+    fn options(&self) -> Result<RunOptions, crate::environment::UsageError> {
         let mut o = self.plan.options()?;
         o.out = self.out.clone();
         o.plan_only = self.plan_only;
@@ -116,7 +116,7 @@ impl RunArgs {
             ExecutionMode::Async
         };
         if self.sync && matches!(self.items_per_order, options::ItemsPerOrder::Fixed(n) if n > 1) {
-            return Err(crate::environment::ConfigError::new(
+            return Err(crate::environment::UsageError::new(
                 "--sync orders hold one item only (the service's rule)",
                 "drop --sync, or use --items-per-order 1",
             ));

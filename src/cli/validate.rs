@@ -35,7 +35,7 @@ pub struct ValidateArgs {
 }
 
 impl ValidateArgs {
-    fn options(&self) -> Result<RunOptions, crate::environment::ConfigError> {
+    fn options(&self) -> Result<RunOptions, crate::environment::UsageError> {
         self.plan.options()
     }
 

@@ -10,7 +10,7 @@ use crate::batch::options::RunOptions;
 use crate::batch::outcome::RunError;
 use crate::batch::progress::Reporter;
 use crate::batch::reconcile::{self, ReconcileReport};
-use crate::environment::{ConfigError, Connection, Environment};
+use crate::environment::{Connection, Environment, UsageError};
 use crate::input::rules::{CatalogIndex, Problems, ValidateOptions};
 use crate::input::scan;
 use crate::ledger::{BatchRecord, Ledger};
@@ -70,7 +70,7 @@ pub async fn reconcile_batch(
             true,
         ),
         (None, _) => {
-            return Err(RunError::Config(ConfigError::new(
+            return Err(RunError::Usage(UsageError::new(
                 format!("no batch `{}` in {}", opts.batch, opts.ledger.display()),
                 "if the ledger was lost, pass --rebuild FILE (the batch's input file) to restore it from the service",
             )));

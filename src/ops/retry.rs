@@ -9,7 +9,7 @@ use rust_decimal::Decimal;
 
 use crate::batch::lock::LedgerLock;
 use crate::batch::outcome::{RunError, debited_totals};
-use crate::environment::ConfigError;
+use crate::environment::UsageError;
 use crate::ledger::{Ledger, RowState};
 
 /// What a retry did.
@@ -30,7 +30,7 @@ pub struct Retried {
 /// A ledger or batch that does not exist is a usage error; nothing is created.
 pub fn retry(ledger_path: &Path, batch: &str, references: &[String]) -> Result<Retried, RunError> {
     if !ledger_path.exists() {
-        return Err(RunError::Config(ConfigError::new(
+        return Err(RunError::Usage(UsageError::new(
             format!("no ledger at {}", ledger_path.display()),
             "pass --ledger PATH, the ledger the batch was run with",
         )));
@@ -38,7 +38,7 @@ pub fn retry(ledger_path: &Path, batch: &str, references: &[String]) -> Result<R
     let _lock = LedgerLock::acquire(ledger_path)?;
     let mut ledger = Ledger::open(ledger_path)?;
     let Some(record) = ledger.batch(batch)? else {
-        return Err(RunError::Config(ConfigError::new(
+        return Err(RunError::Usage(UsageError::new(
             format!("no batch `{batch}` in {}", ledger_path.display()),
             "`paybatch run` names a batch after its file unless --batch is given",
         )));

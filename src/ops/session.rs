@@ -8,7 +8,7 @@ use crate::batch::options::RunOptions;
 use crate::batch::outcome::{RunError, is_auth_error};
 use crate::batch::progress::Reporter;
 use crate::catalog::{self, CatalogError};
-use crate::environment::{ConfigError, Connection};
+use crate::environment::{Connection, UsageError};
 use crate::input::scan;
 use crate::ledger::{self, Ledger};
 
@@ -107,11 +107,11 @@ pub fn check_input(path: &Path) -> Result<(), RunError> {
         }
     }) {
         Ok(m) if m.is_file() => Ok(()),
-        Ok(_) => Err(RunError::Config(ConfigError::new(
+        Ok(_) => Err(RunError::Usage(UsageError::new(
             format!("{} is not a file", path.display()),
             help,
         ))),
-        Err(e) => Err(RunError::Config(ConfigError::new(
+        Err(e) => Err(RunError::Usage(UsageError::new(
             format!("cannot read {}: {e}", path.display()),
             help,
         ))),

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::environment::ConfigError;
+use crate::environment::UsageError;
 
 /// The settings file looked for in the current directory.
 pub const FILE_NAME: &str = "paybatch.toml";
@@ -58,7 +58,7 @@ impl Source {
 }
 
 /// Reads `explicit` (which must exist) or, without it, `./paybatch.toml` when there is one.
-pub fn load(explicit: Option<&Path>) -> Result<Option<ConfigFile>, ConfigError> {
+pub fn load(explicit: Option<&Path>) -> Result<Option<ConfigFile>, UsageError> {
     let path = match explicit {
         Some(p) => p.to_path_buf(),
         None => {
@@ -70,7 +70,7 @@ pub fn load(explicit: Option<&Path>) -> Result<Option<ConfigFile>, ConfigError> 
         }
     };
     let text = std::fs::read_to_string(&path).map_err(|e| {
-        ConfigError::new(
+        UsageError::new(
             format!("cannot read the settings file {}: {e}", path.display()),
             "check the path given to --config (or PAYBATCH_CONFIG)",
         )
@@ -95,7 +95,7 @@ pub fn load(explicit: Option<&Path>) -> Result<Option<ConfigFile>, ConfigError> 
 }
 
 /// Parses the text of a settings file named `path` (for messages).
-pub fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
+pub fn parse(path: &Path, text: &str) -> Result<Settings, UsageError> {
     let table: toml::Table = toml::from_str(text).map_err(|e| syntax_error(path, text, &e))?;
     if let Some(key) = table
         .keys()
@@ -106,7 +106,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
             .position(|l| l.trim_start().starts_with(key.as_str()))
             .map(|n| format!(", line {}", n + 1))
             .unwrap_or_default();
-        return Err(ConfigError::new(
+        return Err(UsageError::new(
             format!(
                 "{}{line}: `{key}` holds the API key itself; the settings file must never hold it",
                 path.display()
@@ -117,13 +117,13 @@ pub fn parse(path: &Path, text: &str) -> Result<Settings, ConfigError> {
     toml::from_str::<Settings>(text).map_err(|e| syntax_error(path, text, &e))
 }
 
-fn syntax_error(path: &Path, text: &str, e: &toml::de::Error) -> ConfigError {
+fn syntax_error(path: &Path, text: &str, e: &toml::de::Error) -> UsageError {
     let at = e
         .span()
         .and_then(|span| text.get(..span.start))
         .map(|before| format!(", line {}", before.matches('\n').count() + 1))
         .unwrap_or_default();
-    ConfigError::new(
+    UsageError::new(
         format!("{}{at}: {}", path.display(), e.message().trim_end()),
         "the settings file knows env, base_url, api_key_file and ledger, e.g. `env = \"playground\"`",
     )
