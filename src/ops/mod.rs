@@ -14,4 +14,4 @@ pub mod reconcile;
 pub mod report;
 pub mod retry;
 pub mod run;
-pub mod session;
+pub mod start;

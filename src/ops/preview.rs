@@ -20,7 +20,7 @@ use crate::input::rules::{CatalogIndex, Problem, Problems, RowSpec, ValidateOpti
 use crate::input::scan;
 use crate::ledger::{Ledger, RowState};
 
-use super::session::{check_binding, check_input, load_catalog};
+use super::start::{check_binding, check_input, load_catalog};
 
 pub use crate::batch::funds::BalanceCheck;
 

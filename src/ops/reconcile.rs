@@ -15,7 +15,7 @@ use crate::input::rules::{CatalogIndex, Problems, ValidateOptions};
 use crate::input::scan;
 use crate::ledger::{BatchRecord, Ledger};
 
-use super::session::{load_catalog, open_batch};
+use super::start::{load_catalog, open_batch};
 
 /// What to reconcile, and how.
 #[derive(Debug, Clone)]

@@ -36,7 +36,7 @@ use crate::input::rules::{CatalogIndex, Problems, ValidateOptions};
 use crate::input::scan;
 use crate::ledger::{self, Ledger};
 
-use super::session::{check_binding, check_input, load_catalog, open_batch};
+use super::start::{check_binding, check_input, load_catalog, open_batch};
 
 /// Runs a batch to the end (or as far as it can go), resuming whatever the ledger holds.
 pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, RunError> {

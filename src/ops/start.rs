@@ -1,5 +1,6 @@
-//! What every operation on a batch starts with: the catalog of the environment (cached in the
-//! ledger) and the check that an existing batch belongs to this environment and key.
+//! What every operation on a batch starts with: the input file readable, the catalog of the
+//! environment (cached in the ledger), an existing batch bound to this environment and key, and
+//! the ledger's batch for the file.
 
 use std::path::Path;
 
