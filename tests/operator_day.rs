@@ -44,6 +44,32 @@ fn json(o: &Output) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("stdout is one JSON object ({e}): {}", stdout(o)))
 }
 
+/// Sends `signal` (`-INT`, `-TERM`) to `child`; its exit status (within `within`) and the rest
+/// of its stderr.
+async fn stop(
+    child: &mut tokio::process::Child,
+    lines: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>,
+    signal: &str,
+    within: Duration,
+) -> (std::process::ExitStatus, String) {
+    let pid = child.id().expect("pid").to_string();
+    let killed = std::process::Command::new("kill")
+        .args([signal, &pid])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    let status = tokio::time::timeout(within, child.wait())
+        .await
+        .expect("the run stops soon after the signal")
+        .expect("wait");
+    let mut rest = String::new();
+    while let Ok(Some(line)) = lines.next_line().await {
+        rest.push_str(&line);
+        rest.push('\n');
+    }
+    (status, rest)
+}
+
 /// A run stopped by `signal` while its orders go out one at a time (each request takes
 /// 200 ms): the line, the exit code, then the same command pays every row once.
 async fn interrupted_then_resumed(signal: &str, code: i32, word: &str) {
@@ -69,21 +95,7 @@ async fn interrupted_then_resumed(signal: &str, code: i32, word: &str) {
     let mut lines = tokio::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
     wait_for_line(&mut lines, "submitting 30 orders", Duration::from_secs(60)).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let pid = child.id().expect("pid").to_string();
-    let killed = std::process::Command::new("kill")
-        .args([signal, &pid])
-        .status()
-        .expect("kill runs");
-    assert!(killed.success());
-    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
-        .await
-        .expect("the run stops soon after the signal")
-        .expect("wait");
-    let mut rest = String::new();
-    while let Ok(Some(line)) = lines.next_line().await {
-        rest.push_str(&line);
-        rest.push('\n');
-    }
+    let (status, rest) = stop(&mut child, &mut lines, signal, Duration::from_secs(30)).await;
     assert_eq!(status.code(), Some(code), "{rest}");
     let said = rest
         .lines()
@@ -369,22 +381,9 @@ async fn a_signal_while_the_file_is_read_stops_the_run_at_once() {
     let mut child = spawn_paybatch(ws.dir.path(), &args, &[]);
     let mut lines = tokio::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
     wait_for_line(&mut lines, "catalog:", Duration::from_secs(60)).await;
-    let pid = child.id().expect("pid").to_string();
-    let killed = std::process::Command::new("kill")
-        .args(["-INT", &pid])
-        .status()
-        .expect("kill runs");
-    assert!(killed.success());
-    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
-        .await
-        .expect("stopped within seconds, not at the end of the first pass")
-        .expect("wait");
+    // Stopped within seconds, not at the end of the first pass.
+    let (status, rest) = stop(&mut child, &mut lines, "-INT", Duration::from_secs(10)).await;
     assert_eq!(status.code(), Some(130));
-    let mut rest = String::new();
-    while let Ok(Some(line)) = lines.next_line().await {
-        rest.push_str(&line);
-        rest.push('\n');
-    }
     assert!(rest.contains("interrupted: "), "{rest}");
     assert_eq!(order_posts(&sim), 0, "nothing was sent");
 }
