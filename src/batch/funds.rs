@@ -40,7 +40,7 @@ impl Need {
             return;
         }
         let price = row_price(spec, by_code);
-        if spec.currency == spec.payment_currency {
+        if !is_converted(spec, card) {
             *self
                 .from_balance
                 .entry(spec.payment_currency.clone())

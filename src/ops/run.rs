@@ -164,9 +164,8 @@ fn first_pass(
         options,
         digest_of,
         |spec| {
-            if funds::row_card(spec, opts.card_id.as_deref()).is_none()
-                && spec.currency == spec.payment_currency
-            {
+            let card = funds::row_card(spec, opts.card_id.as_deref());
+            if card.is_none() && !funds::is_converted(spec, card) {
                 drawn.insert(spec.payment_currency.clone());
             }
         },
