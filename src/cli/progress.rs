@@ -164,8 +164,14 @@ impl Progress for Console {
         let bar = state.bars.as_ref().map(|multi| {
             let bar = multi.add(ProgressBar::new(len));
             if let Ok(style) = ProgressStyle::with_template(
-                "{prefix:>7} [{bar:30}] {pos}/{len} {per_sec:>9} {elapsed:>4} elapsed, ETA {eta}",
+                "{prefix:>7} [{bar:30}] {pos}/{len} {rate:>8} {elapsed:>4} elapsed, ETA {eta}",
             ) {
+                let style = style.with_key(
+                    "rate",
+                    |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                        let _ = write!(w, "{:.1}/s", state.per_sec());
+                    },
+                );
                 bar.set_style(style.progress_chars("=> "));
             }
             bar.set_prefix(what);
