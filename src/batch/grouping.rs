@@ -182,6 +182,7 @@ pub fn merge_and_plan(
     let mut merge = ledger.merge(batch.id, true)?;
     // The second pass finds the invalid rows again with the same checks as the first.
     let index = CatalogIndex::new(products.to_vec());
+    let merging = std::time::Instant::now();
     scan::read_again_in_parallel(scanned, &opts.input, &index, options, |row, spec| {
         let Some(to_plan) = merge.row(&row)? else {
             return Ok(());
@@ -197,6 +198,10 @@ pub fn merge_and_plan(
         let key = (spec.payment_currency.clone(), card, spec.currency.clone());
         groups.push(&mut merge, key, (row, to_plan, spec))
     })?;
+    tracing::info!(
+        "second pass: rows read and recorded: {:.2?}",
+        merging.elapsed()
+    );
     groups.finish(&mut merge)?;
     let report = merge.close()?.clone();
     if !report.changed_after_submission.is_empty() {
@@ -206,7 +211,9 @@ pub fn merge_and_plan(
         });
     }
     let balance_lines = preflight(&need, &mut balances)?;
+    let committing = std::time::Instant::now();
     let report = merge.commit()?;
+    tracing::info!("second pass: committed: {:.2?}", committing.elapsed());
     Ok(Merged {
         report,
         orders: groups.planned,

@@ -307,6 +307,7 @@ fn valid_row(record: &RawRecord, spec: &RowSpec, position: i64) -> IncomingRow {
         fields: fields_json(&record.fields),
         spec: Some(spec_json(spec)),
         content_hash: rules::content_hash(spec),
+        delivery: Some(spec.distribution.as_str()),
         valid: true,
         error_message: None,
     }
@@ -348,6 +349,7 @@ fn invalid_row(
         fields: fields_json(&fields),
         spec: None,
         content_hash,
+        delivery: None,
         valid: false,
         error_message: Some(joined(found)),
     }

@@ -27,36 +27,51 @@ pub struct ToPlan {
 /// New rows inserted by one statement when an order is planned.
 const ROWS_A_STATEMENT: usize = 25;
 
-/// The statement inserting [`ROWS_A_STATEMENT`] planned rows: 8 values a row, then the batch,
+/// Values of one row in [`multi_insert_sql`].
+const VALUES_A_ROW: usize = 9;
+
+/// How many rows the next statement inserts when `left` remain: [`ROWS_A_STATEMENT`], then
+/// powers of two, so that an order's rows take a few statements of six shapes.
+fn rows_next(left: usize) -> usize {
+    if left >= ROWS_A_STATEMENT {
+        ROWS_A_STATEMENT
+    } else {
+        1 << left.max(1).ilog2()
+    }
+}
+
+/// The statement inserting `rows` planned rows (1 to [`ROWS_A_STATEMENT`]), made once.
+fn multi_insert_sql(rows: usize) -> &'static str {
+    static SQL: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let all = SQL.get_or_init(|| (0..=ROWS_A_STATEMENT).map(insert_sql).collect());
+    &all[rows.min(ROWS_A_STATEMENT)]
+}
+
+/// The statement inserting `rows` planned rows: [`VALUES_A_ROW`] values a row, then the batch,
 /// the order and the merge stamp they share.
-fn multi_insert_sql() -> &'static str {
-    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    SQL.get_or_init(|| {
-        let shared = ROWS_A_STATEMENT * 8;
-        let (batch, order, stamp) = (shared + 1, shared + 2, shared + 3);
-        let tuples: Vec<String> = (0..ROWS_A_STATEMENT)
-            .map(|k| {
-                let p = |n: usize| format!("?{}", k * 8 + n);
-                format!(
-                    "(?{batch}, {}, {}, {}, {}, {}, {}, 'PLANNED', NULL, {}, ?{order}, {}, ?{stamp})",
-                    p(1),
-                    p(2),
-                    p(3),
-                    p(4),
-                    p(5),
-                    p(6),
-                    p(7),
-                    p(8)
-                )
-            })
-            .collect();
-        format!(
-            "INSERT INTO rows (batch_id, reference, position, line, fields, spec, content_hash,
-                               state, error_type, error_message, order_id, item_index, merged)
-             VALUES {}",
-            tuples.join(", ")
-        )
-    })
+fn insert_sql(rows: usize) -> String {
+    let shared = rows * VALUES_A_ROW;
+    let (batch, order, stamp) = (shared + 1, shared + 2, shared + 3);
+    let tuples: Vec<String> = (0..rows)
+        .map(|k| {
+            let p: Vec<String> = (1..=VALUES_A_ROW)
+                .map(|n| format!("?{}", k * VALUES_A_ROW + n))
+                .collect();
+            format!(
+                "(?{batch}, {}, 'PLANNED', NULL, {}, ?{order}, {}, ?{stamp})",
+                p[..7].join(", "),
+                p[7],
+                p[8]
+            )
+        })
+        .collect();
+    format!(
+        "INSERT INTO rows (batch_id, reference, position, line, fields, spec, content_hash,
+                           delivery, state, error_type, error_message, order_id, item_index,
+                           merged)
+         VALUES {}",
+        tuples.join(", ")
+    )
 }
 
 /// One merge of an input file into a batch (see the module documentation).
@@ -173,12 +188,15 @@ impl Merge<'_> {
             .transpose()
     }
 
-    /// Inserts new rows as PLANNED items of an order: [`ROWS_A_STATEMENT`] to a statement
-    /// (one statement a row costs a fifth of a million-row merge), the rest one by one.
+    /// Inserts new rows as PLANNED items of an order, up to [`ROWS_A_STATEMENT`] to a statement
+    /// (one statement a row costs a fifth of a million-row merge).
     fn insert_planned(&self, rows: &[(&IncomingRow, i64)], order_id: i64) -> Result<()> {
-        let mut chunks = rows.chunks_exact(ROWS_A_STATEMENT);
-        for chunk in &mut chunks {
-            let mut values: Vec<&dyn rusqlite::ToSql> = Vec::with_capacity(chunk.len() * 9);
+        let mut left = rows;
+        while !left.is_empty() {
+            let (chunk, rest) = left.split_at(rows_next(left.len()));
+            left = rest;
+            let mut values: Vec<&dyn rusqlite::ToSql> =
+                Vec::with_capacity(chunk.len() * VALUES_A_ROW + 3);
             for (row, index) in chunk {
                 values.extend_from_slice(&[
                     &row.reference as &dyn rusqlite::ToSql,
@@ -187,6 +205,7 @@ impl Merge<'_> {
                     &row.fields,
                     &row.spec,
                     &row.content_hash,
+                    &row.delivery,
                     &row.error_message,
                     index,
                 ]);
@@ -197,12 +216,9 @@ impl Merge<'_> {
             exec(
                 &self.tx,
                 self.path,
-                multi_insert_sql(),
+                multi_insert_sql(chunk.len()),
                 rusqlite::params_from_iter(values),
             )?;
-        }
-        for (row, index) in chunks.remainder() {
-            self.insert(row, RowState::Planned, Some((order_id, *index)))?;
         }
         Ok(())
     }
@@ -212,8 +228,9 @@ impl Merge<'_> {
             &self.tx,
             self.path,
             "INSERT INTO rows (batch_id, reference, position, line, fields, spec, content_hash,
-                               state, error_type, error_message, order_id, item_index, merged)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                               delivery, state, error_type, error_message, order_id,
+                               item_index, merged)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
             params![
                 self.batch_id,
                 row.reference,
@@ -222,6 +239,7 @@ impl Merge<'_> {
                 row.fields,
                 row.spec,
                 row.content_hash,
+                row.delivery,
                 state.as_str(),
                 (!row.valid).then_some("invalid"),
                 row.error_message,
@@ -314,7 +332,7 @@ impl Merge<'_> {
             self.path,
             "UPDATE rows SET position = ?2, line = ?3, fields = ?4, spec = ?5,
                     content_hash = ?6, state = ?7, error_type = ?8, error_message = ?9,
-                    merged = ?10
+                    merged = ?10, delivery = ?11
              WHERE id = ?1",
             params![
                 old.id,
@@ -326,7 +344,8 @@ impl Merge<'_> {
                 target.as_str(),
                 (!row.valid).then_some("invalid"),
                 row.error_message,
-                self.stamp
+                self.stamp,
+                row.delivery
             ],
         )?;
         if old.state != target {
@@ -509,6 +528,7 @@ mod tests {
             fields: format!("[\"R{n}\"]"),
             spec: valid.then(|| "{}".to_string()),
             content_hash: format!("hash-{n}"),
+            delivery: valid.then_some("EMAIL"),
             valid,
             error_message: (!valid).then(|| "bad".to_string()),
         }
@@ -670,6 +690,7 @@ mod tests {
             fields: "[]".into(),
             spec: Some("{}".into()),
             content_hash: "h-keep".into(),
+            delivery: Some("EMAIL"),
             valid: true,
             error_message: None,
         };
@@ -715,6 +736,106 @@ mod tests {
                 ("GONE".to_string(), RowState::Removed),
                 ("SENT".to_string(), RowState::Submitted)
             ]
+        );
+    }
+
+    /// Rows are inserted several to a statement in a few shapes (25, then powers of two): every
+    /// size of order keeps each row, its item index and its content.
+    #[test]
+    fn orders_of_every_size_record_each_row_with_its_item_index() {
+        assert_eq!(
+            (1..=60).map(rows_next).collect::<Vec<_>>()[..],
+            [
+                1, 2, 2, 4, 4, 4, 4, 8, 8, 8, 8, 8, 8, 8, 8, 16, 16, 16, 16, 16, 16, 16, 16, 16,
+                25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25,
+                25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25
+            ]
+        );
+        let (_dir, mut ledger, batch) = ledger();
+        let sizes = [1usize, 2, 3, 7, 21, 25, 26, 57];
+        let mut merge = ledger.merge(batch, true).expect("merge");
+        let mut n = 0;
+        for (k, size) in sizes.iter().enumerate() {
+            let rows: Vec<IncomingRow> = (0..*size)
+                .map(|i| {
+                    let mut row = incoming(n + i as i64, true);
+                    row.delivery = Some(if i % 2 == 0 { "EMAIL" } else { "PAYOUT_LINK" });
+                    row
+                })
+                .collect();
+            n += *size as i64;
+            let members: Vec<(&IncomingRow, ToPlan)> = rows
+                .iter()
+                .map(|r| (r, merge.row(r).expect("row").expect("to plan")))
+                .collect();
+            merge
+                .plan(&order(&format!("k{k}")), &members)
+                .expect("plan");
+        }
+        merge.close().expect("close");
+        merge.commit().expect("commit");
+        let rows = ledger.rows(batch).expect("rows");
+        assert_eq!(rows.len(), sizes.iter().sum::<usize>());
+        let mut first = 0;
+        for size in sizes {
+            let order = &rows[first..first + size];
+            for (i, row) in order.iter().enumerate() {
+                let n = first + i;
+                assert_eq!(row.reference, format!("R{n}"));
+                assert_eq!(row.item_index, Some(i as i64), "row R{n}");
+                assert_eq!(row.order_id, order[0].order_id, "row R{n}");
+                assert_eq!(row.content_hash, format!("hash-{n}"));
+                assert_eq!(row.state, RowState::Planned);
+            }
+            first += size;
+        }
+        let emails = sizes.iter().map(|s| s.div_ceil(2)).sum::<usize>() as i64;
+        assert_eq!(
+            ledger.rows_per_delivery(batch).expect("per delivery"),
+            [
+                ("EMAIL".to_string(), emails),
+                ("PAYOUT_LINK".to_string(), rows.len() as i64 - emails)
+            ]
+        );
+    }
+
+    /// A ledger from before the delivery column (schema version 6) gets each valid row's
+    /// delivery from its recorded content; REMOVED and invalid rows are not counted.
+    #[test]
+    fn a_ledger_from_before_the_delivery_column_counts_rows_per_delivery() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("v6.db");
+        {
+            let conn = rusqlite::Connection::open(&path).expect("open");
+            for sql in [
+                include_str!("../../migrations/001_init.sql"),
+                include_str!("../../migrations/002_payment_method.sql"),
+                include_str!("../../migrations/003_streaming_merge.sql"),
+                include_str!("../../migrations/004_one_intent_per_service_order.sql"),
+                include_str!("../../migrations/005_debited.sql"),
+                include_str!("../../migrations/006_rebuilt_unsettled.sql"),
+            ] {
+                conn.execute_batch(sql).expect("old migration");
+            }
+            conn.execute_batch(
+                r#"PRAGMA user_version = 6;
+                 INSERT INTO batches (id, name, input_path, input_hash, headers, environment,
+                                      base_url, key_fingerprint, created_at, updated_at)
+                 VALUES (1, 'b', 'b.csv', 'h', '[]', 'sim', 'embedded-simulator', 'f', 't', 't');
+                 INSERT INTO rows (batch_id, reference, position, line, fields, spec,
+                                   content_hash, state)
+                 VALUES (1, 'A', 0, 2, '[]', '{"distribution":"EMAIL"}', 'a', 'COMPLETED'),
+                        (1, 'B', 1, 3, '[]', '{"distribution":"PAYOUT_LINK"}', 'b', 'PLANNED'),
+                        (1, 'C', 2, 4, '[]', '{"distribution":"EMAIL"}', 'c', 'PENDING'),
+                        (1, 'D', 3, 5, '[]', '{"distribution":"EMAIL"}', 'd', 'REMOVED'),
+                        (1, 'E', 4, 6, '[]', NULL, 'invalid:e', 'INVALID');"#,
+            )
+            .expect("old rows");
+        }
+        let ledger = Ledger::open(&path).expect("migrated");
+        assert_eq!(
+            ledger.rows_per_delivery(1).expect("per delivery"),
+            [("EMAIL".to_string(), 2), ("PAYOUT_LINK".to_string(), 1)]
         );
     }
 }
