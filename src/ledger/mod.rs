@@ -295,11 +295,8 @@ impl Ledger {
             .map_err(err)?;
         conn.set_prepared_statement_cache_capacity(64);
         // A new ledger's pages: 16 KiB (a million-row merge writes fewer, fuller pages; an
-        // existing ledger keeps its own). The journal of one statement inside a transaction
-        // (several rows to an INSERT) in memory rather than a temporary file.
+        // existing ledger keeps its own).
         conn.pragma_update(None, "page_size", 16384).map_err(err)?;
-        conn.pragma_update(None, "temp_store", "MEMORY")
-            .map_err(err)?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(err)?;
         conn.pragma_update(None, "synchronous", "FULL")
@@ -316,6 +313,11 @@ impl Ledger {
                 path: path.to_path_buf(),
                 message: e.to_string(),
             })?;
+        // The journal of one statement inside a transaction (several rows to an INSERT) in
+        // memory rather than in a temporary file; set after the migrations, whose statements
+        // over every row of a large ledger would hold as much in memory.
+        conn.pragma_update(None, "temp_store", "MEMORY")
+            .map_err(err)?;
         // The WAL and shared-memory files hold the same data: keep them private too.
         for suffix in ["-wal", "-shm"] {
             narrow_side_file(&PathBuf::from(format!("{}{suffix}", path.display())))?;
