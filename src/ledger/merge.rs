@@ -657,31 +657,52 @@ mod tests {
         );
     }
 
+    /// The migrations before the delivery column (schema version 6).
+    const OLD_MIGRATIONS: [&str; 6] = [
+        include_str!("../../migrations/001_init.sql"),
+        include_str!("../../migrations/002_payment_method.sql"),
+        include_str!("../../migrations/003_streaming_merge.sql"),
+        include_str!("../../migrations/004_one_intent_per_service_order.sql"),
+        include_str!("../../migrations/005_debited.sql"),
+        include_str!("../../migrations/006_rebuilt_unsettled.sql"),
+    ];
+
+    /// A ledger at the schema of `migrations` (an older one), holding batch 1 with `rows`:
+    /// SQL tuples of (reference, position, line, fields, spec, content_hash, state).
+    fn old_ledger(path: &std::path::Path, migrations: &[&str], rows: &str) {
+        let conn = rusqlite::Connection::open(path).expect("open");
+        for sql in migrations {
+            conn.execute_batch(sql).expect("old migration");
+        }
+        conn.execute_batch(&format!(
+            "PRAGMA user_version = {};
+             INSERT INTO batches (id, name, input_path, input_hash, headers, environment,
+                                  base_url, key_fingerprint, created_at, updated_at)
+             VALUES (1, 'b', 'b.csv', 'h', '[]', 'sim', 'embedded-simulator', 'f', 't', 't');
+             CREATE TEMP TABLE old_rows (reference, position, line, fields, spec,
+                                         content_hash, state);
+             INSERT INTO old_rows VALUES {rows};
+             INSERT INTO rows (batch_id, reference, position, line, fields, spec,
+                               content_hash, state)
+             SELECT 1, * FROM old_rows;",
+            migrations.len()
+        ))
+        .expect("old rows");
+    }
+
     /// A ledger written before merge stamps existed (schema version 2) is merged correctly: its
     /// PENDING row is planned, its row missing from the file is REMOVED, its submitted row stays.
     #[test]
     fn a_ledger_from_before_merge_stamps_is_merged_correctly() {
         let dir = tempfile::tempdir().expect("dir");
         let path = dir.path().join("old.db");
-        {
-            let conn = rusqlite::Connection::open(&path).expect("open");
-            conn.execute_batch(include_str!("../../migrations/001_init.sql"))
-                .expect("001");
-            conn.execute_batch(include_str!("../../migrations/002_payment_method.sql"))
-                .expect("002");
-            conn.execute_batch(
-                "PRAGMA user_version = 2;
-                 INSERT INTO batches (id, name, input_path, input_hash, headers, environment,
-                                      base_url, key_fingerprint, created_at, updated_at)
-                 VALUES (1, 'b', 'b.csv', 'h', '[]', 'sim', 'embedded-simulator', 'f', 't', 't');
-                 INSERT INTO rows (batch_id, reference, position, line, fields, spec,
-                                   content_hash, state)
-                 VALUES (1, 'KEEP', 0, 2, '[]', '{}', 'h-keep', 'PENDING'),
-                        (1, 'GONE', 1, 3, '[]', '{}', 'h-gone', 'PENDING'),
-                        (1, 'SENT', 2, 4, '[]', '{}', 'h-sent', 'SUBMITTED');",
-            )
-            .expect("old rows");
-        }
+        old_ledger(
+            &path,
+            &OLD_MIGRATIONS[..2],
+            "('KEEP', 0, 2, '[]', '{}', 'h-keep', 'PENDING'),
+             ('GONE', 1, 3, '[]', '{}', 'h-gone', 'PENDING'),
+             ('SENT', 2, 4, '[]', '{}', 'h-sent', 'SUBMITTED')",
+        );
         let mut ledger = Ledger::open(&path).expect("migrated");
         let keep = IncomingRow {
             reference: "KEEP".into(),
@@ -805,33 +826,15 @@ mod tests {
     fn a_ledger_from_before_the_delivery_column_counts_rows_per_delivery() {
         let dir = tempfile::tempdir().expect("dir");
         let path = dir.path().join("v6.db");
-        {
-            let conn = rusqlite::Connection::open(&path).expect("open");
-            for sql in [
-                include_str!("../../migrations/001_init.sql"),
-                include_str!("../../migrations/002_payment_method.sql"),
-                include_str!("../../migrations/003_streaming_merge.sql"),
-                include_str!("../../migrations/004_one_intent_per_service_order.sql"),
-                include_str!("../../migrations/005_debited.sql"),
-                include_str!("../../migrations/006_rebuilt_unsettled.sql"),
-            ] {
-                conn.execute_batch(sql).expect("old migration");
-            }
-            conn.execute_batch(
-                r#"PRAGMA user_version = 6;
-                 INSERT INTO batches (id, name, input_path, input_hash, headers, environment,
-                                      base_url, key_fingerprint, created_at, updated_at)
-                 VALUES (1, 'b', 'b.csv', 'h', '[]', 'sim', 'embedded-simulator', 'f', 't', 't');
-                 INSERT INTO rows (batch_id, reference, position, line, fields, spec,
-                                   content_hash, state)
-                 VALUES (1, 'A', 0, 2, '[]', '{"distribution":"EMAIL"}', 'a', 'COMPLETED'),
-                        (1, 'B', 1, 3, '[]', '{"distribution":"PAYOUT_LINK"}', 'b', 'PLANNED'),
-                        (1, 'C', 2, 4, '[]', '{"distribution":"EMAIL"}', 'c', 'PENDING'),
-                        (1, 'D', 3, 5, '[]', '{"distribution":"EMAIL"}', 'd', 'REMOVED'),
-                        (1, 'E', 4, 6, '[]', NULL, 'invalid:e', 'INVALID');"#,
-            )
-            .expect("old rows");
-        }
+        old_ledger(
+            &path,
+            &OLD_MIGRATIONS,
+            r#"('A', 0, 2, '[]', '{"distribution":"EMAIL"}', 'a', 'COMPLETED'),
+               ('B', 1, 3, '[]', '{"distribution":"PAYOUT_LINK"}', 'b', 'PLANNED'),
+               ('C', 2, 4, '[]', '{"distribution":"EMAIL"}', 'c', 'PENDING'),
+               ('D', 3, 5, '[]', '{"distribution":"EMAIL"}', 'd', 'REMOVED'),
+               ('E', 4, 6, '[]', NULL, 'invalid:e', 'INVALID')"#,
+        );
         let ledger = Ledger::open(&path).expect("migrated");
         assert_eq!(
             ledger.rows_per_delivery(1).expect("per delivery"),
