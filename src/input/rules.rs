@@ -1945,6 +1945,34 @@ mod tests {
         assert_eq!(many.per_kind.len(), 1000);
     }
 
+    /// Two addresses equal in lower case are one recipient, whatever their length, their case
+    /// and their characters (`K`, the Kelvin sign, is `k` in lower case); others are not.
+    #[test]
+    fn likely_duplicates_compare_addresses_in_lower_case() {
+        let cat = catalog();
+        let long = format!("Ann@{}com", "Abcdefghij.".repeat(8));
+        let pairs = [
+            ("a@example.com", "A@EXAMPLE.COM", true),
+            ("\u{212a}im@example.com", "kim@example.com", true),
+            ("ÉLODIE@example.com", "élodie@example.com", true),
+            (long.as_str(), &long.to_uppercase(), true),
+            (long.as_str(), &format!("{long}x"), false),
+            ("a@example.com", "b@example.com", false),
+            ("ab@example.com", "a@bexample.com", false),
+        ];
+        for (first, second, same) in pairs {
+            let mut v = Validator::new(&cat, ValidateOptions::default());
+            let cells = |r, e| [r, "AMZ-US", "10", "USD", "", e, "", ""];
+            assert!(check(&mut v, 2, cells("R1", first)).is_empty(), "{first}");
+            let found = check(&mut v, 3, cells("R2", second));
+            assert_eq!(
+                found.len(),
+                usize::from(same),
+                "{first} / {second}: {found:?}"
+            );
+        }
+    }
+
     #[test]
     fn repeated_references_and_likely_duplicates() {
         let cat = catalog();
