@@ -250,6 +250,46 @@ impl<'a> Transition<'a> {
 pub struct Ledger {
     conn: Connection,
     path: PathBuf,
+    /// Declared after `conn`: the connection is closed before the file counts as no longer
+    /// open in this process.
+    _here: OpenHere,
+}
+
+/// The ledger files this process has open, with how many connections each: only the first
+/// connection to a file may open and close descriptors of it ([`Ledger::open`]).
+static OPEN_HERE: std::sync::Mutex<BTreeMap<PathBuf, usize>> =
+    std::sync::Mutex::new(BTreeMap::new());
+
+/// One connection's place in [`OPEN_HERE`], given back when it is dropped.
+struct OpenHere {
+    path: PathBuf,
+}
+
+impl OpenHere {
+    /// Counts one more connection to `path`; the first runs `prepare` (its work on the files)
+    /// before any other connection of this process can be opened.
+    fn enter(path: &Path, prepare: impl FnOnce() -> Result<()>) -> Result<Self> {
+        let mut open = OPEN_HERE.lock().unwrap_or_else(|e| e.into_inner());
+        if !open.contains_key(path) {
+            prepare()?;
+        }
+        *open.entry(path.to_path_buf()).or_default() += 1;
+        Ok(OpenHere {
+            path: path.to_path_buf(),
+        })
+    }
+}
+
+impl Drop for OpenHere {
+    fn drop(&mut self) {
+        let mut open = OPEN_HERE.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(count) = open.get_mut(&self.path) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.path);
+            }
+        }
+    }
 }
 
 /// How far the sending of a batch got ([`Ledger::send_progress`]).
@@ -279,7 +319,20 @@ impl Ledger {
             message: e.to_string(),
         })?;
         let path = canonical.as_path();
-        create_private_file(path)?;
+        // Before SQLite opens anything: closing a descriptor of a file drops every POSIX lock
+        // the process holds on it, SQLite's own included (on `-shm`, the lock that tells
+        // another process this one has the ledger open: without it, a `status` run alongside
+        // reset the shared memory under this process's feet). Once this process has the
+        // ledger open, a second connection leaves the files alone.
+        let here = OpenHere::enter(path, || {
+            create_private_file(path)?;
+            // The WAL and shared-memory files hold the same data: private too (SQLite creates
+            // them with the ledger's own mode).
+            for suffix in ["-wal", "-shm"] {
+                narrow_side_file(&PathBuf::from(format!("{}{suffix}", path.display())))?;
+            }
+            Ok(())
+        })?;
         // Nor does SQLite follow a link that would have taken the file's place since.
         let flags = rusqlite::OpenFlags::default() | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW;
         let mut conn =
@@ -318,13 +371,10 @@ impl Ledger {
         // over every row of a large ledger would hold as much in memory.
         conn.pragma_update(None, "temp_store", "MEMORY")
             .map_err(err)?;
-        // The WAL and shared-memory files hold the same data: keep them private too.
-        for suffix in ["-wal", "-shm"] {
-            narrow_side_file(&PathBuf::from(format!("{}{suffix}", path.display())))?;
-        }
         Ok(Ledger {
             conn,
             path: given.to_path_buf(),
+            _here: here,
         })
     }
 
@@ -1551,6 +1601,55 @@ mod tests {
 
     fn mode_of(path: &Path) -> u32 {
         std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    /// The POSIX locks this process holds on `path`'s file (`/proc/locks`).
+    #[cfg(target_os = "linux")]
+    fn locks_held_on(path: &Path) -> usize {
+        use std::os::unix::fs::MetadataExt;
+        let inode = std::fs::metadata(path).unwrap().ino();
+        let pid = std::process::id().to_string();
+        std::fs::read_to_string("/proc/locks")
+            .unwrap()
+            .lines()
+            .filter(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.len() > 5
+                    && f[1] == "POSIX"
+                    && f[4] == pid
+                    && f[5].ends_with(&format!(":{inode}"))
+            })
+            .count()
+    }
+
+    /// SQLite's locks on the shared memory tell other processes (a `status` alongside a run)
+    /// that this one has the ledger open: opening the ledger, once or twice in one process,
+    /// never drops them (closing any descriptor of a file drops the process's locks on it).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn opening_the_ledger_again_keeps_the_locks_sqlite_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.db");
+        let shm = dir.path().join("ledger.db-shm");
+        let first = Ledger::open(&path).unwrap();
+        first.batch("any").unwrap();
+        let held = locks_held_on(&shm);
+        assert!(held > 0, "SQLite holds locks on the shared memory");
+        let second = Ledger::open(&path).unwrap();
+        second.batch("any").unwrap();
+        assert!(locks_held_on(&shm) >= held);
+        drop(second);
+        first.batch("any").unwrap();
+        assert_eq!(
+            locks_held_on(&shm),
+            held,
+            "the first connection keeps its locks"
+        );
+        drop(first);
+        // Closed and opened again: the files are prepared again, before SQLite opens them.
+        let again = Ledger::open(&path).unwrap();
+        again.batch("any").unwrap();
+        assert!(locks_held_on(&shm) > 0);
     }
 
     #[test]
