@@ -364,7 +364,14 @@ impl Ledger {
             .to_latest(&mut conn)
             .map_err(|e| LedgerError::Migration {
                 path: path.to_path_buf(),
-                message: e.to_string(),
+                message: match e {
+                    rusqlite_migration::Error::MigrationDefinition(
+                        rusqlite_migration::MigrationDefinitionError::DatabaseTooFarAhead,
+                    ) => "it was written by a newer paybatch (a later schema than this one \
+                          knows); use that version or a later one"
+                        .to_string(),
+                    other => other.to_string(),
+                },
             })?;
         // The journal of one statement inside a transaction (several rows to an INSERT) in
         // memory rather than in a temporary file; set after the migrations, whose statements
@@ -1601,6 +1608,33 @@ mod tests {
 
     fn mode_of(path: &Path) -> u32 {
         std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    /// A ledger of a later schema is refused, saying a newer paybatch wrote it, and left as it
+    /// is.
+    #[test]
+    fn a_ledger_from_a_newer_paybatch_is_refused_plainly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.db");
+        drop(Ledger::open(&path).unwrap());
+        let later = migrations_count() as i64 + 1;
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.pragma_update(None, "user_version", later).unwrap();
+        }
+        let refused = Ledger::open(&path).err().expect("refused").to_string();
+        assert!(refused.contains("written by a newer paybatch"), "{refused}");
+        let conn = Connection::open(&path).unwrap();
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, later);
+    }
+
+    fn migrations_count() -> usize {
+        std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"))
+            .unwrap()
+            .count()
     }
 
     /// The POSIX locks this process holds on `path`'s file (`/proc/locks`).
