@@ -57,6 +57,57 @@ fn migrations() -> Migrations<'static> {
     ])
 }
 
+/// Opens the SQLite connection to the ledger file `path` (canonical, prepared by
+/// [`Ledger::open`]), sets it up and brings its schema to this version's.
+fn connect(path: &Path) -> Result<Connection> {
+    // Nor does SQLite follow a link that would have taken the file's place since.
+    let flags = rusqlite::OpenFlags::default() | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW;
+    let mut conn =
+        Connection::open_with_flags(path, flags).map_err(|source| LedgerError::Sqlite {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    let err = |source| LedgerError::Sqlite {
+        path: path.to_path_buf(),
+        source,
+    };
+    conn.busy_timeout(std::time::Duration::from_secs(10))
+        .map_err(err)?;
+    conn.set_prepared_statement_cache_capacity(64);
+    // A new ledger's pages: 16 KiB (a million-row merge writes fewer, fuller pages; an
+    // existing ledger keeps its own).
+    conn.pragma_update(None, "page_size", 16384).map_err(err)?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(err)?;
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(err)?;
+    conn.pragma_update(None, "foreign_keys", "ON")
+        .map_err(err)?;
+    // 16 MiB of page cache (SQLite's default is 2): a million-row merge touches the
+    // order-key index all over; pages are only taken as needed.
+    conn.pragma_update(None, "cache_size", -16384)
+        .map_err(err)?;
+    migrations()
+        .to_latest(&mut conn)
+        .map_err(|e| LedgerError::Migration {
+            path: path.to_path_buf(),
+            message: match e {
+                rusqlite_migration::Error::MigrationDefinition(
+                    rusqlite_migration::MigrationDefinitionError::DatabaseTooFarAhead,
+                ) => "it was written by a newer paybatch (a later schema than this one \
+                      knows); use that version or a later one"
+                    .to_string(),
+                other => other.to_string(),
+            },
+        })?;
+    // The journal of one statement inside a transaction (several rows to an INSERT) in
+    // memory rather than in a temporary file; set after the migrations, whose statements
+    // over every row of a large ledger would hold as much in memory.
+    conn.pragma_update(None, "temp_store", "MEMORY")
+        .map_err(err)?;
+    Ok(conn)
+}
+
 /// Current time as stored in the ledger (RFC 3339, UTC, milliseconds).
 pub fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
@@ -333,51 +384,7 @@ impl Ledger {
             }
             Ok(())
         })?;
-        // Nor does SQLite follow a link that would have taken the file's place since.
-        let flags = rusqlite::OpenFlags::default() | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW;
-        let mut conn =
-            Connection::open_with_flags(path, flags).map_err(|source| LedgerError::Sqlite {
-                path: path.to_path_buf(),
-                source,
-            })?;
-        let err = |source| LedgerError::Sqlite {
-            path: path.to_path_buf(),
-            source,
-        };
-        conn.busy_timeout(std::time::Duration::from_secs(10))
-            .map_err(err)?;
-        conn.set_prepared_statement_cache_capacity(64);
-        // A new ledger's pages: 16 KiB (a million-row merge writes fewer, fuller pages; an
-        // existing ledger keeps its own).
-        conn.pragma_update(None, "page_size", 16384).map_err(err)?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(err)?;
-        conn.pragma_update(None, "synchronous", "FULL")
-            .map_err(err)?;
-        conn.pragma_update(None, "foreign_keys", "ON")
-            .map_err(err)?;
-        // 16 MiB of page cache (SQLite's default is 2): a million-row merge touches the
-        // order-key index all over; pages are only taken as needed.
-        conn.pragma_update(None, "cache_size", -16384)
-            .map_err(err)?;
-        migrations()
-            .to_latest(&mut conn)
-            .map_err(|e| LedgerError::Migration {
-                path: path.to_path_buf(),
-                message: match e {
-                    rusqlite_migration::Error::MigrationDefinition(
-                        rusqlite_migration::MigrationDefinitionError::DatabaseTooFarAhead,
-                    ) => "it was written by a newer paybatch (a later schema than this one \
-                          knows); use that version or a later one"
-                        .to_string(),
-                    other => other.to_string(),
-                },
-            })?;
-        // The journal of one statement inside a transaction (several rows to an INSERT) in
-        // memory rather than in a temporary file; set after the migrations, whose statements
-        // over every row of a large ledger would hold as much in memory.
-        conn.pragma_update(None, "temp_store", "MEMORY")
-            .map_err(err)?;
+        let conn = connect(path)?;
         Ok(Ledger {
             conn,
             path: given.to_path_buf(),
