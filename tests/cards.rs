@@ -8,14 +8,12 @@ mod common;
 
 use std::path::Path;
 use std::process::Output;
-use std::time::Duration;
 
 use common::*;
 use paybatch::api::PaymentMethodType;
 use paybatch::sim::SimHandle;
 use rust_decimal::Decimal;
 
-const BIN: &str = env!("CARGO_BIN_EXE_paybatch");
 const CARD: &str = "card_sim_visa";
 
 async fn run(
@@ -25,25 +23,7 @@ async fn run(
     extra: &[&str],
     envs: &[(&str, &str)],
 ) -> Output {
-    let key = ws.key_file();
-    let base = sim.base_url();
-    let ledger = ws.ledger();
-    let mut cmd = tokio::process::Command::new(BIN);
-    cmd.current_dir(ws.dir.path())
-        .args(["run", file, "--base-url", &base, "--ledger"])
-        .arg(&ledger)
-        .arg("--api-key-file")
-        .arg(&key)
-        .args(extra)
-        .env_remove("PAYBATCH_FAILPOINT")
-        .kill_on_drop(true);
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    tokio::time::timeout(Duration::from_secs(120), cmd.output())
-        .await
-        .expect("finished")
-        .expect("ran")
+    run_file(ws, sim, file, extra, envs).await
 }
 
 /// The fast simulator, taking cards.

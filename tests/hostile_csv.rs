@@ -54,25 +54,8 @@ fn utf16(with_bom: bool) -> Vec<u8> {
 async fn run_on(file_name: &str, bytes: &[u8]) -> (Option<i32>, String, SimHandle, Workspace) {
     let ws = Workspace::new();
     let sim = start_sim(fast_config(None)).await;
-    let key = ws.key_file();
     std::fs::write(ws.path(file_name), bytes).expect("write input");
-    let base = sim.base_url();
-    let ledger = ws.ledger();
-    let out = paybatch_in(
-        ws.dir.path(),
-        &[
-            "run",
-            file_name,
-            "--base-url",
-            &base,
-            "--api-key-file",
-            key.to_str().expect("utf-8 path"),
-            "--ledger",
-            ledger.to_str().expect("utf-8 path"),
-        ],
-        &[],
-    )
-    .await;
+    let out = run_file(&ws, &sim, file_name, &[], &[]).await;
     (out.status.code(), stderr_of(&out), sim, ws)
 }
 

@@ -11,38 +11,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use common::*;
-use common::{paybatch_in as paybatch, stderr_of as stderr};
-use paybatch::sim::SimHandle;
+use common::{paybatch_in as paybatch, run_file as run, stderr_of as stderr, stdout_of as stdout};
 use rust_decimal::Decimal;
-
-/// `paybatch run FILE --base-url SIM` with the workspace's key and ledger, plus `extra`.
-async fn run(
-    ws: &Workspace,
-    sim: &SimHandle,
-    file: &str,
-    extra: &[&str],
-    envs: &[(&str, &str)],
-) -> std::process::Output {
-    let key = ws.key_file();
-    let ledger = ws.ledger();
-    let base = sim.base_url();
-    let mut args = vec![
-        "run",
-        file,
-        "--base-url",
-        &base,
-        "--api-key-file",
-        key.to_str().expect("utf-8"),
-        "--ledger",
-        ledger.to_str().expect("utf-8"),
-    ];
-    args.extend_from_slice(extra);
-    paybatch(ws.dir.path(), &args, envs).await
-}
-
-fn stdout(o: &std::process::Output) -> String {
-    String::from_utf8_lossy(&o.stdout).to_string()
-}
 
 fn db(path: &Path) -> rusqlite::Connection {
     rusqlite::Connection::open(path).expect("open ledger")

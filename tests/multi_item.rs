@@ -5,8 +5,8 @@ mod common;
 
 use std::collections::HashSet;
 
+use common::stderr_of as stderr;
 use common::*;
-use common::{paybatch_in as paybatch, stderr_of as stderr};
 use paybatch::sim::SimHandle;
 
 const BATCH: &str = "reference,product_code,face_value,currency,email\n\
@@ -23,21 +23,7 @@ async fn run(
     extra: &[&str],
     envs: &[(&str, &str)],
 ) -> std::process::Output {
-    let key = ws.key_file();
-    let ledger = ws.ledger();
-    let base = sim.base_url();
-    let mut args = vec![
-        "run",
-        "g.csv",
-        "--base-url",
-        &base,
-        "--api-key-file",
-        key.to_str().unwrap(),
-        "--ledger",
-        ledger.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    paybatch(ws.dir.path(), &args, envs).await
+    run_file(ws, sim, "g.csv", extra, envs).await
 }
 
 fn result(ws: &Workspace, name: &str) -> Vec<String> {

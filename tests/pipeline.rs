@@ -26,21 +26,7 @@ async fn run_with_env(
     extra: &[&str],
     envs: &[(&str, &str)],
 ) -> Output {
-    let key = ws.key_file();
-    let base = sim.base_url();
-    let ledger = ws.ledger();
-    let mut args = vec![
-        "run",
-        file,
-        "--base-url",
-        &base,
-        "--api-key-file",
-        key.to_str().unwrap(),
-        "--ledger",
-        ledger.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    paybatch(ws.dir.path(), &args, envs).await
+    run_file(ws, sim, file, extra, envs).await
 }
 
 /// Service orders per row reference (from the order metadata), with their statuses.

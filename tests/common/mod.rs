@@ -195,6 +195,32 @@ fn command(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> tokio::process::
     cmd
 }
 
+/// `paybatch run FILE` against `sim`, with the workspace's key file and ledger, plus `extra`
+/// arguments and `envs` ([`paybatch_in`]).
+pub async fn run_file(
+    ws: &Workspace,
+    sim: &SimHandle,
+    file: &str,
+    extra: &[&str],
+    envs: &[(&str, &str)],
+) -> std::process::Output {
+    let key = ws.key_file();
+    let ledger = ws.ledger();
+    let base = sim.base_url();
+    let mut args = vec![
+        "run",
+        file,
+        "--base-url",
+        &base,
+        "--api-key-file",
+        key.to_str().expect("utf-8 path"),
+        "--ledger",
+        ledger.to_str().expect("utf-8 path"),
+    ];
+    args.extend_from_slice(extra);
+    paybatch_in(ws.dir.path(), &args, envs).await
+}
+
 pub fn stderr_of(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).to_string()
 }
