@@ -420,3 +420,49 @@ async fn run_json_says_why_a_run_was_refused_before_it_started() {
     assert_eq!(v["environment"], "playground");
     assert!(v["error"]["message"].as_str().is_some(), "{v}");
 }
+
+/// A command line paybatch cannot use (an unknown flag, a missing argument, a bad settings
+/// file) is one JSON object on stdout with `--json` too, and clap's own words on stderr; without
+/// `--json`, stdout stays empty. Nothing is created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_answers_a_command_line_that_cannot_be_used() {
+    let ws = Workspace::new();
+    ws.write("bad.toml", "nonsense = [\n");
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["run", "c.csv", "--json", "--no-such-flag"],
+            "--no-such-flag",
+        ),
+        (&["run", "--json"], "<FILE>"),
+        (&["retry", "--json", "--batch"], "--batch"),
+        (
+            &["--config", "bad.toml", "run", "c.csv", "--json"],
+            "bad.toml",
+        ),
+    ];
+    for (args, named) in cases {
+        let out = paybatch_in(ws.dir.path(), args, &[]).await;
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        let v = json(&out);
+        assert_eq!(v["exit_code"], 2, "{args:?}");
+        assert_eq!(v["outcome"], "stopped", "{args:?}");
+        let message = v["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(named), "{args:?}: {v}");
+        assert!(stderr(&out).contains(named), "{args:?}: {}", stderr(&out));
+    }
+    let out = paybatch_in(ws.dir.path(), &["run", "c.csv", "--no-such-flag"], &[]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty(), "no JSON without --json");
+    let out = paybatch_in(ws.dir.path(), &["run", "--json", "--help"], &[]).await;
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Usage"));
+    let mut left: Vec<String> = std::fs::read_dir(ws.dir.path())
+        .expect("dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert!(
+        left.iter().all(|f| f == "bad.toml" || f.starts_with("key")),
+        "{left:?}"
+    );
+}

@@ -328,13 +328,54 @@ pub fn config_failure(e: &UsageError) -> i32 {
 }
 
 /// Parses the command line, then fills the service settings that no flag and no environment
-/// variable gave from the settings file (`paybatch.toml`). Exits on `--help`, `--version` and
-/// clap's usage errors (exit 2); returns the exit code of a bad settings file.
+/// variable gave from the settings file (`paybatch.toml`). Returns the exit code when there is
+/// nothing to run: `--help` and `--version` (0), clap's usage errors and a bad settings file
+/// (2, with the JSON object of a refused run on stdout when `--json` was given).
 pub fn parse() -> Result<Cli, i32> {
-    let matches = Cli::command().get_matches();
-    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-    apply_settings(&mut cli, &matches).map_err(|e| config_failure(&e))?;
+    let json = std::env::args_os().any(|a| a == "--json");
+    let matches = Cli::command()
+        .try_get_matches()
+        .map_err(|e| usage_error(&e, json))?;
+    let mut cli = Cli::from_arg_matches(&matches).map_err(|e| usage_error(&e, json))?;
+    apply_settings(&mut cli, &matches).map_err(|e| {
+        if json {
+            outln!("{}", run_json::usage(&e.to_string(), e.help()));
+        }
+        config_failure(&e)
+    })?;
     Ok(cli)
+}
+
+/// What clap says of the command line, as clap prints it (help and version on stdout, a usage
+/// error on stderr); a usage error is also the JSON object on stdout with `--json`, so a script
+/// reading it gets an answer. Returns clap's exit code (2 for a usage error).
+fn usage_error(e: &clap::Error, json: bool) -> i32 {
+    use clap::error::ErrorKind;
+    let shown = matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    );
+    if json && !shown {
+        // The first paragraph of clap's text: what is wrong, with the arguments it names.
+        let text = e.render().to_string();
+        let message: Vec<&str> = text
+            .lines()
+            .map(str::trim)
+            .take_while(|l| !l.is_empty())
+            .collect();
+        let message = message.join(" ");
+        outln!(
+            "{}",
+            run_json::usage(
+                message.trim_start_matches("error: "),
+                "`paybatch help` and `paybatch <command> --help` show the usage"
+            )
+        );
+    }
+    let _ = e.print();
+    e.exit_code()
 }
 
 /// The matches of the (sub)command that holds the service settings.

@@ -110,6 +110,15 @@ pub fn refused(
     })
 }
 
+/// A command line or settings file that could not be used: nothing was run.
+pub fn usage(message: &str, help: &str) -> Value {
+    json!({
+        "exit_code": crate::exit::USAGE,
+        "outcome": "stopped",
+        "error": {"message": message, "help": Some(help).filter(|h| !h.is_empty())},
+    })
+}
+
 /// A run stopped by a signal.
 pub fn interrupted(opts: &RunOptions, progress: &Progress, signal: Stop) -> Value {
     let sent = progress.sent.unwrap_or_default();
