@@ -100,20 +100,22 @@ pub fn refused(
     message: &str,
     help: &str,
 ) -> Value {
-    json!({
-        "batch": opts.map(RunOptions::batch_name),
-        "file": file.display().to_string(),
-        "environment": opts.map(|o| o.environment.name().to_string()),
-        "exit_code": code,
-        "outcome": "stopped",
-        "error": {"message": message, "help": Some(help).filter(|h| !h.is_empty())},
-    })
+    let mut v = stopped(code, message, help);
+    v["batch"] = json!(opts.map(RunOptions::batch_name));
+    v["file"] = json!(file.display().to_string());
+    v["environment"] = json!(opts.map(|o| o.environment.name().to_string()));
+    v
 }
 
 /// A command line or settings file that could not be used: nothing was run.
 pub fn usage(message: &str, help: &str) -> Value {
+    stopped(crate::exit::USAGE, message, help)
+}
+
+/// What every object of a command that did not run says: its exit code and its error.
+fn stopped(code: i32, message: &str, help: &str) -> Value {
     json!({
-        "exit_code": crate::exit::USAGE,
+        "exit_code": code,
         "outcome": "stopped",
         "error": {"message": message, "help": Some(help).filter(|h| !h.is_empty())},
     })

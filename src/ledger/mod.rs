@@ -605,19 +605,17 @@ impl Ledger {
     /// `PAYOUT_LINK`), from their recorded deliveries.
     pub fn rows_per_delivery(&self, batch_id: i64) -> Result<Vec<(String, i64)>> {
         // Grouped in the order of `rows_batch_state` (batch, state, delivery): read from the
-        // index alone, without a sort.
-        let counted: Vec<(String, Option<String>, i64)> = self.select_all(
-            "SELECT state, delivery, COUNT(*) FROM rows
-             WHERE batch_id = ?1 AND delivery IS NOT NULL
+        // index alone, without a sort; the states are summed here.
+        let counted: Vec<(String, i64)> = self.select_all(
+            "SELECT delivery, COUNT(*) FROM rows
+             WHERE batch_id = ?1 AND delivery IS NOT NULL AND state != 'REMOVED'
              GROUP BY state, delivery",
             [batch_id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )?;
         let mut out: BTreeMap<String, i64> = BTreeMap::new();
-        for (state, delivery, rows) in counted {
-            if state != RowState::Removed.as_str() {
-                *out.entry(delivery.unwrap_or_default()).or_default() += rows;
-            }
+        for (delivery, rows) in counted {
+            *out.entry(delivery).or_default() += rows;
         }
         Ok(out.into_iter().collect())
     }
