@@ -26,7 +26,7 @@ balance (conversions included) and the plan digest first, then the rows per curr
 per product and per any column of the file (--group-by), the rows that need attention with their \
 reasons, and the technical details last. It is self-contained (no script, nothing fetched), opens \
 and prints anywhere, and never contains payout links. Both files are written atomically with mode \
-0600.\n\nReads the ledger only; a ledger that does not exist is an error (exit 2), never created.";
+0600.\n\nReads the ledger only (a ledger of an earlier paybatch is first brought to this version's schema); a ledger that does not exist is an error (exit 2), never created.";
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {

@@ -25,7 +25,7 @@ const IN_DOUBT_HOURS: i64 = 24;
 /// The long help of the command (`--help`).
 pub const LONG_ABOUT: &str = "Show what the ledger says, without asking the service: every batch with its rows \
 per state, or one batch (--batch) with its rows per state, the orders in flight and their age, \
-the last events, and what to do next.\n\nReads the ledger only; safe while a run is going on.";
+the last events, and what to do next.\n\nReads the ledger only (a ledger of an earlier paybatch is first brought to this version's schema); safe while a run is going on.";
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
