@@ -214,8 +214,11 @@ async fn dropped_answers_and_server_errors_never_pay_twice() {
     let ws = Workspace::new();
     let mut config = fast_config(None);
     config.seed = 11;
+    // The sample's 12 orders are created in an order that varies from run to run, so the
+    // simulator's draws do too: at 0.6 the chance that no answer is dropped is 0.4^12 (2e-5),
+    // where at 0.3 it was 0.7^12 (1.4 %), and the check below failed about once in seventy.
     config.faults = Faults {
-        drop_rate: 0.3,
+        drop_rate: 0.6,
         error_rate: 0.2,
         ..Faults::default()
     };
