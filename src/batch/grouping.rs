@@ -154,6 +154,89 @@ impl Groups<'_> {
     }
 }
 
+/// The balances read for the pre-flight, by currency.
+pub type Balances = BTreeMap<String, Result<Decimal, ApiError>>;
+
+/// Rows merged into the ledger and put into orders as they come, until the merge is closed.
+struct Planning<'r> {
+    by_code: HashMap<&'r str, &'r Product>,
+    need: funds::Need,
+    groups: Groups<'r>,
+    card_id: Option<&'r str>,
+}
+
+impl<'r> Planning<'r> {
+    fn new(opts: &'r RunOptions, batch: &'r str, products: &'r [Product], per: usize) -> Self {
+        Planning {
+            by_code: products.iter().map(|p| (p.code.as_str(), p)).collect(),
+            need: funds::Need::default(),
+            groups: Groups {
+                per_order: per,
+                open: HashMap::new(),
+                order: Vec::new(),
+                environment: opts.environment.name(),
+                batch,
+                mode: opts.mode,
+                planned: 0,
+                converted_rows: 0,
+            },
+            card_id: opts.card_id.as_deref(),
+        }
+    }
+
+    /// Merges one row of the file; a row to pay goes into its group's order.
+    fn take(
+        &mut self,
+        merge: &mut ledger::merge::Merge<'_>,
+        row: IncomingRow,
+        spec: Option<RowSpec>,
+    ) -> Result<(), RunError> {
+        let Some(to_plan) = merge.row(&row)? else {
+            return Ok(());
+        };
+        let spec = spec.ok_or_else(|| {
+            RunError::Ledger(LedgerError::Corrupt(format!(
+                "row `{}` is to be paid but has no valid spec",
+                row.reference
+            )))
+        })?;
+        let card = row_card(&spec, self.card_id).map(str::to_string);
+        self.need.add(&spec, card.as_deref(), &self.by_code);
+        let key = (spec.payment_currency.clone(), card, spec.currency.clone());
+        self.groups.push(merge, key, (row, to_plan, spec))
+    }
+
+    /// Plans what is left, then commits the merge, unless a submitted row changed or the
+    /// balances (`read_balances` of the currencies the new rows draw on) cannot pay the new
+    /// rows; then nothing is committed.
+    fn close(
+        mut self,
+        mut merge: ledger::merge::Merge<'_>,
+        input: &std::path::Path,
+        read_balances: impl FnOnce(Vec<String>) -> Balances,
+    ) -> Result<Merged, RunError> {
+        self.groups.finish(&mut merge)?;
+        let report = merge.close()?.clone();
+        if !report.changed_after_submission.is_empty() {
+            return Err(RunError::Invalid {
+                input: input.to_path_buf(),
+                problems: changed_after_submission(&report),
+            });
+        }
+        let mut balances = read_balances(self.need.from_balance.keys().cloned().collect());
+        let balance_lines = preflight(&self.need, &mut balances)?;
+        let committing = std::time::Instant::now();
+        let report = merge.commit()?;
+        tracing::info!("committed: {:.2?}", committing.elapsed());
+        Ok(Merged {
+            report,
+            orders: self.groups.planned,
+            converted_rows: self.groups.converted_rows,
+            balance_lines,
+        })
+    }
+}
+
 /// The second pass over the file (see [`scan`]): merges every row into the batch and plans
 /// the rows to pay into orders, in one transaction. Nothing is committed when a submitted row
 /// changed, when the balances cannot pay the new rows, or when the file changed since it was
@@ -164,62 +247,67 @@ pub fn merge_and_plan(
     scanned: &scan::Scan,
     options: &ValidateOptions,
     products: &[Product],
-    mut balances: BTreeMap<String, Result<Decimal, ApiError>>,
+    balances: Balances,
     opts: &RunOptions,
 ) -> Result<Merged, RunError> {
-    let by_code: HashMap<&str, &Product> = products.iter().map(|p| (p.code.as_str(), p)).collect();
-    let mut need = funds::Need::default();
-    let mut groups = Groups {
-        per_order: per_order(opts, scanned.valid_rows),
-        open: HashMap::new(),
-        order: Vec::new(),
-        environment: opts.environment.name(),
-        batch: &batch.name,
-        mode: opts.mode,
-        planned: 0,
-        converted_rows: 0,
-    };
+    let mut planning = Planning::new(
+        opts,
+        &batch.name,
+        products,
+        per_order(opts, scanned.valid_rows),
+    );
     let mut merge = ledger.merge(batch.id, true)?;
     // The second pass finds the invalid rows again with the same checks as the first.
     let index = CatalogIndex::new(products.to_vec());
     let merging = std::time::Instant::now();
     scan::read_again_in_parallel(scanned, &opts.input, &index, options, |row, spec| {
-        let Some(to_plan) = merge.row(&row)? else {
-            return Ok(());
-        };
-        let spec = spec.ok_or_else(|| {
-            RunError::Ledger(LedgerError::Corrupt(format!(
-                "row `{}` is to be paid but has no valid spec",
-                row.reference
-            )))
-        })?;
-        let card = row_card(&spec, opts.card_id.as_deref()).map(str::to_string);
-        need.add(&spec, card.as_deref(), &by_code);
-        let key = (spec.payment_currency.clone(), card, spec.currency.clone());
-        groups.push(&mut merge, key, (row, to_plan, spec))
+        planning.take(&mut merge, row, spec)
     })?;
     tracing::info!(
         "second pass: rows read and recorded: {:.2?}",
         merging.elapsed()
     );
-    groups.finish(&mut merge)?;
-    let report = merge.close()?.clone();
-    if !report.changed_after_submission.is_empty() {
-        return Err(RunError::Invalid {
-            input: opts.input.clone(),
-            problems: changed_after_submission(&report),
-        });
-    }
-    let balance_lines = preflight(&need, &mut balances)?;
-    let committing = std::time::Instant::now();
-    let report = merge.commit()?;
-    tracing::info!("second pass: committed: {:.2?}", committing.elapsed());
-    Ok(Merged {
-        report,
-        orders: groups.planned,
-        converted_rows: groups.converted_rows,
-        balance_lines,
-    })
+    planning.close(merge, &opts.input, |_| balances)
+}
+
+/// A batch new to the ledger, read once: its file is read, checked, merged and planned in
+/// one pass and one transaction that also creates the batch (`new`); `expected_rows` is the
+/// number of rows the file is thought to have (for `--items-per-order auto`). Returns `None`,
+/// with nothing recorded, as soon as a row has a problem or the file has another number of
+/// rows than expected changes the rows per order: the caller reads the file in two passes,
+/// which say every problem. `validated` is told what the pass found before the balances are
+/// read (`read_balances`, with the merge still open) and the merge is committed.
+#[allow(clippy::too_many_arguments)]
+pub fn plan_in_one_pass(
+    ledger: &mut Ledger,
+    new: &ledger::NewBatch<'_>,
+    options: &ValidateOptions,
+    products: &[Product],
+    expected_rows: usize,
+    validated: impl FnOnce(&scan::Scan),
+    read_balances: impl FnOnce(Vec<String>) -> Balances,
+    opts: &RunOptions,
+) -> Result<Option<(scan::Scan, Merged)>, RunError> {
+    let per = per_order(opts, expected_rows);
+    let mut planning = Planning::new(opts, new.name, products, per);
+    let mut merge = ledger.merge_new(new)?;
+    let index = CatalogIndex::new(products.to_vec());
+    let merging = std::time::Instant::now();
+    let read =
+        scan::read_once_in_parallel(&opts.input, opts.delimiter, &index, options, |row, spec| {
+            planning.take(&mut merge, row, spec)
+        })?;
+    tracing::info!(
+        "one pass: rows read, checked and recorded: {:.2?}",
+        merging.elapsed()
+    );
+    let Some(scanned) = read.filter(|s| per_order(opts, s.valid_rows) == per) else {
+        return Ok(None);
+    };
+    merge.record_input(&scanned.file_hash, &scanned.headers)?;
+    validated(&scanned);
+    let merged = planning.close(merge, &opts.input, read_balances)?;
+    Ok(Some((scanned, merged)))
 }
 
 /// The rows of the file that changed after they were submitted: a submitted payout cannot be
@@ -243,10 +331,7 @@ fn changed_after_submission(report: &ledger::MergeReport) -> crate::input::rules
 
 /// The balance pre-flight of the rows about to be planned ([`funds::check`]): what each balance
 /// has and what the new rows need, or why nothing can be submitted.
-fn preflight(
-    need: &funds::Need,
-    balances: &mut BTreeMap<String, Result<Decimal, ApiError>>,
-) -> Result<Vec<String>, RunError> {
+fn preflight(need: &funds::Need, balances: &mut Balances) -> Result<Vec<String>, RunError> {
     let checks = funds::check(&need.from_balance, balances)?;
     let mut lines: Vec<String> = checks
         .iter()

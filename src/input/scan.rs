@@ -371,33 +371,33 @@ impl From<FileChanged> for Stop {
     }
 }
 
-/// [`read_again`] on a thread of its own: reading, checking and encoding the rows overlaps
-/// recording them in `each`, which runs on the calling thread. The same guarantee: a
-/// [`FileChanged`] comes after the last row, and the caller must undo what `each` did.
-pub fn read_again_in_parallel<E: From<FileChanged>>(
-    scan: &Scan,
-    path: &Path,
-    catalog: &CatalogIndex,
-    options: &ValidateOptions,
+/// A row as the ledger records it, with its spec when it is valid.
+type Given = (IncomingRow, Option<RowSpec>);
+
+/// Runs `read` on a thread of its own and hands the rows it gives, a chunk at a time, to
+/// `each` on the calling thread: reading, checking and encoding the rows overlaps recording
+/// them. Returns what `read` returned, unless `each` failed first (then the reading stops at
+/// its next chunk).
+fn overlapped<T: Send, E>(
+    read: impl FnOnce(&mut dyn FnMut(Given) -> Result<(), Stop>) -> Result<T, Stop> + Send,
     mut each: impl FnMut(IncomingRow, Option<RowSpec>) -> Result<(), E>,
-) -> Result<(), E> {
-    type Chunk = Vec<(IncomingRow, Option<RowSpec>)>;
+) -> Result<Result<T, Stop>, E> {
     std::thread::scope(|threads| {
-        let (to_record, chunks) = std::sync::mpsc::sync_channel::<Chunk>(4);
+        let (to_record, chunks) = std::sync::mpsc::sync_channel::<Vec<Given>>(4);
         let reader = threads.spawn(move || {
             let mut chunk = Vec::with_capacity(CHUNK_ROWS);
-            read_again(scan, path, catalog, options, |row, spec| {
-                chunk.push((row, spec));
+            let out = read(&mut |given| {
+                chunk.push(given);
                 if chunk.len() == CHUNK_ROWS {
                     let full = std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK_ROWS));
                     to_record.send(full).map_err(|_| Stop::Closed)?;
                 }
-                Ok::<_, Stop>(())
+                Ok(())
             })?;
             if !chunk.is_empty() {
                 to_record.send(chunk).map_err(|_| Stop::Closed)?;
             }
-            Ok(())
+            Ok(out)
         });
         let mut recorded = Ok(());
         'chunks: for chunk in chunks.iter() {
@@ -415,16 +415,109 @@ pub fn read_again_in_parallel<E: From<FileChanged>>(
             Err(panic) => std::panic::resume_unwind(panic),
         };
         recorded?;
-        match read {
-            Ok(()) => Ok(()),
-            Err(Stop::Changed(e)) => Err(e.into()),
-            Err(Stop::Closed) => Err(FileChanged {
-                path: path.display().to_string(),
-                reason: "the reading stopped before the end".into(),
-            }
-            .into()),
-        }
+        Ok(read)
     })
+}
+
+/// [`read_again`] on a thread of its own ([`overlapped`]). The same guarantee: a
+/// [`FileChanged`] comes after the last row, and the caller must undo what `each` did.
+pub fn read_again_in_parallel<E: From<FileChanged>>(
+    scan: &Scan,
+    path: &Path,
+    catalog: &CatalogIndex,
+    options: &ValidateOptions,
+    each: impl FnMut(IncomingRow, Option<RowSpec>) -> Result<(), E>,
+) -> Result<(), E> {
+    let read = overlapped(
+        |give| read_again(scan, path, catalog, options, |row, spec| give((row, spec))),
+        each,
+    )?;
+    match read {
+        Ok(()) => Ok(()),
+        Err(Stop::Changed(e)) => Err(e.into()),
+        Err(Stop::Closed) => Err(FileChanged {
+            path: path.display().to_string(),
+            reason: "the reading stopped before the end".into(),
+        }
+        .into()),
+    }
+}
+
+/// One pass instead of two, for a file expected to be valid: reads and checks every row as
+/// [`scan`] does (without a plan digest) and hands each one, as the ledger records it, to
+/// `each`, overlapped as in [`read_again_in_parallel`]. Returns the [`Scan`] the first pass
+/// would have returned; `None` as soon as a row has a problem, or the file cannot be read:
+/// the caller must then undo what `each` did and read the file in two passes ([`scan`], which
+/// finds every problem, then [`read_again`]).
+pub fn read_once_in_parallel<E>(
+    path: &Path,
+    delimiter: Option<u8>,
+    catalog: &CatalogIndex,
+    options: &ValidateOptions,
+    each: impl FnMut(IncomingRow, Option<RowSpec>) -> Result<(), E>,
+) -> Result<Option<Scan>, E> {
+    let read = overlapped(
+        |give| {
+            let Ok(mut reader) = BatchReader::open(path, &InputOptions { delimiter }) else {
+                return Ok(None);
+            };
+            let headers = reader.headers().to_vec();
+            let columns = reader.columns().clone();
+            let mut validator = Validator::new(catalog, options.clone());
+            let mut rows = 0usize;
+            for next in reader.by_ref() {
+                match check(next, &columns, &headers, options, Some(&mut validator)) {
+                    Checked::Valid(record, spec) => {
+                        give((valid_row(&record, &spec, rows as i64), Some(spec)))?;
+                    }
+                    Checked::Invalid { .. } => return Ok(None),
+                }
+                rows += 1;
+            }
+            let delimiter = reader.delimiter();
+            let Ok(file_hash) = reader.finish() else {
+                return Ok(None);
+            };
+            Ok(Some(Scan {
+                headers,
+                columns,
+                delimiter,
+                file_hash,
+                rows,
+                valid_rows: rows,
+                problems: Problems::default(),
+                digest: None,
+                references: validator.into_references(),
+            }))
+        },
+        each,
+    )?;
+    // Stopped early: the recording side failed (its error came first) or the file needs two
+    // passes.
+    Ok(read.unwrap_or(None))
+}
+
+/// About how many rows (records after the header) the file at `path` has: its line ends
+/// outside double quotes, without parsing. Quick (a read of the bytes) and only an estimate:
+/// blank lines count, another quote character does not. `None` when the file cannot be read.
+pub fn estimate_rows(path: &Path) -> Option<usize> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut buf = vec![0u8; 1 << 20];
+    let (mut ends, mut quoted, mut last) = (0usize, false, b'\n');
+    loop {
+        let n = file.read(&mut buf).ok()?;
+        if n == 0 {
+            break;
+        }
+        for &b in &buf[..n] {
+            quoted ^= b == b'"';
+            ends += usize::from(b == b'\n' && !quoted);
+        }
+        last = buf[n - 1];
+    }
+    let records = ends + usize::from(last != b'\n');
+    Some(records.saturating_sub(1))
 }
 
 /// The input cells as the ledger keeps them (`rows.fields`).

@@ -97,6 +97,27 @@ impl super::Ledger {
     pub fn merge(&mut self, batch_id: i64, planning: bool) -> Result<Merge<'_>> {
         let path = self.path.as_path();
         let tx = begin(&mut self.conn, path)?;
+        Merge::start(tx, path, batch_id, planning)
+    }
+
+    /// Creates batch `b` and starts merging its first input file into it, in one
+    /// transaction: a merge that is dropped leaves no trace of the batch either. Its input hash
+    /// is recorded once the file is read ([`Merge::record_input_hash`]).
+    pub fn merge_new(&mut self, b: &super::NewBatch<'_>) -> Result<Merge<'_>> {
+        let path = self.path.as_path();
+        let tx = begin(&mut self.conn, path)?;
+        let batch_id = super::insert_batch(&tx, path, b)?;
+        Merge::start(tx, path, batch_id, true)
+    }
+}
+
+impl<'l> Merge<'l> {
+    fn start(
+        tx: Transaction<'l>,
+        path: &'l std::path::Path,
+        batch_id: i64,
+        planning: bool,
+    ) -> Result<Merge<'l>> {
         exec(
             &tx,
             path,
@@ -128,6 +149,24 @@ impl super::Ledger {
             at: now(),
             report: MergeReport::default(),
         })
+    }
+
+    /// The batch merged into.
+    pub fn batch_id(&self) -> i64 {
+        self.batch_id
+    }
+
+    /// Records the hash and headers of the input file the merge read (a batch made by
+    /// [`super::Ledger::merge_new`] is created before its file is read to the end).
+    pub fn record_input(&self, input_hash: &str, headers: &[String]) -> Result<()> {
+        let headers = serde_json::to_string(headers).unwrap_or_else(|_| "[]".into());
+        exec(
+            &self.tx,
+            self.path,
+            "UPDATE batches SET input_hash = ?2, headers = ?3 WHERE id = ?1",
+            params![self.batch_id, input_hash, headers],
+        )
+        .map(drop)
     }
 }
 

@@ -434,29 +434,8 @@ impl Ledger {
     }
 
     pub fn create_batch(&mut self, b: &NewBatch<'_>) -> Result<BatchRecord> {
-        let at = now();
-        let headers = serde_json::to_string(b.headers).unwrap_or_else(|_| "[]".into());
         let tx = begin(&mut self.conn, &self.path)?;
-        exec(
-            &tx,
-            &self.path,
-            "INSERT INTO batches (name, input_path, input_hash, headers, environment, base_url,
-                                  key_fingerprint, created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
-            params![
-                b.name,
-                b.input_path,
-                b.input_hash,
-                headers,
-                b.environment,
-                b.base_url,
-                b.key_fingerprint,
-                at
-            ],
-        )?;
-        let id = tx.last_insert_rowid();
-        event(&tx, id, "batch", id, None, Some("CREATED"), "batch created")
-            .map_err(sqlerr(&self.path))?;
+        insert_batch(&tx, &self.path, b)?;
         commit(tx, &self.path)?;
         self.batch(b.name)?
             .ok_or_else(|| LedgerError::Corrupt("batch vanished after insert".into()))
@@ -1218,6 +1197,32 @@ fn exec(
     tx.prepare_cached(sql)
         .and_then(|mut st| st.execute(params))
         .map_err(sqlerr(path))
+}
+
+/// Inserts a new batch (and its CREATED event) in `tx`; returns its id.
+fn insert_batch(tx: &Transaction<'_>, path: &Path, b: &NewBatch<'_>) -> Result<i64> {
+    let at = now();
+    let headers = serde_json::to_string(b.headers).unwrap_or_else(|_| "[]".into());
+    exec(
+        tx,
+        path,
+        "INSERT INTO batches (name, input_path, input_hash, headers, environment, base_url,
+                              key_fingerprint, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
+        params![
+            b.name,
+            b.input_path,
+            b.input_hash,
+            headers,
+            b.environment,
+            b.base_url,
+            b.key_fingerprint,
+            at
+        ],
+    )?;
+    let id = tx.last_insert_rowid();
+    event(tx, id, "batch", id, None, Some("CREATED"), "batch created").map_err(sqlerr(path))?;
+    Ok(id)
 }
 
 fn begin<'c>(conn: &'c mut Connection, path: &Path) -> Result<Transaction<'c>> {

@@ -72,30 +72,42 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         allow_duplicates: opts.allow_duplicates,
         default_payment_currency: opts.default_payment_currency.clone(),
     };
-    let (scanned, drawn) = first_pass(opts, &products, &options, &reporter)?;
-    // The balances are read before the ledger is written (no request while the merge is
-    // open); whether they are enough is decided once the merge knows what is new to pay.
-    let balances = funds::read_balances(&conn.client, drawn).await;
-    let batch = open_batch(&mut ledger, existing, opts, &scanned, &conn, &reporter)?;
-
     // Merge the file into the ledger and plan its new rows into orders: one transaction,
     // committed (durably) before any order is sent.
     failpoint::hit("before_intent");
     let merging = Instant::now();
-    let merged = grouping::merge_and_plan(
+    let once = plan_once(
         &mut ledger,
-        &batch,
-        &scanned,
-        &options,
-        &products,
-        balances,
+        existing.is_some(),
         opts,
+        &products,
+        &options,
+        &conn,
+        &reporter,
     )?;
+    let (scanned, batch, merged) = match once {
+        Some(done) => done,
+        None => {
+            let (scanned, drawn) = first_pass(opts, &products, &options, &reporter)?;
+            // The balances are read before the ledger is written (no request while the merge
+            // is open); whether they are enough is decided once the merge knows what is new
+            // to pay.
+            let balances = funds::read_balances(&conn.client, drawn).await;
+            let batch = open_batch(&mut ledger, existing, opts, &scanned, &conn, &reporter)?;
+            let merged = grouping::merge_and_plan(
+                &mut ledger,
+                &batch,
+                &scanned,
+                &options,
+                &products,
+                balances,
+                opts,
+            )?;
+            (scanned, batch, merged)
+        }
+    };
     tell_plan(&merged, opts, scanned.valid_rows, &reporter);
-    tracing::info!(
-        "second pass (merge and plan, committed): {:.2?}",
-        merging.elapsed()
-    );
+    tracing::info!("merge and plan, committed: {:.2?}", merging.elapsed());
     failpoint::hit("after_intent");
     reconcile_stale(&mut ledger, &conn.client, &batch, opts, &reporter).await?;
 
@@ -139,6 +151,82 @@ async fn catalog_for(
     Ok(products)
 }
 
+/// A batch new to the ledger is read once ([`grouping::plan_in_one_pass`]) when its file
+/// turns out valid: checking, recording and planning in one pass, the batch created in the
+/// same transaction. `None`, with nothing recorded, when the batch exists, when a plan digest
+/// is expected, when the runtime cannot wait for the balances in the middle of the pass, or
+/// when the file has a problem: the file is then read in two passes.
+fn plan_once(
+    ledger: &mut Ledger,
+    exists: bool,
+    opts: &RunOptions,
+    products: &[Product],
+    options: &ValidateOptions,
+    conn: &Connection,
+    reporter: &Reporter,
+) -> Result<Option<(scan::Scan, ledger::BatchRecord, Merged)>, RunError> {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return Ok(None);
+    };
+    let threaded = runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread;
+    if exists || opts.expect_digest.is_some() || !threaded {
+        return Ok(None);
+    }
+    let Some(expected_rows) = scan::estimate_rows(&opts.input) else {
+        return Ok(None);
+    };
+    let name = opts.batch_name();
+    let input_path = opts.input.display().to_string();
+    let base_url = opts.environment.recorded_base_url();
+    let no_headers: [String; 0] = [];
+    let new = ledger::NewBatch {
+        name: &name,
+        input_path: &input_path,
+        // Both recorded at the end of the pass.
+        input_hash: "",
+        headers: &no_headers,
+        environment: opts.environment.name(),
+        base_url: &base_url,
+        key_fingerprint: &conn.key_fingerprint,
+    };
+    let started = Instant::now();
+    let once = tokio::task::block_in_place(|| {
+        grouping::plan_in_one_pass(
+            ledger,
+            &new,
+            options,
+            products,
+            expected_rows,
+            |scanned| tell_validated(scanned, reporter),
+            |drawn| runtime.block_on(funds::read_balances(&conn.client, drawn)),
+            opts,
+        )
+    })?;
+    let Some((scanned, merged)) = once else {
+        tracing::info!(
+            "one pass stopped after {:.2?}: reading the file in two passes",
+            started.elapsed()
+        );
+        return Ok(None);
+    };
+    let batch = ledger.batch(&name)?.ok_or_else(|| {
+        RunError::Ledger(ledger::LedgerError::Corrupt(format!(
+            "batch {name} vanished after it was committed"
+        )))
+    })?;
+    Ok(Some((scanned, batch, merged)))
+}
+
+/// Says how many rows the file has, and how many are valid.
+fn tell_validated(scanned: &scan::Scan, reporter: &Reporter) {
+    reporter.line(format!(
+        "validated: {} rows, {} valid, {} with problems",
+        scanned.rows,
+        scanned.valid_rows,
+        scanned.rows - scanned.valid_rows
+    ));
+}
+
 /// The first pass over the file: every row checked, nothing written. Returns what it found and
 /// the balances the file draws on (card-paid rows and converted prices do not count). An
 /// invalid file stops here (unless `--skip-invalid`), and so does a file that is not the plan
@@ -175,12 +263,7 @@ fn first_pass(
         problems: Problems::from_iter([p]),
     })?;
     tracing::info!("first pass (read and check): {:.2?}", started.elapsed());
-    reporter.line(format!(
-        "validated: {} rows, {} valid, {} with problems",
-        scanned.rows,
-        scanned.valid_rows,
-        scanned.rows - scanned.valid_rows
-    ));
+    tell_validated(&scanned, reporter);
     if !scanned.problems.is_empty() && !opts.skip_invalid {
         return Err(RunError::Invalid {
             input: opts.input.clone(),
