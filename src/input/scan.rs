@@ -600,6 +600,83 @@ mod tests {
     const HEADER: &str = "reference,product_code,face_value,currency,email\n";
 
     #[test]
+    fn rows_are_estimated_from_line_ends_outside_quotes() {
+        let est = |text: &str| estimate_rows(file(text).path());
+        assert_eq!(est(HEADER), Some(0));
+        assert_eq!(est(""), Some(0));
+        assert_eq!(
+            est(&format!("{HEADER}A,AMZ-US,10,USD,\nB,AMZ-US,10,USD,\n")),
+            Some(2)
+        );
+        // No line end after the last row; a quoted cell with line ends and doubled quotes.
+        assert_eq!(
+            est(&format!(
+                "{HEADER}A,AMZ-US,10,USD,\"x\n\"\"y\"\"\n\"\nB,AMZ-US,10,USD,"
+            )),
+            Some(2)
+        );
+        // CRLF line ends count once.
+        assert_eq!(est("a,b\r\n1,2\r\n3,4\r\n"), Some(2));
+        assert_eq!(estimate_rows(Path::new("/nonexistent/file.csv")), None);
+    }
+
+    /// Reading once gives what the first pass gives for a valid file, hands every row over as
+    /// the second pass does, and stops at a row with a problem.
+    #[test]
+    fn reading_once_finds_what_two_passes_find_and_stops_at_a_problem() {
+        let text = format!("{HEADER}A,AMZ-US,10,USD,a@example.com\nB,AMZ-US,25.50,USD,\n");
+        let f = file(&text);
+        let cat = catalog();
+        let opts = ValidateOptions::default();
+        let first = scan(f.path(), None, &cat, &opts, None, |_| {}).expect("scan");
+        let mut seen = Vec::new();
+        let once = read_once_in_parallel(f.path(), None, &cat, &opts, |row, spec| {
+            assert!(spec.is_some());
+            seen.push(row);
+            Ok::<_, FileChanged>(())
+        })
+        .expect("read once")
+        .expect("a valid file");
+        assert_eq!(
+            (
+                &once.headers,
+                once.rows,
+                once.valid_rows,
+                &once.file_hash,
+                once.delimiter
+            ),
+            (
+                &first.headers,
+                first.rows,
+                first.valid_rows,
+                &first.file_hash,
+                first.delimiter
+            )
+        );
+        assert!(once.problems.is_empty());
+        assert_eq!(seen, rows_of(&first, f.path()));
+
+        // The second row repeats the first one's reference: the pass stops there.
+        let f = file(&format!(
+            "{HEADER}A,AMZ-US,10,USD,\nA,AMZ-US,11,USD,\nC,AMZ-US,12,USD,\n"
+        ));
+        let mut seen = 0;
+        let once = read_once_in_parallel(f.path(), None, &cat, &opts, |_, _| {
+            seen += 1;
+            Ok::<_, FileChanged>(())
+        })
+        .expect("read once");
+        assert!(once.is_none());
+        assert_eq!(seen, 1);
+        // A file that cannot be read as a batch: the two passes say why.
+        let f = file("");
+        let once =
+            read_once_in_parallel(f.path(), None, &cat, &opts, |_, _| Ok::<_, FileChanged>(()))
+                .expect("read once");
+        assert!(once.is_none());
+    }
+
+    #[test]
     fn every_row_gets_a_reference_of_its_own() {
         // Line 2 cannot be parsed but names A; line 3 is a valid A; line 4 repeats A; line 5
         // has no reference; lines 6 and 7 are two unparsable rows named B.

@@ -207,7 +207,7 @@ pub struct IntentHead {
 }
 
 /// A row as the current input file has it, to be merged into the ledger.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IncomingRow {
     pub reference: String,
     pub position: i64,
@@ -490,14 +490,23 @@ impl Ledger {
     }
 
     /// Visits the rows of a batch still in its input file (not REMOVED), in input order, each
-    /// with what the result file says of its order; one row in memory at a time.
+    /// with what the result file says of its order; one row in memory at a time. Without
+    /// `specs`, a row's `spec` and `content_hash` are left empty (not read).
     pub fn visit_result_rows<E: From<LedgerError>>(
         &self,
         batch_id: i64,
+        specs: bool,
         mut visit: impl FnMut(RowRecord, Option<OrderLabel>) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
+        let columns = if specs {
+            ROW_COLUMNS.to_string()
+        } else {
+            ROW_COLUMNS
+                .replace("rows.spec,", "NULL,")
+                .replace("rows.content_hash,", "'',")
+        };
         let sql = format!(
-            "SELECT {ROW_COLUMNS} FROM rows
+            "SELECT {columns} FROM rows
              WHERE rows.batch_id = ?1 AND rows.state != 'REMOVED'
              ORDER BY rows.position, rows.id"
         );

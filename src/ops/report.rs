@@ -55,7 +55,7 @@ pub fn write_html(
     path: &Path,
     mut tally: html::Tally,
 ) -> Result<(), RunError> {
-    ledger.visit_result_rows(batch.id, |row, order| {
+    ledger.visit_result_rows(batch.id, true, |row, order| {
         tally.add(&row, order.as_ref());
         Ok::<(), LedgerError>(())
     })?;

@@ -1,0 +1,268 @@
+//! A batch new to the ledger is read once when its file is valid (checked, recorded and
+//! planned in one pass), through the real binary and a real simulator on a loopback port: the
+//! ledger and the result file it leaves are the ones the two passes leave; a file with a
+//! problem, or with another number of rows than its line ends suggest, is read in two passes
+//! and nothing of the stopped pass stays; a batch the balance cannot pay is not even created.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+use common::{paybatch_in as paybatch, run_file as run, stderr_of as stderr, stdout_of as stdout};
+
+fn db(path: &Path) -> rusqlite::Connection {
+    rusqlite::Connection::open(path).expect("open ledger")
+}
+
+/// Every column of a table that a run decides (not ids, times or the ledger's own counters),
+/// in a stable order, as text.
+fn dump(ledger: &Path, sql: &str) -> Vec<String> {
+    let conn = db(ledger);
+    let mut st = conn.prepare(sql).expect("prepare");
+    let columns = st.column_count();
+    st.query_map([], |r| {
+        let mut line = Vec::new();
+        for i in 0..columns {
+            let v: rusqlite::types::Value = r.get(i)?;
+            line.push(format!("{v:?}"));
+        }
+        Ok(line.join(" | "))
+    })
+    .expect("query")
+    .collect::<rusqlite::Result<_>>()
+    .expect("rows")
+}
+
+const ROWS_SQL: &str = "SELECT r.reference, r.position, r.line, r.fields, r.spec, r.content_hash,
+        r.state, r.attempt, r.item_index, r.delivery, r.merged, o.idempotency_key
+    FROM rows r LEFT JOIN orders o ON o.id = r.order_id ORDER BY r.position";
+const ORDERS_SQL: &str = "SELECT idempotency_key, body, mode, payment_currency, payment_method,
+        card_id, state, sends FROM orders ORDER BY id";
+const BATCH_SQL: &str = "SELECT name, input_hash, headers, environment, base_url,
+        key_fingerprint, merges FROM batches";
+const EVENTS_SQL: &str = "SELECT subject, from_state, to_state, cause FROM events
+    WHERE subject = 'batch' ORDER BY id";
+
+/// `n` valid rows over four products and three currencies, every other one by email, with a
+/// carried column that holds quotes and a delimiter.
+fn rows(n: usize) -> String {
+    const PRODUCTS: [(&str, &str, &str); 4] = [
+        ("AMZ-US", "USD", "10.00"),
+        ("STEAM-US", "USD", "20"),
+        ("TESCO-GB", "GBP", "10"),
+        ("AMZ-DE", "EUR", "15.00"),
+    ];
+    let mut text = String::from("reference,product_code,face_value,currency,email,note\n");
+    for i in 0..n {
+        let (code, currency, value) = PRODUCTS[i % PRODUCTS.len()];
+        let email = if i % 2 == 0 {
+            format!("p{i}@example.com")
+        } else {
+            String::new()
+        };
+        let note = if i % 7 == 0 {
+            "\"a \"\"quoted\"\", note\"".to_string()
+        } else {
+            format!("n{i}")
+        };
+        text.push_str(&format!(
+            "P-{i:04},{code},{value},{currency},{email},{note}\n"
+        ));
+    }
+    text
+}
+
+/// The plan digest `paybatch validate` prints for `file`.
+async fn digest(ws: &Workspace, sim: &paybatch::sim::SimHandle, file: &str) -> String {
+    let base = sim.base_url();
+    let key = ws.key_file();
+    let out = paybatch(
+        ws.dir.path(),
+        &[
+            "validate",
+            file,
+            "--base-url",
+            &base,
+            "--api-key-file",
+            key.to_str().expect("utf-8 path"),
+            "--ledger",
+            ws.path("validate.db").to_str().expect("utf-8 path"),
+        ],
+        &[],
+    )
+    .await;
+    let text = stdout(&out);
+    text.split_whitespace()
+        .find(|w| w.starts_with("sha256:"))
+        .unwrap_or_else(|| panic!("a digest in {text}{}", stderr(&out)))
+        .to_string()
+}
+
+/// The same valid file planned by a batch new to the ledger (one pass) and by a run that must
+/// read it twice (`--expect-digest`): the same rows, orders (keys and exact bodies), batch and
+/// result file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_pass_records_what_two_passes_record() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    ws.write("b.csv", &rows(450));
+    let once = run(&ws, &sim, "b.csv", &["--plan-only", "-v"], &[]).await;
+    assert_eq!(once.status.code(), Some(5), "{}", stderr(&once));
+    assert!(
+        stderr(&once).contains("one pass: rows read, checked and recorded"),
+        "{}",
+        stderr(&once)
+    );
+    let result_once = std::fs::read(ws.path("b.result.csv")).expect("result file");
+    let ledger_once = ws.path("once.db");
+    std::fs::rename(ws.ledger(), &ledger_once).expect("keep the first ledger");
+    for side in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{side}", ws.ledger().display()));
+    }
+
+    let d = digest(&ws, &sim, "b.csv").await;
+    let twice = run(
+        &ws,
+        &sim,
+        "b.csv",
+        &["--plan-only", "-v", "--expect-digest", &d],
+        &[],
+    )
+    .await;
+    assert_eq!(twice.status.code(), Some(5), "{}", stderr(&twice));
+    assert!(
+        stderr(&twice).contains("first pass (read and check)")
+            && !stderr(&twice).contains("one pass"),
+        "{}",
+        stderr(&twice)
+    );
+    let result_twice = std::fs::read(ws.path("b.result.csv")).expect("result file");
+    assert_eq!(result_once, result_twice, "the result files differ");
+    for sql in [ROWS_SQL, ORDERS_SQL, BATCH_SQL, EVENTS_SQL] {
+        let a = dump(&ledger_once, sql);
+        let b = dump(&ws.ledger(), sql);
+        assert!(!a.is_empty(), "{sql}");
+        assert_eq!(a, b, "{sql}");
+    }
+    // Both told the same plan.
+    let planned = |o: &std::process::Output| {
+        output_of(o)
+            .lines()
+            .filter(|l| l.starts_with("validated:") || l.starts_with("planned:"))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(planned(&once).len(), 2, "{}", output_of(&once));
+    assert_eq!(planned(&once), planned(&twice));
+}
+
+/// A file whose last row repeats a reference stops the one pass there; the two passes that
+/// follow record every row once (the repeated one INVALID with --skip-invalid), and the batch
+/// is created once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_problem_stops_the_one_pass_and_leaves_nothing_of_it() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    let mut text = rows(300);
+    text.push_str("P-0003,AMZ-US,10.00,USD,,again\n");
+    ws.write("b.csv", &text);
+    let out = run(
+        &ws,
+        &sim,
+        "b.csv",
+        &["--plan-only", "-v", "--skip-invalid"],
+        &[],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("one pass stopped"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        output_of(&out).contains("validated: 301 rows, 300 valid, 1 with problems"),
+        "{}",
+        output_of(&out)
+    );
+    assert_eq!(dump(&ws.ledger(), BATCH_SQL).len(), 1);
+    assert_eq!(
+        dump(&ws.ledger(), EVENTS_SQL),
+        vec!["Text(\"batch\") | Null | Text(\"CREATED\") | Text(\"batch created\")".to_string()]
+    );
+    let states = dump(
+        &ws.ledger(),
+        "SELECT state, COUNT(*) FROM rows GROUP BY state ORDER BY state",
+    );
+    assert_eq!(
+        states,
+        vec![
+            "Text(\"INVALID\") | Integer(1)",
+            "Text(\"PLANNED\") | Integer(300)"
+        ]
+    );
+
+    // Without --skip-invalid, the same file is refused with its problem, and nothing is
+    // recorded: not even the batch.
+    let ws = Workspace::new();
+    ws.write("b.csv", &text);
+    let out = run(&ws, &sim, "b.csv", &["--plan-only"], &[]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
+    assert!(output_of(&out).contains("P-0003"), "{}", output_of(&out));
+    assert!(dump(&ws.ledger(), BATCH_SQL).is_empty());
+}
+
+/// Blank lines make the file look longer than it is: with --items-per-order auto the rows an
+/// order takes depend on the number of rows, so the one pass stops and the two passes plan it
+/// as they would have.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_per_order_decided_by_a_wrong_row_estimate_are_never_kept() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    let mut text = rows(12);
+    text.push_str(&"\n".repeat(3000));
+    ws.write("b.csv", &text);
+    let out = run(&ws, &sim, "b.csv", &["--plan-only", "-v"], &[]).await;
+    assert_eq!(out.status.code(), Some(5), "{}", output_of(&out));
+    assert!(
+        stderr(&out).contains("one pass stopped"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        output_of(&out).contains("validated: 12 rows, 12 valid, 0 with problems"),
+        "{}",
+        output_of(&out)
+    );
+    let rows = dump(
+        &ws.ledger(),
+        "SELECT COUNT(*) FROM rows WHERE state = 'PLANNED'",
+    );
+    assert_eq!(rows, vec!["Integer(12)"]);
+}
+
+/// A batch the balance cannot pay is refused after its one pass, and nothing is recorded;
+/// once the balance is topped up, the same command plans it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_the_balance_cannot_pay_leaves_no_batch() {
+    let ws = Workspace::new();
+    let mut config = fast_config(None);
+    config.balances.retain(|(currency, _)| currency != "GBP");
+    config
+        .balances
+        .push(("GBP".into(), rust_decimal::Decimal::new(5, 0)));
+    let sim = start_sim(config).await;
+    ws.write("b.csv", &rows(40));
+    let out = run(&ws, &sim, "b.csv", &["--plan-only", "-v"], &[]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
+    assert!(output_of(&out).contains("GBP: need"), "{}", output_of(&out));
+    assert!(
+        stderr(&out).contains("one pass: rows read"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(dump(&ws.ledger(), BATCH_SQL).is_empty());
+    assert!(dump(&ws.ledger(), "SELECT id FROM rows").is_empty());
+    assert!(dump(&ws.ledger(), "SELECT id FROM orders").is_empty());
+}
