@@ -74,7 +74,6 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
     };
     // Merge the file into the ledger and plan its new rows into orders: one transaction,
     // committed (durably) before any order is sent.
-    failpoint::hit("before_intent");
     let merging = Instant::now();
     let once = plan_once(
         &mut ledger,
@@ -94,6 +93,7 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
             // to pay.
             let balances = funds::read_balances(&conn.client, drawn).await;
             let batch = open_batch(&mut ledger, existing, opts, &scanned, &conn, &reporter)?;
+            failpoint::hit("before_intent");
             let merged = grouping::merge_and_plan(
                 &mut ledger,
                 &batch,
@@ -189,6 +189,7 @@ fn plan_once(
         base_url: &base_url,
         key_fingerprint: &conn.key_fingerprint,
     };
+    failpoint::hit("before_intent");
     let started = Instant::now();
     let once = tokio::task::block_in_place(|| {
         grouping::plan_in_one_pass(
