@@ -54,8 +54,10 @@ impl Need {
     }
 }
 
-/// Reads the balance of each currency: read before the ledger is written (no request while a
-/// ledger transaction is open), checked once it is known what is new to pay ([`check`]).
+/// Reads the balance of each currency, checked once it is known what is new to pay
+/// ([`check`]): before the ledger is written when the file is read in two passes; at the end of
+/// the one pass of a new batch, its transaction still open (the ledger's lock keeps every other
+/// writer out meanwhile).
 pub async fn read_balances(
     client: &Client,
     currencies: impl IntoIterator<Item = String>,

@@ -1,5 +1,5 @@
-//! Reading the input file in two passes, so that a file of any size costs memory for the rows
-//! with problems only, never for the whole file:
+//! Reading the input file, so that a file of any size costs memory for the rows with problems
+//! only, never for the whole file. In two passes:
 //!
 //! 1. [`scan`] reads and checks every row (syntax, catalog, repeated references and likely
 //!    duplicates by hash) and keeps only the problems and the digest of the bytes it read. An
@@ -8,6 +8,10 @@
 //!    the merge. It ends by comparing the digest of the bytes it read with the first pass's:
 //!    a file changed between the passes is refused ([`FileChanged`]) and whatever the second
 //!    pass was doing must be rolled back.
+//!
+//! Or, for a batch new to the ledger, in one: [`read_once_in_parallel`] checks every row as
+//! the first pass does and hands it on as the second does, and stops at the first problem (the
+//! caller then rolls back and reads the file in two passes, which report every problem).
 
 use std::path::Path;
 
