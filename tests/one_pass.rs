@@ -73,32 +73,6 @@ fn rows(n: usize) -> String {
     text
 }
 
-/// The plan digest `paybatch validate` prints for `file`.
-async fn digest(ws: &Workspace, sim: &paybatch::sim::SimHandle, file: &str) -> String {
-    let base = sim.base_url();
-    let key = ws.key_file();
-    let out = paybatch(
-        ws.dir.path(),
-        &[
-            "validate",
-            file,
-            "--base-url",
-            &base,
-            "--api-key-file",
-            key.to_str().expect("utf-8 path"),
-            "--ledger",
-            ws.path("validate.db").to_str().expect("utf-8 path"),
-        ],
-        &[],
-    )
-    .await;
-    let text = stdout(&out);
-    text.split_whitespace()
-        .find(|w| w.starts_with("sha256:"))
-        .unwrap_or_else(|| panic!("a digest in {text}{}", stderr(&out)))
-        .to_string()
-}
-
 /// The same valid file planned by a batch new to the ledger (one pass) and by a run that must
 /// read it twice (`--expect-digest`): the same rows, orders (keys and exact bodies), batch and
 /// result file.
@@ -121,7 +95,7 @@ async fn one_pass_records_what_two_passes_record() {
         let _ = std::fs::remove_file(format!("{}{side}", ws.ledger().display()));
     }
 
-    let d = digest(&ws, &sim, "b.csv").await;
+    let d = plan_digest(&ws, &sim.base_url(), "b.csv").await;
     let twice = run(
         &ws,
         &sim,
@@ -242,8 +216,8 @@ async fn rows_per_order_decided_by_a_wrong_row_estimate_are_never_kept() {
     assert_eq!(rows, vec!["Integer(12)"]);
 }
 
-/// A batch the balance cannot pay is refused after its one pass, and nothing is recorded;
-/// once the balance is topped up, the same command plans it.
+/// A batch the balance cannot pay is refused after its one pass, and nothing is recorded: no
+/// batch, no row, no order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_the_balance_cannot_pay_leaves_no_batch() {
     let ws = Workspace::new();

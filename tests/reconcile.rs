@@ -311,12 +311,7 @@ async fn a_backup_taken_before_the_intents_were_committed_is_reported_and_nothin
     // A run held to an approved digest reads the file in two passes and creates its batch
     // before the second (a new batch read in one pass is created with its intents, and a stop
     // before them leaves nothing at all).
-    let validated = s.paybatch(&["validate", "nov.csv"], &[]).await;
-    let digest = stdout_of(&validated)
-        .split_whitespace()
-        .find(|w| w.starts_with("sha256:"))
-        .unwrap_or_else(|| panic!("a digest: {}", stdout_of(&validated)))
-        .to_string();
+    let digest = plan_digest(&s.ws, &s.sim.base_url(), "nov.csv").await;
     let stopped = s
         .run(
             "nov.csv",

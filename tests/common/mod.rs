@@ -111,6 +111,17 @@ pub async fn against_url(ws: &Workspace, base: &str, args: &[&str]) -> std::proc
     paybatch_in(ws.dir.path(), &all, &[]).await
 }
 
+/// The plan digest `paybatch validate FILE` prints against `base` (with the workspace's key
+/// file and ledger).
+pub async fn plan_digest(ws: &Workspace, base: &str, file: &str) -> String {
+    let out = against_url(ws, base, &["validate", file]).await;
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    text.split_whitespace()
+        .find(|w| w.starts_with("sha256:"))
+        .unwrap_or_else(|| panic!("a digest in {text}{}", String::from_utf8_lossy(&out.stderr)))
+        .to_string()
+}
+
 /// `paybatch retry --batch BATCH` on the workspace's ledger.
 pub async fn retry_batch(ws: &Workspace, batch: &str) -> std::process::Output {
     let ledger = ws.ledger();
