@@ -288,15 +288,33 @@ pub fn plan_in_one_pass(
     read_balances: impl FnOnce(Vec<String>) -> Balances,
     opts: &RunOptions,
 ) -> Result<Option<(scan::Scan, Merged)>, RunError> {
+    /// Why the pass stopped before the end of the file.
+    enum Stop {
+        Failed(RunError),
+        /// More rows than expected already give another number of rows an order.
+        Recount,
+    }
     let per = per_order(opts, expected_rows);
     let mut planning = Planning::new(opts, new.name, products, per);
     let mut merge = ledger.merge_new(new)?;
     let index = CatalogIndex::new(products.to_vec());
     let merging = std::time::Instant::now();
+    let mut rows = 0usize;
     let read =
         scan::read_once_in_parallel(&opts.input, opts.delimiter, &index, options, |row, spec| {
-            planning.take(&mut merge, row, spec)
-        })?;
+            rows += 1;
+            // The rows an order takes never fall as the rows grow: past this, the pass
+            // cannot end with the number it started with.
+            if per_order(opts, rows) > per {
+                return Err(Stop::Recount);
+            }
+            planning.take(&mut merge, row, spec).map_err(Stop::Failed)
+        });
+    let read = match read {
+        Ok(read) => read,
+        Err(Stop::Recount) => None,
+        Err(Stop::Failed(e)) => return Err(e),
+    };
     tracing::info!(
         "one pass: rows read, checked and recorded: {:.2?}",
         merging.elapsed()

@@ -447,12 +447,37 @@ pub fn read_again_in_parallel<E: From<FileChanged>>(
     }
 }
 
+/// What the file system says of a file: it is the same file, with the same content, only while
+/// this stays the same.
+#[derive(Debug, PartialEq, Eq)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+    changed: (i64, i64),
+}
+
+fn stamp(path: &Path) -> Option<Stamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some(Stamp {
+        dev: m.dev(),
+        ino: m.ino(),
+        len: m.len(),
+        modified: m.modified().ok(),
+        changed: (m.ctime(), m.ctime_nsec()),
+    })
+}
+
 /// One pass instead of two, for a file expected to be valid: reads and checks every row as
 /// [`scan`] does (without a plan digest) and hands each one, as the ledger records it, to
 /// `each`, overlapped as in [`read_again_in_parallel`]. Returns the [`Scan`] the first pass
-/// would have returned; `None` as soon as a row has a problem, or the file cannot be read:
-/// the caller must then undo what `each` did and read the file in two passes ([`scan`], which
-/// finds every problem, then [`read_again`]).
+/// would have returned; `None` as soon as a row has a problem, when the file cannot be read,
+/// or when it was written to, replaced or truncated while it was read (its size, times and
+/// inode before the pass and after the last row was handed on differ; two passes compare the
+/// bytes of both reads): the caller must then undo what `each` did and read the file in two
+/// passes ([`scan`], which finds every problem, then [`read_again`]).
 pub fn read_once_in_parallel<E>(
     path: &Path,
     delimiter: Option<u8>,
@@ -460,6 +485,9 @@ pub fn read_once_in_parallel<E>(
     options: &ValidateOptions,
     each: impl FnMut(IncomingRow, Option<RowSpec>) -> Result<(), E>,
 ) -> Result<Option<Scan>, E> {
+    let Some(before) = stamp(path) else {
+        return Ok(None);
+    };
     let read = overlapped(
         |give| {
             let Ok(mut reader) = BatchReader::open(path, &InputOptions { delimiter }) else {
@@ -498,29 +526,60 @@ pub fn read_once_in_parallel<E>(
     )?;
     // Stopped early: the recording side failed (its error came first) or the file needs two
     // passes.
-    Ok(read.unwrap_or(None))
+    let read = read.unwrap_or(None);
+    Ok(read.filter(|_| stamp(path).is_some_and(|after| after == before)))
 }
 
-/// About how many rows (records after the header) the file at `path` has: its line ends
-/// outside double quotes, without parsing. Quick (a read of the bytes) and only an estimate:
-/// blank lines count, another quote character does not. `None` when the file cannot be read.
-pub fn estimate_rows(path: &Path) -> Option<usize> {
+/// About how many rows (records after the header) the file at `path` has, without parsing it
+/// (a read of its bytes): its records end at a line end (`\n`, `\r` or both) outside a quoted
+/// cell, blank lines do not count, and a quote opens a quoted cell only at the start of a cell
+/// (`delimiter`, or any of `,`, `;`, tab and `|` when it is not given). Only an estimate: the
+/// reader decides. `None` when the file cannot be read.
+pub fn estimate_rows(path: &Path, delimiter: Option<u8>) -> Option<usize> {
     use std::io::Read;
+    let starts_cell = |b: u8| match delimiter {
+        Some(d) => b == d,
+        None => matches!(b, b',' | b';' | b'\t' | b'|'),
+    };
     let mut file = std::fs::File::open(path).ok()?;
     let mut buf = vec![0u8; 1 << 20];
-    let (mut ends, mut quoted, mut last) = (0usize, false, b'\n');
+    // `prev` is the byte before, as far as a record is concerned: a line end at the start.
+    let (mut records, mut prev) = (0usize, b'\n');
+    // Inside a quoted cell; and whether the byte before, inside it, was a quote (a doubled
+    // quote stays inside, a single one closes the cell).
+    let (mut quoted, mut quote_seen) = (false, false);
     loop {
         let n = file.read(&mut buf).ok()?;
         if n == 0 {
             break;
         }
         for &b in &buf[..n] {
-            quoted ^= b == b'"';
-            ends += usize::from(b == b'\n' && !quoted);
+            if quoted {
+                if quote_seen {
+                    quote_seen = false;
+                    if b == b'"' {
+                        continue;
+                    }
+                    quoted = false;
+                    prev = b'"';
+                } else {
+                    quote_seen = b == b'"';
+                    continue;
+                }
+            }
+            let line_end = b == b'\n' || b == b'\r';
+            if b == b'"' && (prev == b'\n' || prev == b'\r' || starts_cell(prev)) {
+                quoted = true;
+            }
+            if line_end && prev != b'\n' && prev != b'\r' {
+                records += 1;
+            }
+            prev = b;
         }
-        last = buf[n - 1];
     }
-    let records = ends + usize::from(last != b'\n');
+    if quoted || (prev != b'\n' && prev != b'\r') {
+        records += 1;
+    }
     Some(records.saturating_sub(1))
 }
 
@@ -605,7 +664,7 @@ mod tests {
 
     #[test]
     fn rows_are_estimated_from_line_ends_outside_quotes() {
-        let est = |text: &str| estimate_rows(file(text).path());
+        let est = |text: &str| estimate_rows(file(text).path(), None);
         assert_eq!(est(HEADER), Some(0));
         assert_eq!(est(""), Some(0));
         assert_eq!(
@@ -619,9 +678,20 @@ mod tests {
             )),
             Some(2)
         );
-        // CRLF line ends count once.
+        // CRLF and CR line ends count once; blank lines do not count.
         assert_eq!(est("a,b\r\n1,2\r\n3,4\r\n"), Some(2));
-        assert_eq!(estimate_rows(Path::new("/nonexistent/file.csv")), None);
+        assert_eq!(est("a,b\r1,2\r3,4\r"), Some(2));
+        assert_eq!(est("a,b\n\n1,2\n\n\r\n3,4\n\n\n"), Some(2));
+        // A quote inside an unquoted cell is a character, as the reader takes it.
+        assert_eq!(est("a,b\n1,5\" screen\n3,4\n5,6\n"), Some(3));
+        assert_eq!(
+            estimate_rows(file("a;b\n1;\"x;\ny\"\n").path(), Some(b';')),
+            Some(1)
+        );
+        assert_eq!(
+            estimate_rows(Path::new("/nonexistent/file.csv"), None),
+            None
+        );
     }
 
     /// Reading once gives what the first pass gives for a valid file, hands every row over as
@@ -672,6 +742,24 @@ mod tests {
         .expect("read once");
         assert!(once.is_none());
         assert_eq!(seen, 1);
+        // A file written to while it is read: every row was valid, but the pass does not
+        // count (the two passes compare what they read).
+        let f = file(&text);
+        let mut appended = false;
+        let once = read_once_in_parallel(f.path(), None, &cat, &opts, |_, _| {
+            if !appended {
+                appended = true;
+                let mut w = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(f.path())
+                    .expect("open to append");
+                std::io::Write::write_all(&mut w, b"C,AMZ-US,12,USD,\n").expect("append");
+            }
+            Ok::<_, FileChanged>(())
+        })
+        .expect("read once");
+        assert!(appended);
+        assert!(once.is_none(), "a file written to during the pass");
         // A file that cannot be read as a batch: the two passes say why.
         let f = file("");
         let once =

@@ -75,15 +75,22 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
     // Merge the file into the ledger and plan its new rows into orders: one transaction,
     // committed (durably) before any order is sent.
     let merging = Instant::now();
-    let once = plan_once(
-        &mut ledger,
+    let (back, once) = plan_once(
+        ledger,
         existing.is_some(),
         opts,
         &products,
         &options,
         &conn,
         &reporter,
-    )?;
+    )
+    .await;
+    let once = once?;
+    let Some(mut ledger) = back else {
+        return Err(RunError::Ledger(ledger::LedgerError::Corrupt(
+            "the ledger was lost with the reading of the file".into(),
+        )));
+    };
     let (scanned, batch, merged) = match once {
         Some(done) => done,
         None => {
@@ -151,80 +158,149 @@ async fn catalog_for(
     Ok(products)
 }
 
+/// What a run planned in one pass: the file as read, the batch, the merge.
+type Once = (scan::Scan, ledger::BatchRecord, Merged);
+
 /// A batch new to the ledger is read once ([`grouping::plan_in_one_pass`]) when its file
 /// turns out valid: checking, recording and planning in one pass, the batch created in the
 /// same transaction. `None`, with nothing recorded, when the batch exists, when a plan digest
-/// is expected, when the runtime cannot wait for the balances in the middle of the pass, or
-/// when the file has a problem: the file is then read in two passes.
-fn plan_once(
-    ledger: &mut Ledger,
+/// is expected, or when the file has a problem: the file is then read in two passes.
+///
+/// The pass runs on a blocking thread of its own, which has the ledger meanwhile and gives it
+/// back; it asks for the balances (read here, where a stop of the run cancels the request) and
+/// waits for them before it commits. A run stopped during the pass leaves the thread to end
+/// with the process, its transaction rolled back.
+async fn plan_once(
+    ledger: Ledger,
     exists: bool,
     opts: &RunOptions,
     products: &[Product],
     options: &ValidateOptions,
     conn: &Connection,
     reporter: &Reporter,
-) -> Result<Option<(scan::Scan, ledger::BatchRecord, Merged)>, RunError> {
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        return Ok(None);
-    };
-    let threaded = runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread;
-    if exists || opts.expect_digest.is_some() || !threaded {
-        return Ok(None);
+) -> (Option<Ledger>, Result<Option<Once>, RunError>) {
+    if exists || opts.expect_digest.is_some() {
+        return (Some(ledger), Ok(None));
     }
-    let Some(expected_rows) = scan::estimate_rows(&opts.input) else {
-        return Ok(None);
-    };
-    let name = opts.batch_name();
-    let input_path = opts.input.display().to_string();
-    let base_url = opts.environment.recorded_base_url();
-    let no_headers: [String; 0] = [];
-    let new = ledger::NewBatch {
-        name: &name,
-        input_path: &input_path,
-        // Both recorded at the end of the pass.
-        input_hash: "",
-        headers: &no_headers,
-        environment: opts.environment.name(),
-        base_url: &base_url,
-        key_fingerprint: &conn.key_fingerprint,
+    let Some(expected_rows) = scan::estimate_rows(&opts.input, opts.delimiter) else {
+        return (Some(ledger), Ok(None));
     };
     failpoint::hit("before_intent");
-    let started = Instant::now();
-    let once = tokio::task::block_in_place(|| {
-        grouping::plan_in_one_pass(
-            ledger,
-            &new,
-            options,
-            products,
+    let (ask, asked) = tokio::sync::oneshot::channel::<Asked>();
+    let (give, given) = std::sync::mpsc::channel::<grouping::Balances>();
+    let job = {
+        let pass = OnePass {
+            opts: opts.clone(),
+            products: products.to_vec(),
+            options: options.clone(),
+            fingerprint: conn.key_fingerprint.clone(),
             expected_rows,
-            |scanned| tell_validated(scanned, reporter),
-            |drawn| runtime.block_on(funds::read_balances(&conn.client, drawn)),
-            opts,
-        )
-    })?;
-    let Some((scanned, merged)) = once else {
+        };
+        tokio::task::spawn_blocking(move || {
+            let mut ledger = ledger;
+            let once = pass.run(&mut ledger, ask, given);
+            (ledger, once)
+        })
+    };
+    let started = Instant::now();
+    if let Ok((rows, valid_rows, drawn)) = asked.await {
+        tell_validated(rows, valid_rows, reporter);
+        // The pass stops waiting (and rolls back) if the run is stopped meanwhile.
+        let _ = give.send(funds::read_balances(&conn.client, drawn).await);
+    }
+    let (ledger, once) = match job.await {
+        Ok(done) => done,
+        Err(e) => {
+            return (
+                None,
+                Err(RunError::Ledger(ledger::LedgerError::Corrupt(format!(
+                    "the reading of the file stopped unexpectedly: {e}"
+                )))),
+            );
+        }
+    };
+    if matches!(once, Ok(None)) {
         tracing::info!(
             "one pass stopped after {:.2?}: reading the file in two passes",
             started.elapsed()
         );
-        return Ok(None);
-    };
-    let batch = ledger.batch(&name)?.ok_or_else(|| {
-        RunError::Ledger(ledger::LedgerError::Corrupt(format!(
-            "batch {name} vanished after it was committed"
-        )))
-    })?;
-    Ok(Some((scanned, batch, merged)))
+    }
+    (Some(ledger), once)
+}
+
+/// What the one pass tells the run before it commits: rows, valid rows, and the currencies
+/// whose balances its new rows draw on.
+type Asked = (usize, usize, Vec<String>);
+
+/// What the one pass of [`plan_once`] needs on its blocking thread.
+struct OnePass {
+    opts: RunOptions,
+    products: Vec<Product>,
+    options: ValidateOptions,
+    fingerprint: String,
+    expected_rows: usize,
+}
+
+impl OnePass {
+    /// `ask` tells the run what the file holds and which balances it draws on; `given`
+    /// brings the balances back.
+    fn run(
+        self,
+        ledger: &mut Ledger,
+        ask: tokio::sync::oneshot::Sender<Asked>,
+        given: std::sync::mpsc::Receiver<grouping::Balances>,
+    ) -> Result<Option<Once>, RunError> {
+        let opts = &self.opts;
+        let name = opts.batch_name();
+        let input_path = opts.input.display().to_string();
+        let base_url = opts.environment.recorded_base_url();
+        let no_headers: [String; 0] = [];
+        let new = ledger::NewBatch {
+            name: &name,
+            input_path: &input_path,
+            // Both recorded at the end of the pass.
+            input_hash: "",
+            headers: &no_headers,
+            environment: opts.environment.name(),
+            base_url: &base_url,
+            key_fingerprint: &self.fingerprint,
+        };
+        let counts = std::cell::Cell::new((0, 0));
+        let once = grouping::plan_in_one_pass(
+            ledger,
+            &new,
+            &self.options,
+            &self.products,
+            self.expected_rows,
+            |scanned| counts.set((scanned.rows, scanned.valid_rows)),
+            |drawn| {
+                // Without an answer (the run was stopped), no balance is read and nothing is
+                // committed.
+                let (rows, valid_rows) = counts.get();
+                if ask.send((rows, valid_rows, drawn)).is_err() {
+                    return grouping::Balances::new();
+                }
+                given.recv().unwrap_or_default()
+            },
+            opts,
+        )?;
+        let Some((scanned, merged)) = once else {
+            return Ok(None);
+        };
+        let batch = ledger.batch(&name)?.ok_or_else(|| {
+            RunError::Ledger(ledger::LedgerError::Corrupt(format!(
+                "batch {name} vanished after it was committed"
+            )))
+        })?;
+        Ok(Some((scanned, batch, merged)))
+    }
 }
 
 /// Says how many rows the file has, and how many are valid.
-fn tell_validated(scanned: &scan::Scan, reporter: &Reporter) {
+fn tell_validated(rows: usize, valid_rows: usize, reporter: &Reporter) {
     reporter.line(format!(
-        "validated: {} rows, {} valid, {} with problems",
-        scanned.rows,
-        scanned.valid_rows,
-        scanned.rows - scanned.valid_rows
+        "validated: {rows} rows, {valid_rows} valid, {} with problems",
+        rows - valid_rows
     ));
 }
 
@@ -264,7 +340,7 @@ fn first_pass(
         problems: Problems::from_iter([p]),
     })?;
     tracing::info!("first pass (read and check): {:.2?}", started.elapsed());
-    tell_validated(&scanned, reporter);
+    tell_validated(scanned.rows, scanned.valid_rows, reporter);
     if !scanned.problems.is_empty() && !opts.skip_invalid {
         return Err(RunError::Invalid {
             input: opts.input.clone(),
