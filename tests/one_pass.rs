@@ -239,7 +239,7 @@ async fn rows_per_order_decided_by_a_wrong_row_count_are_never_kept() {
 }
 
 /// A batch the balance cannot pay is refused after its one pass, and nothing is recorded: no
-/// batch, no row, no order.
+/// batch, no row, no order, no result file.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_the_balance_cannot_pay_leaves_no_batch() {
     let ws = Workspace::new();
@@ -261,4 +261,12 @@ async fn a_batch_the_balance_cannot_pay_leaves_no_batch() {
     assert!(dump(&ws.ledger(), BATCH_SQL).is_empty());
     assert!(dump(&ws.ledger(), "SELECT id FROM rows").is_empty());
     assert!(dump(&ws.ledger(), "SELECT id FROM orders").is_empty());
+    // The result file the pass was writing is not put in place, and leaves nothing behind.
+    let left: Vec<String> = std::fs::read_dir(ws.dir.path())
+        .expect("the workspace")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("result"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }

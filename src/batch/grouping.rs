@@ -275,7 +275,8 @@ pub fn merge_and_plan(
 /// number of rows the file is thought to have (for `--items-per-order auto`). Returns `None`,
 /// with nothing recorded, as soon as a row has a problem or the file has another number of
 /// rows than expected changes the rows per order: the caller reads the file in two passes,
-/// which say every problem. `validated` is told what the pass found before the balances are
+/// which say every problem. `cells`, when given, is handed each row's cells on the reading
+/// thread. `validated` is told what the pass found before the balances are
 /// read (`read_balances`, with the merge still open) and the merge is committed.
 #[allow(clippy::too_many_arguments)]
 pub fn plan_in_one_pass(
@@ -284,6 +285,7 @@ pub fn plan_in_one_pass(
     options: &ValidateOptions,
     products: &[Product],
     expected_rows: usize,
+    cells: Option<&mut dyn scan::Cells>,
     validated: impl FnOnce(&scan::Scan),
     read_balances: impl FnOnce(Vec<String>) -> Balances,
     opts: &RunOptions,
@@ -300,8 +302,13 @@ pub fn plan_in_one_pass(
     let index = CatalogIndex::new(products.to_vec());
     let merging = std::time::Instant::now();
     let mut rows = 0usize;
-    let read =
-        scan::read_once_in_parallel(&opts.input, opts.delimiter, &index, options, |row, spec| {
+    let read = scan::read_once_in_parallel(
+        &opts.input,
+        opts.delimiter,
+        &index,
+        options,
+        cells,
+        |row, spec| {
             rows += 1;
             // The rows an order takes never fall as the rows grow: past this, the pass
             // cannot end with the number it started with.
@@ -309,7 +316,8 @@ pub fn plan_in_one_pass(
                 return Err(Stop::Recount);
             }
             planning.take(&mut merge, row, spec).map_err(Stop::Failed)
-        });
+        },
+    );
     let read = match read {
         Ok(read) => read,
         Err(Stop::Recount) => None,

@@ -96,3 +96,117 @@ fn result_line(r: RowRecord, order: Option<OrderLabel>) -> ResultLine {
         debited_currency: r.debited_currency,
     }
 }
+
+/// The result file of a `--plan-only` run of a batch new to the ledger, written while its one
+/// pass reads the file ([`crate::input::scan::Cells`]): every row PLANNED and paid as its order
+/// will be (its card, or the balance of its payment currency), which is what the ledger holds
+/// once the plan is committed. A thread of its own formats and writes the lines; the file takes
+/// the place of the last one only through [`PlannedLines::finish`], once the plan is committed.
+/// Any failure here only means the file is written from the ledger instead.
+pub struct PlannedLines {
+    path: std::path::PathBuf,
+    card_id: Option<String>,
+    chunk: Vec<ResultLine>,
+    to_write: Option<std::sync::mpsc::SyncSender<Vec<ResultLine>>>,
+    writer: Option<std::thread::JoinHandle<std::io::Result<ResultWriter>>>,
+    lines: usize,
+    failed: bool,
+}
+
+impl PlannedLines {
+    pub fn new(path: &Path, card_id: Option<&str>) -> Self {
+        PlannedLines {
+            path: path.to_path_buf(),
+            card_id: card_id.map(str::to_string),
+            chunk: Vec::with_capacity(CHUNK_LINES),
+            to_write: None,
+            writer: None,
+            lines: 0,
+            failed: false,
+        }
+    }
+
+    fn send(&mut self) {
+        let full = std::mem::replace(&mut self.chunk, Vec::with_capacity(CHUNK_LINES));
+        let sent = self
+            .to_write
+            .as_ref()
+            .is_some_and(|tx| tx.send(full).is_ok());
+        self.failed |= !sent;
+    }
+
+    /// The file, written to the end and not yet in place, when it has `rows` lines; `None`
+    /// when something failed (the result file is then written from the ledger).
+    pub fn finish(mut self, rows: usize) -> Option<ResultWriter> {
+        if !self.failed && !self.chunk.is_empty() {
+            self.send();
+        }
+        self.to_write.take();
+        let written = self.writer.take()?.join().ok()?.ok()?;
+        (!self.failed && self.lines == rows).then_some(written)
+    }
+}
+
+impl crate::input::scan::Cells for PlannedLines {
+    fn start(&mut self, headers: &[String]) {
+        let out = match ResultWriter::create(&self.path, headers) {
+            Ok(out) => out,
+            Err(e) => {
+                tracing::info!("the result file is written at the end ({e})");
+                self.failed = true;
+                return;
+            }
+        };
+        let (tx, chunks) = std::sync::mpsc::sync_channel::<Vec<ResultLine>>(4);
+        self.to_write = Some(tx);
+        self.writer = Some(std::thread::spawn(move || {
+            let mut out = out;
+            for chunk in chunks {
+                for line in &chunk {
+                    out.write(line)?;
+                }
+            }
+            Ok(out)
+        }));
+    }
+
+    fn row(&mut self, fields: Vec<String>, spec: &crate::input::rules::RowSpec) {
+        if self.failed {
+            return;
+        }
+        let paid_by = match super::funds::row_card(spec, self.card_id.as_deref()) {
+            Some(card) => format!("CARD:{card}"),
+            None => format!("ACCOUNT_BALANCE:{}", spec.payment_currency),
+        };
+        self.lines += 1;
+        self.chunk.push(ResultLine {
+            fields,
+            status: "PLANNED".to_string(),
+            order_id: None,
+            item_id: None,
+            payout_url: None,
+            price: None,
+            discount: None,
+            error_type: None,
+            error_message: None,
+            completed_at: None,
+            payment_method: Some(paid_by),
+            debited_amount: None,
+            debited_currency: None,
+        });
+        if self.chunk.len() == CHUNK_LINES {
+            self.send();
+        }
+    }
+}
+
+impl Drop for PlannedLines {
+    /// A file not finished (the plan was not committed) is removed before this returns: the
+    /// writer is told there is no more and joined, and drops its temporary file.
+    fn drop(&mut self) {
+        self.to_write.take();
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
+}

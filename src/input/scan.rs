@@ -447,6 +447,13 @@ pub fn read_again_in_parallel<E: From<FileChanged>>(
     }
 }
 
+/// What else the reading thread of [`read_once_in_parallel`] does with each valid row: it is
+/// told the header, then each row's cells (in file order) with its spec.
+pub trait Cells: Send {
+    fn start(&mut self, headers: &[String]);
+    fn row(&mut self, fields: Vec<String>, spec: &RowSpec);
+}
+
 /// What the file system says of a file: it is the same file, with the same content, only while
 /// this stays the same.
 #[derive(Debug, PartialEq, Eq)]
@@ -483,6 +490,7 @@ pub fn read_once_in_parallel<E>(
     delimiter: Option<u8>,
     catalog: &CatalogIndex,
     options: &ValidateOptions,
+    cells: Option<&mut dyn Cells>,
     each: impl FnMut(IncomingRow, Option<RowSpec>) -> Result<(), E>,
 ) -> Result<Option<Scan>, E> {
     let Some(before) = stamp(path) else {
@@ -496,11 +504,19 @@ pub fn read_once_in_parallel<E>(
             let headers = reader.headers().to_vec();
             let columns = reader.columns().clone();
             let mut validator = Validator::new(catalog, options.clone());
+            let mut cells = cells;
+            if let Some(c) = cells.as_deref_mut() {
+                c.start(&headers);
+            }
             let mut rows = 0usize;
             for next in reader.by_ref() {
                 match check(next, &columns, &headers, options, Some(&mut validator)) {
                     Checked::Valid(record, spec) => {
-                        give((valid_row(&record, &spec, rows as i64), Some(spec)))?;
+                        let row = valid_row(&record, &spec, rows as i64);
+                        if let Some(c) = cells.as_deref_mut() {
+                            c.row(record.fields, &spec);
+                        }
+                        give((row, Some(spec)))?;
                     }
                     Checked::Invalid { .. } => return Ok(None),
                 }
@@ -704,7 +720,7 @@ mod tests {
         let opts = ValidateOptions::default();
         let first = scan(f.path(), None, &cat, &opts, None, |_| {}).expect("scan");
         let mut seen = Vec::new();
-        let once = read_once_in_parallel(f.path(), None, &cat, &opts, |row, spec| {
+        let once = read_once_in_parallel(f.path(), None, &cat, &opts, None, |row, spec| {
             assert!(spec.is_some());
             seen.push(row);
             Ok::<_, FileChanged>(())
@@ -735,7 +751,7 @@ mod tests {
             "{HEADER}A,AMZ-US,10,USD,\nA,AMZ-US,11,USD,\nC,AMZ-US,12,USD,\n"
         ));
         let mut seen = 0;
-        let once = read_once_in_parallel(f.path(), None, &cat, &opts, |_, _| {
+        let once = read_once_in_parallel(f.path(), None, &cat, &opts, None, |_, _| {
             seen += 1;
             Ok::<_, FileChanged>(())
         })
@@ -746,7 +762,7 @@ mod tests {
         // count (the two passes compare what they read).
         let f = file(&text);
         let mut appended = false;
-        let once = read_once_in_parallel(f.path(), None, &cat, &opts, |_, _| {
+        let once = read_once_in_parallel(f.path(), None, &cat, &opts, None, |_, _| {
             if !appended {
                 appended = true;
                 let mut w = std::fs::OpenOptions::new()
@@ -762,9 +778,10 @@ mod tests {
         assert!(once.is_none(), "a file written to during the pass");
         // A file that cannot be read as a batch: the two passes say why.
         let f = file("");
-        let once =
-            read_once_in_parallel(f.path(), None, &cat, &opts, |_, _| Ok::<_, FileChanged>(()))
-                .expect("read once");
+        let once = read_once_in_parallel(f.path(), None, &cat, &opts, None, |_, _| {
+            Ok::<_, FileChanged>(())
+        })
+        .expect("read once");
         assert!(once.is_none());
     }
 

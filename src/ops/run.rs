@@ -25,8 +25,9 @@ use crate::batch::grouping::{self, Merged};
 use crate::batch::lock::LedgerLock;
 use crate::batch::options::{ItemsPerOrder, RunOptions, default_result_path, per_order};
 use crate::batch::outcome::{RunError, RunSummary, summarize};
+use crate::batch::output::ResultWriter;
 use crate::batch::progress::Reporter;
-use crate::batch::results::write_result_file;
+use crate::batch::results::{PlannedLines, write_result_file};
 use crate::batch::stage::{Patience, Stage, deadline_in};
 use crate::batch::{poll, reconcile, submit};
 use crate::catalog;
@@ -91,7 +92,7 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
             "the ledger was lost with the reading of the file".into(),
         )));
     };
-    let (scanned, batch, merged) = match once {
+    let (scanned, batch, merged, written) = match once {
         Some(done) => done,
         None => {
             let (scanned, drawn) = first_pass(opts, &products, &options, &reporter)?;
@@ -110,7 +111,7 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
                 balances,
                 opts,
             )?;
-            (scanned, batch, merged)
+            (scanned, batch, merged, None)
         }
     };
     tell_plan(&merged, opts, scanned.valid_rows, &reporter);
@@ -127,6 +128,10 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         accepted: Mutex::new(None),
     });
     let incomplete = send_and_poll(&stage, batch.id, opts).await?;
+    let ending = Ending {
+        incomplete,
+        written,
+    };
     finish(
         &stage,
         &conn.client,
@@ -134,9 +139,23 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         &products,
         &scanned,
         opts,
-        incomplete,
+        ending,
     )
     .await
+}
+
+/// How a run ends: why it is incomplete, if it is, and the result file of a run that only
+/// planned, written while its file was read (put in place by [`finish`]).
+struct Ending {
+    incomplete: Option<String>,
+    written: Option<ResultWriter>,
+}
+
+/// Where the result file goes: `--out`, or beside the input.
+fn result_path(opts: &RunOptions) -> std::path::PathBuf {
+    opts.out
+        .clone()
+        .unwrap_or_else(|| default_result_path(&opts.input, &opts.environment))
 }
 
 /// The catalog of the run's environment, said where it came from.
@@ -158,8 +177,14 @@ async fn catalog_for(
     Ok(products)
 }
 
-/// What a run planned in one pass: the file as read, the batch, the merge.
-type Once = (scan::Scan, ledger::BatchRecord, Merged);
+/// What a run planned in one pass: the file as read, the batch, the merge, and the result file
+/// of a run that only plans, written during the pass (not yet in place).
+type Once = (
+    scan::Scan,
+    ledger::BatchRecord,
+    Merged,
+    Option<ResultWriter>,
+);
 
 /// A batch new to the ledger is read once ([`grouping::plan_in_one_pass`]) when its file
 /// turns out valid: checking, recording and planning in one pass, the batch created in the
@@ -266,12 +291,17 @@ impl OnePass {
             key_fingerprint: &self.fingerprint,
         };
         let counts = std::cell::Cell::new((0, 0));
+        // A run that only plans writes its result file while it reads.
+        let mut lines = opts
+            .plan_only
+            .then(|| PlannedLines::new(&result_path(opts), opts.card_id.as_deref()));
         let once = grouping::plan_in_one_pass(
             ledger,
             &new,
             &self.options,
             &self.products,
             self.expected_rows,
+            lines.as_mut().map(|l| l as &mut dyn scan::Cells),
             |scanned| counts.set((scanned.rows, scanned.valid_rows)),
             |drawn| {
                 // Without an answer (the run was stopped), no balance is read and nothing is
@@ -292,7 +322,8 @@ impl OnePass {
                 "batch {name} vanished after it was committed"
             )))
         })?;
-        Ok(Some((scanned, batch, merged)))
+        let written = lines.and_then(|l| l.finish(scanned.rows));
+        Ok(Some((scanned, batch, merged, written)))
     }
 }
 
@@ -539,7 +570,10 @@ async fn finish(
     products: &[Product],
     scanned: &scan::Scan,
     opts: &RunOptions,
-    incomplete: Option<String>,
+    Ending {
+        incomplete,
+        written,
+    }: Ending,
 ) -> Result<RunSummary, RunError> {
     let held_by_service = stage.held.lock().unwrap_or_else(|p| p.into_inner()).clone();
     // The balances the service found too low, as they are now (read before the ledger is
@@ -557,12 +591,18 @@ async fn finish(
     } else {
         funds::held_lines(&ledger, batch, products, &held_by_service, &balances_now)?
     };
-    let result_path = opts
-        .out
-        .clone()
-        .unwrap_or_else(|| default_result_path(&opts.input, &opts.environment));
+    let result_path = result_path(opts);
     let writing = Instant::now();
-    write_result_file(&ledger, batch.id, &scanned.headers, &result_path)?;
+    match written {
+        // Only planned, nothing changed since: the file written while the file was read.
+        Some(out) if opts.plan_only && held.is_empty() => {
+            out.finish().map_err(|e| RunError::Io {
+                path: result_path.clone(),
+                message: e.to_string(),
+            })?;
+        }
+        _ => write_result_file(&ledger, batch.id, &scanned.headers, &result_path)?,
+    }
     tracing::info!("result file: {:.2?}", writing.elapsed());
     let summary = summarize(
         &ledger,
