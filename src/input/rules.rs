@@ -699,18 +699,20 @@ impl CatalogIndex {
     }
 }
 
-/// The first line of each value seen, remembered by a 128-bit keyed hash instead of the value:
-/// 24 bytes a row whatever the value's length, so a million-row file costs tens of megabytes.
-/// Two values share a hash with a probability of about n² / 2¹²⁹ (10⁻²⁷ for a million rows).
+/// The first line of each value seen, remembered by a 96-bit keyed hash instead of the value:
+/// 16 bytes a row (and the table's own byte) whatever the value's length, so a million-row
+/// file costs tens of megabytes. Two values share a hash with a probability of about
+/// n² / 2⁹⁷ (10⁻¹⁷ for a million rows); two rows that did would only be refused as repeated,
+/// never paid twice.
 #[derive(Debug, Default)]
 pub struct Seen {
     keys: (RandomState, RandomState),
     lines: HashMap<Fingerprint, u32, BuildHasherDefault<FingerprintHasher>>,
 }
 
-/// A 128-bit hash of a value; its own first 64 bits are its hash in the table.
+/// A 96-bit hash of a value; its own first 64 bits are its hash in the table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Fingerprint([u32; 4]);
+struct Fingerprint([u32; 3]);
 
 impl Hash for Fingerprint {
     fn hash<H: Hasher>(&self, state: &mut H) {
@@ -746,7 +748,7 @@ impl Seen {
     fn fingerprint(&self, value: &impl Hash) -> Fingerprint {
         let a = self.keys.0.hash_one(value);
         let b = self.keys.1.hash_one(value);
-        Fingerprint([(a >> 32) as u32, a as u32, (b >> 32) as u32, b as u32])
+        Fingerprint([(a >> 32) as u32, a as u32, (b >> 32) as u32])
     }
 
     /// The line `value` was first seen on, or `None` after remembering `line` for it.

@@ -479,12 +479,13 @@ fn stamp(path: &Path) -> Option<Stamp> {
 
 /// One pass instead of two, for a file expected to be valid: reads and checks every row as
 /// [`scan`] does (without a plan digest) and hands each one, as the ledger records it, to
-/// `each`, overlapped as in [`read_again_in_parallel`]. Returns the [`Scan`] the first pass
-/// would have returned; `None` as soon as a row has a problem, when the file cannot be read,
-/// or when it was written to, replaced or truncated while it was read (its size, times and
-/// inode before the pass and after the last row was handed on differ; two passes compare the
-/// bytes of both reads): the caller must then undo what `each` did and read the file in two
-/// passes ([`scan`], which finds every problem, then [`read_again`]).
+/// `each`, overlapped as in [`read_again_in_parallel`]; `cells` is handed each valid row's
+/// cells on the reading thread. Returns the [`Scan`] the first pass would have returned; `None`
+/// as soon as a row has a problem, when the file cannot be read, or when it was written to,
+/// replaced or truncated while it was read (its size, times and inode before the pass and
+/// after the last row was handed on differ; two passes compare the bytes of both reads): the
+/// caller must then undo what `each` did and read the file in two passes ([`scan`], which finds
+/// every problem, then [`read_again`]).
 pub fn read_once_in_parallel<E>(
     path: &Path,
     delimiter: Option<u8>,
