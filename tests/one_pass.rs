@@ -270,3 +270,76 @@ async fn a_batch_the_balance_cannot_pay_leaves_no_batch() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// A `--plan-only` run of a new batch writes its result file while it reads: stopped by a
+/// signal during the pass, it exits at once with nothing recorded, and leaves neither a result
+/// file nor the temporary one it was writing (the rows' addresses). The same command then
+/// plans every row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_only_run_stopped_during_its_pass_leaves_no_result_file_behind() {
+    let ws = Workspace::new();
+    let mut config = fast_config(None);
+    config.balances = ["USD", "EUR", "GBP"]
+        .into_iter()
+        .map(|c| (c.to_string(), rust_decimal::Decimal::new(100_000_000, 0)))
+        .collect();
+    let sim = start_sim(config).await;
+    ws.write("b.csv", &rows(60_000));
+    let key = ws.key_file();
+    let ledger = ws.ledger();
+    let base = sim.base_url();
+    let args = [
+        "run",
+        "b.csv",
+        "--base-url",
+        &base,
+        "--api-key-file",
+        key.to_str().expect("utf-8 path"),
+        "--ledger",
+        ledger.to_str().expect("utf-8 path"),
+        "--plan-only",
+    ];
+    let temporaries = || -> Vec<String> {
+        std::fs::read_dir(ws.dir.path())
+            .expect("the workspace")
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains("result"))
+            .collect()
+    };
+    let mut child = spawn_paybatch(ws.dir.path(), &args, &[]);
+    // The result file is being written once its temporary file is there.
+    let started = std::time::Instant::now();
+    while temporaries().is_empty() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "no result file started within 60 s"
+        );
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the run ended before it could be stopped: {status}");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let pid = child.id().expect("pid").to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    let status = tokio::time::timeout(std::time::Duration::from_secs(10), child.wait())
+        .await
+        .expect("the run stops soon after the signal")
+        .expect("wait");
+    if status.code() == Some(130) {
+        assert!(temporaries().is_empty(), "{:?}", temporaries());
+        assert!(dump(&ws.ledger(), "SELECT id FROM rows LIMIT 1").is_empty());
+    } else {
+        // The pass ended first: the plan and its file are complete.
+        assert_eq!(status.code(), Some(5));
+        assert_eq!(temporaries(), vec!["b.result.csv".to_string()]);
+    }
+    let again = run(&ws, &sim, "b.csv", &["--plan-only"], &[]).await;
+    assert_eq!(again.status.code(), Some(5), "{}", output_of(&again));
+    assert_eq!(temporaries(), vec!["b.result.csv".to_string()]);
+    assert_eq!(input_rows(&ws.path("b.result.csv")), 60_000);
+}

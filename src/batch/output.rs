@@ -112,6 +112,44 @@ pub struct PrivateFile {
     tmp: tempfile::NamedTempFile,
     path: std::path::PathBuf,
     dir: std::path::PathBuf,
+    _unfinished: Unfinished,
+}
+
+/// The temporary files of the [`PrivateFile`]s of this process not yet in place: a run stopped
+/// by a signal removes them ([`remove_unfinished`]) before it exits, whatever thread was
+/// writing them.
+static UNFINISHED: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// A temporary file listed in [`UNFINISHED`] while it lives.
+struct Unfinished(std::path::PathBuf);
+
+impl Unfinished {
+    fn new(path: &Path) -> Self {
+        UNFINISHED
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(path.to_path_buf());
+        Unfinished(path.to_path_buf())
+    }
+}
+
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        let mut all = UNFINISHED.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(at) = all.iter().position(|p| p == &self.0) {
+            all.swap_remove(at);
+        }
+    }
+}
+
+/// Removes the temporary files of this process's private files not yet in place (a result
+/// file being written when the run was stopped): what they hold (payout links, addresses) is
+/// not left behind. Their writers, if they go on, fail or write to nothing.
+pub fn remove_unfinished() {
+    let all = std::mem::take(&mut *UNFINISHED.lock().unwrap_or_else(|p| p.into_inner()));
+    for path in all {
+        let _ = std::fs::remove_file(path);
+    }
 }
 
 impl PrivateFile {
@@ -142,10 +180,12 @@ impl PrivateFile {
         // Marks it as being written (see `remove_stale_temporaries`); a file system without
         // locks only loses the clean-up of this file if the process is killed.
         let _ = tmp.as_file().try_lock();
+        let unfinished = Unfinished::new(tmp.path());
         Ok(PrivateFile {
             tmp,
             path: path.to_path_buf(),
             dir: dir.to_path_buf(),
+            _unfinished: unfinished,
         })
     }
 

@@ -226,6 +226,8 @@ const STOP_GRACE: Duration = Duration::from_secs(3);
 /// answer did not come stays in doubt and is re-sent with its key by the next run). Says what
 /// the ledger holds and gives the signal's exit code.
 fn interrupted(opts: &RunOptions, signal: super::signals::Stop, json: bool) -> i32 {
+    // A result file being written (a plan-only run writes it while it reads) is not left.
+    crate::batch::output::remove_unfinished();
     let progress = super::signals::progress_of(&opts.ledger, &opts.batch_name());
     let line = format!(
         "{}: {}; nothing is lost; run the same command again to resume",

@@ -549,19 +549,20 @@ pub fn read_once_in_parallel<E>(
 
 /// About how many rows (records after the header) the file at `path` has, without parsing it
 /// (a read of its bytes): its records end at a line end (`\n`, `\r` or both) outside a quoted
-/// cell, blank lines do not count, and a quote opens a quoted cell only at the start of a cell
-/// (`delimiter`, or any of `,`, `;`, tab and `|` when it is not given). Only an estimate: the
-/// reader decides. `None` when the file cannot be read.
+/// cell, lines of nothing but delimiters and blanks do not count (the reader skips them), and a
+/// quote opens a quoted cell only at the start of a cell (`delimiter`, or any of `,`, `;`, tab
+/// and `|` when it is not given). Only an estimate: the reader decides. `None` when the file
+/// cannot be read.
 pub fn estimate_rows(path: &Path, delimiter: Option<u8>) -> Option<usize> {
     use std::io::Read;
-    let starts_cell = |b: u8| match delimiter {
+    let separates = |b: u8| match delimiter {
         Some(d) => b == d,
         None => matches!(b, b',' | b';' | b'\t' | b'|'),
     };
     let mut file = std::fs::File::open(path).ok()?;
     let mut buf = vec![0u8; 1 << 20];
     // `prev` is the byte before, as far as a record is concerned: a line end at the start.
-    let (mut records, mut prev) = (0usize, b'\n');
+    let (mut records, mut prev, mut content) = (0usize, b'\n', false);
     // Inside a quoted cell; and whether the byte before, inside it, was a quote (a doubled
     // quote stays inside, a single one closes the cell).
     let (mut quoted, mut quote_seen) = (false, false);
@@ -585,18 +586,17 @@ pub fn estimate_rows(path: &Path, delimiter: Option<u8>) -> Option<usize> {
                 }
             }
             let line_end = b == b'\n' || b == b'\r';
-            if b == b'"' && (prev == b'\n' || prev == b'\r' || starts_cell(prev)) {
-                quoted = true;
-            }
-            if line_end && prev != b'\n' && prev != b'\r' {
-                records += 1;
+            if line_end {
+                records += usize::from(content);
+                content = false;
+            } else if !separates(b) && b != b' ' && b != b'\t' {
+                content = true;
+                quoted = b == b'"' && (prev == b'\n' || prev == b'\r' || separates(prev));
             }
             prev = b;
         }
     }
-    if quoted || (prev != b'\n' && prev != b'\r') {
-        records += 1;
-    }
+    records += usize::from(content);
     Some(records.saturating_sub(1))
 }
 
@@ -699,6 +699,8 @@ mod tests {
         assert_eq!(est("a,b\r\n1,2\r\n3,4\r\n"), Some(2));
         assert_eq!(est("a,b\r1,2\r3,4\r"), Some(2));
         assert_eq!(est("a,b\n\n1,2\n\n\r\n3,4\n\n\n"), Some(2));
+        // Lines of nothing but delimiters and blanks are skipped, as the reader skips them.
+        assert_eq!(est("a,b\n1,2\n,\n , \t\n3,4\n,,\n"), Some(2));
         // A quote inside an unquoted cell is a character, as the reader takes it.
         assert_eq!(est("a,b\n1,5\" screen\n3,4\n5,6\n"), Some(3));
         assert_eq!(
