@@ -285,20 +285,8 @@ async fn a_plan_only_run_stopped_during_its_pass_leaves_no_result_file_behind() 
         .collect();
     let sim = start_sim(config).await;
     ws.write("b.csv", &rows(60_000));
-    let key = ws.key_file();
-    let ledger = ws.ledger();
-    let base = sim.base_url();
-    let args = [
-        "run",
-        "b.csv",
-        "--base-url",
-        &base,
-        "--api-key-file",
-        key.to_str().expect("utf-8 path"),
-        "--ledger",
-        ledger.to_str().expect("utf-8 path"),
-        "--plan-only",
-    ];
+    let args = run_args(&ws, &sim.base_url(), "b.csv", &["--plan-only"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let temporaries = || -> Vec<String> {
         std::fs::read_dir(ws.dir.path())
             .expect("the workspace")

@@ -206,6 +206,28 @@ fn command(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> tokio::process::
     cmd
 }
 
+/// The arguments of `paybatch run FILE` against `base`, with the workspace's key file and
+/// ledger, plus `extra`.
+pub fn run_args(ws: &Workspace, base: &str, file: &str, extra: &[&str]) -> Vec<String> {
+    let key = ws.key_file();
+    let ledger = ws.ledger();
+    let mut args: Vec<String> = [
+        "run",
+        file,
+        "--base-url",
+        base,
+        "--api-key-file",
+        key.to_str().expect("utf-8 path"),
+        "--ledger",
+        ledger.to_str().expect("utf-8 path"),
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args
+}
+
 /// `paybatch run FILE` against `sim`, with the workspace's key file and ledger, plus `extra`
 /// arguments and `envs` ([`paybatch_in`]).
 pub async fn run_file(
@@ -215,20 +237,8 @@ pub async fn run_file(
     extra: &[&str],
     envs: &[(&str, &str)],
 ) -> std::process::Output {
-    let key = ws.key_file();
-    let ledger = ws.ledger();
-    let base = sim.base_url();
-    let mut args = vec![
-        "run",
-        file,
-        "--base-url",
-        &base,
-        "--api-key-file",
-        key.to_str().expect("utf-8 path"),
-        "--ledger",
-        ledger.to_str().expect("utf-8 path"),
-    ];
-    args.extend_from_slice(extra);
+    let args = run_args(ws, &sim.base_url(), file, extra);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     paybatch_in(ws.dir.path(), &args, envs).await
 }
 
