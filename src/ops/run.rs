@@ -73,49 +73,10 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         allow_duplicates: opts.allow_duplicates,
         default_payment_currency: opts.default_payment_currency.clone(),
     };
-    // Merge the file into the ledger and plan its new rows into orders: one transaction,
-    // committed (durably) before any order is sent.
-    let merging = Instant::now();
-    let (back, once) = plan_once(
-        ledger,
-        existing.is_some(),
-        opts,
-        &products,
-        &options,
-        &conn,
-        &reporter,
+    let (mut ledger, (scanned, batch, _, written)) = merge_file(
+        ledger, existing, opts, &products, &options, &conn, &reporter,
     )
-    .await;
-    let once = once?;
-    let Some(mut ledger) = back else {
-        return Err(RunError::Ledger(ledger::LedgerError::Corrupt(
-            "the ledger was lost with the reading of the file".into(),
-        )));
-    };
-    let (scanned, batch, merged, written) = match once {
-        Some(done) => done,
-        None => {
-            let (scanned, drawn) = first_pass(opts, &products, &options, &reporter)?;
-            // The balances are read before the ledger is written (no request while the merge
-            // is open); whether they are enough is decided once the merge knows what is new
-            // to pay.
-            let balances = funds::read_balances(&conn.client, drawn).await;
-            let batch = open_batch(&mut ledger, existing, opts, &scanned, &conn, &reporter)?;
-            failpoint::hit("before_intent");
-            let merged = grouping::merge_and_plan(
-                &mut ledger,
-                &batch,
-                &scanned,
-                &options,
-                &products,
-                balances,
-                opts,
-            )?;
-            (scanned, batch, merged, None)
-        }
-    };
-    tell_plan(&merged, opts, scanned.valid_rows, &reporter);
-    tracing::info!("merge and plan, committed: {:.2?}", merging.elapsed());
+    .await?;
     failpoint::hit("after_intent");
     reconcile_stale(&mut ledger, &conn.client, &batch, opts, &reporter).await?;
 
@@ -142,6 +103,62 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         ending,
     )
     .await
+}
+
+/// Merges the file into the ledger and plans its new rows into orders: one transaction,
+/// committed (durably) before any order is sent. A new batch is read once when its file allows
+/// ([`plan_once`]), otherwise in two passes. Says what was planned.
+async fn merge_file(
+    ledger: Ledger,
+    existing: Option<ledger::BatchRecord>,
+    opts: &RunOptions,
+    products: &[Product],
+    options: &ValidateOptions,
+    conn: &Connection,
+    reporter: &Reporter,
+) -> Result<(Ledger, Once), RunError> {
+    let merging = Instant::now();
+    let (back, once) = plan_once(
+        ledger,
+        existing.is_some(),
+        opts,
+        products,
+        options,
+        conn,
+        reporter,
+    )
+    .await;
+    let once = once?;
+    let Some(mut ledger) = back else {
+        return Err(RunError::Ledger(ledger::LedgerError::Corrupt(
+            "the ledger was lost with the reading of the file".into(),
+        )));
+    };
+    let (scanned, batch, merged, written) = match once {
+        Some(done) => done,
+        None => {
+            let (scanned, drawn) = first_pass(opts, products, options, reporter)?;
+            // The balances are read before the ledger is written (no request while the merge
+            // is open); whether they are enough is decided once the merge knows what is new
+            // to pay.
+            let balances = funds::read_balances(&conn.client, drawn).await;
+            let batch = open_batch(&mut ledger, existing, opts, &scanned, conn, reporter)?;
+            failpoint::hit("before_intent");
+            let merged = grouping::merge_and_plan(
+                &mut ledger,
+                &batch,
+                &scanned,
+                options,
+                products,
+                balances,
+                opts,
+            )?;
+            (scanned, batch, merged, None)
+        }
+    };
+    tell_plan(&merged, opts, scanned.valid_rows, reporter);
+    tracing::info!("merge and plan, committed: {:.2?}", merging.elapsed());
+    Ok((ledger, (scanned, batch, merged, written)))
 }
 
 /// How a run ends: why it is incomplete, if it is, and the result file of a run that only
