@@ -273,11 +273,12 @@ pub fn merge_and_plan(
 /// A batch new to the ledger, read once: its file is read, checked, merged and planned in
 /// one pass and one transaction that also creates the batch (`new`); `expected_rows` is the
 /// number of rows the file is thought to have (for `--items-per-order auto`). Returns `None`,
-/// with nothing recorded, as soon as a row has a problem or the file has another number of
-/// rows than expected changes the rows per order: the caller reads the file in two passes,
-/// which say every problem. `cells`, when given, is handed each row's cells on the reading
-/// thread. `validated` is told what the pass found before the balances are
-/// read (`read_balances`, with the merge still open) and the merge is committed.
+/// with nothing recorded, as soon as a row has a problem, the file changes while it is read,
+/// or its number of rows gives another number of rows an order than `expected_rows` did: the
+/// caller reads the file in two passes, which say every problem. `cells`, when given, is
+/// handed each row's cells on the reading thread. `read_balances` is given what the pass found
+/// and the currencies its new rows draw on, with the merge still open; the pre-flight and the
+/// commit follow.
 #[allow(clippy::too_many_arguments)]
 pub fn plan_in_one_pass(
     ledger: &mut Ledger,
@@ -286,8 +287,7 @@ pub fn plan_in_one_pass(
     products: &[Product],
     expected_rows: usize,
     cells: Option<&mut dyn scan::Cells>,
-    validated: impl FnOnce(&scan::Scan),
-    read_balances: impl FnOnce(Vec<String>) -> Balances,
+    read_balances: impl FnOnce(&scan::Scan, Vec<String>) -> Balances,
     opts: &RunOptions,
 ) -> Result<Option<(scan::Scan, Merged)>, RunError> {
     /// Why the pass stopped before the end of the file.
@@ -331,8 +331,7 @@ pub fn plan_in_one_pass(
         return Ok(None);
     };
     merge.record_input(&scanned.file_hash, &scanned.headers)?;
-    validated(&scanned);
-    let merged = planning.close(merge, &opts.input, read_balances)?;
+    let merged = planning.close(merge, &opts.input, |drawn| read_balances(&scanned, drawn))?;
     Ok(Some((scanned, merged)))
 }
 

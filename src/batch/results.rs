@@ -11,9 +11,74 @@ use super::output::{ResultLine, ResultWriter};
 /// Lines handed from the ledger's side to the writing thread at a time.
 const CHUNK_LINES: usize = 1024;
 
+/// A result file written by a thread of its own: lines are handed to it a chunk at a time.
+/// Dropped before [`InBackground::end`], the writer is told there is no more and joined, and
+/// the unfinished file is removed before the drop returns.
+struct InBackground {
+    chunk: Vec<ResultLine>,
+    to_write: Option<std::sync::mpsc::SyncSender<Vec<ResultLine>>>,
+    writer: Option<std::thread::JoinHandle<std::io::Result<ResultWriter>>>,
+}
+
+impl InBackground {
+    fn start(out: ResultWriter) -> Self {
+        let (to_write, chunks) = std::sync::mpsc::sync_channel::<Vec<ResultLine>>(4);
+        let writer = std::thread::spawn(move || {
+            let mut out = out;
+            for chunk in chunks {
+                for line in &chunk {
+                    out.write(line)?;
+                }
+            }
+            Ok(out)
+        });
+        InBackground {
+            chunk: Vec::with_capacity(CHUNK_LINES),
+            to_write: Some(to_write),
+            writer: Some(writer),
+        }
+    }
+
+    /// Adds a line; `false` when the writer has stopped (its error comes with [`Self::end`]).
+    fn push(&mut self, line: ResultLine) -> bool {
+        self.chunk.push(line);
+        if self.chunk.len() < CHUNK_LINES {
+            return true;
+        }
+        let full = std::mem::replace(&mut self.chunk, Vec::with_capacity(CHUNK_LINES));
+        self.to_write
+            .as_ref()
+            .is_some_and(|tx| tx.send(full).is_ok())
+    }
+
+    /// Hands over what is left and waits for the writer: the file written to the end, not yet
+    /// in place ([`ResultWriter::finish`]), or the writer's error.
+    fn end(mut self) -> std::io::Result<ResultWriter> {
+        if let Some(tx) = self.to_write.take()
+            && !self.chunk.is_empty()
+        {
+            // A writer that stopped says why below.
+            let _ = tx.send(std::mem::take(&mut self.chunk));
+        }
+        match self.writer.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(written)) => written,
+            _ => Err(std::io::Error::other("the result file's writer stopped")),
+        }
+    }
+}
+
+impl Drop for InBackground {
+    fn drop(&mut self) {
+        self.to_write.take();
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
+}
+
 /// Writes the result file from the ledger: one line per row of the current input file, in
 /// input order, streamed from the ledger. The ledger is read on the calling thread while a
-/// thread of its own formats and writes the lines, a chunk at a time.
+/// thread of its own formats and writes the lines ([`InBackground`]).
 pub fn write_result_file(
     ledger: &Ledger,
     batch_id: i64,
@@ -24,50 +89,22 @@ pub fn write_result_file(
         path: path.to_path_buf(),
         message: e.to_string(),
     };
-    let out = ResultWriter::create(path, headers).map_err(io_error)?;
-    std::thread::scope(|threads| {
-        let (to_write, chunks) = std::sync::mpsc::sync_channel::<Vec<ResultLine>>(4);
-        let writer = threads.spawn(move || {
-            let mut out = out;
-            for chunk in chunks {
-                for line in &chunk {
-                    out.write(line)?;
-                }
-            }
-            Ok::<_, std::io::Error>(out)
-        });
-        let mut chunk = Vec::with_capacity(CHUNK_LINES);
-        let mut read = ledger.visit_result_rows(batch_id, false, |r, order| {
-            chunk.push(result_line(r, order));
-            if chunk.len() == CHUNK_LINES {
-                let full = std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK_LINES));
-                // The writer stopped on an error of its own: said once it is joined.
-                if to_write.send(full).is_err() {
-                    return Err(RunError::Io {
-                        path: path.to_path_buf(),
-                        message: "the result file could not be written".into(),
-                    });
-                }
-            }
+    let mut lines = InBackground::start(ResultWriter::create(path, headers).map_err(io_error)?);
+    let read = ledger.visit_result_rows(batch_id, false, |r, order| {
+        if lines.push(result_line(r, order)) {
             Ok(())
-        });
-        if read.is_ok() && !chunk.is_empty() && to_write.send(chunk).is_err() {
-            read = Err(RunError::Io {
+        } else {
+            Err(RunError::Io {
                 path: path.to_path_buf(),
                 message: "the result file could not be written".into(),
-            });
+            })
         }
-        drop(to_write);
-        let written = match writer.join() {
-            Ok(written) => written,
-            Err(panic) => std::panic::resume_unwind(panic),
-        };
-        // The writer's own error says more than "could not be written".
-        let out = written.map_err(io_error)?;
-        read?;
-        // Only a file written to the end takes the place of the last one.
-        out.finish().map_err(io_error)
-    })
+    });
+    // The writer's own error says more than "could not be written".
+    let out = lines.end().map_err(io_error)?;
+    read?;
+    // Only a file written to the end takes the place of the last one.
+    out.finish().map_err(io_error)
 }
 
 /// The result file's line of row `r`, in `order`.
@@ -100,16 +137,14 @@ fn result_line(r: RowRecord, order: Option<OrderLabel>) -> ResultLine {
 /// The result file of a `--plan-only` run of a batch new to the ledger, written while its one
 /// pass reads the file ([`crate::input::scan::Cells`]): every row PLANNED and paid as its order
 /// will be (its card, or the balance of its payment currency), which is what the ledger holds
-/// once the plan is committed. A thread of its own formats and writes the lines; the file takes
-/// the place of the last one only through [`PlannedLines::finish`], once the plan is committed.
-/// Any failure here only means the file is written from the ledger instead.
+/// once the plan is committed. Written by a thread of its own ([`InBackground`]); the file
+/// takes the place of the last one only through [`PlannedLines::finish`], once the plan is
+/// committed. Any failure here only means the file is written from the ledger instead.
 pub struct PlannedLines {
     path: std::path::PathBuf,
     card_id: Option<String>,
-    chunk: Vec<ResultLine>,
-    to_write: Option<std::sync::mpsc::SyncSender<Vec<ResultLine>>>,
-    writer: Option<std::thread::JoinHandle<std::io::Result<ResultWriter>>>,
-    lines: usize,
+    lines: Option<InBackground>,
+    count: usize,
     failed: bool,
 }
 
@@ -118,68 +153,41 @@ impl PlannedLines {
         PlannedLines {
             path: path.to_path_buf(),
             card_id: card_id.map(str::to_string),
-            chunk: Vec::with_capacity(CHUNK_LINES),
-            to_write: None,
-            writer: None,
-            lines: 0,
+            lines: None,
+            count: 0,
             failed: false,
         }
-    }
-
-    fn send(&mut self) {
-        let full = std::mem::replace(&mut self.chunk, Vec::with_capacity(CHUNK_LINES));
-        let sent = self
-            .to_write
-            .as_ref()
-            .is_some_and(|tx| tx.send(full).is_ok());
-        self.failed |= !sent;
     }
 
     /// The file, written to the end and not yet in place, when it has `rows` lines; `None`
     /// when something failed (the result file is then written from the ledger).
     pub fn finish(mut self, rows: usize) -> Option<ResultWriter> {
-        if !self.failed && !self.chunk.is_empty() {
-            self.send();
-        }
-        self.to_write.take();
-        let written = self.writer.take()?.join().ok()?.ok()?;
-        (!self.failed && self.lines == rows).then_some(written)
+        let written = self.lines.take()?.end().ok()?;
+        (!self.failed && self.count == rows).then_some(written)
     }
 }
 
 impl crate::input::scan::Cells for PlannedLines {
     fn start(&mut self, headers: &[String]) {
-        let out = match ResultWriter::create(&self.path, headers) {
-            Ok(out) => out,
+        match ResultWriter::create(&self.path, headers) {
+            Ok(out) => self.lines = Some(InBackground::start(out)),
             Err(e) => {
                 tracing::info!("the result file is written at the end ({e})");
                 self.failed = true;
-                return;
             }
-        };
-        let (tx, chunks) = std::sync::mpsc::sync_channel::<Vec<ResultLine>>(4);
-        self.to_write = Some(tx);
-        self.writer = Some(std::thread::spawn(move || {
-            let mut out = out;
-            for chunk in chunks {
-                for line in &chunk {
-                    out.write(line)?;
-                }
-            }
-            Ok(out)
-        }));
+        }
     }
 
     fn row(&mut self, fields: Vec<String>, spec: &crate::input::rules::RowSpec) {
-        if self.failed {
+        let Some(lines) = self.lines.as_mut().filter(|_| !self.failed) else {
             return;
-        }
+        };
         let paid_by = match super::funds::row_card(spec, self.card_id.as_deref()) {
             Some(card) => format!("CARD:{card}"),
             None => format!("ACCOUNT_BALANCE:{}", spec.payment_currency),
         };
-        self.lines += 1;
-        self.chunk.push(ResultLine {
+        self.count += 1;
+        let line = ResultLine {
             fields,
             status: "PLANNED".to_string(),
             order_id: None,
@@ -193,20 +201,7 @@ impl crate::input::scan::Cells for PlannedLines {
             payment_method: Some(paid_by),
             debited_amount: None,
             debited_currency: None,
-        });
-        if self.chunk.len() == CHUNK_LINES {
-            self.send();
-        }
-    }
-}
-
-impl Drop for PlannedLines {
-    /// A file not finished (the plan was not committed) is removed before this returns: the
-    /// writer is told there is no more and joined, and drops its temporary file.
-    fn drop(&mut self) {
-        self.to_write.take();
-        if let Some(writer) = self.writer.take() {
-            let _ = writer.join();
-        }
+        };
+        self.failed |= !lines.push(line);
     }
 }

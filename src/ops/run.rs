@@ -37,7 +37,7 @@ use crate::input::rules::{CatalogIndex, Problems, ValidateOptions};
 use crate::input::scan;
 use crate::ledger::{self, Ledger};
 
-use super::start::{check_binding, check_input, load_catalog, open_batch};
+use super::start::{BatchOrigin, check_binding, check_input, load_catalog, open_batch};
 
 /// Runs a batch to the end (or as far as it can go), resuming whatever the ledger holds.
 pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, RunError> {
@@ -118,7 +118,7 @@ async fn merge_file(
     reporter: &Reporter,
 ) -> Result<(Ledger, Once), RunError> {
     let merging = Instant::now();
-    let (back, once) = plan_once(
+    let (mut ledger, once) = plan_once(
         ledger,
         existing.is_some(),
         opts,
@@ -127,13 +127,7 @@ async fn merge_file(
         conn,
         reporter,
     )
-    .await;
-    let once = once?;
-    let Some(mut ledger) = back else {
-        return Err(RunError::Ledger(ledger::LedgerError::Corrupt(
-            "the ledger was lost with the reading of the file".into(),
-        )));
-    };
+    .await?;
     let (scanned, batch, merged, written) = match once {
         Some(done) => done,
         None => {
@@ -220,12 +214,12 @@ async fn plan_once(
     options: &ValidateOptions,
     conn: &Connection,
     reporter: &Reporter,
-) -> (Option<Ledger>, Result<Option<Once>, RunError>) {
+) -> Result<(Ledger, Option<Once>), RunError> {
     if exists || opts.expect_digest.is_some() {
-        return (Some(ledger), Ok(None));
+        return Ok((ledger, None));
     }
     let Some(expected_rows) = scan::estimate_rows(&opts.input, opts.delimiter) else {
-        return (Some(ledger), Ok(None));
+        return Ok((ledger, None));
     };
     failpoint::hit("before_intent");
     let (ask, asked) = tokio::sync::oneshot::channel::<Asked>();
@@ -250,24 +244,19 @@ async fn plan_once(
         // The pass stops waiting (and rolls back) if the run is stopped meanwhile.
         let _ = give.send(funds::read_balances(&conn.client, drawn).await);
     }
-    let (ledger, once) = match job.await {
-        Ok(done) => done,
-        Err(e) => {
-            return (
-                None,
-                Err(RunError::Ledger(ledger::LedgerError::Corrupt(format!(
-                    "the reading of the file stopped unexpectedly: {e}"
-                )))),
-            );
-        }
-    };
-    if matches!(once, Ok(None)) {
+    let (ledger, once) = job.await.map_err(|e| {
+        RunError::Ledger(ledger::LedgerError::Corrupt(format!(
+            "the reading of the file stopped unexpectedly: {e}"
+        )))
+    })?;
+    let once = once?;
+    if once.is_none() {
         tracing::info!(
             "one pass stopped after {:.2?}: reading the file in two passes",
             started.elapsed()
         );
     }
-    (Some(ledger), once)
+    Ok((ledger, once))
 }
 
 /// What the one pass tells the run before it commits: rows, valid rows, and the currencies
@@ -294,20 +283,9 @@ impl OnePass {
     ) -> Result<Option<Once>, RunError> {
         let opts = &self.opts;
         let name = opts.batch_name();
-        let input_path = opts.input.display().to_string();
-        let base_url = opts.environment.recorded_base_url();
-        let no_headers: [String; 0] = [];
-        let new = ledger::NewBatch {
-            name: &name,
-            input_path: &input_path,
-            // Both recorded at the end of the pass.
-            input_hash: "",
-            headers: &no_headers,
-            environment: opts.environment.name(),
-            base_url: &base_url,
-            key_fingerprint: &self.fingerprint,
-        };
-        let counts = std::cell::Cell::new((0, 0));
+        let origin = BatchOrigin::of(opts);
+        // The file's hash and headers are recorded at the end of the pass.
+        let new = origin.new_batch(opts, &self.fingerprint, "", &[]);
         // A run that only plans writes its result file while it reads.
         let mut lines = opts
             .plan_only
@@ -319,12 +297,10 @@ impl OnePass {
             &self.products,
             self.expected_rows,
             lines.as_mut().map(|l| l as &mut dyn scan::Cells),
-            |scanned| counts.set((scanned.rows, scanned.valid_rows)),
-            |drawn| {
+            |scanned, drawn| {
                 // Without an answer (the run was stopped), no balance is read and nothing is
                 // committed.
-                let (rows, valid_rows) = counts.get();
-                if ask.send((rows, valid_rows, drawn)).is_err() {
+                if ask.send((scanned.rows, scanned.valid_rows, drawn)).is_err() {
                     return grouping::Balances::new();
                 }
                 given.recv().unwrap_or_default()

@@ -83,16 +83,54 @@ pub fn open_batch(
             ));
             b
         }
-        None => ledger.create_batch(&ledger::NewBatch {
-            name: &batch_name,
-            input_path: &input_path,
-            input_hash: &scanned.file_hash,
-            headers: &scanned.headers,
-            environment: opts.environment.name(),
-            base_url: &opts.environment.recorded_base_url(),
-            key_fingerprint: &conn.key_fingerprint,
-        })?,
+        None => {
+            let origin = BatchOrigin::of(opts);
+            ledger.create_batch(&origin.new_batch(
+                opts,
+                &conn.key_fingerprint,
+                &scanned.file_hash,
+                &scanned.headers,
+            ))?
+        }
     })
+}
+
+/// What a new batch records of the run that creates it (its name, input path and the address
+/// of its environment), held for [`BatchOrigin::new_batch`].
+pub struct BatchOrigin {
+    name: String,
+    input_path: String,
+    base_url: String,
+}
+
+impl BatchOrigin {
+    pub fn of(opts: &RunOptions) -> Self {
+        BatchOrigin {
+            name: opts.batch_name(),
+            input_path: opts.input.display().to_string(),
+            base_url: opts.environment.recorded_base_url(),
+        }
+    }
+
+    /// The batch to create for `opts`, started with the key of `key_fingerprint`, from a file
+    /// of `input_hash` with `headers`.
+    pub fn new_batch<'a>(
+        &'a self,
+        opts: &'a RunOptions,
+        key_fingerprint: &'a str,
+        input_hash: &'a str,
+        headers: &'a [String],
+    ) -> ledger::NewBatch<'a> {
+        ledger::NewBatch {
+            name: &self.name,
+            input_path: &self.input_path,
+            input_hash,
+            headers,
+            environment: opts.environment.name(),
+            base_url: &self.base_url,
+            key_fingerprint,
+        }
+    }
 }
 
 /// The input file can be read: checked before anything is made (ledger, lock, simulator
