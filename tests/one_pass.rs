@@ -331,3 +331,68 @@ async fn a_plan_only_run_stopped_during_its_pass_leaves_no_result_file_behind() 
     assert_eq!(temporaries(), vec!["b.result.csv".to_string()]);
     assert_eq!(input_rows(&ws.path("b.result.csv")), 60_000);
 }
+
+/// A large merge is written with a rollback journal (docs/ledger.md). A run killed (SIGKILL)
+/// while the journal is there leaves no trace once the ledger is opened again: `status` finds
+/// no batch, the ledger is whole and back in its write-ahead log, and the same command then
+/// plans every row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_killed_during_a_large_merge_leaves_nothing_and_the_next_plans_all() {
+    let ws = Workspace::new();
+    let mut config = fast_config(None);
+    config.balances = ["USD", "EUR", "GBP"]
+        .into_iter()
+        .map(|c| (c.to_string(), rust_decimal::Decimal::new(100_000_000, 0)))
+        .collect();
+    let sim = start_sim(config).await;
+    ws.write("b.csv", &rows(60_000));
+    let args = run_args(&ws, &sim.base_url(), "b.csv", &["--plan-only"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let journal = std::path::PathBuf::from(format!("{}-journal", ws.ledger().display()));
+    let mut child = spawn_paybatch(ws.dir.path(), &args, &[]);
+    let started = std::time::Instant::now();
+    while !journal.exists() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "no rollback journal within 60 s"
+        );
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the run ended before it could be killed: {status}");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    child.start_kill().expect("kill");
+    child.wait().await.expect("wait");
+    let ledger = ws.ledger().display().to_string();
+    let status = paybatch_in(ws.dir.path(), &["status", "--ledger", &ledger], &[]).await;
+    assert!(status.status.success(), "{}", output_of(&status));
+    assert!(
+        stdout_of(&status).starts_with("no batches in "),
+        "{}",
+        output_of(&status)
+    );
+    assert!(!journal.exists(), "the journal was rolled back");
+    let conn = db(&ws.ledger());
+    let check: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .expect("integrity");
+    assert_eq!(check, "ok");
+    assert!(dump(&ws.ledger(), "SELECT id FROM rows LIMIT 1").is_empty());
+    assert!(dump(&ws.ledger(), "SELECT id FROM batches").is_empty());
+    drop(conn);
+    let again = run(&ws, &sim, "b.csv", &["--plan-only"], &[]).await;
+    assert_eq!(again.status.code(), Some(5), "{}", output_of(&again));
+    let conn = db(&ws.ledger());
+    let planned: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM rows WHERE state = 'PLANNED'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("rows");
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .expect("journal mode");
+    assert_eq!((planned, mode.as_str()), (60_000, "wal"));
+    assert!(!journal.exists());
+}

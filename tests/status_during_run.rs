@@ -32,6 +32,7 @@ async fn status_while_a_run_merges_a_large_file_leaves_the_run_alive() {
     let key = ws.key_file();
     let ledger = ws.ledger();
     let wal = ws.path("ledger.db-wal");
+    let journal = ws.path("ledger.db-journal");
     let mut runner = tokio::process::Command::new(BIN);
     runner
         .current_dir(ws.dir.path())
@@ -52,8 +53,10 @@ async fn status_while_a_run_merges_a_large_file_leaves_the_run_alive() {
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
     let mut child = runner.spawn().expect("run starts");
-    // The merge is one transaction that spills pages to the WAL as it goes: once the WAL has
-    // grown past what the batch and catalog wrote before, the merge is writing.
+    // The merge is one transaction. A merge this large is written with a rollback journal
+    // (docs/ledger.md), which exists while it writes; a merge in the WAL spills pages to it as
+    // it goes: once the WAL has grown past what the batch and catalog wrote before, the merge
+    // is writing. `status` then waits for the merge's commit (the ledger's busy timeout).
     let started = Instant::now();
     let mut looked = 0;
     let status = loop {
@@ -64,7 +67,7 @@ async fn status_while_a_run_merges_a_large_file_leaves_the_run_alive() {
         if let Some(status) = child.try_wait().expect("try_wait") {
             break status;
         }
-        let merging = std::fs::metadata(&wal).is_ok_and(|m| m.len() > 2 << 20);
+        let merging = journal.exists() || std::fs::metadata(&wal).is_ok_and(|m| m.len() > 2 << 20);
         if merging && looked < 20 {
             let out = paybatch(
                 ws.dir.path(),

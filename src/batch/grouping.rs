@@ -256,7 +256,7 @@ pub fn merge_and_plan(
         products,
         per_order(opts, scanned.valid_rows),
     );
-    let mut merge = ledger.merge(batch.id, true)?;
+    let mut merge = ledger.merge_sized(batch.id, true, scanned.valid_rows)?;
     // The second pass finds the invalid rows again with the same checks as the first.
     let index = CatalogIndex::new(products.to_vec());
     let merging = std::time::Instant::now();
@@ -298,7 +298,7 @@ pub fn plan_in_one_pass(
     }
     let per = per_order(opts, expected_rows);
     let mut planning = Planning::new(opts, new.name, products, per);
-    let mut merge = ledger.merge_new(new)?;
+    let mut merge = ledger.merge_new(new, expected_rows)?;
     let index = CatalogIndex::new(products.to_vec());
     let merging = std::time::Instant::now();
     let mut rows = 0usize;

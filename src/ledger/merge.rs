@@ -11,8 +11,8 @@
 use rusqlite::{OptionalExtension, Transaction, params};
 
 use super::{
-    IncomingRow, LedgerError, MergeReport, PlannedOrder, Result, RowState, begin, commit, exec,
-    now, parse_state, sqlerr,
+    IncomingRow, Ledger, LedgerError, MergeReport, PlannedOrder, Result, RowState, begin_merge,
+    commit, exec, now, parse_state, sqlerr,
 };
 
 /// A row that the merge leaves to be planned: it must go into an order ([`Merge::plan`]) before
@@ -65,18 +65,99 @@ fn insert_sql(rows: usize) -> String {
             )
         })
         .collect();
+    // `OR FAIL`: a row that breaks a constraint ends the statement without undoing the rows
+    // it already inserted, so SQLite keeps no journal of the statement (a copy of every page
+    // it touches); such an error ends the whole merge, whose transaction is rolled back.
     format!(
-        "INSERT INTO rows (batch_id, reference, position, line, fields, spec, content_hash,
-                           delivery, state, error_type, error_message, order_id, item_index,
-                           merged)
+        "INSERT OR FAIL INTO rows (batch_id, reference, position, line, fields, spec,
+                                   content_hash, delivery, state, error_type, error_message,
+                                   order_id, item_index, merged)
          VALUES {}",
         tuples.join(", ")
     )
 }
 
+/// Merges of at least this many rows are written with a rollback journal (see
+/// [`RollbackJournal`]).
+const ROWS_WITH_ROLLBACK_JOURNAL: usize = 20_000;
+
+/// A large merge's transaction written with SQLite's rollback journal instead of the ledger's
+/// write-ahead log, which is given back when the merge ends (commit or rollback).
+///
+/// In the log, every page the merge writes is written twice: into the log, then copied into
+/// the ledger file by the checkpoint that follows the commit, which for a million rows is
+/// more than half a gigabyte copied while the run waits. A rollback journal keeps only the
+/// former content of the pages the transaction changes; the pages it adds at the end of the
+/// file (nearly all of a new batch's) need none, so they are written once. The commit is as
+/// durable: the journal, then the ledger file, are synced, and so is the directory once the
+/// journal is deleted (`synchronous=EXTRA`, without which a power cut could bring the journal
+/// back and undo the commit). A merge cut short by a crash is rolled back from the journal when
+/// the ledger is next opened.
+///
+/// Leaving the log needs the ledger to be open nowhere else: when another connection has it
+/// open (a `status` alongside), the merge stays in the log. While the merge runs, another
+/// process that opens the ledger waits for it (up to the ledger's busy timeout) instead of
+/// reading the state before it.
+struct RollbackJournal<'l> {
+    ledger: &'l Ledger,
+}
+
+impl<'l> RollbackJournal<'l> {
+    fn for_rows(ledger: &'l Ledger, rows: usize) -> Option<Self> {
+        if rows < ROWS_WITH_ROLLBACK_JOURNAL {
+            return None;
+        }
+        let mode = ledger
+            .conn
+            .pragma_update_and_check(None, "journal_mode", "DELETE", |r| r.get::<_, String>(0));
+        match mode {
+            Ok(mode) if mode.eq_ignore_ascii_case("delete") => {
+                // Set before the journal can be given back: `drop` restores both.
+                let journal = RollbackJournal { ledger };
+                match ledger.conn.pragma_update(None, "synchronous", "EXTRA") {
+                    Ok(()) => Some(journal),
+                    Err(e) => {
+                        tracing::debug!("large merge in the write-ahead log: {e}");
+                        None
+                    }
+                }
+            }
+            Ok(mode) => {
+                tracing::debug!("large merge in journal mode {mode}");
+                None
+            }
+            Err(e) => {
+                tracing::debug!("large merge in the write-ahead log: {e}");
+                None
+            }
+        }
+    }
+}
+
+impl Drop for RollbackJournal<'_> {
+    fn drop(&mut self) {
+        // Should this fail, the ledger stays readable and durable with its rollback journal
+        // (and `synchronous=EXTRA`), and the next connection to it sets the log again
+        // (`connect`).
+        let conn = &self.ledger.conn;
+        if let Err(e) = conn
+            .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0))
+            .and_then(|_| conn.pragma_update(None, "synchronous", "FULL"))
+        {
+            tracing::warn!(
+                "{}: the write-ahead log could not be set again: {e}",
+                self.ledger.path.display()
+            );
+        }
+    }
+}
+
 /// One merge of an input file into a batch (see the module documentation).
 pub struct Merge<'l> {
     tx: Transaction<'l>,
+    /// Declared after `tx`: a merge that is dropped rolls back before the ledger is given its
+    /// write-ahead log back.
+    journal: Option<RollbackJournal<'l>>,
     path: &'l std::path::Path,
     batch_id: i64,
     stamp: i64,
@@ -95,29 +176,44 @@ impl super::Ledger {
     /// row that is to be paid is handed back by [`Merge::row`] and must be put in an order by
     /// [`Merge::plan`]; without, such rows are recorded PENDING.
     pub fn merge(&mut self, batch_id: i64, planning: bool) -> Result<Merge<'_>> {
-        let path = self.path.as_path();
-        let tx = begin(&mut self.conn, path)?;
-        Merge::start(tx, path, batch_id, planning)
+        self.merge_sized(batch_id, planning, 0)
+    }
+
+    /// [`Ledger::merge`] of a file of about `rows` rows (see [`RollbackJournal`]).
+    pub fn merge_sized(&mut self, batch_id: i64, planning: bool, rows: usize) -> Result<Merge<'_>> {
+        let ledger: &Ledger = self;
+        let journal = RollbackJournal::for_rows(ledger, rows);
+        let tx = begin_merge(&ledger.conn, &ledger.path)?;
+        Merge::start(tx, ledger, journal, batch_id, planning)
     }
 
     /// Creates batch `b` and starts merging its first input file into it, in one
     /// transaction: a merge that is dropped leaves no trace of the batch either. Its input hash
     /// is recorded once the file is read ([`Merge::record_input_hash`]).
-    pub fn merge_new(&mut self, b: &super::NewBatch<'_>) -> Result<Merge<'_>> {
-        let path = self.path.as_path();
-        let tx = begin(&mut self.conn, path)?;
-        let batch_id = super::insert_batch(&tx, path, b)?;
-        Merge::start(tx, path, batch_id, true)
+    pub fn merge_new(&mut self, b: &super::NewBatch<'_>, rows: usize) -> Result<Merge<'_>> {
+        let ledger: &Ledger = self;
+        let journal = RollbackJournal::for_rows(ledger, rows);
+        let tx = begin_merge(&ledger.conn, &ledger.path)?;
+        let batch_id = super::insert_batch(&tx, &ledger.path, b)?;
+        Merge::start(tx, ledger, journal, batch_id, true)
     }
 }
 
 impl<'l> Merge<'l> {
     fn start(
         tx: Transaction<'l>,
-        path: &'l std::path::Path,
+        ledger: &'l Ledger,
+        journal: Option<RollbackJournal<'l>>,
         batch_id: i64,
         planning: bool,
     ) -> Result<Merge<'l>> {
+        let path = ledger.path.as_path();
+        // The references of the merge's rows (to the batch, to their orders) are checked at its
+        // commit rather than after each statement: a statement of several rows that could fail
+        // on one would otherwise need a journal of its own (see `insert_sql`). SQLite turns
+        // this off again at the end of the transaction.
+        tx.pragma_update(None, "defer_foreign_keys", true)
+            .map_err(sqlerr(path))?;
         exec(
             &tx,
             path,
@@ -140,6 +236,7 @@ impl<'l> Merge<'l> {
             .map_err(sqlerr(path))?;
         Ok(Merge {
             tx,
+            journal,
             path,
             batch_id,
             stamp,
@@ -549,8 +646,16 @@ impl Merge<'_> {
                 self.unplanned
             )));
         }
-        commit(self.tx, self.path)?;
-        Ok(self.report)
+        let Merge {
+            tx,
+            path,
+            journal,
+            report,
+            ..
+        } = self;
+        commit(tx, path)?;
+        drop(journal);
+        Ok(report)
     }
 }
 
@@ -645,6 +750,88 @@ mod tests {
         let r30 = invalid.iter().find(|r| r.reference == "R30").expect("R30");
         assert_eq!(r30.state, RowState::Invalid);
         assert_eq!(r30.order_id, None);
+    }
+
+    fn modes(conn: &rusqlite::Connection) -> (String, i64) {
+        let journal = conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .expect("journal mode");
+        let synchronous = conn
+            .query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .expect("synchronous");
+        (journal, synchronous)
+    }
+
+    /// Merges rows `R0` to `R{rows - 1}` without planning them, committed or dropped, and gives the
+    /// journal mode and `synchronous` (2 FULL, 3 EXTRA) seen during the merge.
+    fn large_merge(ledger: &mut Ledger, batch: i64, rows: i64, keep: bool) -> (String, i64) {
+        let mut merge = ledger
+            .merge_sized(batch, false, rows as usize)
+            .expect("merge");
+        for n in 0..rows {
+            assert!(merge.row(&incoming(n, true)).expect("row").is_none());
+        }
+        let during = modes(&merge.tx);
+        merge.close().expect("close");
+        if keep {
+            merge.commit().expect("commit");
+        }
+        during
+    }
+
+    #[test]
+    fn a_large_merge_has_a_rollback_journal_and_the_ledger_gets_its_log_back() {
+        use std::os::unix::fs::PermissionsExt;
+        let (dir, mut ledger, batch) = ledger();
+        let rows = ROWS_WITH_ROLLBACK_JOURNAL as i64;
+        // Dropped: nothing stays, and the log is back.
+        assert_eq!(
+            large_merge(&mut ledger, batch, rows, false),
+            ("delete".to_string(), 3)
+        );
+        assert!(ledger.rows(batch).expect("rows").is_empty());
+        assert_eq!(modes(&ledger.conn), ("wal".to_string(), 2));
+        // Committed: every row, and the log is back.
+        assert_eq!(
+            large_merge(&mut ledger, batch, rows, true),
+            ("delete".to_string(), 3)
+        );
+        assert_eq!(ledger.rows(batch).expect("rows").len(), rows as usize);
+        assert_eq!(modes(&ledger.conn), ("wal".to_string(), 2));
+        // The log and shared memory made again are private, like the ledger.
+        let mut merge = ledger.merge(batch, false).expect("small merge");
+        assert_eq!(modes(&merge.tx), ("wal".to_string(), 2));
+        merge.row(&incoming(rows, true)).expect("row");
+        merge.close().expect("close");
+        merge.commit().expect("commit");
+        for side in ["l.db-wal", "l.db-shm"] {
+            let mode = std::fs::metadata(dir.path().join(side))
+                .expect(side)
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "{side}");
+        }
+        // A smaller merge stays in the log.
+        let (journal, _) = large_merge(&mut ledger, batch, rows - 1, true);
+        assert_eq!(journal, "wal");
+    }
+
+    #[test]
+    fn a_large_merge_stays_in_the_log_while_another_connection_has_the_ledger_open() {
+        let (dir, mut ledger, batch) = ledger();
+        let other = rusqlite::Connection::open(dir.path().join("l.db")).expect("other");
+        let before: i64 = other
+            .query_row("SELECT COUNT(*) FROM rows", [], |r| r.get(0))
+            .expect("read");
+        let rows = ROWS_WITH_ROLLBACK_JOURNAL as i64;
+        assert_eq!(
+            large_merge(&mut ledger, batch, rows, true),
+            ("wal".to_string(), 2)
+        );
+        let after: i64 = other
+            .query_row("SELECT COUNT(*) FROM rows", [], |r| r.get(0))
+            .expect("read");
+        assert_eq!((before, after), (0, rows));
     }
 
     #[test]

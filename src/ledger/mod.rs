@@ -77,8 +77,7 @@ fn connect(path: &Path) -> Result<Connection> {
     // A new ledger's pages: 16 KiB (a million-row merge writes fewer, fuller pages; an
     // existing ledger keeps its own).
     conn.pragma_update(None, "page_size", 16384).map_err(err)?;
-    conn.pragma_update(None, "journal_mode", "WAL")
-        .map_err(err)?;
+    set_write_ahead_log(&conn).map_err(err)?;
     conn.pragma_update(None, "synchronous", "FULL")
         .map_err(err)?;
     conn.pragma_update(None, "foreign_keys", "ON")
@@ -106,6 +105,34 @@ fn connect(path: &Path) -> Result<Connection> {
     conn.pragma_update(None, "temp_store", "MEMORY")
         .map_err(err)?;
     Ok(conn)
+}
+
+/// How long opening the ledger waits for a large merge of another process, written with a
+/// rollback journal (see `merge::RollbackJournal`), to end so that the write-ahead log can be
+/// set: about four million rows' worth on a small machine.
+const WAIT_FOR_A_LARGE_MERGE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Sets the ledger's write-ahead log. While another process writes a large merge with a
+/// rollback journal, SQLite refuses the change at once (busy, without waiting as for a lock);
+/// it is tried again until [`WAIT_FOR_A_LARGE_MERGE`] has passed.
+fn set_write_ahead_log(conn: &Connection) -> rusqlite::Result<()> {
+    let started = std::time::Instant::now();
+    loop {
+        let set =
+            conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0));
+        let busy = match &set {
+            // Another mode is kept as before (a ledger SQLite cannot give a log to).
+            Ok(_) => return Ok(()),
+            Err(e) => matches!(
+                e.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+            ),
+        };
+        if !busy || started.elapsed() >= WAIT_FOR_A_LARGE_MERGE {
+            return set.map(drop);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 /// Current time as stored in the ledger (RFC 3339, UTC, milliseconds).
@@ -1232,6 +1259,12 @@ fn insert_batch(tx: &Transaction<'_>, path: &Path, b: &NewBatch<'_>) -> Result<i
     let id = tx.last_insert_rowid();
     event(tx, id, "batch", id, None, Some("CREATED"), "batch created").map_err(sqlerr(path))?;
     Ok(id)
+}
+
+/// A transaction of a merge, which keeps the ledger borrowed (see [`merge::Merge`]): the caller
+/// holds the ledger mutably, so no other transaction can be open on its connection.
+fn begin_merge<'c>(conn: &'c Connection, path: &Path) -> Result<Transaction<'c>> {
+    Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate).map_err(sqlerr(path))
 }
 
 fn begin<'c>(conn: &'c mut Connection, path: &Path) -> Result<Transaction<'c>> {
