@@ -371,7 +371,12 @@ async fn a_run_killed_during_a_large_merge_leaves_nothing_and_the_next_plans_all
         "{}",
         output_of(&status)
     );
-    assert!(!journal.exists(), "the journal was rolled back");
+    // Rolled back and deleted; or, killed before it had a header, an empty journal SQLite
+    // leaves (not a hot one: nothing to roll back), gone with the next large merge.
+    assert!(
+        std::fs::metadata(&journal).map_or(true, |m| m.len() == 0),
+        "the journal was rolled back"
+    );
     let conn = db(&ws.ledger());
     let check: String = conn
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
