@@ -65,13 +65,10 @@ fn insert_sql(rows: usize) -> String {
             )
         })
         .collect();
-    // `OR FAIL`: a row that breaks a constraint ends the statement without undoing the rows
-    // it already inserted, so SQLite keeps no journal of the statement (a copy of every page
-    // it touches); such an error ends the whole merge, whose transaction is rolled back.
     format!(
-        "INSERT OR FAIL INTO rows (batch_id, reference, position, line, fields, spec,
-                                   content_hash, delivery, state, error_type, error_message,
-                                   order_id, item_index, merged)
+        "INSERT INTO rows (batch_id, reference, position, line, fields, spec, content_hash,
+                           delivery, state, error_type, error_message, order_id, item_index,
+                           merged)
          VALUES {}",
         tuples.join(", ")
     )
@@ -208,12 +205,6 @@ impl<'l> Merge<'l> {
         planning: bool,
     ) -> Result<Merge<'l>> {
         let path = ledger.path.as_path();
-        // The references of the merge's rows (to the batch, to their orders) are checked at its
-        // commit rather than after each statement: a statement of several rows that could fail
-        // on one would otherwise need a journal of its own (see `insert_sql`). SQLite turns
-        // this off again at the end of the transaction.
-        tx.pragma_update(None, "defer_foreign_keys", true)
-            .map_err(sqlerr(path))?;
         exec(
             &tx,
             path,
