@@ -271,12 +271,8 @@ async fn a_batch_the_balance_cannot_pay_leaves_no_batch() {
     assert!(left.is_empty(), "{left:?}");
 }
 
-/// A `--plan-only` run of a new batch writes its result file while it reads: stopped by a
-/// signal during the pass, it exits at once with nothing recorded, and leaves neither a result
-/// file nor the temporary one it was writing (the rows' addresses). The same command then
-/// plans every row.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_plan_only_run_stopped_during_its_pass_leaves_no_result_file_behind() {
+/// A workspace with a 60,000-row `b.csv` and a simulator whose balances pay it.
+async fn sixty_thousand_rows() -> (Workspace, paybatch::sim::SimHandle) {
     let ws = Workspace::new();
     let mut config = fast_config(None);
     config.balances = ["USD", "EUR", "GBP"]
@@ -285,6 +281,36 @@ async fn a_plan_only_run_stopped_during_its_pass_leaves_no_result_file_behind() 
         .collect();
     let sim = start_sim(config).await;
     ws.write("b.csv", &rows(60_000));
+    (ws, sim)
+}
+
+/// Waits (at most 60 s) until `seen` while the run `child` goes on; a run that ends first fails
+/// the test.
+async fn wait_during_run(
+    child: &mut tokio::process::Child,
+    what: &str,
+    mut seen: impl FnMut() -> bool,
+) {
+    let started = std::time::Instant::now();
+    while !seen() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "no {what} within 60 s"
+        );
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the run ended before {what}: {status}");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+}
+
+/// A `--plan-only` run of a new batch writes its result file while it reads: stopped by a
+/// signal during the pass, it exits at once with nothing recorded, and leaves neither a result
+/// file nor the temporary one it was writing (the rows' addresses). The same command then
+/// plans every row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_only_run_stopped_during_its_pass_leaves_no_result_file_behind() {
+    let (ws, sim) = sixty_thousand_rows().await;
     let args = run_args(&ws, &sim.base_url(), "b.csv", &["--plan-only"]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let temporaries = || -> Vec<String> {
@@ -297,17 +323,10 @@ async fn a_plan_only_run_stopped_during_its_pass_leaves_no_result_file_behind() 
     };
     let mut child = spawn_paybatch(ws.dir.path(), &args, &[]);
     // The result file is being written once its temporary file is there.
-    let started = std::time::Instant::now();
-    while temporaries().is_empty() {
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(60),
-            "no result file started within 60 s"
-        );
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("the run ended before it could be stopped: {status}");
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
+    wait_during_run(&mut child, "a result file started", || {
+        !temporaries().is_empty()
+    })
+    .await;
     let pid = child.id().expect("pid").to_string();
     let killed = std::process::Command::new("kill")
         .args(["-INT", &pid])
@@ -338,29 +357,12 @@ async fn a_plan_only_run_stopped_during_its_pass_leaves_no_result_file_behind() 
 /// plans every row.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_killed_during_a_large_merge_leaves_nothing_and_the_next_plans_all() {
-    let ws = Workspace::new();
-    let mut config = fast_config(None);
-    config.balances = ["USD", "EUR", "GBP"]
-        .into_iter()
-        .map(|c| (c.to_string(), rust_decimal::Decimal::new(100_000_000, 0)))
-        .collect();
-    let sim = start_sim(config).await;
-    ws.write("b.csv", &rows(60_000));
+    let (ws, sim) = sixty_thousand_rows().await;
     let args = run_args(&ws, &sim.base_url(), "b.csv", &["--plan-only"]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let journal = std::path::PathBuf::from(format!("{}-journal", ws.ledger().display()));
     let mut child = spawn_paybatch(ws.dir.path(), &args, &[]);
-    let started = std::time::Instant::now();
-    while !journal.exists() {
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(60),
-            "no rollback journal within 60 s"
-        );
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("the run ended before it could be killed: {status}");
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-    }
+    wait_during_run(&mut child, "a rollback journal", || journal.exists()).await;
     child.start_kill().expect("kill");
     child.wait().await.expect("wait");
     let ledger = ws.ledger().display().to_string();
