@@ -825,6 +825,66 @@ mod tests {
         assert_eq!((before, after), (0, rows));
     }
 
+    /// The summary's rows per way of paying: summed per card and currency, in that order,
+    /// read one order at a time (no temporary b-tree holding every order of the batch).
+    #[test]
+    fn rows_per_payment_are_summed_per_card_and_currency_without_sorting_the_orders() {
+        let (_dir, mut ledger, batch) = ledger();
+        let rows: Vec<IncomingRow> = (0..10).map(|n| incoming(n, true)).collect();
+        let mut merge = ledger.merge(batch, true).expect("merge");
+        let mut to_plan = Vec::new();
+        for row in &rows {
+            to_plan.push((row, merge.row(row).expect("row").expect("to plan")));
+        }
+        let paid = |key: &str, currency: &str, card: Option<&str>| PlannedOrder {
+            payment_currency: currency.into(),
+            payment_method: if card.is_some() {
+                "CARD"
+            } else {
+                "ACCOUNT_BALANCE"
+            }
+            .into(),
+            card_id: card.map(str::to_string),
+            ..order(key)
+        };
+        // Orders of 3, 2, 1, 2 and 2 rows; the ways of paying interleaved.
+        let plans = [
+            (paid("k1", "USD", None), 0..3),
+            (paid("k2", "EUR", Some("card-1")), 3..5),
+            (paid("k3", "EUR", None), 5..6),
+            (paid("k4", "USD", None), 6..8),
+            (paid("k5", "EUR", Some("card-1")), 8..10),
+        ];
+        for (planned, range) in plans {
+            merge.plan(&planned, &to_plan[range]).expect("plan");
+        }
+        merge.close().expect("close");
+        merge.commit().expect("commit");
+        assert_eq!(
+            ledger.rows_per_payment(batch).expect("per payment"),
+            vec![
+                (None, "EUR".to_string(), 1),
+                (None, "USD".to_string(), 5),
+                (Some("card-1".to_string()), "EUR".to_string(), 4),
+            ]
+        );
+        let plan: Vec<String> = ledger
+            .conn
+            .prepare(&format!(
+                "EXPLAIN QUERY PLAN {}",
+                super::super::ROWS_PER_ORDER_AND_PAYMENT
+            ))
+            .expect("explain")
+            .query_map([batch], |r| r.get::<_, String>(3))
+            .expect("plan")
+            .collect::<rusqlite::Result<_>>()
+            .expect("plan rows");
+        assert!(
+            plan.iter().all(|step| !step.contains("TEMP B-TREE")),
+            "{plan:?}"
+        );
+    }
+
     #[test]
     fn a_new_send_forgets_what_the_last_one_got_back() {
         let (_dir, mut ledger, batch) = ledger();

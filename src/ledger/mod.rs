@@ -604,16 +604,30 @@ impl Ledger {
         )
     }
 
-    /// Rows in orders, per way of paying: (card id, payment currency, rows).
+    /// Rows in orders, per way of paying: (card id, payment currency, rows), in that order.
     pub fn rows_per_payment(&self, batch_id: i64) -> Result<Vec<(Option<String>, String, i64)>> {
-        self.select_all(
-            "SELECT o.card_id, o.payment_currency,
-                    SUM((SELECT COUNT(*) FROM rows WHERE rows.order_id = o.id))
-             FROM orders o WHERE o.batch_id = ?1
-             GROUP BY o.card_id, o.payment_currency",
-            [batch_id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
+        // Summed here, one order at a time: a GROUP BY would sort every order of the batch in
+        // a temporary b-tree first (about 50 MB for a million one-row orders).
+        let mut stmt = self
+            .conn
+            .prepare_cached(ROWS_PER_ORDER_AND_PAYMENT)
+            .map_err(sqlerr(&self.path))?;
+        let mut cursor = stmt.query([batch_id]).map_err(sqlerr(&self.path))?;
+        let mut out: Vec<(Option<String>, String, i64)> = Vec::new();
+        while let Some(r) = cursor.next().map_err(sqlerr(&self.path))? {
+            let card: Option<String> = r.get(0).map_err(sqlerr(&self.path))?;
+            let currency: String = r.get(1).map_err(sqlerr(&self.path))?;
+            let rows: i64 = r.get(2).map_err(sqlerr(&self.path))?;
+            match out
+                .iter_mut()
+                .find(|(c, cur, _)| *c == card && *cur == currency)
+            {
+                Some(seen) => seen.2 += rows,
+                None => out.push((card, currency, rows)),
+            }
+        }
+        out.sort();
+        Ok(out)
     }
 
     /// The batch's valid rows (not taken out of the file) per delivery (`EMAIL`,
@@ -1215,6 +1229,11 @@ pub struct OrderLabel {
     pub payment_currency: String,
     pub card_id: Option<String>,
 }
+
+/// Each order of a batch with its way of paying and its number of rows (`?1`: the batch).
+const ROWS_PER_ORDER_AND_PAYMENT: &str = "SELECT o.card_id, o.payment_currency,
+        (SELECT COUNT(*) FROM rows WHERE rows.order_id = o.id)
+ FROM orders o WHERE o.batch_id = ?1";
 
 fn sqlerr(path: &Path) -> impl Fn(rusqlite::Error) -> LedgerError + '_ {
     move |source| LedgerError::Sqlite {
