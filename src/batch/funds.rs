@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::api::models::Product;
 use crate::api::{ApiError, Client};
 use crate::input::rules::RowSpec;
-use crate::ledger::{self, Ledger, OrderRecord, OrderState, RowState};
+use crate::ledger::{self, Ledger, OrderState, RowState};
 
 use super::outcome::RunError;
 
@@ -158,18 +158,11 @@ impl Unpaid {
     ) -> Result<Self, RunError> {
         let by_code: HashMap<&str, &Product> =
             products.iter().map(|p| (p.code.as_str(), p)).collect();
-        let orders: HashMap<i64, OrderRecord> = ledger
-            .orders(batch.id)?
-            .into_iter()
-            .map(|o| (o.id, o))
-            .collect();
         let mut unpaid = Unpaid::default();
-        for row in ledger.rows(batch.id)? {
-            let Some(order) = row.order_id.and_then(|id| orders.get(&id)) else {
-                continue;
-            };
-            let stopped = match row.state {
-                RowState::Planned => order.state == OrderState::Intent,
+        // One row at a time: a batch can hold a million.
+        ledger.visit_planned_or_refused(batch.id, |row| {
+            let stopped = match row.row_state {
+                RowState::Planned => row.order_state == OrderState::Intent,
                 RowState::Rejected => matches!(
                     row.error_type.as_deref(),
                     Some("insufficient_funds" | "insufficient_balance" | "ordering_restricted")
@@ -177,28 +170,23 @@ impl Unpaid {
                 _ => false,
             };
             if stopped {
-                unpaid.add(&row, order, &by_code);
+                unpaid.add(row, &by_code);
             }
-        }
+        })?;
         Ok(unpaid)
     }
 
-    fn add(
-        &mut self,
-        row: &ledger::RowRecord,
-        order: &OrderRecord,
-        by_code: &HashMap<&str, &Product>,
-    ) {
+    fn add(&mut self, row: &ledger::HeldRow, by_code: &HashMap<&str, &Product>) {
         self.all += 1;
-        if row.state == RowState::Rejected {
+        if row.row_state == RowState::Rejected {
             self.refused += 1;
         }
-        if order.card_id.is_some() {
+        if row.card_id.is_some() {
             return;
         }
         let entry = self
             .per_currency
-            .entry(order.payment_currency.clone())
+            .entry(row.payment_currency.clone())
             .or_default();
         entry.0 += 1;
         match row
@@ -206,7 +194,7 @@ impl Unpaid {
             .as_deref()
             .and_then(|s| serde_json::from_str::<StoredPrice>(s).ok())
         {
-            Some(spec) if spec.currency == order.payment_currency => {
+            Some(spec) if spec.currency == row.payment_currency => {
                 entry.2 += price(
                     &spec.product_codes,
                     spec.face_value,

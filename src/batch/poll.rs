@@ -92,7 +92,7 @@ pub async fn poll_all(
 ) -> Result<Option<String>, RunError> {
     let accepted = stage
         .ledger()
-        .orders_in_state(batch_id, OrderState::Accepted)?;
+        .order_heads_in_state(batch_id, OrderState::Accepted)?;
     let waiting: HashMap<String, i64> = accepted
         .into_iter()
         .filter_map(|o| o.service_order_id.clone().map(|id| (id, o.id)))

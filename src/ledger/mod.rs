@@ -649,6 +649,38 @@ impl Ledger {
         Ok(out.into_iter().collect())
     }
 
+    /// Visits the batch's rows that are PLANNED or REJECTED, each with its order's state and
+    /// way of paying: what a stop of the service left unpaid is among them. One row in memory
+    /// at a time.
+    pub fn visit_planned_or_refused(
+        &self,
+        batch_id: i64,
+        mut visit: impl FnMut(&HeldRow),
+    ) -> Result<()> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT r.state, r.error_type, r.spec, o.state, o.payment_currency, o.card_id
+                 FROM rows r JOIN orders o ON o.id = r.order_id
+                 WHERE r.batch_id = ?1 AND r.state IN ('PLANNED', 'REJECTED')",
+            )
+            .map_err(sqlerr(&self.path))?;
+        let mut cursor = stmt.query([batch_id]).map_err(sqlerr(&self.path))?;
+        while let Some(r) = cursor.next().map_err(sqlerr(&self.path))? {
+            let row_state: String = r.get(0).map_err(sqlerr(&self.path))?;
+            let order_state: String = r.get(3).map_err(sqlerr(&self.path))?;
+            visit(&HeldRow {
+                row_state: parse_state(&row_state)?,
+                error_type: r.get(1).map_err(sqlerr(&self.path))?,
+                spec: r.get(2).map_err(sqlerr(&self.path))?,
+                order_state: parse_state(&order_state)?,
+                payment_currency: r.get(4).map_err(sqlerr(&self.path))?,
+                card_id: r.get(5).map_err(sqlerr(&self.path))?,
+            });
+        }
+        Ok(())
+    }
+
     /// The reference of a row, by id.
     pub fn row_reference(&self, row_id: i64) -> Result<Option<String>> {
         self.conn
@@ -785,8 +817,14 @@ impl Ledger {
         self.query_orders("WHERE batch_id = ?1 ORDER BY id", params![batch_id])
     }
 
-    pub fn orders_in_state(&self, batch_id: i64, state: OrderState) -> Result<Vec<OrderRecord>> {
-        self.query_orders(
+    /// The batch's orders in `state`, without their bodies (`body` is empty).
+    pub fn order_heads_in_state(
+        &self,
+        batch_id: i64,
+        state: OrderState,
+    ) -> Result<Vec<OrderRecord>> {
+        self.select_orders(
+            "X''",
             "WHERE batch_id = ?1 AND state = ?2 ORDER BY id",
             params![batch_id, state.as_str()],
         )
@@ -1048,15 +1086,21 @@ impl Ledger {
         batch_id: i64,
         references: Option<&[String]>,
     ) -> Result<Vec<String>> {
-        let candidates: Vec<RowRecord> = self
-            .rows(batch_id)?
+        // Only the failed and refused rows are read (a batch can hold a million).
+        let candidates: Vec<(i64, String, String, i64)> = self
+            .select_all(
+                "SELECT id, reference, state, attempt FROM rows
+                 WHERE batch_id = ?1 AND state IN ('FAILED', 'REJECTED')
+                 ORDER BY position, id",
+                [batch_id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )?
             .into_iter()
-            .filter(|r| matches!(r.state, RowState::Failed | RowState::Rejected))
-            .filter(|r| references.is_none_or(|refs| refs.contains(&r.reference)))
+            .filter(|(_, reference, _, _)| references.is_none_or(|refs| refs.contains(reference)))
             .collect();
         let tx = begin(&mut self.conn, &self.path)?;
         let mut out = Vec::new();
-        for row in candidates {
+        for (id, reference, state, attempt) in candidates {
             exec(
                 &tx,
                 &self.path,
@@ -1065,19 +1109,19 @@ impl Ledger {
                         discount = NULL, error_type = NULL, error_message = NULL,
                         completed_at = NULL
                  WHERE id = ?1",
-                params![row.id],
+                params![id],
             )?;
             event(
                 &tx,
                 batch_id,
                 "row",
-                row.id,
-                Some(row.state.as_str()),
+                id,
+                Some(state.as_str()),
                 Some("PENDING"),
-                &format!("retry requested: attempt {}", row.attempt + 1),
+                &format!("retry requested: attempt {}", attempt + 1),
             )
             .map_err(sqlerr(&self.path))?;
-            out.push(row.reference);
+            out.push(reference);
         }
         commit(tx, &self.path)?;
         Ok(out)
@@ -1218,6 +1262,18 @@ fn parsed_row((mut row, state): (RowRecord, String)) -> Result<RowRecord> {
 fn parse_state<S: std::str::FromStr<Err = state::UnknownState>>(text: &str) -> Result<S> {
     text.parse()
         .map_err(|e: state::UnknownState| LedgerError::Corrupt(e.to_string()))
+}
+
+/// A PLANNED or REJECTED row with what its order says ([`Ledger::visit_planned_or_refused`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldRow {
+    pub row_state: RowState,
+    pub error_type: Option<String>,
+    /// The row's validated content (JSON), as recorded.
+    pub spec: Option<String>,
+    pub order_state: OrderState,
+    pub payment_currency: String,
+    pub card_id: Option<String>,
 }
 
 /// What the result file says of a row's order.
