@@ -271,6 +271,123 @@ async fn a_batch_the_balance_cannot_pay_leaves_no_batch() {
     assert!(left.is_empty(), "{left:?}");
 }
 
+/// In front of a simulator: holds each balance read until `together` of them are in flight
+/// (or 10 s have passed), and counts the most that were in flight at once.
+struct BalanceGate {
+    upstream: String,
+    http: reqwest::Client,
+    together: usize,
+    in_flight: std::sync::Mutex<usize>,
+    most: std::sync::atomic::AtomicUsize,
+    arrived: tokio::sync::Notify,
+}
+
+async fn through_gate(
+    axum::extract::State(gate): axum::extract::State<std::sync::Arc<BalanceGate>>,
+    request: axum::extract::Request,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let (parts, body) = request.into_parts();
+    let path = parts.uri.path().trim_start_matches("/v2").to_string();
+    let query = parts
+        .uri
+        .query()
+        .map(|q| format!("?{q}"))
+        .unwrap_or_default();
+    let body = axum::body::to_bytes(body, 1 << 20)
+        .await
+        .unwrap_or_default();
+    if path == "/balance" {
+        let now = {
+            let mut n = gate.in_flight.lock().expect("lock");
+            *n += 1;
+            *n
+        };
+        gate.most
+            .fetch_max(now, std::sync::atomic::Ordering::SeqCst);
+        gate.arrived.notify_waiters();
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            loop {
+                let woken = gate.arrived.notified();
+                if gate.most.load(std::sync::atomic::Ordering::SeqCst) >= gate.together {
+                    break;
+                }
+                woken.await;
+            }
+        })
+        .await;
+    }
+    let mut forwarded = gate
+        .http
+        .request(parts.method, format!("{}{path}{query}", gate.upstream))
+        .body(body.to_vec());
+    for (name, value) in &parts.headers {
+        if name != "host" && name != "content-length" {
+            forwarded = forwarded.header(name, value);
+        }
+    }
+    let answer = forwarded.send().await;
+    if path == "/balance" {
+        *gate.in_flight.lock().expect("lock") -= 1;
+    }
+    let Ok(answer) = answer else {
+        return axum::http::StatusCode::BAD_GATEWAY.into_response();
+    };
+    let status = axum::http::StatusCode::from_u16(answer.status().as_u16())
+        .unwrap_or(axum::http::StatusCode::BAD_GATEWAY);
+    let bytes = answer.bytes().await.unwrap_or_default();
+    (status, [("content-type", "application/json")], bytes).into_response()
+}
+
+/// The balances a new batch draws on are read as its one pass first draws on each, all at
+/// once: the pass's transaction (which in a large merge keeps readers out of the ledger) waits
+/// at its end for one round trip at most, not one per currency.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_balances_of_a_new_batch_are_read_at_once() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    let gate = std::sync::Arc::new(BalanceGate {
+        upstream: sim.base_url().trim_end_matches('/').to_string(),
+        http: reqwest::Client::new(),
+        together: 3,
+        in_flight: std::sync::Mutex::new(0),
+        most: std::sync::atomic::AtomicUsize::new(0),
+        arrived: tokio::sync::Notify::new(),
+    });
+    let app = axum::Router::new()
+        .fallback(through_gate)
+        .with_state(gate.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let base = format!("http://{}/v2", listener.local_addr().expect("addr"));
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    // USD, GBP and EUR, all drawn on by the first rows.
+    ws.write("b.csv", &rows(40));
+    let args = ["run", "b.csv", "--plan-only", "-v"];
+    let out = tokio::time::timeout(
+        std::time::Duration::from_secs(120),
+        against_url(&ws, &base, &args),
+    )
+    .await
+    .expect("the run ends");
+    assert_eq!(out.status.code(), Some(5), "{}", output_of(&out));
+    assert!(
+        stderr(&out).contains("one pass: rows read"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        gate.most.load(std::sync::atomic::Ordering::SeqCst),
+        3,
+        "the three balances are read at once"
+    );
+    let planned = dump(&ws.ledger(), "SELECT id FROM rows WHERE state = 'PLANNED'");
+    assert_eq!(planned.len(), 40);
+}
+
 /// A workspace with a 60,000-row `b.csv` and a simulator whose balances pay it.
 async fn sixty_thousand_rows() -> (Workspace, paybatch::sim::SimHandle) {
     let ws = Workspace::new();

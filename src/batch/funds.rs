@@ -54,10 +54,11 @@ impl Need {
     }
 }
 
-/// Reads the balance of each currency, checked once it is known what is new to pay
-/// ([`check`]): before the ledger is written when the file is read in two passes; at the end of
-/// the one pass of a new batch, its transaction still open (the ledger's lock keeps every other
-/// writer out meanwhile).
+/// Reads the balance of each currency, one after the other, checked once it is known what is
+/// new to pay ([`check`]), before the ledger is written, when the file is read in two passes.
+/// The one pass of a new batch reads each balance, all at once, as soon as its rows first draw
+/// on it, and checks them at its end, its transaction still open (the ledger's lock keeps
+/// every other writer out meanwhile).
 pub async fn read_balances(
     client: &Client,
     currencies: impl IntoIterator<Item = String>,

@@ -163,6 +163,8 @@ struct Planning<'r> {
     need: funds::Need,
     groups: Groups<'r>,
     card_id: Option<&'r str>,
+    /// Told of each currency whose balance the new rows draw on, the first time they do.
+    first_drawn: Option<&'r dyn Fn(&str)>,
 }
 
 impl<'r> Planning<'r> {
@@ -181,6 +183,7 @@ impl<'r> Planning<'r> {
                 converted_rows: 0,
             },
             card_id: opts.card_id.as_deref(),
+            first_drawn: None,
         }
     }
 
@@ -201,7 +204,13 @@ impl<'r> Planning<'r> {
             )))
         })?;
         let card = row_card(&spec, self.card_id).map(str::to_string);
+        let drawn = self.need.from_balance.len();
         self.need.add(&spec, card.as_deref(), &self.by_code);
+        if self.need.from_balance.len() > drawn
+            && let Some(tell) = self.first_drawn
+        {
+            tell(&spec.payment_currency);
+        }
         let key = (spec.payment_currency.clone(), card, spec.currency.clone());
         self.groups.push(merge, key, (row, to_plan, spec))
     }
@@ -276,7 +285,9 @@ pub fn merge_and_plan(
 /// with nothing recorded, as soon as a row has a problem, the file changes while it is read,
 /// or its number of rows gives another number of rows an order than `expected_rows` did: the
 /// caller reads the file in two passes, which say every problem. `cells`, when given, is
-/// handed each row's cells on the reading thread. `read_balances` is given what the pass found
+/// handed each row's cells on the reading thread. `first_drawn` is told of each currency whose
+/// balance the new rows draw on, the first time they do (its balance can be read meanwhile).
+/// `read_balances` is given what the pass found
 /// and the currencies its new rows draw on, with the merge still open; the pre-flight and the
 /// commit follow.
 #[allow(clippy::too_many_arguments)]
@@ -287,6 +298,7 @@ pub fn plan_in_one_pass(
     products: &[Product],
     expected_rows: usize,
     cells: Option<&mut dyn scan::Cells>,
+    first_drawn: &dyn Fn(&str),
     read_balances: impl FnOnce(&scan::Scan, Vec<String>) -> Balances,
     opts: &RunOptions,
 ) -> Result<Option<(scan::Scan, Merged)>, RunError> {
@@ -298,6 +310,7 @@ pub fn plan_in_one_pass(
     }
     let per = per_order(opts, expected_rows);
     let mut planning = Planning::new(opts, new.name, products, per);
+    planning.first_drawn = Some(first_drawn);
     let mut merge = ledger.merge_new(new, expected_rows)?;
     let index = CatalogIndex::new(products.to_vec());
     let merging = std::time::Instant::now();

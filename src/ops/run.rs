@@ -14,12 +14,13 @@
 //! 4. after the answer is recorded: the order is ACCEPTED and is polled;
 //! 5. while polling: the order stays ACCEPTED and is polled again.
 
+use rust_decimal::Decimal;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::api::Client;
 use crate::api::models::{ExecutionMode, Product};
+use crate::api::{ApiError, Client};
 use crate::batch::funds;
 use crate::batch::grouping::{self, Merged};
 use crate::batch::lock::LedgerLock;
@@ -224,6 +225,7 @@ async fn plan_once(
     failpoint::hit("before_intent");
     let (ask, asked) = tokio::sync::oneshot::channel::<Asked>();
     let (give, given) = std::sync::mpsc::channel::<grouping::Balances>();
+    let (early, mut drawing) = tokio::sync::mpsc::unbounded_channel::<String>();
     let job = {
         let pass = OnePass {
             opts: opts.clone(),
@@ -231,6 +233,7 @@ async fn plan_once(
             options: options.clone(),
             fingerprint: conn.key_fingerprint.clone(),
             expected_rows,
+            early,
         };
         tokio::task::spawn_blocking(move || {
             let mut ledger = ledger;
@@ -239,10 +242,30 @@ async fn plan_once(
         })
     };
     let started = Instant::now();
-    if let Ok((rows, valid_rows, drawn)) = asked.await {
+    // Each balance is read as soon as the pass first draws on it, while the pass goes on: its
+    // transaction (which, in a large merge, keeps even readers out of the ledger) then waits at
+    // its end only for the balances not read yet, not for a round trip per currency.
+    let mut reads = BalanceReads::default();
+    let mut asked = std::pin::pin!(asked);
+    let asked = loop {
+        tokio::select! {
+            Some(currency) = drawing.recv() => reads.start(&conn.client, currency),
+            asked = &mut asked => break asked,
+        }
+    };
+    if let Ok((rows, valid_rows, drawn)) = asked {
         tell_validated(rows, valid_rows, reporter);
+        // Those the pass drew on last may not have been started yet.
+        for currency in &drawn {
+            reads.start(&conn.client, currency.clone());
+        }
+        let mut read = reads.finish().await;
+        let balances: grouping::Balances = drawn
+            .into_iter()
+            .filter_map(|currency| read.remove(&currency).map(|b| (currency, b)))
+            .collect();
         // The pass stops waiting (and rolls back) if the run is stopped meanwhile.
-        let _ = give.send(funds::read_balances(&conn.client, drawn).await);
+        let _ = give.send(balances);
     }
     let (ledger, once) = job.await.map_err(|e| {
         RunError::Ledger(ledger::LedgerError::Corrupt(format!(
@@ -259,6 +282,39 @@ async fn plan_once(
     Ok((ledger, once))
 }
 
+/// Balances being read, one request each, all at once.
+#[derive(Default)]
+struct BalanceReads {
+    started: std::collections::BTreeSet<String>,
+    reads: tokio::task::JoinSet<(String, Result<Decimal, ApiError>)>,
+}
+
+impl BalanceReads {
+    /// Starts reading `currency`'s balance, unless it is being read.
+    fn start(&mut self, client: &Client, currency: String) {
+        if !self.started.insert(currency.clone()) {
+            return;
+        }
+        let client = client.clone();
+        self.reads.spawn(async move {
+            let balance = client.balance(&currency).await.map(|b| b.balance);
+            (currency, balance)
+        });
+    }
+
+    /// Every balance started, once read (a currency whose read did not end is missing, and
+    /// the pre-flight says it was not read).
+    async fn finish(mut self) -> grouping::Balances {
+        let mut read = grouping::Balances::new();
+        while let Some(done) = self.reads.join_next().await {
+            if let Ok((currency, balance)) = done {
+                read.insert(currency, balance);
+            }
+        }
+        read
+    }
+}
+
 /// What the one pass tells the run before it commits: rows, valid rows, and the currencies
 /// whose balances its new rows draw on.
 type Asked = (usize, usize, Vec<String>);
@@ -270,6 +326,8 @@ struct OnePass {
     options: ValidateOptions,
     fingerprint: String,
     expected_rows: usize,
+    /// Each currency the new rows draw on, the first time they do.
+    early: tokio::sync::mpsc::UnboundedSender<String>,
 }
 
 impl OnePass {
@@ -297,6 +355,10 @@ impl OnePass {
             &self.products,
             self.expected_rows,
             lines.as_mut().map(|l| l as &mut dyn scan::Cells),
+            &|currency| {
+                // The run reads the balance meanwhile (unless it was stopped).
+                let _ = self.early.send(currency.to_string());
+            },
             |scanned, drawn| {
                 // Without an answer (the run was stopped), no balance is read and nothing is
                 // committed.
