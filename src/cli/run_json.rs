@@ -123,7 +123,11 @@ fn stopped(code: i32, message: &str, help: &str) -> Value {
 
 /// A run stopped by a signal.
 pub fn interrupted(opts: &RunOptions, progress: &Progress, signal: Stop) -> Value {
-    let sent = progress.sent.unwrap_or_default();
+    // Unknown (null) when the ledger could not be read: never a count of zero.
+    let sent = match progress.unread {
+        Some(_) => None,
+        None => Some(progress.sent.unwrap_or_default()),
+    };
     json!({
         "batch": opts.batch_name(),
         "environment": opts.environment.name(),
@@ -131,9 +135,10 @@ pub fn interrupted(opts: &RunOptions, progress: &Progress, signal: Stop) -> Valu
         "exit_code": signal.code(),
         "outcome": "interrupted",
         "signal": signal.name(),
-        "orders_sent": sent.orders_sent,
-        "orders_in_doubt": sent.orders_in_doubt,
-        "rows_not_sent": sent.rows_not_sent,
+        "orders_sent": sent.map(|s| s.orders_sent),
+        "orders_in_doubt": sent.map(|s| s.orders_in_doubt),
+        "rows_not_sent": sent.map(|s| s.rows_not_sent),
+        "progress_unread": progress.unread,
     })
 }
 

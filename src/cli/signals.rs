@@ -4,6 +4,7 @@
 //! with its key by the next run.
 
 use std::path::Path;
+use std::time::Duration;
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
@@ -83,11 +84,19 @@ async fn recv(signal: &mut Option<Signal>) -> Option<()> {
 /// no such batch yet: nothing was sent).
 pub struct Progress {
     pub sent: Option<SendProgress>,
+    /// Why how far the batch got could not be read (the ledger stayed busy, or could not be
+    /// opened): then nothing is said of what was sent.
+    pub unread: Option<String>,
 }
 
 impl Progress {
     /// `114 orders sent, 186 rows not sent yet`.
     pub fn describe(&self) -> String {
+        if let Some(why) = &self.unread {
+            return format!(
+                "how far the batch got could not be read ({why}); `paybatch status` says it once the ledger is free"
+            );
+        }
         match &self.sent {
             None => "nothing was sent".to_string(),
             Some(p) => {
@@ -108,15 +117,78 @@ impl Progress {
     }
 }
 
-/// Reads how far `batch` got. The ledger is not created where there is none.
+/// How long a stopped run waits to read how far it got: a large merge of its own, still
+/// writing or being rolled back, holds the ledger until it ends.
+const PROGRESS_WAIT: Duration = Duration::from_secs(5);
+
+/// Reads how far `batch` got, waiting [`PROGRESS_WAIT`] at most. The ledger is not created
+/// where there is none.
 pub fn progress_of(ledger: &Path, batch: &str) -> Progress {
-    let sent = ledger
-        .exists()
-        .then(|| Ledger::open(ledger).ok())
-        .flatten()
-        .and_then(|l| {
-            let b = l.batch(batch).ok().flatten()?;
-            l.send_progress(b.id).ok()
-        });
-    Progress { sent }
+    if !ledger.exists() {
+        return Progress {
+            sent: None,
+            unread: None,
+        };
+    }
+    let (tell, told) = std::sync::mpsc::channel();
+    let (path, name) = (ledger.to_path_buf(), batch.to_string());
+    // Left to end with the process if the ledger stays busy.
+    std::thread::spawn(move || {
+        let _ = tell.send(read_progress(&path, &name));
+    });
+    match told.recv_timeout(PROGRESS_WAIT) {
+        Ok(Ok(sent)) => Progress { sent, unread: None },
+        Ok(Err(e)) => Progress {
+            sent: None,
+            unread: Some(e.to_string()),
+        },
+        Err(_) => Progress {
+            sent: None,
+            unread: Some(format!(
+                "the ledger stayed busy for {} s",
+                PROGRESS_WAIT.as_secs()
+            )),
+        },
+    }
+}
+
+fn read_progress(ledger: &Path, batch: &str) -> crate::ledger::Result<Option<SendProgress>> {
+    let l = Ledger::open(ledger)?;
+    let Some(b) = l.batch(batch)? else {
+        return Ok(None);
+    };
+    l.send_progress(b.id).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Without a ledger nothing was sent; a ledger held by a large merge (its rollback journal
+    /// keeps readers out) is not read as "nothing was sent" but said to be unread, in bounded
+    /// time.
+    #[test]
+    fn a_ledger_held_by_a_merge_is_not_read_as_nothing_sent() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("l.db");
+        let none = progress_of(&path, "b");
+        assert_eq!(none.describe(), "nothing was sent");
+        drop(Ledger::open(&path).expect("ledger"));
+        let merge = rusqlite::Connection::open(&path).expect("merge");
+        let mode: String = merge
+            .query_row("PRAGMA journal_mode = DELETE", [], |r| r.get(0))
+            .expect("journal mode");
+        assert_eq!(mode, "delete");
+        merge.execute_batch("BEGIN EXCLUSIVE").expect("held");
+        let held = progress_of(&path, "b");
+        assert_eq!(held.sent, None);
+        assert!(held.unread.is_some());
+        let text = held.describe();
+        assert!(!text.contains("nothing was sent"), "{text}");
+        assert!(text.contains("could not be read"), "{text}");
+        merge.execute_batch("ROLLBACK").expect("released");
+        let free = progress_of(&path, "b");
+        assert_eq!(free.unread, None);
+        assert_eq!(free.describe(), "nothing was sent");
+    }
 }
