@@ -20,7 +20,7 @@ pub use state::{OrderState, RowState, row_state_for};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
-    #[error("ledger {path}: {source}")]
+    #[error("ledger {path}: {source}{}", busy_hint(.source))]
     Sqlite {
         path: PathBuf,
         #[source]
@@ -42,6 +42,17 @@ pub enum LedgerError {
 }
 
 pub type Result<T> = std::result::Result<T, LedgerError>;
+
+/// What a person can do about a ledger another connection holds (SQLite's busy and locked).
+fn busy_hint(source: &rusqlite::Error) -> &'static str {
+    match source.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+            " (another paybatch is writing to it, such as a run recording a large file in one \
+             transaction: run this again once it has committed)"
+        }
+        _ => "",
+    }
+}
 
 fn migrations() -> Migrations<'static> {
     Migrations::new(vec![
@@ -86,19 +97,19 @@ fn connect(path: &Path) -> Result<Connection> {
     // order-key index all over; pages are only taken as needed.
     conn.pragma_update(None, "cache_size", -16384)
         .map_err(err)?;
-    migrations()
-        .to_latest(&mut conn)
-        .map_err(|e| LedgerError::Migration {
-            path: path.to_path_buf(),
-            message: match e {
-                rusqlite_migration::Error::MigrationDefinition(
-                    rusqlite_migration::MigrationDefinitionError::DatabaseTooFarAhead,
-                ) => "it was written by a newer paybatch (a later schema than this one \
-                      knows); use that version or a later one"
-                    .to_string(),
-                other => other.to_string(),
-            },
-        })?;
+    migrate(&mut conn).map_err(|e| LedgerError::Migration {
+        path: path.to_path_buf(),
+        message: match e {
+            rusqlite_migration::Error::MigrationDefinition(
+                rusqlite_migration::MigrationDefinitionError::DatabaseTooFarAhead,
+            ) => "it was written by a newer paybatch (a later schema than this one \
+                  knows); use that version or a later one"
+                .to_string(),
+            // What SQLite said, without the statement (a whole migration).
+            rusqlite_migration::Error::RusqliteError { err, .. } => err.to_string(),
+            other => other.to_string(),
+        },
+    })?;
     // The journal of one statement inside a transaction (several rows to an INSERT) in
     // memory rather than in a temporary file; set after the migrations, whose statements
     // over every row of a large ledger would hold as much in memory.
@@ -106,6 +117,33 @@ fn connect(path: &Path) -> Result<Connection> {
         .map_err(err)?;
     Ok(conn)
 }
+
+/// Brings the schema to this version's. Each migration is a transaction that also moves
+/// `user_version` on; two processes opening a new ledger at once (a `status` beside the run
+/// that creates it) may both start the same one: the one that loses sees the version moved
+/// and goes on from there.
+fn migrate(conn: &mut Connection) -> std::result::Result<(), rusqlite_migration::Error> {
+    let version = |c: &Connection| {
+        c.pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0))
+            .ok()
+    };
+    let mut tries = 0;
+    loop {
+        let before = version(conn);
+        match migrations().to_latest(conn) {
+            Err(rusqlite_migration::Error::RusqliteError { .. })
+                if tries < MIGRATION_TRIES && version(conn) != before =>
+            {
+                tries += 1;
+            }
+            done => return done,
+        }
+    }
+}
+
+/// How many times a migration that another process made meanwhile is tried again (once a
+/// migration, and some).
+const MIGRATION_TRIES: usize = 16;
 
 /// How long opening the ledger waits for a large merge of another process, written with a
 /// rollback journal (see `merge::RollbackJournal`), to end so that the write-ahead log can be
@@ -1735,6 +1773,60 @@ mod tests {
 
     fn mode_of(path: &Path) -> u32 {
         std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    /// Two processes opening a new ledger at once (a `status` beside the run creating it) both
+    /// get it, at this version's schema.
+    #[test]
+    fn a_new_ledger_opened_twice_at_once_is_migrated_once_and_opened_by_both() {
+        let dir = tempfile::tempdir().expect("dir");
+        for n in 0..20 {
+            let path = dir.path().join(format!("l{n}.db"));
+            // The file exists, empty, as a run creating it leaves it for a moment.
+            std::fs::write(&path, b"").expect("empty ledger");
+            let start = std::sync::Arc::new(std::sync::Barrier::new(2));
+            let opens: Vec<_> = (0..2)
+                .map(|_| {
+                    let (path, start) = (path.clone(), start.clone());
+                    std::thread::spawn(move || {
+                        start.wait();
+                        Ledger::open(&path).map(|l| l.batch("b").map(|b| b.is_none()))
+                    })
+                })
+                .collect();
+            for open in opens {
+                let opened = open.join().expect("thread");
+                assert!(matches!(opened, Ok(Ok(true))), "{n}: {opened:?}");
+            }
+            let conn = Connection::open(&path).expect("ledger");
+            let version: i64 = conn
+                .pragma_query_value(None, "user_version", |r| r.get(0))
+                .expect("version");
+            assert_eq!(version, migrations_count() as i64);
+        }
+    }
+
+    /// A ledger another connection holds says so, with what to do; other errors say nothing
+    /// more.
+    #[test]
+    fn a_busy_ledger_says_another_paybatch_is_writing_to_it() {
+        let error = |code| LedgerError::Sqlite {
+            path: PathBuf::from("l.db"),
+            source: rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(code),
+                Some("database is locked".into()),
+            ),
+        };
+        for code in [rusqlite::ffi::SQLITE_BUSY, rusqlite::ffi::SQLITE_LOCKED] {
+            let text = error(code).to_string();
+            assert!(
+                text.starts_with("ledger l.db: database is locked"),
+                "{text}"
+            );
+            assert!(text.contains("another paybatch is writing to it"), "{text}");
+        }
+        let full = error(rusqlite::ffi::SQLITE_FULL).to_string();
+        assert_eq!(full, "ledger l.db: database is locked");
     }
 
     /// A ledger of a later schema is refused, saying a newer paybatch wrote it, and left as it
