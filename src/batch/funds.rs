@@ -2,7 +2,7 @@
 //! from, the balance pre-flight that `run` and `validate` share, and what the service stopped
 //! for want of funds (or of its spending limit) during a run.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use rust_decimal::Decimal;
 use serde::Serialize;
@@ -54,21 +54,53 @@ impl Need {
     }
 }
 
-/// Reads the balance of each currency, one after the other, checked once it is known what is
-/// new to pay ([`check`]), before the ledger is written, when the file is read in two passes.
-/// The one pass of a new batch reads each balance, all at once, as soon as its rows first draw
-/// on it, and checks them at its end, its transaction still open (the ledger's lock keeps
-/// every other writer out meanwhile).
+/// Reads the balance of each currency, all at once, checked once it is known what is new to
+/// pay ([`check`]): before the ledger is written when the file is read in two passes. The one
+/// pass of a new batch starts each read ([`BalanceReads`]) as soon as its rows first draw on
+/// the currency, and checks them at its end, its transaction still open (the ledger's lock
+/// keeps every other writer out meanwhile).
 pub async fn read_balances(
     client: &Client,
     currencies: impl IntoIterator<Item = String>,
 ) -> BTreeMap<String, Result<Decimal, ApiError>> {
-    let mut balances = BTreeMap::new();
+    let mut reads = BalanceReads::default();
     for currency in currencies {
-        let balance = client.balance(&currency).await.map(|b| b.balance);
-        balances.insert(currency, balance);
+        reads.start(client, currency);
     }
-    balances
+    reads.finish().await
+}
+
+/// Balances being read, one request each, all at once.
+#[derive(Default)]
+pub struct BalanceReads {
+    started: BTreeSet<String>,
+    reads: tokio::task::JoinSet<(String, Result<Decimal, ApiError>)>,
+}
+
+impl BalanceReads {
+    /// Starts reading `currency`'s balance, unless it is being read.
+    pub fn start(&mut self, client: &Client, currency: String) {
+        if !self.started.insert(currency.clone()) {
+            return;
+        }
+        let client = client.clone();
+        self.reads.spawn(async move {
+            let balance = client.balance(&currency).await.map(|b| b.balance);
+            (currency, balance)
+        });
+    }
+
+    /// Every balance started, once read (a currency whose read did not end is missing, and
+    /// the pre-flight says it was not read).
+    pub async fn finish(mut self) -> BTreeMap<String, Result<Decimal, ApiError>> {
+        let mut read = BTreeMap::new();
+        while let Some(done) = self.reads.join_next().await {
+            if let Ok((currency, balance)) = done {
+                read.insert(currency, balance);
+            }
+        }
+        read
+    }
 }
 
 /// The balance pre-flight of `run` and `validate`: each balance `need`s draws on, against what

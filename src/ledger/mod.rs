@@ -651,21 +651,18 @@ impl Ledger {
             .prepare_cached(ROWS_PER_ORDER_AND_PAYMENT)
             .map_err(sqlerr(&self.path))?;
         let mut cursor = stmt.query([batch_id]).map_err(sqlerr(&self.path))?;
-        let mut out: Vec<(Option<String>, String, i64)> = Vec::new();
+        let mut out: BTreeMap<(Option<String>, String), i64> = BTreeMap::new();
         while let Some(r) = cursor.next().map_err(sqlerr(&self.path))? {
-            let card: Option<String> = r.get(0).map_err(sqlerr(&self.path))?;
-            let currency: String = r.get(1).map_err(sqlerr(&self.path))?;
-            let rows: i64 = r.get(2).map_err(sqlerr(&self.path))?;
-            match out
-                .iter_mut()
-                .find(|(c, cur, _)| *c == card && *cur == currency)
-            {
-                Some(seen) => seen.2 += rows,
-                None => out.push((card, currency, rows)),
-            }
+            let way = (
+                r.get(0).map_err(sqlerr(&self.path))?,
+                r.get(1).map_err(sqlerr(&self.path))?,
+            );
+            *out.entry(way).or_default() += r.get::<_, i64>(2).map_err(sqlerr(&self.path))?;
         }
-        out.sort();
-        Ok(out)
+        Ok(out
+            .into_iter()
+            .map(|((card, currency), rows)| (card, currency, rows))
+            .collect())
     }
 
     /// The batch's valid rows (not taken out of the file) per delivery (`EMAIL`,

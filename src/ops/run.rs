@@ -14,13 +14,12 @@
 //! 4. after the answer is recorded: the order is ACCEPTED and is polled;
 //! 5. while polling: the order stays ACCEPTED and is polled again.
 
-use rust_decimal::Decimal;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use crate::api::Client;
 use crate::api::models::{ExecutionMode, Product};
-use crate::api::{ApiError, Client};
 use crate::batch::funds;
 use crate::batch::grouping::{self, Merged};
 use crate::batch::lock::LedgerLock;
@@ -245,7 +244,7 @@ async fn plan_once(
     // Each balance is read as soon as the pass first draws on it, while the pass goes on: its
     // transaction (which, in a large merge, keeps even readers out of the ledger) then waits at
     // its end only for the balances not read yet, not for a round trip per currency.
-    let mut reads = BalanceReads::default();
+    let mut reads = funds::BalanceReads::default();
     let mut asked = std::pin::pin!(asked);
     let asked = loop {
         tokio::select! {
@@ -280,39 +279,6 @@ async fn plan_once(
         );
     }
     Ok((ledger, once))
-}
-
-/// Balances being read, one request each, all at once.
-#[derive(Default)]
-struct BalanceReads {
-    started: std::collections::BTreeSet<String>,
-    reads: tokio::task::JoinSet<(String, Result<Decimal, ApiError>)>,
-}
-
-impl BalanceReads {
-    /// Starts reading `currency`'s balance, unless it is being read.
-    fn start(&mut self, client: &Client, currency: String) {
-        if !self.started.insert(currency.clone()) {
-            return;
-        }
-        let client = client.clone();
-        self.reads.spawn(async move {
-            let balance = client.balance(&currency).await.map(|b| b.balance);
-            (currency, balance)
-        });
-    }
-
-    /// Every balance started, once read (a currency whose read did not end is missing, and
-    /// the pre-flight says it was not read).
-    async fn finish(mut self) -> grouping::Balances {
-        let mut read = grouping::Balances::new();
-        while let Some(done) = self.reads.join_next().await {
-            if let Ok((currency, balance)) = done {
-                read.insert(currency, balance);
-            }
-        }
-        read
-    }
 }
 
 /// What the one pass tells the run before it commits: rows, valid rows, and the currencies
