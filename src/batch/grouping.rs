@@ -17,6 +17,7 @@ use super::funds::{self, is_converted, row_card};
 use super::options::{RunOptions, per_order};
 use super::outcome::RunError;
 use super::plan;
+use super::repeats::Earlier;
 
 /// What merging and planning the file did.
 pub struct Merged {
@@ -165,6 +166,8 @@ struct Planning<'r> {
     card_id: Option<&'r str>,
     /// Told of each currency whose balance the new rows draw on, the first time they do.
     first_drawn: Option<&'r dyn Fn(&str)>,
+    /// Rows left out because other batches have them (`--skip-repeats`), with why.
+    skipped: HashMap<String, String>,
 }
 
 impl<'r> Planning<'r> {
@@ -184,6 +187,7 @@ impl<'r> Planning<'r> {
             },
             card_id: opts.card_id.as_deref(),
             first_drawn: None,
+            skipped: HashMap::new(),
         }
     }
 
@@ -191,9 +195,15 @@ impl<'r> Planning<'r> {
     fn take(
         &mut self,
         merge: &mut ledger::merge::Merge<'_>,
-        row: IncomingRow,
+        mut row: IncomingRow,
         spec: Option<RowSpec>,
     ) -> Result<(), RunError> {
+        if spec.is_some()
+            && let Some(why) = self.skipped.get(&row.reference)
+        {
+            row.skipped = true;
+            row.error_message = Some(why.clone());
+        }
         let Some(to_plan) = merge.row(&row)? else {
             return Ok(());
         };
@@ -249,7 +259,8 @@ impl<'r> Planning<'r> {
 /// The second pass over the file (see [`scan`]): merges every row into the batch and plans
 /// the rows to pay into orders, in one transaction. Nothing is committed when a submitted row
 /// changed, when the balances cannot pay the new rows, or when the file changed since it was
-/// checked.
+/// checked. The rows of `skipped` (reference -> why) are recorded SKIPPED, never planned.
+#[allow(clippy::too_many_arguments)]
 pub fn merge_and_plan(
     ledger: &mut Ledger,
     batch: &ledger::BatchRecord,
@@ -257,14 +268,16 @@ pub fn merge_and_plan(
     options: &ValidateOptions,
     products: &[Product],
     balances: Balances,
+    skipped: HashMap<String, String>,
     opts: &RunOptions,
 ) -> Result<Merged, RunError> {
     let mut planning = Planning::new(
         opts,
         &batch.name,
         products,
-        per_order(opts, scanned.valid_rows),
+        per_order(opts, scanned.valid_rows.saturating_sub(skipped.len())),
     );
+    planning.skipped = skipped;
     let mut merge = ledger.merge_sized(batch.id, true, scanned.valid_rows)?;
     // The second pass finds the invalid rows again with the same checks as the first.
     let index = CatalogIndex::new(products.to_vec());
@@ -284,7 +297,9 @@ pub fn merge_and_plan(
 /// number of rows the file is thought to have (for `--items-per-order auto`). Returns `None`,
 /// with nothing recorded, as soon as a row has a problem, the file changes while it is read,
 /// or its number of rows gives another number of rows an order than `expected_rows` did: the
-/// caller reads the file in two passes, which say every problem. `cells`, when given, is
+/// caller reads the file in two passes, which say every problem; so it does as soon as a row
+/// may repeat what another batch of the ledger has, or the file is one another batch was made
+/// from (`earlier`): the two passes say which and what to do. `cells`, when given, is
 /// handed each row's cells on the reading thread. `first_drawn` is told of each currency whose
 /// balance the new rows draw on, the first time they do (its balance can be read meanwhile).
 /// `read_balances` is given what the pass found
@@ -294,6 +309,7 @@ pub fn merge_and_plan(
 pub fn plan_in_one_pass(
     ledger: &mut Ledger,
     new: &ledger::NewBatch<'_>,
+    earlier: &Earlier,
     options: &ValidateOptions,
     products: &[Product],
     expected_rows: usize,
@@ -305,8 +321,9 @@ pub fn plan_in_one_pass(
     /// Why the pass stopped before the end of the file.
     enum Stop {
         Failed(RunError),
-        /// More rows than expected already give another number of rows an order.
-        Recount,
+        /// More rows than expected already give another number of rows an order, or a row
+        /// may repeat another batch's: the two passes go on.
+        TwoPasses,
     }
     let per = per_order(opts, expected_rows);
     let mut planning = Planning::new(opts, new.name, products, per);
@@ -325,22 +342,24 @@ pub fn plan_in_one_pass(
             rows += 1;
             // The rows an order takes never fall as the rows grow: past this, the pass
             // cannot end with the number it started with.
-            if per_order(opts, rows) > per {
-                return Err(Stop::Recount);
+            if per_order(opts, rows) > per || spec.as_ref().is_some_and(|s| earlier.notices(s)) {
+                return Err(Stop::TwoPasses);
             }
             planning.take(&mut merge, row, spec).map_err(Stop::Failed)
         },
     );
     let read = match read {
         Ok(read) => read,
-        Err(Stop::Recount) => None,
+        Err(Stop::TwoPasses) => None,
         Err(Stop::Failed(e)) => return Err(e),
     };
     tracing::info!(
         "one pass: rows read, checked and recorded: {:.2?}",
         merging.elapsed()
     );
-    let Some(scanned) = read.filter(|s| per_order(opts, s.valid_rows) == per) else {
+    let Some(scanned) = read.filter(|s| {
+        per_order(opts, s.valid_rows) == per && earlier.files_like(&s.file_hash).is_empty()
+    }) else {
         return Ok(None);
     };
     merge.record_input(&scanned.file_hash, &scanned.headers)?;

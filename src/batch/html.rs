@@ -48,6 +48,7 @@ fn color(state: RowState) -> &'static str {
         RowState::Invalid => "#757575",
         RowState::Removed => "#bdbdbd",
         RowState::Mismatch => "#6a1b9a",
+        RowState::Skipped => "#a1887f",
     }
 }
 

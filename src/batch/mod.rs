@@ -17,6 +17,7 @@ pub mod poll;
 pub mod progress;
 pub mod reconcile;
 pub mod record;
+pub mod repeats;
 pub mod results;
 pub mod stage;
 pub mod submit;

@@ -116,6 +116,9 @@ pub struct RunOptions {
     /// `--expect-digest`: the plan digest a person approved (`paybatch validate`); the run
     /// refuses a file whose digest differs.
     pub expect_digest: Option<String>,
+    /// What to do with rows other batches of the ledger already have (`--allow-repeats`,
+    /// `--skip-repeats`; refused by default).
+    pub on_repeat: super::repeats::OnRepeat,
 }
 
 impl RunOptions {
@@ -142,6 +145,7 @@ impl RunOptions {
             max_send_tries: DEFAULT_SEND_TRIES,
             in_doubt_window: Duration::from_secs_f64(DEFAULT_IN_DOUBT_HOURS * 3600.0),
             expect_digest: None,
+            on_repeat: super::repeats::OnRepeat::Refuse,
         }
     }
 

@@ -8,6 +8,7 @@ use clap::Args;
 
 use crate::batch::options::RunOptions;
 use crate::batch::outcome::RunError;
+use crate::batch::repeats::OnRepeat;
 
 use super::{ServiceArgs, print_error};
 
@@ -31,6 +32,14 @@ pub struct PlanArgs {
     /// Allow the same (email, product, amount) more than once.
     #[arg(long)]
     pub allow_duplicates: bool,
+    /// Pay rows that other batches of the ledger already paid, have in flight or planned, and
+    /// a file another batch was made from (refused by default; recorded on the batch).
+    #[arg(long, conflicts_with = "skip_repeats")]
+    pub allow_repeats: bool,
+    /// Pay only the rows no other batch of the ledger has; the repeats are recorded INVALID
+    /// with the batch that has them.
+    #[arg(long)]
+    pub skip_repeats: bool,
     /// Balance to pay from for rows whose product currency has no balance (EUR, GBP, USD, CAD).
     #[arg(long, value_name = "CUR")]
     pub payment_currency: Option<String>,
@@ -54,6 +63,13 @@ impl PlanArgs {
         o.delimiter = self.delimiter;
         o.skip_invalid = self.skip_invalid;
         o.allow_duplicates = self.allow_duplicates;
+        o.on_repeat = if self.allow_repeats {
+            OnRepeat::Allow
+        } else if self.skip_repeats {
+            OnRepeat::Skip
+        } else {
+            OnRepeat::Refuse
+        };
         o.default_payment_currency = self.payment_currency.clone();
         o.card_id = self.card_id.clone().filter(|c| !c.trim().is_empty());
         o.catalog_ttl = Duration::from_secs(self.catalog_ttl);

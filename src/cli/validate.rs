@@ -8,6 +8,7 @@ use std::io::Write;
 use clap::Args;
 
 use crate::batch::options::RunOptions;
+use crate::batch::repeats::OnRepeat;
 use crate::exit;
 use crate::money::display_amount as amount;
 use crate::ops::preview::{self, Preview};
@@ -62,6 +63,12 @@ impl ValidateArgs {
         }
         if self.plan.skip_invalid {
             cmd.push_str(" --skip-invalid");
+        }
+        if self.plan.allow_repeats {
+            cmd.push_str(" --allow-repeats");
+        }
+        if self.plan.skip_repeats {
+            cmd.push_str(" --skip-repeats");
         }
         if let Some(card) = &self.plan.card_id {
             cmd.push_str(&format!(" --card-id {}", shell_word(card)));
@@ -145,6 +152,17 @@ fn print_verdict(preview: &Preview) {
             Some("add one row per recipient below the header"),
         );
     }
+    if preview.repeats.refuses() {
+        print_error(
+            &format!(
+                "{} repeats what other batches of this ledger have (listed above); `paybatch run` would submit nothing",
+                preview.file
+            ),
+            Some(
+                "if it was paid already there is nothing to do; --skip-repeats pays only the rows not paid yet, --allow-repeats pays the repeats again too",
+            ),
+        );
+    }
     let short: Vec<String> = preview
         .short()
         .map(|b| {
@@ -198,6 +216,7 @@ pub fn print_preview(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
         put!(out, "what the valid rows would cost:")?;
     }
     print_counts(p, out)?;
+    print_repeats(p, out)?;
     if p.totals.per_payment_currency.is_empty() && p.totals.per_card.is_empty() {
         put!(out, "nothing to pay")?;
     } else if !p.totals.per_payment_currency.is_empty() {
@@ -218,6 +237,49 @@ pub fn print_preview(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
     match &p.digest {
         Some(d) => put!(out, "plan digest: {d}")?,
         None => put!(out, "plan digest: none (the batch is not valid)")?,
+    }
+    Ok(())
+}
+
+/// What other batches of the ledger already have of the file, and what a run does with it.
+fn print_repeats(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
+    let r = &p.repeats;
+    if r.any() {
+        put!(
+            out,
+            "repeats: {} rows{} that other batches of this ledger already have:",
+            r.rows.len(),
+            if r.files.is_empty() {
+                ""
+            } else {
+                " and the file itself"
+            }
+        )?;
+        for line in r.lines() {
+            writeln!(out, "  {line}")?;
+        }
+        put!(
+            out,
+            "{}",
+            match r.decision {
+                OnRepeat::Refuse =>
+                    "  `paybatch run` refuses them: --skip-repeats pays only the other rows, --allow-repeats pays them again too",
+                OnRepeat::Allow => "  with --allow-repeats they are paid again",
+                OnRepeat::Skip =>
+                    "  with --skip-repeats they are left out (SKIPPED), the other rows paid",
+            }
+        )?;
+    }
+    if r.likely_total > 0 {
+        put!(
+            out,
+            "likely repeats (a warning): {} rows pay a recipient what another batch paid them in the last {} days:",
+            r.likely_total,
+            crate::batch::repeats::ALIKE_WINDOW_DAYS
+        )?;
+        for line in r.likely_lines() {
+            writeln!(out, "  {line}")?;
+        }
     }
     Ok(())
 }

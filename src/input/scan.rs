@@ -314,6 +314,7 @@ fn valid_row(record: &RawRecord, spec: &RowSpec, position: i64) -> IncomingRow {
         delivery: Some(spec.distribution.as_str()),
         valid: true,
         error_message: None,
+        skipped: false,
     }
 }
 
@@ -356,6 +357,7 @@ fn invalid_row(
         delivery: None,
         valid: false,
         error_message: Some(joined(found)),
+        skipped: false,
     }
 }
 

@@ -368,7 +368,7 @@ impl Merge<'_> {
                 row.content_hash,
                 row.delivery,
                 state.as_str(),
-                (!row.valid).then_some("invalid"),
+                row.error_type(),
                 row.error_message,
                 order.map(|o| o.0),
                 order.map(|o| o.1),
@@ -385,7 +385,9 @@ impl Merge<'_> {
     ///
     /// [`Ledger::merge`]: super::Ledger::merge
     pub fn row(&mut self, row: &IncomingRow) -> Result<Option<ToPlan>> {
-        let target = if row.valid {
+        let target = if row.skipped {
+            RowState::Skipped
+        } else if row.valid {
             RowState::Pending
         } else {
             RowState::Invalid
@@ -396,7 +398,7 @@ impl Merge<'_> {
         let same = old.content_hash == row.content_hash;
         let may_change = matches!(
             old.state,
-            RowState::Pending | RowState::Invalid | RowState::Removed
+            RowState::Pending | RowState::Invalid | RowState::Removed | RowState::Skipped
         );
         let now_pending = if same && (!may_change || old.state == target) {
             self.keep(&old, row)?
@@ -469,7 +471,7 @@ impl Merge<'_> {
                 row.spec,
                 row.content_hash,
                 target.as_str(),
-                (!row.valid).then_some("invalid"),
+                row.error_type(),
                 row.error_message,
                 self.stamp,
                 row.delivery
@@ -604,7 +606,7 @@ impl Merge<'_> {
             for (id, reference, state) in missing {
                 let state: RowState = parse_state(&state)?;
                 match state {
-                    RowState::Pending | RowState::Invalid => {
+                    RowState::Pending | RowState::Invalid | RowState::Skipped => {
                         exec(
                             &self.tx,
                             self.path,
@@ -666,6 +668,7 @@ mod tests {
             delivery: valid.then_some("EMAIL"),
             valid,
             error_message: (!valid).then(|| "bad".to_string()),
+            skipped: false,
         }
     }
 
@@ -991,6 +994,7 @@ mod tests {
             delivery: Some("EMAIL"),
             valid: true,
             error_message: None,
+            skipped: false,
         };
         let sent = IncomingRow {
             reference: "SENT".into(),

@@ -6,6 +6,7 @@
 //! transitions allowed are listed in [`state`]. See docs/ledger.md.
 
 pub mod merge;
+pub mod repeats;
 pub mod state;
 
 use std::collections::{BTreeMap, HashMap};
@@ -65,6 +66,10 @@ fn migrations() -> Migrations<'static> {
         M::up(include_str!("../../migrations/005_debited.sql")),
         M::up(include_str!("../../migrations/006_rebuilt_unsettled.sql")),
         M::up(include_str!("../../migrations/007_delivery.sql")),
+        M::up_with_hook(
+            include_str!("../../migrations/008_repeats.sql"),
+            repeats::fill_likeness,
+        ),
     ])
 }
 
@@ -286,6 +291,21 @@ pub struct IncomingRow {
     pub delivery: Option<&'static str>,
     pub valid: bool,
     pub error_message: Option<String>,
+    /// A valid row left out because another batch has it (`--skip-repeats`): recorded
+    /// SKIPPED, with why in `error_message`.
+    pub skipped: bool,
+}
+
+impl IncomingRow {
+    /// What `rows.error_type` says of a row that is not to be paid: `invalid`, or `repeat`
+    /// for a row left out by `--skip-repeats`.
+    pub fn error_type(&self) -> Option<&'static str> {
+        if self.skipped {
+            Some("repeat")
+        } else {
+            (!self.valid).then_some("invalid")
+        }
+    }
 }
 
 /// What merging an input file into a batch found.
@@ -1523,6 +1543,10 @@ fn write_row_transition(
         .and_then(|i| t.items.get(i as usize))
         .cloned()
         .unwrap_or_default();
+    // A paid row is compared with the rows of later batches (`repeats`).
+    let likeness = (to == RowState::Completed)
+        .then(|| row.spec.as_deref().and_then(repeats::likeness_of_spec))
+        .flatten();
     exec(
         tx,
         path,
@@ -1532,7 +1556,8 @@ fn write_row_transition(
                 error_type = ?7, error_message = ?8,
                 completed_at = COALESCE(?9, completed_at),
                 debited_amount = COALESCE(?10, debited_amount),
-                debited_currency = COALESCE(?11, debited_currency)
+                debited_currency = COALESCE(?11, debited_currency),
+                likeness = COALESCE(?12, likeness)
          WHERE id = ?1",
         params![
             row.id,
@@ -1545,7 +1570,8 @@ fn write_row_transition(
             t.error.map(|e| e.1),
             t.completed_at,
             item.debited.as_ref().map(|d| d.0.as_str()),
-            item.debited.as_ref().map(|d| d.1.as_str())
+            item.debited.as_ref().map(|d| d.1.as_str()),
+            likeness
         ],
     )?;
     event(

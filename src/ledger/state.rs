@@ -27,6 +27,9 @@ pub enum RowState {
     /// currencies, delivery or payment method, or the id of another order): a person must
     /// look. Never COMPLETED, never sent again by itself, not touched by `paybatch retry`.
     Mismatch,
+    /// A repeat of a row another batch of the ledger has (paid, in flight, in doubt or
+    /// planned), left out by `--skip-repeats`; never sent.
+    Skipped,
 }
 
 /// Where an order stands.
@@ -46,7 +49,7 @@ pub enum OrderState {
 }
 
 impl RowState {
-    pub const ALL: [RowState; 9] = [
+    pub const ALL: [RowState; 10] = [
         RowState::Pending,
         RowState::Planned,
         RowState::Submitted,
@@ -56,6 +59,7 @@ impl RowState {
         RowState::Invalid,
         RowState::Removed,
         RowState::Mismatch,
+        RowState::Skipped,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -69,6 +73,7 @@ impl RowState {
             RowState::Invalid => "INVALID",
             RowState::Removed => "REMOVED",
             RowState::Mismatch => "MISMATCH",
+            RowState::Skipped => "SKIPPED",
         }
     }
 
@@ -82,6 +87,7 @@ impl RowState {
                 | RowState::Invalid
                 | RowState::Removed
                 | RowState::Mismatch
+                | RowState::Skipped
         )
     }
 
@@ -108,6 +114,14 @@ impl RowState {
                 // `paybatch retry`: a person decided; the next attempt gets a new key.
                 | (Failed, Pending)
                 | (Rejected, Pending)
+                // `--skip-repeats`: a row another batch has is left out, until a later merge
+                // finds it no repeat (or is told to pay it) or the row leaves the file.
+                | (Pending, Skipped)
+                | (Invalid, Skipped)
+                | (Removed, Skipped)
+                | (Skipped, Pending)
+                | (Skipped, Invalid)
+                | (Skipped, Removed)
         )
     }
 }

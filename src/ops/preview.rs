@@ -14,6 +14,7 @@ use crate::api::models::Product;
 use crate::batch::funds::{self, row_card, row_price};
 use crate::batch::options::RunOptions;
 use crate::batch::outcome::RunError;
+use crate::batch::repeats::{self, Earlier, OnRepeat, Repeats};
 use crate::catalog::CatalogSource;
 use crate::environment::Connection;
 use crate::input::rules::{CatalogIndex, Problem, Problems, RowSpec, ValidateOptions};
@@ -207,6 +208,8 @@ pub struct Preview {
     pub balance: Vec<BalanceCheck>,
     /// The plan digest, when the plan is payable (see [`Preview::is_valid`]).
     pub digest: Option<String>,
+    /// What other batches of the ledger already have of the file, and what a run does with it.
+    pub repeats: Repeats,
 }
 
 impl Preview {
@@ -228,6 +231,10 @@ impl Preview {
             totals: Totals::default(),
             balance: Vec::new(),
             digest: None,
+            repeats: Repeats {
+                decision: opts.on_repeat,
+                ..Repeats::default()
+            },
         }
     }
 
@@ -237,6 +244,7 @@ impl Preview {
         self.valid_rows > 0
             && (self.problems_total == 0 || self.skip_invalid)
             && self.balance.iter().all(|b| b.enough)
+            && !self.repeats.refuses()
     }
 
     fn set_problems(&mut self, problems: Problems) {
@@ -288,6 +296,13 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, RunError> {
     let by_code: HashMap<&str, &Product> = products.iter().map(|p| (p.code.as_str(), p)).collect();
     let mut totals = Totals::default();
     let mut lookup_error = None;
+    let earlier = Earlier::load(
+        &ledger,
+        opts.environment.name(),
+        &opts.environment.recorded_base_url(),
+        existing.as_ref().map(|b| b.id),
+    )?;
+    let mut checker = repeats::Checker::new(&ledger, &earlier, opts.on_repeat);
     let scanned = scan::scan(
         &opts.input,
         opts.delimiter,
@@ -305,7 +320,14 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, RunError> {
                 },
                 None => None,
             };
-            totals.add(spec, state, &by_code, opts.card_id.as_deref());
+            let repeat = checker.see(spec).unwrap_or_else(|e| {
+                lookup_error.get_or_insert(e);
+                false
+            });
+            // A repeat that a run would leave out costs nothing.
+            if !(repeat && opts.on_repeat == OnRepeat::Skip) {
+                totals.add(spec, state, &by_code, opts.card_id.as_deref());
+            }
         },
     );
     if let Some(e) = lookup_error {
@@ -318,6 +340,7 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, RunError> {
             return Ok(preview);
         }
     };
+    preview.repeats = checker.finish(&scanned.file_hash);
     preview.rows = scanned.rows;
     preview.valid_rows = scanned.valid_rows;
     preview.set_problems(scanned.problems);
@@ -325,7 +348,7 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, RunError> {
     estimate_converted(&conn.client, &mut preview.totals).await;
     preview.balance = check_balances(&conn.client, &preview.totals).await?;
     if preview.is_valid() {
-        preview.digest = scanned.digest;
+        preview.digest = scanned.digest.map(|d| preview.repeats.fold_into(&d));
     }
     Ok(preview)
 }

@@ -27,6 +27,7 @@ use crate::batch::options::{ItemsPerOrder, RunOptions, default_result_path, per_
 use crate::batch::outcome::{RunError, RunSummary, summarize};
 use crate::batch::output::ResultWriter;
 use crate::batch::progress::Reporter;
+use crate::batch::repeats::{self, Earlier, Repeats};
 use crate::batch::results::{PlannedLines, write_result_file};
 use crate::batch::stage::{Patience, Stage, deadline_in};
 use crate::batch::{poll, reconcile, submit};
@@ -69,12 +70,19 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         }
     }
     let products = catalog_for(&mut ledger, &conn, opts, &reporter).await?;
+    // What the ledger's other batches hold: a row they have is never paid again unnoticed.
+    let earlier = Arc::new(Earlier::load(
+        &ledger,
+        opts.environment.name(),
+        &opts.environment.recorded_base_url(),
+        existing.as_ref().map(|b| b.id),
+    )?);
     let options = ValidateOptions {
         allow_duplicates: opts.allow_duplicates,
         default_payment_currency: opts.default_payment_currency.clone(),
     };
     let (mut ledger, (scanned, batch, _, written)) = merge_file(
-        ledger, existing, opts, &products, &options, &conn, &reporter,
+        ledger, existing, &earlier, opts, &products, &options, &conn, &reporter,
     )
     .await?;
     failpoint::hit("after_intent");
@@ -107,10 +115,13 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
 
 /// Merges the file into the ledger and plans its new rows into orders: one transaction,
 /// committed (durably) before any order is sent. A new batch is read once when its file allows
-/// ([`plan_once`]), otherwise in two passes. Says what was planned.
+/// ([`plan_once`]), otherwise in two passes. Says what was planned. Rows other batches of the
+/// ledger have (`earlier`) are refused, allowed or skipped before the batch is touched.
+#[allow(clippy::too_many_arguments)]
 async fn merge_file(
     ledger: Ledger,
     existing: Option<ledger::BatchRecord>,
+    earlier: &Arc<Earlier>,
     opts: &RunOptions,
     products: &[Product],
     options: &ValidateOptions,
@@ -121,6 +132,7 @@ async fn merge_file(
     let (mut ledger, once) = plan_once(
         ledger,
         existing.is_some(),
+        earlier,
         opts,
         products,
         options,
@@ -131,12 +143,17 @@ async fn merge_file(
     let (scanned, batch, merged, written) = match once {
         Some(done) => done,
         None => {
-            let (scanned, drawn) = first_pass(opts, products, options, reporter)?;
+            let (scanned, drawn, repeats) =
+                first_pass(opts, products, options, (&ledger, earlier), reporter)?;
             // The balances are read before the ledger is written (no request while the merge
             // is open); whether they are enough is decided once the merge knows what is new
             // to pay.
             let balances = funds::read_balances(&conn.client, drawn).await;
             let batch = open_batch(&mut ledger, existing, opts, &scanned, conn, reporter)?;
+            // What a person decided about the repeats is on the batch before its rows are.
+            if let Some(note) = repeats.note() {
+                ledger.record_batch_note(batch.id, &note)?;
+            }
             failpoint::hit("before_intent");
             let merged = grouping::merge_and_plan(
                 &mut ledger,
@@ -145,6 +162,7 @@ async fn merge_file(
                 options,
                 products,
                 balances,
+                repeats.skipped(),
                 opts,
             )?;
             (scanned, batch, merged, None)
@@ -206,9 +224,11 @@ type Once = (
 /// back; it asks for the balances (read here, where a stop of the run cancels the request) and
 /// waits for them before it commits. A run stopped during the pass leaves the thread to end
 /// with the process, its transaction rolled back.
+#[allow(clippy::too_many_arguments)]
 async fn plan_once(
     ledger: Ledger,
     exists: bool,
+    earlier: &Arc<Earlier>,
     opts: &RunOptions,
     products: &[Product],
     options: &ValidateOptions,
@@ -233,6 +253,7 @@ async fn plan_once(
             fingerprint: conn.key_fingerprint.clone(),
             expected_rows,
             early,
+            earlier: Arc::clone(earlier),
         };
         tokio::task::spawn_blocking(move || {
             let mut ledger = ledger;
@@ -294,6 +315,8 @@ struct OnePass {
     expected_rows: usize,
     /// Each currency the new rows draw on, the first time they do.
     early: tokio::sync::mpsc::UnboundedSender<String>,
+    /// What the ledger's other batches hold: a row they may have sends the file to two passes.
+    earlier: Arc<Earlier>,
 }
 
 impl OnePass {
@@ -317,6 +340,7 @@ impl OnePass {
         let once = grouping::plan_in_one_pass(
             ledger,
             &new,
+            &self.earlier,
             &self.options,
             &self.products,
             self.expected_rows,
@@ -358,14 +382,16 @@ fn tell_validated(rows: usize, valid_rows: usize, reporter: &Reporter) {
 
 /// The first pass over the file: every row checked, nothing written. Returns what it found and
 /// the balances the file draws on (card-paid rows and converted prices do not count). An
-/// invalid file stops here (unless `--skip-invalid`), and so does a file that is not the plan
-/// a person approved (`--expect-digest`).
+/// invalid file stops here (unless `--skip-invalid`), and so does a file whose rows other
+/// batches of the ledger have (unless `--allow-repeats` or `--skip-repeats`: [`repeats`]) and
+/// a file that is not the plan a person approved (`--expect-digest`).
 fn first_pass(
     opts: &RunOptions,
     products: &[Product],
     options: &ValidateOptions,
+    (ledger, earlier): (&Ledger, &Earlier),
     reporter: &Reporter,
-) -> Result<(scan::Scan, Vec<String>), RunError> {
+) -> Result<(scan::Scan, Vec<String>, Repeats), RunError> {
     let batch_name = opts.batch_name();
     let index = CatalogIndex::new(products.to_vec());
     let mut drawn = std::collections::BTreeSet::new();
@@ -374,6 +400,8 @@ fn first_pass(
         .as_ref()
         .map(|_| (batch_name.as_str(), opts.environment.name()));
     let started = Instant::now();
+    let mut checker = repeats::Checker::new(ledger, earlier, opts.on_repeat);
+    let mut lookup_error = None;
     let scanned = scan::scan(
         &opts.input,
         opts.delimiter,
@@ -385,12 +413,20 @@ fn first_pass(
             if card.is_none() && !funds::is_converted(spec, card) {
                 drawn.insert(spec.payment_currency.clone());
             }
+            if lookup_error.is_none()
+                && let Err(e) = checker.see(spec)
+            {
+                lookup_error = Some(e);
+            }
         },
     )
     .map_err(|p| RunError::Invalid {
         input: opts.input.clone(),
         problems: Problems::from_iter([p]),
     })?;
+    if let Some(e) = lookup_error {
+        return Err(e.into());
+    }
     tracing::info!("first pass (read and check): {:.2?}", started.elapsed());
     tell_validated(scanned.rows, scanned.valid_rows, reporter);
     if !scanned.problems.is_empty() && !opts.skip_invalid {
@@ -399,8 +435,15 @@ fn first_pass(
             problems: scanned.problems,
         });
     }
+    let repeats = checker.finish(&scanned.file_hash);
+    tell_repeats(&repeats, reporter);
+    if repeats.refuses() {
+        return Err(repeats.refusal(&batch_name));
+    }
+    let mut scanned = scanned;
+    scanned.digest = scanned.digest.map(|d| repeats.fold_into(&d));
     check_digest(opts, &scanned, reporter)?;
-    Ok((scanned, drawn.into_iter().collect()))
+    Ok((scanned, drawn.into_iter().collect(), repeats))
 }
 
 /// `--expect-digest`: only the plan a person approved is paid (checked before the ledger
@@ -425,6 +468,34 @@ fn check_digest(
         "plan digest: {actual} (matches the approved digest)"
     ));
     Ok(())
+}
+
+/// Says what other batches of the ledger already have of the file, and what the run does with
+/// it (a refusal is said by the error).
+fn tell_repeats(repeats: &Repeats, reporter: &Reporter) {
+    if repeats.any() && !repeats.refuses() {
+        let what = match repeats.decision {
+            repeats::OnRepeat::Allow => "paid again (--allow-repeats)",
+            _ => "left out (--skip-repeats)",
+        };
+        reporter.alert(format!(
+            "{} rows that other batches of this ledger have are {what}:",
+            repeats.rows.len()
+        ));
+        for line in repeats.lines() {
+            reporter.alert(format!("  {line}"));
+        }
+    }
+    if repeats.likely_total > 0 {
+        reporter.warn(format!(
+            "{} rows pay a recipient what another batch paid them in the last {} days (a likely repeat; paid if nothing else stops them):",
+            repeats.likely_total,
+            repeats::ALIKE_WINDOW_DAYS
+        ));
+        for line in repeats.likely_lines() {
+            reporter.warn(format!("  {line}"));
+        }
+    }
 }
 
 /// Says what the merge did and what is planned: the balances, the rows taken out of the file,

@@ -1,0 +1,525 @@
+//! Repeats across the batches of one ledger, found before anything of a batch is sent:
+//!
+//! - a **repeat**: a row whose `reference` another batch of the same environment paid
+//!   (COMPLETED), has in flight (SUBMITTED), in doubt or planned (PLANNED), or holds for a
+//!   person (MISMATCH);
+//! - a **repeated file**: a new batch made from a file whose SHA-256 another batch was made of;
+//! - a **likely repeat** (a warning, never a refusal: weekly bonuses repeat): a row that pays
+//!   a recipient (email) the same products, face value and currency as a row another batch
+//!   paid within the last [`ALIKE_WINDOW_DAYS`] days.
+//!
+//! A run refuses repeats (exit 3) unless the person running it says what to do with them:
+//! `--allow-repeats` pays them anyway (recorded on the batch), `--skip-repeats` pays only the
+//! other rows (the repeats are recorded INVALID, with the batch that has them).
+//!
+//! What the other batches hold is loaded once, before the file is read ([`Earlier`]): their
+//! references and the recipients they paid as 64-bit keyed hashes (8 bytes a row, from indexes,
+//! no row read), so that checking a row costs a look-up; a row whose hash is found is then
+//! compared with the ledger's rows themselves ([`Checker`]).
+
+use std::collections::BTreeMap;
+use std::hash::{BuildHasher, RandomState};
+
+use serde::Serialize;
+
+use crate::input::rules::RowSpec;
+use crate::ledger::repeats::{Alike, likeness};
+use crate::ledger::{BatchRecord, Ledger, LedgerError, RowState};
+
+use super::outcome::RunError;
+
+/// How far back a recipient paid the same thing makes a row a likely repeat.
+pub const ALIKE_WINDOW_DAYS: i64 = 35;
+
+/// Likely repeats listed one by one; the rest are counted.
+const ALIKE_LISTED: usize = 20;
+
+/// References named per earlier batch in a message; the rest are counted.
+const NAMED_PER_BATCH: usize = 5;
+
+/// What to do with repeats: the person running the batch decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnRepeat {
+    /// Refuse the batch before anything is sent (the default).
+    #[default]
+    Refuse,
+    /// `--allow-repeats`: pay them anyway.
+    Allow,
+    /// `--skip-repeats`: pay only the other rows.
+    Skip,
+}
+
+impl OnRepeat {
+    pub fn flag(self) -> Option<&'static str> {
+        match self {
+            OnRepeat::Refuse => None,
+            OnRepeat::Allow => Some("--allow-repeats"),
+            OnRepeat::Skip => Some("--skip-repeats"),
+        }
+    }
+}
+
+/// What the other batches of the ledger (same environment and service) hold, by hash.
+pub struct Earlier {
+    keys: RandomState,
+    /// Keyed hashes of every reference of the other batches, sorted.
+    references: Vec<u64>,
+    /// Likeness ([`likeness`]) of every row the other batches paid in the window, sorted.
+    paid: Vec<i64>,
+    /// The other batches.
+    batches: Vec<BatchRecord>,
+    /// The batch being checked, when the ledger has it.
+    this: Option<i64>,
+    /// The start of the window of likely repeats (RFC 3339).
+    since: String,
+}
+
+impl Earlier {
+    /// Loads what the ledger's other batches of `environment` at `base_url` hold.
+    pub fn load(
+        ledger: &Ledger,
+        environment: &str,
+        base_url: &str,
+        this: Option<i64>,
+    ) -> Result<Self, LedgerError> {
+        let keys = RandomState::new();
+        let batches = ledger.sibling_batches(environment, base_url, this)?;
+        let mut references = Vec::new();
+        for b in &batches {
+            ledger.visit_references(b.id, |r| references.push(keys.hash_one(r)))?;
+        }
+        references.sort_unstable();
+        references.dedup();
+        let since = (chrono::Utc::now() - chrono::Duration::days(ALIKE_WINDOW_DAYS))
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let mut paid = Vec::new();
+        if !batches.is_empty() {
+            ledger.visit_paid_likeness(&since, |l, batch| {
+                if Some(batch) != this {
+                    paid.push(l);
+                }
+            })?;
+        }
+        paid.sort_unstable();
+        paid.dedup();
+        Ok(Earlier {
+            keys,
+            references,
+            paid,
+            batches,
+            this,
+            since,
+        })
+    }
+
+    /// Whether another batch may have this reference (a hash found; [`Checker`] tells).
+    pub fn may_repeat(&self, reference: &str) -> bool {
+        !self.references.is_empty()
+            && self
+                .references
+                .binary_search(&self.keys.hash_one(reference))
+                .is_ok()
+    }
+
+    /// The row's likeness when another batch may have paid the same recipient the same thing.
+    pub fn may_resemble(&self, spec: &RowSpec) -> Option<i64> {
+        let email = spec.email.as_deref()?;
+        if self.paid.is_empty() {
+            return None;
+        }
+        let codes: Vec<&str> = spec.product_codes.iter().map(String::as_str).collect();
+        let l = likeness(email, &codes, spec.face_value, &spec.currency);
+        self.paid.binary_search(&l).is_ok().then_some(l)
+    }
+
+    /// Whether the row needs a closer look: [`Earlier::may_repeat`] or
+    /// [`Earlier::may_resemble`].
+    pub fn notices(&self, spec: &RowSpec) -> bool {
+        self.may_repeat(&spec.reference) || self.may_resemble(spec).is_some()
+    }
+
+    /// The other batches made from a file of this SHA-256.
+    pub fn files_like(&self, file_hash: &str) -> Vec<&BatchRecord> {
+        self.batches
+            .iter()
+            .filter(|b| b.input_hash == file_hash)
+            .collect()
+    }
+
+    fn batch(&self, id: i64) -> Option<&BatchRecord> {
+        self.batches.iter().find(|b| b.id == id)
+    }
+}
+
+/// Where another batch has the reference.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EarlierState {
+    /// COMPLETED: paid.
+    Paid,
+    /// SUBMITTED: the service has its order.
+    InFlight,
+    /// PLANNED, its order sent without an answer recorded.
+    InDoubt,
+    /// PLANNED, its order not sent yet: that batch's next run sends it.
+    Planned,
+    /// MISMATCH: its order finished, not as sent; money may have left.
+    NeedsAPerson,
+}
+
+impl EarlierState {
+    fn of(state: RowState, sends: Option<i64>) -> Option<Self> {
+        Some(match state {
+            RowState::Completed => EarlierState::Paid,
+            RowState::Submitted => EarlierState::InFlight,
+            RowState::Planned if sends.unwrap_or(0) > 0 => EarlierState::InDoubt,
+            RowState::Planned => EarlierState::Planned,
+            RowState::Mismatch => EarlierState::NeedsAPerson,
+            _ => return None,
+        })
+    }
+
+    pub fn words(&self) -> &'static str {
+        match self {
+            EarlierState::Paid => "paid",
+            EarlierState::InFlight => "in flight",
+            EarlierState::InDoubt => "in doubt",
+            EarlierState::Planned => "planned",
+            EarlierState::NeedsAPerson => "held for a person",
+        }
+    }
+}
+
+/// A row of the file that another batch already has.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Repeat {
+    pub reference: String,
+    pub line: u64,
+    pub batch: String,
+    pub batch_created_at: String,
+    pub state: EarlierState,
+    /// When the earlier batch paid it.
+    pub completed_at: Option<String>,
+}
+
+/// An earlier batch made from the same file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RepeatedFile {
+    pub batch: String,
+    pub created_at: String,
+}
+
+/// A row that pays a recipient what another batch paid them lately: a warning.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LikelyRepeat {
+    pub reference: String,
+    pub line: u64,
+    pub batch: String,
+    pub earlier_reference: String,
+    pub completed_at: String,
+}
+
+/// What the other batches already did with this file's rows.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Repeats {
+    /// What the run does with them.
+    pub decision: OnRepeat,
+    pub rows: Vec<Repeat>,
+    pub files: Vec<RepeatedFile>,
+    /// The first likely repeats ([`ALIKE_LISTED`]); `likely_total` counts them all.
+    pub likely: Vec<LikelyRepeat>,
+    pub likely_total: usize,
+}
+
+impl Repeats {
+    /// Whether there is anything a run refuses without a flag.
+    pub fn any(&self) -> bool {
+        !self.rows.is_empty() || !self.files.is_empty()
+    }
+
+    /// Whether the run stops here.
+    pub fn refuses(&self) -> bool {
+        self.any() && self.decision == OnRepeat::Refuse
+    }
+
+    /// The rows the run leaves out (`--skip-repeats`).
+    pub fn skipped(&self) -> std::collections::HashMap<String, String> {
+        if self.decision != OnRepeat::Skip {
+            return Default::default();
+        }
+        self.rows
+            .iter()
+            .map(|r| (r.reference.clone(), r.reason()))
+            .collect()
+    }
+
+    /// The repeats grouped by earlier batch, each with its first references and a count:
+    /// `batch 2026-11 (created 2026-11-03): 17 rows paid: EMP-1, EMP-2, ... (+12 more)`.
+    pub fn lines(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self
+            .files
+            .iter()
+            .map(|f| {
+                format!(
+                    "the file is the one batch {} was made from (created {})",
+                    crate::text::escape(&f.batch),
+                    short_date(&f.created_at)
+                )
+            })
+            .collect();
+        let mut by_batch: BTreeMap<(&str, &str), Vec<&Repeat>> = BTreeMap::new();
+        for r in &self.rows {
+            by_batch
+                .entry((r.batch_created_at.as_str(), r.batch.as_str()))
+                .or_default()
+                .push(r);
+        }
+        for ((created, batch), rows) in by_batch {
+            let mut states: BTreeMap<&str, usize> = BTreeMap::new();
+            for r in &rows {
+                *states.entry(r.state.words()).or_default() += 1;
+            }
+            let states: Vec<String> = states.iter().map(|(s, n)| format!("{n} {s}")).collect();
+            let named: Vec<String> = rows
+                .iter()
+                .take(NAMED_PER_BATCH)
+                .map(|r| crate::text::escape(&r.reference).into_owned())
+                .collect();
+            let more = rows.len().saturating_sub(NAMED_PER_BATCH);
+            lines.push(format!(
+                "batch {} (created {}) has {} of its rows ({}): {}{}",
+                crate::text::escape(batch),
+                short_date(created),
+                rows.len(),
+                states.join(", "),
+                named.join(", "),
+                if more > 0 {
+                    format!(" (+{more} more)")
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        lines
+    }
+
+    /// The likely repeats, one line each, then how many more.
+    pub fn likely_lines(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self
+            .likely
+            .iter()
+            .map(|l| {
+                format!(
+                    "line {}: {} pays the recipient, products and face value that batch {} paid on {} ({})",
+                    l.line,
+                    crate::text::escape(&l.reference),
+                    crate::text::escape(&l.batch),
+                    short_date(&l.completed_at),
+                    crate::text::escape(&l.earlier_reference)
+                )
+            })
+            .collect();
+        let more = self.likely_total.saturating_sub(self.likely.len());
+        if more > 0 {
+            lines.push(format!("(+{more} more)"));
+        }
+        lines
+    }
+
+    /// The error of a run that refuses its repeats: nothing was sent.
+    pub fn refusal(&self, batch: &str) -> RunError {
+        let what = match (self.rows.len(), self.files.is_empty()) {
+            (0, _) => "its file was already made into another batch".to_string(),
+            (n, true) => format!("{n} of its rows are already in other batches"),
+            (n, false) => format!(
+                "its file was already made into another batch, and {n} of its rows are already in other batches"
+            ),
+        };
+        RunError::Refused {
+            message: format!(
+                "batch {} repeats what this ledger already has: {what}; nothing was submitted:\n  {}",
+                crate::text::escape(batch),
+                self.lines().join("\n  ")
+            ),
+            help: "if this file was paid already, there is nothing to do; to pay only the rows \
+                   not paid yet, run again with --skip-repeats; to pay the repeats again too, \
+                   with --allow-repeats (`paybatch history --reference REF` shows each payout)"
+                .into(),
+        }
+    }
+
+    /// What the plan digest adds for the repeats and the decision on them, so that an approved
+    /// digest covers which rows repeat earlier batches and what the run does with them. A plan
+    /// without repeats keeps the digest of its rows alone.
+    pub fn fold_into(&self, digest: &str) -> String {
+        use sha2::{Digest, Sha256};
+        if !self.any() {
+            return digest.to_string();
+        }
+        let mut d = Sha256::new();
+        d.update(b"paybatch-plan-repeats-v1\n");
+        d.update(digest.as_bytes());
+        d.update(format!("\ndecision={:?}\n", self.decision).as_bytes());
+        for f in &self.files {
+            d.update(format!("file={}:{}\n", f.batch.len(), f.batch).as_bytes());
+        }
+        for r in &self.rows {
+            d.update(
+                format!(
+                    "row={}:{}@{}:{}\n",
+                    r.reference.len(),
+                    r.reference,
+                    r.batch.len(),
+                    r.batch
+                )
+                .as_bytes(),
+            );
+        }
+        format!("sha256:{}", hex::encode(d.finalize()))
+    }
+
+    /// The note recorded on a batch whose repeats a person allowed or skipped.
+    pub fn note(&self) -> Option<String> {
+        let flag = self.decision.flag()?;
+        if !self.any() {
+            return None;
+        }
+        let verb = match self.decision {
+            OnRepeat::Allow => "repeats allowed",
+            _ => "repeats skipped",
+        };
+        Some(format!("{verb} ({flag}): {}", self.lines().join("; ")))
+    }
+}
+
+impl Repeat {
+    /// Why a skipped row was not paid (its error in the ledger and the result file).
+    pub fn reason(&self) -> String {
+        format!(
+            "repeat: batch {} (created {}) has this reference, {}; left out by --skip-repeats",
+            self.batch,
+            short_date(&self.batch_created_at),
+            self.state.words()
+        )
+    }
+}
+
+/// `2026-11-03` of an RFC 3339 time.
+fn short_date(at: &str) -> &str {
+    at.get(..10).unwrap_or(at)
+}
+
+/// Checks the rows of a file, one at a time, against [`Earlier`] and the ledger's rows.
+pub struct Checker<'l> {
+    ledger: &'l Ledger,
+    earlier: &'l Earlier,
+    pub repeats: Repeats,
+}
+
+impl<'l> Checker<'l> {
+    /// A checker of a file from which a batch of `file_hash` is made (`None`: not known yet).
+    pub fn new(ledger: &'l Ledger, earlier: &'l Earlier, decision: OnRepeat) -> Self {
+        Checker {
+            ledger,
+            earlier,
+            repeats: Repeats {
+                decision,
+                ..Repeats::default()
+            },
+        }
+    }
+
+    /// Checks a valid row. Returns whether it is a repeat (a row the run would pay again).
+    pub fn see(&mut self, spec: &RowSpec) -> Result<bool, LedgerError> {
+        if !self.earlier.notices(spec) {
+            return Ok(false);
+        }
+        if let Some(this) = self.earlier.this {
+            // A row this batch already planned, paid or refused is not paid again by this run.
+            let state = self.ledger.row_state(this, &spec.reference)?;
+            if state.is_some_and(|s| {
+                !matches!(s, RowState::Pending | RowState::Invalid | RowState::Removed)
+            }) {
+                return Ok(false);
+            }
+        }
+        if self.earlier.may_repeat(&spec.reference) {
+            for b in &self.earlier.batches {
+                let Some(row) = self.ledger.earlier_row(b.id, &spec.reference)? else {
+                    continue;
+                };
+                let Some(state) = EarlierState::of(row.state, row.sends) else {
+                    continue;
+                };
+                self.repeats.rows.push(Repeat {
+                    reference: spec.reference.clone(),
+                    line: spec.line,
+                    batch: b.name.clone(),
+                    batch_created_at: b.created_at.clone(),
+                    state,
+                    completed_at: row.completed_at,
+                });
+                return Ok(true);
+            }
+        }
+        if let Some(l) = self.earlier.may_resemble(spec) {
+            self.resemble(spec, l)?;
+        }
+        Ok(false)
+    }
+
+    /// Records a likely repeat when a paid row of another batch pays the same.
+    fn resemble(&mut self, spec: &RowSpec, l: i64) -> Result<(), LedgerError> {
+        let Some(email) = spec.email.clone() else {
+            return Ok(());
+        };
+        let mine = Alike {
+            email,
+            product_codes: spec.product_codes.clone(),
+            face_value: spec.face_value,
+            currency: spec.currency.clone(),
+        };
+        let found = self
+            .ledger
+            .paid_alike(l, &self.earlier.since, self.earlier.this)?
+            .into_iter()
+            .filter(|p| Alike::of_spec(&p.spec).is_some_and(|a| a.same_as(&mine)))
+            .max_by(|a, b| a.completed_at.cmp(&b.completed_at));
+        let Some(paid) = found else {
+            return Ok(());
+        };
+        self.repeats.likely_total += 1;
+        if self.repeats.likely.len() < ALIKE_LISTED {
+            self.repeats.likely.push(LikelyRepeat {
+                reference: spec.reference.clone(),
+                line: spec.line,
+                batch: self
+                    .earlier
+                    .batch(paid.batch_id)
+                    .map(|b| b.name.clone())
+                    .unwrap_or_else(|| format!("#{}", paid.batch_id)),
+                earlier_reference: paid.reference,
+                completed_at: paid.completed_at,
+            });
+        }
+        Ok(())
+    }
+
+    /// Ends the check of a file whose SHA-256 is `file_hash`: a batch new to the ledger made
+    /// from another batch's file is a repeated file.
+    pub fn finish(mut self, file_hash: &str) -> Repeats {
+        if self.earlier.this.is_none() {
+            self.repeats.files = self
+                .earlier
+                .files_like(file_hash)
+                .into_iter()
+                .map(|b| RepeatedFile {
+                    batch: b.name.clone(),
+                    created_at: b.created_at.clone(),
+                })
+                .collect();
+        }
+        self.repeats
+    }
+}

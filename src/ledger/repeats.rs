@@ -1,0 +1,301 @@
+//! What the other batches of the ledger already did with a reference, a file or a recipient:
+//! what a batch is checked against before anything of it is sent (`batch::repeats`).
+//!
+//! Read without a row's content where it can be: references from the index every batch has on
+//! `(batch_id, reference)`, paid recipients from `rows_paid_likeness` (migration 008), which
+//! holds only COMPLETED rows and so costs nothing while a file is planned.
+
+use rusqlite::{OptionalExtension, Transaction, params};
+use rust_decimal::Decimal;
+
+use super::{BatchRecord, Ledger, Result, RowState, parse_state, sqlerr};
+
+/// The 64-bit FNV-1a hash of what makes two payouts alike: the recipient's address in lower
+/// case, the products in any order, the face value at any scale and the currency. Stored with
+/// each paid row (`rows.likeness`); two payouts that share it are compared by their content
+/// before anything is said, so a collision can only cost a comparison.
+pub fn likeness(email: &str, codes: &[&str], face_value: Decimal, currency: &str) -> i64 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut hash = OFFSET;
+    let mut put = |bytes: &[u8]| {
+        for &b in bytes {
+            hash ^= u64::from(b);
+            hash = hash.wrapping_mul(PRIME);
+        }
+        // A separator no value holds.
+        hash ^= 0x1f;
+        hash = hash.wrapping_mul(PRIME);
+    };
+    put(email.to_lowercase().as_bytes());
+    let mut codes = codes.to_vec();
+    codes.sort_unstable();
+    for code in codes {
+        put(code.as_bytes());
+    }
+    put(face_value.normalize().to_string().as_bytes());
+    put(currency.as_bytes());
+    hash as i64
+}
+
+/// What a stored row's content (`rows.spec`) says of its likeness; `None` for a row without an
+/// email address (a payout link has no recipient to compare).
+pub fn likeness_of_spec(spec: &str) -> Option<i64> {
+    let alike = Alike::of_spec(spec)?;
+    Some(alike.likeness())
+}
+
+/// The parts of a row that make two payouts alike, as stored in `rows.spec`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct Alike {
+    pub email: String,
+    pub product_codes: Vec<String>,
+    pub face_value: Decimal,
+    pub currency: String,
+}
+
+impl Alike {
+    /// Read from a stored row's content; `None` without an email address.
+    pub fn of_spec(spec: &str) -> Option<Self> {
+        serde_json::from_str::<Alike>(spec).ok()
+    }
+
+    pub fn likeness(&self) -> i64 {
+        let codes: Vec<&str> = self.product_codes.iter().map(String::as_str).collect();
+        likeness(&self.email, &codes, self.face_value, &self.currency)
+    }
+
+    /// Whether `other` pays the same recipient the same thing (address in any case, products
+    /// in any order, face value at any scale).
+    pub fn same_as(&self, other: &Alike) -> bool {
+        let sorted = |codes: &[String]| {
+            let mut c = codes.to_vec();
+            c.sort_unstable();
+            c
+        };
+        self.email.to_lowercase() == other.email.to_lowercase()
+            && sorted(&self.product_codes) == sorted(&other.product_codes)
+            && self.face_value.normalize() == other.face_value.normalize()
+            && self.currency == other.currency
+    }
+}
+
+/// Fills `rows.likeness` for the rows of an older ledger that have an address (migration 008):
+/// every row, paid or not, so that a row completed later is compared too.
+pub fn fill_likeness(tx: &Transaction<'_>) -> rusqlite_migration::HookResult {
+    let mut read = tx.prepare("SELECT id, spec FROM rows WHERE spec IS NOT NULL")?;
+    let mut write = tx.prepare("UPDATE rows SET likeness = ?2 WHERE id = ?1")?;
+    let mut rows = read.query([])?;
+    while let Some(r) = rows.next()? {
+        let id: i64 = r.get(0)?;
+        let spec: String = r.get(1)?;
+        if let Some(l) = likeness_of_spec(&spec) {
+            write.execute(params![id, l])?;
+        }
+    }
+    Ok(())
+}
+
+/// A row of another batch with the same reference, as that batch has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EarlierRow {
+    pub state: RowState,
+    /// Sends of its order (`None` without an order): a PLANNED row whose order was sent is in
+    /// doubt.
+    pub sends: Option<i64>,
+    pub completed_at: Option<String>,
+}
+
+/// A paid row of another batch that pays the same recipient the same thing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaidAlike {
+    pub batch_id: i64,
+    pub reference: String,
+    pub completed_at: String,
+    pub spec: String,
+}
+
+impl Ledger {
+    /// The other batches of this environment and service (`environment`, `base_url`), oldest
+    /// first: a payout in a rehearsal is no payout in production.
+    pub fn sibling_batches(
+        &self,
+        environment: &str,
+        base_url: &str,
+        this: Option<i64>,
+    ) -> Result<Vec<BatchRecord>> {
+        Ok(self
+            .batches()?
+            .into_iter()
+            .filter(|b| {
+                b.environment == environment && b.base_url == base_url && Some(b.id) != this
+            })
+            .collect())
+    }
+
+    /// Every reference of a batch, in no particular order, from the batch's index of its
+    /// references (no row is read).
+    pub fn visit_references(&self, batch_id: i64, mut visit: impl FnMut(&str)) -> Result<()> {
+        let err = sqlerr(&self.path);
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT reference FROM rows WHERE batch_id = ?1")
+            .map_err(&err)?;
+        let mut rows = st.query(params![batch_id]).map_err(&err)?;
+        while let Some(r) = rows.next().map_err(&err)? {
+            let reference = r.get_ref(0).map_err(&err)?;
+            if let Ok(text) = reference.as_str() {
+                visit(text);
+            }
+        }
+        Ok(())
+    }
+
+    /// The likeness of every row paid (COMPLETED) at `since` or later, with its batch, from
+    /// the index of paid rows (no row is read).
+    pub fn visit_paid_likeness(&self, since: &str, mut visit: impl FnMut(i64, i64)) -> Result<()> {
+        let err = sqlerr(&self.path);
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT likeness, batch_id FROM rows INDEXED BY rows_paid_likeness
+                 WHERE state = 'COMPLETED' AND likeness IS NOT NULL AND completed_at >= ?1",
+            )
+            .map_err(&err)?;
+        let mut rows = st.query(params![since]).map_err(&err)?;
+        while let Some(r) = rows.next().map_err(&err)? {
+            visit(r.get(0).map_err(&err)?, r.get(1).map_err(&err)?);
+        }
+        Ok(())
+    }
+
+    /// The row of `batch_id` with `reference`, with the sends of its order.
+    pub fn earlier_row(&self, batch_id: i64, reference: &str) -> Result<Option<EarlierRow>> {
+        let err = sqlerr(&self.path);
+        let found: Option<(String, Option<i64>, Option<String>)> = self
+            .conn
+            .prepare_cached(
+                "SELECT r.state, o.sends, r.completed_at FROM rows r
+                 LEFT JOIN orders o ON o.id = r.order_id
+                 WHERE r.batch_id = ?1 AND r.reference = ?2",
+            )
+            .and_then(|mut st| {
+                st.query_row(params![batch_id, reference], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })
+                .optional()
+            })
+            .map_err(err)?;
+        found
+            .map(|(state, sends, completed_at)| {
+                Ok(EarlierRow {
+                    state: parse_state(&state)?,
+                    sends,
+                    completed_at,
+                })
+            })
+            .transpose()
+    }
+
+    /// The rows paid at `since` or later whose likeness is `likeness`, outside `batch_id`.
+    pub fn paid_alike(
+        &self,
+        likeness: i64,
+        since: &str,
+        this: Option<i64>,
+    ) -> Result<Vec<PaidAlike>> {
+        let err = sqlerr(&self.path);
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT batch_id, reference, completed_at, spec FROM rows
+                 INDEXED BY rows_paid_likeness
+                 WHERE likeness = ?1 AND state = 'COMPLETED' AND completed_at >= ?2
+                   AND spec IS NOT NULL",
+            )
+            .map_err(&err)?;
+        let found = st
+            .query_map(params![likeness, since], |r| {
+                Ok(PaidAlike {
+                    batch_id: r.get(0)?,
+                    reference: r.get(1)?,
+                    completed_at: r.get(2)?,
+                    spec: r.get(3)?,
+                })
+            })
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(err)?;
+        Ok(found
+            .into_iter()
+            .filter(|p| Some(p.batch_id) != this)
+            .collect())
+    }
+
+    /// Records on a batch, before its rows are planned, that a person allowed what other
+    /// batches already paid (`cause` names them): one event, shown by `paybatch status`.
+    pub fn record_batch_note(&mut self, batch_id: i64, cause: &str) -> Result<()> {
+        let path = self.path.clone();
+        let tx = super::begin(&mut self.conn, &path)?;
+        super::event(&tx, batch_id, "batch", batch_id, None, None, cause).map_err(sqlerr(&path))?;
+        super::commit(tx, &path)
+    }
+
+    /// The notes recorded on a batch whose cause starts with `prefix`, oldest first.
+    pub fn batch_notes(&self, batch_id: i64, prefix: &str) -> Result<Vec<(String, String)>> {
+        let err = sqlerr(&self.path);
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT at, cause FROM events
+                 WHERE batch_id = ?1 AND subject = 'batch' AND substr(cause, 1, length(?2)) = ?2
+                 ORDER BY id",
+            )
+            .map_err(&err)?;
+        st.query_map(params![batch_id, prefix], |r| Ok((r.get(0)?, r.get(1)?)))
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(s: &str) -> Decimal {
+        s.parse().expect("decimal")
+    }
+
+    #[test]
+    fn likeness_ignores_case_order_and_scale_but_not_the_currency() {
+        let a = likeness("Ann@Example.com", &["B", "A"], d("10"), "USD");
+        assert_eq!(
+            a,
+            likeness("ann@example.com", &["A", "B"], d("10.00"), "USD")
+        );
+        assert_ne!(
+            a,
+            likeness("ann@example.com", &["A", "B"], d("10.00"), "EUR")
+        );
+        assert_ne!(
+            a,
+            likeness("ann@example.com", &["A", "B"], d("10.01"), "USD")
+        );
+        assert_ne!(a, likeness("bob@example.com", &["A", "B"], d("10"), "USD"));
+        // The separator keeps the parts apart.
+        assert_ne!(
+            likeness("a", &["bc"], d("1"), "USD"),
+            likeness("ab", &["c"], d("1"), "USD")
+        );
+    }
+
+    #[test]
+    fn likeness_is_read_from_a_stored_row() {
+        let spec = r#"{"product_codes":["AMZ-US"],"face_value":"25.00","currency":"USD","distribution":"EMAIL","email":"x@y.example","payment_currency":"USD"}"#;
+        assert_eq!(
+            likeness_of_spec(spec),
+            Some(likeness("X@y.example", &["AMZ-US"], d("25"), "USD"))
+        );
+        let link = r#"{"product_codes":["AMZ-US"],"face_value":"25.00","currency":"USD","distribution":"PAYOUT_LINK","payment_currency":"USD"}"#;
+        assert_eq!(likeness_of_spec(link), None);
+    }
+}
