@@ -283,6 +283,12 @@ fn next_steps(
             "{failed} rows FAILED or were REJECTED (reasons: paybatch report --batch {name} --html report.html): after fixing the cause, paybatch retry --batch {name}, then {run}"
         ));
     }
+    if n(RowState::Skipped) > 0 {
+        steps.push(format!(
+            "{} rows are SKIPPED: other batches of this ledger have them (which: paybatch report --batch {name}); nothing to do, unless they must be paid again: then {run} --allow-repeats",
+            n(RowState::Skipped),
+        ));
+    }
     if n(RowState::Invalid) > 0 {
         steps.push(format!(
             "{} rows are INVALID: fix them in {} and run the same command again (paybatch validate {input} shows the problems)",
@@ -321,6 +327,9 @@ struct Detail {
     subjects: Vec<String>,
     /// What left each balance: (payer, currency) -> amount.
     charged: BTreeMap<(String, String), rust_decimal::Decimal>,
+    /// What a person decided about rows other batches have (`--allow-repeats`,
+    /// `--skip-repeats`): (when, what).
+    repeats: Vec<(String, String)>,
     next: Vec<String>,
 }
 
@@ -346,7 +355,9 @@ fn detail(ledger: &Ledger, b: BatchRecord) -> crate::ledger::Result<Detail> {
     let by_state: BTreeMap<RowState, i64> = counts.iter().copied().collect();
     let next = next_steps(ledger.path(), &b, &by_state, &in_flight(&orders));
     let charged = crate::batch::outcome::debited_totals(ledger, b.id)?;
+    let repeats = ledger.batch_notes(b.id, "repeats ")?;
     Ok(Detail {
+        repeats,
         batch: b,
         counts,
         orders,
@@ -415,6 +426,7 @@ fn detail_json(d: &Detail) -> serde_json::Value {
             "currency": currency,
             "amount": amount.to_string(),
         })).collect::<Vec<_>>(),
+        "repeats": d.repeats.iter().map(|(at, what)| json!({"at": at, "decision": what})).collect::<Vec<_>>(),
         "in_flight": flights.iter().map(|f| json!({
             "order": f.order.id,
             "service_order_id": f.order.service_order_id,
@@ -452,6 +464,9 @@ fn print_detail(d: &Detail) {
         for ((payer, currency), amount) in &d.charged {
             outln!("  {payer:<20} {amount:>14} {currency}");
         }
+    }
+    for (at, what) in &d.repeats {
+        outln!("{} ({at})", crate::text::escape(what));
     }
     outln!();
     print_orders(d);

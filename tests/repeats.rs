@@ -1,0 +1,196 @@
+//! Exactly once across the batches of one ledger: a file paid once is never paid again under
+//! another name or another batch, and rows another batch has are refused, skipped or allowed
+//! by a person's decision, before anything is sent.
+
+mod common;
+
+use common::*;
+
+/// The sample file, its references given `prefix` on the rows `renamed` (0-based data rows).
+fn sample_with(ws: &Workspace, name: &str, renamed: &[usize], prefix: &str) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(SAMPLE),
+    )
+    .expect("sample");
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    for &i in renamed {
+        lines[i + 1] = lines[i + 1].replacen("EMP-", prefix, 1);
+    }
+    ws.write(name, &(lines.join("\n") + "\n"))
+}
+
+async fn paid_once(ws: &Workspace, sim: &paybatch::sim::SimHandle) {
+    let out = run_file(ws, sim, "recipients.csv", &[], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+}
+
+#[tokio::test]
+async fn a_paid_file_under_a_new_name_or_batch_is_refused_and_nothing_is_sent() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    let file = ws.copy(SAMPLE, "recipients.csv");
+    paid_once(&ws, &sim).await;
+    let posts = order_posts(&sim);
+
+    std::fs::copy(&file, ws.path("recipients (1).csv")).expect("copy");
+    let out = run_file(&ws, &sim, "recipients (1).csv", &[], &[]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
+    let err = stderr_of(&out);
+    assert!(
+        err.contains("the file is the one batch recipients was made from"),
+        "{err}"
+    );
+    assert!(err.contains("12 paid"), "{err}");
+    assert!(err.contains("--skip-repeats") && err.contains("--allow-repeats"), "{err}");
+
+    let out = run_file(&ws, &sim, "recipients.csv", &["--batch", "other-name"], &[]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
+    assert_eq!(order_posts(&sim), posts, "nothing was sent");
+    assert_one_live_order_per_row(&sim, &references(&file));
+    // Neither refused run left a batch behind.
+    let status = against_url(&ws, &sim.base_url(), &["status"]).await;
+    let text = stdout_of(&status);
+    assert!(!text.contains("other-name") && !text.contains("recipients (1)"), "{text}");
+}
+
+#[tokio::test]
+async fn a_new_file_repeating_paid_references_is_refused_skipped_or_allowed() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    let first = ws.copy(SAMPLE, "recipients.csv");
+    paid_once(&ws, &sim).await;
+    let posts = order_posts(&sim);
+    // December: three new rows, nine repeated.
+    let dec = sample_with(&ws, "dec.csv", &[0, 1, 2], "DEC-");
+
+    let out = run_file(&ws, &sim, "dec.csv", &[], &[]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
+    let err = stderr_of(&out);
+    assert!(err.contains("9 of its rows are already in other batches"), "{err}");
+    assert!(err.contains("batch recipients"), "{err}");
+    assert!(!err.contains("the file is the one"), "another file: {err}");
+    assert_eq!(order_posts(&sim), posts, "nothing was sent");
+
+    let validate = against_url(&ws, &sim.base_url(), &["validate", "dec.csv"]).await;
+    assert_eq!(validate.status.code(), Some(3), "{}", output_of(&validate));
+    let text = stdout_of(&validate);
+    assert!(text.contains("repeats: 9 rows"), "{text}");
+    assert!(text.contains("EMP-1045-2026-11"), "{text}");
+
+    let out = run_file(&ws, &sim, "dec.csv", &["--skip-repeats"], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    let mut expected = references(&first);
+    expected.extend(references(&dec).into_iter().filter(|r| r.starts_with("DEC-")));
+    assert_one_live_order_per_row(&sim, &expected);
+    let status = against_url(&ws, &sim.base_url(), &["status", "--batch", "dec"]).await;
+    let text = stdout_of(&status);
+    assert!(text.contains("SKIPPED"), "{text}");
+    let result = read_csv(&ws.path("dec.SIMULATED.result.csv"));
+    let status_col = col(&result[0], "status");
+    assert_eq!(
+        result[1..].iter().filter(|r| r[status_col] == "SKIPPED").count(),
+        9
+    );
+    // The same command again pays nothing more.
+    let again = run_file(&ws, &sim, "dec.csv", &["--skip-repeats"], &[]).await;
+    assert_eq!(again.status.code(), Some(0), "{}", output_of(&again));
+    assert_one_live_order_per_row(&sim, &expected);
+}
+
+#[tokio::test]
+async fn allowed_repeats_are_paid_again_and_recorded_on_the_batch() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    let file = ws.copy(SAMPLE, "recipients.csv");
+    paid_once(&ws, &sim).await;
+    let out = run_file(
+        &ws,
+        &sim,
+        "recipients.csv",
+        &["--batch", "again", "--allow-repeats"],
+        &[],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    assert!(stderr_of(&out).contains("paid again (--allow-repeats)"));
+    let per_ref = service_orders_per_reference(&sim);
+    for r in references(&file) {
+        assert_eq!(per_ref.get(&r).map(Vec::len), Some(2), "{r} paid twice, as allowed");
+    }
+    let status = against_url(&ws, &sim.base_url(), &["status", "--batch", "again"]).await;
+    let text = stdout_of(&status);
+    assert!(text.contains("repeats allowed (--allow-repeats)"), "{text}");
+}
+
+#[tokio::test]
+async fn validate_digest_covers_the_decision_on_repeats() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    ws.copy(SAMPLE, "recipients.csv");
+    paid_once(&ws, &sim).await;
+    sample_with(&ws, "dec.csv", &[0, 1, 2], "DEC-");
+    let base = sim.base_url();
+    let digest_of = |out: &std::process::Output| {
+        stdout_of(out)
+            .split_whitespace()
+            .find(|w| w.starts_with("sha256:"))
+            .map(str::to_string)
+    };
+    let skip = against_url(&ws, &base, &["validate", "dec.csv", "--skip-repeats"]).await;
+    assert_eq!(skip.status.code(), Some(0), "{}", output_of(&skip));
+    let allow = against_url(&ws, &base, &["validate", "dec.csv", "--allow-repeats"]).await;
+    assert_eq!(allow.status.code(), Some(0), "{}", output_of(&allow));
+    let (skip, allow) = (digest_of(&skip), digest_of(&allow));
+    assert!(skip.is_some() && allow.is_some() && skip != allow);
+    let skip = skip.expect("digest");
+    // The digest approved with --skip-repeats does not pay with --allow-repeats...
+    let out = run_file(
+        &ws,
+        &sim,
+        "dec.csv",
+        &["--allow-repeats", "--expect-digest", &skip],
+        &[],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
+    // ...and pays exactly the approved plan with it.
+    let out = run_file(
+        &ws,
+        &sim,
+        "dec.csv",
+        &["--skip-repeats", "--expect-digest", &skip],
+        &[],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+}
+
+#[tokio::test]
+async fn a_recipient_paid_the_same_lately_is_a_warning_not_a_refusal() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    ws.copy(SAMPLE, "recipients.csv");
+    paid_once(&ws, &sim).await;
+    // Every reference new, every recipient and amount the same: a weekly bonus.
+    sample_with(&ws, "weekly.csv", &(0..12).collect::<Vec<_>>(), "WK-");
+    let out = run_file(&ws, &sim, "weekly.csv", &[], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    let err = stderr_of(&out);
+    assert!(
+        err.contains("rows pay a recipient what another batch paid them in the last 35 days"),
+        "{err}"
+    );
+    assert!(err.contains("(EMP-1042-2026-11)"), "{err}");
+}
+
+#[tokio::test]
+async fn batches_of_another_service_are_not_repeats() {
+    let ws = Workspace::new();
+    let one = start_sim(fast_config(None)).await;
+    let two = start_sim(fast_config(None)).await;
+    let file = ws.copy(SAMPLE, "recipients.csv");
+    paid_once(&ws, &one).await;
+    let out = run_file(&ws, &two, "recipients.csv", &["--batch", "elsewhere"], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    assert_one_live_order_per_row(&two, &references(&file));
+}
