@@ -74,7 +74,9 @@ fn row_states(ledger: &Path) -> BTreeMap<String, i64> {
 fn back_to_schema_6(ledger: &Path) {
     db(ledger)
         .execute_batch(
-            "DROP INDEX rows_batch_state;
+            "DROP INDEX rows_paid_likeness;
+             ALTER TABLE rows DROP COLUMN likeness;
+             DROP INDEX rows_batch_state;
              ALTER TABLE rows DROP COLUMN delivery;
              CREATE INDEX rows_batch_state ON rows(batch_id, state);
              PRAGMA user_version = 6;",
@@ -166,7 +168,10 @@ async fn a_schema_6_ledger_interrupted_mid_batch_resumes_and_counts_the_same_del
     let version: i64 = db(&ledger)
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .expect("version");
-    assert_eq!(version, 7, "the first command that opens it migrates it");
+    assert_eq!(
+        version, 8,
+        "the first command that opens it migrates it to the latest"
+    );
     assert_eq!(rows_whose_delivery_differs(&ledger), []);
     let report = paybatch(
         ws.dir.path(),

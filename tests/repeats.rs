@@ -8,10 +8,9 @@ use common::*;
 
 /// The sample file, its references given `prefix` on the rows `renamed` (0-based data rows).
 fn sample_with(ws: &Workspace, name: &str, renamed: &[usize], prefix: &str) -> std::path::PathBuf {
-    let text = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(SAMPLE),
-    )
-    .expect("sample");
+    let text =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(SAMPLE))
+            .expect("sample");
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
     for &i in renamed {
         lines[i + 1] = lines[i + 1].replacen("EMP-", prefix, 1);
@@ -41,7 +40,10 @@ async fn a_paid_file_under_a_new_name_or_batch_is_refused_and_nothing_is_sent() 
         "{err}"
     );
     assert!(err.contains("12 paid"), "{err}");
-    assert!(err.contains("--skip-repeats") && err.contains("--allow-repeats"), "{err}");
+    assert!(
+        err.contains("--skip-repeats") && err.contains("--allow-repeats"),
+        "{err}"
+    );
 
     let out = run_file(&ws, &sim, "recipients.csv", &["--batch", "other-name"], &[]).await;
     assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
@@ -50,7 +52,10 @@ async fn a_paid_file_under_a_new_name_or_batch_is_refused_and_nothing_is_sent() 
     // Neither refused run left a batch behind.
     let status = against_url(&ws, &sim.base_url(), &["status"]).await;
     let text = stdout_of(&status);
-    assert!(!text.contains("other-name") && !text.contains("recipients (1)"), "{text}");
+    assert!(
+        !text.contains("other-name") && !text.contains("recipients (1)"),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -66,7 +71,10 @@ async fn a_new_file_repeating_paid_references_is_refused_skipped_or_allowed() {
     let out = run_file(&ws, &sim, "dec.csv", &[], &[]).await;
     assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
     let err = stderr_of(&out);
-    assert!(err.contains("9 of its rows are already in other batches"), "{err}");
+    assert!(
+        err.contains("9 of its rows are already in other batches"),
+        "{err}"
+    );
     assert!(err.contains("batch recipients"), "{err}");
     assert!(!err.contains("the file is the one"), "another file: {err}");
     assert_eq!(order_posts(&sim), posts, "nothing was sent");
@@ -80,20 +88,33 @@ async fn a_new_file_repeating_paid_references_is_refused_skipped_or_allowed() {
     let out = run_file(&ws, &sim, "dec.csv", &["--skip-repeats"], &[]).await;
     assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
     let mut expected = references(&first);
-    expected.extend(references(&dec).into_iter().filter(|r| r.starts_with("DEC-")));
+    expected.extend(
+        references(&dec)
+            .into_iter()
+            .filter(|r| r.starts_with("DEC-")),
+    );
     assert_one_live_order_per_row(&sim, &expected);
     let status = against_url(&ws, &sim.base_url(), &["status", "--batch", "dec"]).await;
     let text = stdout_of(&status);
     assert!(text.contains("SKIPPED"), "{text}");
-    let result = read_csv(&ws.path("dec.SIMULATED.result.csv"));
+    let result = read_csv(&ws.path("dec.result.csv"));
     let status_col = col(&result[0], "status");
     assert_eq!(
-        result[1..].iter().filter(|r| r[status_col] == "SKIPPED").count(),
+        result[1..]
+            .iter()
+            .filter(|r| r[status_col] == "SKIPPED")
+            .count(),
         9
     );
-    // The same command again pays nothing more.
+    // The same command again pays nothing more; without the flag the skipped rows are
+    // refused again, not paid.
     let again = run_file(&ws, &sim, "dec.csv", &["--skip-repeats"], &[]).await;
     assert_eq!(again.status.code(), Some(0), "{}", output_of(&again));
+    assert_one_live_order_per_row(&sim, &expected);
+    let posts = order_posts(&sim);
+    let bare = run_file(&ws, &sim, "dec.csv", &[], &[]).await;
+    assert_eq!(bare.status.code(), Some(3), "{}", output_of(&bare));
+    assert_eq!(order_posts(&sim), posts);
     assert_one_live_order_per_row(&sim, &expected);
 }
 
@@ -115,7 +136,11 @@ async fn allowed_repeats_are_paid_again_and_recorded_on_the_batch() {
     assert!(stderr_of(&out).contains("paid again (--allow-repeats)"));
     let per_ref = service_orders_per_reference(&sim);
     for r in references(&file) {
-        assert_eq!(per_ref.get(&r).map(Vec::len), Some(2), "{r} paid twice, as allowed");
+        assert_eq!(
+            per_ref.get(&r).map(Vec::len),
+            Some(2),
+            "{r} paid twice, as allowed"
+        );
     }
     let status = against_url(&ws, &sim.base_url(), &["status", "--batch", "again"]).await;
     let text = stdout_of(&status);
@@ -193,4 +218,29 @@ async fn batches_of_another_service_are_not_repeats() {
     let out = run_file(&ws, &two, "recipients.csv", &["--batch", "elsewhere"], &[]).await;
     assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
     assert_one_live_order_per_row(&two, &references(&file));
+}
+
+#[tokio::test]
+async fn a_ledger_of_the_previous_schema_knows_what_it_paid_once_migrated() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    ws.copy(SAMPLE, "recipients.csv");
+    paid_once(&ws, &sim).await;
+    // As the previous release left it: no likeness of paid rows.
+    rusqlite::Connection::open(ws.ledger())
+        .expect("ledger")
+        .execute_batch(
+            "DROP INDEX rows_paid_likeness;
+             ALTER TABLE rows DROP COLUMN likeness;
+             PRAGMA user_version = 7;",
+        )
+        .expect("schema 7");
+    sample_with(&ws, "weekly.csv", &(0..12).collect::<Vec<_>>(), "WK-");
+    let out = run_file(&ws, &sim, "weekly.csv", &[], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    assert!(
+        stderr_of(&out).contains("(EMP-1042-2026-11)"),
+        "{}",
+        stderr_of(&out)
+    );
 }

@@ -177,7 +177,18 @@ async fn the_api_key_is_in_no_file_no_output_and_no_error_message() {
     // 4. Error paths: a key the service refuses, a key of the wrong kind, an unsafe key file,
     //    a batch resumed with another key.
     let refused = run(
-        with_args(&["-vv", "run", "nov.csv", "--batch", "other"], &[]),
+        // The same file again on purpose: the refused key is what is tried.
+        with_args(
+            &[
+                "-vv",
+                "run",
+                "nov.csv",
+                "--batch",
+                "other",
+                "--allow-repeats",
+            ],
+            &[],
+        ),
         vec![
             ("PAYBATCH_API_KEY", WRONG.into()),
             ("RUST_LOG", "trace".into()),

@@ -436,10 +436,14 @@ impl<'l> Checker<'l> {
             return Ok(false);
         }
         if let Some(this) = self.earlier.this {
-            // A row this batch already planned, paid or refused is not paid again by this run.
+            // A row this batch already planned, paid or refused is not paid again by this run;
+            // one it skipped, or has not planned, is checked again.
             let state = self.ledger.row_state(this, &spec.reference)?;
             if state.is_some_and(|s| {
-                !matches!(s, RowState::Pending | RowState::Invalid | RowState::Removed)
+                !matches!(
+                    s,
+                    RowState::Pending | RowState::Invalid | RowState::Removed | RowState::Skipped
+                )
             }) {
                 return Ok(false);
             }
