@@ -17,7 +17,7 @@ use super::funds::{self, is_converted, row_card};
 use super::options::{RunOptions, per_order};
 use super::outcome::RunError;
 use super::plan;
-use super::repeats::Earlier;
+use super::repeats::{Earlier, Noticed};
 
 /// What merging and planning the file did.
 pub struct Merged {
@@ -28,6 +28,9 @@ pub struct Merged {
     pub converted_rows: usize,
     /// What the new rows draw on each balance, for the person running the batch.
     pub balance_lines: Vec<String>,
+    /// Rows read in one pass that may pay what another batch paid lately (checked once the
+    /// plan is committed: a warning).
+    pub noticed: Noticed,
 }
 
 /// How a group of rows is paid and priced: payment currency, the card (or `None`: the
@@ -252,6 +255,7 @@ impl<'r> Planning<'r> {
             orders: self.groups.planned,
             converted_rows: self.groups.converted_rows,
             balance_lines,
+            noticed: Noticed::default(),
         })
     }
 }
@@ -299,7 +303,8 @@ pub fn merge_and_plan(
 /// or its number of rows gives another number of rows an order than `expected_rows` did: the
 /// caller reads the file in two passes, which say every problem; so it does as soon as a row
 /// may repeat what another batch of the ledger has, or the file is one another batch was made
-/// from (`earlier`): the two passes say which and what to do. `cells`, when given, is
+/// from (`earlier`): the two passes say which and what to do. Rows that may pay what another
+/// batch paid lately are noticed ([`Merged::noticed`]) and checked after the commit. `cells`, when given, is
 /// handed each row's cells on the reading thread. `first_drawn` is told of each currency whose
 /// balance the new rows draw on, the first time they do (its balance can be read meanwhile).
 /// `read_balances` is given what the pass found
@@ -332,6 +337,7 @@ pub fn plan_in_one_pass(
     let index = CatalogIndex::new(products.to_vec());
     let merging = std::time::Instant::now();
     let mut rows = 0usize;
+    let mut noticed = Noticed::default();
     let read = scan::read_once_in_parallel(
         &opts.input,
         opts.delimiter,
@@ -342,8 +348,15 @@ pub fn plan_in_one_pass(
             rows += 1;
             // The rows an order takes never fall as the rows grow: past this, the pass
             // cannot end with the number it started with.
-            if per_order(opts, rows) > per || spec.as_ref().is_some_and(|s| earlier.notices(s)) {
+            if per_order(opts, rows) > per
+                || spec
+                    .as_ref()
+                    .is_some_and(|s| earlier.may_repeat(&s.reference))
+            {
                 return Err(Stop::TwoPasses);
+            }
+            if let Some(s) = &spec {
+                noticed.note(earlier, s);
             }
             planning.take(&mut merge, row, spec).map_err(Stop::Failed)
         },
@@ -363,7 +376,8 @@ pub fn plan_in_one_pass(
         return Ok(None);
     };
     merge.record_input(&scanned.file_hash, &scanned.headers)?;
-    let merged = planning.close(merge, &opts.input, |drawn| read_balances(&scanned, drawn))?;
+    let mut merged = planning.close(merge, &opts.input, |drawn| read_balances(&scanned, drawn))?;
+    merged.noticed = noticed;
     Ok(Some((scanned, merged)))
 }
 

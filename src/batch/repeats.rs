@@ -475,20 +475,25 @@ impl<'l> Checker<'l> {
 
     /// Records a likely repeat when a paid row of another batch pays the same.
     fn resemble(&mut self, spec: &RowSpec, l: i64) -> Result<(), LedgerError> {
-        let Some(email) = spec.email.clone() else {
+        let Some(mine) = alike_of(spec) else {
             return Ok(());
         };
-        let mine = Alike {
-            email,
-            product_codes: spec.product_codes.clone(),
-            face_value: spec.face_value,
-            currency: spec.currency.clone(),
-        };
+        self.resemble_alike(&spec.reference, spec.line, &mine, l)
+    }
+
+    /// Records a likely repeat of the row `reference` on `line`, which pays `mine`.
+    fn resemble_alike(
+        &mut self,
+        reference: &str,
+        line: u64,
+        mine: &Alike,
+        l: i64,
+    ) -> Result<(), LedgerError> {
         let found = self
             .ledger
             .paid_alike(l, &self.earlier.since, self.earlier.this)?
             .into_iter()
-            .filter(|p| Alike::of_spec(&p.spec).is_some_and(|a| a.same_as(&mine)))
+            .filter(|p| Alike::of_spec(&p.spec).is_some_and(|a| a.same_as(mine)))
             .max_by(|a, b| a.completed_at.cmp(&b.completed_at));
         let Some(paid) = found else {
             return Ok(());
@@ -496,8 +501,8 @@ impl<'l> Checker<'l> {
         self.repeats.likely_total += 1;
         if self.repeats.likely.len() < ALIKE_LISTED {
             self.repeats.likely.push(LikelyRepeat {
-                reference: spec.reference.clone(),
-                line: spec.line,
+                reference: reference.to_string(),
+                line,
                 batch: self
                     .earlier
                     .batch(paid.batch_id)
@@ -508,6 +513,15 @@ impl<'l> Checker<'l> {
             });
         }
         Ok(())
+    }
+
+    /// Checks the rows a one pass noticed ([`Noticed`]) for likely repeats.
+    pub fn likely_of(mut self, noticed: Noticed) -> Result<Repeats, LedgerError> {
+        for (reference, line, mine, l) in &noticed.rows {
+            self.resemble_alike(reference, *line, mine, *l)?;
+        }
+        self.repeats.likely_total += noticed.more;
+        Ok(self.repeats)
     }
 
     /// Ends the check of a file whose SHA-256 is `file_hash`: a batch new to the ledger made
@@ -525,5 +539,42 @@ impl<'l> Checker<'l> {
                 .collect();
         }
         self.repeats
+    }
+}
+
+/// What makes a row alike to another ([`Alike`]); `None` without an email address.
+fn alike_of(spec: &RowSpec) -> Option<Alike> {
+    Some(Alike {
+        email: spec.email.clone()?,
+        product_codes: spec.product_codes.clone(),
+        face_value: spec.face_value,
+        currency: spec.currency.clone(),
+    })
+}
+
+/// Rows a one pass kept to check for likely repeats once it has committed.
+const NOTICED_KEPT: usize = 10_000;
+
+/// The rows a batch read in one pass may be likely repeats of ([`Earlier::may_resemble`]):
+/// the first [`NOTICED_KEPT`] with what they pay, then a count. Checked against the ledger
+/// after the pass ([`Checker::likely_of`]): a warning does not stop the pass.
+#[derive(Debug, Default)]
+pub struct Noticed {
+    rows: Vec<(String, u64, Alike, i64)>,
+    /// Rows noticed beyond those kept (counted as likely repeats, unchecked).
+    more: usize,
+}
+
+impl Noticed {
+    /// Keeps `spec` when another batch may have paid the same.
+    pub fn note(&mut self, earlier: &Earlier, spec: &RowSpec) {
+        let Some(l) = earlier.may_resemble(spec) else {
+            return;
+        };
+        if self.rows.len() >= NOTICED_KEPT {
+            self.more += 1;
+        } else if let Some(a) = alike_of(spec) {
+            self.rows.push((spec.reference.clone(), spec.line, a, l));
+        }
     }
 }

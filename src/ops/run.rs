@@ -141,7 +141,13 @@ async fn merge_file(
     )
     .await?;
     let (scanned, batch, merged, written) = match once {
-        Some(done) => done,
+        Some((scanned, batch, mut merged, written)) => {
+            let noticed = std::mem::take(&mut merged.noticed);
+            let likely =
+                repeats::Checker::new(&ledger, earlier, opts.on_repeat).likely_of(noticed)?;
+            tell_repeats(&likely, reporter);
+            (scanned, batch, merged, written)
+        }
         None => {
             let (scanned, drawn, repeats) =
                 first_pass(opts, products, options, (&ledger, earlier), reporter)?;
