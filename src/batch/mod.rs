@@ -21,3 +21,4 @@ pub mod results;
 pub mod stage;
 pub mod submit;
 pub mod verify;
+pub mod window;
