@@ -22,3 +22,4 @@ pub mod results;
 pub mod stage;
 pub mod submit;
 pub mod verify;
+pub mod window;

@@ -125,6 +125,118 @@ pub fn key_in_description(description: &str) -> Option<&str> {
     (ends && Uuid::parse_str(key).is_ok()).then_some(key)
 }
 
+/// Whether a `description` is as long as the service keeps one, so that it may have been cut
+/// (a description of exactly [`MAX_DESCRIPTION`] characters is taken as cut: nothing tells).
+pub fn description_may_be_cut(description: &str) -> bool {
+    description.chars().count() >= MAX_DESCRIPTION
+}
+
+/// Whether a `description` names a batch (see [`batch_named_by`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchNaming {
+    /// It names the batch.
+    Names,
+    /// It was cut inside the batch name, and what is left is the beginning of this batch's
+    /// name: it may be this batch's.
+    MayName,
+    /// Another batch's, or not paybatch's.
+    Other,
+}
+
+/// Whether `description` names `batch`: paybatch's `paybatch KEY batch=NAME ...`, or the older
+/// `paybatch batch=NAME row=REF`. A description cut by the service's limit inside the name
+/// [`BatchNaming::MayName`] every batch whose name goes on from where it was cut.
+pub fn batch_named_by(description: &str, batch: &str) -> BatchNaming {
+    let cut = description_may_be_cut(description);
+    let named = match key_in_description(description) {
+        Some(key) => {
+            let head = format!("paybatch {key} batch={batch}");
+            (
+                description == head || description.starts_with(&format!("{head} ")),
+                head,
+            )
+        }
+        None => {
+            // The older form always went on with the row.
+            let head = format!("paybatch batch={batch} ");
+            (description.starts_with(&head), head)
+        }
+    };
+    match named {
+        (true, _) => BatchNaming::Names,
+        (false, head) if cut && head.starts_with(description) => BatchNaming::MayName,
+        _ => BatchNaming::Other,
+    }
+}
+
+/// What a paybatch `description` says (see [`description`], and the older `paybatch
+/// batch=NAME row=REF`), each part as written, and perhaps cut by the service's limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DescriptionParts<'a> {
+    /// The idempotency key (none in the older form).
+    pub key: Option<&'a str>,
+    /// The batch name, as far as it is written. A name that itself holds ` row=` or ` rows=`
+    /// is split at the last of them: [`batch_named_by`] tells for a name known beforehand.
+    pub batch: Option<&'a str>,
+    /// The first row's reference (`row=REF`, or `FIRST` of `rows=FIRST (+N more)`), as far as
+    /// it is written.
+    pub first_reference: Option<&'a str>,
+    /// The description may have been cut ([`description_may_be_cut`]).
+    pub cut: bool,
+    /// The first row's reference may not be whole: the description may have been cut inside
+    /// it or before it.
+    pub first_reference_cut: bool,
+}
+
+/// Reads a description written by paybatch; `None` when it does not start with `paybatch `.
+pub fn read_description(description: &str) -> Option<DescriptionParts<'_>> {
+    let after = description.strip_prefix("paybatch ")?;
+    let cut = description_may_be_cut(description);
+    let key = key_in_description(description);
+    let rest = match key {
+        Some(k) => {
+            let tail = &after[k.len()..];
+            tail.strip_prefix(' ').unwrap_or(tail)
+        }
+        None => after,
+    };
+    let mut parts = DescriptionParts {
+        key,
+        batch: None,
+        first_reference: None,
+        cut,
+        first_reference_cut: false,
+    };
+    let Some(named) = rest.strip_prefix("batch=") else {
+        return Some(parts);
+    };
+    // A reference holds no `=`, so the last ` row=` or ` rows=` starts the rows.
+    let one = named
+        .rfind(" row=")
+        .map(|at| (at, at + " row=".len(), false));
+    let many = named
+        .rfind(" rows=")
+        .map(|at| (at, at + " rows=".len(), true));
+    let split = match (one, many) {
+        (Some(a), Some(b)) => Some(if a.0 > b.0 { a } else { b }),
+        (a, b) => a.or(b),
+    };
+    let Some((at, from, several)) = split else {
+        parts.batch = Some(named);
+        parts.first_reference_cut = cut;
+        return Some(parts);
+    };
+    parts.batch = Some(&named[..at]);
+    let text = &named[from..];
+    let (first, whole) = match text.find(" (+") {
+        Some(end) if several => (&text[..end], true),
+        _ => (text, !cut),
+    };
+    parts.first_reference = (!first.is_empty()).then_some(first);
+    parts.first_reference_cut = !whole;
+    Some(parts)
+}
+
 /// The attempts of an order's rows as `metadata` writes them: `N` when all are `N`, else runs.
 fn attempts_text(attempts: impl IntoIterator<Item = i64>) -> String {
     let mut runs: Vec<(i64, usize)> = Vec::new();
@@ -363,6 +475,90 @@ mod tests {
         );
         assert_eq!(key_in_description("paybatch batch=nov row=EMP-1"), None);
         assert_eq!(key_in_description(&format!("paybatch {KEY}x")), None);
+    }
+
+    #[test]
+    fn a_description_names_its_batch_even_when_cut_inside_the_name() {
+        let d = description(KEY, "nov", &["EMP-1"]);
+        assert_eq!(batch_named_by(&d, "nov"), BatchNaming::Names);
+        assert_eq!(batch_named_by(&d, "no"), BatchNaming::Other);
+        assert_eq!(batch_named_by(&d, "nov-2"), BatchNaming::Other);
+        let head = format!("paybatch {KEY} batch=nov");
+        assert_eq!(batch_named_by(&head, "nov"), BatchNaming::Names);
+        // The older form.
+        let old = "paybatch batch=nov row=EMP-1";
+        assert_eq!(batch_named_by(old, "nov"), BatchNaming::Names);
+        assert_eq!(batch_named_by(old, "nov row=EMP"), BatchNaming::Other);
+        assert_eq!(
+            batch_named_by("paybatch batch=nov", "nov"),
+            BatchNaming::Other
+        );
+        // Cut inside the name: every batch whose name goes on from there may be it; a short
+        // description is never taken for cut.
+        let long = format!("nov-{}", "x".repeat(150));
+        let d = description(KEY, &long, &["EMP-1"]);
+        assert_eq!(batch_named_by(&d, &long), BatchNaming::MayName);
+        assert_eq!(
+            batch_named_by(&d, &format!("{long}-more")),
+            BatchNaming::MayName
+        );
+        assert_eq!(batch_named_by(&d, "nov"), BatchNaming::Other);
+        assert_eq!(
+            batch_named_by(&format!("paybatch {KEY} batch=no"), "nov"),
+            BatchNaming::Other
+        );
+        let old_cut: String = format!("paybatch batch={long} row=EMP-1")
+            .chars()
+            .take(128)
+            .collect();
+        assert_eq!(batch_named_by(&old_cut, &long), BatchNaming::MayName);
+        assert_eq!(batch_named_by("Team lunch", "nov"), BatchNaming::Other);
+    }
+
+    #[test]
+    fn descriptions_are_read_back_in_parts() {
+        fn parts(d: &str) -> DescriptionParts<'_> {
+            read_description(d).expect("paybatch's")
+        }
+        let one = description(KEY, "nov", &["EMP 1"]);
+        let p = parts(&one);
+        assert_eq!(
+            (
+                p.key,
+                p.batch,
+                p.first_reference,
+                p.cut,
+                p.first_reference_cut
+            ),
+            (Some(KEY), Some("nov"), Some("EMP 1"), false, false)
+        );
+        let two = description(KEY, "nov", &["A", "B"]);
+        let p = parts(&two);
+        assert_eq!(
+            (p.first_reference, p.first_reference_cut),
+            (Some("A"), false)
+        );
+        let p = parts("paybatch batch=nov rows=A (+1 more)");
+        assert_eq!(
+            (p.key, p.batch, p.first_reference),
+            (None, Some("nov"), Some("A"))
+        );
+        let none = format!("paybatch {KEY} batch=nov");
+        let p = parts(&none);
+        assert_eq!(
+            (p.batch, p.first_reference, p.first_reference_cut),
+            (Some("nov"), None, false)
+        );
+        // Cut right after `row=`: nothing of the reference, which is unknown.
+        let d = format!("paybatch {KEY} batch={} row=EMP-1", "b".repeat(71));
+        let d: String = d.chars().take(MAX_DESCRIPTION).collect();
+        assert!(d.ends_with(" row="));
+        let p = parts(&d);
+        assert_eq!((p.first_reference, p.first_reference_cut), (None, true));
+        // Not paybatch's, or nothing after the key.
+        assert_eq!(read_description("Team lunch"), None);
+        let p = parts("paybatch says hello");
+        assert_eq!((p.key, p.batch, p.first_reference), (None, None, None));
     }
 
     /// Every order the planner can make keeps to the published metadata limits, and its

@@ -194,23 +194,14 @@ fn owner_of(
             Owner::Unknown
         };
     };
-    let cut = d.chars().count() >= plan::MAX_DESCRIPTION;
-    if let Some(key) = plan::key_in_description(d) {
-        let head = format!("paybatch {key} batch={batch}");
-        return if d == head || d.starts_with(&format!("{head} ")) || (cut && head.starts_with(d)) {
-            Owner::Look
-        } else {
-            Owner::Foreign
-        };
-    }
+    // The older description names its one row (a keyed one never starts `paybatch batch=`).
     if let Some(rows) = rows_in_old_description(batch, d) {
         return Owner::Rows(rows);
     }
-    let old = format!("paybatch batch={batch} ");
-    if d.starts_with(&old) || (cut && old.starts_with(d)) {
-        return Owner::Look;
+    match plan::batch_named_by(d, batch) {
+        plan::BatchNaming::Names | plan::BatchNaming::MayName => Owner::Look,
+        plan::BatchNaming::Other => Owner::Foreign,
     }
-    Owner::Foreign
 }
 
 /// Every order of `batch` at the service, and the ids of those that may be of `batch` but whose

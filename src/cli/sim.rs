@@ -11,7 +11,7 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use rust_decimal::Decimal;
 
-use crate::sim::{DEFAULT_CARD, DEFAULT_KEY, Faults, SimConfig};
+use crate::sim::{DEFAULT_CARD, DEFAULT_KEY, Faults, SeedOrders, SimConfig};
 
 #[derive(Debug, Args)]
 pub struct SimArgs {
@@ -112,6 +112,18 @@ pub struct ServeArgs {
     /// Extra time a POST /order holds its idempotency key, in milliseconds.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub in_progress_delay_ms: u64,
+    /// Start with N finished orders of the first key, some paybatch's and some not, spread
+    /// over the last --seed-days days (for benchmarks of the order list; a new state only).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub seed_orders: usize,
+    /// Days over which the orders of --seed-orders are spread, up to the start.
+    #[arg(
+        long,
+        value_name = "DAYS",
+        default_value_t = 20,
+        requires = "seed_orders"
+    )]
+    pub seed_days: u32,
 }
 
 fn parse_balance(text: &str) -> Result<(String, Decimal), String> {
@@ -160,6 +172,10 @@ impl ServeArgs {
             list_metadata: self.list_with_metadata,
             version_2023: self.version_2023,
             ordering_restricted: self.ordering_restricted,
+            seed_orders: (self.seed_orders > 0).then(|| SeedOrders {
+                count: self.seed_orders,
+                span: Duration::from_secs(u64::from(self.seed_days) * 24 * 3600),
+            }),
             faults: Faults {
                 latency: Duration::from_millis(self.latency_ms),
                 latency_jitter: Duration::from_millis(self.latency_jitter_ms),
@@ -277,6 +293,16 @@ mod tests {
         .unwrap();
         assert!(asked.version_2023 && asked.ordering_restricted);
         assert_eq!(asked.faults.timeout_rate, 0.25);
+        assert_eq!(defaults.seed_orders, None);
+        let seeded = parse(&["--seed-orders", "20000", "--seed-days", "10"]).unwrap();
+        assert_eq!(
+            seeded.seed_orders,
+            Some(SeedOrders {
+                count: 20000,
+                span: Duration::from_secs(10 * 24 * 3600),
+            })
+        );
+        assert!(parse(&["--seed-days", "10"]).is_err());
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub(crate) mod catalog;
 mod faults;
 mod handlers;
 mod orders;
+mod seed;
 mod server;
 mod store;
 
@@ -38,6 +39,7 @@ use tokio::task::JoinHandle;
 use crate::api::models::{OrderStatus, PaymentMethod, ProductSelection};
 
 pub use catalog::PAYMENT_CURRENCIES;
+pub use seed::SeedOrders;
 
 /// The API key the simulator accepts unless told otherwise. It is a simulator key (it starts
 /// with `xx`, the playground prefix) and no secret: the simulator prints it at start.
@@ -81,6 +83,9 @@ pub struct SimConfig {
     /// Whether the account has reached its spending limit: every order creation is answered
     /// `403 ordering_restricted`.
     pub ordering_restricted: bool,
+    /// Finished orders of the first key stored at the start, spread over the time before it
+    /// (see [`SeedOrders`]); only into a state that holds no order yet.
+    pub seed_orders: Option<SeedOrders>,
     pub faults: Faults,
 }
 
@@ -104,6 +109,7 @@ impl Default for SimConfig {
             list_metadata: false,
             version_2023: false,
             ordering_restricted: false,
+            seed_orders: None,
             faults: Faults::default(),
         }
     }
@@ -358,6 +364,21 @@ fn check(config: &SimConfig) -> Result<(), SimError> {
     Ok(())
 }
 
+/// Stores the seeded orders of the first key ([`SeedOrders`]) into a state without orders.
+fn seed_store(store: &store::Store, seed: &SeedOrders, config: &SimConfig) -> Result<(), String> {
+    if seed.count == 0 {
+        return Ok(());
+    }
+    if store.has_orders().map_err(|e| e.to_string())? {
+        return Err("orders can be seeded only into a state that holds none".into());
+    }
+    let fp = fingerprint(config.keys.first().map(String::as_str).unwrap_or_default());
+    // Identifiers of their own: the requests of the run draw theirs as without seeding.
+    let ids = faults::Chance::new(faults::id_seed(config.seed ^ 0x5eed, store.generation()));
+    let orders = seed::orders(seed, &fp, &ids, now_ms());
+    store.seed_orders(&orders).map_err(|e| e.to_string())
+}
+
 /// A running simulator.
 pub struct SimHandle {
     sim: Arc<Sim>,
@@ -381,6 +402,16 @@ pub async fn start(config: SimConfig, addr: SocketAddr) -> Result<SimHandle, Sim
                 reason,
             }
         })?;
+    if let Some(seed) = &config.seed_orders {
+        seed_store(&store, seed, &config).map_err(|reason| SimError::State {
+            path: config
+                .state
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "(in memory)".into()),
+            reason,
+        })?;
+    }
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| SimError::Bind { addr, source })?;

@@ -12,7 +12,7 @@ use std::str::FromStr;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
+use rusqlite::{Connection, OptionalExtension, Row, Statement, Transaction, params};
 use rusqlite_migration::{M, Migrations};
 use rust_decimal::Decimal;
 
@@ -121,6 +121,15 @@ pub(crate) struct ItemRow {
     /// Issued at creation, shown once the order is `COMPLETED`.
     pub payout_url: String,
     pub expiry_months: i64,
+}
+
+/// One page of the order list ([`Store::orders_page`]).
+pub(crate) struct OrdersPage {
+    pub orders: Vec<OrderRow>,
+    /// There are orders newer than the page's first.
+    pub newer: bool,
+    /// There are orders older than the page's last.
+    pub older: bool,
 }
 
 /// The answer of [`Store::reserve`].
@@ -236,6 +245,60 @@ fn order_from_row(row: &Row<'_>) -> Result<OrderRow> {
         message: row.get(17)?,
         items: Vec::new(),
     })
+}
+
+const INSERT_ORDER: &str = "INSERT INTO orders (id, key_fingerprint, idempotency_key, status, \
+     outcome, created_at, created_ms, due_ms, completed_at, description, metadata, payment_method, \
+     currency, total_price, total_discount, fx, message) VALUES \
+     (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)";
+
+const INSERT_ITEM: &str = "INSERT INTO items (order_id, position, id, distribution_method, \
+     products, face_value, price, currency, discount_multiplier, payout_url, expiry_months) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
+
+fn insert_order(stmt: &mut Statement<'_>, order: &OrderRow) -> Result<()> {
+    stmt.execute(params![
+        order.id,
+        order.key_fingerprint,
+        order.idempotency_key,
+        order.status.as_str(),
+        order.outcome.as_str(),
+        order.created_at,
+        order.created_ms,
+        order.due_ms,
+        order.completed_at,
+        order.description,
+        to_json(&order.metadata)?,
+        to_json(&order.payment_method)?,
+        order.currency,
+        order.total_price.to_string(),
+        order.total_discount.to_string(),
+        to_json(&order.fx)?,
+        order.message,
+    ])?;
+    Ok(())
+}
+
+fn insert_item(
+    stmt: &mut Statement<'_>,
+    order_id: &str,
+    position: usize,
+    item: &ItemRow,
+) -> Result<()> {
+    stmt.execute(params![
+        order_id,
+        position as i64,
+        item.id,
+        to_json(&item.distribution_method)?,
+        to_json(&item.products)?,
+        item.face_value.to_string(),
+        item.price.to_string(),
+        item.currency,
+        item.discount_multiplier.to_string(),
+        item.payout_url,
+        item.expiry_months,
+    ])?;
+    Ok(())
 }
 
 fn items_of(conn: &Connection, order_id: &str) -> Result<Vec<ItemRow>> {
@@ -514,50 +577,13 @@ impl Store {
                 set_balance(&tx, b.currency, available - b.amount)?;
             }
         }
-        tx.execute(
-            "INSERT INTO orders (id, key_fingerprint, idempotency_key, status, outcome, \
-             created_at, created_ms, due_ms, completed_at, description, metadata, payment_method, \
-             currency, total_price, total_discount, fx, message) VALUES \
-             (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
-            params![
-                order.id,
-                order.key_fingerprint,
-                order.idempotency_key,
-                order.status.as_str(),
-                order.outcome.as_str(),
-                order.created_at,
-                order.created_ms,
-                order.due_ms,
-                order.completed_at,
-                order.description,
-                to_json(&order.metadata)?,
-                to_json(&order.payment_method)?,
-                order.currency,
-                order.total_price.to_string(),
-                order.total_discount.to_string(),
-                to_json(&order.fx)?,
-                order.message,
-            ],
-        )?;
-        for (position, item) in order.items.iter().enumerate() {
-            tx.execute(
-                "INSERT INTO items (order_id, position, id, distribution_method, products, \
-                 face_value, price, currency, discount_multiplier, payout_url, expiry_months) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                params![
-                    order.id,
-                    position as i64,
-                    item.id,
-                    to_json(&item.distribution_method)?,
-                    to_json(&item.products)?,
-                    item.face_value.to_string(),
-                    item.price.to_string(),
-                    item.currency,
-                    item.discount_multiplier.to_string(),
-                    item.payout_url,
-                    item.expiry_months,
-                ],
-            )?;
+        {
+            let mut order_stmt = tx.prepare_cached(INSERT_ORDER)?;
+            insert_order(&mut order_stmt, order)?;
+            let mut item_stmt = tx.prepare_cached(INSERT_ITEM)?;
+            for (position, item) in order.items.iter().enumerate() {
+                insert_item(&mut item_stmt, &order.id, position, item)?;
+            }
         }
         tx.execute(
             "INSERT OR REPLACE INTO idempotency (key_fingerprint, idempotency_key, body_sha256, \
@@ -598,14 +624,91 @@ impl Store {
         }
     }
 
-    /// The orders of one API key, newest first, without their items.
-    pub fn orders_of(&self, fp: &str) -> Result<Vec<OrderRow>> {
+    /// One page of the orders of one API key, newest first, without their items: the `limit`
+    /// orders just older than the order `at` (from the newest when `at` is none), or with
+    /// `towards_newer` the `limit` orders just newer than it. Also whether there are newer
+    /// orders than the page's first and older ones than its last (false for an empty page).
+    pub fn orders_page(
+        &self,
+        fp: &str,
+        at: Option<i64>,
+        towards_newer: bool,
+        limit: usize,
+    ) -> Result<OrdersPage> {
         let inner = self.lock();
-        let mut stmt = inner.conn.prepare_cached(&format!(
-            "SELECT {ORDER_COLUMNS} FROM orders WHERE key_fingerprint = ?1 ORDER BY seq DESC"
-        ))?;
-        let rows = stmt.query_map([fp], order_from_row)?;
-        rows.collect()
+        let take = i64::try_from(limit).unwrap_or(i64::MAX - 1) + 1;
+        let mut orders: Vec<OrderRow> = if towards_newer {
+            let mut stmt = inner.conn.prepare_cached(&format!(
+                "SELECT {ORDER_COLUMNS} FROM orders WHERE key_fingerprint = ?1 AND seq > ?2 \
+                 ORDER BY seq ASC LIMIT ?3"
+            ))?;
+            let rows = stmt.query_map(params![fp, at.unwrap_or(i64::MIN), take], order_from_row)?;
+            rows.collect::<Result<_>>()?
+        } else {
+            let mut stmt = inner.conn.prepare_cached(&format!(
+                "SELECT {ORDER_COLUMNS} FROM orders WHERE key_fingerprint = ?1 AND seq < ?2 \
+                 ORDER BY seq DESC LIMIT ?3"
+            ))?;
+            let rows = stmt.query_map(params![fp, at.unwrap_or(i64::MAX), take], order_from_row)?;
+            rows.collect::<Result<_>>()?
+        };
+        let beyond = orders.len() > limit;
+        orders.truncate(limit);
+        if towards_newer {
+            orders.reverse();
+        }
+        let any = |sql: &str, seq: i64| -> Result<bool> {
+            inner
+                .conn
+                .prepare_cached(sql)?
+                .query_row(params![fp, seq], |r| r.get(0))
+        };
+        let (newer, older) = match (orders.first().map(|o| o.seq), orders.last().map(|o| o.seq)) {
+            (Some(first), Some(last)) => {
+                let newer = towards_newer && beyond
+                    || any(
+                        "SELECT EXISTS (SELECT 1 FROM orders WHERE key_fingerprint = ?1 AND seq > ?2)",
+                        first,
+                    )?;
+                let older = !towards_newer && beyond
+                    || any(
+                        "SELECT EXISTS (SELECT 1 FROM orders WHERE key_fingerprint = ?1 AND seq < ?2)",
+                        last,
+                    )?;
+                (newer, older)
+            }
+            _ => (false, false),
+        };
+        Ok(OrdersPage {
+            orders,
+            newer,
+            older,
+        })
+    }
+
+    /// Whether the state holds any order.
+    pub fn has_orders(&self) -> Result<bool> {
+        self.lock()
+            .conn
+            .query_row("SELECT EXISTS (SELECT 1 FROM orders)", [], |r| r.get(0))
+    }
+
+    /// Stores finished orders as they are, in this order, in one transaction: no balance is
+    /// touched and no answer is kept under their keys.
+    pub fn seed_orders(&self, orders: &[OrderRow]) -> Result<()> {
+        let mut inner = self.lock();
+        let tx = inner.conn.transaction()?;
+        {
+            let mut order_stmt = tx.prepare_cached(INSERT_ORDER)?;
+            let mut item_stmt = tx.prepare_cached(INSERT_ITEM)?;
+            for order in orders {
+                insert_order(&mut order_stmt, order)?;
+                for (position, item) in order.items.iter().enumerate() {
+                    insert_item(&mut item_stmt, &order.id, position, item)?;
+                }
+            }
+        }
+        tx.commit()
     }
 
     /// Every order ever created, oldest first, with items.
@@ -721,6 +824,59 @@ mod tests {
         assert_eq!(back.status, OrderStatus::Failed);
         assert!(back.message.is_some());
         assert!(store.order("other", "O-1").unwrap().is_none());
+    }
+
+    /// Pages of the order list, newest first, with the cursors the whole list gives: the
+    /// orders of one key only, forward from the start and from a cursor, and back.
+    #[test]
+    fn the_order_list_is_read_page_by_page() {
+        let store = Store::open(None, &[]).unwrap();
+        assert!(!store.has_orders().unwrap());
+        let mut orders: Vec<OrderRow> = (1..=7)
+            .map(|i| {
+                order(
+                    &format!("O-{i}"),
+                    OrderStatus::Completed,
+                    OrderStatus::Completed,
+                    0,
+                )
+            })
+            .collect();
+        orders[2].key_fingerprint = "other".into();
+        store.seed_orders(&orders).unwrap();
+        assert!(store.has_orders().unwrap());
+        let ids = |p: &OrdersPage| p.orders.iter().map(|o| o.id.clone()).collect::<Vec<_>>();
+        let seq_of = |p: &OrdersPage, i: usize| p.orders[i].seq;
+        let first = store.orders_page("fp", None, false, 2).unwrap();
+        assert_eq!(ids(&first), ["O-7", "O-6"]);
+        assert!(!first.newer && first.older);
+        let second = store
+            .orders_page("fp", Some(seq_of(&first, 1)), false, 2)
+            .unwrap();
+        assert_eq!(ids(&second), ["O-5", "O-4"]);
+        assert!(second.newer && second.older);
+        let last = store
+            .orders_page("fp", Some(seq_of(&second, 1)), false, 2)
+            .unwrap();
+        assert_eq!(ids(&last), ["O-2", "O-1"]);
+        assert!(last.newer && !last.older);
+        let back = store
+            .orders_page("fp", Some(seq_of(&last, 0)), true, 2)
+            .unwrap();
+        assert_eq!(ids(&back), ["O-5", "O-4"]);
+        assert!(back.newer && back.older);
+        let top = store
+            .orders_page("fp", Some(seq_of(&back, 0)), true, 5)
+            .unwrap();
+        assert_eq!(ids(&top), ["O-7", "O-6"]);
+        assert!(!top.newer && top.older);
+        let beyond = store
+            .orders_page("fp", Some(seq_of(&last, 1)), false, 2)
+            .unwrap();
+        assert!(beyond.orders.is_empty() && !beyond.newer && !beyond.older);
+        let all = store.orders_page("fp", None, false, 500).unwrap();
+        assert_eq!(all.orders.len(), 6);
+        assert!(!all.newer && !all.older);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::Shared;
 use super::answers::{done, injected_server_error, internal, json, not_found, pagination_error};
 use super::context::enter;
-use super::query::{Position, Query, cursor, paginate, pagination};
+use super::query::{Position, Query, cursor, pagination};
 use crate::api::models::OrderStatus;
 use crate::sim::orders;
 
@@ -41,11 +41,22 @@ pub(super) async fn list_orders(
                     pagination_error("The cursor is not a cursor of this listing.")
                 })?),
             };
-            let all = sim.store.orders_of(&ctx.fp).map_err(internal)?;
-            // Newest first: a larger sequence number comes first.
-            let (page, before, after) =
-                paginate(all, |o| o.seq, at, backwards, limit as usize, |a, b| a > b);
+            // Newest first: a larger sequence number comes first. Read page by page, so that a
+            // page costs the same however many orders the account holds.
+            let page = sim
+                .store
+                .orders_page(&ctx.fp, at, backwards, limit as usize)
+                .map_err(internal)?;
+            let before = page
+                .newer
+                .then(|| page.orders.first().map(|o| o.seq))
+                .flatten();
+            let after = page
+                .older
+                .then(|| page.orders.last().map(|o| o.seq))
+                .flatten();
             let items: Vec<Value> = page
+                .orders
                 .iter()
                 .map(|o| orders::list_entry(o, sim.config.list_metadata))
                 .collect();

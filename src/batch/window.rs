@@ -1,0 +1,553 @@
+//! The service's recent orders, as its order list shows them: what a batch new to a ledger
+//! checks before it sends anything, so that a batch already paid (from another ledger, another
+//! machine, or under another batch name) is not paid again.
+//!
+//! The service keeps an order's idempotency key for 30 days; within them the same key replays
+//! the first answer, after them it places a new order. [`read_window`] reads the order list
+//! newest first back to a given time ([`window_since`]: at least those 30 days), and keeps, of
+//! each entry, only what names paybatch's orders: the key, the batch and the first row of its
+//! `description` (the list shows nothing else of an order: no `metadata`, no items). A
+//! PROCESSING order shows only `{id, status, message}`: it is kept as such, to be counted as
+//! one that cannot be told. [`ServiceWindow::matches`] then finds the orders that name a batch,
+//! and those whose first row is one of a file's references.
+
+use chrono::{DateTime, Utc};
+
+use crate::api::client::{PageQuery, read_retrying_until};
+use crate::api::models::{OrderStatus, OrderSummary};
+use crate::api::{ApiError, Client};
+
+use super::plan::{self, BatchNaming};
+
+/// Pages of the list read at most: 400 pages of [`PAGE_SIZE`], 200,000 orders. A window that
+/// holds more is read as far as that and marked incomplete ([`ServiceWindow::complete`]).
+pub const MAX_WINDOW_PAGES: usize = 400;
+
+/// Orders asked for per page: the most the service gives.
+pub const PAGE_SIZE: u32 = 500;
+
+/// How long the service keeps an idempotency key and its answer.
+pub const IDEMPOTENCY_DAYS: i64 = 30;
+
+/// Read further back than the idempotency window by this much, for a clock of this machine
+/// behind the service's.
+pub const CLOCK_MARGIN_HOURS: i64 = 24;
+
+/// Examples kept per group of [`WindowMatches`].
+pub const MAX_EXAMPLES: usize = 5;
+
+/// Where a read of the window stops: the service's idempotency window (plus
+/// [`CLOCK_MARGIN_HOURS`]) before `now`, or `start` when that is earlier.
+pub fn window_since(now: DateTime<Utc>, start: Option<DateTime<Utc>>) -> DateTime<Utc> {
+    let window =
+        chrono::Duration::days(IDEMPOTENCY_DAYS) + chrono::Duration::hours(CLOCK_MARGIN_HOURS);
+    let edge = now
+        .checked_sub_signed(window)
+        .unwrap_or(DateTime::<Utc>::MIN_UTC);
+    match start {
+        Some(s) if s < edge => s,
+        _ => edge,
+    }
+}
+
+/// One entry of the order list that is paybatch's (its `description` starts with `paybatch `),
+/// or that shows nothing but `{id, status, message}` (an order still PROCESSING).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedOrder {
+    /// The service's order id.
+    pub id: String,
+    pub status: OrderStatus,
+    /// When the service created it (none for a PROCESSING entry, or a time it could not read).
+    pub created_at: Option<DateTime<Utc>>,
+    /// The idempotency key the description starts with (none in the older form).
+    pub key: Option<String>,
+    /// The batch name as the description writes it, possibly cut.
+    pub batch: Option<String>,
+    /// The first row's reference as the description writes it, possibly cut
+    /// ([`ListedOrder::first_reference_cut`]).
+    pub first_reference: Option<String>,
+    /// The description is as long as the service keeps one: it may have been cut.
+    pub description_cut: bool,
+    /// The first reference may not be whole (the description may have been cut inside or
+    /// before it).
+    pub first_reference_cut: bool,
+    /// The description as listed (none for an entry that shows none).
+    description: Option<String>,
+}
+
+impl ListedOrder {
+    /// The entry as kept, or `None` when it is not paybatch's: a finished order whose
+    /// description does not start with `paybatch ` (or that shows none).
+    pub fn from_entry(entry: OrderSummary) -> Option<ListedOrder> {
+        let created_at = entry
+            .created_at
+            .as_deref()
+            .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| t.with_timezone(&Utc));
+        let Some(description) = entry.description else {
+            if entry.status.is_terminal() {
+                return None;
+            }
+            return Some(ListedOrder {
+                id: entry.id,
+                status: entry.status,
+                created_at,
+                key: None,
+                batch: None,
+                first_reference: None,
+                description_cut: false,
+                first_reference_cut: false,
+                description: None,
+            });
+        };
+        let parts = plan::read_description(&description)?;
+        Some(ListedOrder {
+            id: entry.id,
+            status: entry.status,
+            created_at,
+            key: parts.key.map(str::to_string),
+            batch: parts.batch.map(str::to_string),
+            first_reference: parts.first_reference.map(str::to_string),
+            description_cut: parts.cut,
+            first_reference_cut: parts.first_reference_cut,
+            description: Some(description),
+        })
+    }
+
+    /// An entry that shows nothing of its order but `{id, status, message}`: a PROCESSING
+    /// order, which may be anyone's.
+    pub fn is_unnamed(&self) -> bool {
+        self.description.is_none()
+    }
+
+    /// Whether its description names `batch` (or, cut inside the name, may name it).
+    pub fn naming(&self, batch: &str) -> BatchNaming {
+        match &self.description {
+            Some(d) => plan::batch_named_by(d, batch),
+            None => BatchNaming::Other,
+        }
+    }
+}
+
+/// The service's orders back to a time, as far as they were read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceWindow {
+    /// paybatch's orders (description starting `paybatch `), and the PROCESSING entries that
+    /// show only `{id, status, message}`; newest first, as listed.
+    pub orders: Vec<ListedOrder>,
+    /// Pages read.
+    pub pages: usize,
+    /// How far back the window was to be read.
+    pub since: DateTime<Utc>,
+    /// The list was read back to `since` or to its end; false when the page cap
+    /// ([`MAX_WINDOW_PAGES`]) was reached first, or the list stopped moving on.
+    pub complete: bool,
+    /// Finished entries listed without a description (never paybatch's, which always writes
+    /// one, unless the list leaves it out).
+    pub undescribed: usize,
+}
+
+/// The orders of one group of [`WindowMatches`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Matched {
+    pub count: usize,
+    /// Of `count`, those that only perhaps belong (their description was cut where it would
+    /// tell).
+    pub perhaps: usize,
+    /// The earliest `created_at` among them.
+    pub earliest: Option<DateTime<Utc>>,
+    /// The newest few ([`MAX_EXAMPLES`]).
+    pub examples: Vec<ListedOrder>,
+}
+
+impl Matched {
+    fn add(&mut self, order: &ListedOrder, perhaps: bool) {
+        self.count += 1;
+        self.perhaps += usize::from(perhaps);
+        if let Some(at) = order.created_at {
+            self.earliest = Some(self.earliest.map_or(at, |e| e.min(at)));
+        }
+        if self.examples.len() < MAX_EXAMPLES {
+            self.examples.push(order.clone());
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+}
+
+/// What a window holds of one batch and its file, the orders the ledger knows left out.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WindowMatches {
+    /// Orders whose description names the batch (`perhaps`: cut inside the name).
+    pub batch: Matched,
+    /// Orders of another batch whose first row is one of the file's references (`perhaps`:
+    /// the reference may be cut, and only its beginning is one of the file's).
+    pub first_row: Matched,
+    /// Orders of another batch whose first row could not be read whole (a description cut
+    /// inside or before it), and whose beginning is none of the file's references: they cannot
+    /// be told.
+    pub first_row_unread: Matched,
+    /// PROCESSING entries the ledger does not know, which show only `{id, status, message}`:
+    /// they may be any order of the account, this batch's included.
+    pub unattributed: usize,
+}
+
+impl WindowMatches {
+    /// Nothing of this batch or its file, and nothing that cannot be told.
+    pub fn is_empty(&self) -> bool {
+        self.batch.is_empty()
+            && self.first_row.is_empty()
+            && self.first_row_unread.is_empty()
+            && self.unattributed == 0
+    }
+}
+
+impl ServiceWindow {
+    /// The orders of the window that name `batch`, and those of other batches whose first row
+    /// `is_file_reference` (called with a reference as the description writes it); leaving
+    /// out the orders `known` says the ledger knows (by key or service id). An order naming
+    /// `batch` counts there only.
+    pub fn matches(
+        &self,
+        batch: &str,
+        is_file_reference: impl Fn(&str) -> bool,
+        known: impl Fn(&ListedOrder) -> bool,
+    ) -> WindowMatches {
+        let mut found = WindowMatches::default();
+        for order in &self.orders {
+            if known(order) {
+                continue;
+            }
+            if order.is_unnamed() {
+                found.unattributed += 1;
+                continue;
+            }
+            match order.naming(batch) {
+                BatchNaming::Names => {
+                    found.batch.add(order, false);
+                    continue;
+                }
+                BatchNaming::MayName => {
+                    found.batch.add(order, true);
+                    continue;
+                }
+                BatchNaming::Other => {}
+            }
+            let listed = order.first_reference.as_deref();
+            if listed.is_some_and(&is_file_reference) {
+                found.first_row.add(order, order.first_reference_cut);
+            } else if order.first_reference_cut {
+                found.first_row_unread.add(order, true);
+            }
+        }
+        found
+    }
+}
+
+/// [`read_window_pages`] with at most [`MAX_WINDOW_PAGES`] pages (200,000 orders).
+pub async fn read_window(client: &Client, since: DateTime<Utc>) -> Result<ServiceWindow, ApiError> {
+    read_window_pages(client, since, MAX_WINDOW_PAGES).await
+}
+
+/// Reads the order list newest first, [`PAGE_SIZE`] orders a page following the `after`
+/// cursor, until an entry created before `since` is seen, the list ends, or `max_pages` pages
+/// were read (then the window is not [`ServiceWindow::complete`]). A read the service answers
+/// with a transient error is tried again ([`read_retrying_until`], within the client's
+/// deadline). Only paybatch's entries and the PROCESSING ones are kept, parsed.
+pub async fn read_window_pages(
+    client: &Client,
+    since: DateTime<Utc>,
+    max_pages: usize,
+) -> Result<ServiceWindow, ApiError> {
+    let mut window = ServiceWindow {
+        orders: Vec::new(),
+        pages: 0,
+        since,
+        complete: false,
+        undescribed: 0,
+    };
+    let mut query = PageQuery {
+        limit: Some(PAGE_SIZE),
+        ..Default::default()
+    };
+    while window.pages < max_pages {
+        let page = read_retrying_until(client.deadline(), || client.orders(&query)).await?;
+        window.pages += 1;
+        let empty = page.items.is_empty();
+        let mut older = false;
+        for entry in page.items {
+            let created = entry
+                .created_at
+                .as_deref()
+                .and_then(|t| DateTime::parse_from_rfc3339(t).ok());
+            if created.is_some_and(|at| at < since) {
+                older = true;
+                break;
+            }
+            if entry.description.is_none() && entry.status.is_terminal() {
+                window.undescribed += 1;
+            }
+            if let Some(kept) = ListedOrder::from_entry(entry) {
+                window.orders.push(kept);
+            }
+        }
+        if older || empty {
+            window.complete = true;
+            break;
+        }
+        match page.pagination.cursors.after {
+            None => {
+                window.complete = true;
+                break;
+            }
+            // The same page again: the list does not move on.
+            Some(after) if Some(&after) == query.after.as_ref() => break,
+            Some(after) => query.after = Some(after),
+        }
+    }
+    Ok(window)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    const KEY: &str = "0b5e3c1e-7d59-5d43-9a55-2b1f0a9e3c11";
+    const KEY2: &str = "7c3a5e21-9b0d-5f44-8e16-2d4c6a8b0e13";
+
+    fn at(day: u32) -> String {
+        Utc.with_ymd_and_hms(2026, 11, day, 12, 0, 0)
+            .single()
+            .map(|t| t.to_rfc3339())
+            .unwrap_or_default()
+    }
+
+    fn finished(id: &str, day: u32, description: Option<&str>) -> OrderSummary {
+        OrderSummary {
+            id: id.to_string(),
+            status: OrderStatus::Completed,
+            created_at: Some(at(day)),
+            completed_at: Some(at(day)),
+            description: description.map(str::to_string),
+            payment_method: None,
+            currency: Some("USD".into()),
+            total_price: None,
+            total_discount: None,
+            metadata: None,
+        }
+    }
+
+    fn processing(id: &str) -> OrderSummary {
+        OrderSummary {
+            id: id.to_string(),
+            status: OrderStatus::Processing,
+            created_at: None,
+            completed_at: None,
+            description: None,
+            payment_method: None,
+            currency: None,
+            total_price: None,
+            total_discount: None,
+            metadata: None,
+        }
+    }
+
+    fn listed(entry: OrderSummary) -> ListedOrder {
+        ListedOrder::from_entry(entry).expect("kept")
+    }
+
+    #[test]
+    fn entries_are_read_in_every_form_paybatch_writes() {
+        let one = listed(finished(
+            "O-1",
+            3,
+            Some(&plan::description(KEY, "nov", &["EMP-1"])),
+        ));
+        assert_eq!(one.key.as_deref(), Some(KEY));
+        assert_eq!(one.batch.as_deref(), Some("nov"));
+        assert_eq!(one.first_reference.as_deref(), Some("EMP-1"));
+        assert!(!one.description_cut && !one.first_reference_cut);
+        assert_eq!(one.created_at.map(|t| t.to_rfc3339()), Some(at(3)));
+
+        let many = listed(finished(
+            "O-2",
+            3,
+            Some(&plan::description(KEY, "nov 2026", &["A 1", "B", "C"])),
+        ));
+        assert_eq!(many.batch.as_deref(), Some("nov 2026"));
+        assert_eq!(many.first_reference.as_deref(), Some("A 1"));
+        assert!(!many.first_reference_cut);
+
+        let old = listed(finished("O-3", 3, Some("paybatch batch=nov row=EMP-9")));
+        assert_eq!(old.key, None);
+        assert_eq!(old.batch.as_deref(), Some("nov"));
+        assert_eq!(old.first_reference.as_deref(), Some("EMP-9"));
+
+        // A batch name holding ` row=`: split at the last one.
+        let odd = listed(finished(
+            "O-4",
+            3,
+            Some(&plan::description(KEY, "a row=b", &["R"])),
+        ));
+        assert_eq!(odd.batch.as_deref(), Some("a row=b"));
+        assert_eq!(odd.first_reference.as_deref(), Some("R"));
+    }
+
+    #[test]
+    fn cut_descriptions_say_what_they_may_have_lost() {
+        // Cut inside the first reference of one row.
+        let reference = "R".repeat(100);
+        let d = plan::description(KEY, "nov", &[&reference]);
+        let o = listed(finished("O-1", 3, Some(&d)));
+        assert!(o.description_cut && o.first_reference_cut);
+        assert_eq!(
+            o.first_reference.as_deref(),
+            Some(&reference[..128 - 9 - 36 - " batch=nov row=".len()])
+        );
+        // Cut inside `(+N more)`: the first reference is whole.
+        let first = "F".repeat(60);
+        let d = plan::description(KEY, "nov", &[&first, "x", "y"]);
+        assert_eq!(d.chars().count(), 128);
+        let o = listed(finished("O-2", 3, Some(&d)));
+        assert!(o.description_cut && !o.first_reference_cut);
+        assert_eq!(o.first_reference.as_deref(), Some(first.as_str()));
+        // Cut inside the batch name: no reference at all.
+        let long = "b".repeat(200);
+        let d = plan::description(KEY, &long, &["EMP-1"]);
+        let o = listed(finished("O-3", 3, Some(&d)));
+        assert!(o.first_reference_cut);
+        assert_eq!(o.first_reference, None);
+        assert_eq!(o.batch.as_deref(), Some(&long[..128 - 52]));
+    }
+
+    #[test]
+    fn foreign_and_processing_entries() {
+        assert_eq!(
+            ListedOrder::from_entry(finished("O-1", 3, Some("Team lunch"))),
+            None
+        );
+        assert_eq!(ListedOrder::from_entry(finished("O-2", 3, None)), None);
+        assert_eq!(
+            ListedOrder::from_entry(finished("O-3", 3, Some("paybatchx batch=nov row=1"))),
+            None
+        );
+        let p = listed(processing("O-4"));
+        assert!(p.is_unnamed());
+        assert_eq!(p.naming("nov"), BatchNaming::Other);
+        // A processing entry that shows its description (the older list) is read as any.
+        let mut shown = processing("O-5");
+        shown.description = Some(plan::description(KEY, "nov", &["EMP-1"]));
+        let shown = listed(shown);
+        assert!(!shown.is_unnamed());
+        assert_eq!(shown.naming("nov"), BatchNaming::Names);
+    }
+
+    fn window(entries: Vec<OrderSummary>) -> ServiceWindow {
+        ServiceWindow {
+            orders: entries
+                .into_iter()
+                .filter_map(ListedOrder::from_entry)
+                .collect(),
+            pages: 1,
+            since: DateTime::<Utc>::MIN_UTC,
+            complete: true,
+            undescribed: 0,
+        }
+    }
+
+    #[test]
+    fn matches_find_the_batch_and_the_first_rows_and_leave_the_known_out() {
+        let long = format!("nov-{}", "x".repeat(100));
+        let w = window(vec![
+            processing("O-P1"),
+            processing("O-P2"),
+            finished("O-9", 9, Some(&plan::description(KEY, "nov", &["EMP-1"]))),
+            finished(
+                "O-8",
+                8,
+                Some(&plan::description(KEY2, "nov", &["EMP-2", "EMP-3"])),
+            ),
+            finished("O-7", 7, Some("paybatch batch=nov row=EMP-4")),
+            finished("O-6", 6, Some(&plan::description(KEY, &long, &["EMP-5"]))),
+            finished("O-5", 5, Some(&plan::description(KEY, "dec", &["EMP-6"]))),
+            finished(
+                "O-4",
+                4,
+                Some(&plan::description(KEY, "dec", &["OTHER", "EMP-7"])),
+            ),
+            finished("O-3", 3, Some(&plan::description(KEY, "nov-2", &["EMP-8"]))),
+            finished("O-2", 2, Some("Team lunch EMP-1")),
+            finished(
+                "O-1",
+                1,
+                Some(&plan::description(KEY, &"d".repeat(80), &["EMP-9"])),
+            ),
+        ]);
+        let file = |r: &str| r.starts_with("EMP-");
+        let m = w.matches("nov", file, |_| false);
+        let ids = |g: &Matched| g.examples.iter().map(|o| o.id.clone()).collect::<Vec<_>>();
+        assert_eq!(m.batch.count, 3, "{m:#?}");
+        assert_eq!(ids(&m.batch), ["O-9", "O-8", "O-7"]);
+        assert_eq!(m.batch.perhaps, 0);
+        assert_eq!(m.batch.earliest.map(|t| t.to_rfc3339()), Some(at(7)));
+        // Other batches whose first row is the file's: nov-xxx (cut in its reference? no:
+        // in its name, so its first row is unread), dec's EMP-6, nov-2's EMP-8.
+        assert_eq!(ids(&m.first_row), ["O-5", "O-3"]);
+        assert_eq!(ids(&m.first_row_unread), ["O-6", "O-1"]);
+        assert_eq!(m.unattributed, 2);
+
+        // The long batch: its cut description may name it.
+        let m = w.matches(&long, file, |_| false);
+        assert_eq!((m.batch.count, m.batch.perhaps), (1, 1));
+        assert_eq!(ids(&m.batch), ["O-6"]);
+
+        // What the ledger knows is left out: a key, and a service id.
+        let m = w.matches("nov", file, |o| {
+            o.key.as_deref() == Some(KEY2) || o.id == "O-P1" || o.id == "O-7"
+        });
+        assert_eq!(ids(&m.batch), ["O-9"]);
+        assert_eq!(m.unattributed, 1);
+        assert!(!m.is_empty());
+        let none = window(vec![finished("O-1", 1, Some("Team lunch"))]);
+        assert!(none.matches("nov", file, |_| false).is_empty());
+    }
+
+    #[test]
+    fn examples_are_bounded_and_the_earliest_is_kept() {
+        let entries: Vec<OrderSummary> = (1..=20)
+            .rev()
+            .map(|day| {
+                let r = format!("EMP-{day}");
+                finished(
+                    &format!("O-{day}"),
+                    day,
+                    Some(&plan::description(KEY, "nov", &[&r])),
+                )
+            })
+            .collect();
+        let m = window(entries).matches("nov", |_| false, |_| false);
+        assert_eq!(m.batch.count, 20);
+        assert_eq!(m.batch.examples.len(), MAX_EXAMPLES);
+        assert_eq!(m.batch.examples[0].id, "O-20");
+        assert_eq!(m.batch.earliest.map(|t| t.to_rfc3339()), Some(at(1)));
+    }
+
+    #[test]
+    fn the_window_reaches_back_30_days_and_a_margin_or_to_an_earlier_start() {
+        let now = Utc
+            .with_ymd_and_hms(2026, 12, 31, 0, 0, 0)
+            .single()
+            .expect("time");
+        let edge = now - chrono::Duration::days(31);
+        assert_eq!(window_since(now, None), edge);
+        assert_eq!(
+            window_since(now, Some(now - chrono::Duration::days(2))),
+            edge
+        );
+        let early = now - chrono::Duration::days(90);
+        assert_eq!(window_since(now, Some(early)), early);
+    }
+}
