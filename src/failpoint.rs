@@ -6,7 +6,8 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The points, in the order a row meets them.
-pub const POINTS: [&str; 6] = [
+pub const POINTS: [&str; 7] = [
+    "after_service_check",
     "before_intent",
     "after_intent",
     "after_mark_sending",

@@ -239,7 +239,10 @@ async fn a_run_killed_at_any_window_resumes_to_exactly_once() {
         let input = ws.copy(SAMPLE, "nov.csv");
         // Points met once per run (or per polling round) fire on their first hit; the others
         // on the third.
-        let nth = if matches!(point, "before_intent" | "after_intent" | "while_polling") {
+        let nth = if matches!(
+            point,
+            "after_service_check" | "before_intent" | "after_intent" | "while_polling"
+        ) {
             1
         } else {
             3

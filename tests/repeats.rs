@@ -244,3 +244,112 @@ async fn a_ledger_of_the_previous_schema_knows_what_it_paid_once_migrated() {
         stderr_of(&out)
     );
 }
+
+/// The sample file with one more row, `LATE-1`, at its end.
+fn sample_plus_late_row(ws: &Workspace, name: &str) -> std::path::PathBuf {
+    let text =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(SAMPLE))
+            .expect("sample");
+    let late = "LATE-1,AMZ-US,10.00,USD,EMAIL,late.hire@example.com,,US,Engineering";
+    ws.write(name, &format!("{text}{late}\n"))
+}
+
+#[tokio::test]
+async fn a_second_ledger_of_the_same_batch_is_refused_then_adopts_and_pays_only_what_is_missing() {
+    let sim = start_sim(fast_config(None)).await;
+    let first = Workspace::new();
+    let file = first.copy(SAMPLE, "recipients.csv");
+    paid_once(&first, &sim).await;
+    let posts = order_posts(&sim);
+
+    // A colleague's machine: another ledger, another grouping, one late row added.
+    let second = Workspace::new();
+    sample_plus_late_row(&second, "recipients.csv");
+    let out = run_file(
+        &second,
+        &sim,
+        "recipients.csv",
+        &["--items-per-order", "5"],
+        &[],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
+    let err = stderr_of(&out);
+    assert!(
+        err.contains("batch recipients already has")
+            && err.contains("that this ledger does not know"),
+        "{err}"
+    );
+    assert!(
+        err.contains("paybatch reconcile --batch recipients --rebuild"),
+        "{err}"
+    );
+    assert_eq!(order_posts(&sim), posts, "nothing was sent");
+
+    let rebuilt = against_url(
+        &second,
+        &sim.base_url(),
+        &[
+            "reconcile",
+            "--batch",
+            "recipients",
+            "--rebuild",
+            "recipients.csv",
+        ],
+    )
+    .await;
+    assert!(
+        matches!(rebuilt.status.code(), Some(0) | Some(4)),
+        "{}",
+        output_of(&rebuilt)
+    );
+    let out = run_file(
+        &second,
+        &sim,
+        "recipients.csv",
+        &["--items-per-order", "5"],
+        &[],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    let mut expected = references(&file);
+    expected.push("LATE-1".into());
+    assert_one_live_order_per_row(&sim, &expected);
+    assert_eq!(order_posts(&sim), posts + 1, "only the late row was sent");
+}
+
+#[tokio::test]
+async fn the_first_row_of_another_ledgers_order_is_a_repeat() {
+    let sim = start_sim(fast_config(None)).await;
+    let first = Workspace::new();
+    first.copy(SAMPLE, "recipients.csv");
+    // One row an order: every row is the first of its order.
+    let out = run_file(
+        &first,
+        &sim,
+        "recipients.csv",
+        &["--items-per-order", "1"],
+        &[],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    let posts = order_posts(&sim);
+    // Another ledger, another batch name, three rows of it repeated.
+    let second = Workspace::new();
+    sample_with(&second, "dec.csv", &[0, 1, 2], "DEC-");
+    let out = run_file(&second, &sim, "dec.csv", &[], &[]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
+    let err = stderr_of(&out);
+    assert!(
+        err.contains("ordered at the service, unknown to this ledger"),
+        "{err}"
+    );
+    assert_eq!(order_posts(&sim), posts);
+    let out = run_file(&second, &sim, "dec.csv", &["--skip-repeats"], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    let per_ref = service_orders_per_reference(&sim);
+    for (r, orders) in &per_ref {
+        assert_eq!(orders.len(), 1, "{r} paid once: {orders:?}");
+    }
+    assert!(per_ref.contains_key("DEC-1042-2026-11"));
+}

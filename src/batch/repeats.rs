@@ -17,7 +17,7 @@
 //! no row read), so that checking a row costs a look-up; a row whose hash is found is then
 //! compared with the ledger's rows themselves ([`Checker`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasher, RandomState};
 
 use serde::Serialize;
@@ -27,6 +27,7 @@ use crate::ledger::repeats::{Alike, likeness};
 use crate::ledger::{BatchRecord, Ledger, LedgerError, RowState};
 
 use super::outcome::RunError;
+use super::window;
 
 /// How far back a recipient paid the same thing makes a row a likely repeat.
 pub const ALIKE_WINDOW_DAYS: i64 = 35;
@@ -71,6 +72,9 @@ pub struct Earlier {
     batches: Vec<BatchRecord>,
     /// The batch being checked, when the ledger has it.
     this: Option<i64>,
+    /// Orders of other batches at the service that this ledger does not know, by the
+    /// reference of their first row: (batch, created).
+    service: HashMap<String, (String, String)>,
     /// The start of the window of likely repeats (RFC 3339).
     since: String,
 }
@@ -110,16 +114,24 @@ impl Earlier {
             batches,
             this,
             since,
+            service: HashMap::new(),
         })
+    }
+
+    /// Adds what the service's order list holds of other batches ([`AtTheService`]).
+    pub fn with_service(mut self, at: &AtTheService) -> Self {
+        self.service = at.first_rows.clone();
+        self
     }
 
     /// Whether another batch may have this reference (a hash found; [`Checker`] tells).
     pub fn may_repeat(&self, reference: &str) -> bool {
-        !self.references.is_empty()
-            && self
-                .references
-                .binary_search(&self.keys.hash_one(reference))
-                .is_ok()
+        self.service.contains_key(reference)
+            || !self.references.is_empty()
+                && self
+                    .references
+                    .binary_search(&self.keys.hash_one(reference))
+                    .is_ok()
     }
 
     /// The row's likeness when another batch may have paid the same recipient the same thing.
@@ -166,6 +178,9 @@ pub enum EarlierState {
     Planned,
     /// MISMATCH: its order finished, not as sent; money may have left.
     NeedsAPerson,
+    /// The first row of an order at the service that this ledger does not know (another
+    /// ledger's, another machine's).
+    AtTheService,
 }
 
 impl EarlierState {
@@ -187,6 +202,7 @@ impl EarlierState {
             EarlierState::InDoubt => "in doubt",
             EarlierState::Planned => "planned",
             EarlierState::NeedsAPerson => "held for a person",
+            EarlierState::AtTheService => "ordered at the service, unknown to this ledger",
         }
     }
 }
@@ -244,7 +260,7 @@ impl Repeats {
     }
 
     /// The rows the run leaves out (`--skip-repeats`).
-    pub fn skipped(&self) -> std::collections::HashMap<String, String> {
+    pub fn skipped(&self) -> HashMap<String, String> {
         if self.decision != OnRepeat::Skip {
             return Default::default();
         }
@@ -449,6 +465,17 @@ impl<'l> Checker<'l> {
             }
         }
         if self.earlier.may_repeat(&spec.reference) {
+            if let Some((batch, created)) = self.earlier.service.get(&spec.reference) {
+                self.repeats.rows.push(Repeat {
+                    reference: spec.reference.clone(),
+                    line: spec.line,
+                    batch: batch.clone(),
+                    batch_created_at: created.clone(),
+                    state: EarlierState::AtTheService,
+                    completed_at: None,
+                });
+                return Ok(true);
+            }
             for b in &self.earlier.batches {
                 let Some(row) = self.ledger.earlier_row(b.id, &spec.reference)? else {
                     continue;
@@ -576,5 +603,125 @@ impl Noticed {
         } else if let Some(a) = alike_of(spec) {
             self.rows.push((spec.reference.clone(), spec.line, a, l));
         }
+    }
+}
+
+/// What the service's order list holds that this ledger does not know, read before a batch new
+/// to the ledger sends anything ([`check_service`]).
+#[derive(Debug, Clone, Default)]
+pub struct AtTheService {
+    /// Orders of other batches, by the reference of their first row: (batch, created).
+    first_rows: HashMap<String, (String, String)>,
+    /// Pages of the order list read, and paybatch's orders among them.
+    pub pages: usize,
+    pub orders: usize,
+    /// How far back the list was read (RFC 3339), and whether it was read that far.
+    pub since: String,
+    pub complete: bool,
+    /// Orders still processing that the ledger does not know: the list shows nothing of them
+    /// but their id and status.
+    pub unattributed: usize,
+    /// Orders of other batches whose first row the list shows only in part.
+    pub unread: usize,
+}
+
+/// Reads the service's order list back over its idempotency window (30 days and a margin,
+/// [`window::window_since`]) before a batch new to this ledger sends anything
+/// ([`check_service`] then compares it with the ledger).
+pub async fn read_service(client: &crate::api::Client) -> Result<window::ServiceWindow, RunError> {
+    let since = window::window_since(chrono::Utc::now(), None);
+    Ok(window::read_window(client, since).await?)
+}
+
+/// What [`read_service`] read, against the ledger. Orders the ledger does not know that name
+/// the batch are another ledger's run of it (a colleague's laptop, a second cron host, a lost
+/// ledger): refused, with how to adopt them. Orders of other batches are kept by their first
+/// row, for the rows of the file to be checked against ([`Earlier::with_service`]).
+pub fn check_service(
+    read: window::ServiceWindow,
+    ledger: &Ledger,
+    batch: &str,
+    input: &std::path::Path,
+) -> Result<AtTheService, RunError> {
+    let mut known = std::collections::HashSet::new();
+    for o in &read.orders {
+        if !o.is_unnamed() && ledger.knows_order(o.key.as_deref(), &o.id)? {
+            known.insert(o.id.clone());
+        }
+    }
+    let found = read.matches(batch, |_| false, |o| known.contains(&o.id));
+    if !found.batch.is_empty() {
+        let first = found
+            .batch
+            .earliest
+            .map(|t| t.format("%Y-%m-%d").to_string())
+            .unwrap_or_else(|| "unknown".into());
+        let quoted = crate::text::shell_word(batch);
+        return Err(RunError::Refused {
+            message: format!(
+                "batch {} already has {} orders at the service (first {first}) that this ledger does not know; nothing was submitted",
+                crate::text::escape(batch),
+                found.batch.count
+            ),
+            help: format!(
+                "adopt them with `paybatch reconcile --batch {quoted} --rebuild {}`, then run the same command: it pays only what is missing; if this is another batch that shares the name, give it its own with --batch NAME",
+                crate::text::shell_word(&input.display().to_string())
+            ),
+        });
+    }
+    let mut first_rows = HashMap::new();
+    for o in &read.orders {
+        if known.contains(&o.id) || o.is_unnamed() || o.first_reference_cut {
+            continue;
+        }
+        if let Some(r) = &o.first_reference {
+            first_rows.entry(r.clone()).or_insert_with(|| {
+                (
+                    o.batch.clone().unwrap_or_default(),
+                    o.created_at.map(|t| t.to_rfc3339()).unwrap_or_default(),
+                )
+            });
+        }
+    }
+    Ok(AtTheService {
+        first_rows,
+        pages: read.pages,
+        orders: read.orders.len(),
+        since: read.since.to_rfc3339(),
+        complete: read.complete,
+        unattributed: found.unattributed,
+        unread: found.first_row_unread.count,
+    })
+}
+
+impl AtTheService {
+    /// What the read found, for the person running the batch: one line, then warnings.
+    pub fn lines(&self) -> (String, Vec<String>) {
+        let head = format!(
+            "service: {} page{} of its order list read back to {} ({} of paybatch's orders, none of this batch){}",
+            self.pages,
+            if self.pages == 1 { "" } else { "s" },
+            short_date(&self.since),
+            self.orders,
+            if self.complete {
+                ""
+            } else {
+                "; the list holds more than is read: older orders were not checked"
+            }
+        );
+        let mut warnings = Vec::new();
+        if self.unattributed > 0 {
+            warnings.push(format!(
+                "{} orders are still processing at the service and show nothing but their id: if another machine is running this batch now, stop here and wait for it",
+                self.unattributed
+            ));
+        }
+        if self.unread > 0 {
+            warnings.push(format!(
+                "{} orders of other batches at the service show their first row only in part: they could not be compared with this file",
+                self.unread
+            ));
+        }
+        (head, warnings)
     }
 }

@@ -243,6 +243,12 @@ pub fn print_preview(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
 
 /// What other batches of the ledger already have of the file, and what a run does with it.
 fn print_repeats(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
+    if let Some((head, warnings)) = &p.service {
+        put!(out, "{head}")?;
+        for w in warnings {
+            put!(out, "warning: {w}")?;
+        }
+    }
     let r = &p.repeats;
     if r.any() {
         put!(

@@ -231,6 +231,31 @@ impl Ledger {
             .collect())
     }
 
+    /// Whether the ledger holds an order of this idempotency key or service order id.
+    pub fn knows_order(&self, key: Option<&str>, service_order_id: &str) -> Result<bool> {
+        let err = sqlerr(&self.path);
+        let by_id: Option<i64> = self
+            .conn
+            .prepare_cached("SELECT id FROM orders WHERE service_order_id = ?1")
+            .and_then(|mut st| {
+                st.query_row(params![service_order_id], |r| r.get(0))
+                    .optional()
+            })
+            .map_err(&err)?;
+        if by_id.is_some() {
+            return Ok(true);
+        }
+        let Some(key) = key else {
+            return Ok(false);
+        };
+        let by_key: Option<i64> = self
+            .conn
+            .prepare_cached("SELECT id FROM orders WHERE idempotency_key = ?1")
+            .and_then(|mut st| st.query_row(params![key], |r| r.get(0)).optional())
+            .map_err(&err)?;
+        Ok(by_key.is_some())
+    }
+
     /// Records on a batch, before its rows are planned, that a person allowed what other
     /// batches already paid (`cause` names them): one event, shown by `paybatch status`.
     pub fn record_batch_note(&mut self, batch_id: i64, cause: &str) -> Result<()> {

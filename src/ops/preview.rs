@@ -210,6 +210,10 @@ pub struct Preview {
     pub digest: Option<String>,
     /// What other batches of the ledger already have of the file, and what a run does with it.
     pub repeats: Repeats,
+    /// For a batch new to the ledger, what the read of the service's order list found: a line,
+    /// then warnings.
+    #[serde(skip)]
+    pub service: Option<(String, Vec<String>)>,
 }
 
 impl Preview {
@@ -235,6 +239,7 @@ impl Preview {
                 decision: opts.on_repeat,
                 ..Repeats::default()
             },
+            service: None,
         }
     }
 
@@ -296,12 +301,18 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, RunError> {
     let by_code: HashMap<&str, &Product> = products.iter().map(|p| (p.code.as_str(), p)).collect();
     let mut totals = Totals::default();
     let mut lookup_error = None;
-    let earlier = Earlier::load(
+    let mut earlier = Earlier::load(
         &ledger,
         opts.environment.name(),
         &opts.environment.recorded_base_url(),
         existing.as_ref().map(|b| b.id),
     )?;
+    if existing.is_none() {
+        let read = repeats::read_service(&conn.client).await?;
+        let at = repeats::check_service(read, &ledger, &batch_name, &opts.input)?;
+        preview.service = Some(at.lines());
+        earlier = earlier.with_service(&at);
+    }
     let mut checker = repeats::Checker::new(&ledger, &earlier, opts.on_repeat);
     let scanned = scan::scan(
         &opts.input,

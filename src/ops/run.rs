@@ -70,13 +70,27 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         }
     }
     let products = catalog_for(&mut ledger, &conn, opts, &reporter).await?;
-    // What the ledger's other batches hold: a row they have is never paid again unnoticed.
-    let earlier = Arc::new(Earlier::load(
+    // What the ledger's other batches hold, and for a batch new to the ledger what the
+    // service's order list holds that the ledger does not know: a row they have is never paid
+    // again unnoticed.
+    let mut earlier = Earlier::load(
         &ledger,
         opts.environment.name(),
         &opts.environment.recorded_base_url(),
         existing.as_ref().map(|b| b.id),
-    )?);
+    )?;
+    if existing.is_none() {
+        let read = repeats::read_service(&conn.client).await?;
+        let at = repeats::check_service(read, &ledger, &batch_name, &opts.input)?;
+        let (head, warnings) = at.lines();
+        reporter.line(head);
+        for w in warnings {
+            reporter.warn(w);
+        }
+        failpoint::hit("after_service_check");
+        earlier = earlier.with_service(&at);
+    }
+    let earlier = Arc::new(earlier);
     let options = ValidateOptions {
         allow_duplicates: opts.allow_duplicates,
         default_payment_currency: opts.default_payment_currency.clone(),
