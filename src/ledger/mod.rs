@@ -1431,7 +1431,9 @@ fn event(
 /// not allow, or a paid (or in-flight) state without the service's order id.
 fn check_order_transition(current: &OrderRecord, t: &Transition<'_>) -> Result<()> {
     let (order_id, to) = (current.id, t.to);
-    if !current.state.can_become(to) {
+    // An intent is cancelled only by the merge of a file that no longer has one of its rows,
+    // which takes its rows out of it (`merge::Merge::close`).
+    if !current.state.can_become(to) || to == OrderState::Cancelled {
         return Err(LedgerError::Transition {
             subject: "order",
             id: order_id,
