@@ -8,7 +8,7 @@
 pub mod merge;
 pub mod state;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::OpenOptions;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -298,8 +298,44 @@ pub struct MergeReport {
     pub changed_after_submission: Vec<(String, i64, RowState)>,
     /// Rows in the ledger that the file no longer has, not yet submitted: now REMOVED.
     pub removed: Vec<String>,
-    /// Rows the file no longer has but that were already submitted: they stay.
+    /// Rows the file no longer has but that were already sent (in an order sent, or in doubt,
+    /// or answered): they stay, and are followed.
     pub missing_but_submitted: Vec<(String, RowState)>,
+    /// The keys of the intents cancelled: never sent, and holding a row the file no longer has
+    /// (now REMOVED, in `removed`).
+    pub cancelled: Vec<String>,
+    /// Rows of the cancelled intents still in the file, planned again in this merge.
+    pub planned_again: usize,
+    /// Rows of the cancelled intents still in the file, left PENDING for the next merge.
+    pub pending_again: usize,
+}
+
+/// The batch's orders that hold a row an input file does not have, by what the next merge of
+/// that file does with them ([`Ledger::orders_outside_file`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OutsideFile {
+    /// Intents never sent: the merge cancels them ([`merge::Merge::cancelling`]).
+    pub to_cancel: BTreeSet<i64>,
+    /// Every other order (sent, in doubt, or answered): followed whatever the file says.
+    pub followed: BTreeSet<i64>,
+    /// The rows the file does not have in intents to cancel (to be REMOVED): how many, and the
+    /// first [`OutsideFile::NAMED`] references.
+    pub unsent_rows: (usize, Vec<String>),
+    /// The rows the file does not have in orders followed (already sent): how many, and the
+    /// first [`OutsideFile::NAMED`] references.
+    pub sent_rows: (usize, Vec<String>),
+}
+
+impl OutsideFile {
+    /// Rows named at most in each list.
+    pub const NAMED: usize = 5;
+
+    fn name(list: &mut (usize, Vec<String>), reference: String) {
+        list.0 += 1;
+        if list.1.len() < Self::NAMED {
+            list.1.push(reference);
+        }
+    }
 }
 
 /// One order to plan: its key and exact body (its rows: [`merge::Merge::plan`]).
@@ -757,7 +793,7 @@ impl Ledger {
     pub fn send_progress(&self, batch_id: i64) -> Result<SendProgress> {
         let orders: Vec<(i64, i64)> = self.select_all(
             "SELECT COUNT(*), COALESCE(SUM(state = 'INTENT'), 0) FROM orders \
-             WHERE batch_id = ?1 AND (sends > 0 OR state != 'INTENT')",
+             WHERE batch_id = ?1 AND (sends > 0 OR state NOT IN ('INTENT', 'CANCELLED'))",
             [batch_id],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )?;
@@ -833,6 +869,76 @@ impl Ledger {
                 params![batch_id, unsettled as i64],
             )
             .map(drop)
+            .map_err(sqlerr(&self.path))
+    }
+
+    /// The batch's orders that hold a row an input file does not have (`in_file` says which
+    /// references the file has; see [`OutsideFile`]). Cheap for a batch of a million rows: the
+    /// references are read from their index alone, and only the rows the file lacks are looked
+    /// up, with their orders.
+    pub fn orders_outside_file(
+        &self,
+        batch_id: i64,
+        mut in_file: impl FnMut(&str) -> bool,
+    ) -> Result<OutsideFile> {
+        let mut references = self
+            .conn
+            .prepare_cached("SELECT reference FROM rows WHERE batch_id = ?1")
+            .map_err(sqlerr(&self.path))?;
+        let mut lookup = self
+            .conn
+            .prepare_cached(
+                "SELECT r.state, o.id, o.state, o.sends = 0 AND o.last_sent_at IS NULL
+                 FROM rows r JOIN orders o ON o.id = r.order_id
+                 WHERE r.batch_id = ?1 AND r.reference = ?2",
+            )
+            .map_err(sqlerr(&self.path))?;
+        let mut cursor = references.query([batch_id]).map_err(sqlerr(&self.path))?;
+        let mut out = OutsideFile::default();
+        while let Some(r) = cursor.next().map_err(sqlerr(&self.path))? {
+            let reference: String = r.get(0).map_err(sqlerr(&self.path))?;
+            if in_file(&reference) {
+                continue;
+            }
+            let found = lookup
+                .query_row(params![batch_id, reference], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, bool>(3)?,
+                    ))
+                })
+                .optional()
+                .map_err(sqlerr(&self.path))?;
+            let Some((row_state, order, order_state, never_sent)) = found else {
+                continue;
+            };
+            let (row_state, order_state): (RowState, OrderState) =
+                (parse_state(&row_state)?, parse_state(&order_state)?);
+            match (row_state, order_state) {
+                (RowState::Removed, _) | (_, OrderState::Cancelled) => {}
+                (RowState::Planned, OrderState::Intent) if never_sent => {
+                    out.to_cancel.insert(order);
+                    OutsideFile::name(&mut out.unsent_rows, reference);
+                }
+                _ => {
+                    out.followed.insert(order);
+                    OutsideFile::name(&mut out.sent_rows, reference);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The idempotency key and exact body of order `order_id`, read one at a time.
+    pub fn order_key_and_body(&self, order_id: i64) -> Result<Option<(String, Vec<u8>)>> {
+        self.conn
+            .prepare_cached("SELECT idempotency_key, body FROM orders WHERE id = ?1")
+            .and_then(|mut st| {
+                st.query_row([order_id], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()
+            })
             .map_err(sqlerr(&self.path))
     }
 

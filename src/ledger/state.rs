@@ -249,7 +249,10 @@ mod tests {
                 from == OrderState::Intent,
                 "{from} -> CANCELLED"
             );
-            assert!(!OrderState::Cancelled.can_become(from), "CANCELLED -> {from}");
+            assert!(
+                !OrderState::Cancelled.can_become(from),
+                "CANCELLED -> {from}"
+            );
         }
         assert!(OrderState::Cancelled.is_terminal());
         assert!(RowState::Planned.can_become(RowState::Removed));
