@@ -46,6 +46,14 @@ pub struct Scan {
     references: Seen,
 }
 
+impl Scan {
+    /// Whether the file has a row with this reference (by keyed hash: a reference it does not
+    /// have is told apart but for a chance of 2^-96).
+    pub fn has_reference(&self, reference: &str) -> bool {
+        self.references.get(&reference).is_some()
+    }
+}
+
 /// Whether an approved digest (`sha256:HEX` or bare `HEX`, any case) is `actual`.
 pub fn digests_match(expected: &str, actual: &str) -> bool {
     normalize_digest(expected).is_some_and(|e| Some(e) == normalize_digest(actual))

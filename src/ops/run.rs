@@ -37,7 +37,9 @@ use crate::input::rules::{CatalogIndex, Problems, ValidateOptions};
 use crate::input::scan;
 use crate::ledger::{self, Ledger};
 
-use super::start::{BatchOrigin, check_binding, check_input, load_catalog, open_batch};
+use super::start::{
+    BatchOrigin, check_binding, check_input, load_catalog, open_batch, outside_file,
+};
 
 /// Runs a batch to the end (or as far as it can go), resuming whatever the ledger holds.
 pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, RunError> {
@@ -132,6 +134,9 @@ async fn merge_file(
         Some(done) => done,
         None => {
             let (scanned, drawn) = first_pass(opts, products, options, reporter)?;
+            // What the ledger holds for rows the file does not have: intents never sent to
+            // cancel, orders sent to follow.
+            let outside = outside_file(&ledger, existing.as_ref(), &scanned)?;
             // The balances are read before the ledger is written (no request while the merge
             // is open); whether they are enough is decided once the merge knows what is new
             // to pay.
@@ -145,6 +150,7 @@ async fn merge_file(
                 options,
                 products,
                 balances,
+                &outside.to_cancel,
                 opts,
             )?;
             (scanned, batch, merged, None)
@@ -437,20 +443,60 @@ fn tell_plan(merged: &Merged, opts: &RunOptions, valid_rows: usize, reporter: &R
     if !removed.is_empty() {
         let (rows, are) = named_rows(&removed);
         reporter.alert(format!(
-            "{rows} {are} no longer in the input file and {} never submitted: marked REMOVED",
+            "{rows} {are} no longer in the input file and {} never sent: marked REMOVED",
             if removed.len() == 1 { "was" } else { "were" }
         ));
     }
-    let followed = &merged.report.missing_but_submitted;
+    let report = &merged.report;
+    if !report.cancelled.is_empty() {
+        let n = report.cancelled.len();
+        let mut text = format!(
+            "{n} {} never sent held rows no longer in the input file: cancelled, never to be sent",
+            if n == 1 { "intent" } else { "intents" }
+        );
+        if report.planned_again > 0 {
+            text.push_str(&format!(
+                "; {} of {} rows still in the file {} planned again into new orders",
+                report.planned_again,
+                if n == 1 { "its" } else { "their" },
+                if report.planned_again == 1 {
+                    "is"
+                } else {
+                    "are"
+                }
+            ));
+        }
+        if report.pending_again > 0 {
+            text.push_str(&format!(
+                "; {} of {} rows {} PENDING: the next run plans them",
+                report.pending_again,
+                if n == 1 { "its" } else { "their" },
+                if report.pending_again == 1 {
+                    "is"
+                } else {
+                    "are"
+                }
+            ));
+        }
+        reporter.alert(text);
+    }
+    let followed = &report.missing_but_submitted;
     if !followed.is_empty() {
         let refs: Vec<&str> = followed.iter().map(|(r, _)| r.as_str()).collect();
         let (rows, are) = named_rows(&refs);
-        let states: std::collections::BTreeSet<String> =
-            followed.iter().map(|(_, s)| s.to_string()).collect();
+        // A PLANNED row here is in an intent in doubt: one never sent would have been
+        // cancelled.
+        let states: std::collections::BTreeSet<String> = followed
+            .iter()
+            .map(|(_, s)| match s {
+                ledger::RowState::Planned => "in doubt: sent, no answer recorded".to_string(),
+                other => other.to_string(),
+            })
+            .collect();
         reporter.alert(format!(
-            "{rows} {are} no longer in the input file but {} already in an order ({}): still followed",
+            "{rows} {are} no longer in the input file but {} already sent ({}): still followed",
             if refs.len() == 1 { "was" } else { "were" },
-            states.into_iter().collect::<Vec<_>>().join(", ")
+            states.into_iter().collect::<Vec<_>>().join(", "),
         ));
     }
     if merged.orders > 0 {

@@ -63,6 +63,19 @@ pub fn check_binding(b: &ledger::BatchRecord, conn: &Connection) -> Result<(), R
     Ok(())
 }
 
+/// What the batch's ledger holds for rows the file does not have ([`ledger::OutsideFile`]):
+/// nothing for a batch new to the ledger.
+pub fn outside_file(
+    ledger: &Ledger,
+    batch: Option<&ledger::BatchRecord>,
+    scanned: &scan::Scan,
+) -> Result<ledger::OutsideFile, RunError> {
+    match batch {
+        Some(b) => Ok(ledger.orders_outside_file(b.id, |r| scanned.has_reference(r))?),
+        None => Ok(ledger::OutsideFile::default()),
+    }
+}
+
 /// The ledger's batch: the existing one, now bound to this file, or a new one.
 pub fn open_batch(
     ledger: &mut Ledger,
