@@ -186,6 +186,123 @@ async fn one_row_an_order_the_intent_of_the_row_taken_out_is_cancelled_and_the_r
     );
 }
 
+/// An intent sent whose answer was lost (in doubt) is followed even when its row was taken out
+/// of the file: re-sent with its key, paid once, and the run says the row was already sent. An
+/// intent never sent whose row was taken out is cancelled. The plan digest that `validate`
+/// prints covers the order sent for a row the file no longer has: it is not the digest of the
+/// same file for a batch new to the ledger, and `run --expect-digest` holds to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_intent_in_doubt_is_followed_and_its_order_is_part_of_the_plan_digest() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    ws.write("b.csv", &batch_file(&[1, 2, 3, 4]));
+    let one_at_a_time = ["--items-per-order", "1", "--concurrency", "1"];
+    let killed = run(
+        &ws,
+        &sim,
+        &one_at_a_time,
+        &[("PAYBATCH_FAILPOINT", "after_send:1")],
+    )
+    .await;
+    assert_eq!(killed.status.code(), None, "{}", stderr_of(&killed));
+    let rows = ledger_rows(&ws.ledger());
+    let orders = ledger_orders(&ws.ledger());
+    let in_doubt: Vec<&String> = rows
+        .iter()
+        .filter(|(_, (_, _, key))| key.as_ref().is_some_and(|k| orders[k].1 > 0))
+        .map(|(r, _)| r)
+        .collect();
+    let never_sent: Vec<&String> = rows
+        .iter()
+        .filter(|(_, (_, _, key))| key.as_ref().is_some_and(|k| orders[k].1 == 0))
+        .map(|(r, _)| r)
+        .collect();
+    assert_eq!(in_doubt.len(), 1, "{rows:?} {orders:?}");
+    assert_eq!(never_sent.len(), 3, "{rows:?} {orders:?}");
+    let (sent, unsent) = (in_doubt[0].clone(), never_sent[0].clone());
+    assert_eq!(sim.orders().len(), 1, "the service created the order sent");
+    let in_doubt_key = rows[&sent].2.clone().expect("key");
+
+    // Both rows taken out of the file.
+    let kept: Vec<u32> = (1..=4)
+        .filter(|n| ![&sent, &unsent].contains(&&format!("R-{n}")))
+        .collect();
+    ws.write("b.csv", &batch_file(&kept));
+
+    // The digest of this file for a batch new to the ledger is not the plan here: the run
+    // would also send the intent in doubt. Refused, nothing sent.
+    let fresh = Workspace::new();
+    fresh.write("b.csv", &batch_file(&kept));
+    let file_only = plan_digest(&fresh, &sim.base_url(), "b.csv").await;
+    let digest = plan_digest(&ws, &sim.base_url(), "b.csv").await;
+    assert_ne!(digest, file_only);
+    let posts = order_posts(&sim);
+    let refused = run(&ws, &sim, &["--expect-digest", &file_only], &[]).await;
+    assert_eq!(refused.status.code(), Some(3), "{}", stderr_of(&refused));
+    assert_eq!(order_posts(&sim), posts, "nothing sent");
+    assert_eq!(
+        ledger_orders(&ws.ledger()),
+        orders,
+        "nothing planned or cancelled"
+    );
+
+    let out = run(&ws, &sim, &["--expect-digest", &digest], &[]).await;
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(&format!("`{sent}`")) && err.contains("already sent"),
+        "the run says the row taken out was already sent: {err}"
+    );
+    let mut paid: Vec<String> = kept.iter().map(|n| format!("R-{n}")).collect();
+    paid.push(sent.clone());
+    let paid: Vec<&str> = paid.iter().map(String::as_str).collect();
+    paid_once_each(&sim, &paid, &[unsent.as_str()]);
+    let orders = ledger_orders(&ws.ledger());
+    assert_eq!(orders[&in_doubt_key].0, "COMPLETED");
+    let rows = ledger_rows(&ws.ledger());
+    assert_eq!(rows[&sent].0, "COMPLETED");
+    assert_eq!(rows[&unsent].0, "REMOVED");
+    assert_eq!(
+        orders.values().filter(|(s, _)| s == "CANCELLED").count(),
+        1,
+        "{orders:?}"
+    );
+    // The digest is the same once the order is paid: a later run of the approved plan goes on.
+    assert_eq!(plan_digest(&ws, &sim.base_url(), "b.csv").await, digest);
+}
+
+/// The digest approved after `--plan-only` no longer holds once a row is taken out: the run
+/// refuses it and sends nothing. The digest of the new file pays the rows left, and not the
+/// row taken out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_taken_out_after_plan_only_changes_the_plan_digest() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    ws.write("b.csv", &batch_file(&[1, 2, 3, 4, 5]));
+    let planned = run(&ws, &sim, &["--plan-only", "--items-per-order", "5"], &[]).await;
+    assert_eq!(planned.status.code(), Some(5), "{}", stderr_of(&planned));
+    let approved = plan_digest(&ws, &sim.base_url(), "b.csv").await;
+
+    ws.write("b.csv", &batch_file(&[1, 2, 4, 5]));
+    let now = plan_digest(&ws, &sim.base_url(), "b.csv").await;
+    assert_ne!(now, approved);
+    let refused = run(&ws, &sim, &["--expect-digest", &approved], &[]).await;
+    let err = stderr_of(&refused);
+    assert_eq!(refused.status.code(), Some(3), "{err}");
+    assert!(err.contains(&format!("the file gives {now}")), "{err}");
+    assert_eq!(order_posts(&sim), 0, "nothing sent");
+    assert!(
+        ledger_orders(&ws.ledger())
+            .values()
+            .all(|(s, _)| s == "INTENT"),
+        "nothing cancelled by a refused run"
+    );
+
+    let out = run(&ws, &sim, &["--expect-digest", &now], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    paid_once_each(&sim, &["R-1", "R-2", "R-4", "R-5"], &["R-3"]);
+}
+
 /// A run stopped between the cancellation of an intent and the commit of the merge leaves the
 /// old plan whole; the same command then pays each row left once and the row taken out never.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

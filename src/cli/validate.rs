@@ -10,7 +10,7 @@ use clap::Args;
 use crate::batch::options::RunOptions;
 use crate::exit;
 use crate::money::display_amount as amount;
-use crate::ops::preview::{self, Preview};
+use crate::ops::preview::{self, Preview, TakenOut};
 use crate::text::shell_word;
 
 use super::plan::{PlanArgs, delivery_counts, report_error};
@@ -222,6 +222,56 @@ pub fn print_preview(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
     Ok(())
 }
 
+/// `N rows (`A`, `B` and 3 more)`.
+fn rows_named(count: usize, named: &[String]) -> String {
+    let mut names: Vec<String> = named.iter().map(|r| format!("`{r}`")).collect();
+    if count > names.len() {
+        names.push(format!("{} more", count - names.len()));
+    }
+    format!(
+        "{count} {} ({})",
+        if count == 1 { "row" } else { "rows" },
+        names.join(", ")
+    )
+}
+
+/// What the ledger holds for rows the file no longer has: intents the run cancels, orders it
+/// follows.
+fn print_taken_out(t: &TakenOut, out: &mut dyn Write) -> std::io::Result<()> {
+    if t.intents_cancelled > 0 {
+        put!(
+            out,
+            "taken out of the file, never sent: {} in {} {}: the run cancels {} (the rows still in the file are planned again)",
+            rows_named(t.rows_removed, &t.rows_removed_named),
+            t.intents_cancelled,
+            if t.intents_cancelled == 1 {
+                "intent"
+            } else {
+                "intents"
+            },
+            if t.intents_cancelled == 1 {
+                "it"
+            } else {
+                "them"
+            }
+        )?;
+    }
+    if t.orders_followed > 0 {
+        put!(
+            out,
+            "taken out of the file but already sent: {} in {} {}: still followed, and part of the plan digest",
+            rows_named(t.rows_sent, &t.rows_sent_named),
+            t.orders_followed,
+            if t.orders_followed == 1 {
+                "order"
+            } else {
+                "orders"
+            }
+        )?;
+    }
+    Ok(())
+}
+
 /// Batch, file, catalog, rows, deliveries, rows already in the ledger, card payments.
 fn print_counts(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
     put!(out, "batch: {}", p.batch)?;
@@ -257,6 +307,7 @@ fn print_counts(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
             p.totals.already_submitted
         )?;
     }
+    print_taken_out(&p.taken_out, out)?;
     for (card, (rows, prices)) in &p.totals.per_card {
         let prices: Vec<String> = prices
             .iter()

@@ -104,6 +104,42 @@ impl PlanDigest {
     }
 }
 
+/// The orders a batch's ledger holds for rows the file does not have and that are followed
+/// whatever the file says (sent, in doubt, or answered), for [`plan_digest`]: each by its
+/// idempotency key and the SHA-256 of its exact body.
+#[derive(Debug, Default)]
+pub struct OrdersOutside(Vec<(String, String)>);
+
+impl OrdersOutside {
+    pub fn add(&mut self, key: &str, body: &[u8]) {
+        self.0
+            .push((key.to_string(), hex::encode(Sha256::digest(body))));
+    }
+}
+
+/// The plan digest of a file for its batch: the file's digest ([`PlanDigest`]) when the ledger
+/// holds no order for a row the file does not have (a batch new to the ledger, or whose orders
+/// are all of rows the file has: those pay what the file's rows say, a change to a row sent
+/// being refused); otherwise SHA-256 over a version tag, the file's digest and each such
+/// order ([`OrdersOutside`]) in the order of the keys, so that a plan that pays more than the
+/// file shows is approved as such. An intent never sent that holds a row the file does not have
+/// is not one of them: the run cancels it.
+pub fn plan_digest(file: String, orders: OrdersOutside) -> String {
+    let mut orders = orders.0;
+    if orders.is_empty() {
+        return file;
+    }
+    orders.sort();
+    let mut d = PlanDigest(Sha256::new());
+    d.0.update(b"paybatch-plan-outside-v1\n");
+    d.put("file", &file);
+    for (key, body) in &orders {
+        d.put("order", key);
+        d.put("body", body);
+    }
+    d.finish()
+}
+
 /// The first pass: reads and checks every row of `path`. `digest_of` (batch, environment) asks
 /// for the plan digest; `visit` sees every valid row, in file order. A problem with the file as
 /// a whole (missing, not UTF-8, no header, no rows) is the `Err`. Nothing is kept of an invalid
@@ -952,5 +988,30 @@ mod tests {
             digest(&format!("{HEADER}A,AMZ-US,10,USD,\nB,NOPE,10,USD,\n"))
         );
         assert_ne!(base, digest(&format!("{HEADER}A,AMZ-US,25.50,USD,\n")));
+    }
+
+    /// A file's digest stays the plan digest while the ledger follows no order for a row the
+    /// file lacks; each such order (key and exact body) changes it, whatever order they are
+    /// read in.
+    #[test]
+    fn orders_followed_for_rows_outside_the_file_are_part_of_the_plan_digest() {
+        let file = PlanDigest::new("nov", "sim").finish();
+        let with = |orders: &[(&str, &[u8])]| {
+            let mut o = OrdersOutside::default();
+            for (key, body) in orders {
+                o.add(key, body);
+            }
+            plan_digest(file.clone(), o)
+        };
+        assert_eq!(with(&[]), file);
+        let one = with(&[("k1", b"{}")]);
+        assert_ne!(one, file);
+        assert_ne!(one, with(&[("k1", b"{ }")]), "another body");
+        assert_ne!(one, with(&[("k2", b"{}")]), "another key");
+        assert_eq!(
+            with(&[("k1", b"{}"), ("k2", b"[]")]),
+            with(&[("k2", b"[]"), ("k1", b"{}")])
+        );
+        assert!(normalize_digest(&one).is_some_and(|d| d == one));
     }
 }

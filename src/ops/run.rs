@@ -38,7 +38,7 @@ use crate::input::scan;
 use crate::ledger::{self, Ledger};
 
 use super::start::{
-    BatchOrigin, check_binding, check_input, load_catalog, open_batch, outside_file,
+    BatchOrigin, check_binding, check_input, load_catalog, open_batch, outside_file, plan_digest,
 };
 
 /// Runs a batch to the end (or as far as it can go), resuming whatever the ledger holds.
@@ -135,8 +135,9 @@ async fn merge_file(
         None => {
             let (scanned, drawn) = first_pass(opts, products, options, reporter)?;
             // What the ledger holds for rows the file does not have: intents never sent to
-            // cancel, orders sent to follow.
+            // cancel, orders sent to follow (part of the plan digest).
             let outside = outside_file(&ledger, existing.as_ref(), &scanned)?;
+            check_digest(opts, &ledger, &scanned, &outside, reporter)?;
             // The balances are read before the ledger is written (no request while the merge
             // is open); whether they are enough is decided once the merge knows what is new
             // to pay.
@@ -364,8 +365,7 @@ fn tell_validated(rows: usize, valid_rows: usize, reporter: &Reporter) {
 
 /// The first pass over the file: every row checked, nothing written. Returns what it found and
 /// the balances the file draws on (card-paid rows and converted prices do not count). An
-/// invalid file stops here (unless `--skip-invalid`), and so does a file that is not the plan
-/// a person approved (`--expect-digest`).
+/// invalid file stops here (unless `--skip-invalid`).
 fn first_pass(
     opts: &RunOptions,
     products: &[Product],
@@ -405,20 +405,23 @@ fn first_pass(
             problems: scanned.problems,
         });
     }
-    check_digest(opts, &scanned, reporter)?;
     Ok((scanned, drawn.into_iter().collect()))
 }
 
 /// `--expect-digest`: only the plan a person approved is paid (checked before the ledger
-/// batch is touched).
+/// batch is touched). The digest is the one `validate` shows: the file's, with the orders the
+/// ledger follows for rows the file does not have (`outside`).
 fn check_digest(
     opts: &RunOptions,
+    ledger: &Ledger,
     scanned: &scan::Scan,
+    outside: &ledger::OutsideFile,
     reporter: &Reporter,
 ) -> Result<(), RunError> {
-    let (Some(expected), Some(actual)) = (&opts.expect_digest, &scanned.digest) else {
+    let (Some(expected), Some(file)) = (&opts.expect_digest, &scanned.digest) else {
         return Ok(());
     };
+    let actual = &plan_digest(ledger, outside, file.clone())?;
     if !scan::digests_match(expected, actual) {
         return Err(RunError::Refused {
             message: format!(
