@@ -269,6 +269,18 @@ async fn an_intent_in_doubt_is_followed_and_its_order_is_part_of_the_plan_digest
     );
     // The digest is the same once the order is paid: a later run of the approved plan goes on.
     assert_eq!(plan_digest(&ws, &sim.base_url(), "b.csv").await, digest);
+    let again = run(&ws, &sim, &["--expect-digest", &digest], &[]).await;
+    assert_eq!(again.status.code(), Some(0), "{}", stderr_of(&again));
+    // The HTML report, for the finance lead, shows the digest that was approved.
+    let report = against_url(
+        &ws,
+        &sim.base_url(),
+        &["report", "--batch", "b", "--html", "r.html"],
+    )
+    .await;
+    assert_eq!(report.status.code(), Some(0), "{}", stderr_of(&report));
+    let page = std::fs::read_to_string(ws.path("r.html")).expect("report");
+    assert!(page.contains(&digest), "{digest} not in the report");
 }
 
 /// The digest approved after `--plan-only` no longer holds once a row is taken out: the run

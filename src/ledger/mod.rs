@@ -235,6 +235,8 @@ pub struct RowRecord {
     /// What the paying balance (or card) was charged for the row, once it completed.
     pub debited_amount: Option<String>,
     pub debited_currency: Option<String>,
+    /// The number of the last merge whose file had the row ([`Ledger::merges`]).
+    pub merged: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -750,6 +752,15 @@ impl Ledger {
             });
         }
         Ok(())
+    }
+
+    /// How many merges of an input file the batch has had: the rows of the latest file have
+    /// this number ([`RowRecord::merged`]).
+    pub fn merges(&self, batch_id: i64) -> Result<i64> {
+        self.conn
+            .prepare_cached("SELECT merges FROM batches WHERE id = ?1")
+            .and_then(|mut st| st.query_row([batch_id], |r| r.get(0)))
+            .map_err(sqlerr(&self.path))
     }
 
     /// The reference of a row, by id.
@@ -1362,7 +1373,8 @@ pub struct EventRecord {
 const ROW_COLUMNS: &str = "rows.id, rows.reference, rows.position, rows.line, rows.fields,
     rows.spec, rows.content_hash, rows.state, rows.attempt, rows.order_id, rows.item_index,
     rows.item_id, rows.payout_url, rows.price, rows.discount, rows.error_type,
-    rows.error_message, rows.completed_at, rows.debited_amount, rows.debited_currency";
+    rows.error_message, rows.completed_at, rows.debited_amount, rows.debited_currency,
+    rows.merged";
 
 /// A row as [`ROW_COLUMNS`] select it, with its state still as text.
 fn row_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<(RowRecord, String)> {
@@ -1389,6 +1401,7 @@ fn row_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<(RowRecord, String)> {
             completed_at: r.get(17)?,
             debited_amount: r.get(18)?,
             debited_currency: r.get(19)?,
+            merged: r.get(20)?,
         },
         r.get(7)?,
     ))
