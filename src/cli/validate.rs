@@ -20,8 +20,10 @@ use super::{config_failure, print_error};
 pub const LONG_ABOUT: &str = "Check a CSV batch exactly as `paybatch run` would (file, rows, catalog, balance) \
 without paying anything, show what it would cost per payment currency and per product, and print \
 its plan digest.\n\nThe plan digest is a SHA-256 over every valid row's payable content (in input \
-order), the batch name and the environment. Approve it, then pay exactly that plan with `paybatch \
-run FILE --expect-digest DIGEST`: the run refuses a file that changed since.\n\nWrites nothing but \
+order), the batch name and the environment, and, for a batch the ledger already has, over the \
+orders already sent for rows the file no longer has (an intent never sent for such a row is \
+cancelled by the run, and shown). Approve it, then pay exactly that plan with `paybatch run FILE \
+--expect-digest DIGEST`: the run refuses a plan that changed since.\n\nWrites nothing but \
 the catalog cache in the ledger database. Exit 0 when the batch is valid, 3 when it is not (or the \
 balance is too low).";
 

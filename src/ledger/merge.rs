@@ -1150,7 +1150,12 @@ mod tests {
     fn an_intent_never_sent_that_loses_a_row_is_cancelled_and_its_other_rows_planned_again() {
         let (_dir, mut ledger, batch) = ledger();
         let old = planned_in_one_order(&mut ledger, batch, 3, "k-old");
-        let kept = [incoming(0, true), incoming(2, true)];
+        // R2 changed meanwhile: its intent was never sent, so the change is taken.
+        let changed = IncomingRow {
+            content_hash: "hash-2-changed".into(),
+            ..incoming(2, true)
+        };
+        let kept = [incoming(0, true), changed];
         let outside = ledger
             .orders_outside_file(batch, |r| r != "R1")
             .expect("outside");
@@ -1185,6 +1190,11 @@ mod tests {
                 ("R1".to_string(), RowState::Removed, 2, None),
                 ("R2".to_string(), RowState::Planned, 1, Some(new)),
             ]
+        );
+        assert_eq!(report.updated, 1);
+        assert_eq!(
+            ledger.rows(batch).expect("rows")[2].content_hash,
+            "hash-2-changed"
         );
         // Nothing of the batch is outside the file any more.
         let outside = ledger
