@@ -742,6 +742,14 @@ impl Merge<'_> {
                 }
                 match state {
                     RowState::Pending | RowState::Invalid => {
+                        if !state.can_become(RowState::Removed) {
+                            return Err(LedgerError::Transition {
+                                subject: "row",
+                                id,
+                                from: state.as_str().into(),
+                                to: RowState::Removed.as_str().into(),
+                            });
+                        }
                         exec(
                             &self.tx,
                             self.path,
@@ -1259,6 +1267,24 @@ mod tests {
         assert_eq!(
             ledger.order(old).expect("read").expect("order").state,
             OrderState::Cancelled
+        );
+    }
+
+    /// A row with problems taken out of the file is REMOVED, as the table allows.
+    #[test]
+    fn an_invalid_row_taken_out_of_the_file_is_removed() {
+        let (_dir, mut ledger, batch) = ledger();
+        let mut merge = ledger.merge(batch, false).expect("merge");
+        assert_eq!(merge.row(&incoming(0, false)).expect("row"), None);
+        merge.close().expect("close");
+        merge.commit().expect("commit");
+        let mut merge = ledger.merge(batch, false).expect("merge");
+        let report = merge.close().expect("close").clone();
+        merge.commit().expect("commit");
+        assert_eq!(report.removed, vec!["R0".to_string()]);
+        assert_eq!(
+            states(&ledger, batch),
+            [("R0".to_string(), RowState::Removed, 1, None)]
         );
     }
 

@@ -103,6 +103,7 @@ impl RowState {
                 | (Planned, Removed)
                 | (Planned, Pending)
                 | (Invalid, Pending)
+                | (Invalid, Removed)
                 | (Removed, Pending)
                 | (Removed, Invalid)
                 | (Planned, Submitted)
