@@ -505,7 +505,6 @@ impl Merge<'_> {
             // (a change to it is taken, as for any row not sent).
             self.release(old.id, old.order_id)?;
             old.state = RowState::Pending;
-            self.report.planned_again += 1;
         }
         let same = old.content_hash == row.content_hash;
         let may_change = matches!(
@@ -522,11 +521,17 @@ impl Merge<'_> {
         };
         if now_pending && self.planning {
             self.unplanned += 1;
+            if again {
+                self.report.planned_again += 1;
+            }
             return Ok(Some(ToPlan {
                 row_id: Some(old.id),
                 attempt: old.attempt,
                 again,
             }));
+        }
+        if now_pending && again {
+            self.report.pending_again += 1;
         }
         Ok(None)
     }
@@ -691,8 +696,9 @@ impl Merge<'_> {
     }
 
     /// Ends the file: rows of the batch the file no longer has are marked REMOVED when nothing
-    /// was submitted for them, and reported when something was. Returns what the merge found;
-    /// the merge is still to be committed (or dropped).
+    /// was sent for them (an intent never sent that held one is cancelled), and reported when
+    /// something was. Returns what the merge found; the merge is still to be committed (or
+    /// dropped).
     pub fn close(&mut self) -> Result<&MergeReport> {
         if self.unplanned != 0 {
             return Err(LedgerError::Corrupt(format!(
