@@ -6,10 +6,10 @@
 #   scripts/bench.sh backtoback [ROWS] [ITEMS]
 #                                          3: one batch run twice, as batches a and b, one ledger
 #   scripts/bench.sh local [ROWS]          4: read + validate + plan + ledger insert, vs sqlite3
-#   scripts/bench.sh repeats [ROWS] [RUNS] [BASE_BIN]
+#   scripts/bench.sh repeats [ROWS] [RUNS]
 #                                          4 again on a ledger already holding ROWS paid rows of
-#                                          an earlier batch: this binary (repeat check) side by
-#                                          side with BASE_BIN (an earlier paybatch without it)
+#                                          an earlier batch: checked against them, side by side
+#                                          with the same ledger where they are another service's
 #   scripts/bench.sh pacing [RATE] [ORDERS]
 #                                          the sustained order rate against a simulator limit
 #   scripts/bench.sh smoke                 tiny versions of every mode (CI: checks they work)
@@ -247,46 +247,42 @@ local_cost() {
 
 
 # Benchmark 4 on a ledger that already holds ROWS rows of an earlier batch, paid (other
-# references, other recipients), with this binary and with BASE_BIN (default: this binary), in
-# turns, RUNS times each, each run on a fresh copy of the same ledger. The earlier batch is
-# planned by BASE_BIN (whose schema this binary migrates, outside the timing) and marked paid
-# with sqlite3. What the repeat check costs is the difference: every reference of the earlier
-# batch and the recipients it paid are read before the file (from indexes), and every row of
-# the file is looked up.
+# references, other recipients), side by side: the same binary on two copies of that ledger, one
+# where the earlier batch is of this service (its references and the recipients it paid are
+# checked: every one is read before the file, from indexes, and every row of the file is looked
+# up) and one where it is of another service (nothing to check, the same ledger size). RUNS times
+# each, in turns, each run on a fresh copy. The earlier batch is planned by paybatch and marked
+# paid with sqlite3 (its likeness values stand for other recipients).
 repeat_cost() {
-  local rows=${1:-1000000} runs=${2:-3} base_bin=${3:-$bin} i secs peak
+  local rows=${1:-1000000} runs=${2:-3} i secs peak which
   local -a new_t=() old_t=() new_m=() old_m=()
   "$gen" "$rows" > "$work/batch.csv"
   sed '1!{s/^/OLD/;s/employee/former/}' "$work/batch.csv" > "$work/earlier.csv"
   start_sim --rate-limit 0
   k=$(key_file)
   rm -f "$work"/old.db* "$work"/new.db*
-  "$base_bin" run "$work/earlier.csv" --batch earlier --base-url "$base" --api-key-file "$k" \
-    --ledger "$work/old.db" --plan-only --quiet --items-per-order 200 || true
-  sqlite3 "$work/old.db" "update rows set state = 'COMPLETED', completed_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
-  cp "$work/old.db" "$work/new.db"
-  "$bin" status --ledger "$work/new.db" > /dev/null
-  # A ledger this binary planned has no likeness yet (it is set when a row completes, and
-  # sqlite3 marked them paid): other recipients' values, as an older ledger's migration sets.
-  sqlite3 "$work/new.db" "update rows set likeness = random() where likeness is null and json_extract(spec, '$.email') is not null"
+  "$bin" run "$work/earlier.csv" --batch earlier --base-url "$base" --api-key-file "$k" \
+    --ledger "$work/new.db" --plan-only --quiet --items-per-order 200 || true
+  sqlite3 "$work/new.db" "update rows set state = 'COMPLETED', completed_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), likeness = case when json_extract(spec, '$.email') is not null then random() end"
+  cp "$work/new.db" "$work/old.db"
+  sqlite3 "$work/old.db" "update batches set base_url = 'http://127.0.0.1:9/v2'"
   echo "repeats: earlier batch of $(sqlite3 "$work/new.db" "select count(*) from rows where state = 'COMPLETED'") paid rows ($(sqlite3 "$work/new.db" "select count(*) from rows where likeness is not null") with an address)" >&2
   for i in $(seq "$runs"); do
     for which in old new; do
       cp "$work/$which.db" "$work/run.db"
       rm -f "$work"/run.db-*
-      local b=$bin; [ "$which" = old ] && b=$base_bin
-      read -r secs peak < <(peak_and_time "$b" run "$work/batch.csv" --batch "now$i" \
+      read -r secs peak < <(peak_and_time "$bin" run "$work/batch.csv" --batch "now$i" \
         --base-url "$base" --api-key-file "$k" --ledger "$work/run.db" --plan-only --quiet \
         --items-per-order 200)
       planned=$(sqlite3 "$work/run.db" "select count(*) from rows r join batches b on b.id = r.batch_id where b.name = 'now$i' and r.state = 'PLANNED'")
-      echo "repeats: run $i $which: ${secs}s peak=$((peak / 1024))MB planned=$planned" >&2
+      echo "repeats: run $i $([ "$which" = old ] && echo unchecked || echo checked): ${secs}s peak=$((peak / 1024))MB planned=$planned" >&2
       if [ "$which" = old ]; then old_t+=("$secs"); old_m+=("$peak"); else new_t+=("$secs"); new_m+=("$peak"); fi
     done
   done
   local ot nt om nm
   ot=$(median "${old_t[@]}"); nt=$(median "${new_t[@]}")
   om=$(median "${old_m[@]}"); nm=$(median "${new_m[@]}")
-  echo "repeats: rows=$rows earlier-rows=$rows without-check=${ot}s/$((om / 1024))MB with-check=${nt}s/$((nm / 1024))MB time-ratio=$(ratio "$nt" "$ot")x memory-ratio=$(ratio "$nm" "$om")x (medians of $runs)"
+  echo "repeats: rows=$rows earlier-rows=$rows unchecked=${ot}s/$((om / 1024))MB checked=${nt}s/$((nm / 1024))MB time-ratio=$(ratio "$nt" "$ot")x memory-ratio=$(ratio "$nm" "$om")x (medians of $runs)"
 }
 
 # The order rate a run sustains against a simulator limit of RATE a minute (--order-rate RATE,
@@ -323,7 +319,7 @@ case "$mode" in
   large | e2e) large "${2:-100000}" "${3:-3}" ;;
   backtoback) backtoback "${2:-300}" "${3:-}" ;;
   local) local_cost "${2:-1000000}"; stop_sim ;;
-  repeats) repeat_cost "${2:-1000000}" "${3:-3}" "${4:-}"; stop_sim ;;
+  repeats) repeat_cost "${2:-1000000}" "${3:-3}"; stop_sim ;;
   pacing) pacing "${2:-600}" "${3:-}" ;;
   smoke)
     local_cost 2000; stop_sim

@@ -5,7 +5,9 @@
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The points, in the order a row meets them.
+/// The points, in the order a row meets them. One more is met only when a file that no longer
+/// has a row of an intent never sent is merged: `before_cancel_commit`, after the intent is
+/// cancelled and its other rows planned again, before the merge is committed.
 pub const POINTS: [&str; 7] = [
     "after_service_check",
     "before_intent",

@@ -851,9 +851,14 @@ async fn a_quiet_run_prints_its_warnings_only_when_it_does_not_end_well() {
     let out = against(&ws, &sim, &["--quiet", "run", "nov.csv"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let err = stderr(&out);
-    assert_eq!(err.lines().count(), 1, "{err}");
+    assert_eq!(err.lines().count(), 2, "{err}");
     assert!(
-        err.starts_with("warning: row `") && err.contains("no longer in the input file"),
+        err.starts_with(&format!("warning: row `{removed}`"))
+            && err.contains("no longer in the input file and was never sent"),
+        "{err}"
+    );
+    assert!(
+        err.contains("1 intent never sent held rows no longer in the input file: cancelled"),
         "{err}"
     );
     let ledger = Ledger::open(&ws.ledger()).expect("ledger");
@@ -861,8 +866,12 @@ async fn a_quiet_run_prints_its_warnings_only_when_it_does_not_end_well() {
     let state = ledger.row_state(batch.id, &removed).expect("readable");
     assert_eq!(
         state,
-        Some(paybatch::ledger::RowState::Completed),
-        "a row taken out of the file after its order was planned is still paid (and warned of)"
+        Some(paybatch::ledger::RowState::Removed),
+        "a row taken out of the file after its order was planned is never paid (and warned of)"
+    );
+    assert!(
+        !service_orders_per_reference(&sim).contains_key(&removed),
+        "the service has no order for it"
     );
 
     // A run that ends incomplete shows what it held back.

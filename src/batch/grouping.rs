@@ -2,7 +2,7 @@
 //! to pay into orders, grouped by how they are paid and priced, each order's key and exact body
 //! committed with its rows in one transaction before anything is sent.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use rust_decimal::Decimal;
 
@@ -217,8 +217,12 @@ impl<'r> Planning<'r> {
             )))
         })?;
         let card = row_card(&spec, self.card_id).map(str::to_string);
+        // A row planned again (its intent, never sent, cancelled) was counted by the pre-flight
+        // that planned it, as every intent not sent yet is.
         let drawn = self.need.from_balance.len();
-        self.need.add(&spec, card.as_deref(), &self.by_code);
+        if !to_plan.again {
+            self.need.add(&spec, card.as_deref(), &self.by_code);
+        }
         if self.need.from_balance.len() > drawn
             && let Some(tell) = self.first_drawn
         {
@@ -245,6 +249,11 @@ impl<'r> Planning<'r> {
                 problems: changed_after_submission(&report),
             });
         }
+        if !report.cancelled.is_empty() {
+            // Intents cancelled and their rows planned again, not committed yet: a stop here
+            // leaves the plan as it was.
+            crate::failpoint::hit("before_cancel_commit");
+        }
         let mut balances = read_balances(self.need.from_balance.keys().cloned().collect());
         let balance_lines = preflight(&self.need, &mut balances)?;
         let committing = std::time::Instant::now();
@@ -261,9 +270,12 @@ impl<'r> Planning<'r> {
 }
 
 /// The second pass over the file (see [`scan`]): merges every row into the batch and plans
-/// the rows to pay into orders, in one transaction. Nothing is committed when a submitted row
-/// changed, when the balances cannot pay the new rows, or when the file changed since it was
-/// checked. The rows of `skipped` (reference -> why) are recorded SKIPPED, never planned.
+/// the rows to pay into orders, in one transaction. The intents `cancelling` (never sent,
+/// holding a row the file no longer has: [`ledger::Ledger::orders_outside_file`]) are
+/// cancelled in the same transaction, their rows still in the file planned again as they come.
+/// The rows of `skipped` (reference -> why) are recorded SKIPPED, never planned. Nothing is
+/// committed when a submitted row changed, when the balances cannot pay the new rows, or when
+/// the file changed since it was checked.
 #[allow(clippy::too_many_arguments)]
 pub fn merge_and_plan(
     ledger: &mut Ledger,
@@ -273,6 +285,7 @@ pub fn merge_and_plan(
     products: &[Product],
     balances: Balances,
     skipped: HashMap<String, String>,
+    cancelling: &BTreeSet<i64>,
     opts: &RunOptions,
 ) -> Result<Merged, RunError> {
     let mut planning = Planning::new(
@@ -283,6 +296,7 @@ pub fn merge_and_plan(
     );
     planning.skipped = skipped;
     let mut merge = ledger.merge_sized(batch.id, true, scanned.valid_rows)?;
+    merge.cancelling(cancelling)?;
     // The second pass finds the invalid rows again with the same checks as the first.
     let index = CatalogIndex::new(products.to_vec());
     let merging = std::time::Instant::now();

@@ -8,7 +8,7 @@
 //! Payout links are bearer instruments: they are never put on this page (the result CSV holds
 //! them). Every value from the input file, the service or the ledger is HTML-escaped.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::path::Path;
@@ -20,7 +20,7 @@ use crate::api::models::DistributionType;
 use crate::batch::output::PrivateFile;
 use crate::input::reader::{ColumnMap, canonical_column, normalize_header};
 use crate::input::rules::{RowSpec, content_hash};
-use crate::input::scan::PlanDigest;
+use crate::input::scan::{self, OrdersOutside, PlanDigest};
 use crate::ledger::{BatchRecord, OrderLabel, RowRecord, RowState};
 use crate::money::display_amount;
 
@@ -245,6 +245,12 @@ pub struct Tally {
     counts: BTreeMap<RowState, usize>,
     attention: Vec<RowView>,
     digest: Digest,
+    /// The batch's latest merge ([`Tally::latest_merge`]): rows of an earlier one are no longer
+    /// in the file.
+    latest_merge: Option<i64>,
+    /// The orders of the rows no longer in the file, part of the plan digest.
+    outside: BTreeSet<i64>,
+    outside_digest: OrdersOutside,
 }
 
 /// How the page names what paid: a card, or the balance of a currency.
@@ -278,7 +284,28 @@ impl Tally {
             counts: BTreeMap::new(),
             attention: Vec::new(),
             digest: Digest::Building(PlanDigest::new(&batch.name, &batch.environment)),
+            latest_merge: None,
+            outside: BTreeSet::new(),
+            outside_digest: OrdersOutside::default(),
         }
+    }
+
+    /// The number of the batch's latest merge ([`crate::ledger::Ledger::merges`]): the plan
+    /// digest is then the one `validate` shows for the latest file, made of the rows it had and
+    /// of the orders followed for the rows it no longer had ([`scan::plan_digest`]). Without it
+    /// every row counts as in the file.
+    pub fn latest_merge(&mut self, merges: i64) {
+        self.latest_merge = Some(merges);
+    }
+
+    /// The orders holding rows counted so far that the latest file no longer had, in id order.
+    pub fn orders_outside(&self) -> impl Iterator<Item = i64> + '_ {
+        self.outside.iter().copied()
+    }
+
+    /// One of [`Tally::orders_outside`], by its key and exact body, for the plan digest.
+    pub fn add_order_outside(&mut self, key: &str, body: &[u8]) {
+        self.outside_digest.add(key, body);
     }
 
     /// Adds a breakdown per value of the input column `column`; refuses a column the file does
@@ -306,7 +333,11 @@ impl Tally {
         let v = row_view(&self.headers, row);
         self.rows += 1;
         self.add_charge(row, &v, order);
-        self.add_to_digest(row);
+        if self.latest_merge.is_none_or(|m| row.merged == m) {
+            self.add_to_digest(row);
+        } else if let Some(order) = row.order_id {
+            self.outside.insert(order);
+        }
         *self.counts.entry(v.state).or_default() += 1;
         let currency = if v.currency.is_empty() {
             "?".to_string()
@@ -397,7 +428,7 @@ pub fn render_tally(
     summary(&mut h, &tally);
     balances(&mut h, &tally.charged);
     let digest = match tally.digest {
-        Digest::Building(d) => Ok(d.finish()),
+        Digest::Building(d) => Ok(scan::plan_digest(d.finish(), tally.outside_digest)),
         Digest::Unknown(why) => Err(why),
     };
     sign_off(&mut h, batch, tally.rows, &digest);
@@ -546,7 +577,7 @@ fn sign_off(h: &mut String, batch: &BatchRecord, rows: usize, digest: &Result<St
         );
     }
     h.push_str("</table>\n");
-    h.push_str("<p class=\"note\">The plan digest covers exactly what this batch pays (its batch name, environment and valid rows as last run): it is the digest <code>paybatch validate</code> shows for the same file, and <code>paybatch run --expect-digest</code> pays nothing else. Compare it with the digest that was approved.</p>\n");
+    h.push_str("<p class=\"note\">The plan digest covers exactly what this batch pays (its batch name, environment, the valid rows of its latest input file, and the orders already sent for rows that file no longer has): it is the digest <code>paybatch validate</code> shows for the same file, and <code>paybatch run --expect-digest</code> pays nothing else. Compare it with the digest that was approved.</p>\n");
 }
 
 /// A bar `value / max` long (an inline SVG: it prints in colour and needs nothing fetched).
@@ -838,6 +869,7 @@ mod tests {
             completed_at: None,
             debited_amount: url.map(|_| "24.50".to_string()),
             debited_currency: url.map(|_| "USD".to_string()),
+            merged: 1,
         }
     }
 

@@ -11,7 +11,7 @@ use crate::batch::options::RunOptions;
 use crate::batch::repeats::OnRepeat;
 use crate::exit;
 use crate::money::display_amount as amount;
-use crate::ops::preview::{self, Preview};
+use crate::ops::preview::{self, Preview, TakenOut};
 use crate::text::shell_word;
 
 use super::plan::{PlanArgs, delivery_counts, report_error};
@@ -21,8 +21,10 @@ use super::{config_failure, print_error};
 pub const LONG_ABOUT: &str = "Check a CSV batch exactly as `paybatch run` would (file, rows, catalog, balance) \
 without paying anything, show what it would cost per payment currency and per product, and print \
 its plan digest.\n\nThe plan digest is a SHA-256 over every valid row's payable content (in input \
-order), the batch name and the environment. Approve it, then pay exactly that plan with `paybatch \
-run FILE --expect-digest DIGEST`: the run refuses a file that changed since.\n\nWrites nothing but \
+order), the batch name and the environment, and, for a batch the ledger already has, over the \
+orders already sent for rows the file no longer has (an intent never sent for such a row is \
+cancelled by the run, and shown). Approve it, then pay exactly that plan with `paybatch run FILE \
+--expect-digest DIGEST`: the run refuses a plan that changed since.\n\nWrites nothing but \
 the catalog cache in the ledger database. Exit 0 when the batch is valid, 3 when it is not (or the \
 balance is too low).";
 
@@ -290,6 +292,56 @@ fn print_repeats(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
     Ok(())
 }
 
+/// `N rows (`A`, `B` and 3 more)`.
+fn rows_named(count: usize, named: &[String]) -> String {
+    let mut names: Vec<String> = named.iter().map(|r| format!("`{r}`")).collect();
+    if count > names.len() {
+        names.push(format!("{} more", count - names.len()));
+    }
+    format!(
+        "{count} {} ({})",
+        if count == 1 { "row" } else { "rows" },
+        names.join(", ")
+    )
+}
+
+/// What the ledger holds for rows the file no longer has: intents the run cancels, orders it
+/// follows.
+fn print_taken_out(t: &TakenOut, out: &mut dyn Write) -> std::io::Result<()> {
+    if t.intents_cancelled > 0 {
+        put!(
+            out,
+            "taken out of the file, never sent: {} in {} {}: the run cancels {} (the rows still in the file are planned again)",
+            rows_named(t.rows_removed, &t.rows_removed_named),
+            t.intents_cancelled,
+            if t.intents_cancelled == 1 {
+                "intent"
+            } else {
+                "intents"
+            },
+            if t.intents_cancelled == 1 {
+                "it"
+            } else {
+                "them"
+            }
+        )?;
+    }
+    if t.orders_followed > 0 {
+        put!(
+            out,
+            "taken out of the file but already sent: {} in {} {}: still followed, and part of the plan digest",
+            rows_named(t.rows_sent, &t.rows_sent_named),
+            t.orders_followed,
+            if t.orders_followed == 1 {
+                "order"
+            } else {
+                "orders"
+            }
+        )?;
+    }
+    Ok(())
+}
+
 /// Batch, file, catalog, rows, deliveries, rows already in the ledger, card payments.
 fn print_counts(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
     put!(out, "batch: {}", p.batch)?;
@@ -325,6 +377,7 @@ fn print_counts(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
             p.totals.already_submitted
         )?;
     }
+    print_taken_out(&p.taken_out, out)?;
     for (card, (rows, prices)) in &p.totals.per_card {
         let prices: Vec<String> = prices
             .iter()

@@ -46,6 +46,14 @@ pub struct Scan {
     references: Seen,
 }
 
+impl Scan {
+    /// Whether the file has a row with this reference (by keyed hash: a reference it does not
+    /// have is told apart but for a chance of 2^-96).
+    pub fn has_reference(&self, reference: &str) -> bool {
+        self.references.get(&reference).is_some()
+    }
+}
+
 /// Whether an approved digest (`sha256:HEX` or bare `HEX`, any case) is `actual`.
 pub fn digests_match(expected: &str, actual: &str) -> bool {
     normalize_digest(expected).is_some_and(|e| Some(e) == normalize_digest(actual))
@@ -94,6 +102,42 @@ impl PlanDigest {
     pub fn finish(self) -> String {
         format!("sha256:{}", hex::encode(self.0.finalize()))
     }
+}
+
+/// The orders a batch's ledger holds for rows the file does not have and that are followed
+/// whatever the file says (sent, in doubt, or answered), for [`plan_digest`]: each by its
+/// idempotency key and the SHA-256 of its exact body.
+#[derive(Debug, Default)]
+pub struct OrdersOutside(Vec<(String, String)>);
+
+impl OrdersOutside {
+    pub fn add(&mut self, key: &str, body: &[u8]) {
+        self.0
+            .push((key.to_string(), hex::encode(Sha256::digest(body))));
+    }
+}
+
+/// The plan digest of a file for its batch: the file's digest ([`PlanDigest`]) when the ledger
+/// holds no order for a row the file does not have (a batch new to the ledger, or whose orders
+/// are all of rows the file has: those pay what the file's rows say, a change to a row sent
+/// being refused); otherwise SHA-256 over a version tag, the file's digest and each such
+/// order ([`OrdersOutside`]) in the order of the keys, so that a plan that pays more than the
+/// file shows is approved as such. An intent never sent that holds a row the file does not have
+/// is not one of them: the run cancels it.
+pub fn plan_digest(file: String, orders: OrdersOutside) -> String {
+    let mut orders = orders.0;
+    if orders.is_empty() {
+        return file;
+    }
+    orders.sort();
+    let mut d = PlanDigest(Sha256::new());
+    d.0.update(b"paybatch-plan-outside-v1\n");
+    d.put("file", &file);
+    for (key, body) in &orders {
+        d.put("order", key);
+        d.put("body", body);
+    }
+    d.finish()
 }
 
 /// The first pass: reads and checks every row of `path`. `digest_of` (batch, environment) asks
@@ -946,5 +990,30 @@ mod tests {
             digest(&format!("{HEADER}A,AMZ-US,10,USD,\nB,NOPE,10,USD,\n"))
         );
         assert_ne!(base, digest(&format!("{HEADER}A,AMZ-US,25.50,USD,\n")));
+    }
+
+    /// A file's digest stays the plan digest while the ledger follows no order for a row the
+    /// file lacks; each such order (key and exact body) changes it, whatever order they are
+    /// read in.
+    #[test]
+    fn orders_followed_for_rows_outside_the_file_are_part_of_the_plan_digest() {
+        let file = PlanDigest::new("nov", "sim").finish();
+        let with = |orders: &[(&str, &[u8])]| {
+            let mut o = OrdersOutside::default();
+            for (key, body) in orders {
+                o.add(key, body);
+            }
+            plan_digest(file.clone(), o)
+        };
+        assert_eq!(with(&[]), file);
+        let one = with(&[("k1", b"{}")]);
+        assert_ne!(one, file);
+        assert_ne!(one, with(&[("k1", b"{ }")]), "another body");
+        assert_ne!(one, with(&[("k2", b"{}")]), "another key");
+        assert_eq!(
+            with(&[("k1", b"{}"), ("k2", b"[]")]),
+            with(&[("k2", b"[]"), ("k1", b"{}")])
+        );
+        assert!(normalize_digest(&one).is_some_and(|d| d == one));
     }
 }

@@ -7,12 +7,19 @@
 //! Rows the file no longer has are found without a list of references: every merge stamps the
 //! rows it sees with the batch's merge number (`rows.merged`), and the rows with an older stamp
 //! are the missing ones.
+//!
+//! A plan is not a payment: an intent never sent that holds a row the file no longer has is
+//! cancelled by the merge ([`Merge::cancelling`]); the rows of it still in the file are planned
+//! again as they come, under new keys, and the rows taken out are REMOVED, all in the merge's
+//! transaction.
+
+use std::collections::BTreeSet;
 
 use rusqlite::{OptionalExtension, Transaction, params};
 
 use super::{
-    IncomingRow, Ledger, LedgerError, MergeReport, PlannedOrder, Result, RowState, begin_merge,
-    commit, exec, now, parse_state, sqlerr,
+    IncomingRow, Ledger, LedgerError, MergeReport, OrderState, PlannedOrder, Result, RowState,
+    begin_merge, commit, exec, now, parse_state, sqlerr,
 };
 
 /// A row that the merge leaves to be planned: it must go into an order ([`Merge::plan`]) before
@@ -22,6 +29,8 @@ pub struct ToPlan {
     /// The ledger's row, or `None` for a row new to the batch (inserted when it is planned).
     pub row_id: Option<i64>,
     pub attempt: i64,
+    /// The row was planned before, in an intent this merge cancels (never sent): planned again.
+    pub again: bool,
 }
 
 /// New rows inserted by one statement when an order is planned.
@@ -164,6 +173,9 @@ pub struct Merge<'l> {
     planning: bool,
     /// Rows handed back and not planned yet.
     unplanned: usize,
+    /// Intents never sent that hold a row the file no longer has: cancelled by this merge
+    /// ([`Merge::cancelling`]).
+    cancelling: BTreeSet<i64>,
     at: String,
     report: MergeReport,
 }
@@ -234,6 +246,7 @@ impl<'l> Merge<'l> {
             fresh,
             planning,
             unplanned: 0,
+            cancelling: BTreeSet::new(),
             at: now(),
             report: MergeReport::default(),
         })
@@ -256,6 +269,90 @@ impl<'l> Merge<'l> {
         )
         .map(drop)
     }
+
+    /// The intents this merge cancels: intents never sent that hold a row the file no longer
+    /// has ([`super::Ledger::orders_outside_file`], asked before the merge with the references
+    /// of the same file). Their rows still in the file are handed back by [`Merge::row`] to be
+    /// planned again; [`Merge::close`] removes the others and cancels the intents. An order
+    /// that is not an intent of this batch never sent is refused.
+    pub fn cancelling(&mut self, intents: &BTreeSet<i64>) -> Result<()> {
+        for &id in intents {
+            if !self.never_sent(id)? {
+                return Err(LedgerError::Transition {
+                    subject: "order",
+                    id,
+                    from: "not an intent never sent".into(),
+                    to: OrderState::Cancelled.as_str().into(),
+                });
+            }
+        }
+        self.cancelling.extend(intents);
+        Ok(())
+    }
+
+    /// Whether order `id` is an intent of this batch that was never sent: no send was ever
+    /// marked (`sends` counts them, durably before each; `last_sent_at` is never cleared, even
+    /// when reconciliation clears a doubt).
+    fn never_sent(&self, id: i64) -> Result<bool> {
+        self.tx
+            .prepare_cached(
+                "SELECT 1 FROM orders WHERE id = ?1 AND batch_id = ?2 AND state = 'INTENT'
+                 AND sends = 0 AND last_sent_at IS NULL",
+            )
+            .and_then(|mut st| st.exists(params![id, self.batch_id]))
+            .map_err(sqlerr(self.path))
+    }
+
+    /// A row moves out of an intent being cancelled, from PLANNED to `to`: PENDING (still in
+    /// the file: planned again) or REMOVED (taken out of the file, with the next attempt
+    /// number: no later order of it can have the cancelled key).
+    fn leave_intent(&self, row_id: i64, order_id: i64, to: RowState, cause: &str) -> Result<()> {
+        if !RowState::Planned.can_become(to) {
+            return Err(LedgerError::Transition {
+                subject: "row",
+                id: row_id,
+                from: RowState::Planned.as_str().into(),
+                to: to.as_str().into(),
+            });
+        }
+        let changed = exec(
+            &self.tx,
+            self.path,
+            "UPDATE rows SET state = ?3, attempt = attempt + (?3 = 'REMOVED'), order_id = NULL,
+                    item_index = NULL
+             WHERE id = ?1 AND order_id = ?2 AND state = 'PLANNED'",
+            params![row_id, order_id, to.as_str()],
+        )?;
+        if changed != 1 {
+            return Err(LedgerError::Transition {
+                subject: "row",
+                id: row_id,
+                from: "not PLANNED in its order".into(),
+                to: to.as_str().into(),
+            });
+        }
+        self.event(
+            "row",
+            row_id,
+            Some(RowState::Planned.as_str()),
+            Some(to.as_str()),
+            cause,
+        )
+    }
+
+    /// A row still in the file whose intent is cancelled: PENDING, to be planned again.
+    fn release(&self, row_id: i64, order_id: Option<i64>) -> Result<()> {
+        let order_id = order_id
+            .ok_or_else(|| LedgerError::Corrupt(format!("row {row_id} is PLANNED in no order")))?;
+        self.leave_intent(
+            row_id,
+            order_id,
+            RowState::Pending,
+            &format!(
+                "its intent (order {order_id}), never sent, is cancelled: a row of it is no longer in the input file; planned again"
+            ),
+        )
+    }
 }
 
 /// What the ledger has of a row, for the merge.
@@ -264,6 +361,7 @@ struct Known {
     content_hash: String,
     state: RowState,
     attempt: i64,
+    order_id: Option<i64>,
 }
 
 impl Merge<'_> {
@@ -292,24 +390,31 @@ impl Merge<'_> {
         let found = self
             .tx
             .prepare_cached(
-                "SELECT id, content_hash, state, attempt FROM rows
+                "SELECT id, content_hash, state, attempt, order_id FROM rows
                  WHERE batch_id = ?1 AND reference = ?2",
             )
             .and_then(|mut st| {
                 st.query_row(params![self.batch_id, reference], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get::<_, String>(2)?, r.get(3)?))
+                    Ok((
+                        r.get(0)?,
+                        r.get(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get(3)?,
+                        r.get(4)?,
+                    ))
                 })
                 .optional()
             })
             .map_err(sqlerr(self.path))?;
         found
-            .map(|(id, content_hash, state, attempt)| {
+            .map(|(id, content_hash, state, attempt, order_id)| {
                 let state = parse_state(&state)?;
                 Ok(Known {
                     id,
                     content_hash,
                     state,
                     attempt,
+                    order_id,
                 })
             })
             .transpose()
@@ -392,9 +497,17 @@ impl Merge<'_> {
         } else {
             RowState::Invalid
         };
-        let Some(old) = self.known(&row.reference)? else {
+        let Some(mut old) = self.known(&row.reference)? else {
             return self.add(row, target);
         };
+        let again = old.state == RowState::Planned
+            && old.order_id.is_some_and(|o| self.cancelling.contains(&o));
+        if again {
+            // Its intent, never sent, is cancelled: the row is as if it had never been planned
+            // (a change to it is taken, as for any row not sent).
+            self.release(old.id, old.order_id)?;
+            old.state = RowState::Pending;
+        }
         let same = old.content_hash == row.content_hash;
         let may_change = matches!(
             old.state,
@@ -410,10 +523,17 @@ impl Merge<'_> {
         };
         if now_pending && self.planning {
             self.unplanned += 1;
+            if again {
+                self.report.planned_again += 1;
+            }
             return Ok(Some(ToPlan {
                 row_id: Some(old.id),
                 attempt: old.attempt,
+                again,
             }));
+        }
+        if now_pending && again {
+            self.report.pending_again += 1;
         }
         Ok(None)
     }
@@ -427,6 +547,7 @@ impl Merge<'_> {
             return Ok(Some(ToPlan {
                 row_id: None,
                 attempt: 1,
+                again: false,
             }));
         }
         let id = self.insert(row, target, None)?;
@@ -577,8 +698,9 @@ impl Merge<'_> {
     }
 
     /// Ends the file: rows of the batch the file no longer has are marked REMOVED when nothing
-    /// was submitted for them, and reported when something was. Returns what the merge found;
-    /// the merge is still to be committed (or dropped).
+    /// was sent for them (an intent never sent that held one is cancelled), and reported when
+    /// something was. Returns what the merge found; the merge is still to be committed (or
+    /// dropped).
     pub fn close(&mut self) -> Result<&MergeReport> {
         if self.unplanned != 0 {
             return Err(LedgerError::Corrupt(format!(
@@ -587,26 +709,55 @@ impl Merge<'_> {
             )));
         }
         if !self.fresh {
-            let missing: Vec<(i64, String, String)> = {
+            let missing: Vec<(i64, String, String, Option<i64>)> = {
                 let mut st = self
                     .tx
                     .prepare(
-                        "SELECT id, reference, state FROM rows
+                        "SELECT id, reference, state, order_id FROM rows
                          WHERE batch_id = ?1 AND merged != ?2 AND state != 'REMOVED'",
                     )
                     .map_err(sqlerr(self.path))?;
                 let rows = st
                     .query_map(params![self.batch_id, self.stamp], |r| {
-                        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
                     })
                     .map_err(sqlerr(self.path))?;
                 rows.collect::<rusqlite::Result<_>>()
                     .map_err(sqlerr(self.path))?
             };
-            for (id, reference, state) in missing {
+            // Intents never sent that lose a row, with the rows they lose.
+            let mut losing: std::collections::BTreeMap<i64, Vec<String>> = Default::default();
+            for (id, reference, state, order_id) in missing {
                 let state: RowState = parse_state(&state)?;
+                let unsent_intent = match (state, order_id) {
+                    (RowState::Planned, Some(order)) => (self.cancelling.contains(&order)
+                        || self.never_sent(order)?)
+                    .then_some(order),
+                    _ => None,
+                };
+                if let Some(order) = unsent_intent {
+                    self.leave_intent(
+                        id,
+                        order,
+                        RowState::Removed,
+                        &format!(
+                            "row no longer in the input file; its intent (order {order}) was never sent and is cancelled"
+                        ),
+                    )?;
+                    self.report.removed.push(reference.clone());
+                    losing.entry(order).or_default().push(reference);
+                    continue;
+                }
                 match state {
                     RowState::Pending | RowState::Invalid | RowState::Skipped => {
+                        if !state.can_become(RowState::Removed) {
+                            return Err(LedgerError::Transition {
+                                subject: "row",
+                                id,
+                                from: state.as_str().into(),
+                                to: RowState::Removed.as_str().into(),
+                            });
+                        }
                         exec(
                             &self.tx,
                             self.path,
@@ -625,10 +776,85 @@ impl Merge<'_> {
                     other => self.report.missing_but_submitted.push((reference, other)),
                 }
             }
+            for &order in &self.cancelling {
+                losing.entry(order).or_default();
+            }
+            for (order, gone) in losing {
+                self.cancel(order, &gone)?;
+            }
             self.report.removed.sort();
             self.report.missing_but_submitted.sort();
         }
         Ok(&self.report)
+    }
+
+    /// Cancels intent `order`, never sent, that lost the rows `gone` (already REMOVED). Rows
+    /// still in it, which only an intent not named to [`Merge::cancelling`] can have, go back
+    /// to PENDING for the next merge to plan.
+    fn cancel(&mut self, order: i64, gone: &[String]) -> Result<()> {
+        let left: Vec<i64> = {
+            let mut st = self
+                .tx
+                .prepare_cached("SELECT id FROM rows WHERE order_id = ?1 ORDER BY item_index")
+                .map_err(sqlerr(self.path))?;
+            let ids = st
+                .query_map([order], |r| r.get(0))
+                .map_err(sqlerr(self.path))?;
+            ids.collect::<rusqlite::Result<_>>()
+                .map_err(sqlerr(self.path))?
+        };
+        for &row in &left {
+            self.release(row, Some(order))?;
+        }
+        self.report.pending_again += left.len();
+        let key: String = self
+            .tx
+            .query_row(
+                "SELECT idempotency_key FROM orders WHERE id = ?1",
+                [order],
+                |r| r.get(0),
+            )
+            .map_err(sqlerr(self.path))?;
+        if !OrderState::Intent.can_become(OrderState::Cancelled) {
+            return Err(LedgerError::Transition {
+                subject: "order",
+                id: order,
+                from: OrderState::Intent.as_str().into(),
+                to: OrderState::Cancelled.as_str().into(),
+            });
+        }
+        let changed = exec(
+            &self.tx,
+            self.path,
+            "UPDATE orders SET state = 'CANCELLED', finished_at = ?2
+             WHERE id = ?1 AND state = 'INTENT' AND sends = 0 AND last_sent_at IS NULL",
+            params![order, self.at],
+        )?;
+        if changed != 1 {
+            return Err(LedgerError::Transition {
+                subject: "order",
+                id: order,
+                from: "not an intent never sent".into(),
+                to: OrderState::Cancelled.as_str().into(),
+            });
+        }
+        let cause = match gone {
+            [] => "never sent; its rows are planned again".to_string(),
+            [one] => format!("never sent; row {one} is no longer in the input file"),
+            [first, rest @ ..] => format!(
+                "never sent; rows {first} and {} more are no longer in the input file",
+                rest.len()
+            ),
+        };
+        self.event(
+            "order",
+            order,
+            Some(OrderState::Intent.as_str()),
+            Some(OrderState::Cancelled.as_str()),
+            &cause,
+        )?;
+        self.report.cancelled.push(key);
+        Ok(())
     }
 
     /// Makes the merge (and the intents planned in it) durable.
@@ -909,6 +1135,183 @@ mod tests {
         assert_eq!(
             (o.sends, o.last_http_status, o.error_type.as_deref()),
             (2, None, None)
+        );
+    }
+
+    /// Rows R0..R{n-1} planned in one order `key`, committed.
+    fn planned_in_one_order(ledger: &mut Ledger, batch: i64, n: i64, key: &str) -> i64 {
+        let rows: Vec<IncomingRow> = (0..n).map(|i| incoming(i, true)).collect();
+        let mut merge = ledger.merge(batch, true).expect("merge");
+        let members: Vec<(&IncomingRow, ToPlan)> = rows
+            .iter()
+            .map(|r| (r, merge.row(r).expect("row").expect("to plan")))
+            .collect();
+        let id = merge.plan(&order(key), &members).expect("plan");
+        merge.close().expect("close");
+        merge.commit().expect("commit");
+        id
+    }
+
+    fn states(ledger: &Ledger, batch: i64) -> Vec<(String, RowState, i64, Option<i64>)> {
+        ledger
+            .rows(batch)
+            .expect("rows")
+            .into_iter()
+            .map(|r| (r.reference, r.state, r.attempt, r.order_id))
+            .collect()
+    }
+
+    /// An intent never sent that loses a row: cancelled in the merge, the row taken out
+    /// REMOVED at its next attempt, the rows still in the file handed back to be planned again.
+    #[test]
+    fn an_intent_never_sent_that_loses_a_row_is_cancelled_and_its_other_rows_planned_again() {
+        let (_dir, mut ledger, batch) = ledger();
+        let old = planned_in_one_order(&mut ledger, batch, 3, "k-old");
+        // R2 changed meanwhile: its intent was never sent, so the change is taken.
+        let changed = IncomingRow {
+            content_hash: "hash-2-changed".into(),
+            ..incoming(2, true)
+        };
+        let kept = [incoming(0, true), changed];
+        let outside = ledger
+            .orders_outside_file(batch, |r| r != "R1")
+            .expect("outside");
+        assert_eq!(outside.to_cancel, BTreeSet::from([old]));
+        assert!(outside.followed.is_empty());
+        assert_eq!(outside.unsent_rows, (1, vec!["R1".to_string()]));
+
+        let mut merge = ledger.merge(batch, true).expect("merge");
+        merge.cancelling(&outside.to_cancel).expect("cancelling");
+        let mut members = Vec::new();
+        for row in &kept {
+            let to_plan = merge.row(row).expect("row").expect("planned again");
+            assert!(to_plan.again && to_plan.row_id.is_some(), "{to_plan:?}");
+            members.push((row, to_plan));
+        }
+        let new = merge.plan(&order("k-new"), &members).expect("plan");
+        let report = merge.close().expect("close").clone();
+        merge.commit().expect("commit");
+        assert_eq!(report.cancelled, vec!["k-old".to_string()]);
+        assert_eq!(report.removed, vec!["R1".to_string()]);
+        assert_eq!(report.planned_again, 2);
+        assert!(report.missing_but_submitted.is_empty());
+        assert_eq!(
+            ledger.order(old).expect("read").expect("order").state,
+            OrderState::Cancelled
+        );
+        assert_eq!(
+            states(&ledger, batch),
+            [
+                ("R0".to_string(), RowState::Planned, 1, Some(new)),
+                // Its next attempt: no later order of it can have the cancelled key.
+                ("R1".to_string(), RowState::Removed, 2, None),
+                ("R2".to_string(), RowState::Planned, 1, Some(new)),
+            ]
+        );
+        assert_eq!(report.updated, 1);
+        assert_eq!(
+            ledger.rows(batch).expect("rows")[2].content_hash,
+            "hash-2-changed"
+        );
+        // Nothing of the batch is outside the file any more.
+        let outside = ledger
+            .orders_outside_file(batch, |r| r != "R1")
+            .expect("outside");
+        assert_eq!(outside, crate::ledger::OutsideFile::default());
+    }
+
+    /// An intent sent (in doubt) that loses a row is followed: not cancelled, the row reported;
+    /// an intent sent is refused for cancellation, even once reconciliation has cleared its
+    /// doubt.
+    #[test]
+    fn an_intent_sent_is_never_cancelled() {
+        let (_dir, mut ledger, batch) = ledger();
+        let sent = planned_in_one_order(&mut ledger, batch, 2, "k-sent");
+        ledger.mark_sending(sent).expect("mark");
+        let outside = ledger
+            .orders_outside_file(batch, |r| r != "R1")
+            .expect("outside");
+        assert!(outside.to_cancel.is_empty());
+        assert_eq!(outside.followed, BTreeSet::from([sent]));
+        assert_eq!(outside.sent_rows, (1, vec!["R1".to_string()]));
+        let mut merge = ledger.merge(batch, true).expect("merge");
+        assert!(merge.cancelling(&BTreeSet::from([sent])).is_err());
+        assert_eq!(merge.row(&incoming(0, true)).expect("row"), None);
+        let report = merge.close().expect("close").clone();
+        merge.commit().expect("commit");
+        assert!(report.cancelled.is_empty() && report.removed.is_empty());
+        assert_eq!(
+            report.missing_but_submitted,
+            vec![("R1".to_string(), RowState::Planned)]
+        );
+        // Reconciliation found no order at the service: sends is 0 again, yet it was sent.
+        ledger.clear_in_doubt(sent, "test").expect("clear");
+        let outside = ledger
+            .orders_outside_file(batch, |r| r != "R1")
+            .expect("outside");
+        assert!(outside.to_cancel.is_empty(), "{outside:?}");
+        let mut merge = ledger.merge(batch, true).expect("merge");
+        assert!(merge.cancelling(&BTreeSet::from([sent])).is_err());
+    }
+
+    /// A merge told of no intent to cancel still cancels an intent never sent that lost a row;
+    /// its rows still in the file wait, PENDING, for the next merge.
+    #[test]
+    fn an_intent_not_named_before_the_merge_is_cancelled_at_its_end() {
+        let (_dir, mut ledger, batch) = ledger();
+        let old = planned_in_one_order(&mut ledger, batch, 2, "k-old");
+        let mut merge = ledger.merge(batch, true).expect("merge");
+        assert_eq!(merge.row(&incoming(0, true)).expect("row"), None);
+        let report = merge.close().expect("close").clone();
+        merge.commit().expect("commit");
+        assert_eq!(report.cancelled, vec!["k-old".to_string()]);
+        assert_eq!(report.pending_again, 1);
+        assert_eq!(
+            states(&ledger, batch),
+            [
+                ("R0".to_string(), RowState::Pending, 1, None),
+                ("R1".to_string(), RowState::Removed, 2, None),
+            ]
+        );
+        assert_eq!(
+            ledger.order(old).expect("read").expect("order").state,
+            OrderState::Cancelled
+        );
+    }
+
+    /// A row with problems taken out of the file is REMOVED, as the table allows.
+    #[test]
+    fn an_invalid_row_taken_out_of_the_file_is_removed() {
+        let (_dir, mut ledger, batch) = ledger();
+        let mut merge = ledger.merge(batch, false).expect("merge");
+        assert_eq!(merge.row(&incoming(0, false)).expect("row"), None);
+        merge.close().expect("close");
+        merge.commit().expect("commit");
+        let mut merge = ledger.merge(batch, false).expect("merge");
+        let report = merge.close().expect("close").clone();
+        merge.commit().expect("commit");
+        assert_eq!(report.removed, vec!["R0".to_string()]);
+        assert_eq!(
+            states(&ledger, batch),
+            [("R0".to_string(), RowState::Removed, 1, None)]
+        );
+    }
+
+    /// The references of a batch are read from their index alone, without the rows.
+    #[test]
+    fn orders_outside_a_file_are_found_from_the_index_of_references() {
+        let (_dir, ledger, _) = ledger();
+        let plan: Vec<String> = ledger
+            .conn
+            .prepare("EXPLAIN QUERY PLAN SELECT reference FROM rows WHERE batch_id = ?1")
+            .expect("explain")
+            .query_map([1], |r| r.get::<_, String>(3))
+            .expect("plan")
+            .collect::<rusqlite::Result<_>>()
+            .expect("plan rows");
+        assert!(
+            plan.iter().any(|step| step.contains("COVERING INDEX")),
+            "{plan:?}"
         );
     }
 

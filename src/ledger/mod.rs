@@ -9,7 +9,7 @@ pub mod merge;
 pub mod repeats;
 pub mod state;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::OpenOptions;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -240,6 +240,8 @@ pub struct RowRecord {
     /// What the paying balance (or card) was charged for the row, once it completed.
     pub debited_amount: Option<String>,
     pub debited_currency: Option<String>,
+    /// The number of the last merge whose file had the row ([`Ledger::merges`]).
+    pub merged: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -318,8 +320,44 @@ pub struct MergeReport {
     pub changed_after_submission: Vec<(String, i64, RowState)>,
     /// Rows in the ledger that the file no longer has, not yet submitted: now REMOVED.
     pub removed: Vec<String>,
-    /// Rows the file no longer has but that were already submitted: they stay.
+    /// Rows the file no longer has but that were already sent (in an order sent, or in doubt,
+    /// or answered): they stay, and are followed.
     pub missing_but_submitted: Vec<(String, RowState)>,
+    /// The keys of the intents cancelled: never sent, and holding a row the file no longer has
+    /// (now REMOVED, in `removed`).
+    pub cancelled: Vec<String>,
+    /// Rows of the cancelled intents still in the file, planned again in this merge.
+    pub planned_again: usize,
+    /// Rows of the cancelled intents still in the file, left PENDING for the next merge.
+    pub pending_again: usize,
+}
+
+/// The batch's orders that hold a row an input file does not have, by what the next merge of
+/// that file does with them ([`Ledger::orders_outside_file`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OutsideFile {
+    /// Intents never sent: the merge cancels them ([`merge::Merge::cancelling`]).
+    pub to_cancel: BTreeSet<i64>,
+    /// Every other order (sent, in doubt, or answered): followed whatever the file says.
+    pub followed: BTreeSet<i64>,
+    /// The rows the file does not have in intents to cancel (to be REMOVED): how many, and the
+    /// first [`OutsideFile::NAMED`] references.
+    pub unsent_rows: (usize, Vec<String>),
+    /// The rows the file does not have in orders followed (already sent): how many, and the
+    /// first [`OutsideFile::NAMED`] references.
+    pub sent_rows: (usize, Vec<String>),
+}
+
+impl OutsideFile {
+    /// Rows named at most in each list.
+    pub const NAMED: usize = 5;
+
+    fn name(list: &mut (usize, Vec<String>), reference: String) {
+        list.0 += 1;
+        if list.1.len() < Self::NAMED {
+            list.1.push(reference);
+        }
+    }
 }
 
 /// One order to plan: its key and exact body (its rows: [`merge::Merge::plan`]).
@@ -736,6 +774,15 @@ impl Ledger {
         Ok(())
     }
 
+    /// How many merges of an input file the batch has had: the rows of the latest file have
+    /// this number ([`RowRecord::merged`]).
+    pub fn merges(&self, batch_id: i64) -> Result<i64> {
+        self.conn
+            .prepare_cached("SELECT merges FROM batches WHERE id = ?1")
+            .and_then(|mut st| st.query_row([batch_id], |r| r.get(0)))
+            .map_err(sqlerr(&self.path))
+    }
+
     /// The reference of a row, by id.
     pub fn row_reference(&self, row_id: i64) -> Result<Option<String>> {
         self.conn
@@ -777,7 +824,7 @@ impl Ledger {
     pub fn send_progress(&self, batch_id: i64) -> Result<SendProgress> {
         let orders: Vec<(i64, i64)> = self.select_all(
             "SELECT COUNT(*), COALESCE(SUM(state = 'INTENT'), 0) FROM orders \
-             WHERE batch_id = ?1 AND (sends > 0 OR state != 'INTENT')",
+             WHERE batch_id = ?1 AND (sends > 0 OR state NOT IN ('INTENT', 'CANCELLED'))",
             [batch_id],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )?;
@@ -853,6 +900,76 @@ impl Ledger {
                 params![batch_id, unsettled as i64],
             )
             .map(drop)
+            .map_err(sqlerr(&self.path))
+    }
+
+    /// The batch's orders that hold a row an input file does not have (`in_file` says which
+    /// references the file has; see [`OutsideFile`]). Cheap for a batch of a million rows: the
+    /// references are read from their index alone, and only the rows the file lacks are looked
+    /// up, with their orders.
+    pub fn orders_outside_file(
+        &self,
+        batch_id: i64,
+        mut in_file: impl FnMut(&str) -> bool,
+    ) -> Result<OutsideFile> {
+        let mut references = self
+            .conn
+            .prepare_cached("SELECT reference FROM rows WHERE batch_id = ?1")
+            .map_err(sqlerr(&self.path))?;
+        let mut lookup = self
+            .conn
+            .prepare_cached(
+                "SELECT r.state, o.id, o.state, o.sends = 0 AND o.last_sent_at IS NULL
+                 FROM rows r JOIN orders o ON o.id = r.order_id
+                 WHERE r.batch_id = ?1 AND r.reference = ?2",
+            )
+            .map_err(sqlerr(&self.path))?;
+        let mut cursor = references.query([batch_id]).map_err(sqlerr(&self.path))?;
+        let mut out = OutsideFile::default();
+        while let Some(r) = cursor.next().map_err(sqlerr(&self.path))? {
+            let reference: String = r.get(0).map_err(sqlerr(&self.path))?;
+            if in_file(&reference) {
+                continue;
+            }
+            let found = lookup
+                .query_row(params![batch_id, reference], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, bool>(3)?,
+                    ))
+                })
+                .optional()
+                .map_err(sqlerr(&self.path))?;
+            let Some((row_state, order, order_state, never_sent)) = found else {
+                continue;
+            };
+            let (row_state, order_state): (RowState, OrderState) =
+                (parse_state(&row_state)?, parse_state(&order_state)?);
+            match (row_state, order_state) {
+                (RowState::Removed, _) | (_, OrderState::Cancelled) => {}
+                (RowState::Planned, OrderState::Intent) if never_sent => {
+                    out.to_cancel.insert(order);
+                    OutsideFile::name(&mut out.unsent_rows, reference);
+                }
+                _ => {
+                    out.followed.insert(order);
+                    OutsideFile::name(&mut out.sent_rows, reference);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The idempotency key and exact body of order `order_id`, read one at a time.
+    pub fn order_key_and_body(&self, order_id: i64) -> Result<Option<(String, Vec<u8>)>> {
+        self.conn
+            .prepare_cached("SELECT idempotency_key, body FROM orders WHERE id = ?1")
+            .and_then(|mut st| {
+                st.query_row([order_id], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()
+            })
             .map_err(sqlerr(&self.path))
     }
 
@@ -1276,7 +1393,8 @@ pub struct EventRecord {
 const ROW_COLUMNS: &str = "rows.id, rows.reference, rows.position, rows.line, rows.fields,
     rows.spec, rows.content_hash, rows.state, rows.attempt, rows.order_id, rows.item_index,
     rows.item_id, rows.payout_url, rows.price, rows.discount, rows.error_type,
-    rows.error_message, rows.completed_at, rows.debited_amount, rows.debited_currency";
+    rows.error_message, rows.completed_at, rows.debited_amount, rows.debited_currency,
+    rows.merged";
 
 /// A row as [`ROW_COLUMNS`] select it, with its state still as text.
 fn row_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<(RowRecord, String)> {
@@ -1303,6 +1421,7 @@ fn row_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<(RowRecord, String)> {
             completed_at: r.get(17)?,
             debited_amount: r.get(18)?,
             debited_currency: r.get(19)?,
+            merged: r.get(20)?,
         },
         r.get(7)?,
     ))
@@ -1451,7 +1570,9 @@ fn event(
 /// not allow, or a paid (or in-flight) state without the service's order id.
 fn check_order_transition(current: &OrderRecord, t: &Transition<'_>) -> Result<()> {
     let (order_id, to) = (current.id, t.to);
-    if !current.state.can_become(to) {
+    // An intent is cancelled only by the merge of a file that no longer has one of its rows,
+    // which takes its rows out of it (`merge::Merge::close`).
+    if !current.state.can_become(to) || to == OrderState::Cancelled {
         return Err(LedgerError::Transition {
             subject: "order",
             id: order_id,

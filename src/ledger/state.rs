@@ -21,7 +21,8 @@ pub enum RowState {
     Rejected,
     /// Did not pass validation (`--skip-invalid`); never submitted.
     Invalid,
-    /// Left out of a later version of the input file before it was submitted.
+    /// Left out of a later version of the input file before it was sent: never in an order, or
+    /// in an intent never sent, which was cancelled.
     Removed,
     /// Its order was answered finished, but not as it was sent (other items, amounts,
     /// currencies, delivery or payment method, or the id of another order): a person must
@@ -46,6 +47,10 @@ pub enum OrderState {
     Rejected,
     /// Answered finished, but not as it was sent (see [`RowState::Mismatch`]).
     Mismatch,
+    /// An intent never sent (`sends = 0`) holding a row that a later version of the input file
+    /// no longer has: never to be sent. Its rows left it: the row taken out is REMOVED, the
+    /// others PENDING, to be planned again under new keys.
+    Cancelled,
 }
 
 impl RowState {
@@ -99,7 +104,12 @@ impl RowState {
             (Pending, Planned)
                 | (Pending, Invalid)
                 | (Pending, Removed)
+                // Only with its intent, never sent, cancelled: the row taken out of the file
+                // is REMOVED, the others are planned again.
+                | (Planned, Removed)
+                | (Planned, Pending)
                 | (Invalid, Pending)
+                | (Invalid, Removed)
                 | (Removed, Pending)
                 | (Removed, Invalid)
                 | (Planned, Submitted)
@@ -127,6 +137,16 @@ impl RowState {
 }
 
 impl OrderState {
+    pub const ALL: [OrderState; 7] = [
+        OrderState::Intent,
+        OrderState::Accepted,
+        OrderState::Completed,
+        OrderState::Failed,
+        OrderState::Rejected,
+        OrderState::Mismatch,
+        OrderState::Cancelled,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             OrderState::Intent => "INTENT",
@@ -135,6 +155,7 @@ impl OrderState {
             OrderState::Failed => "FAILED",
             OrderState::Rejected => "REJECTED",
             OrderState::Mismatch => "MISMATCH",
+            OrderState::Cancelled => "CANCELLED",
         }
     }
 
@@ -145,6 +166,7 @@ impl OrderState {
                 | OrderState::Failed
                 | OrderState::Rejected
                 | OrderState::Mismatch
+                | OrderState::Cancelled
         )
     }
 
@@ -161,6 +183,9 @@ impl OrderState {
                 | (Accepted, Failed)
                 | (Intent, Mismatch)
                 | (Accepted, Mismatch)
+                // Never sent (`sends = 0`, checked by the ledger), and a row of it is no
+                // longer in the input file.
+                | (Intent, Cancelled)
         )
     }
 }
@@ -174,6 +199,8 @@ pub fn row_state_for(order: OrderState) -> RowState {
         OrderState::Failed => RowState::Failed,
         OrderState::Rejected => RowState::Rejected,
         OrderState::Mismatch => RowState::Mismatch,
+        // The rows leave a cancelled intent: REMOVED (taken out of the file) or PENDING.
+        OrderState::Cancelled => RowState::Removed,
     }
 }
 
@@ -194,17 +221,10 @@ impl FromStr for RowState {
 impl FromStr for OrderState {
     type Err = UnknownState;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        [
-            OrderState::Intent,
-            OrderState::Accepted,
-            OrderState::Completed,
-            OrderState::Failed,
-            OrderState::Rejected,
-            OrderState::Mismatch,
-        ]
-        .into_iter()
-        .find(|st| st.as_str() == s)
-        .ok_or_else(|| UnknownState(s.to_string()))
+        OrderState::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| UnknownState(s.to_string()))
     }
 }
 
@@ -228,9 +248,41 @@ mod tests {
     fn paid_rows_never_go_back() {
         for to in RowState::ALL {
             assert!(!RowState::Completed.can_become(to), "COMPLETED -> {to}");
-            assert!(!RowState::Submitted.can_become(RowState::Pending));
-            assert!(!RowState::Planned.can_become(RowState::Pending));
         }
+        for to in [RowState::Pending, RowState::Removed, RowState::Invalid] {
+            assert!(!RowState::Submitted.can_become(to), "SUBMITTED -> {to}");
+        }
+    }
+
+    /// Only an intent can be cancelled, and a cancelled intent never becomes anything else; its
+    /// rows leave it, REMOVED or PENDING, and only a PLANNED row can leave an order that way.
+    #[test]
+    fn only_an_intent_is_cancelled_and_its_rows_are_removed_or_planned_again() {
+        for from in OrderState::ALL {
+            assert_eq!(
+                from.can_become(OrderState::Cancelled),
+                from == OrderState::Intent,
+                "{from} -> CANCELLED"
+            );
+            assert!(
+                !OrderState::Cancelled.can_become(from),
+                "CANCELLED -> {from}"
+            );
+        }
+        assert!(OrderState::Cancelled.is_terminal());
+        assert!(RowState::Planned.can_become(RowState::Removed));
+        assert!(RowState::Planned.can_become(RowState::Pending));
+        // A row sent, or answered, stays with its order.
+        for from in [
+            RowState::Submitted,
+            RowState::Completed,
+            RowState::Failed,
+            RowState::Rejected,
+            RowState::Mismatch,
+        ] {
+            assert!(!from.can_become(RowState::Removed), "{from} -> REMOVED");
+        }
+        assert_eq!(row_state_for(OrderState::Cancelled), RowState::Removed);
     }
 
     #[test]
@@ -252,6 +304,13 @@ mod tests {
         for s in RowState::ALL {
             assert_eq!(s.as_str().parse::<RowState>().unwrap(), s);
         }
+        for s in OrderState::ALL {
+            assert_eq!(s.as_str().parse::<OrderState>().unwrap(), s);
+        }
+        assert_eq!(
+            "CANCELLED".parse::<OrderState>().unwrap(),
+            OrderState::Cancelled
+        );
         assert!("BOGUS".parse::<OrderState>().is_err());
     }
 }

@@ -21,7 +21,7 @@ use crate::input::rules::{CatalogIndex, Problem, Problems, RowSpec, ValidateOpti
 use crate::input::scan;
 use crate::ledger::{Ledger, RowState};
 
-use super::start::{check_binding, check_input, load_catalog};
+use super::start::{check_binding, check_input, load_catalog, outside_file, plan_digest};
 
 pub use crate::batch::funds::BalanceCheck;
 
@@ -183,6 +183,37 @@ pub async fn estimate_converted(client: &Client, totals: &mut Totals) {
     }
 }
 
+/// What the ledger holds of an existing batch for rows the file no longer has, and what the
+/// run does with it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct TakenOut {
+    /// Intents never sent that hold such rows: the run cancels them, and plans the rows of
+    /// them still in the file again.
+    pub intents_cancelled: usize,
+    /// Those rows (REMOVED by the run, never sent): how many, and the first few.
+    pub rows_removed: usize,
+    pub rows_removed_named: Vec<String>,
+    /// Orders already sent (in doubt, accepted or finished) that hold such rows: followed
+    /// whatever the file says, and part of the plan digest.
+    pub orders_followed: usize,
+    /// Those rows: how many, and the first few.
+    pub rows_sent: usize,
+    pub rows_sent_named: Vec<String>,
+}
+
+impl TakenOut {
+    fn of(outside: &crate::ledger::OutsideFile) -> Self {
+        TakenOut {
+            intents_cancelled: outside.to_cancel.len(),
+            rows_removed: outside.unsent_rows.0,
+            rows_removed_named: outside.unsent_rows.1.clone(),
+            orders_followed: outside.followed.len(),
+            rows_sent: outside.sent_rows.0,
+            rows_sent_named: outside.sent_rows.1.clone(),
+        }
+    }
+}
+
 /// Everything `paybatch validate` reports.
 #[derive(Debug, Clone, Serialize)]
 pub struct Preview {
@@ -214,6 +245,8 @@ pub struct Preview {
     /// then warnings.
     #[serde(skip)]
     pub service: Option<(String, Vec<String>)>,
+    /// What the ledger holds for rows the file no longer has (an existing batch).
+    pub taken_out: TakenOut,
 }
 
 impl Preview {
@@ -240,6 +273,7 @@ impl Preview {
                 ..Repeats::default()
             },
             service: None,
+            taken_out: TakenOut::default(),
         }
     }
 
@@ -352,14 +386,19 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, RunError> {
         }
     };
     preview.repeats = checker.finish(&scanned.file_hash);
+    let outside = outside_file(&ledger, existing.as_ref(), &scanned)?;
+    preview.taken_out = TakenOut::of(&outside);
     preview.rows = scanned.rows;
     preview.valid_rows = scanned.valid_rows;
     preview.set_problems(scanned.problems);
     preview.totals = totals;
     estimate_converted(&conn.client, &mut preview.totals).await;
     preview.balance = check_balances(&conn.client, &preview.totals).await?;
-    if preview.is_valid() {
-        preview.digest = scanned.digest.map(|d| preview.repeats.fold_into(&d));
+    if preview.is_valid()
+        && let Some(file) = scanned.digest
+    {
+        let digest = plan_digest(&ledger, &outside, file)?;
+        preview.digest = Some(preview.repeats.fold_into(&digest));
     }
     Ok(preview)
 }

@@ -55,10 +55,19 @@ pub fn write_html(
     path: &Path,
     mut tally: html::Tally,
 ) -> Result<(), RunError> {
+    tally.latest_merge(ledger.merges(batch.id)?);
     ledger.visit_result_rows(batch.id, true, |row, order| {
         tally.add(&row, order.as_ref());
         Ok::<(), LedgerError>(())
     })?;
+    // The orders followed for rows the latest file no longer had are part of the plan digest,
+    // as `validate` made it.
+    let outside: Vec<i64> = tally.orders_outside().collect();
+    for id in outside {
+        if let Some((key, body)) = ledger.order_key_and_body(id)? {
+            tally.add_order_outside(&key, &body);
+        }
+    }
     let page = html::render_tally(
         batch,
         tally,

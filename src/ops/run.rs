@@ -38,7 +38,9 @@ use crate::input::rules::{CatalogIndex, Problems, ValidateOptions};
 use crate::input::scan;
 use crate::ledger::{self, Ledger};
 
-use super::start::{BatchOrigin, check_binding, check_input, load_catalog, open_batch};
+use super::start::{
+    BatchOrigin, check_binding, check_input, load_catalog, open_batch, outside_file, plan_digest,
+};
 
 /// Runs a batch to the end (or as far as it can go), resuming whatever the ledger holds.
 pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, RunError> {
@@ -165,6 +167,10 @@ async fn merge_file(
         None => {
             let (scanned, drawn, repeats) =
                 first_pass(opts, products, options, (&ledger, earlier), reporter)?;
+            // What the ledger holds for rows the file does not have: intents never sent to
+            // cancel, orders sent to follow (part of the plan digest).
+            let outside = outside_file(&ledger, existing.as_ref(), &scanned)?;
+            check_digest(opts, &ledger, &scanned, (&outside, &repeats), reporter)?;
             // The balances are read before the ledger is written (no request while the merge
             // is open); whether they are enough is decided once the merge knows what is new
             // to pay.
@@ -183,6 +189,7 @@ async fn merge_file(
                 products,
                 balances,
                 repeats.skipped(),
+                &outside.to_cancel,
                 opts,
             )?;
             (scanned, batch, merged, None)
@@ -403,8 +410,7 @@ fn tell_validated(rows: usize, valid_rows: usize, reporter: &Reporter) {
 /// The first pass over the file: every row checked, nothing written. Returns what it found and
 /// the balances the file draws on (card-paid rows and converted prices do not count). An
 /// invalid file stops here (unless `--skip-invalid`), and so does a file whose rows other
-/// batches of the ledger have (unless `--allow-repeats` or `--skip-repeats`: [`repeats`]) and
-/// a file that is not the plan a person approved (`--expect-digest`).
+/// batches of the ledger have (unless `--allow-repeats` or `--skip-repeats`: [`repeats`]).
 fn first_pass(
     opts: &RunOptions,
     products: &[Product],
@@ -460,22 +466,23 @@ fn first_pass(
     if repeats.refuses() {
         return Err(repeats.refusal(&batch_name));
     }
-    let mut scanned = scanned;
-    scanned.digest = scanned.digest.map(|d| repeats.fold_into(&d));
-    check_digest(opts, &scanned, reporter)?;
     Ok((scanned, drawn.into_iter().collect(), repeats))
 }
 
 /// `--expect-digest`: only the plan a person approved is paid (checked before the ledger
-/// batch is touched).
+/// batch is touched). The digest is the one `validate` shows: the file's, with the orders the
+/// ledger follows for rows the file does not have (`outside`).
 fn check_digest(
     opts: &RunOptions,
+    ledger: &Ledger,
     scanned: &scan::Scan,
+    (outside, repeats): (&ledger::OutsideFile, &Repeats),
     reporter: &Reporter,
 ) -> Result<(), RunError> {
-    let (Some(expected), Some(actual)) = (&opts.expect_digest, &scanned.digest) else {
+    let (Some(expected), Some(file)) = (&opts.expect_digest, &scanned.digest) else {
         return Ok(());
     };
+    let actual = &repeats.fold_into(&plan_digest(ledger, outside, file.clone())?);
     if !scan::digests_match(expected, actual) {
         return Err(RunError::Refused {
             message: format!(
@@ -528,20 +535,60 @@ fn tell_plan(merged: &Merged, opts: &RunOptions, valid_rows: usize, reporter: &R
     if !removed.is_empty() {
         let (rows, are) = named_rows(&removed);
         reporter.alert(format!(
-            "{rows} {are} no longer in the input file and {} never submitted: marked REMOVED",
+            "{rows} {are} no longer in the input file and {} never sent: marked REMOVED",
             if removed.len() == 1 { "was" } else { "were" }
         ));
     }
-    let followed = &merged.report.missing_but_submitted;
+    let report = &merged.report;
+    if !report.cancelled.is_empty() {
+        let n = report.cancelled.len();
+        let mut text = format!(
+            "{n} {} never sent held rows no longer in the input file: cancelled, never to be sent",
+            if n == 1 { "intent" } else { "intents" }
+        );
+        if report.planned_again > 0 {
+            text.push_str(&format!(
+                "; {} of {} rows still in the file {} planned again into new orders",
+                report.planned_again,
+                if n == 1 { "its" } else { "their" },
+                if report.planned_again == 1 {
+                    "is"
+                } else {
+                    "are"
+                }
+            ));
+        }
+        if report.pending_again > 0 {
+            text.push_str(&format!(
+                "; {} of {} rows {} PENDING: the next run plans them",
+                report.pending_again,
+                if n == 1 { "its" } else { "their" },
+                if report.pending_again == 1 {
+                    "is"
+                } else {
+                    "are"
+                }
+            ));
+        }
+        reporter.alert(text);
+    }
+    let followed = &report.missing_but_submitted;
     if !followed.is_empty() {
         let refs: Vec<&str> = followed.iter().map(|(r, _)| r.as_str()).collect();
         let (rows, are) = named_rows(&refs);
-        let states: std::collections::BTreeSet<String> =
-            followed.iter().map(|(_, s)| s.to_string()).collect();
+        // A PLANNED row here is in an intent in doubt: one never sent would have been
+        // cancelled.
+        let states: std::collections::BTreeSet<String> = followed
+            .iter()
+            .map(|(_, s)| match s {
+                ledger::RowState::Planned => "in doubt: sent, no answer recorded".to_string(),
+                other => other.to_string(),
+            })
+            .collect();
         reporter.alert(format!(
-            "{rows} {are} no longer in the input file but {} already in an order ({}): still followed",
+            "{rows} {are} no longer in the input file but {} already sent ({}): still followed",
             if refs.len() == 1 { "was" } else { "were" },
-            states.into_iter().collect::<Vec<_>>().join(", ")
+            states.into_iter().collect::<Vec<_>>().join(", "),
         ));
     }
     if merged.orders > 0 {

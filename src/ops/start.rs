@@ -63,6 +63,40 @@ pub fn check_binding(b: &ledger::BatchRecord, conn: &Connection) -> Result<(), R
     Ok(())
 }
 
+/// What the batch's ledger holds for rows the file does not have ([`ledger::OutsideFile`]):
+/// nothing for a batch new to the ledger.
+pub fn outside_file(
+    ledger: &Ledger,
+    batch: Option<&ledger::BatchRecord>,
+    scanned: &scan::Scan,
+) -> Result<ledger::OutsideFile, RunError> {
+    match batch {
+        Some(b) => Ok(ledger.orders_outside_file(b.id, |r| scanned.has_reference(r))?),
+        None => Ok(ledger::OutsideFile::default()),
+    }
+}
+
+/// The plan digest of a file whose own digest is `file` ([`scan::PlanDigest`]), with the
+/// orders followed for rows it does not have (`outside`, see [`scan::plan_digest`]): what
+/// `validate` shows and `run --expect-digest` insists on, made the same way from the same
+/// ledger and file.
+pub fn plan_digest(
+    ledger: &Ledger,
+    outside: &ledger::OutsideFile,
+    file: String,
+) -> Result<String, RunError> {
+    let mut orders = scan::OrdersOutside::default();
+    for &id in &outside.followed {
+        let (key, body) = ledger.order_key_and_body(id)?.ok_or_else(|| {
+            RunError::Ledger(ledger::LedgerError::Corrupt(format!(
+                "order {id} vanished while it was read"
+            )))
+        })?;
+        orders.add(&key, &body);
+    }
+    Ok(scan::plan_digest(file, orders))
+}
+
 /// The ledger's batch: the existing one, now bound to this file, or a new one.
 pub fn open_batch(
     ledger: &mut Ledger,
