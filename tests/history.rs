@@ -176,6 +176,15 @@ async fn a_reference_is_found_with_its_batch_and_no_link() {
         assert!(!output_of(&out).contains(link.as_str()), "{text}");
     }
 
+    // Planned, never sent: not paid.
+    let out = history(&ws, &["--reference", "JAN-1"]).await;
+    assert!(
+        stdout(&out)
+            .starts_with("reference JAN-1: not paid: 1 payout in this ledger, not completed\n"),
+        "{}",
+        stdout(&out)
+    );
+
     // Both: the rows that match both.
     let out = history(
         &ws,

@@ -194,11 +194,12 @@ fn print_history(h: &History, ledger: &str) {
             }
         }
         None => outln!(
-            "{who}: not paid: none of the {} found in this ledger completed",
+            "{who}: not paid: {} in this ledger, {} completed",
             match h.payouts.len() {
                 1 => "1 payout".to_string(),
                 n => format!("{n} payouts"),
-            }
+            },
+            if h.payouts.len() == 1 { "not" } else { "none" }
         ),
     }
     for note in notes(h) {
