@@ -130,6 +130,11 @@ impl Ledger {
     /// within a batch, whatever its state. By reference: one look-up in each batch's index of
     /// references. By email alone: one scan of the rows' content (rows that failed validation
     /// have none recorded and are found by reference only).
+    ///
+    /// Measured on a ledger of 1,000,000 rows (one batch from `gen_batch 1000000`, planned with
+    /// `--plan-only`, 640 MB), release build, on 2 cores shared with other builds (load average
+    /// about 8): `paybatch history --email` 1.1 to 1.7 s, 32 MB peak, most of it SQLite reading
+    /// each row's JSON; `--reference` 0.15 to 0.27 s.
     pub fn payouts(&self, query: &PayoutQuery) -> Result<Vec<PayoutRecord>> {
         let ids = match (query.reference(), query.email()) {
             (Some(reference), _) => self.rows_with_reference(reference)?,
