@@ -253,7 +253,7 @@ fn notes(h: &History) -> Vec<String> {
     if k > 0 {
         notes.push(format!("{k} not paid ({which})"));
     }
-    let (k, which) = n(&[RowState::Invalid, RowState::Removed]);
+    let (k, which) = n(&[RowState::Invalid, RowState::Removed, RowState::Skipped]);
     if k > 0 {
         notes.push(format!("{k} never sent ({which})"));
     }
