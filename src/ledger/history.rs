@@ -133,8 +133,8 @@ impl Ledger {
     ///
     /// Measured on a ledger of 1,000,000 rows (one batch from `gen_batch 1000000`, planned with
     /// `--plan-only`, 640 MB), release build, on 2 cores shared with other builds (load average
-    /// about 8): `paybatch history --email` 1.1 to 1.7 s, 32 MB peak, most of it SQLite reading
-    /// each row's JSON; `--reference` 0.15 to 0.27 s.
+    /// 7 to 8): `paybatch history --email` 1.0 to 1.7 s, 32 MB peak, most of it SQLite reading
+    /// each row's JSON; `--reference` 0.1 to 0.3 s.
     pub fn payouts(&self, query: &PayoutQuery) -> Result<Vec<PayoutRecord>> {
         let ids = match (query.reference(), query.email()) {
             (Some(reference), _) => self.rows_with_reference(reference)?,
