@@ -1,6 +1,6 @@
-//! The read-only commands (`status`, `report`, `balance`, `catalog list`, `config`) create no
-//! ledger where there is none, and say what is missing, through the real binary in an empty
-//! temporary directory (on the embedded simulator: nothing leaves the machine).
+//! The read-only commands (`status`, `report`, `history`, `balance`, `catalog list`, `config`)
+//! create no ledger where there is none, and say what is missing, through the real binary in an
+//! empty temporary directory (on the embedded simulator: nothing leaves the machine).
 
 mod common;
 
@@ -28,10 +28,11 @@ fn files(ws: &Workspace) -> Vec<String> {
     out
 }
 
-const COMMANDS: [&[&str]; 6] = [
+const COMMANDS: [&[&str]; 7] = [
     &["status"],
     &["status", "--batch", "nov"],
     &["report", "--batch", "nov"],
+    &["history", "--email", "jane.doe@example.com"],
     &["balance"],
     &["catalog", "list"],
     &["config"],

@@ -200,6 +200,23 @@ const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
         ],
     ),
     (
+        "history",
+        &[
+            (
+                "Did we pay this person already? Every payout to the address, in any batch",
+                "paybatch history --email jane.doe@example.com",
+            ),
+            (
+                "Every payout under one reference, as JSON",
+                "paybatch history --reference EMP-1042-2026-11 --json",
+            ),
+            (
+                "In another ledger",
+                "paybatch history --email jane.doe@example.com --ledger /srv/paybatch/paybatch.db",
+            ),
+        ],
+    ),
+    (
         "retry",
         &[
             (

@@ -30,6 +30,7 @@ pub mod balance;
 pub mod catalog;
 pub mod completions;
 pub mod config;
+pub mod history;
 pub mod man;
 pub mod ping;
 pub mod plan;
@@ -107,6 +108,9 @@ pub enum Command {
     /// Rebuild a batch's result CSV from the ledger; write an HTML report.
     #[command(long_about = report::LONG_ABOUT, after_help = man::examples_help("report"))]
     Report(report::ReportArgs),
+    /// Every payout to one recipient or reference, across all batches: did we pay them already?
+    #[command(long_about = history::LONG_ABOUT, after_help = man::examples_help("history"))]
+    History(history::HistoryArgs),
     /// Make FAILED and REJECTED rows of a batch eligible again (new attempt, new key).
     #[command(after_help = man::examples_help("retry"))]
     Retry(retry::RetryArgs),
@@ -147,6 +151,7 @@ impl Command {
             Command::Validate(a) => Some(&mut a.plan.service),
             Command::Status(a) => Some(&mut a.service),
             Command::Report(a) => Some(&mut a.service),
+            Command::History(a) => Some(&mut a.service),
             Command::Retry(a) => Some(&mut a.service),
             Command::Reconcile(a) => Some(&mut a.service),
             Command::Balance(a) => Some(&mut a.service),
@@ -446,6 +451,7 @@ pub async fn dispatch(cli: Cli) -> i32 {
         Command::Validate(args) => validate::execute(args, quiet).await,
         Command::Status(args) => status::execute(args).await,
         Command::Report(args) => report::execute(args, quiet).await,
+        Command::History(args) => history::execute(args).await,
         Command::Retry(args) => retry::execute(args).await,
         Command::Ping(args) => ping::execute(args).await,
         Command::Reconcile(args) => reconcile::execute(args).await,

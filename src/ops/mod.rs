@@ -7,8 +7,10 @@
 //! - [`reconcile::reconcile_batch`]: the ledger against the service's orders, and
 //!   [`reconcile::rebuild`] of a lost ledger from the service and the input file;
 //! - [`retry::retry`]: failed and rejected rows made payable again under new keys;
-//! - [`report`]: the result file (to a file or any writer) and the HTML report of a batch.
+//! - [`report`]: the result file (to a file or any writer) and the HTML report of a batch;
+//! - [`history::history`]: every payout to one recipient or reference, across all batches.
 
+pub mod history;
 pub mod preview;
 pub mod reconcile;
 pub mod report;
