@@ -12,6 +12,9 @@
 #                                          with the same ledger where they are another service's
 #   scripts/bench.sh pacing [RATE] [ORDERS]
 #                                          the sustained order rate against a simulator limit
+#   scripts/bench.sh window [ORDERS] [RUNS]
+#                                          the read of the service's order window (30 days) that
+#                                          a new batch makes first, over ORDERS orders
 #   scripts/bench.sh smoke                 tiny versions of every mode (CI: checks they work)
 # Polling (5: status requests per order) is printed by naive and large.
 # Needs: cargo, python3, sqlite3, curl, jq, bc (Debian packages).
@@ -32,13 +35,15 @@ trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 # honoured.
 target=${CARGO_TARGET_DIR:-$PWD/target}
 if [ "${PAYBATCH_BENCH_PROFILE:-release}" = dev ]; then
-  cargo build --quiet --bin paybatch --example gen_batch
+  cargo build --quiet --bin paybatch --example gen_batch --example read_window
   bin=$target/debug/paybatch
   gen=$target/debug/examples/gen_batch
+  reader=$target/debug/examples/read_window
 else
-  cargo build --release --quiet --bin paybatch --example gen_batch
+  cargo build --release --quiet --bin paybatch --example gen_batch --example read_window
   bin=$target/release/paybatch
   gen=$target/release/examples/gen_batch
+  reader=$target/release/examples/read_window
 fi
 big=100000000000
 # The service as benchmarks 1 to 3 meet it: the simulator's default limit (300 order creations
@@ -314,6 +319,34 @@ pacing() {
   stop_sim
 }
 
+# The read of the service's order window a batch new to a ledger makes before it sends anything
+# (src/batch/window.rs): ORDERS finished orders of the last 20 days (`sim serve --seed-orders`,
+# a fifth each of three paybatch forms and two others), every request answered after 100 ms,
+# read RUNS times by examples/read_window.rs (a read changes nothing: one simulator for all
+# runs). The read needs ORDERS / 500 pages, one after the other (each page's cursor comes with
+# it); for 20,000 orders the target is at most 40 pages and 5 s.
+window_read() {
+  local orders=${1:-20000} runs=${2:-3} k i line pages secs kept naming want
+  local -a times=()
+  want=$(( (orders + 499) / 500 ))
+  start_sim --latency-ms 100 --seed-orders "$orders"
+  k=$(key_file)
+  for i in $(seq 1 "$runs"); do
+    line=$("$reader" "$base" "$k" seed-1)
+    echo "  window run $i: $line" >&2
+    pages=$(echo "$line" | grep -o 'pages=[0-9]*' | cut -d= -f2)
+    secs=$(echo "$line" | grep -o 'seconds=[0-9.]*' | cut -d= -f2)
+    kept=$(echo "$line" | grep -o 'kept=[0-9]*' | cut -d= -f2)
+    naming=$(echo "$line" | grep -o 'naming=[0-9]*' | cut -d= -f2)
+    times+=("$secs")
+    if [ "$pages" != "$want" ] || ! echo "$line" | grep -q 'complete=true'; then
+      echo "window: read $pages pages (want $want), or not complete: $line" >&2; stop_sim; return 1
+    fi
+  done
+  stop_sim
+  echo "window: orders=$orders runs=$runs pages=$pages took=$(median "${times[@]}")s (${times[*]}) kept=$kept seed-1-orders=$naming latency=100ms"
+}
+
 case "$mode" in
   naive) naive_vs "${2:-300}" "${3:-3}" ;;
   large | e2e) large "${2:-100000}" "${3:-3}" ;;
@@ -321,12 +354,14 @@ case "$mode" in
   local) local_cost "${2:-1000000}"; stop_sim ;;
   repeats) repeat_cost "${2:-1000000}" "${3:-3}"; stop_sim ;;
   pacing) pacing "${2:-600}" "${3:-}" ;;
+  window) window_read "${2:-20000}" "${3:-3}" ;;
   smoke)
     local_cost 2000; stop_sim
     repeat_cost 2000 1; stop_sim
     pacing 20 20
     if command -v python3 > /dev/null; then naive_vs 6 1; else echo "naive: skipped, no python3"; fi
     large 500 1
-    backtoback 6 ;;
-  *) echo "usage: $0 naive|large|backtoback|local|repeats|pacing|smoke [N...]" >&2; exit 2 ;;
+    backtoback 6
+    window_read 1200 1 ;;
+  *) echo "usage: $0 naive|large|backtoback|local|repeats|pacing|window|smoke [N...]" >&2; exit 2 ;;
 esac

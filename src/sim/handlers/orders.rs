@@ -6,14 +6,21 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
-use serde_json::{Value, json};
+use serde::Serialize;
 
 use super::Shared;
 use super::answers::{done, injected_server_error, internal, json, not_found, pagination_error};
 use super::context::enter;
 use super::query::{Position, Query, cursor, pagination};
-use crate::api::models::OrderStatus;
+use crate::api::models::{OrderStatus, Pagination};
 use crate::sim::orders;
+
+/// A page of the order list.
+#[derive(Serialize)]
+struct OrderListPage<'a> {
+    items: Vec<orders::ListEntry<'a>>,
+    pagination: Pagination,
+}
 
 /// Page size of the order list when `limit` is absent.
 const DEFAULT_ORDER_PAGE: u32 = 100;
@@ -55,7 +62,7 @@ pub(super) async fn list_orders(
                 .older
                 .then(|| page.orders.last().map(|o| o.seq))
                 .flatten();
-            let items: Vec<Value> = page
+            let items: Vec<orders::ListEntry<'_>> = page
                 .orders
                 .iter()
                 .map(|o| orders::list_entry(o, sim.config.list_metadata))
@@ -65,10 +72,7 @@ pub(super) async fn list_orders(
                 before.map(|k| cursor(ORDER_CURSOR, &k.to_string())),
                 after.map(|k| cursor(ORDER_CURSOR, &k.to_string())),
             );
-            Ok(json(
-                200,
-                &json!({"items": items, "pagination": pagination}),
-            ))
+            Ok(json(200, &OrderListPage { items, pagination }))
         }
         .await,
     )

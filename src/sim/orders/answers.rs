@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Months};
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use crate::api::models::{OrderStatus, PaymentMethod};
@@ -167,18 +168,116 @@ pub(crate) fn partial_order(o: &OrderRow) -> Value {
 
 /// An element of the order list: the basic details of a finished order, `{id, status,
 /// message}` of a processing one. With `with_metadata` (the older list), every order has the
-/// basic details and its `metadata` (`{}` when it has none).
-pub(crate) fn list_entry(o: &OrderRow, with_metadata: bool) -> Value {
-    if !with_metadata {
-        if o.status == OrderStatus::Processing {
-            return partial_order(o);
-        }
-        return Value::Object(basic(o));
+/// basic details and its `metadata` (`{}` when it has none). Serialised as it stands (a page
+/// holds up to 500), in the field order of the full shape.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub(crate) enum ListEntry<'a> {
+    Partial {
+        id: &'a str,
+        status: &'static str,
+        message: &'static str,
+    },
+    Basic {
+        id: &'a str,
+        status: &'static str,
+        created_at: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        completed_at: Option<&'a str>,
+        description: Option<&'a str>,
+        payment_method: &'a PaymentMethod,
+        currency: &'a str,
+        total_price: String,
+        total_discount: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        metadata: Option<&'a BTreeMap<String, String>>,
+    },
+}
+
+/// The `metadata` of the older list's entry of an order without any.
+static NO_METADATA: BTreeMap<String, String> = BTreeMap::new();
+
+/// The list's entry of `o` (see [`ListEntry`]).
+pub(crate) fn list_entry(o: &OrderRow, with_metadata: bool) -> ListEntry<'_> {
+    if !with_metadata && o.status == OrderStatus::Processing {
+        return ListEntry::Partial {
+            id: &o.id,
+            status: o.status.as_str(),
+            message: PROCESSING_MESSAGE,
+        };
     }
-    let mut m = basic(o);
-    m.insert(
-        "metadata".into(),
-        serde_json::to_value(o.metadata.clone().unwrap_or_default()).unwrap_or(Value::Null),
-    );
-    Value::Object(m)
+    ListEntry::Basic {
+        id: &o.id,
+        status: o.status.as_str(),
+        created_at: &o.created_at,
+        completed_at: o.completed_at.as_deref(),
+        description: o.description.as_deref(),
+        payment_method: &o.payment_method,
+        currency: &o.currency,
+        total_price: o.total_price.to_string(),
+        total_discount: o.total_discount.to_string(),
+        metadata: with_metadata.then(|| o.metadata.as_ref().unwrap_or(&NO_METADATA)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::models::PaymentMethodType;
+    use rust_decimal::Decimal;
+
+    fn order(status: OrderStatus, metadata: Option<BTreeMap<String, String>>) -> OrderRow {
+        OrderRow {
+            seq: 1,
+            id: "O-1".into(),
+            key_fingerprint: "fp".into(),
+            idempotency_key: "k".into(),
+            status,
+            outcome: OrderStatus::Completed,
+            created_at: "2026-11-01T10:00:00.000Z".into(),
+            created_ms: 0,
+            due_ms: 0,
+            completed_at: (status != OrderStatus::Processing)
+                .then(|| "2026-11-01T10:00:02.000Z".into()),
+            description: (metadata.is_some()).then(|| "d \"quoted\"".into()),
+            metadata,
+            payment_method: PaymentMethod {
+                kind: PaymentMethodType::AccountBalance,
+                card_id: None,
+                currency: Some("USD".into()),
+            },
+            currency: "USD".into(),
+            total_price: Decimal::new(980, 2),
+            total_discount: Decimal::new(20, 2),
+            fx: Value::Null,
+            message: None,
+            items: vec![],
+        }
+    }
+
+    /// The list's entries are the basic details of the full shape, field for field.
+    #[test]
+    fn list_entries_are_the_basic_details() {
+        let meta = BTreeMap::from([("paybatch_batch".to_string(), "nov".to_string())]);
+        for o in [
+            order(OrderStatus::Completed, Some(meta.clone())),
+            order(OrderStatus::Failed, None),
+            order(OrderStatus::Processing, Some(meta)),
+        ] {
+            let entry = serde_json::to_string(&list_entry(&o, false)).unwrap();
+            let expected = if o.status == OrderStatus::Processing {
+                partial_order(&o)
+            } else {
+                Value::Object(basic(&o))
+            };
+            assert_eq!(entry, serde_json::to_string(&expected).unwrap());
+            let mut older = basic(&o);
+            older.insert(
+                "metadata".into(),
+                serde_json::to_value(o.metadata.clone().unwrap_or_default()).unwrap(),
+            );
+            let entry = serde_json::to_string(&list_entry(&o, true)).unwrap();
+            assert_eq!(entry, serde_json::to_string(&Value::Object(older)).unwrap());
+        }
+    }
 }

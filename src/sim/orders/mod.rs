@@ -25,7 +25,7 @@ use serde_json::Value;
 use super::catalog::Catalog;
 use crate::api::models::{ExecutionMode, PaymentMethod, ProductSelection};
 
-pub(crate) use answers::{full_order, list_entry, partial_order};
+pub(crate) use answers::{ListEntry, full_order, list_entry, partial_order};
 
 /// Most items one order may hold.
 pub const MAX_ITEMS: usize = 200;
