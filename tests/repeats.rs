@@ -345,11 +345,67 @@ async fn the_first_row_of_another_ledgers_order_is_a_repeat() {
         "{err}"
     );
     assert_eq!(order_posts(&sim), posts);
+    // Another ledger's order shows only its first row: its rows cannot be skipped one by one.
     let out = run_file(&second, &sim, "dec.csv", &["--skip-repeats"], &[]).await;
-    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
-    let per_ref = service_orders_per_reference(&sim);
-    for (r, orders) in &per_ref {
+    assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
+    assert!(stderr_of(&out).contains("reconcile the batch that has them"));
+    assert_eq!(order_posts(&sim), posts);
+    for (r, orders) in &service_orders_per_reference(&sim) {
         assert_eq!(orders.len(), 1, "{r} paid once: {orders:?}");
     }
-    assert!(per_ref.contains_key("DEC-1042-2026-11"));
+}
+
+#[tokio::test]
+async fn a_batch_planned_here_but_paid_elsewhere_before_its_first_send_is_refused() {
+    let sim = start_sim(fast_config(None)).await;
+    let here = Workspace::new();
+    let file = here.copy(SAMPLE, "recipients.csv");
+    let planned = run_file(&here, &sim, "recipients.csv", &["--plan-only"], &[]).await;
+    assert_eq!(planned.status.code(), Some(5), "{}", output_of(&planned));
+    // Meanwhile another ledger pays the batch.
+    let elsewhere = Workspace::new();
+    elsewhere.copy(SAMPLE, "recipients.csv");
+    let out = run_file(
+        &elsewhere,
+        &sim,
+        "recipients.csv",
+        &["--items-per-order", "5"],
+        &[],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    let posts = order_posts(&sim);
+    // The planned batch has sent nothing yet: it looks at the service again, and stops.
+    let out = run_file(&here, &sim, "recipients.csv", &[], &[]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
+    assert!(stderr_of(&out).contains("that this ledger does not know"));
+    assert_eq!(order_posts(&sim), posts, "nothing sent");
+    assert_one_live_order_per_row(&sim, &references(&file));
+}
+
+#[tokio::test]
+async fn orders_still_processing_that_the_ledger_does_not_know_hold_a_new_batch_back() {
+    let mut slow = fast_config(None);
+    slow.processing_min = std::time::Duration::from_secs(30);
+    slow.processing_max = std::time::Duration::from_secs(40);
+    let sim = start_sim(slow).await;
+    let first = Workspace::new();
+    first.copy(SAMPLE, "recipients.csv");
+    // Killed once its first order is accepted: the service holds it, PROCESSING.
+    let killed = run_file(
+        &first,
+        &sim,
+        "recipients.csv",
+        &["--items-per-order", "12"],
+        &[("PAYBATCH_FAILPOINT", "after_record:1")],
+    )
+    .await;
+    assert_eq!(killed.status.code(), None, "{}", output_of(&killed));
+    let posts = order_posts(&sim);
+    let second = Workspace::new();
+    second.copy(SAMPLE, "recipients.csv");
+    let out = run_file(&second, &sim, "recipients.csv", &["--batch", "copy"], &[]).await;
+    assert_eq!(out.status.code(), Some(5), "{}", output_of(&out));
+    assert!(stderr_of(&out).contains("still processing at the service"));
+    assert_eq!(order_posts(&sim), posts, "nothing sent");
 }

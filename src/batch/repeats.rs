@@ -27,7 +27,7 @@ use crate::ledger::repeats::{Alike, likeness};
 use crate::ledger::{BatchRecord, Ledger, LedgerError, RowState};
 
 use super::outcome::RunError;
-use super::window;
+use super::{plan, window};
 
 /// How far back a recipient paid the same thing makes a row a likely repeat.
 pub const ALIKE_WINDOW_DAYS: i64 = 35;
@@ -70,25 +70,21 @@ pub struct Earlier {
     paid: Vec<i64>,
     /// The other batches.
     batches: Vec<BatchRecord>,
-    /// The batch being checked, when the ledger has it.
+    /// The batch being checked, when the ledger has it, and its name.
     this: Option<i64>,
-    /// Orders of other batches at the service that this ledger does not know, by the
-    /// reference of their first row: (batch, created).
+    this_name: String,
+    /// Rows of other batches' orders at the service that this ledger does not know, by
+    /// reference: (batch, created).
     service: HashMap<String, (String, String)>,
     /// The start of the window of likely repeats (RFC 3339).
     since: String,
 }
 
 impl Earlier {
-    /// Loads what the ledger's other batches of `environment` at `base_url` hold.
-    pub fn load(
-        ledger: &Ledger,
-        environment: &str,
-        base_url: &str,
-        this: Option<i64>,
-    ) -> Result<Self, LedgerError> {
+    /// Loads what the ledger's other batches of the service at `base_url` hold.
+    pub fn load(ledger: &Ledger, base_url: &str, this: Option<i64>) -> Result<Self, LedgerError> {
         let keys = RandomState::new();
-        let batches = ledger.sibling_batches(environment, base_url, this)?;
+        let batches = ledger.sibling_batches(base_url, this)?;
         let mut references = Vec::new();
         for b in &batches {
             ledger.visit_references(b.id, |r| references.push(keys.hash_one(r)))?;
@@ -111,6 +107,10 @@ impl Earlier {
             keys,
             references,
             paid,
+            this_name: this
+                .and_then(|id| ledger.batches().ok()?.into_iter().find(|b| b.id == id))
+                .map(|b| b.name)
+                .unwrap_or_default(),
             batches,
             this,
             since,
@@ -120,7 +120,7 @@ impl Earlier {
 
     /// Adds what the service's order list holds of other batches ([`AtTheService`]).
     pub fn with_service(mut self, at: &AtTheService) -> Self {
-        self.service = at.first_rows.clone();
+        self.service = at.rows.clone();
         self
     }
 
@@ -178,9 +178,11 @@ pub enum EarlierState {
     Planned,
     /// MISMATCH: its order finished, not as sent; money may have left.
     NeedsAPerson,
-    /// The first row of an order at the service that this ledger does not know (another
-    /// ledger's, another machine's).
+    /// A row of an order at the service that this ledger does not know (another ledger's,
+    /// another machine's).
     AtTheService,
+    /// Skipped by this batch before, as a repeat: skipped again unless a person allows it.
+    SkippedBefore,
 }
 
 impl EarlierState {
@@ -203,6 +205,7 @@ impl EarlierState {
             EarlierState::Planned => "planned",
             EarlierState::NeedsAPerson => "held for a person",
             EarlierState::AtTheService => "ordered at the service, unknown to this ledger",
+            EarlierState::SkippedBefore => "skipped before as a repeat",
         }
     }
 }
@@ -254,9 +257,20 @@ impl Repeats {
         !self.rows.is_empty() || !self.files.is_empty()
     }
 
-    /// Whether the run stops here.
+    /// Whether the run stops here: repeats without a decision, or rows of another ledger's
+    /// orders to skip (the service shows only some rows of such an order: the others would be
+    /// paid again).
     pub fn refuses(&self) -> bool {
-        self.any() && self.decision == OnRepeat::Refuse
+        self.any() && (self.decision == OnRepeat::Refuse || self.skips_unknown_orders())
+    }
+
+    /// `--skip-repeats` of rows known only from orders of another ledger.
+    fn skips_unknown_orders(&self) -> bool {
+        self.decision == OnRepeat::Skip
+            && self
+                .rows
+                .iter()
+                .any(|r| r.state == EarlierState::AtTheService)
     }
 
     /// The rows the run leaves out (`--skip-repeats`).
@@ -304,9 +318,13 @@ impl Repeats {
                 .collect();
             let more = rows.len().saturating_sub(NAMED_PER_BATCH);
             lines.push(format!(
-                "batch {} (created {}) has {} of its rows ({}): {}{}",
+                "batch {} ({}) has {} of its rows ({}): {}{}",
                 crate::text::escape(batch),
-                short_date(created),
+                if created.is_empty() {
+                    "at the service or skipped before".to_string()
+                } else {
+                    format!("created {}", short_date(created))
+                },
                 rows.len(),
                 states.join(", "),
                 named.join(", "),
@@ -352,16 +370,23 @@ impl Repeats {
                 "its file was already made into another batch, and {n} of its rows are already in other batches"
             ),
         };
+        let help = if self.skips_unknown_orders() {
+            "the rows of another ledger's orders cannot be skipped one by one (the service's \
+             list shows an order's first row only): reconcile the batch that has them into \
+             this ledger first (`paybatch reconcile --batch NAME --rebuild FILE`), then \
+             --skip-repeats skips exactly what it paid; or pay them again with --allow-repeats"
+        } else {
+            "if this file was paid already, there is nothing to do; to pay only the rows \
+             not paid yet, run again with --skip-repeats; to pay the repeats again too, \
+             with --allow-repeats (`paybatch history --reference REF` shows each payout)"
+        };
         RunError::Refused {
             message: format!(
-                "batch {} repeats what this ledger already has: {what}; nothing was submitted:\n  {}",
+                "batch {} repeats what other batches already have: {what}; nothing was submitted:\n  {}",
                 crate::text::escape(batch),
                 self.lines().join("\n  ")
             ),
-            help: "if this file was paid already, there is nothing to do; to pay only the rows \
-                   not paid yet, run again with --skip-repeats; to pay the repeats again too, \
-                   with --allow-repeats (`paybatch history --reference REF` shows each payout)"
-                .into(),
+            help: help.into(),
         }
     }
 
@@ -412,10 +437,14 @@ impl Repeats {
 impl Repeat {
     /// Why a skipped row was not paid (its error in the ledger and the result file).
     pub fn reason(&self) -> String {
+        let created = if self.batch_created_at.is_empty() {
+            String::new()
+        } else {
+            format!(" (created {})", short_date(&self.batch_created_at))
+        };
         format!(
-            "repeat: batch {} (created {}) has this reference, {}; left out by --skip-repeats",
+            "repeat: batch {}{created} has this reference, {}; left out by --skip-repeats",
             self.batch,
-            short_date(&self.batch_created_at),
             self.state.words()
         )
     }
@@ -455,6 +484,19 @@ impl<'l> Checker<'l> {
             // A row this batch already planned, paid or refused is not paid again by this run;
             // one it skipped, or has not planned, is checked again.
             let state = self.ledger.row_state(this, &spec.reference)?;
+            // Skipped once as a repeat, skipped until a person allows it: the batch (or the
+            // service) that had it may not be checked this time.
+            if state == Some(RowState::Skipped) && self.repeats.decision != OnRepeat::Allow {
+                self.repeats.rows.push(Repeat {
+                    reference: spec.reference.clone(),
+                    line: spec.line,
+                    batch: self.earlier.this_name.clone(),
+                    batch_created_at: String::new(),
+                    state: EarlierState::SkippedBefore,
+                    completed_at: None,
+                });
+                return Ok(true);
+            }
             if state.is_some_and(|s| {
                 !matches!(
                     s,
@@ -466,11 +508,12 @@ impl<'l> Checker<'l> {
         }
         if self.earlier.may_repeat(&spec.reference) {
             if let Some((batch, created)) = self.earlier.service.get(&spec.reference) {
+                let _ = created;
                 self.repeats.rows.push(Repeat {
                     reference: spec.reference.clone(),
                     line: spec.line,
                     batch: batch.clone(),
-                    batch_created_at: created.clone(),
+                    batch_created_at: String::new(),
                     state: EarlierState::AtTheService,
                     completed_at: None,
                 });
@@ -606,91 +649,192 @@ impl Noticed {
     }
 }
 
-/// What the service's order list holds that this ledger does not know, read before a batch new
-/// to the ledger sends anything ([`check_service`]).
+/// Full orders read at most to tell what the order list does not show of them: whose batch an
+/// order is when its description was cut inside the name, which rows it holds when its first
+/// row was cut. Past this, such orders are a refusal: they cannot be told.
+const MAX_FULL_READS: usize = 200;
+
+/// What the service's order list holds, read before a batch sends anything ([`read_service`]),
+/// with the full orders read where the list says too little.
+pub struct ServiceRead {
+    window: window::ServiceWindow,
+    /// Full orders read: service id -> (batch tag of its metadata, its references).
+    full: HashMap<String, (Option<String>, Vec<String>)>,
+    /// Orders that needed a full read and got none (past [`MAX_FULL_READS`], or processing).
+    untold: usize,
+}
+
+/// Reads the service's order list back over its idempotency window (30 days and a margin,
+/// [`window::window_since`]), and the full order of each entry whose description was cut where
+/// it would tell its batch or its first row (at most [`MAX_FULL_READS`]).
+pub async fn read_service(
+    client: &crate::api::Client,
+    batch: &str,
+) -> Result<ServiceRead, RunError> {
+    let since = window::window_since(chrono::Utc::now(), None);
+    let window = window::read_window(client, since).await?;
+    let mut full = HashMap::new();
+    let mut untold = 0;
+    for o in &window.orders {
+        let unclear = !o.is_unnamed()
+            && (o.naming(batch) == plan::BatchNaming::MayName || o.first_reference_cut);
+        if !unclear {
+            continue;
+        }
+        if full.len() >= MAX_FULL_READS || !o.status.is_terminal() {
+            untold += 1;
+            continue;
+        }
+        let view =
+            crate::api::client::read_retrying_until(client.deadline(), || client.order(&o.id))
+                .await?;
+        match view {
+            crate::api::models::OrderView::Done(order) => {
+                let m = order.metadata.clone().unwrap_or_default();
+                full.insert(
+                    o.id.clone(),
+                    (
+                        plan::batch_in_metadata(&m).map(str::to_string),
+                        plan::references_in_metadata(&m),
+                    ),
+                );
+            }
+            crate::api::models::OrderView::Processing(_) => untold += 1,
+        }
+    }
+    Ok(ServiceRead {
+        window,
+        full,
+        untold,
+    })
+}
+
+/// What the service's order list holds that this ledger does not know ([`check_service`]).
 #[derive(Debug, Clone, Default)]
 pub struct AtTheService {
-    /// Orders of other batches, by the reference of their first row: (batch, created).
-    first_rows: HashMap<String, (String, String)>,
+    /// Rows of other batches' orders, by reference: (batch, created).
+    rows: HashMap<String, (String, String)>,
+    /// Of `rows`, those known from an order's first row only (its other rows are not known).
+    pub first_rows_only: usize,
     /// Pages of the order list read, and paybatch's orders among them.
     pub pages: usize,
     pub orders: usize,
     /// How far back the list was read (RFC 3339), and whether it was read that far.
     pub since: String,
     pub complete: bool,
-    /// Orders still processing that the ledger does not know: the list shows nothing of them
-    /// but their id and status.
-    pub unattributed: usize,
-    /// Orders of other batches whose first row the list shows only in part.
-    pub unread: usize,
 }
 
-/// Reads the service's order list back over its idempotency window (30 days and a margin,
-/// [`window::window_since`]) before a batch new to this ledger sends anything
-/// ([`check_service`] then compares it with the ledger).
-pub async fn read_service(client: &crate::api::Client) -> Result<window::ServiceWindow, RunError> {
-    let since = window::window_since(chrono::Utc::now(), None);
-    Ok(window::read_window(client, since).await?)
-}
-
-/// What [`read_service`] read, against the ledger. Orders the ledger does not know that name
-/// the batch are another ledger's run of it (a colleague's laptop, a second cron host, a lost
-/// ledger): refused, with how to adopt them. Orders of other batches are kept by their first
-/// row, for the rows of the file to be checked against ([`Earlier::with_service`]).
+/// What [`read_service`] read, against the ledger. Refused: orders the ledger does not know
+/// that name the batch (another ledger's run of it: a colleague's laptop, a second cron host,
+/// a lost ledger), with how to adopt them; orders still processing that the ledger does not
+/// know (the list shows nothing of them: they may be this batch's, being paid elsewhere now,
+/// exit 5); orders whose batch or rows could not be told. The rows of other batches' orders
+/// are kept for the file to be checked against ([`Earlier::with_service`]).
 pub fn check_service(
-    read: window::ServiceWindow,
+    read: ServiceRead,
     ledger: &Ledger,
     batch: &str,
     input: &std::path::Path,
 ) -> Result<AtTheService, RunError> {
+    let ServiceRead {
+        window,
+        full,
+        untold,
+    } = read;
     let mut known = std::collections::HashSet::new();
-    for o in &read.orders {
+    for o in &window.orders {
         if !o.is_unnamed() && ledger.knows_order(o.key.as_deref(), &o.id)? {
             known.insert(o.id.clone());
         }
+        if o.is_unnamed() && ledger.knows_order(None, &o.id)? {
+            known.insert(o.id.clone());
+        }
     }
-    let found = read.matches(batch, |_| false, |o| known.contains(&o.id));
-    if !found.batch.is_empty() {
-        let first = found
-            .batch
-            .earliest
+    let tag = plan::batch_tag(batch);
+    let mut ours = Vec::new();
+    let mut rows = HashMap::new();
+    let mut first_rows_only = 0;
+    let mut processing = 0;
+    for o in window.orders.iter().filter(|o| !known.contains(&o.id)) {
+        if o.is_unnamed() {
+            processing += 1;
+            continue;
+        }
+        let read = full.get(&o.id);
+        let names_batch = match (o.naming(batch), read) {
+            (plan::BatchNaming::Names, _) => true,
+            (plan::BatchNaming::MayName, Some((t, _))) => t.as_deref() == Some(tag.as_str()),
+            // Not read: counted in `untold`.
+            (plan::BatchNaming::MayName, None) => false,
+            (plan::BatchNaming::Other, _) => false,
+        };
+        if names_batch {
+            ours.push(o);
+            continue;
+        }
+        let created = o.created_at.map(|t| t.to_rfc3339()).unwrap_or_default();
+        let other = o.batch.clone().unwrap_or_default();
+        match read {
+            Some((t, references)) if !references.is_empty() => {
+                let other = t.clone().unwrap_or(other);
+                for r in references {
+                    rows.entry(r.clone())
+                        .or_insert_with(|| (other.clone(), created.clone()));
+                }
+            }
+            _ if o.first_reference_cut => {}
+            _ => {
+                if let Some(r) = &o.first_reference {
+                    first_rows_only += 1;
+                    rows.entry(r.clone())
+                        .or_insert_with(|| (other.clone(), created.clone()));
+                }
+            }
+        }
+    }
+    if !ours.is_empty() {
+        let first = ours
+            .iter()
+            .filter_map(|o| o.created_at)
+            .min()
             .map(|t| t.format("%Y-%m-%d").to_string())
             .unwrap_or_else(|| "unknown".into());
-        let quoted = crate::text::shell_word(batch);
         return Err(RunError::Refused {
             message: format!(
                 "batch {} already has {} orders at the service (first {first}) that this ledger does not know; nothing was submitted",
                 crate::text::escape(batch),
-                found.batch.count
+                ours.len()
             ),
             help: format!(
-                "adopt them with `paybatch reconcile --batch {quoted} --rebuild {}`, then run the same command: it pays only what is missing; if this is another batch that shares the name, give it its own with --batch NAME",
+                "adopt them with `paybatch reconcile --batch {} --rebuild {}`, then run the same command: it pays only what is missing; if this is another batch that shares the name, give it its own with --batch NAME",
+                crate::text::shell_word(batch),
                 crate::text::shell_word(&input.display().to_string())
             ),
         });
     }
-    let mut first_rows = HashMap::new();
-    for o in &read.orders {
-        if known.contains(&o.id) || o.is_unnamed() || o.first_reference_cut {
-            continue;
-        }
-        if let Some(r) = &o.first_reference {
-            first_rows.entry(r.clone()).or_insert_with(|| {
-                (
-                    o.batch.clone().unwrap_or_default(),
-                    o.created_at.map(|t| t.to_rfc3339()).unwrap_or_default(),
-                )
-            });
-        }
+    if processing > 0 {
+        return Err(RunError::Unsettled {
+            message: format!(
+                "{processing} orders are still processing at the service, and this ledger does not know them: the service shows nothing of them but their id, so they may be this batch's, being paid from another ledger now; nothing was submitted"
+            ),
+            help: "run the same command again once they finish (in a minute or two): the service then shows whose they are".into(),
+        });
+    }
+    if untold > 0 {
+        return Err(RunError::Refused {
+            message: format!(
+                "{untold} orders at the service show too little to tell whether they are this batch's or hold its rows (a description cut by a long batch name, more than {MAX_FULL_READS} to read whole, or still processing); nothing was submitted"
+            ),
+            help: "run again in a minute; if it stays, give the batch a shorter --batch name, or reconcile the batches they belong to into this ledger (paybatch reconcile --batch NAME --rebuild FILE)".into(),
+        });
     }
     Ok(AtTheService {
-        first_rows,
-        pages: read.pages,
-        orders: read.orders.len(),
-        since: read.since.to_rfc3339(),
-        complete: read.complete,
-        unattributed: found.unattributed,
-        unread: found.first_row_unread.count,
+        rows,
+        first_rows_only,
+        pages: window.pages,
+        orders: window.orders.len(),
+        since: window.since.to_rfc3339(),
+        complete: window.complete,
     })
 }
 
@@ -710,16 +854,10 @@ impl AtTheService {
             }
         );
         let mut warnings = Vec::new();
-        if self.unattributed > 0 {
+        if self.first_rows_only > 0 {
             warnings.push(format!(
-                "{} orders are still processing at the service and show nothing but their id: if another machine is running this batch now, stop here and wait for it",
-                self.unattributed
-            ));
-        }
-        if self.unread > 0 {
-            warnings.push(format!(
-                "{} orders of other batches at the service show their first row only in part: they could not be compared with this file",
-                self.unread
+                "{} orders of other batches at the service are unknown to this ledger; the list shows only their first rows, which the file's rows are compared with",
+                self.first_rows_only
             ));
         }
         (head, warnings)

@@ -36,7 +36,7 @@ pub struct PlanArgs {
     /// a file another batch was made from (refused by default; recorded on the batch).
     #[arg(long, conflicts_with = "skip_repeats")]
     pub allow_repeats: bool,
-    /// Pay only the rows no other batch of the ledger has; the repeats are recorded INVALID
+    /// Pay only the rows no other batch of the ledger has; the repeats are recorded SKIPPED
     /// with the batch that has them.
     #[arg(long)]
     pub skip_repeats: bool,

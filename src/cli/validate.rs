@@ -157,7 +157,7 @@ fn print_verdict(preview: &Preview) {
     if preview.repeats.refuses() {
         print_error(
             &format!(
-                "{} repeats what other batches of this ledger have (listed above); `paybatch run` would submit nothing",
+                "{} repeats what other batches have (listed above); `paybatch run` would submit nothing",
                 preview.file
             ),
             Some(
@@ -255,7 +255,7 @@ fn print_repeats(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
     if r.any() {
         put!(
             out,
-            "repeats: {} rows{} that other batches of this ledger already have:",
+            "repeats: {} rows{} that other batches (of this ledger, or at the service) already have:",
             r.rows.len(),
             if r.files.is_empty() {
                 ""

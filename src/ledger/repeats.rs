@@ -96,6 +96,16 @@ pub fn fill_likeness(tx: &Transaction<'_>) -> rusqlite_migration::HookResult {
     Ok(())
 }
 
+/// A service's address as one spelling: scheme and host in lower case, the default port left
+/// out, no trailing `/` (the embedded simulator's recorded name stays as it is).
+pub fn service_address(base_url: &str) -> String {
+    let trimmed = base_url.trim().trim_end_matches('/');
+    match url::Url::parse(trimmed) {
+        Ok(u) => u.as_str().trim_end_matches('/').to_string(),
+        Err(_) => trimmed.to_string(),
+    }
+}
+
 /// A row of another batch with the same reference, as that batch has it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EarlierRow {
@@ -116,20 +126,15 @@ pub struct PaidAlike {
 }
 
 impl Ledger {
-    /// The other batches of this environment and service (`environment`, `base_url`), oldest
-    /// first: a payout in a rehearsal is no payout in production.
-    pub fn sibling_batches(
-        &self,
-        environment: &str,
-        base_url: &str,
-        this: Option<i64>,
-    ) -> Result<Vec<BatchRecord>> {
+    /// The other batches of this service (`base_url`, however spelt: `--env playground` and
+    /// its address given with `--base-url` are one service), oldest first: a payout in a
+    /// rehearsal is no payout in production.
+    pub fn sibling_batches(&self, base_url: &str, this: Option<i64>) -> Result<Vec<BatchRecord>> {
+        let here = service_address(base_url);
         Ok(self
             .batches()?
             .into_iter()
-            .filter(|b| {
-                b.environment == environment && b.base_url == base_url && Some(b.id) != this
-            })
+            .filter(|b| service_address(&b.base_url) == here && Some(b.id) != this)
             .collect())
     }
 
@@ -231,6 +236,18 @@ impl Ledger {
             .collect())
     }
 
+    /// Whether anything of the batch may have reached the service: an order sent (or once
+    /// sent), or one the service named.
+    pub fn has_sent(&self, batch_id: i64) -> Result<bool> {
+        self.conn
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM orders WHERE batch_id = ?1
+                   AND (sends > 0 OR last_sent_at IS NOT NULL OR service_order_id IS NOT NULL))",
+            )
+            .and_then(|mut st| st.query_row(params![batch_id], |r| r.get(0)))
+            .map_err(sqlerr(&self.path))
+    }
+
     /// Whether the ledger holds an order of this idempotency key or service order id.
     pub fn knows_order(&self, key: Option<&str>, service_order_id: &str) -> Result<bool> {
         let err = sqlerr(&self.path);
@@ -311,6 +328,23 @@ mod tests {
             likeness("a", &["bc"], d("1"), "USD"),
             likeness("ab", &["c"], d("1"), "USD")
         );
+    }
+
+    #[test]
+    fn one_service_spelt_two_ways_is_one_address() {
+        assert_eq!(
+            service_address("HTTP://127.0.0.1:8080/v2/"),
+            service_address("http://127.0.0.1:8080/v2")
+        );
+        assert_eq!(
+            service_address("https://Playground.runa.io:443/v2"),
+            service_address("https://playground.runa.io/v2")
+        );
+        assert_ne!(
+            service_address("http://127.0.0.1:8080/v2"),
+            service_address("http://127.0.0.1:8081/v2")
+        );
+        assert_eq!(service_address("embedded-simulator"), "embedded-simulator");
     }
 
     #[test]

@@ -337,12 +337,17 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, RunError> {
     let mut lookup_error = None;
     let mut earlier = Earlier::load(
         &ledger,
-        opts.environment.name(),
         &opts.environment.recorded_base_url(),
         existing.as_ref().map(|b| b.id),
     )?;
-    if existing.is_none() {
-        let read = repeats::read_service(&conn.client).await?;
+    // Until anything of the batch has left (a batch new to the ledger, one only planned, one
+    // stopped before its first send), another ledger may be paying it.
+    let unsent = match &existing {
+        None => true,
+        Some(b) => !ledger.has_sent(b.id)?,
+    };
+    if unsent {
+        let read = repeats::read_service(&conn.client, &batch_name).await?;
         let at = repeats::check_service(read, &ledger, &batch_name, &opts.input)?;
         preview.service = Some(at.lines());
         earlier = earlier.with_service(&at);

@@ -77,12 +77,17 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
     // again unnoticed.
     let mut earlier = Earlier::load(
         &ledger,
-        opts.environment.name(),
         &opts.environment.recorded_base_url(),
         existing.as_ref().map(|b| b.id),
     )?;
-    if existing.is_none() {
-        let read = repeats::read_service(&conn.client).await?;
+    // Until anything of the batch has left (a batch new to the ledger, one only planned, one
+    // stopped before its first send), another ledger may be paying it.
+    let unsent = match &existing {
+        None => true,
+        Some(b) => !ledger.has_sent(b.id)?,
+    };
+    if unsent {
+        let read = repeats::read_service(&conn.client, &batch_name).await?;
         let at = repeats::check_service(read, &ledger, &batch_name, &opts.input)?;
         let (head, warnings) = at.lines();
         reporter.line(head);
@@ -506,7 +511,7 @@ fn tell_repeats(repeats: &Repeats, reporter: &Reporter) {
             _ => "left out (--skip-repeats)",
         };
         reporter.alert(format!(
-            "{} rows that other batches of this ledger have are {what}:",
+            "{} rows that other batches already have are {what}:",
             repeats.rows.len()
         ));
         for line in repeats.lines() {
