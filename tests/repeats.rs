@@ -409,3 +409,35 @@ async fn orders_still_processing_that_the_ledger_does_not_know_hold_a_new_batch_
     assert!(stderr_of(&out).contains("still processing at the service"));
     assert_eq!(order_posts(&sim), posts, "nothing sent");
 }
+
+#[tokio::test]
+async fn orders_whose_description_a_long_batch_name_cut_are_read_whole() {
+    let sim = start_sim(fast_config(None)).await;
+    let long = "Prämien Dezember 2026 – Vertrieb und Außendienst, Region Süd-West, Nachzahlung, erste Runde";
+    let first = Workspace::new();
+    first.copy(SAMPLE, "recipients.csv");
+    let out = run_file(
+        &first,
+        &sim,
+        "recipients.csv",
+        &["--batch", long, "--items-per-order", "1"],
+        &[],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    let posts = order_posts(&sim);
+    // Another ledger, another name: its rows are found in the orders read whole.
+    let second = Workspace::new();
+    second.copy(SAMPLE, "recipients.csv");
+    let out = run_file(&second, &sim, "recipients.csv", &["--batch", "Dezember-Kopie"], &[]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
+    assert!(stderr_of(&out).contains("12 of its rows are already in other batches"));
+    // A name sharing the cut part is not taken for the batch: the orders say whose they are.
+    let twin = long.replace("erste Runde", "zweite Runde");
+    let out = run_file(&second, &sim, "recipients.csv", &["--batch", &twin], &[]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
+    let err = stderr_of(&out);
+    assert!(!err.contains("that this ledger does not know"), "{err}");
+    assert!(err.contains("12 of its rows are already in other batches"), "{err}");
+    assert_eq!(order_posts(&sim), posts, "nothing sent");
+}

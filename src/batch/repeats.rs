@@ -20,6 +20,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasher, RandomState};
 
+use futures::StreamExt;
 use serde::Serialize;
 
 use crate::input::rules::RowSpec;
@@ -654,6 +655,9 @@ impl Noticed {
 /// row was cut. Past this, such orders are a refusal: they cannot be told.
 const MAX_FULL_READS: usize = 200;
 
+/// Full orders read at once.
+const FULL_READS_AT_ONCE: usize = 16;
+
 /// What the service's order list holds, read before a batch sends anything ([`read_service`]),
 /// with the full orders read where the list says too little.
 pub struct ServiceRead {
@@ -673,26 +677,36 @@ pub async fn read_service(
 ) -> Result<ServiceRead, RunError> {
     let since = window::window_since(chrono::Utc::now(), None);
     let window = window::read_window(client, since).await?;
-    let mut full = HashMap::new();
     let mut untold = 0;
+    let mut to_read = Vec::new();
     for o in &window.orders {
         let unclear = !o.is_unnamed()
             && (o.naming(batch) == plan::BatchNaming::MayName || o.first_reference_cut);
         if !unclear {
             continue;
         }
-        if full.len() >= MAX_FULL_READS || !o.status.is_terminal() {
+        if to_read.len() >= MAX_FULL_READS || !o.status.is_terminal() {
             untold += 1;
-            continue;
+        } else {
+            to_read.push(o.id.clone());
         }
+    }
+    // A few at a time, as the polling reads finished orders.
+    let reads: Vec<_> = futures::stream::iter(to_read.into_iter().map(|id| async move {
         let view =
-            crate::api::client::read_retrying_until(client.deadline(), || client.order(&o.id))
-                .await?;
-        match view {
+            crate::api::client::read_retrying_until(client.deadline(), || client.order(&id)).await;
+        (id, view)
+    }))
+    .buffer_unordered(FULL_READS_AT_ONCE)
+    .collect()
+    .await;
+    let mut full = HashMap::new();
+    for (id, view) in reads {
+        match view? {
             crate::api::models::OrderView::Done(order) => {
                 let m = order.metadata.clone().unwrap_or_default();
                 full.insert(
-                    o.id.clone(),
+                    id,
                     (
                         plan::batch_in_metadata(&m).map(str::to_string),
                         plan::references_in_metadata(&m),
