@@ -293,6 +293,11 @@ async fn throttling_service(catalog: bool) -> (String, Arc<AtomicUsize>) {
             if catalog && method == Method::GET && uri.path() == "/v2/product" {
                 return (StatusCode::OK, headers, products);
             }
+            // The order list a new batch reads before it sends: empty.
+            if catalog && method == Method::GET && uri.path() == "/v2/order" {
+                let empty = r#"{"items":[],"pagination":{"cursors":{"before":null,"after":null}}}"#;
+                return (StatusCode::OK, headers, empty.to_string());
+            }
             if method == Method::POST {
                 counter.fetch_add(1, Ordering::SeqCst);
             }
@@ -342,7 +347,8 @@ async fn a_huge_retry_after_ends_the_run_at_its_deadline() {
     assert!(err.contains("too_many_requests"), "{err}");
     assert!(err.contains("run the same command again"), "{err}");
 
-    // The catalog can be read, no order can be created (paid by card: no balance to read).
+    // The catalog and the order list can be read, no order can be created (paid by card: no
+    // balance to read).
     let (base, creations) = throttling_service(true).await;
     let out = paybatch_in(
         dir,

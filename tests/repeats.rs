@@ -429,7 +429,14 @@ async fn orders_whose_description_a_long_batch_name_cut_are_read_whole() {
     // Another ledger, another name: its rows are found in the orders read whole.
     let second = Workspace::new();
     second.copy(SAMPLE, "recipients.csv");
-    let out = run_file(&second, &sim, "recipients.csv", &["--batch", "Dezember-Kopie"], &[]).await;
+    let out = run_file(
+        &second,
+        &sim,
+        "recipients.csv",
+        &["--batch", "Dezember-Kopie"],
+        &[],
+    )
+    .await;
     assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
     assert!(stderr_of(&out).contains("12 of its rows are already in other batches"));
     // A name sharing the cut part is not taken for the batch: the orders say whose they are.
@@ -438,6 +445,9 @@ async fn orders_whose_description_a_long_batch_name_cut_are_read_whole() {
     assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
     let err = stderr_of(&out);
     assert!(!err.contains("that this ledger does not know"), "{err}");
-    assert!(err.contains("12 of its rows are already in other batches"), "{err}");
+    assert!(
+        err.contains("12 of its rows are already in other batches"),
+        "{err}"
+    );
     assert_eq!(order_posts(&sim), posts, "nothing sent");
 }

@@ -362,12 +362,19 @@ pub fn plan_in_one_pass(
             rows += 1;
             // The rows an order takes never fall as the rows grow: past this, the pass
             // cannot end with the number it started with.
-            if per_order(opts, rows) > per
-                || spec
-                    .as_ref()
-                    .is_some_and(|s| earlier.may_repeat(&s.reference))
-            {
+            if per_order(opts, rows) > per {
                 return Err(Stop::TwoPasses);
+            }
+            // A row another batch may have is looked up (a 32-bit hash is only a candidate).
+            if let Some(s) = &spec
+                && earlier.may_repeat(&s.reference)
+            {
+                let repeat = earlier
+                    .repeat_of(&s.reference, s.line, |b| merge.earlier_row(b, &s.reference))
+                    .map_err(|e| Stop::Failed(e.into()))?;
+                if repeat.is_some() {
+                    return Err(Stop::TwoPasses);
+                }
             }
             if let Some(s) = &spec {
                 noticed.note(earlier, s);

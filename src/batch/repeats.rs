@@ -24,7 +24,7 @@ use futures::StreamExt;
 use serde::Serialize;
 
 use crate::input::rules::RowSpec;
-use crate::ledger::repeats::{Alike, likeness};
+use crate::ledger::repeats::{Alike, EarlierRow, likeness};
 use crate::ledger::{BatchRecord, Ledger, LedgerError, RowState};
 
 use super::outcome::RunError;
@@ -65,10 +65,12 @@ impl OnRepeat {
 /// What the other batches of the ledger (same environment and service) hold, by hash.
 pub struct Earlier {
     keys: RandomState,
-    /// Keyed hashes of every reference of the other batches, sorted.
-    references: Vec<u64>,
-    /// Likeness ([`likeness`]) of every row the other batches paid in the window, sorted.
-    paid: Vec<i64>,
+    /// 32-bit keyed hashes of every reference of the other batches, sorted (4 bytes a row: a
+    /// hash found is only a candidate, looked up in the ledger).
+    references: Vec<u32>,
+    /// The high 32 bits of the likeness ([`likeness`]) of every row the other batches paid in
+    /// the window, sorted.
+    paid: Vec<u32>,
     /// The other batches.
     batches: Vec<BatchRecord>,
     /// The batch being checked, when the ledger has it, and its name.
@@ -88,22 +90,24 @@ impl Earlier {
         let batches = ledger.sibling_batches(base_url, this)?;
         let mut references = Vec::new();
         for b in &batches {
-            ledger.visit_references(b.id, |r| references.push(keys.hash_one(r)))?;
+            ledger.visit_references(b.id, |r| references.push(short_hash(&keys, r)))?;
         }
         references.sort_unstable();
         references.dedup();
+        references.shrink_to_fit();
         let since = (chrono::Utc::now() - chrono::Duration::days(ALIKE_WINDOW_DAYS))
             .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
         let mut paid = Vec::new();
         if !batches.is_empty() {
             ledger.visit_paid_likeness(&since, |l, batch| {
                 if Some(batch) != this {
-                    paid.push(l);
+                    paid.push(high_bits(l));
                 }
             })?;
         }
         paid.sort_unstable();
         paid.dedup();
+        paid.shrink_to_fit();
         Ok(Earlier {
             keys,
             references,
@@ -125,14 +129,56 @@ impl Earlier {
         self
     }
 
-    /// Whether another batch may have this reference (a hash found; [`Checker`] tells).
+    /// Whether another batch may have this reference (a hash found; [`Earlier::repeats`]
+    /// tells).
     pub fn may_repeat(&self, reference: &str) -> bool {
         self.service.contains_key(reference)
             || !self.references.is_empty()
                 && self
                     .references
-                    .binary_search(&self.keys.hash_one(reference))
+                    .binary_search(&short_hash(&self.keys, reference))
                     .is_ok()
+    }
+
+    /// Where another batch has this reference in a state that makes it a repeat ([`Repeat`]),
+    /// looked up with `row_of` (a batch id and the reference: the ledger's row, read by the
+    /// ledger or inside a merge). `None` when no other batch (nor the service) has it so.
+    pub fn repeat_of(
+        &self,
+        reference: &str,
+        line: u64,
+        row_of: impl Fn(i64) -> Result<Option<EarlierRow>, LedgerError>,
+    ) -> Result<Option<Repeat>, LedgerError> {
+        if !self.may_repeat(reference) {
+            return Ok(None);
+        }
+        if let Some((batch, _)) = self.service.get(reference) {
+            return Ok(Some(Repeat {
+                reference: reference.to_string(),
+                line,
+                batch: batch.clone(),
+                batch_created_at: String::new(),
+                state: EarlierState::AtTheService,
+                completed_at: None,
+            }));
+        }
+        for b in &self.batches {
+            let Some(row) = row_of(b.id)? else {
+                continue;
+            };
+            let Some(state) = EarlierState::of(row.state, row.sends) else {
+                continue;
+            };
+            return Ok(Some(Repeat {
+                reference: reference.to_string(),
+                line,
+                batch: b.name.clone(),
+                batch_created_at: b.created_at.clone(),
+                state,
+                completed_at: row.completed_at,
+            }));
+        }
+        Ok(None)
     }
 
     /// The row's likeness when another batch may have paid the same recipient the same thing.
@@ -143,7 +189,7 @@ impl Earlier {
         }
         let codes: Vec<&str> = spec.product_codes.iter().map(String::as_str).collect();
         let l = likeness(email, &codes, spec.face_value, &spec.currency);
-        self.paid.binary_search(&l).is_ok().then_some(l)
+        self.paid.binary_search(&high_bits(l)).is_ok().then_some(l)
     }
 
     /// Whether the row needs a closer look: [`Earlier::may_repeat`] or
@@ -451,6 +497,16 @@ impl Repeat {
     }
 }
 
+/// A 32-bit keyed hash of a reference.
+fn short_hash(keys: &RandomState, reference: &str) -> u32 {
+    (keys.hash_one(reference) >> 32) as u32
+}
+
+/// The high 32 bits of a likeness.
+fn high_bits(l: i64) -> u32 {
+    ((l as u64) >> 32) as u32
+}
+
 /// `2026-11-03` of an RFC 3339 time.
 fn short_date(at: &str) -> &str {
     at.get(..10).unwrap_or(at)
@@ -507,36 +563,13 @@ impl<'l> Checker<'l> {
                 return Ok(false);
             }
         }
-        if self.earlier.may_repeat(&spec.reference) {
-            if let Some((batch, created)) = self.earlier.service.get(&spec.reference) {
-                let _ = created;
-                self.repeats.rows.push(Repeat {
-                    reference: spec.reference.clone(),
-                    line: spec.line,
-                    batch: batch.clone(),
-                    batch_created_at: String::new(),
-                    state: EarlierState::AtTheService,
-                    completed_at: None,
-                });
-                return Ok(true);
-            }
-            for b in &self.earlier.batches {
-                let Some(row) = self.ledger.earlier_row(b.id, &spec.reference)? else {
-                    continue;
-                };
-                let Some(state) = EarlierState::of(row.state, row.sends) else {
-                    continue;
-                };
-                self.repeats.rows.push(Repeat {
-                    reference: spec.reference.clone(),
-                    line: spec.line,
-                    batch: b.name.clone(),
-                    batch_created_at: b.created_at.clone(),
-                    state,
-                    completed_at: row.completed_at,
-                });
-                return Ok(true);
-            }
+        let ledger = self.ledger;
+        let found = self.earlier.repeat_of(&spec.reference, spec.line, |b| {
+            ledger.earlier_row(b, &spec.reference)
+        })?;
+        if let Some(repeat) = found {
+            self.repeats.rows.push(repeat);
+            return Ok(true);
         }
         if let Some(l) = self.earlier.may_resemble(spec) {
             self.resemble(spec, l)?;
@@ -658,6 +691,15 @@ const MAX_FULL_READS: usize = 200;
 /// Full orders read at once.
 const FULL_READS_AT_ONCE: usize = 16;
 
+/// A refused key or version (exit 2) apart from a service that failed.
+fn refused_or_failed(e: crate::api::ApiError) -> RunError {
+    if super::outcome::is_auth_error(&e) {
+        RunError::Auth(e)
+    } else {
+        RunError::Api(e)
+    }
+}
+
 /// What the service's order list holds, read before a batch sends anything ([`read_service`]),
 /// with the full orders read where the list says too little.
 pub struct ServiceRead {
@@ -676,7 +718,9 @@ pub async fn read_service(
     batch: &str,
 ) -> Result<ServiceRead, RunError> {
     let since = window::window_since(chrono::Utc::now(), None);
-    let window = window::read_window(client, since).await?;
+    let window = window::read_window(client, since)
+        .await
+        .map_err(refused_or_failed)?;
     let mut untold = 0;
     let mut to_read = Vec::new();
     for o in &window.orders {
@@ -702,7 +746,7 @@ pub async fn read_service(
     .await;
     let mut full = HashMap::new();
     for (id, view) in reads {
-        match view? {
+        match view.map_err(refused_or_failed)? {
             crate::api::models::OrderView::Done(order) => {
                 let m = order.metadata.clone().unwrap_or_default();
                 full.insert(

@@ -191,25 +191,22 @@ impl ServeArgs {
     }
 }
 
-async fn stop_signal() {
+/// Waits for Ctrl-C or SIGTERM. The handlers are installed when this is called, before the
+/// future is first polled: a signal that comes as soon as the address is printed is caught.
+fn stop_signal() -> impl std::future::Future<Output = ()> {
+    let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    async move {
+        #[cfg(unix)]
+        if let Some(mut term) = term {
+            tokio::select! {
+                _ = ctrl_c => {}
+                _ = term.recv() => {}
             }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
+            return;
         }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
+        let _ = ctrl_c.await;
     }
 }
 
@@ -237,6 +234,7 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     let sim = crate::sim::start(config, args.addr)
         .await
         .context("cannot start the simulator")?;
+    let stop = stop_signal();
     {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
@@ -248,7 +246,7 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         writeln!(out, "api key: {shown_key}")?;
         out.flush()?;
     }
-    stop_signal().await;
+    stop.await;
     sim.shutdown().await;
     Ok(())
 }

@@ -455,6 +455,16 @@ impl Merge<'_> {
         Ok(())
     }
 
+    /// The row of another batch with `reference` ([`super::repeats::earlier_row_in`]), read
+    /// in this merge's transaction.
+    pub fn earlier_row(
+        &self,
+        batch_id: i64,
+        reference: &str,
+    ) -> Result<Option<super::repeats::EarlierRow>> {
+        super::repeats::earlier_row_in(&self.tx, self.path, batch_id, reference)
+    }
+
     fn insert(&self, row: &IncomingRow, state: RowState, order: Option<(i64, i64)>) -> Result<i64> {
         exec(
             &self.tx,

@@ -116,6 +116,38 @@ pub struct EarlierRow {
     pub completed_at: Option<String>,
 }
 
+/// The row of `batch_id` with `reference`, with the sends of its order, read through `conn`
+/// (the ledger's connection, or a merge's transaction).
+pub fn earlier_row_in(
+    conn: &rusqlite::Connection,
+    path: &std::path::Path,
+    batch_id: i64,
+    reference: &str,
+) -> Result<Option<EarlierRow>> {
+    let found: Option<(String, Option<i64>, Option<String>)> = conn
+        .prepare_cached(
+            "SELECT r.state, o.sends, r.completed_at FROM rows r
+             LEFT JOIN orders o ON o.id = r.order_id
+             WHERE r.batch_id = ?1 AND r.reference = ?2",
+        )
+        .and_then(|mut st| {
+            st.query_row(params![batch_id, reference], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .optional()
+        })
+        .map_err(sqlerr(path))?;
+    found
+        .map(|(state, sends, completed_at)| {
+            Ok(EarlierRow {
+                state: parse_state(&state)?,
+                sends,
+                completed_at,
+            })
+        })
+        .transpose()
+}
+
 /// A paid row of another batch that pays the same recipient the same thing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PaidAlike {
@@ -176,30 +208,7 @@ impl Ledger {
 
     /// The row of `batch_id` with `reference`, with the sends of its order.
     pub fn earlier_row(&self, batch_id: i64, reference: &str) -> Result<Option<EarlierRow>> {
-        let err = sqlerr(&self.path);
-        let found: Option<(String, Option<i64>, Option<String>)> = self
-            .conn
-            .prepare_cached(
-                "SELECT r.state, o.sends, r.completed_at FROM rows r
-                 LEFT JOIN orders o ON o.id = r.order_id
-                 WHERE r.batch_id = ?1 AND r.reference = ?2",
-            )
-            .and_then(|mut st| {
-                st.query_row(params![batch_id, reference], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-                })
-                .optional()
-            })
-            .map_err(err)?;
-        found
-            .map(|(state, sends, completed_at)| {
-                Ok(EarlierRow {
-                    state: parse_state(&state)?,
-                    sends,
-                    completed_at,
-                })
-            })
-            .transpose()
+        earlier_row_in(&self.conn, &self.path, batch_id, reference)
     }
 
     /// The rows paid at `since` or later whose likeness is `likeness`, outside `batch_id`.

@@ -63,12 +63,19 @@ pub async fn reconcile_batch(
         conn.environment.banner(),
         opts.batch
     ));
-    let (batch, rebuilt) = match (ledger.batch(&opts.batch)?, &opts.rebuild) {
-        (Some(b), _) => (b, false),
-        (None, Some(file)) if !opts.dry_run => (
-            rebuild(&mut ledger, &conn, opts, file, reporter).await?,
+    let existing = ledger.batch(&opts.batch)?;
+    // A batch that has sent nothing (a restored backup, a run stopped before its first send)
+    // may take the file's rows too, for the service's orders of it to be adopted.
+    let unsent = match &existing {
+        Some(b) => !ledger.has_sent(b.id)?,
+        None => true,
+    };
+    let (batch, rebuilt) = match (existing, &opts.rebuild) {
+        (existing, Some(file)) if !opts.dry_run && unsent => (
+            rebuild(&mut ledger, &conn, opts, file, existing, reporter).await?,
             true,
         ),
+        (Some(b), _) => (b, false),
         (None, _) => {
             return Err(RunError::Usage(UsageError::new(
                 format!("no batch `{}` in {}", opts.batch, opts.ledger.display()),
@@ -98,12 +105,14 @@ pub async fn reconcile_batch(
 }
 
 /// Restores a batch from its input file: the rows as the file has them (PENDING or INVALID),
-/// to which the reconciliation then attaches the service's orders.
+/// to which the reconciliation then attaches the service's orders. An `existing` batch (one
+/// that has sent nothing) is given the rows it lacks.
 pub async fn rebuild(
     ledger: &mut Ledger,
     conn: &Connection,
     opts: &ReconcileOptions,
     file: &Path,
+    existing: Option<BatchRecord>,
     reporter: &Reporter,
 ) -> Result<BatchRecord, RunError> {
     let mut run = RunOptions::new(file);
@@ -122,7 +131,10 @@ pub async fn rebuild(
             problems: Problems::from_iter([p]),
         }
     })?;
-    let batch = open_batch(ledger, None, &run, &scanned, conn, &Reporter::silent())?;
+    if let Some(b) = &existing {
+        super::start::check_binding(b, conn)?;
+    }
+    let batch = open_batch(ledger, existing, &run, &scanned, conn, &Reporter::silent())?;
     let mut merge = ledger.merge(batch.id, false)?;
     scan::read_again(&scanned, file, &catalog, &options, |row, _| {
         merge.row(&row).map(drop).map_err(RunError::from)
