@@ -65,12 +65,12 @@ impl OnRepeat {
 /// What the other batches of the ledger (same environment and service) hold, by hash.
 pub struct Earlier {
     keys: RandomState,
-    /// 32-bit keyed hashes of every reference of the other batches, sorted (4 bytes a row: a
-    /// hash found is only a candidate, looked up in the ledger).
-    references: Vec<u32>,
+    /// 32-bit keyed hashes of every reference of the other batches (4 bytes a row: a hash
+    /// found is only a candidate, looked up in the ledger).
+    references: Hashes,
     /// The high 32 bits of the likeness ([`likeness`]) of every row the other batches paid in
-    /// the window, sorted.
-    paid: Vec<u32>,
+    /// the window.
+    paid: Hashes,
     /// The other batches.
     batches: Vec<BatchRecord>,
     /// The batch being checked, when the ledger has it, and its name.
@@ -86,28 +86,42 @@ pub struct Earlier {
 impl Earlier {
     /// Loads what the ledger's other batches of the service at `base_url` hold.
     pub fn load(ledger: &Ledger, base_url: &str, this: Option<i64>) -> Result<Self, LedgerError> {
+        let started = std::time::Instant::now();
         let keys = RandomState::new();
         let batches = ledger.sibling_batches(base_url, this)?;
-        let mut references = Vec::new();
+        // Sized once, exactly (a vector that grows leaves the memory of its smaller copies
+        // behind, and one sized larger than it needs takes that memory all the same).
+        let mut rows = 0;
+        for b in &batches {
+            rows += ledger
+                .row_counts(b.id)?
+                .iter()
+                .map(|(_, n)| *n)
+                .sum::<i64>();
+        }
+        let mut references = Vec::with_capacity(usize::try_from(rows).unwrap_or(0));
         for b in &batches {
             ledger.visit_references(b.id, |r| references.push(short_hash(&keys, r)))?;
         }
-        references.sort_unstable();
-        references.dedup();
-        references.shrink_to_fit();
+        let references = Hashes::new(references);
         let since = (chrono::Utc::now() - chrono::Duration::days(ALIKE_WINDOW_DAYS))
             .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
         let mut paid = Vec::new();
         if !batches.is_empty() {
+            paid.reserve_exact(usize::try_from(ledger.count_paid_likeness(&since)?).unwrap_or(0));
             ledger.visit_paid_likeness(&since, |l, batch| {
                 if Some(batch) != this {
                     paid.push(high_bits(l));
                 }
             })?;
         }
-        paid.sort_unstable();
-        paid.dedup();
-        paid.shrink_to_fit();
+        let paid = Hashes::new(paid);
+        tracing::info!(
+            "other batches: {} references, {} paid recipients, read in {:.2?}",
+            references.len(),
+            paid.len(),
+            started.elapsed()
+        );
         Ok(Earlier {
             keys,
             references,
@@ -134,10 +148,7 @@ impl Earlier {
     pub fn may_repeat(&self, reference: &str) -> bool {
         self.service.contains_key(reference)
             || !self.references.is_empty()
-                && self
-                    .references
-                    .binary_search(&short_hash(&self.keys, reference))
-                    .is_ok()
+                && self.references.contains(short_hash(&self.keys, reference))
     }
 
     /// Where another batch has this reference in a state that makes it a repeat ([`Repeat`]),
@@ -189,7 +200,7 @@ impl Earlier {
         }
         let codes: Vec<&str> = spec.product_codes.iter().map(String::as_str).collect();
         let l = likeness(email, &codes, spec.face_value, &spec.currency);
-        self.paid.binary_search(&high_bits(l)).is_ok().then_some(l)
+        self.paid.contains(high_bits(l)).then_some(l)
     }
 
     /// Whether the row needs a closer look: [`Earlier::may_repeat`] or
@@ -494,6 +505,54 @@ impl Repeat {
             self.batch,
             self.state.words()
         )
+    }
+}
+
+/// A set of 32-bit hashes: sorted, with where each value of the top 16 bits starts, so that a
+/// look-up reads two places of memory, not twenty (4 bytes a value and 256 KiB).
+struct Hashes {
+    values: Vec<u32>,
+    /// `starts[p]..starts[p + 1]`: the values whose top 16 bits are `p`.
+    starts: Vec<u32>,
+}
+
+impl Hashes {
+    fn new(mut values: Vec<u32>) -> Self {
+        values.sort_unstable();
+        values.dedup();
+        if values.is_empty() {
+            return Hashes {
+                values,
+                starts: Vec::new(),
+            };
+        }
+        let mut starts = Vec::with_capacity((1 << 16) + 1);
+        let mut at = 0usize;
+        for p in 0..=(1u32 << 16) {
+            while at < values.len() && (values[at] >> 16) < p {
+                at += 1;
+            }
+            starts.push(at as u32);
+        }
+        Hashes { values, starts }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    fn contains(&self, h: u32) -> bool {
+        let p = (h >> 16) as usize;
+        match (self.starts.get(p), self.starts.get(p + 1)) {
+            (Some(&a), Some(&b)) => self.values[a as usize..b as usize]
+                .binary_search(&h)
+                .is_ok(),
+            _ => false,
+        }
     }
 }
 
@@ -919,5 +978,26 @@ impl AtTheService {
             ));
         }
         (head, warnings)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashes_hold_exactly_the_values_given_across_every_bucket() {
+        let values: Vec<u32> = (0..5000u32)
+            .map(|i| i.wrapping_mul(2_654_435_761))
+            .chain([0, u32::MAX, 0x0001_0000, 0xffff_0000])
+            .collect();
+        let set = Hashes::new(values.clone());
+        for v in &values {
+            assert!(set.contains(*v), "{v:#x}");
+        }
+        for v in [1u32, 0x0000_ffff, 0xfffe_ffff, 12345] {
+            assert_eq!(set.contains(v), values.contains(&v), "{v:#x}");
+        }
+        assert!(!Hashes::new(Vec::new()).contains(0));
     }
 }

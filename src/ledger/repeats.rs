@@ -15,27 +15,50 @@ use super::{BatchRecord, Ledger, Result, RowState, parse_state, sqlerr};
 /// each paid row (`rows.likeness`); two payouts that share it are compared by their content
 /// before anything is said, so a collision can only cost a comparison.
 pub fn likeness(email: &str, codes: &[&str], face_value: Decimal, currency: &str) -> i64 {
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-    let mut hash = OFFSET;
-    let mut put = |bytes: &[u8]| {
-        for &b in bytes {
-            hash ^= u64::from(b);
-            hash = hash.wrapping_mul(PRIME);
-        }
-        // A separator no value holds.
-        hash ^= 0x1f;
-        hash = hash.wrapping_mul(PRIME);
-    };
-    put(email.to_lowercase().as_bytes());
-    let mut codes = codes.to_vec();
-    codes.sort_unstable();
-    for code in codes {
-        put(code.as_bytes());
+    // Without an allocation: a file's every row with an address is hashed while it is read.
+    let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+    let mut utf8 = [0u8; 4];
+    for c in email.chars().flat_map(char::to_lowercase) {
+        h.put(c.encode_utf8(&mut utf8).as_bytes());
     }
-    put(face_value.normalize().to_string().as_bytes());
-    put(currency.as_bytes());
-    hash as i64
+    h.end();
+    if codes.len() == 1 {
+        h.put(codes[0].as_bytes());
+        h.end();
+    } else {
+        let mut sorted = codes.to_vec();
+        sorted.sort_unstable();
+        for code in sorted {
+            h.put(code.as_bytes());
+            h.end();
+        }
+    }
+    let value = face_value.normalize();
+    h.put(&value.mantissa().to_le_bytes());
+    h.put(&value.scale().to_le_bytes());
+    h.end();
+    h.put(currency.as_bytes());
+    h.end();
+    h.0 as i64
+}
+
+/// 64-bit FNV-1a.
+struct Fnv(u64);
+
+impl Fnv {
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+
+    fn put(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(Self::PRIME);
+        }
+    }
+
+    /// The end of a part: a byte no text holds.
+    fn end(&mut self) {
+        self.put(&[0xff]);
+    }
 }
 
 /// What a stored row's content (`rows.spec`) says of its likeness; `None` for a row without an
@@ -204,6 +227,17 @@ impl Ledger {
             visit(r.get(0).map_err(&err)?, r.get(1).map_err(&err)?);
         }
         Ok(())
+    }
+
+    /// How many rows [`Ledger::visit_paid_likeness`] visits.
+    pub fn count_paid_likeness(&self, since: &str) -> Result<i64> {
+        self.conn
+            .prepare_cached(
+                "SELECT count(*) FROM rows INDEXED BY rows_paid_likeness
+                 WHERE state = 'COMPLETED' AND likeness IS NOT NULL AND completed_at >= ?1",
+            )
+            .and_then(|mut st| st.query_row(params![since], |r| r.get(0)))
+            .map_err(sqlerr(&self.path))
     }
 
     /// The row of `batch_id` with `reference`, with the sends of its order.
