@@ -145,6 +145,19 @@ async fn allowed_repeats_are_paid_again_and_recorded_on_the_batch() {
     let status = against_url(&ws, &sim.base_url(), &["status", "--batch", "again"]).await;
     let text = stdout_of(&status);
     assert!(text.contains("repeats allowed (--allow-repeats)"), "{text}");
+    // The report shows the decision where the plan digest stands.
+    let report = against_url(
+        &ws,
+        &sim.base_url(),
+        &["report", "--batch", "again", "--html", "again.html"],
+    )
+    .await;
+    assert_eq!(report.status.code(), Some(0), "{}", output_of(&report));
+    let page = std::fs::read_to_string(ws.path("again.html")).expect("report page");
+    assert!(
+        page.contains("repeats allowed (--allow-repeats)"),
+        "the decision is shown"
+    );
 }
 
 #[tokio::test]

@@ -290,6 +290,15 @@ impl Tally {
         }
     }
 
+    /// A person decided about rows other batches have (`note`: allowed or skipped, with
+    /// which): the plan digest `validate` showed also covers them, and the rows alone cannot
+    /// give it back; the page says so (and shows the decision) instead of another digest.
+    pub fn repeats_decided(&mut self, note: &str) {
+        self.digest = Digest::Unknown(format!(
+            "this plan had rows other batches have ({note}); its digest covers that decision: paybatch validate shows it"
+        ));
+    }
+
     /// The number of the batch's latest merge ([`crate::ledger::Ledger::merges`]): the plan
     /// digest is then the one `validate` shows for the latest file, made of the rows it had and
     /// of the orders followed for the rows it no longer had ([`scan::plan_digest`]). Without it

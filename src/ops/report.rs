@@ -56,6 +56,9 @@ pub fn write_html(
     mut tally: html::Tally,
 ) -> Result<(), RunError> {
     tally.latest_merge(ledger.merges(batch.id)?);
+    if let Some((_, note)) = ledger.batch_notes(batch.id, "repeats ")?.last() {
+        tally.repeats_decided(note);
+    }
     ledger.visit_result_rows(batch.id, true, |row, order| {
         tally.add(&row, order.as_ref());
         Ok::<(), LedgerError>(())
