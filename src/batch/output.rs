@@ -71,6 +71,35 @@ impl ResultLine {
     }
 }
 
+/// Why a file asked for as output (`--out`, `--html`) must not be written: it is the ledger,
+/// one of its side files (`-wal`, `-shm`, the lock), or an input file, compared by their
+/// canonical paths (a link, `..` or another spelling is the same file). `None` when it may be.
+pub fn output_clash(out: &Path, ledger: &Path, inputs: &[&Path]) -> Option<String> {
+    let canonical = |p: &Path| crate::ledger::canonical_path(p).ok();
+    let target = canonical(out)?;
+    if let Some(l) = canonical(ledger) {
+        let side = |suffix: &str| std::path::PathBuf::from(format!("{}{suffix}", l.display()));
+        if target == l {
+            return Some(format!("{} is the ledger", out.display()));
+        }
+        for suffix in ["-wal", "-shm", "-journal", ".lock"] {
+            if target == side(suffix) {
+                return Some(format!("{} is the ledger's {suffix} file", out.display()));
+            }
+        }
+        // The lock file beside the ledger as it was named.
+        if canonical(&super::lock::lock_path(ledger)).is_some_and(|lock| lock == target) {
+            return Some(format!("{} is the ledger's lock file", out.display()));
+        }
+    }
+    for input in inputs {
+        if canonical(input).is_some_and(|i| i == target) {
+            return Some(format!("{} is the input file", out.display()));
+        }
+    }
+    None
+}
+
 /// A cell made safe to open in a spreadsheet: prefixed with `'` when it starts with `=`, `+`,
 /// `-`, `@` (or their full-width forms `＝`, `＋`, `－`, `＠`, which spreadsheets in East Asian
 /// locales read the same way), a tab or a carriage return (which a spreadsheet could run as a

@@ -70,6 +70,22 @@ pub async fn execute(args: ReportArgs, quiet: bool) -> i32 {
             return exit::USAGE;
         }
     }
+    // Neither output may be the ledger, one of its files, or the batch's input file.
+    let input = std::path::PathBuf::from(&batch.input_path);
+    for (flag, path) in [("--out", &args.out), ("--html", &args.html)] {
+        let Some(path) = path.as_ref().filter(|p| !is_stdout(p)) else {
+            continue;
+        };
+        if let Some(why) =
+            crate::batch::output::output_clash(path, &args.service.ledger, &[input.as_path()])
+        {
+            print_error(
+                &format!("{flag} {why}: writing there would destroy it"),
+                Some("give it another file"),
+            );
+            return exit::USAGE;
+        }
+    }
     let csv_path = match (&args.out, &args.html) {
         (Some(out), _) => Some(out.clone()),
         (None, Some(_)) => None,

@@ -51,6 +51,7 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         opts.ledger.display()
     ));
     check_input(&opts.input)?;
+    check_out(opts)?;
     let _lock = LedgerLock::acquire(&opts.ledger)?;
     let mut ledger = Ledger::open(&opts.ledger)?;
     let mut conn = Connection::open(
@@ -210,6 +211,28 @@ async fn merge_file(
 struct Ending {
     incomplete: Option<String>,
     written: Option<ResultWriter>,
+}
+
+/// `--out` names a file the run may write: not stdout (the run's stdout is its summary), not the
+/// ledger or one of its files, not the input.
+fn check_out(opts: &RunOptions) -> Result<(), RunError> {
+    let Some(out) = &opts.out else {
+        return Ok(());
+    };
+    let help = "give --out another file (the result file holds payout links: keep it private)";
+    if out.as_os_str() == "-" {
+        return Err(RunError::Usage(crate::environment::UsageError::new(
+            "run writes its result file to a file, not to stdout (`--out -`)",
+            "after the run, `paybatch report --batch NAME --out -` prints the result file on stdout",
+        )));
+    }
+    match crate::batch::output::output_clash(out, &opts.ledger, &[&opts.input]) {
+        Some(why) => Err(RunError::Usage(crate::environment::UsageError::new(
+            format!("--out {why}: writing the result file there would destroy it"),
+            help,
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Where the result file goes: `--out`, or beside the input.
