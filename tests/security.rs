@@ -459,6 +459,21 @@ async fn the_proxy_trap_sees_the_connections_paybatch_attempts() {
     assert!(connections >= 1, "{}", stderr_of(&out));
 }
 
+/// Plain http (allowed to this machine only) never goes through a proxy: the key would cross
+/// the network in clear to the proxy's host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_http_to_this_machine_never_goes_through_a_proxy() {
+    let sim = start_sim(fast_config(None)).await;
+    let base = sim.base_url();
+    let (out, _, connections) = behind_trap(
+        &["run", "nov.csv", "--base-url", &base],
+        paybatch::sim::DEFAULT_KEY,
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(connections, 0, "nothing went to the proxy");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_playground_key_is_refused_for_production_before_any_connection() {
     let (out, took, connections) =

@@ -141,7 +141,13 @@ pub fn check_base_url(base_url: &str) -> Result<Url, ApiError> {
 impl Client {
     pub fn new(config: ClientConfig) -> Result<Self, ApiError> {
         let base = check_base_url(&config.base_url)?;
-        let http = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder();
+        if base.scheme() == "http" {
+            // Plain http goes to this machine only ([`check_base_url`]): never through a proxy,
+            // which would carry the key across the network unencrypted.
+            builder = builder.no_proxy();
+        }
+        let http = builder
             .timeout(config.timeout)
             .connect_timeout(config.timeout.min(Duration::from_secs(10)))
             // A redirect could carry the key to another host: never follow one.
