@@ -222,6 +222,22 @@ impl Earlier {
     }
 }
 
+/// What a batch is checked against ([`Earlier`]), and whether the service's order list is to
+/// be read as well: until anything of the batch has left (a batch new to the ledger, one only
+/// planned, one stopped before its first send), another ledger may be paying it.
+pub fn earlier_for(
+    ledger: &Ledger,
+    base_url: &str,
+    existing: Option<&BatchRecord>,
+) -> Result<(Earlier, bool), LedgerError> {
+    let earlier = Earlier::load(ledger, base_url, existing.map(|b| b.id))?;
+    let unsent = match existing {
+        None => true,
+        Some(b) => !ledger.has_sent(b.id)?,
+    };
+    Ok((earlier, unsent))
+}
+
 /// Where another batch has the reference.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -909,6 +925,26 @@ pub fn check_service(
             }
         }
     }
+    refuse_what_cannot_be_told(&ours, processing, untold, batch, input)?;
+    Ok(AtTheService {
+        rows,
+        first_rows_only,
+        pages: window.pages,
+        orders: window.orders.len(),
+        since: window.since.to_rfc3339(),
+        complete: window.complete,
+    })
+}
+
+/// The refusals of [`check_service`]: orders of this batch the ledger does not know (`ours`),
+/// unknown orders still processing, orders that could not be told (`untold`).
+fn refuse_what_cannot_be_told(
+    ours: &[&window::ListedOrder],
+    processing: usize,
+    untold: usize,
+    batch: &str,
+    input: &std::path::Path,
+) -> Result<(), RunError> {
     if !ours.is_empty() {
         let first = ours
             .iter()
@@ -945,14 +981,7 @@ pub fn check_service(
             help: "run again in a minute; if it stays, give the batch a shorter --batch name, or reconcile the batches they belong to into this ledger (paybatch reconcile --batch NAME --rebuild FILE)".into(),
         });
     }
-    Ok(AtTheService {
-        rows,
-        first_rows_only,
-        pages: window.pages,
-        orders: window.orders.len(),
-        since: window.since.to_rfc3339(),
-        complete: window.complete,
-    })
+    Ok(())
 }
 
 impl AtTheService {

@@ -33,6 +33,9 @@ pub struct ToPlan {
     pub again: bool,
 }
 
+/// A row of the batch that a merge did not see: (id, reference, state, order).
+type MissingRow = (i64, String, String, Option<i64>);
+
 /// New rows inserted by one statement when an order is planned.
 const ROWS_A_STATEMENT: usize = 25;
 
@@ -707,6 +710,24 @@ impl Merge<'_> {
         Ok(order_id)
     }
 
+    /// The rows of the batch this merge has not seen (and not REMOVED yet).
+    fn missing_rows(&self) -> Result<Vec<MissingRow>> {
+        let mut st = self
+            .tx
+            .prepare(
+                "SELECT id, reference, state, order_id FROM rows
+                 WHERE batch_id = ?1 AND merged != ?2 AND state != 'REMOVED'",
+            )
+            .map_err(sqlerr(self.path))?;
+        let rows = st
+            .query_map(params![self.batch_id, self.stamp], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })
+            .map_err(sqlerr(self.path))?;
+        rows.collect::<rusqlite::Result<_>>()
+            .map_err(sqlerr(self.path))
+    }
+
     /// Ends the file: rows of the batch the file no longer has are marked REMOVED when nothing
     /// was sent for them (an intent never sent that held one is cancelled), and reported when
     /// something was. Returns what the merge found; the merge is still to be committed (or
@@ -719,22 +740,7 @@ impl Merge<'_> {
             )));
         }
         if !self.fresh {
-            let missing: Vec<(i64, String, String, Option<i64>)> = {
-                let mut st = self
-                    .tx
-                    .prepare(
-                        "SELECT id, reference, state, order_id FROM rows
-                         WHERE batch_id = ?1 AND merged != ?2 AND state != 'REMOVED'",
-                    )
-                    .map_err(sqlerr(self.path))?;
-                let rows = st
-                    .query_map(params![self.batch_id, self.stamp], |r| {
-                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-                    })
-                    .map_err(sqlerr(self.path))?;
-                rows.collect::<rusqlite::Result<_>>()
-                    .map_err(sqlerr(self.path))?
-            };
+            let missing = self.missing_rows()?;
             // Intents never sent that lose a row, with the rows they lose.
             let mut losing: std::collections::BTreeMap<i64, Vec<String>> = Default::default();
             for (id, reference, state, order_id) in missing {

@@ -14,7 +14,7 @@ use crate::api::models::Product;
 use crate::batch::funds::{self, row_card, row_price};
 use crate::batch::options::RunOptions;
 use crate::batch::outcome::RunError;
-use crate::batch::repeats::{self, Earlier, OnRepeat, Repeats};
+use crate::batch::repeats::{self, OnRepeat, Repeats};
 use crate::catalog::CatalogSource;
 use crate::environment::Connection;
 use crate::input::rules::{CatalogIndex, Problem, Problems, RowSpec, ValidateOptions};
@@ -308,6 +308,53 @@ impl Preview {
     }
 }
 
+/// The file read as `paybatch run` checks it, paying nothing: every row checked, against the
+/// ledger's batch (`existing`) and other batches (`checker`), and the totals of what a run would
+/// pay. `Err` for a ledger that cannot be read; the file's own problem in the first `Result`.
+fn read_file(
+    opts: &RunOptions,
+    (ledger, existing): (&Ledger, Option<&crate::ledger::BatchRecord>),
+    index: &CatalogIndex,
+    by_code: &HashMap<&str, &Product>,
+    options: &ValidateOptions,
+    checker: &mut repeats::Checker<'_>,
+) -> Result<(Result<scan::Scan, Problem>, Totals), RunError> {
+    let batch_name = opts.batch_name();
+    let mut totals = Totals::default();
+    let mut lookup_error = None;
+    let scanned = scan::scan(
+        &opts.input,
+        opts.delimiter,
+        index,
+        options,
+        Some((batch_name.as_str(), opts.environment.name())),
+        |spec| {
+            let state = match existing {
+                Some(b) => match ledger.row_state(b.id, &spec.reference) {
+                    Ok(state) => state,
+                    Err(e) => {
+                        lookup_error.get_or_insert(e);
+                        None
+                    }
+                },
+                None => None,
+            };
+            let repeat = checker.see(spec).unwrap_or_else(|e| {
+                lookup_error.get_or_insert(e);
+                false
+            });
+            // A repeat that a run would leave out costs nothing.
+            if !(repeat && opts.on_repeat == OnRepeat::Skip) {
+                totals.add(spec, state, by_code, opts.card_id.as_deref());
+            }
+        },
+    );
+    if let Some(e) = lookup_error {
+        return Err(e.into());
+    }
+    Ok((scanned, totals))
+}
+
 /// Runs every check of `paybatch run` on `opts.input` without paying or recording anything but
 /// the catalog cache. `Err` for what stops a run before the file is read (configuration, the
 /// batch bound elsewhere, the service refusing the key, the ledger).
@@ -333,19 +380,11 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, RunError> {
     };
     let index = CatalogIndex::new(products.clone());
     let by_code: HashMap<&str, &Product> = products.iter().map(|p| (p.code.as_str(), p)).collect();
-    let mut totals = Totals::default();
-    let mut lookup_error = None;
-    let mut earlier = Earlier::load(
+    let (mut earlier, unsent) = repeats::earlier_for(
         &ledger,
         &opts.environment.recorded_base_url(),
-        existing.as_ref().map(|b| b.id),
+        existing.as_ref(),
     )?;
-    // Until anything of the batch has left (a batch new to the ledger, one only planned, one
-    // stopped before its first send), another ledger may be paying it.
-    let unsent = match &existing {
-        None => true,
-        Some(b) => !ledger.has_sent(b.id)?,
-    };
     if unsent {
         let read = repeats::read_service(&conn.client, &batch_name).await?;
         let at = repeats::check_service(read, &ledger, &batch_name, &opts.input)?;
@@ -353,36 +392,14 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, RunError> {
         earlier = earlier.with_service(&at);
     }
     let mut checker = repeats::Checker::new(&ledger, &earlier, opts.on_repeat);
-    let scanned = scan::scan(
-        &opts.input,
-        opts.delimiter,
+    let (scanned, totals) = read_file(
+        opts,
+        (&ledger, existing.as_ref()),
         &index,
+        &by_code,
         &options,
-        Some((batch_name.as_str(), opts.environment.name())),
-        |spec| {
-            let state = match &existing {
-                Some(b) => match ledger.row_state(b.id, &spec.reference) {
-                    Ok(state) => state,
-                    Err(e) => {
-                        lookup_error.get_or_insert(e);
-                        None
-                    }
-                },
-                None => None,
-            };
-            let repeat = checker.see(spec).unwrap_or_else(|e| {
-                lookup_error.get_or_insert(e);
-                false
-            });
-            // A repeat that a run would leave out costs nothing.
-            if !(repeat && opts.on_repeat == OnRepeat::Skip) {
-                totals.add(spec, state, &by_code, opts.card_id.as_deref());
-            }
-        },
-    );
-    if let Some(e) = lookup_error {
-        return Err(e.into());
-    }
+        &mut checker,
+    )?;
     let scanned = match scanned {
         Ok(s) => s,
         Err(problem) => {

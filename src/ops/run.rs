@@ -76,27 +76,14 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
     // What the ledger's other batches hold, and for a batch new to the ledger what the
     // service's order list holds that the ledger does not know: a row they have is never paid
     // again unnoticed.
-    let mut earlier = Earlier::load(
+    let (mut earlier, unsent) = repeats::earlier_for(
         &ledger,
         &opts.environment.recorded_base_url(),
-        existing.as_ref().map(|b| b.id),
+        existing.as_ref(),
     )?;
-    // Until anything of the batch has left (a batch new to the ledger, one only planned, one
-    // stopped before its first send), another ledger may be paying it.
-    let unsent = match &existing {
-        None => true,
-        Some(b) => !ledger.has_sent(b.id)?,
-    };
     if unsent {
         let read = repeats::read_service(&conn.client, &batch_name).await?;
-        let at = repeats::check_service(read, &ledger, &batch_name, &opts.input)?;
-        let (head, warnings) = at.lines();
-        reporter.line(head);
-        for w in warnings {
-            reporter.warn(w);
-        }
-        failpoint::hit("after_service_check");
-        earlier = earlier.with_service(&at);
+        earlier = service_checked(&ledger, earlier, read, opts, &reporter)?;
     }
     let earlier = Arc::new(earlier);
     let options = ValidateOptions {
@@ -133,6 +120,26 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         ending,
     )
     .await
+}
+
+/// What the service's order list holds ([`repeats::read_service`]) against the ledger: a
+/// refusal, or the other batches' orders added to what the rows are checked against. Said to
+/// the person running the batch.
+fn service_checked(
+    ledger: &Ledger,
+    earlier: Earlier,
+    read: repeats::ServiceRead,
+    opts: &RunOptions,
+    reporter: &Reporter,
+) -> Result<Earlier, RunError> {
+    let at = repeats::check_service(read, ledger, &opts.batch_name(), &opts.input)?;
+    let (head, warnings) = at.lines();
+    reporter.line(head);
+    for w in warnings {
+        reporter.warn(w);
+    }
+    failpoint::hit("after_service_check");
+    Ok(earlier.with_service(&at))
 }
 
 /// Merges the file into the ledger and plans its new rows into orders: one transaction,
@@ -568,36 +575,7 @@ fn tell_plan(merged: &Merged, opts: &RunOptions, valid_rows: usize, reporter: &R
         ));
     }
     let report = &merged.report;
-    if !report.cancelled.is_empty() {
-        let n = report.cancelled.len();
-        let mut text = format!(
-            "{n} {} never sent held rows no longer in the input file: cancelled, never to be sent",
-            if n == 1 { "intent" } else { "intents" }
-        );
-        if report.planned_again > 0 {
-            text.push_str(&format!(
-                "; {} of {} rows still in the file {} planned again into new orders",
-                report.planned_again,
-                if n == 1 { "its" } else { "their" },
-                if report.planned_again == 1 {
-                    "is"
-                } else {
-                    "are"
-                }
-            ));
-        }
-        if report.pending_again > 0 {
-            text.push_str(&format!(
-                "; {} of {} rows {} PENDING: the next run plans them",
-                report.pending_again,
-                if n == 1 { "its" } else { "their" },
-                if report.pending_again == 1 {
-                    "is"
-                } else {
-                    "are"
-                }
-            ));
-        }
+    if let Some(text) = cancelled_text(report) {
         reporter.alert(text);
     }
     let followed = &report.missing_but_submitted;
@@ -649,6 +627,36 @@ fn tell_plan(merged: &Merged, opts: &RunOptions, valid_rows: usize, reporter: &R
             n => format!("{n} rows are paid from another currency's balance: each goes alone in a sync order (the service converts currencies only in one-item sync orders)"),
         });
     }
+}
+
+/// What a merge cancelled: the intents never sent that held rows the file no longer has, and
+/// what became of their other rows.
+fn cancelled_text(report: &ledger::MergeReport) -> Option<String> {
+    if report.cancelled.is_empty() {
+        return None;
+    }
+    let n = report.cancelled.len();
+    let mut text = format!(
+        "{n} {} never sent held rows no longer in the input file: cancelled, never to be sent",
+        if n == 1 { "intent" } else { "intents" }
+    );
+    let theirs = if n == 1 { "its" } else { "their" };
+    let verb = |k: usize| if k == 1 { "is" } else { "are" };
+    if report.planned_again > 0 {
+        text.push_str(&format!(
+            "; {} of {theirs} rows still in the file {} planned again into new orders",
+            report.planned_again,
+            verb(report.planned_again)
+        ));
+    }
+    if report.pending_again > 0 {
+        text.push_str(&format!(
+            "; {} of {theirs} rows {} PENDING: the next run plans them",
+            report.pending_again,
+            verb(report.pending_again)
+        ));
+    }
+    Some(text)
 }
 
 /// Rows named in one warning at most; the others are counted.
