@@ -1,7 +1,8 @@
 //! A finished order is checked against what was sent: a service that answers COMPLETED with
-//! other face values, another currency, a negative price, no items, or the id of another
-//! order gets its rows recorded MISMATCH (never COMPLETED, never sent again), shown by
-//! `status`, and the run exits 4.
+//! other face values, another currency, a negative price, no items, items without payout
+//! links, or the id of another order, or answers FAILED with items carrying payout links, gets
+//! its rows recorded MISMATCH (never COMPLETED, never sent again, not even after
+//! `paybatch retry`), shown by `status`, and the run exits 4.
 //!
 //! The tests put a rewriting proxy on a loopback port in front of the real simulator.
 
@@ -112,8 +113,16 @@ async fn finished_orders_changed(change: fn(&mut serde_json::Value), needle: &st
         assert_eq!(row[status], "MISMATCH", "{needle}: {row:?}");
         assert!(row[error].contains(needle), "{needle}: {}", row[error]);
     }
-    // Status says what to do; nothing is sent again by a second run.
+    // Status says what to do; nothing is sent again by a retry and a second run.
     let posts = order_posts(&sim);
+    let retried = against_url(&ws, &base, &["retry", "--batch", "pay", "--json"]).await;
+    let retried_json: serde_json::Value =
+        serde_json::from_slice(&retried.stdout).expect("retry --json answers JSON");
+    assert_eq!(
+        retried_json["retried"],
+        serde_json::json!([]),
+        "{needle}: retry takes no MISMATCH row: {retried_json}"
+    );
     let again = run_through(&ws, &base, &["--items-per-order", "2"]).await;
     assert_eq!(again.status.code(), Some(4), "{}", stderr_of(&again));
     assert_eq!(
@@ -135,7 +144,12 @@ async fn finished_orders_changed(change: fn(&mut serde_json::Value), needle: &st
     )
     .await;
     let text = format!("{}{}", stdout_of(&status_out), stderr_of(&status_out));
-    assert!(text.contains("MISMATCH"), "{text}");
+    assert!(text.contains("2 rows are MISMATCH"), "{needle}: {text}");
+    let result = read_csv(&ws.path("pay.result.csv"));
+    assert!(
+        result[1..].iter().all(|row| row[status] == "MISMATCH"),
+        "{needle}: {result:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -171,6 +185,33 @@ async fn a_negative_price_is_a_mismatch() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_completed_order_without_items_is_a_mismatch() {
     finished_orders_changed(|o| o["items"] = serde_json::json!([]), "0 items answered").await;
+}
+
+/// A COMPLETED order whose items carry no payout link (no `payout` object, or an empty `url`):
+/// the money left, but nobody can reach the recipient.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completed_order_without_payout_links_is_a_mismatch() {
+    finished_orders_changed(
+        |o| {
+            o["items"][0].as_object_mut().map(|i| i.remove("payout"));
+            o["items"][1]["payout"]["url"] = "".into();
+        },
+        "completed without a payout link",
+    )
+    .await;
+}
+
+/// A FAILED order whose items carry payout links may have paid: its rows are not retried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_order_with_payout_links_is_a_mismatch() {
+    finished_orders_changed(
+        |o| {
+            o["status"] = "FAILED".into();
+            o["message"] = "The order failed.".into();
+        },
+        "failed, but its items carry payout links",
+    )
+    .await;
 }
 
 /// The service answers the second order's creation with the first order's id: one service

@@ -1,14 +1,15 @@
 //! A finished order is checked against what was sent before anything of it is believed: the
 //! service's answer must hold the items paybatch asked for (count, products, face values,
 //! currencies, distribution), the payment method it asked for, and no negative or inflated
-//! price. An order that differs is recorded MISMATCH: its rows need a person, are never
+//! price; a COMPLETED order's items each carry a payout link, a FAILED order's items none. An
+//! order that differs is recorded MISMATCH: its rows need a person, are never
 //! COMPLETED and never sent again by themselves.
 
 use rust_decimal::Decimal;
 
 use crate::api::models::{
-    DistributionMethod, DistributionType, NewOrder, NewOrderItem, Order, OrderItem, PaymentMethod,
-    PaymentMethodType, ProductSelection,
+    DistributionMethod, DistributionType, NewOrder, NewOrderItem, Order, OrderItem, OrderStatus,
+    PaymentMethod, PaymentMethodType, ProductSelection,
 };
 
 /// What the ledger holds of one row of the order, in item order: the product's currency.
@@ -129,6 +130,7 @@ pub fn check(body: &[u8], rows: &[SentRow], answer: &Order) -> Result<Vec<usize>
         let who = who(rows, i);
         item_differences(&who, &answer.items[*j], asked, rows.get(i), &mut out);
     }
+    out.extend(link_differences(rows, answer, &pairs));
     if out.is_empty() && pairs.iter().all(Option::is_some) {
         return Ok(pairs.into_iter().flatten().collect());
     }
@@ -157,6 +159,54 @@ fn who(rows: &[SentRow], i: usize) -> String {
         || format!("item {}", i + 1),
         |r| format!("item {} (row {})", i + 1, r.reference),
     )
+}
+
+/// Whether `item` carries a payout link (in either dated version's shape) that is not empty.
+fn has_link(item: &OrderItem) -> bool {
+    let given = |url: Option<&str>| url.is_some_and(|u| !u.trim().is_empty());
+    given(item.payout.as_ref().and_then(|p| p.url.as_deref()))
+        || given(item.redemption_url.as_deref())
+}
+
+/// What the payout links of a finished order say against its status. Every item of a COMPLETED
+/// order carries its link (the published API requires `payout.url`, whatever the delivery): one
+/// without it left the balance and cannot reach its recipient. No item of a FAILED order carries
+/// one: an order that failed with links may have paid, and sending its rows again may pay twice.
+/// Either needs a person.
+fn link_differences(rows: &[SentRow], answer: &Order, pairs: &[Option<usize>]) -> Vec<String> {
+    let named = |j: usize| {
+        pairs
+            .iter()
+            .position(|p| *p == Some(j))
+            .map_or_else(|| format!("answered item {}", j + 1), |i| who(rows, i))
+    };
+    match answer.status {
+        OrderStatus::Completed => answer
+            .items
+            .iter()
+            .enumerate()
+            .filter(|(_, item)| !has_link(item))
+            .map(|(j, _)| format!("{}: completed without a payout link", named(j)))
+            .collect(),
+        OrderStatus::Failed => {
+            let linked: Vec<String> = answer
+                .items
+                .iter()
+                .enumerate()
+                .filter(|(_, item)| has_link(item))
+                .map(|(j, _)| named(j))
+                .collect();
+            if linked.is_empty() {
+                Vec::new()
+            } else {
+                vec![format!(
+                    "failed, but its items carry payout links ({})",
+                    linked.join(", ")
+                )]
+            }
+        }
+        _ => Vec::new(),
+    }
 }
 
 /// The order-level differences (count, payment method, currency, totals).
@@ -317,10 +367,14 @@ mod tests {
             "items": [
                 {"id": "E-1", "distribution_method": {"type": "EMAIL", "email_address": "A@B.example"},
                  "products": {"type": "SINGLE", "value": "AMZ-US"}, "face_value": "10.00",
-                 "price": "9.80", "currency": "USD"},
+                 "price": "9.80", "currency": "USD",
+                 "payout": {"status": "ACTIVE", "status_updated_at": "2024-03-01T10:00:00Z",
+                            "url": "https://payouts.example/r/E-1"}},
                 {"id": "E-2", "distribution_method": {"type": "PAYOUT_LINK"},
                  "products": {"type": "SINGLE", "value": "AMZ-US"}, "face_value": "25.5",
-                 "price": "24.99", "currency": "USD"}
+                 "price": "24.99", "currency": "USD",
+                 "payout": {"status": "ACTIVE", "status_updated_at": "2024-03-01T10:00:00Z",
+                            "url": "https://payouts.example/r/E-2"}}
             ]
         })
     }
@@ -351,6 +405,27 @@ mod tests {
         assert_eq!(check(BODY.as_bytes(), &rows(), &order), Ok(vec![1, 0]));
         let order: Order = serde_json::from_value(answer()).expect("an order");
         assert_eq!(check(BODY.as_bytes(), &rows(), &order), Ok(vec![0, 1]));
+    }
+
+    /// A completed item's link may come in the older version's shape; a failed order's items
+    /// carry none.
+    #[test]
+    fn links_as_the_service_answers_them_pass() {
+        let older = diff(|a| {
+            for item in a["items"].as_array_mut().into_iter().flatten() {
+                let url = item["payout"]["url"].clone();
+                item.as_object_mut().map(|i| i.remove("payout"));
+                item["redemption_url"] = url;
+            }
+        });
+        assert!(older.is_empty(), "{older:?}");
+        let failed = diff(|a| {
+            a["status"] = "FAILED".into();
+            for item in a["items"].as_array_mut().into_iter().flatten() {
+                item.as_object_mut().map(|i| i.remove("payout"));
+            }
+        });
+        assert!(failed.is_empty(), "{failed:?}");
     }
 
     #[test]
@@ -408,6 +483,31 @@ mod tests {
                 "another address",
                 Box::new(|a| {
                     a["items"][0]["distribution_method"]["email_address"] = "x@y.example".into()
+                }),
+            ),
+            (
+                "item 1 (row A): completed without a payout link",
+                Box::new(|a| {
+                    a["items"][0].as_object_mut().map(|o| o.remove("payout"));
+                }),
+            ),
+            (
+                "item 2 (row B): completed without a payout link",
+                Box::new(|a| a["items"][1]["payout"]["url"] = "".into()),
+            ),
+            (
+                "completed without a payout link",
+                Box::new(|a| {
+                    a["items"][1]["payout"]
+                        .as_object_mut()
+                        .map(|o| o.remove("url"));
+                }),
+            ),
+            (
+                "failed, but its items carry payout links (item 2 (row B))",
+                Box::new(|a| {
+                    a["status"] = "FAILED".into();
+                    a["items"][0].as_object_mut().map(|o| o.remove("payout"));
                 }),
             ),
             (
