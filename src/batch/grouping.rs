@@ -408,15 +408,17 @@ fn changed_after_submission(report: &ledger::MergeReport) -> crate::input::rules
     report
         .changed_after_submission
         .iter()
-        .map(|(reference, line, state)| Problem {
-            line: *line as u64,
-            column: None,
-            column_name: Some("reference".into()),
-            value: Some(reference.clone()),
-            message: format!(
-                "row `{reference}` changed after it was submitted (it is {state}); a submitted payout cannot be changed"
-            ),
-            help: Some("restore the row as it was, or give the new payout a new reference".into()),
+        .map(|(reference, line, state)| {
+            let mut p = Problem::file(
+                *line as u64,
+                format!(
+                    "row `{reference}` changed after it was submitted (it is {state}); a submitted payout cannot be changed"
+                ),
+            )
+            .with_value(reference.clone())
+            .with_help("restore the row as it was, or give the new payout a new reference");
+            p.column_name = Some("reference".into());
+            p
         })
         .collect()
 }
