@@ -124,6 +124,11 @@ impl Environment {
     /// (mode 0600 only) or `PAYBATCH_API_KEY`. The prefix must fit the environment.
     pub fn api_key(&self, key_file: Option<&Path>) -> Result<ApiKey, UsageError> {
         if self.is_simulated() {
+            // The simulator has its own key; a key file named anyway still holds a key that is
+            // never to be shown (reading it makes it one `api::key::conceal` hides).
+            if let Some(path) = key_file {
+                let _ = read_key_file(path);
+            }
             return ApiKey::new(sim::DEFAULT_KEY).map_err(|e| UsageError::new(e, ""));
         }
         let key = match key_file {

@@ -392,6 +392,68 @@ async fn a_row_changed_after_submission_is_refused() {
     assert_eq!(sim.orders().len(), 3);
 }
 
+/// `validate FILE` against `sim`, with the workspace's key file and ledger, plus `extra`.
+async fn validate_against(ws: &Workspace, sim: &SimHandle, file: &str, extra: &[&str]) -> Output {
+    let mut args = run_args(ws, &sim.base_url(), file, extra);
+    args[0] = "validate".into();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    paybatch(ws.dir.path(), &args, &[]).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validate_refuses_a_paid_row_changed_as_run_does() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    let input = ws.copy(SAMPLE, "nov.csv");
+    let out = run_against(&ws, &sim, "nov.csv", &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_exactly_once_completed(&sim, &input);
+    let orders = sim.orders().len();
+    let out = validate_against(&ws, &sim, "nov.csv", &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let approved = stdout_of(&out)
+        .split_whitespace()
+        .find(|w| w.starts_with("sha256:"))
+        .expect("a plan digest")
+        .to_string();
+    // The first row, paid, gets another amount.
+    let text = std::fs::read_to_string(&input).expect("input");
+    let first = text.lines().nth(1).expect("a row").to_string();
+    assert!(first.contains(",50.00,"), "{first}");
+    let changed = text.replacen(&first, &first.replacen(",50.00,", ",55.00,", 1), 1);
+    std::fs::write(&input, &changed).expect("edit");
+    let reference = first.split(',').next().expect("reference");
+    let problem = format!(
+        "line 2 (reference): row `{reference}` changed after it was submitted (it is COMPLETED); \
+         a submitted payout cannot be changed\n  help: restore the row as it was, or give the new \
+         payout a new reference"
+    );
+    for extra in [&[][..], &["--skip-invalid"]] {
+        let out = validate_against(&ws, &sim, "nov.csv", extra).await;
+        let (err, said) = (stderr(&out), stdout_of(&out));
+        assert_eq!(out.status.code(), Some(3), "{extra:?}: {said}{err}");
+        assert!(err.contains(&problem), "{extra:?}: {err}");
+        assert!(said.contains("NOTHING WILL BE PAID"), "{said}");
+        assert!(said.contains("plan digest: none"), "{said}");
+        assert!(!said.contains("--expect-digest"), "{said}");
+    }
+    // `run` refuses it in the same words, with the digest approved before or without one.
+    for extra in [&["--expect-digest", approved.as_str()][..], &[]] {
+        let out = run_against(&ws, &sim, "nov.csv", extra).await;
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(3), "{extra:?}: {err}");
+        if extra.is_empty() {
+            assert!(err.contains(&problem), "{err}");
+        }
+    }
+    assert_eq!(sim.orders().len(), orders, "nothing new was submitted");
+    // Restored: the digest approved before.
+    std::fs::write(&input, &text).expect("restore");
+    let out = validate_against(&ws, &sim, "nov.csv", &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout_of(&out).contains(&approved), "{}", stdout_of(&out));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn result_cells_that_look_like_formulas_are_neutralised() {
     let ws = Workspace::new();

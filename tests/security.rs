@@ -665,3 +665,97 @@ async fn the_ledger_the_result_file_and_the_simulator_state_are_private() {
     assert_eq!(again.status.code(), Some(0), "{}", stderr_of(&again));
     assert_eq!(mode_of(&result), 0o600);
 }
+
+/// A key of no known prefix, for a custom service: hidden because it is the configured key.
+const CUSTOM_SHAPED: &str = "k3y-custom-service-5551212";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_given_as_the_input_or_in_a_cell_is_never_echoed() {
+    let ws = Workspace::new();
+    let mut config = fast_config(None);
+    config.keys = vec![SECRET.to_string(), CUSTOM_SHAPED.to_string()];
+    let sim = start_sim(config).await;
+    let base = sim.base_url();
+    let key_file = write_key_file(&ws, "api.key", SECRET, 0o600);
+    let key_arg = key_file.to_str().expect("path");
+    // The key file, given as the input through a symlink.
+    std::os::unix::fs::symlink(&key_file, ws.path("key.csv")).expect("symlink");
+    assert!(
+        std::fs::read_to_string(ws.path("key.csv"))
+            .expect("read through the link")
+            .contains(SECRET)
+    );
+    // The key in cells and in the header of a file.
+    let cells = |key: &str| {
+        format!(
+            "reference,product_code,face_value,currency,{key}\n\
+             R-1,AMZ-US,10,{key},x\n\
+             R-2,{key},10,USD,x\n\
+             R-3,AMZ-US,{key},USD,x\n\
+             R-4,AMZ-US,10,USD,x\n"
+        )
+    };
+    ws.write("cells.csv", &cells(SECRET));
+    ws.write("custom.csv", &cells(CUSTOM_SHAPED));
+    let dir = ws.dir.path();
+    let placeholder = "(a value that looks like an API key, not shown)";
+    // (arguments, environment variables, the key that must not show)
+    type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>, &'a str);
+    let mut cases: Vec<Case> = Vec::new();
+    for command in ["validate", "run"] {
+        for input in ["key.csv", "cells.csv"] {
+            let from_file = vec![
+                command,
+                input,
+                "--base-url",
+                &base,
+                "--api-key-file",
+                key_arg,
+                "--ledger",
+                "ledger.db",
+            ];
+            cases.push((from_file, vec![], SECRET));
+            let from_env = vec![command, input, "--base-url", &base, "--ledger", "ledger.db"];
+            cases.push((from_env, vec![("PAYBATCH_API_KEY", SECRET)], SECRET));
+            // The embedded simulator (no key needed), with the key file named anyway.
+            let sim_env = vec![
+                command,
+                input,
+                "--api-key-file",
+                key_arg,
+                "--ledger",
+                "s.db",
+            ];
+            cases.push((sim_env, vec![], SECRET));
+        }
+        let custom = vec![
+            command,
+            "custom.csv",
+            "--base-url",
+            &base,
+            "--ledger",
+            "ledger.db",
+        ];
+        cases.push((
+            custom,
+            vec![("PAYBATCH_API_KEY", CUSTOM_SHAPED)],
+            CUSTOM_SHAPED,
+        ));
+    }
+    cases.push((
+        vec!["validate", "cells.csv", "--json", "--ledger", "s.db"],
+        vec![],
+        SECRET,
+    ));
+    for (args, envs, key) in &cases {
+        let out = paybatch_in(dir, args, envs).await;
+        let all = format!("{}{}", stdout_of(&out), stderr_of(&out));
+        assert_eq!(out.status.code(), Some(3), "{args:?} {envs:?}: {all}");
+        assert!(all.contains(placeholder), "{args:?} {envs:?}: {all}");
+        assert!(
+            !all.to_ascii_lowercase().contains(&key.to_ascii_lowercase()),
+            "{args:?} {envs:?}: {all}"
+        );
+        assert!(!all.contains(&key[..20]), "{args:?} {envs:?}: {all}");
+    }
+}

@@ -1,6 +1,8 @@
 //! The API key: a secret that is never printed, logged or stored. Only its fingerprint is.
 
+use std::borrow::Cow;
 use std::fmt;
+use std::sync::{Mutex, OnceLock};
 
 use sha2::{Digest, Sha256};
 
@@ -29,6 +31,7 @@ impl ApiKey {
         if !key.chars().all(|c| c.is_ascii_graphic()) {
             return Err("the API key holds characters that cannot be sent in a header (spaces or non-ASCII); was it copied completely?".into());
         }
+        remember(key);
         Ok(ApiKey(key.to_string()))
     }
 
@@ -66,9 +69,137 @@ impl fmt::Display for ApiKey {
     }
 }
 
+/// What is shown instead of a value that is, holds or looks like an API key.
+pub const CONCEALED: &str = "(a value that looks like an API key, not shown)";
+
+/// The shortest value taken for a key by its prefix alone ([`conceal`]).
+const KEY_LIKE_MIN: usize = 16;
+
+/// The keys this process was given: every key read (from `PAYBATCH_API_KEY` or a key file), and
+/// `PAYBATCH_API_KEY` itself even where the environment needs no key.
+fn configured() -> &'static Mutex<Vec<String>> {
+    static KEYS: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
+    KEYS.get_or_init(|| {
+        let mut keys = Vec::new();
+        if let Ok(v) = std::env::var(crate::environment::API_KEY_VAR) {
+            let v = v.trim();
+            if !v.is_empty() {
+                keys.push(v.to_string());
+            }
+        }
+        Mutex::new(keys)
+    })
+}
+
+fn remember(key: &str) {
+    let mut keys = configured().lock().unwrap_or_else(|e| e.into_inner());
+    if !keys.iter().any(|k| k == key) {
+        keys.push(key.to_string());
+    }
+}
+
+/// A character a key may hold (for cutting a text into words; a configured key is found
+/// whatever its characters).
+fn key_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "_-.+/=~".contains(c)
+}
+
+/// Whether `word` starts like a key (`xx`, `wg`, in either case) and is as long as one (a run
+/// of `x` alone is a placeholder, not a key).
+fn key_like(word: &str) -> bool {
+    word.len() >= KEY_LIKE_MIN
+        && word
+            .get(..2)
+            .is_some_and(|p| p.eq_ignore_ascii_case("xx") || p.eq_ignore_ascii_case("wg"))
+        && word.chars().any(|c| !c.eq_ignore_ascii_case(&'x'))
+}
+
+/// `text` with every configured key in it ([`ApiKey::new`], `PAYBATCH_API_KEY`), and every word
+/// that starts like a key (`xx` for the playground, `wg` for production, 16 characters or more),
+/// replaced by [`CONCEALED`]. Every text of an input file that paybatch echoes (a cell, a header,
+/// a line, in a problem, a hint or a message) goes through it: a key file given as the input, or
+/// a key pasted into a cell, is never printed.
+pub fn conceal(text: &str) -> Cow<'_, str> {
+    let mut out: Cow<'_, str> = Cow::Borrowed(text);
+    {
+        let keys = configured().lock().unwrap_or_else(|e| e.into_inner());
+        for key in keys.iter() {
+            if key.len() > out.len() {
+                continue;
+            }
+            let lower = out.to_ascii_lowercase();
+            let needle = key.to_ascii_lowercase();
+            if !lower.contains(&needle) {
+                continue;
+            }
+            let mut replaced = String::with_capacity(out.len());
+            let mut rest = 0;
+            // ASCII lowercasing keeps every byte offset.
+            for (at, _) in lower.match_indices(&needle) {
+                if at < rest {
+                    continue;
+                }
+                replaced.push_str(&out[rest..at]);
+                replaced.push_str(CONCEALED);
+                rest = at + needle.len();
+            }
+            replaced.push_str(&out[rest..]);
+            out = Cow::Owned(replaced);
+        }
+    }
+    let has_key_like = || {
+        out.split(|c: char| !key_char(c))
+            .any(|w| key_like(w) && w != CONCEALED)
+    };
+    if !has_key_like() {
+        return out;
+    }
+    let mut replaced = String::with_capacity(out.len());
+    let mut word = String::new();
+    let flush = |word: &mut String, into: &mut String| {
+        if key_like(word) {
+            into.push_str(CONCEALED);
+        } else {
+            into.push_str(word);
+        }
+        word.clear();
+    };
+    for c in out.chars() {
+        if key_char(c) {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut replaced);
+            replaced.push(c);
+        }
+    }
+    flush(&mut word, &mut replaced);
+    Cow::Owned(replaced)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn conceal_hides_keys_and_what_looks_like_one() {
+        assert_eq!(conceal("R-001"), "R-001");
+        assert!(matches!(conceal("plain text"), Cow::Borrowed(_)));
+        assert_eq!(conceal("wg-01"), "wg-01");
+        assert_eq!(conceal(&"x".repeat(40)), "x".repeat(40));
+        assert_eq!(
+            conceal("found: xx_abcdefghijklmnop, email"),
+            format!("found: {CONCEALED}, email")
+        );
+        assert_eq!(
+            conceal("`WG_ABCDEFGHIJKLMNOPQ` is not"),
+            format!("`{CONCEALED}` is not")
+        );
+        let _ = ApiKey::new("k3y:configured!ABC").unwrap();
+        assert_eq!(
+            conceal("a K3Y:CONFIGURED!abc b"),
+            format!("a {CONCEALED} b")
+        );
+    }
 
     #[test]
     fn debug_and_display_never_show_the_key() {

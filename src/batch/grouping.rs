@@ -408,17 +408,29 @@ fn changed_after_submission(report: &ledger::MergeReport) -> crate::input::rules
     report
         .changed_after_submission
         .iter()
-        .map(|(reference, line, state)| Problem {
-            line: *line as u64,
-            column: None,
-            column_name: Some("reference".into()),
-            value: Some(reference.clone()),
-            message: format!(
-                "row `{reference}` changed after it was submitted (it is {state}); a submitted payout cannot be changed"
-            ),
-            help: Some("restore the row as it was, or give the new payout a new reference".into()),
+        .map(|(reference, line, state)| {
+            changed_after_submission_problem(reference, *line as u64, *state)
         })
         .collect()
+}
+
+/// The problem of row `reference` (at `line`) of the file, changed after it was submitted (it
+/// is `state` in the ledger): what `run` refuses and `validate` lists, in the same words.
+pub fn changed_after_submission_problem(
+    reference: &str,
+    line: u64,
+    state: ledger::RowState,
+) -> Problem {
+    let mut p = Problem::file(
+        line,
+        format!(
+            "row `{reference}` changed after it was submitted (it is {state}); a submitted payout cannot be changed"
+        ),
+    )
+    .with_value(reference)
+    .with_help("restore the row as it was, or give the new payout a new reference");
+    p.column_name = Some("reference".into());
+    p
 }
 
 /// The balance pre-flight of the rows about to be planned ([`funds::check`]): what each balance

@@ -130,7 +130,17 @@ fn print_verdict(preview: &Preview) {
     if preview.problems_total > 0 {
         errln!();
         let n = preview.problems_total;
-        if preview.skip_invalid && preview.valid_rows > 0 {
+        if preview.changed_after_submission > 0 {
+            print_error(
+                &format!(
+                    "{n} problem(s) in {}, {} of them rows changed after they were submitted; `paybatch run` would submit nothing",
+                    preview.file, preview.changed_after_submission
+                ),
+                Some(
+                    "restore the changed rows as they were, or give the new payouts new references, and validate again",
+                ),
+            );
+        } else if preview.skip_invalid && preview.valid_rows > 0 {
             errln!(
                 "warning: {n} problem(s) in {}: with --skip-invalid those rows would be marked INVALID and not paid",
                 preview.file
@@ -199,14 +209,15 @@ macro_rules! put {
 /// currency (with the balance) and per product, and the plan digest. Shared with the
 /// production confirmation of `paybatch run`.
 pub fn print_preview(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
-    let payable = p.problems_total == 0 || (p.skip_invalid && p.valid_rows > 0);
+    let payable = (p.problems_total == 0 || (p.skip_invalid && p.valid_rows > 0))
+        && p.changed_after_submission == 0;
     if !payable {
         put!(
             out,
             "NOTHING WILL BE PAID: {} of {} rows have problems (listed below), and `paybatch run` refuses a file with problems{}",
-            p.rows - p.valid_rows,
+            p.rows - p.valid_rows + p.changed_after_submission,
             p.rows,
-            if p.valid_rows > 0 {
+            if p.valid_rows > 0 && p.changed_after_submission == 0 {
                 format!(
                     "; --skip-invalid would pay the {} valid rows and mark the others INVALID",
                     p.valid_rows
@@ -361,7 +372,7 @@ fn print_counts(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
         "rows: {} read, {} valid, {} with problems",
         p.rows,
         p.valid_rows,
-        p.rows - p.valid_rows
+        p.rows - p.valid_rows + p.changed_after_submission
     )?;
     if !p.totals.per_delivery.is_empty() {
         put!(

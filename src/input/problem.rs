@@ -39,7 +39,7 @@ impl Problem {
             column: None,
             column_name: None,
             value: None,
-            message: message.into(),
+            message: concealed(message.into()),
             help: None,
         }
     }
@@ -49,21 +49,31 @@ impl Problem {
         Problem {
             line,
             column: Some(index + 1),
-            column_name: Some(name.to_string()),
+            column_name: Some(concealed(name.to_string())),
             value: None,
-            message: message.into(),
+            message: concealed(message.into()),
             help: None,
         }
     }
 
     pub fn with_help(mut self, help: impl Into<String>) -> Self {
-        self.help = Some(help.into());
+        self.help = Some(concealed(help.into()));
         self
     }
 
     pub fn with_value(mut self, value: impl Into<String>) -> Self {
-        self.value = Some(value.into());
+        self.value = Some(concealed(value.into()));
         self
+    }
+}
+
+/// `text` with what is or looks like an API key in it hidden ([`crate::api::key::conceal`]).
+/// Every text of a problem goes through it where the problem is made: its message, help, value
+/// and column name echo the file.
+fn concealed(text: String) -> String {
+    match crate::api::key::conceal(&text) {
+        std::borrow::Cow::Borrowed(_) => text,
+        std::borrow::Cow::Owned(shown) => shown,
     }
 }
 
@@ -170,10 +180,12 @@ impl FromIterator<Problem> for Problems {
     }
 }
 
-/// A value quoted in a message: cut to 60 characters, control characters escaped
+/// A value quoted in a message: an API key, or what looks like one, hidden
+/// ([`crate::api::key::conceal`]); cut to 60 characters, control characters escaped
 /// ([`crate::text::escape`]).
 pub fn show(value: &str) -> String {
     const MAX: usize = 60;
+    let value = &*crate::api::key::conceal(value);
     match value.char_indices().nth(MAX) {
         Some((end, _)) => format!("{}…", crate::text::escape(&value[..end])),
         None => crate::text::escape(value).into_owned(),

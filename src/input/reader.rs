@@ -819,12 +819,8 @@ fn read_problem(line: u64, e: csv::Error) -> Problem {
 /// Checks one raw field (size, NUL, UTF-8) and returns it trimmed.
 fn check_field(raw: &[u8], line: u64, index: usize) -> Result<String, Problem> {
     let at = |message: String| Problem {
-        line,
-        column: Some(index + 1),
         column_name: None,
-        value: None,
-        message,
-        help: None,
+        ..Problem::at(line, index, "", message)
     };
     if raw.len() > MAX_FIELD_BYTES {
         return Err(at(format!(

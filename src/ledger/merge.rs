@@ -522,6 +522,7 @@ impl Merge<'_> {
             old.state = RowState::Pending;
         }
         let same = old.content_hash == row.content_hash;
+        // The rule `validate` checks too (`SeenRow::refuses_change`).
         let may_change = matches!(
             old.state,
             RowState::Pending | RowState::Invalid | RowState::Removed | RowState::Skipped

@@ -333,6 +333,30 @@ pub struct MergeReport {
     pub pending_again: usize,
 }
 
+/// A row of a batch as the ledger holds it ([`Ledger::row_seen`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeenRow {
+    pub state: RowState,
+    /// The hash of its payable content as last merged ([`crate::input::rules::content_hash`]).
+    pub content_hash: String,
+    /// The order it is in, if any.
+    pub order_id: Option<i64>,
+}
+
+impl SeenRow {
+    /// Whether a row of the file whose content hash is `content_hash` is a change the merge
+    /// refuses: its payable content differs and something was planned or submitted for it
+    /// (beyond PENDING), unless it is PLANNED in an intent the merge cancels (`cancelled`).
+    pub fn refuses_change(&self, content_hash: &str, cancelled: impl Fn(i64) -> bool) -> bool {
+        let may_change = matches!(
+            self.state,
+            RowState::Pending | RowState::Invalid | RowState::Removed | RowState::Skipped
+        );
+        let released = self.state == RowState::Planned && self.order_id.is_some_and(cancelled);
+        !may_change && !released && self.content_hash != content_hash
+    }
+}
+
 /// The batch's orders that hold a row an input file does not have, by what the next merge of
 /// that file does with them ([`Ledger::orders_outside_file`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -803,6 +827,33 @@ impl Ledger {
             })
             .map_err(sqlerr(&self.path))?;
         state.as_deref().map(parse_state).transpose()
+    }
+
+    /// What the ledger holds of one row of a batch, for checking a file against it without
+    /// merging it ([`Ledger::row_seen`]): one look-up, by the same index as [`Ledger::row_state`].
+    pub fn row_seen(&self, batch_id: i64, reference: &str) -> Result<Option<SeenRow>> {
+        let found: Option<(String, String, Option<i64>)> = self
+            .conn
+            .prepare_cached(
+                "SELECT state, content_hash, order_id FROM rows
+                 WHERE batch_id = ?1 AND reference = ?2",
+            )
+            .and_then(|mut st| {
+                st.query_row(params![batch_id, reference], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })
+                .optional()
+            })
+            .map_err(sqlerr(&self.path))?;
+        found
+            .map(|(state, content_hash, order_id)| {
+                Ok(SeenRow {
+                    state: parse_state(&state)?,
+                    content_hash,
+                    order_id,
+                })
+            })
+            .transpose()
     }
 
     /// Counts of rows per state.

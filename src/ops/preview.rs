@@ -12,14 +12,16 @@ use serde::Serialize;
 use crate::api::Client;
 use crate::api::models::Product;
 use crate::batch::funds::{self, row_card, row_price};
+use crate::batch::grouping::changed_after_submission_problem;
 use crate::batch::options::RunOptions;
 use crate::batch::outcome::RunError;
 use crate::batch::repeats::{self, OnRepeat, Repeats};
 use crate::catalog::CatalogSource;
 use crate::environment::Connection;
+use crate::input::rules::content_hash;
 use crate::input::rules::{CatalogIndex, Problem, Problems, RowSpec, ValidateOptions};
 use crate::input::scan;
-use crate::ledger::{Ledger, RowState};
+use crate::ledger::{Ledger, RowState, SeenRow};
 
 use super::start::{check_binding, check_input, load_catalog, outside_file, plan_digest};
 
@@ -233,6 +235,9 @@ pub struct Preview {
     /// Whether every problem concerns the file as a whole.
     #[serde(skip)]
     pub file_level_only: bool,
+    /// Rows of an existing batch changed after they were submitted (among the problems): `run`
+    /// refuses them, `--skip-invalid` or not.
+    pub changed_after_submission: usize,
     /// `--skip-invalid`: invalid rows would be marked INVALID instead of stopping the run.
     pub skip_invalid: bool,
     pub totals: Totals,
@@ -264,6 +269,7 @@ impl Preview {
             problems_per_kind: BTreeMap::new(),
             problems_total: 0,
             file_level_only: false,
+            changed_after_submission: 0,
             skip_invalid: opts.skip_invalid,
             totals: Totals::default(),
             balance: Vec::new(),
@@ -278,10 +284,11 @@ impl Preview {
     }
 
     /// Whether `paybatch run` would go ahead: rows to pay, no problem (or `--skip-invalid`),
-    /// enough balance.
+    /// no row changed after it was submitted, enough balance.
     pub fn is_valid(&self) -> bool {
         self.valid_rows > 0
             && (self.problems_total == 0 || self.skip_invalid)
+            && self.changed_after_submission == 0
             && self.balance.iter().all(|b| b.enough)
             && !self.repeats.refuses()
     }
@@ -308,9 +315,15 @@ impl Preview {
     }
 }
 
+/// A row of an existing batch whose payable content changed since the ledger recorded it
+/// beyond PENDING: (reference, line, what the ledger has, the new content hash).
+type Changed = (String, u64, SeenRow, String);
+
 /// The file read as `paybatch run` checks it, paying nothing: every row checked, against the
-/// ledger's batch (`existing`) and other batches (`checker`), and the totals of what a run would
-/// pay. `Err` for a ledger that cannot be read; the file's own problem in the first `Result`.
+/// ledger's batch (`existing`) and other batches (`checker`), the totals of what a run would
+/// pay, and the rows changed after they were submitted (which a run refuses). `Err` for a
+/// ledger that cannot be read; the file's own problem in the first `Result`.
+#[allow(clippy::type_complexity)]
 fn read_file(
     opts: &RunOptions,
     (ledger, existing): (&Ledger, Option<&crate::ledger::BatchRecord>),
@@ -318,10 +331,11 @@ fn read_file(
     by_code: &HashMap<&str, &Product>,
     options: &ValidateOptions,
     checker: &mut repeats::Checker<'_>,
-) -> Result<(Result<scan::Scan, Problem>, Totals), RunError> {
+) -> Result<(Result<scan::Scan, Problem>, Totals, Vec<Changed>), RunError> {
     let batch_name = opts.batch_name();
     let mut totals = Totals::default();
     let mut lookup_error = None;
+    let mut changed: Vec<Changed> = Vec::new();
     let scanned = scan::scan(
         &opts.input,
         opts.delimiter,
@@ -329,9 +343,9 @@ fn read_file(
         options,
         Some((batch_name.as_str(), opts.environment.name())),
         |spec| {
-            let state = match existing {
-                Some(b) => match ledger.row_state(b.id, &spec.reference) {
-                    Ok(state) => state,
+            let seen = match existing {
+                Some(b) => match ledger.row_seen(b.id, &spec.reference) {
+                    Ok(seen) => seen,
                     Err(e) => {
                         lookup_error.get_or_insert(e);
                         None
@@ -339,6 +353,16 @@ fn read_file(
                 },
                 None => None,
             };
+            // A row the ledger has beyond PENDING whose payable content changed: the merge of
+            // `run` refuses it. Its hash is only made for such rows; the intents `run` would
+            // cancel are known once the file is read.
+            if let Some(seen) = &seen {
+                let hash = content_hash(spec);
+                if seen.refuses_change(&hash, |_| false) {
+                    changed.push((spec.reference.clone(), spec.line, seen.clone(), hash));
+                }
+            }
+            let state = seen.map(|s| s.state);
             let repeat = checker.see(spec).unwrap_or_else(|e| {
                 lookup_error.get_or_insert(e);
                 false
@@ -352,7 +376,7 @@ fn read_file(
     if let Some(e) = lookup_error {
         return Err(e.into());
     }
-    Ok((scanned, totals))
+    Ok((scanned, totals, changed))
 }
 
 /// Runs every check of `paybatch run` on `opts.input` without paying or recording anything but
@@ -392,7 +416,7 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, RunError> {
         earlier = earlier.with_service(&at);
     }
     let mut checker = repeats::Checker::new(&ledger, &earlier, opts.on_repeat);
-    let (scanned, totals) = read_file(
+    let (scanned, totals, changed) = read_file(
         opts,
         (&ledger, existing.as_ref()),
         &index,
@@ -412,7 +436,17 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, RunError> {
     preview.taken_out = TakenOut::of(&outside);
     preview.rows = scanned.rows;
     preview.valid_rows = scanned.valid_rows;
-    preview.set_problems(scanned.problems);
+    let mut problems = scanned.problems;
+    for (reference, line, seen, hash) in changed {
+        if seen.refuses_change(&hash, |order| outside.to_cancel.contains(&order)) {
+            preview.changed_after_submission += 1;
+            problems.push(changed_after_submission_problem(
+                &reference, line, seen.state,
+            ));
+        }
+    }
+    problems.shown.sort_by_key(|p| p.line);
+    preview.set_problems(problems);
     preview.totals = totals;
     estimate_converted(&conn.client, &mut preview.totals).await;
     preview.balance = check_balances(&conn.client, &preview.totals).await?;
