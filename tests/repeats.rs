@@ -116,6 +116,19 @@ async fn a_new_file_repeating_paid_references_is_refused_skipped_or_allowed() {
     assert_eq!(bare.status.code(), Some(3), "{}", output_of(&bare));
     assert_eq!(order_posts(&sim), posts);
     assert_one_live_order_per_row(&sim, &expected);
+    // Skipped until a person allows it, even once nothing shows what made it a repeat.
+    rusqlite::Connection::open(ws.ledger())
+        .expect("ledger")
+        .execute(
+            "UPDATE rows SET reference = reference || '-elsewhere', likeness = NULL
+             WHERE batch_id = (SELECT id FROM batches WHERE name = 'recipients')",
+            [],
+        )
+        .expect("earlier rows out of sight");
+    let bare = run_file(&ws, &sim, "dec.csv", &[], &[]).await;
+    assert_eq!(bare.status.code(), Some(3), "{}", output_of(&bare));
+    assert!(stderr_of(&bare).contains("skipped before as a repeat"));
+    assert_eq!(order_posts(&sim), posts);
 }
 
 #[tokio::test]

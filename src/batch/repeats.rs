@@ -73,9 +73,11 @@ pub struct Earlier {
     paid: Hashes,
     /// The other batches.
     batches: Vec<BatchRecord>,
-    /// The batch being checked, when the ledger has it, and its name.
+    /// The batch being checked, when the ledger has it, its name, and the references it
+    /// skipped as repeats (skipped again until a person allows them).
     this: Option<i64>,
     this_name: String,
+    skipped_here: std::collections::HashSet<String>,
     /// Rows of other batches' orders at the service that this ledger does not know, by
     /// reference: (batch, created).
     service: HashMap<String, (String, String)>,
@@ -130,6 +132,10 @@ impl Earlier {
                 .and_then(|id| ledger.batches().ok()?.into_iter().find(|b| b.id == id))
                 .map(|b| b.name)
                 .unwrap_or_default(),
+            skipped_here: match this {
+                Some(id) => ledger.skipped_references(id)?.into_iter().collect(),
+                None => Default::default(),
+            },
             batches,
             this,
             since,
@@ -609,26 +615,28 @@ impl<'l> Checker<'l> {
 
     /// Checks a valid row. Returns whether it is a repeat (a row the run would pay again).
     pub fn see(&mut self, spec: &RowSpec) -> Result<bool, LedgerError> {
+        // Skipped once as a repeat, skipped until a person allows it: what made it a repeat
+        // (another batch, the service's list) may not be seen this time.
+        if self.earlier.skipped_here.contains(&spec.reference)
+            && self.repeats.decision != OnRepeat::Allow
+        {
+            self.repeats.rows.push(Repeat {
+                reference: spec.reference.clone(),
+                line: spec.line,
+                batch: self.earlier.this_name.clone(),
+                batch_created_at: String::new(),
+                state: EarlierState::SkippedBefore,
+                completed_at: None,
+            });
+            return Ok(true);
+        }
         if !self.earlier.notices(spec) {
             return Ok(false);
         }
         if let Some(this) = self.earlier.this {
             // A row this batch already planned, paid or refused is not paid again by this run;
-            // one it skipped, or has not planned, is checked again.
+            // one it skipped (and is allowed now), or has not planned, is checked again.
             let state = self.ledger.row_state(this, &spec.reference)?;
-            // Skipped once as a repeat, skipped until a person allows it: the batch (or the
-            // service) that had it may not be checked this time.
-            if state == Some(RowState::Skipped) && self.repeats.decision != OnRepeat::Allow {
-                self.repeats.rows.push(Repeat {
-                    reference: spec.reference.clone(),
-                    line: spec.line,
-                    batch: self.earlier.this_name.clone(),
-                    batch_created_at: String::new(),
-                    state: EarlierState::SkippedBefore,
-                    completed_at: None,
-                });
-                return Ok(true);
-            }
             if state.is_some_and(|s| {
                 !matches!(
                     s,

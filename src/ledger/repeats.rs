@@ -229,6 +229,18 @@ impl Ledger {
         Ok(())
     }
 
+    /// The references of the rows of a batch that are SKIPPED.
+    pub fn skipped_references(&self, batch_id: i64) -> Result<Vec<String>> {
+        let err = sqlerr(&self.path);
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT reference FROM rows WHERE batch_id = ?1 AND state = 'SKIPPED'")
+            .map_err(&err)?;
+        st.query_map(params![batch_id], |r| r.get(0))
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<String>>>())
+            .map_err(err)
+    }
+
     /// How many rows [`Ledger::visit_paid_likeness`] visits.
     pub fn count_paid_likeness(&self, since: &str) -> Result<i64> {
         self.conn
