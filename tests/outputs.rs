@@ -89,3 +89,32 @@ async fn outputs_naming_the_ledger_its_files_or_the_input_are_refused() {
     assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
     assert!(ws.path("elsewhere.csv").exists());
 }
+
+/// Output into a closed pipe ends quietly: no panic, the command's own exit code.
+#[tokio::test]
+async fn output_into_a_closed_pipe_is_no_panic() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    ws.copy(SAMPLE, "nov.csv");
+    let out = run_file(&ws, &sim, "nov.csv", &[], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    let ledger = ws.ledger();
+    let ledger = ledger.to_str().expect("utf-8");
+    for command in [
+        "status",
+        "status --batch nov",
+        "history --reference EMP-1042-2026-11",
+    ] {
+        // The reader is gone before paybatch writes (`true` reads nothing).
+        let script = format!("set -o pipefail; '{BIN}' {command} --ledger '{ledger}' | true");
+        let out = tokio::process::Command::new("bash")
+            .args(["-c", &script])
+            .current_dir(ws.dir.path())
+            .output()
+            .await
+            .expect("bash runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{command}: {err}");
+        assert_eq!(out.status.code(), Some(0), "{command}: {err}");
+    }
+}

@@ -6,14 +6,22 @@
 //! product name from the service cannot drive the terminal), [`print_error`] and
 //! [`print_problem`] for messages. JSON is printed as it is (serde escapes control characters).
 
-/// `println!`, the line's control characters escaped ([`crate::text::escape`]).
+/// `println!`, the line's control characters escaped ([`crate::text::escape`]). Output into
+/// a closed pipe (`paybatch status | head -1`) is dropped quietly, never a panic: the command
+/// ends as it would have.
 macro_rules! outln {
     () => {
-        println!()
+        $crate::cli::out_line("")
     };
     ($($arg:tt)*) => {
-        println!("{}", $crate::text::escape(&format!($($arg)*)))
+        $crate::cli::out_line(&$crate::text::escape(&format!($($arg)*)))
     };
+}
+
+/// Writes a line on stdout; a reader that went away (a closed pipe) is not an error.
+pub fn out_line(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout().lock(), "{line}");
 }
 
 /// `eprintln!`, the line's control characters escaped ([`crate::text::escape`]).
