@@ -38,6 +38,8 @@ struct Seen {
     kills: usize,
     aborts: usize,
     runs: usize,
+    /// Rows held for a person (MISMATCH) by hostile answers.
+    held: usize,
     faults: BTreeMap<String, u64>,
     /// Scenarios per order shape (`async`, `sync`, `items-per-order N`).
     shapes: BTreeMap<String, usize>,
@@ -122,6 +124,20 @@ impl SimProcess {
         maybe(rng, "--latency-jitter-ms", v);
         let v = rng.gen_range(50..400).to_string();
         maybe(rng, "--in-progress-delay-ms", v);
+        // Hostile answers, in about one scenario in three: rows they touch end MISMATCH (held
+        // for a person), never COMPLETED wrongly.
+        if rng.gen_bool(0.35) {
+            let v = format!("{:.2}", rng.gen_range(0.03..0.15));
+            maybe(rng, "--swap-rate", v);
+            let v = format!("{:.2}", rng.gen_range(0.03..0.2));
+            maybe(rng, "--unlinked-rate", v);
+            let v = format!("{:.2}", rng.gen_range(0.03..0.2));
+            maybe(rng, "--inflated-total-rate", v);
+            let v = format!("{:.2}", rng.gen_range(0.1..0.6));
+            maybe(rng, "--linked-failure-rate", v);
+            let v = format!("{:.2}", rng.gen_range(0.2..0.9));
+            maybe(rng, "--escape-rate", v);
+        }
         args.extend_from_slice(extra);
         faults.extend_from_slice(extra);
         let mut child = Command::new(BIN)
@@ -315,6 +331,8 @@ async fn scenario(seed: u64) -> Result<Seen, String> {
     let deadline = Instant::now() + Duration::from_secs(150);
     let chaos_runs = rng.gen_range(1..6);
     let mut finished = None;
+    // Everything the runs printed.
+    let mut said = String::new();
     for i in 0..40 {
         if Instant::now() > deadline {
             break;
@@ -329,6 +347,7 @@ async fn scenario(seed: u64) -> Result<Seen, String> {
             &[],
         )
         .await;
+        said.push_str(&stderr);
         match code {
             Some(0) | Some(4) => {
                 finished = code;
@@ -352,7 +371,20 @@ async fn scenario(seed: u64) -> Result<Seen, String> {
     let truth: Vec<SimOrderRecord> = sim.orders().await;
     let (rows, orders) = read_ledger(dir.path(), seed)?;
 
-    // 1. Each row: at most one live service order item; exactly one unless its order failed.
+    // Rows and orders held for a person: a hostile answer (swapped order, no payout links,
+    // inflated total, failed with links) puts its rows in MISMATCH.
+    let held: std::collections::HashSet<&str> = rows
+        .iter()
+        .filter(|r| r.state == RowState::Mismatch)
+        .map(|r| r.reference.as_str())
+        .collect();
+    let ledger_by_key: HashMap<&str, &paybatch::ledger::OrderRecord> = orders
+        .iter()
+        .map(|o| (o.idempotency_key.as_str(), o))
+        .collect();
+
+    // 1. Each row: at most one live service order item; exactly one unless its order failed
+    //    or a swapped answer kept it from being created (the row is then held for a person).
     let mut items_per_ref: HashMap<String, Vec<&SimOrderRecord>> = HashMap::new();
     for o in &truth {
         for r in paybatch::batch::plan::references_in_metadata(&o.metadata) {
@@ -372,7 +404,7 @@ async fn scenario(seed: u64) -> Result<Seen, String> {
                 live.iter().map(|o| &o.id).collect::<Vec<_>>()
             ));
         }
-        if list.is_empty() {
+        if list.is_empty() && !held.contains(r.as_str()) {
             return Err(format!("seed {seed}: row {r} has no service order"));
         }
         if list.len() > 1 {
@@ -382,11 +414,17 @@ async fn scenario(seed: u64) -> Result<Seen, String> {
             ));
         }
     }
-    // 2. No input row missing from the ledger or the result file.
+    // 2. No input row missing from the ledger or the result file, and nothing the service said
+    //    reaches the result file or the terminal as a control sequence.
     every_row_kept(dir.path(), seed, rows.len(), refs.len())?;
-    // 3. The ledger's order ids and statuses equal the service's.
+    no_control_sequences(dir.path(), seed, &said)?;
+    // 3. The ledger's order ids and statuses equal the service's, and an order believed is the
+    //    one its key created (a swapped answer is never COMPLETED).
     let by_id: HashMap<&str, &SimOrderRecord> = truth.iter().map(|o| (o.id.as_str(), o)).collect();
     for o in &orders {
+        if o.state == OrderState::Mismatch {
+            continue;
+        }
         let Some(id) = o.service_order_id.as_deref() else {
             return Err(format!(
                 "seed {seed}: ledger order {} has no service id in state {}",
@@ -398,6 +436,12 @@ async fn scenario(seed: u64) -> Result<Seen, String> {
                 "seed {seed}: ledger order {id} unknown to the service"
             ));
         };
+        if t.idempotency_key != o.idempotency_key {
+            return Err(format!(
+                "seed {seed}: order {id} of key {} believed {} by the intent of key {}",
+                t.idempotency_key, o.state, o.idempotency_key
+            ));
+        }
         let same = matches!(
             (o.state, t.status),
             (OrderState::Completed, paybatch::api::OrderStatus::Completed)
@@ -410,29 +454,58 @@ async fn scenario(seed: u64) -> Result<Seen, String> {
             ));
         }
     }
-    if orders.len() != truth.len() {
-        return Err(format!(
-            "seed {seed}: ledger knows {} orders, the service has {}",
-            orders.len(),
-            truth.len()
-        ));
+    for t in &truth {
+        if !ledger_by_key.contains_key(t.idempotency_key.as_str()) {
+            return Err(format!(
+                "seed {seed}: service order {} (key {}) unknown to the ledger",
+                t.id, t.idempotency_key
+            ));
+        }
+    }
+    // A completed row carries the payout link the service issued for it.
+    let links: HashMap<&str, &str> = truth
+        .iter()
+        .flat_map(|o| o.items.iter())
+        .filter_map(|i| Some((i.id.as_str(), i.payout_url.as_deref()?)))
+        .collect();
+    for row in rows.iter().filter(|r| r.state == RowState::Completed) {
+        let issued: Option<&str> = row.item_id.as_deref().and_then(|i| links.get(i).copied());
+        if issued.is_none() || issued != row.payout_url.as_deref() {
+            return Err(format!(
+                "seed {seed}: row {} completed with link {:?}, the service issued {issued:?}",
+                row.reference, row.payout_url
+            ));
+        }
     }
     for row in &rows {
-        if !matches!(row.state, RowState::Completed | RowState::Failed) {
+        if !matches!(
+            row.state,
+            RowState::Completed | RowState::Failed | RowState::Mismatch
+        ) {
             return Err(format!(
                 "seed {seed}: row {} ended {}",
                 row.reference, row.state
             ));
         }
     }
-    let failed = rows.iter().filter(|r| r.state == RowState::Failed).count();
+    let failed = rows
+        .iter()
+        .filter(|r| matches!(r.state, RowState::Failed | RowState::Mismatch))
+        .count();
     if (failed > 0) != (final_code == 4) {
         return Err(format!(
-            "seed {seed}: exit {final_code} with {failed} failed rows"
+            "seed {seed}: exit {final_code} with {failed} failed or held rows"
         ));
     }
+    seen.held += held.len();
     // 4. The balance moved by exactly the sum of completed prices.
-    balances_match(seed, &sim, &rows).await?;
+    let charged_held = truth.iter().filter(|t| {
+        t.status == paybatch::api::OrderStatus::Completed
+            && ledger_by_key
+                .get(t.idempotency_key.as_str())
+                .is_some_and(|o| o.state == OrderState::Mismatch)
+    });
+    balances_match(seed, &sim, &rows, charged_held).await?;
     add_fault_counts(&sim, &mut seen).await;
     let _ = sim.child.start_kill();
     let _ = sim.child.wait().await;
@@ -479,13 +552,37 @@ fn every_row_kept(dir: &Path, seed: u64, ledger_rows: usize, rows: usize) -> Res
     Ok(())
 }
 
+/// Nothing the service said reaches the result file or the runs' output as a control
+/// sequence: no ESC, BEL, C1 control or bidirectional override, raw.
+fn no_control_sequences(dir: &Path, seed: u64, said: &str) -> Result<(), String> {
+    let raw = |c: char| {
+        matches!(c, '\u{1b}' | '\u{7}' | '\u{80}'..='\u{9f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    let result = std::fs::read_to_string(dir.join("batch.result.csv"))
+        .map_err(|e| format!("seed {seed}: result file: {e}"))?;
+    for (what, text) in [("result file", result.as_str()), ("output", said)] {
+        if let Some(line) = text.lines().find(|l| l.chars().any(raw)) {
+            return Err(format!(
+                "seed {seed}: a control sequence reached the {what}: {line:?}"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Each balance moved by exactly the sum of the completed rows' prices.
 async fn balances_match(
     seed: u64,
     sim: &SimProcess,
     rows: &[paybatch::ledger::RowRecord],
+    charged_held: impl Iterator<Item = &SimOrderRecord>,
 ) -> Result<(), String> {
     let mut spent: BTreeMap<String, Decimal> = BTreeMap::new();
+    // Orders the service completed whose answers were not believed: their rows are held for a
+    // person, the money left all the same.
+    for t in charged_held {
+        *spent.entry(t.currency.clone()).or_default() += t.total_price;
+    }
     for row in rows.iter().filter(|r| r.state == RowState::Completed) {
         let spec: serde_json::Value =
             serde_json::from_str(row.spec.as_deref().unwrap_or("{}")).unwrap_or_default();
@@ -523,6 +620,9 @@ async fn add_fault_counts(sim: &SimProcess, seen: &mut Seen) {
         "stored_errors",
         "in_progress",
         "replayed",
+        "swapped",
+        "disguised",
+        "escaped_errors",
     ] {
         if let Some(n) = stats.get(key).and_then(|v| v.as_u64()) {
             *seen.faults.entry(key.to_string()).or_default() += n;
@@ -662,7 +762,7 @@ async fn kept_error_scenario(seed: u64) -> Result<Seen, String> {
     // 3. The ledger and the result file have every row; the balances moved by the completed
     //    prices.
     every_row_kept(dir.path(), seed, rows.len(), refs.len())?;
-    balances_match(seed, &sim, &rows).await?;
+    balances_match(seed, &sim, &rows, std::iter::empty()).await?;
     add_fault_counts(&sim, &mut seen).await;
     *seen.faults.entry("retries".into()).or_default() += retries;
     *seen.faults.entry("keys_given_up".into()).or_default() += orders
@@ -692,6 +792,7 @@ where
                     total.kills += seen.kills;
                     total.aborts += seen.aborts;
                     total.runs += seen.runs;
+                    total.held += seen.held;
                     for (k, v) in seen.faults {
                         *total.faults.entry(k).or_default() += v;
                     }
@@ -706,11 +807,12 @@ where
         }
     }
     eprintln!(
-        "chaos: {count} scenarios (seeds {first}..{}), {} runs, {} SIGKILLs, {} fail-point aborts, faults seen {:?}, order shapes {:?}",
+        "chaos: {count} scenarios (seeds {first}..{}), {} runs, {} SIGKILLs, {} fail-point aborts, {} rows held for a person, faults seen {:?}, order shapes {:?}",
         first + count - 1,
         total.runs,
         total.kills,
         total.aborts,
+        total.held,
         total.faults,
         total.shapes
     );

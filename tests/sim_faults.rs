@@ -489,3 +489,111 @@ async fn a_seed_reproduces_a_run() {
         "{statuses:?}"
     );
 }
+
+fn hostile(h: paybatch::sim::Hostile, failure_rate: f64) -> SimConfig {
+    SimConfig {
+        failure_rate,
+        faults: Faults {
+            hostile: h,
+            ..Faults::default()
+        },
+        ..fast()
+    }
+}
+
+/// The hostile answers say what did not happen, each in the published shape: a COMPLETED order
+/// without payout links, a total 1000 times over, a FAILED order whose items carry links and a
+/// message with escape sequences; every answer about one order is disguised the same way, and
+/// the order itself (what was charged, what the balance lost) is not changed.
+#[tokio::test]
+async fn hostile_answers_disguise_finished_orders_the_same_way_every_time() {
+    let completed = start(hostile(
+        paybatch::sim::Hostile {
+            unlinked_rate: 1.0,
+            inflated_total_rate: 1.0,
+            ..Default::default()
+        },
+        0.0,
+    ))
+    .await;
+    let api = Api::new(&completed);
+    let before = dec(&api.balance("USD").await);
+    let first = api.post_order("hostile-1", None, &amz("10")).await;
+    let id = first.json()["id"].as_str().unwrap().to_string();
+    let done = api.wait_done(&id).await;
+    assert_eq!(done["status"], "COMPLETED");
+    let truth = completed.orders()[0].clone();
+    assert_eq!(
+        dec(done["total_price"].as_str().unwrap()),
+        truth.total_price * dec("1000")
+    );
+    assert!(done["items"][0].get("payout").is_none(), "{done}");
+    assert_eq!(dec(&api.balance("USD").await), before - truth.total_price);
+    let again = api.get(&format!("/v2/order/{id}")).await.json();
+    assert_eq!(again, done, "the same disguise on every answer");
+    assert!(completed.stats().disguised >= 2);
+    completed.shutdown().await;
+
+    let failed = start(hostile(
+        paybatch::sim::Hostile {
+            linked_failure_rate: 1.0,
+            escape_rate: 1.0,
+            ..Default::default()
+        },
+        1.0,
+    ))
+    .await;
+    let api = Api::new(&failed);
+    let first = api.post_order("hostile-2", None, &amz("10")).await;
+    let id = first.json()["id"].as_str().unwrap().to_string();
+    let done = api.wait_done(&id).await;
+    assert_eq!(done["status"], "FAILED");
+    assert!(
+        done["items"][0]["payout"]["url"]
+            .as_str()
+            .is_some_and(|u| u.starts_with("https://")),
+        "{done}"
+    );
+    assert!(done["message"].as_str().unwrap().contains("\u{1b}]8;;"));
+    assert!(done["message"].as_str().unwrap().contains('\u{202e}'));
+    failed.shutdown().await;
+}
+
+/// A swapping service answers a new key with an earlier order of the account (the one of the
+/// same items), creates nothing, and answers the key the same way again.
+#[tokio::test]
+async fn a_swapping_service_answers_a_new_key_with_an_earlier_order() {
+    // Two orders on a state file, then the same state swapping every new key.
+    let state = tempfile::tempdir().unwrap();
+    let path = state.path().join("sim.db");
+    let with = |swap_rate: f64| SimConfig {
+        state: Some(path.clone()),
+        faults: Faults {
+            hostile: paybatch::sim::Hostile {
+                swap_rate,
+                ..Default::default()
+            },
+            ..Faults::default()
+        },
+        ..fast()
+    };
+    let s = start(with(0.0)).await;
+    let api = Api::new(&s);
+    let first = api.post_order("earlier-10", None, &amz("10")).await;
+    let earlier = first.json()["id"].as_str().unwrap().to_string();
+    api.wait_done(&earlier).await;
+    let other = api.post_order("earlier-12", None, &amz("12")).await;
+    api.wait_done(other.json()["id"].as_str().unwrap()).await;
+    s.shutdown().await;
+
+    let s = start(with(1.0)).await;
+    let api = Api::new(&s);
+    let answer = api.post_order("new-key", None, &amz("10")).await;
+    assert_eq!(answer.status, 202);
+    assert_eq!(answer.json()["id"].as_str(), Some(earlier.as_str()));
+    let replay = api.post_order("new-key", None, &amz("10")).await;
+    assert_eq!(replay.json()["id"].as_str(), Some(earlier.as_str()));
+    assert_eq!(s.orders().len(), 2, "nothing created");
+    assert_eq!(s.stats().swapped, 1);
+    s.shutdown().await;
+}

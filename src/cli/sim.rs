@@ -11,7 +11,7 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use rust_decimal::Decimal;
 
-use crate::sim::{DEFAULT_CARD, DEFAULT_KEY, Faults, SeedOrders, SimConfig};
+use crate::sim::{DEFAULT_CARD, DEFAULT_KEY, Faults, Hostile, SeedOrders, SimConfig};
 
 #[derive(Debug, Args)]
 pub struct SimArgs {
@@ -109,6 +109,23 @@ pub struct ServeArgs {
     /// reached).
     #[arg(long)]
     pub ordering_restricted: bool,
+    /// Hostile answers: probability that a new idempotency key is answered with an earlier
+    /// order of the account (of the same items when there is one) and nothing is created.
+    #[arg(long, value_name = "F", default_value_t = 0.0)]
+    pub swap_rate: f64,
+    /// Hostile answers: share of COMPLETED orders answered without their payout links.
+    #[arg(long, value_name = "F", default_value_t = 0.0)]
+    pub unlinked_rate: f64,
+    /// Hostile answers: share of finished orders answered with a total_price 1000 times over.
+    #[arg(long, value_name = "F", default_value_t = 0.0)]
+    pub inflated_total_rate: f64,
+    /// Hostile answers: share of FAILED orders answered with payout links on their items.
+    #[arg(long, value_name = "F", default_value_t = 0.0)]
+    pub linked_failure_rate: f64,
+    /// Hostile answers: share of failed orders' messages and injected server errors that carry
+    /// terminal escape sequences (OSC 8, CSI, C1, right-to-left override).
+    #[arg(long, value_name = "F", default_value_t = 0.0)]
+    pub escape_rate: f64,
     /// Extra time a POST /order holds its idempotency key, in milliseconds.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub in_progress_delay_ms: u64,
@@ -186,6 +203,13 @@ impl ServeArgs {
                 burst_429_rate: self.burst_429_rate,
                 burst_429_len: self.burst_429_len,
                 in_progress_delay: Duration::from_millis(self.in_progress_delay_ms),
+                hostile: Hostile {
+                    swap_rate: self.swap_rate,
+                    unlinked_rate: self.unlinked_rate,
+                    inflated_total_rate: self.inflated_total_rate,
+                    linked_failure_rate: self.linked_failure_rate,
+                    escape_rate: self.escape_rate,
+                },
             },
         }
     }

@@ -17,6 +17,7 @@
 //! ```
 
 pub(crate) mod catalog;
+mod disguise;
 mod faults;
 mod handlers;
 mod orders;
@@ -39,6 +40,7 @@ use tokio::task::JoinHandle;
 use crate::api::models::{OrderStatus, PaymentMethod, ProductSelection};
 
 pub use catalog::PAYMENT_CURRENCIES;
+pub use disguise::Hostile;
 pub use seed::SeedOrders;
 
 /// The API key the simulator accepts unless told otherwise. It is a simulator key (it starts
@@ -142,6 +144,9 @@ pub struct Faults {
     /// Extra time a `POST /order` spends with its idempotency key reserved (a second request
     /// with that key meanwhile gets the in-progress answer).
     pub in_progress_delay: Duration,
+    /// Hostile answers: swapped orders, missing payout links, inflated totals, failed orders
+    /// with links, escape sequences in messages (see [`Hostile`]).
+    pub hostile: Hostile,
 }
 
 impl Default for Faults {
@@ -156,6 +161,7 @@ impl Default for Faults {
             burst_429_rate: 0.0,
             burst_429_len: 3,
             in_progress_delay: Duration::ZERO,
+            hostile: Hostile::default(),
         }
     }
 }
@@ -230,6 +236,15 @@ pub struct SimStats {
     /// Stored answers replayed for a repeated idempotency key.
     pub replayed: u64,
     pub orders_created: u64,
+    /// New keys answered with an earlier order (`hostile.swap_rate`); nothing was created.
+    #[serde(default)]
+    pub swapped: u64,
+    /// Answers of finished orders disguised by a hostile rate (each answer counted).
+    #[serde(default)]
+    pub disguised: u64,
+    /// Server errors answered with escape sequences in their message.
+    #[serde(default)]
+    pub escaped_errors: u64,
 }
 
 /// The dated API versions the simulator knows.

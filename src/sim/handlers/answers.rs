@@ -166,17 +166,28 @@ pub(super) fn too_many_requests(sim: &Sim) -> Refusal {
 
 pub(super) fn injected_server_error(sim: &Sim) -> Refusal {
     sim.stat(|s| s.injected_5xx += 1);
+    let escape = sim.chance.roll(sim.config.faults.hostile.escape_rate);
+    if escape {
+        sim.stat(|s| s.escaped_errors += 1);
+    }
+    let said = |message: &str| {
+        if escape {
+            crate::sim::disguise::escaped(message)
+        } else {
+            message.to_string()
+        }
+    };
     if sim.chance.server_error_status() == 500 {
         error(
             500,
             "internal_server_error",
-            "The service failed to handle the request (simulated fault).",
+            said("The service failed to handle the request (simulated fault)."),
         )
     } else {
         error(
             503,
             "service_unavailable",
-            "The service is unavailable (simulated fault).",
+            said("The service is unavailable (simulated fault)."),
         )
         .retry_after(1)
     }

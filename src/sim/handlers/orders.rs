@@ -97,11 +97,25 @@ pub(super) async fn get_order(
                 Some(o) if o.status == OrderStatus::Processing => {
                     Ok(json(200, &orders::partial_order(&o)))
                 }
-                Some(o) => Ok(json(200, &orders::full_order(&o, ctx.version))),
+                Some(o) => Ok(json(200, &disguised_full_order(&sim, &o, ctx.version))),
             }
         }
         .await,
     )
+}
+
+/// The full answer of a finished order, disguised where a hostile rate chooses it.
+pub(super) fn disguised_full_order(
+    sim: &crate::sim::Sim,
+    o: &crate::sim::store::OrderRow,
+    version: crate::sim::ApiVersion,
+) -> serde_json::Value {
+    let mut answer = orders::full_order(o, version);
+    let hostile = &sim.config.faults.hostile;
+    if crate::sim::disguise::full_answer(hostile, sim.config.seed, o, &mut answer) {
+        sim.stat(|s| s.disguised += 1);
+    }
+    answer
 }
 
 pub(super) async fn order_links(State(sim): State<Shared>, headers: HeaderMap) -> Response {

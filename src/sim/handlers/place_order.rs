@@ -72,8 +72,11 @@ pub(super) fn place_order(
         Ok(checked) => checked,
         Err((status, body)) => return keeper.refuse(status, body),
     };
+    if let Some((status, body)) = swapped(sim, ctx, mode, &priced)? {
+        return keeper.refuse(status, body);
+    }
     let row = new_order_row(sim, ctx, key, mode, keeper.now, &request, priced);
-    let (status, answer) = creation_answer(&row, mode, ctx.version);
+    let (status, answer) = creation_answer(sim, &row, mode, ctx.version);
     store(sim, &keeper, &row, status, answer)
 }
 
@@ -239,10 +242,62 @@ fn new_order_row(
     row
 }
 
+/// The answer of a hostile service that swaps orders (`hostile.swap_rate`): an earlier order of
+/// the account (of the same items when there is one), as if this request had created it;
+/// nothing is created. `None` when no swap is drawn or the account has no order yet.
+fn swapped(
+    sim: &Sim,
+    ctx: &Ctx,
+    mode: ExecutionMode,
+    priced: &Priced,
+) -> Result<Option<(u16, Vec<u8>)>, rusqlite::Error> {
+    if !sim.chance.roll(sim.config.faults.hostile.swap_rate) {
+        return Ok(None);
+    }
+    let page = sim.store.orders_page(&ctx.fp, None, false, 20)?;
+    let mut candidates = Vec::with_capacity(page.orders.len());
+    for o in &page.orders {
+        if let Some(full) = sim.store.order(&ctx.fp, &o.id)? {
+            candidates.push(full);
+        }
+    }
+    let items: Vec<_> = priced
+        .items
+        .iter()
+        .map(|it| {
+            (
+                it.distribution_method.clone(),
+                serde_json::to_value(&it.products).unwrap_or(Value::Null),
+                it.face_value,
+            )
+        })
+        .collect();
+    let Some(other) = crate::sim::disguise::swap_target(&items, &candidates) else {
+        return Ok(None);
+    };
+    sim.stat(|s| s.swapped += 1);
+    Ok(Some(creation_answer(sim, other, mode, ctx.version)))
+}
+
 /// The answer to a created order: 200 and the full order (sync), or 202 accepted (async).
-fn creation_answer(row: &OrderRow, mode: ExecutionMode, version: ApiVersion) -> (u16, Vec<u8>) {
+fn creation_answer(
+    sim: &Sim,
+    row: &OrderRow,
+    mode: ExecutionMode,
+    version: ApiVersion,
+) -> (u16, Vec<u8>) {
     match mode {
-        ExecutionMode::Sync => (200, json_bytes(&orders::full_order(row, version))),
+        ExecutionMode::Sync if row.status == OrderStatus::Processing => (
+            200,
+            json_bytes(&AcceptedOrder {
+                id: row.id.clone(),
+                status: OrderStatus::Processing,
+            }),
+        ),
+        ExecutionMode::Sync => (
+            200,
+            json_bytes(&super::orders::disguised_full_order(sim, row, version)),
+        ),
         ExecutionMode::Async => (
             202,
             json_bytes(&AcceptedOrder {

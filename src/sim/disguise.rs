@@ -1,0 +1,181 @@
+//! Hostile answers: a service that answers in the published shapes but says what did not
+//! happen. Each is off by default and switched on by its rate (`sim serve --swap-rate`,
+//! `--unlinked-rate`, `--inflated-total-rate`, `--linked-failure-rate`, `--escape-rate`), to
+//! rehearse what paybatch does when the service cannot be believed:
+//!
+//! - **swap**: a new idempotency key is answered with an earlier order of the account (of the
+//!   same items when there is one) and nothing is created; the answer is kept under the key.
+//! - **unlinked**: a COMPLETED order is answered without its items' payout links.
+//! - **inflated total**: a finished order's `total_price` is answered 1000 times over.
+//! - **linked failure**: a FAILED order's items are answered with payout links.
+//! - **escape**: a failed order's `message` and injected server errors carry terminal escape
+//!   sequences (OSC 8, CSI, C1 CSI, right-to-left override).
+//!
+//! Which orders are disguised is decided from the seed and the order's id, not drawn from the
+//! run's random source: every answer about one order is disguised the same way, and switching
+//! these on does not change the other draws of a seed.
+
+use rust_decimal::Decimal;
+use serde_json::Value;
+
+use super::store::{ItemRow, OrderRow};
+use crate::api::models::OrderStatus;
+
+/// What an escaping service puts in its messages: an OSC 8 hyperlink, a CSI clearing the
+/// screen, a C1 CSI and a right-to-left override.
+pub(crate) const ESCAPES: &str =
+    "\u{1b}]8;;https://evil.example/\u{7}click\u{1b}]8;;\u{7}\u{1b}[2J\u{9b}31m\u{202e}";
+
+/// The rates of the hostile answers (each from 0 to 1, all 0 by default).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Hostile {
+    pub swap_rate: f64,
+    pub unlinked_rate: f64,
+    pub inflated_total_rate: f64,
+    pub linked_failure_rate: f64,
+    pub escape_rate: f64,
+}
+
+/// The kinds of disguise, each drawn on its own for an order.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Unlinked = 1,
+    Inflated = 2,
+    LinkedFailure = 3,
+    Escape = 4,
+}
+
+impl Hostile {
+    /// Whether any hostile answer is switched on.
+    pub fn any(&self) -> bool {
+        [
+            self.swap_rate,
+            self.unlinked_rate,
+            self.inflated_total_rate,
+            self.linked_failure_rate,
+            self.escape_rate,
+        ]
+        .iter()
+        .any(|r| *r > 0.0)
+    }
+}
+
+/// A number in `[0, 1)` fixed by the seed, the order and the kind.
+fn draw(seed: u64, order_id: &str, kind: Kind) -> f64 {
+    // FNV-1a over the id, then SplitMix64's finaliser with the seed and the kind mixed in.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in order_id.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    let mut z = h ^ seed.rotate_left(17) ^ (kind as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
+fn chosen(seed: u64, order_id: &str, kind: Kind, rate: f64) -> bool {
+    rate > 0.0 && draw(seed, order_id, kind) < rate
+}
+
+/// The escaping version of `message`.
+pub(crate) fn escaped(message: &str) -> String {
+    format!("{message} {ESCAPES}")
+}
+
+/// Disguises the full answer (`GET /order/{id}`, or the 200 of a sync creation) of the finished
+/// order `o` as the rates choose. Returns whether it changed anything.
+pub(crate) fn full_answer(h: &Hostile, seed: u64, o: &OrderRow, answer: &mut Value) -> bool {
+    let mut changed = false;
+    let Some(m) = answer.as_object_mut() else {
+        return false;
+    };
+    if chosen(seed, &o.id, Kind::Inflated, h.inflated_total_rate) {
+        let inflated = o.total_price * Decimal::from(1000);
+        m.insert("total_price".into(), Value::String(inflated.to_string()));
+        changed = true;
+    }
+    if o.status == OrderStatus::Failed && chosen(seed, &o.id, Kind::Escape, h.escape_rate) {
+        let message = o.message.as_deref().unwrap_or("The order failed.");
+        m.insert("message".into(), Value::String(escaped(message)));
+        changed = true;
+    }
+    let Some(items) = m.get_mut("items").and_then(Value::as_array_mut) else {
+        return changed;
+    };
+    match o.status {
+        OrderStatus::Completed if chosen(seed, &o.id, Kind::Unlinked, h.unlinked_rate) => {
+            for item in items.iter_mut().filter_map(Value::as_object_mut) {
+                item.remove("payout");
+                item.remove("redemption_url");
+            }
+            changed = true;
+        }
+        OrderStatus::Failed if chosen(seed, &o.id, Kind::LinkedFailure, h.linked_failure_rate) => {
+            for (item, row) in items.iter_mut().zip(&o.items) {
+                if let Some(item) = item.as_object_mut() {
+                    item.insert("payout".into(), payout_of(row, o));
+                }
+            }
+            changed = true;
+        }
+        _ => {}
+    }
+    changed
+}
+
+/// The payout a failed order's item is answered with: its link, as if it were active.
+fn payout_of(item: &ItemRow, o: &OrderRow) -> Value {
+    serde_json::json!({
+        "status": "ACTIVE",
+        "status_updated_at": o.completed_at.as_deref().unwrap_or(&o.created_at),
+        "url": item.payout_url,
+    })
+}
+
+/// The earlier order a swapped answer stands for: among `candidates` (the account's newest
+/// orders, with their items), one whose items ask for what `items` ask for, else the newest.
+pub(crate) fn swap_target<'a>(
+    items: &[(Value, Value, Decimal)],
+    candidates: &'a [OrderRow],
+) -> Option<&'a OrderRow> {
+    let same = |o: &OrderRow| {
+        o.items.len() == items.len()
+            && o.items.iter().zip(items).all(|(it, (dm, products, fv))| {
+                it.distribution_method == *dm
+                    && serde_json::to_value(&it.products).ok().as_ref() == Some(products)
+                    && it.face_value == *fv
+            })
+    };
+    candidates
+        .iter()
+        .find(|o| same(o))
+        .or_else(|| candidates.first())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rate_of_zero_disguises_nothing_and_one_everything() {
+        for id in ["O-1", "O-2", "O-ABC"] {
+            assert!(!chosen(7, id, Kind::Unlinked, 0.0));
+            assert!(chosen(7, id, Kind::Unlinked, 1.0));
+        }
+    }
+
+    #[test]
+    fn the_draw_is_fixed_per_order_and_spread_between_orders() {
+        let ids: Vec<String> = (0..1000).map(|i| format!("O-{i:05}")).collect();
+        let hits = ids
+            .iter()
+            .filter(|id| chosen(3, id, Kind::Inflated, 0.3))
+            .count();
+        assert!((200..400).contains(&hits), "{hits} of 1000 at 0.3");
+        for id in &ids {
+            assert_eq!(draw(3, id, Kind::Escape), draw(3, id, Kind::Escape));
+        }
+    }
+}
