@@ -103,8 +103,9 @@ impl SimProcess {
             rng.gen_range(100..1500).to_string(),
         ];
         let mut faults = Vec::new();
+        // A flag the scenario sets itself (`extra`) is not drawn.
         let mut maybe = |rng: &mut StdRng, flag: &str, value: String| {
-            if rng.gen_bool(0.5) {
+            if rng.gen_bool(0.5) && !extra.iter().any(|e| e == flag) {
                 args.push(flag.to_string());
                 args.push(value.clone());
                 faults.push(format!("{flag}={value}"));
@@ -321,11 +322,35 @@ async fn one_run(
 }
 
 async fn scenario(seed: u64) -> Result<Seen, String> {
+    scenario_with(seed, Vec::new()).await
+}
+
+/// A scenario whose simulator answers every kind of hostile answer, often: swapped orders,
+/// completed orders without links, inflated totals, failed orders with links (a third of the
+/// orders fail) and escape sequences in messages and server errors.
+async fn hostile_scenario(seed: u64) -> Result<Seen, String> {
+    let flags = [
+        ("--swap-rate", "0.15"),
+        ("--unlinked-rate", "0.15"),
+        ("--inflated-total-rate", "0.15"),
+        ("--linked-failure-rate", "0.5"),
+        ("--escape-rate", "0.8"),
+        ("--failure-rate", "0.3"),
+        ("--error-rate", "0.15"),
+    ];
+    let extra = flags
+        .iter()
+        .flat_map(|(f, v)| [f.to_string(), v.to_string()])
+        .collect();
+    scenario_with(seed, extra).await
+}
+
+async fn scenario_with(seed: u64, extra: Vec<String>) -> Result<Seen, String> {
     let mut rng = StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let (_input, refs) = write_batch(dir.path(), &mut rng);
     key_file(dir.path());
-    let (mut sim, faults) = SimProcess::start(dir.path(), &mut rng, seed, &[]).await;
+    let (mut sim, faults) = SimProcess::start(dir.path(), &mut rng, seed, &extra).await;
     let shape = order_shape(seed);
     let mut seen = Seen::with_shape(&shape);
     let deadline = Instant::now() + Duration::from_secs(150);
@@ -555,9 +580,7 @@ fn every_row_kept(dir: &Path, seed: u64, ledger_rows: usize, rows: usize) -> Res
 /// Nothing the service said reaches the result file or the runs' output as a control
 /// sequence: no ESC, BEL, C1 control or bidirectional override, raw.
 fn no_control_sequences(dir: &Path, seed: u64, said: &str) -> Result<(), String> {
-    let raw = |c: char| {
-        matches!(c, '\u{1b}' | '\u{7}' | '\u{80}'..='\u{9f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-    };
+    let raw = |c: char| matches!(c, '\u{1b}' | '\u{7}' | '\u{80}'..='\u{9f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
     let result = std::fs::read_to_string(dir.join("batch.result.csv"))
         .map_err(|e| format!("seed {seed}: result file: {e}"))?;
     for (what, text) in [("result file", result.as_str()), ("output", said)] {
@@ -835,6 +858,24 @@ async fn chaos_every_row_is_paid_at_most_once_and_the_books_balance() {
         total.kills + total.aborts > 0,
         "the suite must actually kill runs"
     );
+}
+
+/// `PAYBATCH_CHAOS_HOSTILE_SCENARIOS` (default 10) of [`hostile_scenario`], from
+/// `PAYBATCH_CHAOS_SEED`: every row paid once or held for a person, never COMPLETED wrongly,
+/// nothing the service says reaching the result file or the terminal as a control sequence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_hostile_answers_hold_rows_for_a_person_and_are_never_believed() {
+    let count = env_number("PAYBATCH_CHAOS_HOSTILE_SCENARIOS", 10);
+    let first = env_number("PAYBATCH_CHAOS_SEED", 1);
+    let total = run_scenarios(first, count, hostile_scenario).await;
+    assert!(total.held > 0, "hostile answers must hold rows: {total:?}");
+    for fault in ["swapped", "disguised"] {
+        assert!(
+            total.faults.get(fault).copied().unwrap_or(0) > 0,
+            "the scenarios must answer {fault}: {:?}",
+            total.faults
+        );
+    }
 }
 
 /// `PAYBATCH_CHAOS_KEPT_SCENARIOS` (default 10) of [`kept_error_scenario`], from
