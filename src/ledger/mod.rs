@@ -559,6 +559,18 @@ impl Ledger {
             .map_err(sqlerr(&self.path))
     }
 
+    pub fn batch_by_id(&self, id: i64) -> Result<Option<BatchRecord>> {
+        self.conn
+            .query_row(
+                "SELECT id, name, input_path, input_hash, headers, environment, base_url,
+                        key_fingerprint, created_at FROM batches WHERE id = ?1",
+                [id],
+                batch_from_row,
+            )
+            .optional()
+            .map_err(sqlerr(&self.path))
+    }
+
     pub fn batches(&self) -> Result<Vec<BatchRecord>> {
         self.select_all(
             "SELECT id, name, input_path, input_hash, headers, environment, base_url,
