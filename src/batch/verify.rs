@@ -466,7 +466,7 @@ fn shown_references(references: &[String]) -> String {
     if references.len() > SHOWN {
         text.push_str(&format!(" (+{} more)", references.len() - SHOWN));
     }
-    text
+    crate::text::escape(&text).into_owned()
 }
 
 /// How the `answered` metadata names another order than the `sent` one: another batch, other
@@ -485,16 +485,17 @@ fn metadata_differences(
             "its metadata names batch {batch:?}, sent {sent_batch:?}: another order's"
         )];
     }
+    // Only what the answer holds: metadata without the row pieces names no rows.
     let rows = plan::references_in_metadata(answered);
     let sent_rows = plan::references_in_metadata(sent);
-    if rows != sent_rows {
+    if !rows.is_empty() && rows != sent_rows {
         return vec![format!(
             "its metadata names rows {}, sent {}: another order's",
             shown_references(&rows),
             shown_references(&sent_rows)
         )];
     }
-    let attempts = |m| plan::attempts_in_metadata(m, rows.len());
+    let attempts = |m| plan::attempts_in_metadata(m, sent_rows.len());
     let answered_attempts = answered.get("paybatch_attempts");
     if answered_attempts.is_some() && attempts(answered) != attempts(sent) {
         return vec![format!(
@@ -985,6 +986,12 @@ mod tests {
         assert_eq!(cut.map(|v| v.confirmed), Ok(true));
         let only_metadata = named_answer(|a| a["description"] = serde_json::Value::Null);
         assert_eq!(only_metadata.map(|v| v.confirmed), Ok(true));
+        // Metadata that lost its row pieces still names the batch, and no other rows.
+        let only_batch = named_answer(|a| {
+            a["description"] = serde_json::Value::Null;
+            a["metadata"] = serde_json::json!({"paybatch_batch": "nov"});
+        });
+        assert_eq!(only_batch.map(|v| v.confirmed), Ok(true));
     }
 
     /// An order adopted by reconciliation is checked against the description and metadata its

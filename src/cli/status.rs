@@ -521,7 +521,7 @@ fn print_orders(d: &Detail) {
         outln!(
             "  unconfirmed: {} COMPLETED (the service's answer named neither key nor batch: compare with the account's orders): {}{}",
             unconfirmed.len(),
-            unconfirmed[..unconfirmed.len() - more].join(", "),
+            crate::text::escape(&unconfirmed[..unconfirmed.len() - more].join(", ")),
             if more > 0 {
                 format!(" (+{more} more)")
             } else {
