@@ -524,7 +524,8 @@ async fn an_order_naming_nothing_completes_reported_unconfirmed() {
     drop(sim);
 }
 
-/// The same, through `status` and `report --html`, which a finance user reads.
+/// The same, through the run's summary, `status` and `report --html`, which a finance user
+/// reads.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_and_the_html_report_name_unconfirmed_orders() {
     let sim = start_sim(fast_config(None)).await;
@@ -539,6 +540,11 @@ async fn status_and_the_html_report_name_unconfirmed_orders() {
     ws.write("pay.csv", TWO_ROWS);
     let out = run_through(&ws, &base, &["--items-per-order", "2"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let summary = output_of(&out);
+    assert!(
+        summary.contains("unconfirmed: 2 COMPLETED rows"),
+        "{summary}"
+    );
     let ledger = ws.ledger();
     let ledger = ledger.to_str().expect("utf-8");
     let order = sim.orders()[0].id.clone();

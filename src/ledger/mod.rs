@@ -883,6 +883,19 @@ impl Ledger {
         Ok(out)
     }
 
+    /// How many of a batch's COMPLETED rows carry the note `error_type` (such as an order
+    /// that could not be confirmed as the one sent).
+    pub fn completed_rows_noted(&self, batch_id: i64, error_type: &str) -> Result<i64> {
+        self.conn
+            .query_row(
+                "SELECT COUNT(*) FROM rows
+                 WHERE batch_id = ?1 AND state = 'COMPLETED' AND error_type = ?2",
+                params![batch_id, error_type],
+                |r| r.get(0),
+            )
+            .map_err(sqlerr(&self.path))
+    }
+
     /// How far the sending of a batch got: orders sent (answered or not), orders sent without
     /// an answer recorded (in doubt), and rows not sent yet (no order, or an order never sent).
     pub fn send_progress(&self, batch_id: i64) -> Result<SendProgress> {
