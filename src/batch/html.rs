@@ -244,6 +244,8 @@ pub struct Tally {
     breakdowns: Vec<Breakdown>,
     counts: BTreeMap<RowState, usize>,
     attention: Vec<RowView>,
+    /// Completed rows whose order could not be confirmed as the one sent.
+    unconfirmed: Vec<RowView>,
     digest: Digest,
     /// The batch's latest merge ([`Tally::latest_merge`]): rows of an earlier one are no longer
     /// in the file.
@@ -283,6 +285,7 @@ impl Tally {
             }],
             counts: BTreeMap::new(),
             attention: Vec::new(),
+            unconfirmed: Vec::new(),
             digest: Digest::Building(PlanDigest::new(&batch.name, &batch.environment)),
             latest_merge: None,
             outside: BTreeSet::new(),
@@ -368,6 +371,10 @@ impl Tally {
             RowState::Failed | RowState::Rejected | RowState::Invalid | RowState::Mismatch
         ) {
             self.attention.push(v);
+        } else if v.state == RowState::Completed
+            && row.error_type.as_deref() == Some(super::record::UNCONFIRMED_TYPE)
+        {
+            self.unconfirmed.push(v);
         }
     }
 
@@ -446,6 +453,7 @@ pub fn render_tally(
         breakdown(&mut h, b);
     }
     attention(&mut h, &tally.attention);
+    unconfirmed(&mut h, &tally.unconfirmed);
     technical(&mut h, batch, ledger_path, generated_at, version);
     let _ = writeln!(
         h,
@@ -732,6 +740,31 @@ fn attention(h: &mut String, rows: &[RowView]) {
     }
     h.push_str("</tbody>\n</table>\n");
     h.push_str("<p class=\"note\">These rows cost nothing: no price is shown for them. FAILED and REJECTED rows are paid again only after a person decides: fix the cause, then <code>paybatch retry --batch NAME</code> and run the batch again. INVALID rows were never submitted: fix them in the input file and run again. MISMATCH rows are never paid again by paybatch: compare them with the account's orders.</p>\n");
+}
+
+/// Paid rows whose order the service's answer did not name: shown only when there are some.
+fn unconfirmed(h: &mut String, rows: &[RowView]) {
+    if rows.is_empty() {
+        return;
+    }
+    h.push_str("<h2>Paid rows not confirmed as the orders sent</h2>\n");
+    h.push_str(
+        "<table class=\"rows\">\n<thead><tr><th scope=\"col\" class=\"num\">Line</th><th scope=\"col\">Reference</th><th scope=\"col\">Product</th><th scope=\"col\" class=\"num\">Face value</th><th scope=\"col\">Currency</th><th scope=\"col\">Reason</th></tr></thead>\n<tbody>\n",
+    );
+    for v in rows {
+        let _ = writeln!(
+            h,
+            "<tr><td class=\"num\">{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"reason\">{}</td></tr>",
+            v.line,
+            escape(&v.reference),
+            escape(&v.products),
+            escape(&v.face_text),
+            escape(&v.currency),
+            escape(&v.reason)
+        );
+    }
+    h.push_str("</tbody>\n</table>\n");
+    h.push_str("<p class=\"note\">These rows are COMPLETED and counted as paid above, but the service's answer named neither their order's idempotency key nor their batch: compare them with the account's orders.</p>\n");
 }
 
 fn technical(

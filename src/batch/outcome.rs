@@ -184,6 +184,9 @@ pub struct RunSummary {
     pub held: Vec<String>,
     /// The batch's valid rows per delivery (`EMAIL`, `PAYOUT_LINK`).
     pub per_delivery: BTreeMap<String, i64>,
+    /// COMPLETED rows whose order could not be confirmed as the one sent (the service's answer
+    /// named neither its key nor its batch).
+    pub unconfirmed: i64,
 }
 
 impl RunSummary {
@@ -256,7 +259,9 @@ pub fn summarize(
         *paid_by.entry(method).or_default() += rows;
     }
     let per_delivery = ledger.rows_per_delivery(batch_id)?.into_iter().collect();
+    let unconfirmed = ledger.completed_rows_noted(batch_id, super::record::UNCONFIRMED_TYPE)?;
     Ok(RunSummary {
+        unconfirmed,
         paid_by,
         debited,
         per_delivery,

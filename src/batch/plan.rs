@@ -363,6 +363,12 @@ pub fn references_in_metadata(m: &BTreeMap<String, String>) -> Vec<String> {
     joined.split('|').map(str::to_string).collect()
 }
 
+/// The attempts an order's `metadata` names for its `count` rows, in item order; `None` when
+/// it names none, or not one for each row.
+pub fn attempts_in_metadata(m: &BTreeMap<String, String>, count: usize) -> Option<Vec<i64>> {
+    attempts_of(m.get(META_ATTEMPTS)?, count)
+}
+
 /// The batch an order's `metadata` names (its [`batch_tag`]), if it is paybatch's.
 pub fn batch_in_metadata(m: &BTreeMap<String, String>) -> Option<&str> {
     m.get(META_BATCH).map(String::as_str)

@@ -82,6 +82,10 @@ fn spread_fees(order: &Order, charged: &mut [Option<(Decimal, String)>], paid_in
     }
 }
 
+/// The `error_type` of the rows of a COMPLETED order that could not be confirmed as the order
+/// sent ([`verify::UNCONFIRMED`]): paid, with a note.
+pub const UNCONFIRMED_TYPE: &str = "order_unconfirmed";
+
 /// What the ledger's order `order_id` holds of an answer naming service order `service_id`
 /// that makes it a mismatch: the id belongs to another of the ledger's orders.
 pub fn id_of_another_order(
@@ -146,11 +150,11 @@ pub fn record_terminal_in(
     differences.extend(other_id_held(&record, order));
     let rows = ledger.rows_of_order(order_id)?;
     let row_currencies = currencies_of(&rows);
-    let pairs = match items_as_sent(&record, &rows, &row_currencies, order) {
-        Ok(pairs) => pairs,
+    let verified = match items_as_sent(ledger, &record, &rows, &row_currencies, order) {
+        Ok(verified) => Some(verified),
         Err(found) => {
             differences.extend(found);
-            Vec::new()
+            None
         }
     };
     if !differences.is_empty() {
@@ -169,8 +173,9 @@ pub fn record_terminal_in(
             &differences,
         );
     }
+    let (pairs, confirmed) = verified.map_or((Vec::new(), true), |v| (v.pairs, v.confirmed));
     let items = item_outcomes(order, &pairs, &row_currencies, &record.payment_currency);
-    record_outcome(ledger, order_id, order, http, &items)
+    record_outcome(ledger, order_id, order, http, &items, confirmed)
 }
 
 /// What makes an answer naming another service order than the one the ledger's order holds a
@@ -198,22 +203,41 @@ fn currencies_of(rows: &[RowRecord]) -> Vec<Option<String>> {
 }
 
 /// The answered item of each row (its index among the order's items), in the order the rows
-/// were sent, when the items are what was sent; else what differs. A FAILED order that answers
-/// no items has none to check.
+/// were sent, and whether the answer names the order as sent, when the items are what was
+/// sent; else what differs. A FAILED order that answers no items has none to check.
 fn items_as_sent(
+    ledger: &Ledger,
     record: &OrderRecord,
     rows: &[RowRecord],
     row_currencies: &[Option<String>],
     order: &Order,
-) -> Result<Vec<usize>, Vec<String>> {
+) -> Result<verify::Verified, Vec<String>> {
     if order.status != OrderStatus::Completed && order.items.is_empty() {
-        return Ok(Vec::new());
+        return Ok(verify::Verified {
+            pairs: Vec::new(),
+            confirmed: true,
+        });
     }
-    // An order adopted from the service has no body: what its rows asked for stands in.
+    // An order adopted from the service has no body: what its rows asked for stands in, with
+    // the key, batch and rows the ledger recorded for it.
     let body = if record.body.is_empty() {
+        let batch = ledger
+            .batch_by_id(record.batch_id)
+            .map_err(|e| vec![format!("the order's batch cannot be read: {e}")])?
+            .map(|b| b.name)
+            .unwrap_or_default();
         let payment = plan::payment_method(&record.payment_currency, record.card_id.as_deref());
         let specs: Vec<Option<&str>> = rows.iter().map(|r| r.spec.as_deref()).collect();
-        verify::body_of_rows(payment, &specs)
+        let named: Vec<(&str, i64)> = rows
+            .iter()
+            .map(|r| (r.reference.as_str(), r.attempt))
+            .collect();
+        let owner = verify::Owner {
+            key: &record.idempotency_key,
+            batch: &batch,
+            rows: &named,
+        };
+        verify::body_of_rows(payment, &specs, &owner)
     } else {
         Ok(record.body.clone())
     };
@@ -271,16 +295,24 @@ fn item_outcomes(
 }
 
 /// Records the ledger's order `order_id` COMPLETED or FAILED, as the service's `order` says,
-/// with what it says of each item.
+/// with what it says of each item. A COMPLETED order whose answer could not be confirmed as the
+/// order sent (`confirmed` false) carries [`verify::UNCONFIRMED`] as its rows' note
+/// (`order_unconfirmed`), which the result file, `status` and the HTML report show.
 fn record_outcome(
     ledger: &mut Ledger,
     order_id: i64,
     order: &Order,
     http: u16,
     items: &[ItemOutcome],
+    confirmed: bool,
 ) -> Result<(), LedgerError> {
     let response = serde_json::to_string(order).ok();
     let (to, error, cause) = match order.status {
+        OrderStatus::Completed if !confirmed => (
+            OrderState::Completed,
+            Some((UNCONFIRMED_TYPE, verify::UNCONFIRMED.to_string())),
+            "order completed; the answer names neither its key nor its batch",
+        ),
         OrderStatus::Completed => (OrderState::Completed, None, "order completed"),
         _ => (
             OrderState::Failed,

@@ -5,12 +5,41 @@
 //! order that differs is recorded MISMATCH: its rows need a person, are never
 //! COMPLETED and never sent again by themselves.
 
+use std::collections::BTreeMap;
+
 use rust_decimal::Decimal;
 
+use super::plan;
+use crate::api::decimal::parse_decimal_text;
 use crate::api::models::{
     DistributionMethod, DistributionType, NewOrder, NewOrderItem, Order, OrderItem, OrderStatus,
-    PaymentMethod, PaymentMethodType, ProductSelection,
+    PaymentMethod, PaymentMethodType, ProductSelection, TransactionDetail,
 };
+use crate::money::minor_units;
+
+/// What an order's fees may add to its items' prices, as a share of them, before its
+/// `total_price` needs a person: the published documentation says the total "includes any
+/// applicable fees" and names no amount but the FX fee of `transaction_detail`, which is
+/// allowed on top (see `docs/ledger.md`).
+pub const FEE_SHARE: Decimal = Decimal::from_parts(5, 0, 0, false, 2);
+
+/// How far a published FX rate may be rounded, as a share of the amount it converts.
+const RATE_ROUNDING: Decimal = Decimal::from_parts(1, 0, 0, false, 3);
+
+/// What the reports say of a finished order whose answer names neither its idempotency key nor
+/// its batch (no `description`, no `metadata`): the ledger records it as the service answered
+/// it, without knowing that it is the order sent.
+pub const UNCONFIRMED: &str = "the service's answer names neither the order's idempotency key nor its batch (no description, no metadata): it could not be confirmed as the order sent";
+
+/// A finished order that holds what was sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    /// Which answered item stands for each item sent (in the order sent).
+    pub pairs: Vec<usize>,
+    /// The answer names the order's key or batch and rows, as sent; when `false` it names
+    /// neither, and could not be confirmed ([`UNCONFIRMED`]).
+    pub confirmed: bool,
+}
 
 /// What the ledger holds of one row of the order, in item order: the product's currency.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,8 +59,23 @@ struct StoredSpec {
     email: Option<String>,
 }
 
-/// The body an order of `specs` (stored row specs, in item order) paid by `payment` stands for.
-pub fn body_of_rows(payment: PaymentMethod, specs: &[Option<&str>]) -> Result<Vec<u8>, String> {
+/// Whose order an order the ledger adopted from the service is: its idempotency key, its batch
+/// and its rows (reference, attempt) in item order, as the ledger recorded them from the
+/// service's `description` and `metadata`.
+pub struct Owner<'a> {
+    pub key: &'a str,
+    pub batch: &'a str,
+    pub rows: &'a [(&'a str, i64)],
+}
+
+/// The body an order of `specs` (stored row specs, in item order) paid by `payment` for `owner`
+/// stands for, with the `description` and `metadata` paybatch writes for it.
+pub fn body_of_rows(
+    payment: PaymentMethod,
+    specs: &[Option<&str>],
+    owner: &Owner<'_>,
+) -> Result<Vec<u8>, String> {
+    let references: Vec<&str> = owner.rows.iter().map(|(r, _)| *r).collect();
     let mut items = Vec::with_capacity(specs.len());
     for spec in specs {
         let spec: StoredSpec = spec
@@ -55,8 +99,8 @@ pub fn body_of_rows(payment: PaymentMethod, specs: &[Option<&str>]) -> Result<Ve
     let order = NewOrder {
         payment_method: payment,
         items,
-        description: None,
-        metadata: None,
+        description: Some(plan::description(owner.key, owner.batch, &references)),
+        metadata: Some(plan::metadata(owner.batch, owner.rows)),
     };
     serde_json::to_vec(&order).map_err(|e| e.to_string())
 }
@@ -111,8 +155,11 @@ fn pair_items(sent: &NewOrder, answer: &Order) -> Vec<Option<usize>> {
 }
 
 /// How `answer` differs from the order `body` paybatch sent for `rows`, or, when it holds what
-/// was asked for, which answered item stands for each item sent (in the order sent).
-pub fn check(body: &[u8], rows: &[SentRow], answer: &Order) -> Result<Vec<usize>, Vec<String>> {
+/// was asked for, which answered item stands for each item sent (in the order sent) and whether
+/// the answer names the order as sent. An answer whose `description` names another idempotency
+/// key, or whose `metadata` names another batch or other rows, is another order; one whose
+/// total is not its items' prices (and fees) is not believed either.
+pub fn check(body: &[u8], rows: &[SentRow], answer: &Order) -> Result<Verified, Vec<String>> {
     let sent: NewOrder = match serde_json::from_slice(body) {
         Ok(sent) => sent,
         Err(e) => {
@@ -122,7 +169,10 @@ pub fn check(body: &[u8], rows: &[SentRow], answer: &Order) -> Result<Vec<usize>
         }
     };
     let mut out = differences_of(&sent, answer);
+    let (named, whose) = ownership(&sent, answer);
+    out.extend(whose);
     let pairs = pair_items(&sent, answer);
+    out.extend(total_differences(&sent, answer, rows, &pairs));
     for (i, pair) in pairs.iter().enumerate() {
         let (Some(j), Some(asked)) = (pair, sent.items.get(i)) else {
             continue;
@@ -132,7 +182,10 @@ pub fn check(body: &[u8], rows: &[SentRow], answer: &Order) -> Result<Vec<usize>
     }
     out.extend(link_differences(rows, answer, &pairs));
     if out.is_empty() && pairs.iter().all(Option::is_some) {
-        return Ok(pairs.into_iter().flatten().collect());
+        return Ok(Verified {
+            pairs: pairs.into_iter().flatten().collect(),
+            confirmed: named,
+        });
     }
     for (i, asked) in sent.items.iter().enumerate() {
         if pairs.get(i).is_some_and(Option::is_none) && answer.items.len() == sent.items.len() {
@@ -329,6 +382,363 @@ fn item_differences(
     }
 }
 
+/// What a finished order's `description` and `metadata` say of whose order it is, against
+/// the ones sent: whether either names it as sent, and how they name another order. Only what
+/// the answer carries is compared: a service may leave either out, and a description is cut at
+/// [`plan::MAX_DESCRIPTION`] characters.
+fn ownership(sent: &NewOrder, answer: &Order) -> (bool, Vec<String>) {
+    // A description names the order when it holds at least its key or its batch.
+    let by_description = sent.description.as_deref().and_then(|sent| {
+        let answered = answer.description.as_deref().filter(|d| {
+            !d.trim().is_empty()
+                && plan::read_description(d).is_none_or(|p| p.key.is_some() || p.batch.is_some())
+        })?;
+        Some(description_differences(sent, answered))
+    });
+    let by_metadata = sent.metadata.as_ref().and_then(|sent| {
+        let answered = answer.metadata.as_ref().filter(|m| !m.is_empty())?;
+        Some(metadata_differences(sent, answered))
+    });
+    let named = by_description.is_some() || by_metadata.is_some();
+    let out: Vec<String> = [by_description, by_metadata]
+        .into_iter()
+        .flatten()
+        .flatten()
+        .collect();
+    (named && out.is_empty(), out)
+}
+
+/// Whether two parts of descriptions may be the same, one of them perhaps cut.
+fn same_part(answered: &str, sent: &str, cut: bool) -> bool {
+    answered == sent || (cut && (answered.starts_with(sent) || sent.starts_with(answered)))
+}
+
+/// How the `answered` description names another order than the `sent` one: another
+/// idempotency key, batch or first row.
+fn description_differences(sent: &str, answered: &str) -> Vec<String> {
+    // What is left of the one sent, however short the service cut it.
+    if sent.starts_with(answered) {
+        return Vec::new();
+    }
+    let Some(a) = plan::read_description(answered) else {
+        return vec![format!(
+            "its description {answered:?} is not paybatch's: another order's"
+        )];
+    };
+    let Some(s) = plan::read_description(sent) else {
+        return Vec::new();
+    };
+    if let (Some(ka), Some(ks)) = (a.key, s.key)
+        && ka != ks
+    {
+        return vec![format!(
+            "its description names idempotency key {ka}, sent {ks}: another order's"
+        )];
+    }
+    let mut out = Vec::new();
+    if let (Some(ba), Some(bs)) = (a.batch, s.batch)
+        && !same_part(ba, bs, a.cut || s.cut)
+    {
+        out.push(format!(
+            "its description names batch {ba:?}, sent {bs:?}: another order's"
+        ));
+    }
+    let cut = a.first_reference_cut || s.first_reference_cut;
+    if let (Some(ra), Some(rs)) = (a.first_reference, s.first_reference)
+        && !same_part(ra, rs, cut)
+    {
+        out.push(format!(
+            "its description names row {ra:?}, sent {rs:?}: another order's"
+        ));
+    }
+    out
+}
+
+/// References shown in a message: the first few, and how many more.
+fn shown_references(references: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let mut text = references
+        .iter()
+        .take(SHOWN)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join("|");
+    if references.len() > SHOWN {
+        text.push_str(&format!(" (+{} more)", references.len() - SHOWN));
+    }
+    crate::text::escape(&text).into_owned()
+}
+
+/// How the `answered` metadata names another order than the `sent` one: another batch, other
+/// rows, or other attempts of them.
+fn metadata_differences(
+    sent: &BTreeMap<String, String>,
+    answered: &BTreeMap<String, String>,
+) -> Vec<String> {
+    let Some(batch) = plan::batch_in_metadata(answered) else {
+        return vec!["its metadata names no paybatch batch: another order's".into()];
+    };
+    if let Some(sent_batch) = plan::batch_in_metadata(sent)
+        && batch != sent_batch
+    {
+        return vec![format!(
+            "its metadata names batch {batch:?}, sent {sent_batch:?}: another order's"
+        )];
+    }
+    // Only what the answer holds: metadata without the row pieces names no rows.
+    let rows = plan::references_in_metadata(answered);
+    let sent_rows = plan::references_in_metadata(sent);
+    if !rows.is_empty() && rows != sent_rows {
+        return vec![format!(
+            "its metadata names rows {}, sent {}: another order's",
+            shown_references(&rows),
+            shown_references(&sent_rows)
+        )];
+    }
+    let attempts = |m| plan::attempts_in_metadata(m, sent_rows.len());
+    let answered_attempts = answered.get("paybatch_attempts");
+    if answered_attempts.is_some() && attempts(answered) != attempts(sent) {
+        return vec![format!(
+            "its metadata names attempts {}, sent {}: another order's",
+            shown(answered_attempts.map(String::as_str)),
+            shown(sent.get("paybatch_attempts").map(String::as_str))
+        )];
+    }
+    Vec::new()
+}
+
+/// Amounts that do not fit a decimal: the answer cannot be added up.
+fn too_large() -> String {
+    "its amounts are too large to add up".to_string()
+}
+
+/// What the answered `total_price` says against the order's items, for a COMPLETED order whose
+/// items are all priced: the total is the items' prices (those the service converted, through
+/// the rate of their `transaction_detail` entry, whose value is their prices) plus fees: the
+/// FX fees `transaction_detail` declares, and at most [`FEE_SHARE`] of the items' prices more,
+/// within a minor unit of the payment currency per item (and the rounding of a published rate).
+/// A `transaction_detail` entry of the payment currency lies between the items' prices and the
+/// total.
+fn total_differences(
+    sent: &NewOrder,
+    answer: &Order,
+    rows: &[SentRow],
+    pairs: &[Option<usize>],
+) -> Vec<String> {
+    let (Some(total), Some(paid_in), OrderStatus::Completed) = (
+        answer.total_price,
+        sent.payment_method.currency.as_deref(),
+        answer.status,
+    ) else {
+        return Vec::new();
+    };
+    let priced = match item_prices(answer, rows, pairs, paid_in) {
+        Some(Ok(priced)) => priced,
+        Some(Err(why)) => return vec![why],
+        None => return Vec::new(),
+    };
+    let detail = answer.transaction_detail.as_ref();
+    let mut out: Vec<String> = detail
+        .into_iter()
+        .flat_map(BTreeMap::keys)
+        .filter(|c| *c != paid_in && !priced.converted.contains_key(c.as_str()))
+        .map(|c| format!("its transaction_detail names {c}, in which no item is priced"))
+        .collect();
+    let (mut in_payment, mut fees) = (Decimal::ZERO, Decimal::ZERO);
+    for (currency, (prices, count)) in &priced.converted {
+        let added = conversion(detail, currency, *prices, *count, paid_in).and_then(|(a, f)| {
+            Ok((
+                in_payment.checked_add(a).ok_or_else(too_large)?,
+                fees.checked_add(f).ok_or_else(too_large)?,
+            ))
+        });
+        match added {
+            Ok((amount, fee)) => (in_payment, fees) = (amount, fee),
+            Err(why) => out.push(why),
+        }
+    }
+    if out.is_empty() {
+        let totals = Totals {
+            total,
+            own: priced.own,
+            in_payment,
+            fees,
+            count: answer.items.len(),
+        };
+        out.extend(totals.differences(detail, paid_in).err());
+    }
+    out
+}
+
+/// The prices of an order's items: those in the payment currency added up, and those the
+/// service converted added up by currency, with how many items each.
+struct ItemPrices<'a> {
+    own: Decimal,
+    converted: BTreeMap<&'a str, (Decimal, usize)>,
+}
+
+/// The prices of `answer`'s items, each in its currency (the row's when the answer leaves it
+/// out); `None` when an item's price or currency is not known.
+fn item_prices<'a>(
+    answer: &'a Order,
+    rows: &'a [SentRow],
+    pairs: &[Option<usize>],
+    paid_in: &str,
+) -> Option<Result<ItemPrices<'a>, String>> {
+    let mut priced = ItemPrices {
+        own: Decimal::ZERO,
+        converted: BTreeMap::new(),
+    };
+    for (j, item) in answer.items.iter().enumerate() {
+        let row_currency = pairs
+            .iter()
+            .position(|p| *p == Some(j))
+            .and_then(|i| rows.get(i))
+            .and_then(|r| r.currency.as_deref());
+        let price = item.price?;
+        let currency = item.currency.as_deref().or(row_currency)?;
+        let sum = if currency == paid_in {
+            &mut priced.own
+        } else {
+            let entry = priced.converted.entry(currency).or_default();
+            entry.1 += 1;
+            &mut entry.0
+        };
+        match sum.checked_add(price) {
+            Some(s) => *sum = s,
+            None => return Some(Err(too_large())),
+        }
+    }
+    Some(Ok(priced))
+}
+
+/// An order's total against its items' prices in the payment currency and declared fees.
+struct Totals {
+    total: Decimal,
+    /// The items priced in the payment currency.
+    own: Decimal,
+    /// The converted items, in the payment currency.
+    in_payment: Decimal,
+    /// The declared FX fees, in the payment currency.
+    fees: Decimal,
+    count: usize,
+}
+
+impl Totals {
+    fn differences(
+        &self,
+        detail: Option<&BTreeMap<String, TransactionDetail>>,
+        paid_in: &str,
+    ) -> Result<(), String> {
+        let places = minor_units(paid_in);
+        let unit = Decimal::new(1, places);
+        let items = self
+            .own
+            .checked_add(self.in_payment)
+            .ok_or_else(too_large)?;
+        let slack = unit
+            .checked_mul(Decimal::from(self.count.max(1)))
+            .and_then(|s| s.checked_add(self.in_payment.checked_mul(RATE_ROUNDING)?))
+            .ok_or_else(too_large)?;
+        let charged = items.checked_add(self.fees).ok_or_else(too_large)?;
+        let highest = items
+            .checked_mul(FEE_SHARE)
+            .and_then(|share| charged.checked_add(share)?.checked_add(slack))
+            .ok_or_else(too_large)?;
+        let total = self.total;
+        let lowest = charged.checked_sub(slack).ok_or_else(too_large)?;
+        if total < lowest {
+            return Err(format!(
+                "total price {total} {paid_in} below its items' prices {} {paid_in}",
+                charged.round_dp(places)
+            ));
+        }
+        if total > highest {
+            return Err(format!(
+                "total price {total} {paid_in} is not its items' prices {} {paid_in} with fees (at most {} {paid_in})",
+                charged.round_dp(places),
+                highest.round_dp(places)
+            ));
+        }
+        let below = self.own.checked_sub(slack).ok_or_else(too_large)?;
+        let above = total.checked_add(slack).ok_or_else(too_large)?;
+        match detail.and_then(|d| d.get(paid_in)) {
+            Some(entry)
+                if self.in_payment.is_zero() && (entry.value < below || entry.value > above) =>
+            {
+                Err(format!(
+                    "transaction_detail {paid_in} {}, its items' prices {} {paid_in} and total {total} {paid_in}",
+                    entry.value, self.own
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// What `count` items priced `prices` in `currency` cost in the payment currency `paid_in`, and
+/// the FX fee declared for them, as their `transaction_detail` entry says: its `value` is their
+/// prices, its `fx.rate` converts them (`rate_symbol` `PAIDITEM`: item units per paying unit;
+/// `ITEMPAID`: paying units per item unit), its `fx.fee` is in either currency.
+fn conversion(
+    detail: Option<&BTreeMap<String, TransactionDetail>>,
+    currency: &str,
+    prices: Decimal,
+    count: usize,
+    paid_in: &str,
+) -> Result<(Decimal, Decimal), String> {
+    let Some(entry) = detail.and_then(|d| d.get(currency)) else {
+        return Err(format!(
+            "priced in {currency}, paid in {paid_in}, without a transaction_detail entry for {currency}"
+        ));
+    };
+    let slack = Decimal::new(1, minor_units(currency)) * Decimal::from(count.max(1));
+    let gap = entry.value.checked_sub(prices).ok_or_else(too_large)?;
+    if gap.abs() > slack {
+        return Err(format!(
+            "transaction_detail {currency} {}, its items' prices {prices} {currency}",
+            entry.value
+        ));
+    }
+    let fx = entry.fx.as_ref();
+    let number = |v: Option<&serde_json::Value>| match v? {
+        serde_json::Value::String(s) => parse_decimal_text(s),
+        serde_json::Value::Number(n) => parse_decimal_text(&n.to_string()),
+        _ => None,
+    };
+    let rate = number(fx.and_then(|f| f.get("rate"))).filter(|r| *r > Decimal::ZERO);
+    let symbol = fx
+        .and_then(|f| f.get("rate_symbol"))
+        .and_then(|s| s.as_str());
+    let convert = |amount: Decimal| -> Option<Decimal> {
+        let rate = rate?;
+        match symbol? {
+            s if s == format!("{paid_in}{currency}") => amount.checked_div(rate),
+            s if s == format!("{currency}{paid_in}") => amount.checked_mul(rate),
+            _ => None,
+        }
+    };
+    let Some(amount) = convert(prices) else {
+        return Err(format!(
+            "transaction_detail {currency} has no rate from {currency} to {paid_in} that can be read"
+        ));
+    };
+    let fee = fx.and_then(|f| f.get("fee"));
+    let fee_value = number(fee.and_then(|f| f.get("value"))).unwrap_or_default();
+    let fee = match fee.and_then(|f| f.get("currency")).and_then(|c| c.as_str()) {
+        _ if fee_value.is_zero() => Some(Decimal::ZERO),
+        Some(c) if c == paid_in => Some(fee_value),
+        Some(c) if c == currency => convert(fee_value),
+        _ => None,
+    };
+    match fee {
+        Some(fee) if fee >= Decimal::ZERO => Ok((amount, fee)),
+        _ => Err(format!(
+            "transaction_detail {currency} declares a fee that cannot be read"
+        )),
+    }
+}
+
 fn method_name(kind: PaymentMethodType) -> &'static str {
     match kind {
         PaymentMethodType::AccountBalance => "ACCOUNT_BALANCE",
@@ -402,9 +812,10 @@ mod tests {
             items.reverse();
         }
         let order: Order = serde_json::from_value(a).expect("an order");
-        assert_eq!(check(BODY.as_bytes(), &rows(), &order), Ok(vec![1, 0]));
+        let pairs = |order: &Order| check(BODY.as_bytes(), &rows(), order).map(|v| v.pairs);
+        assert_eq!(pairs(&order), Ok(vec![1, 0]));
         let order: Order = serde_json::from_value(answer()).expect("an order");
-        assert_eq!(check(BODY.as_bytes(), &rows(), &order), Ok(vec![0, 1]));
+        assert_eq!(pairs(&order), Ok(vec![0, 1]));
     }
 
     /// A completed item's link may come in the older version's shape; a failed order's items
@@ -521,6 +932,321 @@ mod tests {
         ];
         for (needle, change) in cases {
             let found = diff(change);
+            assert!(
+                found.iter().any(|d| d.contains(needle)),
+                "{needle}: {found:?}"
+            );
+        }
+    }
+
+    const KEY: &str = "0b5e3c1e-7d59-5d43-9a55-2b1f0a9e3c11";
+    const OTHER_KEY: &str = "7c1d2e3f-0a1b-5c2d-8e3f-4a5b6c7d8e9f";
+
+    /// The body paybatch sends for rows A and B of batch `nov`, with its description and
+    /// metadata.
+    fn named_body() -> Vec<u8> {
+        let mut sent: NewOrder = serde_json::from_str(BODY).expect("a body");
+        sent.description = Some(plan::description(KEY, "nov", &["A", "B"]));
+        sent.metadata = Some(plan::metadata("nov", &[("A", 1), ("B", 1)]));
+        serde_json::to_vec(&sent).expect("a body")
+    }
+
+    /// The answer naming the order as `named_body` sent it, changed by `change`.
+    fn named_answer(change: impl FnOnce(&mut serde_json::Value)) -> Result<Verified, Vec<String>> {
+        let mut a = answer();
+        a["description"] = plan::description(KEY, "nov", &["A", "B"]).into();
+        a["metadata"] =
+            serde_json::to_value(plan::metadata("nov", &[("A", 1), ("B", 1)])).expect("metadata");
+        a["transaction_detail"] = serde_json::json!({"USD": {"value": "34.79", "fx": null}});
+        change(&mut a);
+        let order: Order = serde_json::from_value(a).expect("an order");
+        check(&named_body(), &rows(), &order)
+    }
+
+    /// The order sent, as the service answers it, passes and is confirmed; one whose service
+    /// dropped its description and metadata passes, not confirmed; a description cut shorter
+    /// still names it.
+    #[test]
+    fn the_order_named_as_sent_is_confirmed_and_one_naming_nothing_is_not() {
+        assert_eq!(named_answer(|_| {}).map(|v| v.confirmed), Ok(true));
+        let dropped = named_answer(|a| {
+            a["description"] = serde_json::Value::Null;
+            a["metadata"] = serde_json::Value::Null;
+        });
+        assert_eq!(dropped.map(|v| v.confirmed), Ok(false));
+        let emptied = named_answer(|a| {
+            a["description"] = "".into();
+            a["metadata"] = serde_json::json!({});
+        });
+        assert_eq!(emptied.map(|v| v.confirmed), Ok(false));
+        let cut = named_answer(|a| {
+            a["description"] = format!("paybatch {KEY} batch=no").into();
+            a["metadata"] = serde_json::Value::Null;
+        });
+        assert_eq!(cut.map(|v| v.confirmed), Ok(true));
+        let only_metadata = named_answer(|a| a["description"] = serde_json::Value::Null);
+        assert_eq!(only_metadata.map(|v| v.confirmed), Ok(true));
+        // Metadata that lost its row pieces still names the batch, and no other rows.
+        let only_batch = named_answer(|a| {
+            a["description"] = serde_json::Value::Null;
+            a["metadata"] = serde_json::json!({"paybatch_batch": "nov"});
+        });
+        assert_eq!(only_batch.map(|v| v.confirmed), Ok(true));
+    }
+
+    /// An order adopted by reconciliation is checked against the description and metadata its
+    /// key, batch and rows stand for, and passes when the service's order is the one it named;
+    /// an older description without a key names its batch and row.
+    #[test]
+    fn an_adopted_order_passes_against_what_its_rows_stand_for() {
+        let spec = |face: &str, distribution: &str, email: Option<&str>| {
+            serde_json::json!({"product_codes": ["AMZ-US"], "face_value": face,
+                "distribution": distribution, "email": email})
+            .to_string()
+        };
+        let specs = [
+            spec("10", "EMAIL", Some("a@b.example")),
+            spec("25.50", "PAYOUT_LINK", None),
+        ];
+        let specs: Vec<Option<&str>> = specs.iter().map(|s| Some(s.as_str())).collect();
+        let owner = Owner {
+            key: KEY,
+            batch: "nov",
+            rows: &[("A", 1), ("B", 1)],
+        };
+        let body = body_of_rows(plan::payment_method("USD", None), &specs, &owner).expect("a body");
+        let mut a = answer();
+        a["description"] = plan::description(KEY, "nov", &["A", "B"]).into();
+        a["metadata"] =
+            serde_json::to_value(plan::metadata("nov", &[("A", 1), ("B", 1)])).expect("metadata");
+        let order: Order = serde_json::from_value(a.clone()).expect("an order");
+        assert_eq!(check(&body, &rows(), &order).map(|v| v.confirmed), Ok(true));
+        a["description"] = "paybatch batch=nov rows=A (+1 more)".into();
+        let order: Order = serde_json::from_value(a.clone()).expect("an order");
+        assert_eq!(check(&body, &rows(), &order).map(|v| v.confirmed), Ok(true));
+        a["description"] = format!("paybatch {OTHER_KEY} batch=nov rows=A (+1 more)").into();
+        let order: Order = serde_json::from_value(a).expect("an order");
+        assert!(check(&body, &rows(), &order).is_err());
+    }
+
+    /// A batch name over 200 characters: its description is cut inside the name, its metadata
+    /// names it by hash; the order sent still passes, another long name's does not, and a
+    /// retried row (attempt 2) is named with its attempt.
+    #[test]
+    fn long_batch_names_and_retries_are_compared_as_written() {
+        let long = format!("nov-{}", "x".repeat(250));
+        let other = format!("{long}-2");
+        let rows_sent: &[(&str, i64)] = &[("A", 2), ("B", 2)];
+        let mut sent: NewOrder = serde_json::from_str(BODY).expect("a body");
+        sent.description = Some(plan::description(KEY, &long, &["A", "B"]));
+        sent.metadata = Some(plan::metadata(&long, rows_sent));
+        let body = serde_json::to_vec(&sent).expect("a body");
+        let answered = |batch: &str, named: &[(&str, i64)]| {
+            let mut a = answer();
+            a["description"] = plan::description(KEY, batch, &["A", "B"]).into();
+            a["metadata"] = serde_json::to_value(plan::metadata(batch, named)).expect("metadata");
+            let order: Order = serde_json::from_value(a).expect("an order");
+            check(&body, &rows(), &order)
+        };
+        assert_eq!(answered(&long, rows_sent).map(|v| v.confirmed), Ok(true));
+        let found = answered(&other, rows_sent).err().unwrap_or_default();
+        assert!(
+            found
+                .iter()
+                .any(|d| d.contains("its metadata names batch \"sha256:")),
+            "{found:?}"
+        );
+        let found = answered(&long, &[("A", 1), ("B", 1)])
+            .err()
+            .unwrap_or_default();
+        assert!(
+            found
+                .iter()
+                .any(|d| d.contains("its metadata names attempts 1, sent 2")),
+            "{found:?}"
+        );
+    }
+
+    /// An answer naming another key, batch, rows or attempts is another order's.
+    #[test]
+    fn an_order_named_as_another_is_a_mismatch() {
+        type Change = Box<dyn FnOnce(&mut serde_json::Value)>;
+        let other_rows = plan::metadata("nov", &[("A", 1), ("C", 1)]);
+        let cases: Vec<(&str, Change)> = vec![
+            (
+                "its description names idempotency key 7c1d2e3f",
+                Box::new(|a| {
+                    a["description"] = plan::description(OTHER_KEY, "nov", &["A", "B"]).into()
+                }),
+            ),
+            (
+                "its description names batch \"dec\"",
+                Box::new(|a| {
+                    a["description"] = format!("paybatch {KEY} batch=dec rows=A (+1 more)").into()
+                }),
+            ),
+            (
+                "its description \"Team lunch\" is not paybatch's",
+                Box::new(|a| a["description"] = "Team lunch".into()),
+            ),
+            (
+                "its metadata names batch \"dec\", sent \"nov\"",
+                Box::new(|a| a["metadata"]["paybatch_batch"] = "dec".into()),
+            ),
+            (
+                "its metadata names rows A|C, sent A|B",
+                Box::new(move |a| {
+                    a["metadata"] = serde_json::to_value(other_rows).expect("metadata")
+                }),
+            ),
+            (
+                "its metadata names attempts 2, sent 1",
+                Box::new(|a| a["metadata"]["paybatch_attempts"] = "2".into()),
+            ),
+            (
+                "its metadata names no paybatch batch",
+                Box::new(|a| a["metadata"] = serde_json::json!({"campaign": "summer"})),
+            ),
+        ];
+        for (needle, change) in cases {
+            let found = named_answer(change).err().unwrap_or_default();
+            assert!(
+                found.iter().any(|d| d.contains(needle)),
+                "{needle}: {found:?}"
+            );
+        }
+    }
+
+    /// A total that is not the items' prices with fees, or a transaction_detail that disagrees
+    /// with them, needs a person; fees of a few percent, and rounding, do not.
+    #[test]
+    fn totals_are_checked_against_the_items() {
+        type Change = Box<dyn FnOnce(&mut serde_json::Value)>;
+        let passing: Vec<(&str, Change)> = vec![
+            ("as answered", Box::new(|_| {})),
+            (
+                "a fee of 1.50",
+                Box::new(|a| a["total_price"] = "36.29".into()),
+            ),
+            (
+                "a detail with the fee",
+                Box::new(|a| {
+                    a["total_price"] = "36.29".into();
+                    a["transaction_detail"]["USD"]["value"] = "36.29".into();
+                }),
+            ),
+            (
+                "no detail",
+                Box::new(|a| {
+                    a.as_object_mut().map(|o| o.remove("transaction_detail"));
+                }),
+            ),
+        ];
+        for (what, change) in passing {
+            let found = named_answer(change);
+            assert!(found.is_ok(), "{what}: {found:?}");
+        }
+        let failing: Vec<(&str, Change)> = vec![
+            (
+                "total price 34790.00 USD is not its items' prices 34.79 USD with fees",
+                Box::new(|a| a["total_price"] = "34790.00".into()),
+            ),
+            (
+                "total price 30.00 USD below its items' prices 34.79 USD",
+                Box::new(|a| a["total_price"] = "30.00".into()),
+            ),
+            (
+                "transaction_detail USD 34790.00",
+                Box::new(|a| a["transaction_detail"]["USD"]["value"] = "34790.00".into()),
+            ),
+            (
+                "its amounts are too large to add up",
+                Box::new(|a| {
+                    for item in a["items"].as_array_mut().into_iter().flatten() {
+                        item["price"] = "79228162514264337593543950335".into();
+                    }
+                }),
+            ),
+            (
+                "its transaction_detail names EUR",
+                Box::new(|a| {
+                    a["transaction_detail"]["EUR"] = serde_json::json!({"value": "30.00"})
+                }),
+            ),
+        ];
+        for (needle, change) in failing {
+            let found = named_answer(change).err().unwrap_or_default();
+            assert!(
+                found.iter().any(|d| d.contains(needle)),
+                "{needle}: {found:?}"
+            );
+        }
+    }
+
+    /// A converted (embedded FX) order: its total is its item's price through the rate of its
+    /// transaction_detail entry, whichever way the rate is quoted, plus the declared fee.
+    #[test]
+    fn a_converted_order_is_checked_through_its_transaction_detail() {
+        const FX_BODY: &str = r#"{"payment_method":{"type":"ACCOUNT_BALANCE","currency":"USD"},"items":[
+            {"face_value":3000,"distribution_method":{"type":"PAYOUT_LINK"},"products":{"type":"SINGLE","value":"UBER-JP"}}]}"#;
+        let jpy = [SentRow {
+            reference: "J".into(),
+            currency: Some("JPY".into()),
+        }];
+        let fx = |change: &dyn Fn(&mut serde_json::Value)| {
+            let mut a = serde_json::json!({
+                "id": "O-2", "status": "COMPLETED",
+                "payment_method": {"type": "ACCOUNT_BALANCE", "currency": "USD"},
+                "currency": "USD", "total_price": "19.50", "total_discount": "0.60",
+                "items": [{"id": "E-3", "distribution_method": {"type": "PAYOUT_LINK"},
+                    "products": {"type": "SINGLE", "value": "UBER-JP"}, "face_value": "3000",
+                    "price": "2910", "currency": "JPY",
+                    "payout": {"status": "ACTIVE", "status_updated_at": "2024-03-01T10:00:00Z",
+                               "url": "https://payouts.example/r/E-3"}}],
+                "transaction_detail": {"JPY": {"value": "2910", "fx": {
+                    "rate": "149.253731", "rate_symbol": "USDJPY",
+                    "fee": {"value": "0.00", "currency": "USD"}}}}
+            });
+            change(&mut a);
+            let order: Order = serde_json::from_value(a).expect("an order");
+            check(FX_BODY.as_bytes(), &jpy, &order)
+                .err()
+                .unwrap_or_default()
+        };
+        assert_eq!(fx(&|_| {}), Vec::<String>::new());
+        let quoted_the_other_way = fx(&|a| {
+            a["transaction_detail"]["JPY"]["fx"]["rate"] = "0.0067".into();
+            a["transaction_detail"]["JPY"]["fx"]["rate_symbol"] = "JPYUSD".into();
+        });
+        assert_eq!(quoted_the_other_way, Vec::<String>::new());
+        let with_fee = fx(&|a| {
+            a["total_price"] = "20.50".into();
+            a["transaction_detail"]["JPY"]["fx"]["fee"]["value"] = "1.00".into();
+        });
+        assert_eq!(with_fee, Vec::<String>::new());
+        for (needle, change) in [
+            (
+                "transaction_detail JPY 29100, its items' prices 2910 JPY",
+                &(|a: &mut serde_json::Value| {
+                    a["transaction_detail"]["JPY"]["value"] = "29100".into()
+                }) as &dyn Fn(&mut serde_json::Value),
+            ),
+            (
+                "total price 19.50 USD below its items' prices 194.97 USD",
+                &|a| a["transaction_detail"]["JPY"]["fx"]["rate"] = "14.9253731".into(),
+            ),
+            (
+                "total price 19500.00 USD is not its items' prices 19.50 USD",
+                &|a| a["total_price"] = "19500.00".into(),
+            ),
+            ("has no rate from JPY to USD", &|a| {
+                a["transaction_detail"]["JPY"]["fx"] = serde_json::Value::Null
+            }),
+            ("without a transaction_detail entry for JPY", &|a| {
+                a["transaction_detail"] = serde_json::json!({"USD": {"value": "19.50"}})
+            }),
+        ] {
+            let found = fx(change);
             assert!(
                 found.iter().any(|d| d.contains(needle)),
                 "{needle}: {found:?}"

@@ -335,6 +335,12 @@ fn print_summary(s: &RunSummary, quiet: bool) {
     if !s.per_delivery.is_empty() {
         outln!("  rows per delivery: {}", delivery_counts(&s.per_delivery));
     }
+    if s.unconfirmed > 0 {
+        outln!(
+            "  unconfirmed: {} COMPLETED rows, their orders not confirmed as the ones sent (the service's answer named neither key nor batch; error_type order_unconfirmed in the result file)",
+            s.unconfirmed
+        );
+    }
     if !s.paid_by.is_empty() {
         let parts: Vec<String> = s
             .paid_by

@@ -65,6 +65,7 @@ pub fn summary(s: &RunSummary, code: i32) -> Value {
         "exit_code": code,
         "outcome": outcome_word(s.outcome()),
         "rows": rows(&s.counts),
+        "unconfirmed_rows": s.unconfirmed,
         "totals": {
             "per_paying_balance": per_paying_balance(&s.debited),
             "per_product_currency": per_product_currency(&s.totals),

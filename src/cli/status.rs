@@ -333,6 +333,23 @@ struct Detail {
     next: Vec<String>,
 }
 
+/// The service's ids of the batch's COMPLETED orders that could not be confirmed as the orders
+/// sent (their answer named neither key nor batch).
+fn unconfirmed(orders: &[OrderRecord]) -> Vec<String> {
+    orders
+        .iter()
+        .filter(|o| {
+            o.state == crate::ledger::OrderState::Completed
+                && o.error_type.as_deref() == Some(crate::batch::record::UNCONFIRMED_TYPE)
+        })
+        .map(|o| {
+            o.service_order_id
+                .clone()
+                .unwrap_or_else(|| format!("#{}", o.id))
+        })
+        .collect()
+}
+
 impl Detail {
     fn rows(&self) -> i64 {
         self.counts.iter().map(|(_, n)| n).sum()
@@ -421,6 +438,7 @@ fn detail_json(d: &Detail) -> serde_json::Value {
         "rows": d.rows(),
         "states": counts_map(&d.counts),
         "orders": d.order_counts(),
+        "unconfirmed_orders": unconfirmed(&d.orders),
         "charged": d.charged.iter().map(|((payer, currency), amount)| json!({
             "by": payer,
             "currency": currency,
@@ -497,6 +515,20 @@ fn print_orders(d: &Detail) {
             format!(" ({orders_text})")
         }
     );
+    let unconfirmed = unconfirmed(&d.orders);
+    if !unconfirmed.is_empty() {
+        let more = unconfirmed.len().saturating_sub(LISTED_IN_FLIGHT);
+        outln!(
+            "  unconfirmed: {} COMPLETED (the service's answer named neither key nor batch: compare with the account's orders): {}{}",
+            unconfirmed.len(),
+            crate::text::escape(&unconfirmed[..unconfirmed.len() - more].join(", ")),
+            if more > 0 {
+                format!(" (+{more} more)")
+            } else {
+                String::new()
+            }
+        );
+    }
     let flights = in_flight(&d.orders);
     if flights.is_empty() {
         outln!("  none in flight");

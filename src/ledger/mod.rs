@@ -559,6 +559,18 @@ impl Ledger {
             .map_err(sqlerr(&self.path))
     }
 
+    pub fn batch_by_id(&self, id: i64) -> Result<Option<BatchRecord>> {
+        self.conn
+            .query_row(
+                "SELECT id, name, input_path, input_hash, headers, environment, base_url,
+                        key_fingerprint, created_at FROM batches WHERE id = ?1",
+                [id],
+                batch_from_row,
+            )
+            .optional()
+            .map_err(sqlerr(&self.path))
+    }
+
     pub fn batches(&self) -> Result<Vec<BatchRecord>> {
         self.select_all(
             "SELECT id, name, input_path, input_hash, headers, environment, base_url,
@@ -869,6 +881,19 @@ impl Ledger {
             .collect::<Result<Vec<(RowState, i64)>>>()?;
         out.sort_by_key(|(s, _)| RowState::ALL.iter().position(|x| x == s));
         Ok(out)
+    }
+
+    /// How many of a batch's COMPLETED rows carry the note `error_type` (such as an order
+    /// that could not be confirmed as the one sent).
+    pub fn completed_rows_noted(&self, batch_id: i64, error_type: &str) -> Result<i64> {
+        self.conn
+            .query_row(
+                "SELECT COUNT(*) FROM rows
+                 WHERE batch_id = ?1 AND state = 'COMPLETED' AND error_type = ?2",
+                params![batch_id, error_type],
+                |r| r.get(0),
+            )
+            .map_err(sqlerr(&self.path))
     }
 
     /// How far the sending of a batch got: orders sent (answered or not), orders sent without
