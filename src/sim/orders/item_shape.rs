@@ -9,7 +9,7 @@ use rust_decimal::Decimal;
 use serde_json::{Map, Value};
 
 use super::shape::Checker;
-use super::{MAX_ESTIMATE_ITEMS, MAX_ITEMS, RequestItem, Selection, at};
+use super::{ItemsOf, MAX_ESTIMATE_ITEMS, MAX_ITEMS, RequestItem, Selection, at};
 use crate::api::decimal::parse_decimal_text;
 use crate::api::models::ExecutionMode;
 
@@ -44,13 +44,6 @@ pub(crate) fn valid_email(address: &str) -> bool {
             .last()
             .is_some_and(|tld| tld.chars().all(|c| c.is_ascii_alphabetic()));
     local_ok && domain_ok
-}
-
-/// Whose items are read: an order's (sent in this mode) or an estimate's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum ItemsOf {
-    Order(ExecutionMode),
-    Estimate,
 }
 
 impl Checker {

@@ -54,6 +54,13 @@ fn at(parts: &[&str]) -> Vec<String> {
     parts.iter().map(|p| (*p).to_string()).collect()
 }
 
+/// Whose items are read: an order's (sent in this mode) or an estimate's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ItemsOf {
+    Order(ExecutionMode),
+    Estimate,
+}
+
 /// Why an order is refused.
 #[derive(Debug)]
 pub(crate) enum Refused {

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::item_shape::ItemsOf;
 use super::{
-    MAX_DESCRIPTION, MAX_METADATA_KEY, MAX_METADATA_PAIRS, MAX_METADATA_VALUE, Problem, Request, at,
+    ItemsOf, MAX_DESCRIPTION, MAX_METADATA_KEY, MAX_METADATA_PAIRS, MAX_METADATA_VALUE, Problem,
+    Request, at,
 };
 use crate::api::models::{ExecutionMode, PaymentMethod, PaymentMethodType};
 use crate::sim::catalog::PAYMENT_CURRENCIES;
