@@ -218,6 +218,17 @@ pub struct NewBatch<'a> {
     pub key_fingerprint: &'a str,
 }
 
+/// A completed row of an order the service converted (embedded FX): its price in its product's
+/// currency and what it took from the balance of another, as stored, and when it completed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conversion {
+    pub payment_currency: String,
+    pub product_currency: String,
+    pub price: String,
+    pub debited: String,
+    pub completed_at: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RowRecord {
     pub id: i64,
@@ -710,6 +721,36 @@ impl Ledger {
              FROM rows WHERE batch_id = ?1 AND state = 'COMPLETED'",
             [batch_id],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+    }
+
+    /// The ledger's latest converted order of each currency pair, among the batches recorded
+    /// with `base_url`: one completed row of a one-item order paid from a balance in another
+    /// currency than its product's (embedded FX), per (payment currency, product currency).
+    pub fn latest_conversions(&self, base_url: &str) -> Result<Vec<Conversion>> {
+        // SQLite takes the other columns of an aggregate query from the row of its MAX.
+        self.select_all(
+            "SELECT r.debited_currency, json_extract(r.spec, '$.currency'), r.price,
+                    r.debited_amount, MAX(r.completed_at)
+             FROM orders o
+             JOIN batches b ON b.id = o.batch_id
+             JOIN rows r ON r.order_id = o.id
+             WHERE o.mode = 'sync' AND o.state = 'COMPLETED' AND o.card_id IS NULL
+               AND b.base_url = ?1
+               AND r.state = 'COMPLETED' AND r.completed_at IS NOT NULL
+               AND r.price IS NOT NULL AND r.debited_amount IS NOT NULL
+               AND r.debited_currency <> json_extract(r.spec, '$.currency')
+             GROUP BY 1, 2",
+            [base_url],
+            |r| {
+                Ok(Conversion {
+                    payment_currency: r.get(0)?,
+                    product_currency: r.get(1)?,
+                    price: r.get(2)?,
+                    debited: r.get(3)?,
+                    completed_at: r.get(4)?,
+                })
+            },
         )
     }
 
