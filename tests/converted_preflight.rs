@@ -135,6 +135,15 @@ async fn without_an_estimate_the_ledger_rate_of_the_pair_prices_converted_rows()
     let text = text_of(&out);
     assert_eq!(out.status.code(), Some(3), "{text}");
     assert!(text.contains(words), "{text}");
+
+    // Read in two passes (a row to leave out), the rate is read before the batch is written.
+    let mut two = MIXED.to_string();
+    two.push_str("BAD-1,AMZ-US,-5,USD,USD\n");
+    ws.write("fx2.csv", &two);
+    let out = run_file(&ws, &sim, "fx2.csv", &["--skip-invalid"], &[]).await;
+    let text = text_of(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(text.contains(words), "{text}");
     assert_eq!(order_posts(&sim), posts, "nothing more was sent");
 }
 

@@ -1,6 +1,6 @@
 //! What a batch costs and what pays for it: the price of a row, the card or balance it is paid
 //! from, what the rows converted by the service will cost (the service's estimate, else the
-//! rate of the ledger's last converted order of the pair with a margin), the balance pre-flight
+//! rate of the ledger's latest converted order of the pair with a margin), the balance pre-flight
 //! that `run` and `validate` share, and what the service stopped for want of funds (or of its
 //! spending limit) during a run.
 
@@ -189,30 +189,16 @@ impl PricedBy {
     }
 }
 
-/// The rate of the ledger's latest converted order of each (payment, product) currency pair:
-/// units of the product's currency one unit of the payment currency bought, and when.
-pub type LedgerRates = BTreeMap<(String, String), (Decimal, String)>;
-
-/// The rates of the ledger's latest converted orders made with the service at `base_url`
-/// ([`Ledger::latest_conversions`]); a row whose amounts do not read as positive amounts
-/// gives none.
-pub fn ledger_rates(ledger: &Ledger, base_url: &str) -> Result<LedgerRates, ledger::LedgerError> {
-    let mut rates = LedgerRates::new();
-    for c in ledger.latest_conversions(base_url)? {
-        let read = |text: &str| {
-            crate::api::decimal::parse_decimal_text(text)
-                .filter(|d| d.is_sign_positive() && !d.is_zero())
-        };
-        if let (Some(price), Some(debited)) = (read(&c.price), read(&c.debited))
-            && let Some(rate) = price.checked_div(debited)
-        {
-            rates.insert(
-                (c.payment_currency, c.product_currency),
-                (rate, c.completed_at),
-            );
-        }
-    }
-    Ok(rates)
+/// The rate of a converted order the ledger recorded: units of the product's currency one unit
+/// of the payment currency bought (its price against what left the balance), and when it
+/// completed; `None` when its amounts do not read as positive amounts.
+fn rate_of(c: &ledger::Conversion) -> Option<(Decimal, String)> {
+    let read = |text: &str| {
+        crate::api::decimal::parse_decimal_text(text)
+            .filter(|d| d.is_sign_positive() && !d.is_zero())
+    };
+    let rate = read(&c.price)?.checked_div(read(&c.debited)?)?;
+    Some((rate, c.completed_at.clone()))
 }
 
 /// What a row of `kind` costs from its balance at `rate` plus the margin, rounded up to the
@@ -232,9 +218,68 @@ pub struct ConvertedPrices {
     pub per_kind: BTreeMap<ConvertedKind, (Decimal, PricedBy)>,
     /// Per payment currency, why its converted rows not in `per_kind` are not priced.
     pub why_not: BTreeMap<String, String>,
+    /// The currency pairs whose rate the ledger was asked for.
+    looked_up: BTreeSet<(String, String)>,
 }
 
 impl ConvertedPrices {
+    /// Prices the `kinds` the service did not estimate at the rate of the ledger's latest
+    /// converted order of their pair (`latest`: payment currency, product currency) plus
+    /// [`LEDGER_RATE_MARGIN`]; the others are not priced, with why. Each pair is looked up once,
+    /// and only when a kind of it has no price.
+    pub fn price_from_ledger<'k>(
+        &mut self,
+        kinds: impl IntoIterator<Item = &'k ConvertedKind>,
+        mut latest: impl FnMut(&str, &str) -> Result<Option<ledger::Conversion>, ledger::LedgerError>,
+    ) -> Result<(), ledger::LedgerError> {
+        let mut rates: BTreeMap<(String, String), Option<(Decimal, String)>> = BTreeMap::new();
+        for kind in kinds {
+            if self.per_kind.contains_key(kind) {
+                continue;
+            }
+            let pair = (kind.payment_currency.clone(), kind.product_currency.clone());
+            if !rates.contains_key(&pair) {
+                let rate = if self.looked_up.insert(pair.clone()) {
+                    latest(&pair.0, &pair.1)?.as_ref().and_then(rate_of)
+                } else {
+                    None
+                };
+                rates.insert(pair.clone(), rate);
+            }
+            let priced = rates[&pair].as_ref().and_then(|(rate, completed_at)| {
+                let by = PricedBy::LedgerRate {
+                    rate: *rate,
+                    completed_at: completed_at.clone(),
+                };
+                at_rate(kind, *rate).map(|price| (price, by))
+            });
+            match priced {
+                Some(priced) => {
+                    self.per_kind.insert(kind.clone(), priced);
+                }
+                None => self.not_in_ledger(kind),
+            }
+        }
+        Ok(())
+    }
+
+    /// Says why a converted row of `kind` has no price: no estimate, and no rate in the ledger.
+    fn not_in_ledger(&mut self, kind: &ConvertedKind) {
+        let why = self
+            .why_not
+            .get(&kind.payment_currency)
+            .cloned()
+            .unwrap_or_else(|| "no estimate".into());
+        let tail = format!(
+            ", and the ledger has no order converted from {} to {}",
+            kind.payment_currency, kind.product_currency
+        );
+        if !why.ends_with(&tail) {
+            self.why_not
+                .insert(kind.payment_currency.clone(), format!("{why}{tail}"));
+        }
+    }
+
     /// What the converted rows (`rows` of each kind) cost, per payment currency.
     pub fn costs<'k>(
         &self,
@@ -278,54 +323,16 @@ pub struct ConvertedCost {
     pub why_not: Option<String>,
 }
 
-/// Prices the converted rows of `kinds` before anything is sent: the service's estimate of an
-/// order of one row of each kind (`POST /order/estimate`, at most [`MAX_ESTIMATES`], all at
-/// once); where it offers none (its playground) or its answer cannot be read, the rate of the
-/// ledger's latest converted order of the pair (`rates`) plus [`LEDGER_RATE_MARGIN`]; else
-/// unpriced, with why.
-pub async fn price_converted(
+/// Prices the converted rows of `kinds` before anything is sent with the service's estimate of
+/// an order of one row of each kind (`POST /order/estimate`, at most [`MAX_ESTIMATES`], asked
+/// all at once), saying, per payment currency, why some have none (the service offers none
+/// here, as its playground; its answer could not be read). Those are then priced from the
+/// ledger ([`ConvertedPrices::price_from_ledger`]).
+pub async fn estimate(
     client: &Client,
     kinds: impl IntoIterator<Item = ConvertedKind>,
-    rates: &LedgerRates,
 ) -> ConvertedPrices {
     let kinds: BTreeSet<ConvertedKind> = kinds.into_iter().collect();
-    let (mut prices, why_not) = estimate(client, &kinds).await;
-    for kind in kinds {
-        if prices.per_kind.contains_key(&kind) {
-            continue;
-        }
-        let pair = (kind.payment_currency.clone(), kind.product_currency.clone());
-        let priced = rates.get(&pair).and_then(|(rate, completed_at)| {
-            let by = PricedBy::LedgerRate {
-                rate: *rate,
-                completed_at: completed_at.clone(),
-            };
-            at_rate(&kind, *rate).map(|price| (price, by))
-        });
-        if let Some(priced) = priced {
-            prices.per_kind.insert(kind, priced);
-            continue;
-        }
-        let why = why_not
-            .get(&kind.payment_currency)
-            .map_or("no estimate", String::as_str);
-        prices.why_not.insert(
-            kind.payment_currency.clone(),
-            format!(
-                "{why}, and the ledger has no order converted from {} to {}",
-                kind.payment_currency, kind.product_currency
-            ),
-        );
-    }
-    prices
-}
-
-/// The service's estimate of one row of each kind, at most [`MAX_ESTIMATES`], asked all at
-/// once; and per payment currency, why some of its kinds have none.
-async fn estimate(
-    client: &Client,
-    kinds: &BTreeSet<ConvertedKind>,
-) -> (ConvertedPrices, BTreeMap<String, String>) {
     let mut asked = tokio::task::JoinSet::new();
     for kind in kinds.iter().take(MAX_ESTIMATES) {
         let client = client.clone();
@@ -337,7 +344,7 @@ async fn estimate(
         });
     }
     let mut prices = ConvertedPrices::default();
-    let mut why_not: BTreeMap<String, String> = BTreeMap::new();
+    let why_not = &mut prices.why_not;
     while let Some(done) = asked.join_next().await {
         let Ok((kind, estimate)) = done else {
             continue;
@@ -362,7 +369,7 @@ async fn estimate(
                 )
             });
     }
-    (prices, why_not)
+    prices
 }
 
 /// The balances read and the converted rows priced, before the pre-flight decides.

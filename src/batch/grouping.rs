@@ -173,6 +173,8 @@ struct Planning<'r> {
     first_drawn: Option<&'r dyn Fn(&str)>,
     /// The currencies whose balances the new rows draw on.
     drawn: BTreeSet<String>,
+    /// The service's address as the ledger records it (whose converted orders give rates).
+    base_url: String,
     /// Rows left out because other batches have them (`--skip-repeats`), with why.
     skipped: HashMap<String, String>,
 }
@@ -195,6 +197,7 @@ impl<'r> Planning<'r> {
             card_id: opts.card_id.as_deref(),
             first_drawn: None,
             drawn: BTreeSet::new(),
+            base_url: opts.environment.recorded_base_url(),
             skipped: HashMap::new(),
         }
     }
@@ -263,6 +266,13 @@ impl<'r> Planning<'r> {
             self.drawn.iter().cloned().collect(),
             self.need.converted.keys().cloned().collect(),
         );
+        // The converted rows the service did not estimate, priced from the ledger's rates.
+        let base_url = &self.base_url;
+        funds
+            .prices
+            .price_from_ledger(self.need.converted.keys(), |pay, product| {
+                merge.latest_conversion(base_url, pay, product)
+            })?;
         let (balance_lines, balance_warnings) = preflight(&self.need, &mut funds)?;
         let committing = std::time::Instant::now();
         let report = merge.commit()?;

@@ -21,7 +21,7 @@ use crate::environment::Connection;
 use crate::input::rules::content_hash;
 use crate::input::rules::{CatalogIndex, Problem, Problems, RowSpec, ValidateOptions};
 use crate::input::scan;
-use crate::ledger::{Ledger, RowState, SeenRow};
+use crate::ledger::{Conversion, Ledger, LedgerError, RowState, SeenRow};
 
 use super::start::{check_binding, check_input, load_catalog, outside_file, plan_digest};
 
@@ -41,7 +41,7 @@ pub struct CurrencyTotal {
     pub converted_rows: BTreeMap<ConvertedKind, usize>,
     /// What the converted rows will cost from this balance, when every one of them could be
     /// priced: estimated by the service (`POST /order/estimate`), else at the rate of the
-    /// ledger's last converted order of the pair plus a margin ([`funds::price_converted`]).
+    /// ledger's latest converted order of the pair plus a margin ([`funds::estimate`]).
     pub converted_estimate: Option<Decimal>,
     /// How the converted rows were priced, or why some are not.
     pub converted_note: Option<String>,
@@ -125,18 +125,22 @@ impl Totals {
 }
 
 /// The balance pre-flight ([`funds::check`]) of every payment currency that `totals` draws
-/// on, its converted rows priced first ([`funds::price_converted`], with the ledger's `rates`
-/// where the service offers no estimate); how they were priced goes into `totals`.
+/// on, its converted rows priced first ([`funds::estimate`], else from the ledger's `latest`
+/// converted order of their pair: [`funds::ConvertedPrices::price_from_ledger`]); how they
+/// were priced goes into `totals`.
 pub async fn check_balances(
     client: &Client,
     totals: &mut Totals,
-    rates: &funds::LedgerRates,
+    latest: impl FnMut(&str, &str) -> Result<Option<Conversion>, LedgerError>,
 ) -> Result<Vec<BalanceCheck>, RunError> {
-    let kinds = totals
-        .per_payment_currency
-        .values()
-        .flat_map(|t| t.converted_rows.keys().cloned());
-    let prices = funds::price_converted(client, kinds, rates).await;
+    let kinds = || {
+        totals
+            .per_payment_currency
+            .values()
+            .flat_map(|t| t.converted_rows.keys())
+    };
+    let mut prices = funds::estimate(client, kinds().cloned()).await;
+    prices.price_from_ledger(kinds(), latest)?;
     let costs = prices.costs(
         totals
             .per_payment_currency
@@ -435,8 +439,11 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, RunError> {
     problems.shown.sort_by_key(|p| p.line);
     preview.set_problems(problems);
     preview.totals = totals;
-    let rates = funds::ledger_rates(&ledger, &opts.environment.recorded_base_url())?;
-    preview.balance = check_balances(&conn.client, &mut preview.totals, &rates).await?;
+    let base_url = opts.environment.recorded_base_url();
+    preview.balance = check_balances(&conn.client, &mut preview.totals, |pay, product| {
+        ledger.latest_conversion(&base_url, pay, product)
+    })
+    .await?;
     if preview.is_valid()
         && let Some(file) = scanned.digest
     {

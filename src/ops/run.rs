@@ -187,10 +187,11 @@ async fn merge_file(
             // The balances are read before the ledger is written (no request while the merge
             // is open); whether they are enough is decided once the merge knows what is new
             // to pay.
-            let rates = funds::ledger_rates(&ledger, &opts.environment.recorded_base_url())?;
+            // The converted rows are estimated meanwhile (those the service does not estimate
+            // are priced from the ledger by the pre-flight).
             let (balances, prices) = tokio::join!(
                 funds::read_balances(&conn.client, drawn),
-                funds::price_converted(&conn.client, kinds, &rates)
+                funds::estimate(&conn.client, kinds)
             );
             let batch = open_batch(&mut ledger, existing, opts, &scanned, conn, reporter)?;
             // What a person decided about the repeats is on the batch before its rows are.
@@ -307,9 +308,6 @@ async fn plan_once(
     let Some(expected_rows) = scan::estimate_rows(&opts.input, opts.delimiter) else {
         return Ok((ledger, None));
     };
-    // Where the service offers no estimate, converted rows are priced at the ledger's rates
-    // (read now: the pass has the ledger until it commits).
-    let rates = funds::ledger_rates(&ledger, &opts.environment.recorded_base_url())?;
     failpoint::hit("before_intent");
     let (ask, asked) = tokio::sync::oneshot::channel::<Asked>();
     let (give, given) = std::sync::mpsc::channel::<funds::Funds>();
@@ -343,7 +341,7 @@ async fn plan_once(
         }
     };
     if let Ok(asked) = asked {
-        let funds = fund_the_pass(asked, reads, conn, &rates, reporter).await;
+        let funds = fund_the_pass(asked, reads, conn, reporter).await;
         // The pass stops waiting (and rolls back) if the run is stopped meanwhile.
         let _ = give.send(funds);
     }
@@ -363,12 +361,12 @@ async fn plan_once(
 }
 
 /// What the one pass waits for before it commits, once it has `asked`: the balances its new
-/// rows draw on (those not read yet read now) and its converted rows priced.
+/// rows draw on (those not read yet read now) and the service's estimates of its converted
+/// rows (those it does not estimate are priced from the ledger by the pass, which has it).
 async fn fund_the_pass(
     (rows, valid_rows, drawn, kinds): Asked,
     mut reads: funds::BalanceReads,
     conn: &Connection,
-    rates: &funds::LedgerRates,
     reporter: &Reporter,
 ) -> funds::Funds {
     tell_validated(rows, valid_rows, reporter);
@@ -376,10 +374,7 @@ async fn fund_the_pass(
     for currency in &drawn {
         reads.start(&conn.client, currency.clone());
     }
-    let (mut read, prices) = tokio::join!(
-        reads.finish(),
-        funds::price_converted(&conn.client, kinds, rates)
-    );
+    let (mut read, prices) = tokio::join!(reads.finish(), funds::estimate(&conn.client, kinds));
     let balances: grouping::Balances = drawn
         .into_iter()
         .filter_map(|currency| read.remove(&currency).map(|b| (currency, b)))
