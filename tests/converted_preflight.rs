@@ -181,3 +181,28 @@ async fn without_any_price_validate_says_plainly_how_short_the_balance_may_be() 
         "{text}"
     );
 }
+
+/// Beyond the 50 kinds of converted rows a pre-flight asks the service to estimate, the others
+/// are priced at the rate those estimates give, plus 3 %: every row counts in the balance check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kinds_beyond_those_estimated_are_priced_at_the_estimates_rate() {
+    let ws = Workspace::new();
+    let sim = start_sim(with_usd("10.00", true)).await;
+    let mut csv = String::from("reference,product_code,face_value,currency,payment_currency\n");
+    for i in 0..60 {
+        csv.push_str(&format!("DE-{i},AMZ-DE,{},EUR,USD\n", 10 + i));
+    }
+    ws.write("many.csv", &csv);
+    let checked = validate(&ws, &sim, "many.csv").await;
+    let text = text_of(&checked);
+    assert_eq!(checked.status.code(), Some(3), "{text}");
+    assert!(
+        text.contains("for 60 rows converted from other currencies, at the rate of the service's estimates of other rows converted from USD to EUR"),
+        "{text}"
+    );
+    assert!(
+        text.contains("plus 3%; estimated by the service)"),
+        "{text}"
+    );
+    assert!(!text.contains("not priced here"), "{text}");
+}

@@ -169,6 +169,9 @@ pub enum PricedBy {
     /// currency one unit of the payment currency bought), when that order completed, plus
     /// [`LEDGER_RATE_MARGIN`].
     LedgerRate { rate: Decimal, completed_at: String },
+    /// The rate the service's estimates of other rows of the pair give (the lowest: the
+    /// dearest), plus [`LEDGER_RATE_MARGIN`]: for the kinds beyond [`MAX_ESTIMATES`].
+    EstimatedRate { rate: Decimal },
 }
 
 impl PricedBy {
@@ -178,6 +181,15 @@ impl PricedBy {
             PricedBy::Estimate => "estimated by the service".to_string(),
             PricedBy::LedgerRate { rate, completed_at } => format!(
                 "at the rate of the ledger's last order converted from {} to {} ({} {} a {}, {completed_at}) plus {}%",
+                kind.payment_currency,
+                kind.product_currency,
+                rate.normalize(),
+                kind.product_currency,
+                kind.payment_currency,
+                (LEDGER_RATE_MARGIN * Decimal::ONE_HUNDRED).normalize(),
+            ),
+            PricedBy::EstimatedRate { rate } => format!(
+                "at the rate of the service's estimates of other rows converted from {} to {} ({} {} a {}) plus {}%",
                 kind.payment_currency,
                 kind.product_currency,
                 rate.normalize(),
@@ -223,21 +235,30 @@ pub struct ConvertedPrices {
 }
 
 impl ConvertedPrices {
-    /// Prices the `kinds` the service did not estimate at the rate of the ledger's latest
-    /// converted order of their pair (`latest`: payment currency, product currency) plus
-    /// [`LEDGER_RATE_MARGIN`]; the others are not priced, with why. Each pair is looked up once,
-    /// and only when a kind of it has no price.
+    /// Prices the `kinds` the service did not estimate at the rate its estimates of other kinds
+    /// of their pair give, else at the rate of the ledger's latest converted order of the pair
+    /// (`latest`: payment currency, product currency), plus [`LEDGER_RATE_MARGIN`]; the others
+    /// are not priced, with why. Each pair is looked up in the ledger once, and only when a
+    /// kind of it has no price.
     pub fn price_from_ledger<'k>(
         &mut self,
         kinds: impl IntoIterator<Item = &'k ConvertedKind>,
         mut latest: impl FnMut(&str, &str) -> Result<Option<ledger::Conversion>, ledger::LedgerError>,
     ) -> Result<(), ledger::LedgerError> {
+        let estimated = self.estimated_rates();
         let mut rates: BTreeMap<(String, String), Option<(Decimal, String)>> = BTreeMap::new();
         for kind in kinds {
             if self.per_kind.contains_key(kind) {
                 continue;
             }
             let pair = (kind.payment_currency.clone(), kind.product_currency.clone());
+            if let Some(rate) = estimated.get(&pair)
+                && let Some(price) = at_rate(kind, *rate)
+            {
+                let by = PricedBy::EstimatedRate { rate: *rate };
+                self.per_kind.insert(kind.clone(), (price, by));
+                continue;
+            }
             if !rates.contains_key(&pair) {
                 let rate = if self.looked_up.insert(pair.clone()) {
                     latest(&pair.0, &pair.1)?.as_ref().and_then(rate_of)
@@ -261,6 +282,24 @@ impl ConvertedPrices {
             }
         }
         Ok(())
+    }
+
+    /// Per currency pair, the lowest rate the service's estimates give (units of the product's
+    /// currency a unit of the payment currency buys): the dearest.
+    fn estimated_rates(&self) -> BTreeMap<(String, String), Decimal> {
+        let mut rates: BTreeMap<(String, String), Decimal> = BTreeMap::new();
+        for (kind, (price, by)) in &self.per_kind {
+            if *by != PricedBy::Estimate || !price.is_sign_positive() || price.is_zero() {
+                continue;
+            }
+            let Some(rate) = kind.price.checked_div(*price) else {
+                continue;
+            };
+            let pair = (kind.payment_currency.clone(), kind.product_currency.clone());
+            let lowest = rates.entry(pair).or_insert(rate);
+            *lowest = (*lowest).min(rate);
+        }
+        rates
     }
 
     /// Says why a converted row of `kind` has no price: no estimate, and no rate in the ledger.
