@@ -579,32 +579,48 @@ async fn what_left_each_balance_is_reported_with_conversions() {
 }
 
 /// `validate` says what rows converted by the service will cost where the service estimates
-/// it, and says plainly where it cannot (the simulator, like the service's playground, offers
-/// no estimate).
+/// it (production, the simulator by default), and says plainly where it cannot (the service's
+/// playground, the simulator started as it: `--without-estimate`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn validate_says_plainly_that_converted_rows_are_not_estimated_here() {
+    let fx = "reference,product_code,face_value,currency,payment_currency\n\
+              FX-1,UBER-JP,3000,JPY,USD\n";
     let ws = Workspace::new();
-    let sim = start_sim(fast_config(None)).await;
-    ws.write(
-        "fx.csv",
-        "reference,product_code,face_value,currency,payment_currency\n\
-         FX-1,UBER-JP,3000,JPY,USD\n",
-    );
+    let sim = start_sim(paybatch::sim::SimConfig {
+        estimates: false,
+        ..fast_config(None)
+    })
+    .await;
+    ws.write("fx.csv", fx);
     let out = against_url(&ws, &sim.base_url(), &["validate", "fx.csv"]).await;
     let text = format!("{}{}", stdout_of(&out), stderr(&out));
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(text.contains("offers no estimate here"), "{text}");
+
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    ws.write("fx.csv", fx);
+    let out = against_url(&ws, &sim.base_url(), &["validate", "fx.csv"]).await;
+    let text = format!("{}{}", stdout_of(&out), stderr(&out));
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("plus 2910 JPY converted by the service at order time: 19.50 USD (estimated by the service)"),
+        "{text}"
+    );
+    assert!(!text.contains("offers no estimate"), "{text}");
 }
 
 /// A balance the service finds too low stops what it pays: the order refused for it is
 /// REJECTED with the service's type, the orders not sent yet from that balance stay unsent,
-/// and the run says how much is missing and exits 4. (Converted rows are not checked before
-/// sending: only the service knows their price in the balance's currency.)
+/// and the run says how much is missing and exits 4. (Where the service offers no estimate and
+/// the ledger no rate, converted rows cannot be priced before sending: the run says beforehand
+/// that the balance may be short.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn insufficient_funds_stops_that_balance_and_says_what_is_missing() {
     let ws = Workspace::new();
     let mut config = fast_config(None);
     config.balances = vec![("USD".to_string(), "30.00".parse().expect("amount"))];
+    config.estimates = false;
     let sim = start_sim(config).await;
     ws.write(
         "low.csv",
@@ -617,6 +633,12 @@ async fn insufficient_funds_stops_that_balance_and_says_what_is_missing() {
     let out = run_against(&ws, &sim, "low.csv", &["--concurrency", "1"]).await;
     let err = output_of(&out);
     assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains(
+            "the balance may be short: USD: 3 rows converted from 8730 JPY are not priced here"
+        ),
+        "{err}"
+    );
     assert!(err.contains("the USD balance is too low"), "{err}");
     assert!(err.contains("paybatch retry --batch low"), "{err}");
     let result = read_csv(&ws.path("low.result.csv"));

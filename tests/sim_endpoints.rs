@@ -524,20 +524,155 @@ async fn missing_things_are_not_found() {
     api.get("/v2/no-such-endpoint")
         .await
         .assert_error(404, "not_found");
-    // The playground does not offer the price estimate.
-    let estimate = api
+    api.get("/v2/order/estimate")
+        .await
+        .assert_error(404, "not_found");
+    s.shutdown().await;
+    // Started as the playground is, the price estimate is not offered.
+    let s = start(SimConfig {
+        estimates: false,
+        ..fast()
+    })
+    .await;
+    let api = Api::new(&s);
+    let body = order("USD", vec![estimate_item("UBER-JP", "3000")]);
+    estimate(&api, &body).await.assert_error(404, "not_found");
+    s.shutdown().await;
+}
+
+/// `POST /v2/order/estimate` with this body.
+async fn estimate(api: &Api, body: &Value) -> Reply {
+    api.send(
+        api.http
+            .post(format!("{}/v2/order/estimate", api.root))
+            .header("X-Api-Key", paybatch::sim::DEFAULT_KEY)
+            .header("Content-Type", "application/json")
+            .body(bytes(body)),
+    )
+    .await
+    .expect("answer")
+}
+
+/// An item of an estimate: products and face value, no distribution method.
+fn estimate_item(code: &str, face_value: &str) -> Value {
+    serde_json::json!({"face_value": num(face_value), "products": {"type": "SINGLE", "value": code}})
+}
+
+/// The estimate of an order is what the same order is then charged: the total price (rate and
+/// rounding of embedded FX included), each item's price, and what leaves the balance.
+#[tokio::test]
+async fn an_estimate_is_what_the_same_order_is_charged() {
+    let s = start(fast()).await;
+    let api = Api::new(&s);
+    let cases = [
+        ("USD", "UBER-JP", "3000"),
+        ("USD", "AMZ-DE", "25"),
+        ("GBP", "AMZ-US", "10"),
+        ("EUR", "TESCO-GB", "20"),
+        ("USD", "AMZ-US", "10"),
+    ];
+    for (i, (pay, code, fv)) in cases.into_iter().enumerate() {
+        let body = order(pay, vec![estimate_item(code, fv)]);
+        let reply = estimate(&api, &body).await;
+        assert_eq!(
+            reply.status,
+            200,
+            "{}",
+            String::from_utf8_lossy(&reply.body)
+        );
+        let e = reply.json();
+        assert!(e["total_price"].is_number(), "{e}");
+        assert_eq!(e["currency"], pay);
+        assert_eq!(e["payment_method"]["type"], "ACCOUNT_BALANCE");
+        let estimated = dec(&e["total_price"].to_string());
+        let before = dec(&api.balance(pay).await);
+        let placed = api
+            .post_order(
+                &format!("estimate-{i}"),
+                Some("sync"),
+                &bytes(&order(pay, vec![item(code, num(fv))])),
+            )
+            .await;
+        assert_eq!(
+            placed.status,
+            200,
+            "{}",
+            String::from_utf8_lossy(&placed.body)
+        );
+        let o = placed.json();
+        assert_eq!(
+            estimated,
+            dec(o["total_price"].as_str().unwrap()),
+            "{pay} {code} {fv}: estimate {e} order {o}"
+        );
+        assert_eq!(dec(&api.balance(pay).await), before - estimated);
+        assert_eq!(
+            dec(&e["items"][0]["price"].to_string()),
+            dec(o["items"][0]["price"].as_str().unwrap())
+        );
+        assert_eq!(e["transaction_detail"], o["transaction_detail"]);
+    }
+    // Several items are priced together, as an order of them.
+    let two = order(
+        "USD",
+        vec![estimate_item("AMZ-US", "10"), estimate_item("AMZ-US", "25")],
+    );
+    let e = estimate(&api, &two).await.json();
+    assert_eq!(dec(&e["total_price"].to_string()), dec("34.30"), "{e}");
+    s.shutdown().await;
+}
+
+/// The estimate refuses what `POST /order` refuses, each time with a 422 (the only refusal of a
+/// body it publishes), saying where.
+#[tokio::test]
+async fn an_estimate_refuses_with_a_422_saying_where() {
+    let s = start(fast()).await;
+    let api = Api::new(&s);
+    let cases: Vec<(Value, &str)> = vec![
+        (serde_json::json!({}), "payment_method"),
+        (order("USD", vec![]), "items"),
+        (order("USD", vec![estimate_item("NOPE-US", "10")]), "items"),
+        // Embedded FX only in an order of one item.
+        (
+            order(
+                "USD",
+                vec![
+                    estimate_item("UBER-JP", "3000"),
+                    estimate_item("AMZ-US", "10"),
+                ],
+            ),
+            "payment_method.currency",
+        ),
+        (
+            order("USD", vec![estimate_item("AMZ-US", "0")]),
+            "items.0.face_value",
+        ),
+        (
+            serde_json::json!({"payment_method": {"type": "CARD", "currency": "USD", "card_id": "card_sim_visa"},
+                               "items": [estimate_item("AMZ-US", "10")]}),
+            "payment_method.type",
+        ),
+    ];
+    for (body, at) in cases {
+        let reply = estimate(&api, &body).await;
+        reply.assert_error(422, "validation_error");
+        assert!(
+            reply.locations().iter().any(|l| l == at),
+            "{at} in {:?} for {body}",
+            reply.locations()
+        );
+    }
+    let not_json = api
         .send(
             api.http
                 .post(format!("{}/v2/order/estimate", api.root))
                 .header("X-Api-Key", paybatch::sim::DEFAULT_KEY)
-                .body("{}"),
+                .body("{"),
         )
         .await
         .expect("answer");
-    estimate.assert_error(404, "not_found");
-    api.get("/v2/order/estimate")
-        .await
-        .assert_error(404, "not_found");
+    not_json.assert_error(422, "validation_error");
+    assert!(s.orders().is_empty(), "an estimate places nothing");
     s.shutdown().await;
 }
 

@@ -28,6 +28,8 @@ pub struct Merged {
     pub converted_rows: usize,
     /// What the new rows draw on each balance, for the person running the batch.
     pub balance_lines: Vec<String>,
+    /// Balances that may be short for converted rows no one could price, said plainly.
+    pub balance_warnings: Vec<String>,
     /// Rows read in one pass that may pay what another batch paid lately (checked once the
     /// plan is committed: a warning).
     pub noticed: Noticed,
@@ -169,6 +171,10 @@ struct Planning<'r> {
     card_id: Option<&'r str>,
     /// Told of each currency whose balance the new rows draw on, the first time they do.
     first_drawn: Option<&'r dyn Fn(&str)>,
+    /// The currencies whose balances the new rows draw on.
+    drawn: BTreeSet<String>,
+    /// The service's address as the ledger records it (whose converted orders give rates).
+    base_url: String,
     /// Rows left out because other batches have them (`--skip-repeats`), with why.
     skipped: HashMap<String, String>,
 }
@@ -190,6 +196,8 @@ impl<'r> Planning<'r> {
             },
             card_id: opts.card_id.as_deref(),
             first_drawn: None,
+            drawn: BTreeSet::new(),
+            base_url: opts.environment.recorded_base_url(),
             skipped: HashMap::new(),
         }
     }
@@ -219,27 +227,27 @@ impl<'r> Planning<'r> {
         let card = row_card(&spec, self.card_id).map(str::to_string);
         // A row planned again (its intent, never sent, cancelled) was counted by the pre-flight
         // that planned it, as every intent not sent yet is.
-        let drawn = self.need.from_balance.len();
         if !to_plan.again {
             self.need.add(&spec, card.as_deref(), &self.by_code);
-        }
-        if self.need.from_balance.len() > drawn
-            && let Some(tell) = self.first_drawn
-        {
-            tell(&spec.payment_currency);
+            if card.is_none() && !self.drawn.contains(&spec.payment_currency) {
+                self.drawn.insert(spec.payment_currency.clone());
+                if let Some(tell) = self.first_drawn {
+                    tell(&spec.payment_currency);
+                }
+            }
         }
         let key = (spec.payment_currency.clone(), card, spec.currency.clone());
         self.groups.push(merge, key, (row, to_plan, spec))
     }
 
     /// Plans what is left, then commits the merge, unless a submitted row changed or the
-    /// balances (`read_balances` of the currencies the new rows draw on) cannot pay the new
-    /// rows; then nothing is committed.
+    /// balances (`read_funds` of the currencies the new rows draw on, with the kinds of
+    /// converted rows among them priced) cannot pay the new rows; then nothing is committed.
     fn close(
         mut self,
         mut merge: ledger::merge::Merge<'_>,
         input: &std::path::Path,
-        read_balances: impl FnOnce(Vec<String>) -> Balances,
+        read_funds: impl FnOnce(Vec<String>, Vec<funds::ConvertedKind>) -> funds::Funds,
     ) -> Result<Merged, RunError> {
         self.groups.finish(&mut merge)?;
         let report = merge.close()?.clone();
@@ -254,8 +262,18 @@ impl<'r> Planning<'r> {
             // leaves the plan as it was.
             crate::failpoint::hit("before_cancel_commit");
         }
-        let mut balances = read_balances(self.need.from_balance.keys().cloned().collect());
-        let balance_lines = preflight(&self.need, &mut balances)?;
+        let mut funds = read_funds(
+            self.drawn.iter().cloned().collect(),
+            self.need.converted.keys().cloned().collect(),
+        );
+        // The converted rows the service did not estimate, priced from the ledger's rates.
+        let base_url = &self.base_url;
+        funds
+            .prices
+            .price_from_ledger(self.need.converted.keys(), |pay, product| {
+                merge.latest_conversion(base_url, pay, product)
+            })?;
+        let (balance_lines, balance_warnings) = preflight(&self.need, &mut funds)?;
         let committing = std::time::Instant::now();
         let report = merge.commit()?;
         tracing::info!("committed: {:.2?}", committing.elapsed());
@@ -264,6 +282,7 @@ impl<'r> Planning<'r> {
             orders: self.groups.planned,
             converted_rows: self.groups.converted_rows,
             balance_lines,
+            balance_warnings,
             noticed: Noticed::default(),
         })
     }
@@ -283,7 +302,7 @@ pub fn merge_and_plan(
     scanned: &scan::Scan,
     options: &ValidateOptions,
     products: &[Product],
-    balances: Balances,
+    funds: funds::Funds,
     skipped: HashMap<String, String>,
     cancelling: &BTreeSet<i64>,
     opts: &RunOptions,
@@ -307,7 +326,7 @@ pub fn merge_and_plan(
         "second pass: rows read and recorded: {:.2?}",
         merging.elapsed()
     );
-    planning.close(merge, &opts.input, |_| balances)
+    planning.close(merge, &opts.input, |_, _| funds)
 }
 
 /// A batch new to the ledger, read once: its file is read, checked, merged and planned in
@@ -334,7 +353,7 @@ pub fn plan_in_one_pass(
     expected_rows: usize,
     cells: Option<&mut dyn scan::Cells>,
     first_drawn: &dyn Fn(&str),
-    read_balances: impl FnOnce(&scan::Scan, Vec<String>) -> Balances,
+    read_funds: impl FnOnce(&scan::Scan, Vec<String>, Vec<funds::ConvertedKind>) -> funds::Funds,
     opts: &RunOptions,
 ) -> Result<Option<(scan::Scan, Merged)>, RunError> {
     /// Why the pass stopped before the end of the file.
@@ -397,7 +416,9 @@ pub fn plan_in_one_pass(
         return Ok(None);
     };
     merge.record_input(&scanned.file_hash, &scanned.headers)?;
-    let mut merged = planning.close(merge, &opts.input, |drawn| read_balances(&scanned, drawn))?;
+    let mut merged = planning.close(merge, &opts.input, |drawn, kinds| {
+        read_funds(&scanned, drawn, kinds)
+    })?;
     merged.noticed = noticed;
     Ok(Some((scanned, merged)))
 }
@@ -434,35 +455,47 @@ pub fn changed_after_submission_problem(
 }
 
 /// The balance pre-flight of the rows about to be planned ([`funds::check`]): what each balance
-/// has and what the new rows need, or why nothing can be submitted.
-fn preflight(need: &funds::Need, balances: &mut Balances) -> Result<Vec<String>, RunError> {
-    let checks = funds::check(&need.from_balance, balances)?;
-    let mut lines: Vec<String> = checks
-        .iter()
-        .map(|c| {
-            format!(
-                "balance {}: {} available, {} needed",
-                c.currency, c.available, c.needed
-            )
-        })
-        .collect();
-    for ((pay, product_currency), amount) in &need.converted {
-        lines.push(format!(
-            "balance {pay}: plus {amount} {product_currency} converted by the service at order time (not checked here)"
-        ));
+/// has and what the new rows need (the converted ones at what they were priced), or why
+/// nothing can be submitted. A balance that may be short for converted rows no one could price
+/// is said plainly, and does not stop the run.
+fn preflight(
+    need: &funds::Need,
+    funds: &mut funds::Funds,
+) -> Result<(Vec<String>, Vec<String>), RunError> {
+    let costs = funds
+        .prices
+        .costs(need.converted.iter().map(|(kind, rows)| (kind, *rows)));
+    let checks = funds::check(&need.from_balance, &costs, &mut funds.balances)?;
+    let mut lines: Vec<String> = Vec::new();
+    let mut warnings: Vec<String> = Vec::new();
+    for c in &checks {
+        let converted = &c.converted;
+        let mut line = format!(
+            "balance {}: {} available, {} needed",
+            c.currency, c.available, c.needed
+        );
+        if converted.rows > converted.unpriced_rows {
+            line.push_str(&format!(
+                " (of it, {} for {} rows converted from other currencies, {})",
+                converted.priced,
+                converted.rows - converted.unpriced_rows,
+                converted
+                    .priced_by
+                    .iter()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ));
+        }
+        lines.push(line);
+        if let Some(warning) = c.may_be_short() {
+            warnings.push(format!("the balance may be short: {warning}"));
+        }
     }
     let short: Vec<String> = checks
         .iter()
         .filter(|c| !c.enough)
-        .map(|c| {
-            format!(
-                "{}: need {}, available {}, short by {}",
-                c.currency,
-                c.needed,
-                c.available,
-                c.needed - c.available
-            )
-        })
+        .map(funds::BalanceCheck::short_words)
         .collect();
     if !short.is_empty() {
         return Err(RunError::Refused {
@@ -473,5 +506,5 @@ fn preflight(need: &funds::Need, balances: &mut Balances) -> Result<Vec<String>,
             help: "top up the account, or pay fewer rows (split the file), then run again".into(),
         });
     }
-    Ok(lines)
+    Ok((lines, warnings))
 }

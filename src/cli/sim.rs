@@ -126,6 +126,10 @@ pub struct ServeArgs {
     /// terminal escape sequences (OSC 8, CSI, C1, right-to-left override).
     #[arg(long, value_name = "F", default_value_t = 0.0)]
     pub escape_rate: f64,
+    /// Answer POST /order/estimate 404 not_found, as the service's playground does (by default
+    /// it prices an order as POST /order would charge it, as the service does in production)
+    #[arg(long)]
+    pub without_estimate: bool,
     /// Extra time a POST /order holds its idempotency key, in milliseconds.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub in_progress_delay_ms: u64,
@@ -189,6 +193,7 @@ impl ServeArgs {
             list_metadata: self.list_with_metadata,
             version_2023: self.version_2023,
             ordering_restricted: self.ordering_restricted,
+            estimates: !self.without_estimate,
             seed_orders: (self.seed_orders > 0).then(|| SeedOrders {
                 count: self.seed_orders,
                 span: Duration::from_secs(u64::from(self.seed_days) * 24 * 3600),

@@ -11,7 +11,7 @@ use crate::batch::options::RunOptions;
 use crate::batch::repeats::OnRepeat;
 use crate::exit;
 use crate::money::display_amount as amount;
-use crate::ops::preview::{self, Preview, TakenOut};
+use crate::ops::preview::{self, BalanceCheck, Preview, TakenOut};
 use crate::text::shell_word;
 
 use super::plan::{PlanArgs, delivery_counts, report_error};
@@ -175,23 +175,19 @@ fn print_verdict(preview: &Preview) {
             ),
         );
     }
-    let short: Vec<String> = preview
-        .short()
-        .map(|b| {
-            format!(
-                "{}: need {}, available {}, short by {}",
-                b.currency,
-                b.needed,
-                b.available,
-                b.needed - b.available
-            )
-        })
-        .collect();
+    let short: Vec<String> = preview.short().map(BalanceCheck::short_words).collect();
     if !short.is_empty() {
         print_error(
             &format!("the balance is too low:\n  {}", short.join("\n  ")),
             Some("top up the account, or pay fewer rows (split the file), then validate again"),
         );
+    }
+    for warning in preview
+        .balance
+        .iter()
+        .filter_map(BalanceCheck::may_be_short)
+    {
+        errln!("warning: the balance may be short: {warning}");
     }
 }
 
@@ -422,22 +418,30 @@ fn print_per_currency(p: &Preview, payable: bool, out: &mut dyn Write) -> std::i
             Some(_) => "would be enough".to_string(),
             None => String::new(),
         };
-        for (product_cur, price) in &t.converted {
+        if !t.converted.is_empty() {
+            let converted: Vec<String> = t
+                .converted
+                .iter()
+                .map(|(product_cur, price)| {
+                    format!("{} {product_cur}", amount(*price, product_cur))
+                })
+                .collect();
             if !note.is_empty() {
                 note.push_str("; ");
             }
             note.push_str(&format!(
-                "plus {} {product_cur} converted by the service at order time (not checked)",
-                amount(*price, product_cur)
+                "plus {} converted by the service at order time",
+                converted.join(" and ")
             ));
         }
-        if let Some(estimate) = t.converted_estimate {
-            note.push_str(&format!(
-                "; the service estimates the converted rows at {} {cur}",
-                amount(estimate, cur)
-            ));
-        } else if let Some(why) = &t.converted_note {
-            note.push_str(&format!("; {why}"));
+        match (t.converted_estimate, &t.converted_note) {
+            (Some(priced), how) => note.push_str(&format!(
+                ": {} {cur} ({}), in the balance check",
+                amount(priced, cur),
+                how.as_deref().unwrap_or("priced")
+            )),
+            (None, Some(why)) => note.push_str(&format!(": not priced here ({why})")),
+            (None, None) => {}
         }
         writeln!(
             out,

@@ -458,6 +458,23 @@ impl Merge<'_> {
         Ok(())
     }
 
+    /// The ledger's latest converted order of a currency pair, read in this transaction
+    /// ([`super::latest_conversion_in`]).
+    pub fn latest_conversion(
+        &self,
+        base_url: &str,
+        payment_currency: &str,
+        product_currency: &str,
+    ) -> Result<Option<super::Conversion>> {
+        super::latest_conversion_in(
+            &self.tx,
+            self.path,
+            base_url,
+            payment_currency,
+            product_currency,
+        )
+    }
+
     /// The row of another batch with `reference` ([`super::repeats::earlier_row_in`]), read
     /// in this merge's transaction.
     pub fn earlier_row(

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::api::Client;
 use crate::api::models::Product;
-use crate::batch::funds::{self, row_card, row_price};
+use crate::batch::funds::{self, ConvertedKind, row_card, row_price};
 use crate::batch::grouping::changed_after_submission_problem;
 use crate::batch::options::RunOptions;
 use crate::batch::outcome::RunError;
@@ -21,7 +21,7 @@ use crate::environment::Connection;
 use crate::input::rules::content_hash;
 use crate::input::rules::{CatalogIndex, Problem, Problems, RowSpec, ValidateOptions};
 use crate::input::scan;
-use crate::ledger::{Ledger, RowState, SeenRow};
+use crate::ledger::{Conversion, Ledger, LedgerError, RowState, SeenRow};
 
 use super::start::{check_binding, check_input, load_catalog, outside_file, plan_digest};
 
@@ -36,13 +36,14 @@ pub struct CurrencyTotal {
     /// Prices in other product currencies, converted by the service at order time: product
     /// currency -> price in that currency. Not part of the balance check.
     pub converted: BTreeMap<String, Decimal>,
-    /// Converted rows (embedded FX), by what each orders: (product codes, face value) -> rows.
+    /// Converted rows (embedded FX), by what each orders -> rows.
     #[serde(skip)]
-    pub converted_rows: BTreeMap<(Vec<String>, Decimal), usize>,
-    /// What the service estimates the converted rows will cost from this balance
-    /// (`POST /order/estimate`), when it offers estimates.
+    pub converted_rows: BTreeMap<ConvertedKind, usize>,
+    /// What the converted rows will cost from this balance, when every one of them could be
+    /// priced: estimated by the service (`POST /order/estimate`), else at the rate of the
+    /// ledger's latest converted order of the pair plus a margin ([`funds::estimate`]).
     pub converted_estimate: Option<Decimal>,
-    /// Why there is no estimate of the converted rows, when there are some.
+    /// How the converted rows were priced, or why some are not.
     pub converted_note: Option<String>,
 }
 
@@ -106,7 +107,7 @@ impl Totals {
             } else {
                 *cur.converted.entry(spec.currency.clone()).or_default() += price;
                 *cur.converted_rows
-                    .entry((spec.product_codes.clone(), spec.face_value.normalize()))
+                    .entry(ConvertedKind::of(spec, by_code))
                     .or_default() += 1;
             }
         }
@@ -124,65 +125,55 @@ impl Totals {
 }
 
 /// The balance pre-flight ([`funds::check`]) of every payment currency that `totals` draws
-/// on.
+/// on, its converted rows priced first ([`funds::estimate`], else from the ledger's `latest`
+/// converted order of their pair: [`funds::ConvertedPrices::price_from_ledger`]); how they
+/// were priced goes into `totals`.
 pub async fn check_balances(
     client: &Client,
-    totals: &Totals,
+    totals: &mut Totals,
+    latest: impl FnMut(&str, &str) -> Result<Option<Conversion>, LedgerError>,
 ) -> Result<Vec<BalanceCheck>, RunError> {
+    let kinds = || {
+        totals
+            .per_payment_currency
+            .values()
+            .flat_map(|t| t.converted_rows.keys())
+    };
+    let mut prices = funds::estimate(client, kinds().cloned()).await;
+    prices.price_from_ledger(kinds(), latest)?;
+    let costs = prices.costs(
+        totals
+            .per_payment_currency
+            .values()
+            .flat_map(|t| t.converted_rows.iter().map(|(k, n)| (k, *n))),
+    );
+    for (currency, t) in totals.per_payment_currency.iter_mut() {
+        let Some(cost) = costs.get(currency) else {
+            continue;
+        };
+        if cost.unpriced_rows == 0 {
+            t.converted_estimate = Some(cost.priced);
+            t.converted_note = Some(
+                cost.priced_by
+                    .iter()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            );
+        } else {
+            t.converted_note = cost.why_not.clone();
+        }
+    }
     let need: BTreeMap<String, Decimal> = totals
         .per_payment_currency
         .iter()
         .filter(|(_, t)| !t.price.is_zero())
         .map(|(currency, t)| (currency.clone(), t.price))
         .collect();
-    let mut balances = funds::read_balances(client, need.keys().cloned()).await;
-    funds::check(&need, &mut balances)
-}
-
-/// Most estimate requests `validate` makes (one per kind of converted row and balance).
-const MAX_ESTIMATES: usize = 50;
-
-/// Asks the service what the converted rows of each balance will cost (`POST /order/estimate`,
-/// one request per kind of row, as each is sent alone), or says plainly why it cannot.
-pub async fn estimate_converted(client: &Client, totals: &mut Totals) {
-    let kinds: usize = totals
-        .per_payment_currency
-        .values()
-        .map(|t| t.converted_rows.len())
-        .sum();
-    for (currency, t) in totals.per_payment_currency.iter_mut() {
-        if t.converted_rows.is_empty() {
-            continue;
-        }
-        if kinds > MAX_ESTIMATES {
-            t.converted_note = Some(format!(
-                "not estimated: {kinds} kinds of converted rows (at most {MAX_ESTIMATES} are asked for)"
-            ));
-            continue;
-        }
-        let mut sum = Decimal::ZERO;
-        for ((codes, face_value), rows) in &t.converted_rows {
-            let item = (crate::api::models::ProductSelection::of(codes), *face_value);
-            match client.estimate(currency, &[item]).await {
-                Ok(price) => sum += price * Decimal::from(*rows),
-                Err(e) if e.is_not_offered() => {
-                    t.converted_note = Some(
-                        "the service offers no estimate here (POST /order/estimate; its playground does not): the charge is known once each converted order completes"
-                            .into(),
-                    );
-                    break;
-                }
-                Err(e) => {
-                    t.converted_note =
-                        Some(format!("the service's estimate could not be read ({e})"));
-                    break;
-                }
-            }
-        }
-        if t.converted_note.is_none() {
-            t.converted_estimate = Some(sum);
-        }
-    }
+    let drawn: std::collections::BTreeSet<String> =
+        need.keys().chain(costs.keys()).cloned().collect();
+    let mut balances = funds::read_balances(client, drawn).await;
+    funds::check(&need, &costs, &mut balances)
 }
 
 /// What the ledger holds of an existing batch for rows the file no longer has, and what the
@@ -448,8 +439,11 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, RunError> {
     problems.shown.sort_by_key(|p| p.line);
     preview.set_problems(problems);
     preview.totals = totals;
-    estimate_converted(&conn.client, &mut preview.totals).await;
-    preview.balance = check_balances(&conn.client, &preview.totals).await?;
+    let base_url = opts.environment.recorded_base_url();
+    preview.balance = check_balances(&conn.client, &mut preview.totals, |pay, product| {
+        ledger.latest_conversion(&base_url, pay, product)
+    })
+    .await?;
     if preview.is_valid()
         && let Some(file) = scanned.digest
     {

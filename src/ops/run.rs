@@ -178,7 +178,7 @@ async fn merge_file(
             (scanned, batch, merged, written)
         }
         None => {
-            let (scanned, drawn, repeats) =
+            let (scanned, (drawn, kinds), repeats) =
                 first_pass(opts, products, options, (&ledger, earlier), reporter)?;
             // What the ledger holds for rows the file does not have: intents never sent to
             // cancel, orders sent to follow (part of the plan digest).
@@ -187,7 +187,12 @@ async fn merge_file(
             // The balances are read before the ledger is written (no request while the merge
             // is open); whether they are enough is decided once the merge knows what is new
             // to pay.
-            let balances = funds::read_balances(&conn.client, drawn).await;
+            // The converted rows are estimated meanwhile (those the service does not estimate
+            // are priced from the ledger by the pre-flight).
+            let (balances, prices) = tokio::join!(
+                funds::read_balances(&conn.client, drawn),
+                funds::estimate(&conn.client, kinds)
+            );
             let batch = open_batch(&mut ledger, existing, opts, &scanned, conn, reporter)?;
             // What a person decided about the repeats is on the batch before its rows are.
             if let Some(note) = repeats.note() {
@@ -200,7 +205,7 @@ async fn merge_file(
                 &scanned,
                 options,
                 products,
-                balances,
+                funds::Funds { balances, prices },
                 repeats.skipped(),
                 &outside.to_cancel,
                 opts,
@@ -305,7 +310,7 @@ async fn plan_once(
     };
     failpoint::hit("before_intent");
     let (ask, asked) = tokio::sync::oneshot::channel::<Asked>();
-    let (give, given) = std::sync::mpsc::channel::<grouping::Balances>();
+    let (give, given) = std::sync::mpsc::channel::<funds::Funds>();
     let (early, mut drawing) = tokio::sync::mpsc::unbounded_channel::<String>();
     let job = {
         let pass = OnePass {
@@ -335,19 +340,10 @@ async fn plan_once(
             asked = &mut asked => break asked,
         }
     };
-    if let Ok((rows, valid_rows, drawn)) = asked {
-        tell_validated(rows, valid_rows, reporter);
-        // Those the pass drew on last may not have been started yet.
-        for currency in &drawn {
-            reads.start(&conn.client, currency.clone());
-        }
-        let mut read = reads.finish().await;
-        let balances: grouping::Balances = drawn
-            .into_iter()
-            .filter_map(|currency| read.remove(&currency).map(|b| (currency, b)))
-            .collect();
+    if let Ok(asked) = asked {
+        let funds = fund_the_pass(asked, reads, conn, reporter).await;
         // The pass stops waiting (and rolls back) if the run is stopped meanwhile.
-        let _ = give.send(balances);
+        let _ = give.send(funds);
     }
     let (ledger, once) = job.await.map_err(|e| {
         RunError::Ledger(ledger::LedgerError::Corrupt(format!(
@@ -364,9 +360,31 @@ async fn plan_once(
     Ok((ledger, once))
 }
 
-/// What the one pass tells the run before it commits: rows, valid rows, and the currencies
-/// whose balances its new rows draw on.
-type Asked = (usize, usize, Vec<String>);
+/// What the one pass waits for before it commits, once it has `asked`: the balances its new
+/// rows draw on (those not read yet read now) and the service's estimates of its converted
+/// rows (those it does not estimate are priced from the ledger by the pass, which has it).
+async fn fund_the_pass(
+    (rows, valid_rows, drawn, kinds): Asked,
+    mut reads: funds::BalanceReads,
+    conn: &Connection,
+    reporter: &Reporter,
+) -> funds::Funds {
+    tell_validated(rows, valid_rows, reporter);
+    // Those the pass drew on last may not have been started yet.
+    for currency in &drawn {
+        reads.start(&conn.client, currency.clone());
+    }
+    let (mut read, prices) = tokio::join!(reads.finish(), funds::estimate(&conn.client, kinds));
+    let balances: grouping::Balances = drawn
+        .into_iter()
+        .filter_map(|currency| read.remove(&currency).map(|b| (currency, b)))
+        .collect();
+    funds::Funds { balances, prices }
+}
+
+/// What the one pass tells the run before it commits: rows, valid rows, the currencies whose
+/// balances its new rows draw on, and the kinds of converted rows among them (to price).
+type Asked = (usize, usize, Vec<String>, Vec<funds::ConvertedKind>);
 
 /// What the one pass of [`plan_once`] needs on its blocking thread.
 struct OnePass {
@@ -388,7 +406,7 @@ impl OnePass {
         self,
         ledger: &mut Ledger,
         ask: tokio::sync::oneshot::Sender<Asked>,
-        given: std::sync::mpsc::Receiver<grouping::Balances>,
+        given: std::sync::mpsc::Receiver<funds::Funds>,
     ) -> Result<Option<Once>, RunError> {
         let opts = &self.opts;
         let name = opts.batch_name();
@@ -411,11 +429,14 @@ impl OnePass {
                 // The run reads the balance meanwhile (unless it was stopped).
                 let _ = self.early.send(currency.to_string());
             },
-            |scanned, drawn| {
+            |scanned, drawn, kinds| {
                 // Without an answer (the run was stopped), no balance is read and nothing is
                 // committed.
-                if ask.send((scanned.rows, scanned.valid_rows, drawn)).is_err() {
-                    return grouping::Balances::new();
+                if ask
+                    .send((scanned.rows, scanned.valid_rows, drawn, kinds))
+                    .is_err()
+                {
+                    return funds::Funds::default();
                 }
                 given.recv().unwrap_or_default()
             },
@@ -442,8 +463,9 @@ fn tell_validated(rows: usize, valid_rows: usize, reporter: &Reporter) {
     ));
 }
 
-/// The first pass over the file: every row checked, nothing written. Returns what it found and
-/// the balances the file draws on (card-paid rows and converted prices do not count). An
+/// The first pass over the file: every row checked, nothing written. Returns what it found, the
+/// balances the file draws on (card-paid rows draw on none) and the kinds of its converted
+/// rows (to price before the pre-flight). An
 /// invalid file stops here (unless `--skip-invalid`), and so does a file whose rows other
 /// batches of the ledger have (unless `--allow-repeats` or `--skip-repeats`: [`repeats`]).
 fn first_pass(
@@ -452,10 +474,13 @@ fn first_pass(
     options: &ValidateOptions,
     (ledger, earlier): (&Ledger, &Earlier),
     reporter: &Reporter,
-) -> Result<(scan::Scan, Vec<String>, Repeats), RunError> {
+) -> Result<(scan::Scan, Drawn, Repeats), RunError> {
     let batch_name = opts.batch_name();
     let index = CatalogIndex::new(products.to_vec());
+    let by_code: std::collections::HashMap<&str, &Product> =
+        products.iter().map(|p| (p.code.as_str(), p)).collect();
     let mut drawn = std::collections::BTreeSet::new();
+    let mut kinds = std::collections::BTreeSet::new();
     let digest_of = opts
         .expect_digest
         .as_ref()
@@ -471,8 +496,11 @@ fn first_pass(
         digest_of,
         |spec| {
             let card = funds::row_card(spec, opts.card_id.as_deref());
-            if card.is_none() && !funds::is_converted(spec, card) {
+            if card.is_none() && !drawn.contains(&spec.payment_currency) {
                 drawn.insert(spec.payment_currency.clone());
+            }
+            if funds::is_converted(spec, card) {
+                kinds.insert(funds::ConvertedKind::of(spec, &by_code));
             }
             if lookup_error.is_none()
                 && let Err(e) = checker.see(spec)
@@ -501,8 +529,15 @@ fn first_pass(
     if repeats.refuses() {
         return Err(repeats.refusal(&batch_name));
     }
-    Ok((scanned, drawn.into_iter().collect(), repeats))
+    Ok((
+        scanned,
+        (drawn.into_iter().collect(), kinds.into_iter().collect()),
+        repeats,
+    ))
 }
+
+/// The balances a file draws on, and the kinds of its converted rows.
+type Drawn = (Vec<String>, Vec<funds::ConvertedKind>);
 
 /// `--expect-digest`: only the plan a person approved is paid (checked before the ledger
 /// batch is touched). The digest is the one `validate` shows: the file's, with the orders the
@@ -565,6 +600,9 @@ fn tell_repeats(repeats: &Repeats, reporter: &Reporter) {
 fn tell_plan(merged: &Merged, opts: &RunOptions, valid_rows: usize, reporter: &Reporter) {
     for line in &merged.balance_lines {
         reporter.line(line.clone());
+    }
+    for warning in &merged.balance_warnings {
+        reporter.warn(warning.clone());
     }
     let removed: Vec<&str> = merged.report.removed.iter().map(String::as_str).collect();
     if !removed.is_empty() {

@@ -85,6 +85,9 @@ pub struct SimConfig {
     /// Whether the account has reached its spending limit: every order creation is answered
     /// `403 ordering_restricted`.
     pub ordering_restricted: bool,
+    /// Whether `POST /order/estimate` prices orders, as the service does in production (true,
+    /// the default), or answers `404 not_found`, as its playground does.
+    pub estimates: bool,
     /// Finished orders of the first key stored at the start, spread over the time before it
     /// (see [`SeedOrders`]); only into a state that holds no order yet.
     pub seed_orders: Option<SeedOrders>,
@@ -111,6 +114,7 @@ impl Default for SimConfig {
             list_metadata: false,
             version_2023: false,
             ordering_restricted: false,
+            estimates: true,
             seed_orders: None,
             faults: Faults::default(),
         }

@@ -133,6 +133,19 @@ pub(super) fn error(status: u16, kind: &str, message: impl Into<String>) -> Refu
     }
 }
 
+/// A `422 validation_error` with these `details` (a list of `{type, message, location}`).
+pub(super) fn validation_error(details: Value) -> Refusal {
+    Refusal {
+        status: 422,
+        body: error_bytes(
+            "validation_error",
+            "There was an issue with the request payload: see details.",
+            Some(details),
+        ),
+        retry_after: None,
+    }
+}
+
 pub(super) fn internal(e: impl std::fmt::Display) -> Refusal {
     tracing::error!("simulator state: {e}");
     error(

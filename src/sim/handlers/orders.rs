@@ -1,15 +1,20 @@
 //! Reading orders: `GET /order` (newest first, paginated), `GET /order/{id}` (partial while
-//! processing, full once finished), and the answers of the endpoints the playground does not
-//! offer (`GET /order/{id}/links`, `POST /order/estimate`).
+//! processing, full once finished), the price of an order not placed (`POST /order/estimate`,
+//! or its `404` as in the playground), and the answer of an endpoint removed
+//! (`GET /order/{id}/links`).
 
-use axum::extract::rejection::PathRejection;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 use serde::Serialize;
 
 use super::Shared;
-use super::answers::{done, injected_server_error, internal, json, not_found, pagination_error};
+use super::answers::{
+    Refusal, done, injected_server_error, internal, json, not_found, pagination_error,
+    validation_error,
+};
 use super::context::enter;
 use super::query::{Position, Query, cursor, pagination};
 use crate::api::models::{OrderStatus, Pagination};
@@ -128,15 +133,43 @@ pub(super) async fn order_links(State(sim): State<Shared>, headers: HeaderMap) -
     .await)
 }
 
-/// `POST /order/estimate` is not offered by the playground the simulator stands for.
-pub(super) async fn estimate(State(sim): State<Shared>, headers: HeaderMap) -> Response {
+/// `POST /order/estimate`: the order priced as `POST /order` would charge it, without placing it
+/// or touching the balance ([`orders::estimate_order`]); `404 not_found`, as in the playground,
+/// when the simulator is started without estimates.
+pub(super) async fn estimate(
+    State(sim): State<Shared>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     done(
         async {
             enter(&sim, &headers, "POST /order/estimate").await?;
-            Err(not_found(
-                "POST /order/estimate is not available in the playground: estimate in production, or price the order from the catalog.",
-            ))
+            if !sim.config.estimates {
+                return Err(not_found(
+                    "POST /order/estimate is not available in the playground: estimate in production, or price the order from the catalog.",
+                ));
+            }
+            // The published estimate refuses a body only with a 422.
+            let unreadable = |message: String| {
+                invalid(vec![orders::Problem {
+                    kind: "json_invalid",
+                    message,
+                    location: Vec::new(),
+                }])
+            };
+            let body =
+                body.map_err(|e| unreadable(format!("The body cannot be read: {}", e.body_text())))?;
+            let value: serde_json::Value = serde_json::from_slice(&body)
+                .map_err(|e| unreadable(format!("The body is not JSON: {e}")))?;
+            let priced = orders::estimate_order(&value, &sim.catalog, &sim.config.cards)
+                .map_err(invalid)?;
+            Ok(json(200, &orders::estimate_answer(&priced)))
         }
         .await,
     )
+}
+
+/// A `422 validation_error` with these problems as its `details`.
+fn invalid(problems: Vec<orders::Problem>) -> Refusal {
+    validation_error(serde_json::to_value(&problems).unwrap_or(serde_json::Value::Null))
 }

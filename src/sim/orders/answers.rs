@@ -3,10 +3,13 @@
 //! order list.
 
 use std::collections::BTreeMap;
+use std::str::FromStr;
 
 use chrono::{DateTime, Months};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
+
+use rust_decimal::Decimal;
 
 use crate::api::models::{OrderStatus, PaymentMethod};
 use crate::sim::ApiVersion;
@@ -220,11 +223,47 @@ pub(crate) fn list_entry(o: &OrderRow, with_metadata: bool) -> ListEntry<'_> {
     }
 }
 
+/// The answer of `POST /order/estimate` (`OrderPriceResponse`): the order priced as
+/// `POST /order` would charge it, amounts as exact JSON numbers, `discount_multiplier` with two
+/// decimals, and the `transaction_detail` of an order (with `fx` when a currency is converted).
+pub(crate) fn estimate_answer(priced: &super::Priced) -> Value {
+    let number = |d: Decimal| {
+        serde_json::Number::from_str(&d.to_string())
+            .map(Value::Number)
+            .unwrap_or(Value::Null)
+    };
+    let items: Vec<Value> = priced
+        .items
+        .iter()
+        .map(|it| {
+            let mut discount = it.discount_multiplier;
+            discount.rescale(2);
+            json!({
+                "products": serde_json::to_value(&it.products).unwrap_or(Value::Null),
+                "face_value": number(it.face_value),
+                "price": number(it.price),
+                "discount_multiplier": discount.to_string(),
+                "currency": it.currency,
+            })
+        })
+        .collect();
+    json!({
+        "payment_method": {
+            "type": "ACCOUNT_BALANCE",
+            "currency": priced.currency,
+        },
+        "items": items,
+        "currency": priced.currency,
+        "total_discount": number(priced.total_discount),
+        "total_price": number(priced.total_price),
+        "transaction_detail": priced.transaction_detail,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::api::models::PaymentMethodType;
-    use rust_decimal::Decimal;
 
     fn order(status: OrderStatus, metadata: Option<BTreeMap<String, String>>) -> OrderRow {
         OrderRow {

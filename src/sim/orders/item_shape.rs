@@ -1,6 +1,7 @@
 //! The shape of each item of a `POST /order` body: its face value, distribution method (payout
 //! link, e-mail, recipient) and product selection (`SINGLE`, `MULTIPLE`, `TEMPLATE`), and the
-//! size of the item list.
+//! size of the item list; the items of a `POST /order/estimate` body (face value and products,
+//! no distribution method).
 
 use std::collections::BTreeSet;
 
@@ -8,7 +9,7 @@ use rust_decimal::Decimal;
 use serde_json::{Map, Value};
 
 use super::shape::Checker;
-use super::{MAX_ITEMS, RequestItem, Selection, at};
+use super::{ItemsOf, MAX_ESTIMATE_ITEMS, MAX_ITEMS, RequestItem, Selection, at};
 use crate::api::decimal::parse_decimal_text;
 use crate::api::models::ExecutionMode;
 
@@ -292,7 +293,7 @@ impl Checker {
         Some(Selection::Multiple(codes))
     }
 
-    fn item(&mut self, item: &Value, i: usize) -> Option<RequestItem> {
+    fn item(&mut self, item: &Value, i: usize, of: ItemsOf) -> Option<RequestItem> {
         let i = i.to_string();
         let Value::Object(item) = item else {
             self.add(
@@ -303,7 +304,11 @@ impl Checker {
             return None;
         };
         let face_value = self.face_value(item, &i);
-        let distribution_method = self.distribution(item, &i);
+        // An estimate's items have no distribution method (`OrderItemPriceRequest`).
+        let distribution_method = match of {
+            ItemsOf::Order(_) => self.distribution(item, &i),
+            ItemsOf::Estimate => Some(Value::Null),
+        };
         let products = self.products(item, &i);
         Some(RequestItem {
             face_value: face_value?,
@@ -312,11 +317,11 @@ impl Checker {
         })
     }
 
-    pub(super) fn items(
-        &mut self,
-        body: &Map<String, Value>,
-        mode: ExecutionMode,
-    ) -> Vec<RequestItem> {
+    pub(super) fn items(&mut self, body: &Map<String, Value>, of: ItemsOf) -> Vec<RequestItem> {
+        let max = match of {
+            ItemsOf::Order(_) => MAX_ITEMS,
+            ItemsOf::Estimate => MAX_ESTIMATE_ITEMS,
+        };
         let items = match body.get("items") {
             None | Some(Value::Null) => {
                 self.add("missing", at(&["items"]), "Field required");
@@ -335,13 +340,13 @@ impl Checker {
                 at(&["items"]),
                 "An order holds at least one item",
             );
-        } else if n > MAX_ITEMS {
+        } else if n > max {
             self.add(
                 "too_long",
                 at(&["items"]),
-                format!("An order holds at most {MAX_ITEMS} items, found {n}"),
+                format!("An order holds at most {max} items, found {n}"),
             );
-        } else if mode == ExecutionMode::Sync && n > 1 {
+        } else if of == ItemsOf::Order(ExecutionMode::Sync) && n > 1 {
             self.add(
                 "sync_order_size",
                 at(&["items"]),
@@ -350,9 +355,9 @@ impl Checker {
         }
         items
             .iter()
-            .take(MAX_ITEMS)
+            .take(max)
             .enumerate()
-            .filter_map(|(i, item)| self.item(item, i))
+            .filter_map(|(i, item)| self.item(item, i, of))
             .collect()
     }
 }

@@ -25,10 +25,12 @@ use serde_json::Value;
 use super::catalog::Catalog;
 use crate::api::models::{ExecutionMode, PaymentMethod, ProductSelection};
 
-pub(crate) use answers::{ListEntry, full_order, list_entry, partial_order};
+pub(crate) use answers::{ListEntry, estimate_answer, full_order, list_entry, partial_order};
 
 /// Most items one order may hold.
 pub const MAX_ITEMS: usize = 200;
+/// Most items one estimate may price (`OrderPriceRequest`).
+pub const MAX_ESTIMATE_ITEMS: usize = 500;
 /// Longest `description`, in characters.
 pub const MAX_DESCRIPTION: usize = 128;
 /// Most `metadata` pairs.
@@ -50,6 +52,13 @@ pub(crate) struct Problem {
 
 fn at(parts: &[&str]) -> Vec<String> {
     parts.iter().map(|p| (*p).to_string()).collect()
+}
+
+/// Whose items are read: an order's (sent in this mode) or an estimate's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ItemsOf {
+    Order(ExecutionMode),
+    Estimate,
 }
 
 /// Why an order is refused.
@@ -131,6 +140,45 @@ pub(crate) fn check_order(body: &Value, rules: &Rules<'_>) -> Result<(Request, P
     let chosen = rules::check_request(&request, rules)?;
     let priced = pricing::price(&request, &chosen)?;
     Ok((request, priced))
+}
+
+/// Reads a `POST /order/estimate` body and prices it as `POST /order` would the same items: the
+/// same checks against the account and the catalog, the same prices, rates and rounding. One
+/// item is priced as a sync order (embedded FX allowed), several as an async order (every
+/// product in the payment currency). Every refusal is a `422` (the only refusal of a body the
+/// published estimate answers), with where the problem is.
+pub(crate) fn estimate_order(
+    body: &Value,
+    catalog: &Catalog,
+    cards: &[String],
+) -> Result<Priced, Vec<Problem>> {
+    let request = shape::read_estimate(body)?;
+    let rules = Rules {
+        mode: if request.items.len() == 1 {
+            ExecutionMode::Sync
+        } else {
+            ExecutionMode::Async
+        },
+        catalog,
+        cards_accepted: false,
+        cards,
+    };
+    let refused = |r: Refused| match r {
+        Refused::Invalid(problems) => problems,
+        Refused::BadRequest { kind, message } => {
+            let location = match kind {
+                "currency_mismatch" => at(&["payment_method", "currency"]),
+                _ => at(&["items"]),
+            };
+            vec![Problem {
+                kind,
+                message,
+                location,
+            }]
+        }
+    };
+    let chosen = rules::check_request(&request, &rules).map_err(refused)?;
+    pricing::price(&request, &chosen).map_err(refused)
 }
 
 #[cfg(test)]

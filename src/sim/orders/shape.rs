@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::{
-    MAX_DESCRIPTION, MAX_METADATA_KEY, MAX_METADATA_PAIRS, MAX_METADATA_VALUE, Problem, Request, at,
+    ItemsOf, MAX_DESCRIPTION, MAX_METADATA_KEY, MAX_METADATA_PAIRS, MAX_METADATA_VALUE, Problem,
+    Request, at,
 };
 use crate::api::models::{ExecutionMode, PaymentMethod, PaymentMethodType};
 use crate::sim::catalog::PAYMENT_CURRENCIES;
@@ -220,13 +221,51 @@ pub(super) fn read_request(body: &Value, mode: ExecutionMode) -> Result<Request,
     let payment_method = c.payment_method(body);
     let description = c.description(body);
     let metadata = c.metadata(body);
-    let items = c.items(body, mode);
+    let items = c.items(body, ItemsOf::Order(mode));
     match payment_method {
         Some(payment_method) if c.problems.is_empty() => Ok(Request {
             payment_method,
             items,
             description,
             metadata,
+        }),
+        _ => Err(c.problems),
+    }
+}
+
+/// Reads a `POST /order/estimate` body (`OrderPriceRequest`) and checks its shape: an
+/// `ACCOUNT_BALANCE` payment method with its currency, and 1 to
+/// [`super::MAX_ESTIMATE_ITEMS`] items of a face value and products. Every problem, with its
+/// location.
+pub(super) fn read_estimate(body: &Value) -> Result<Request, Vec<Problem>> {
+    let mut c = Checker {
+        problems: Vec::new(),
+    };
+    let Value::Object(body) = body else {
+        c.add(
+            "invalid_type",
+            Vec::new(),
+            "The estimate request should be a JSON object",
+        );
+        return Err(c.problems);
+    };
+    let payment_method = c.payment_method(body);
+    if let Some(pm) = &payment_method
+        && pm.kind != PaymentMethodType::AccountBalance
+    {
+        c.add(
+            "enum",
+            at(&["payment_method", "type"]),
+            "Input should be 'ACCOUNT_BALANCE': an estimate prices an order paid from a balance",
+        );
+    }
+    let items = c.items(body, ItemsOf::Estimate);
+    match payment_method {
+        Some(payment_method) if c.problems.is_empty() => Ok(Request {
+            payment_method,
+            items,
+            description: None,
+            metadata: None,
         }),
         _ => Err(c.problems),
     }
