@@ -25,27 +25,17 @@ const MAX_PAGES: usize = 10_000;
 /// `PAYBATCH_SETTLE_SECONDS`.
 pub const SETTLE: Duration = Duration::from_secs(10 * 60);
 
-/// [`SETTLE`], or the seconds `PAYBATCH_SETTLE_SECONDS` gives when `batch` runs on a simulator
-/// (the embedded one, or a service on this machine's loopback address); never for a service
-/// elsewhere, whatever the variable says.
-pub fn settle_time(batch: &BatchRecord) -> Duration {
-    settle_from(
-        batch,
-        std::env::var("PAYBATCH_SETTLE_SECONDS").ok().as_deref(),
-    )
-}
-
-/// [`settle_time`] with the variable's value given.
-fn settle_from(batch: &BatchRecord, seconds: Option<&str>) -> Duration {
+/// [`SETTLE`], or `shorter` (the seconds `PAYBATCH_SETTLE_SECONDS` gives,
+/// [`crate::settings::settle_override`]) when `batch` runs on a simulator (the embedded one, or
+/// a service on this machine's loopback address); never for a service elsewhere, whatever the
+/// variable says.
+pub fn settle_time(batch: &BatchRecord, shorter: Option<Duration>) -> Duration {
     let local = batch.environment == "sim"
         || url::Url::parse(&batch.base_url).is_ok_and(|u| is_loopback_host(&u));
     if !local {
         return SETTLE;
     }
-    seconds
-        .and_then(|s| s.trim().parse::<f64>().ok())
-        .and_then(|s| Duration::try_from_secs_f64(s).ok())
-        .unwrap_or(SETTLE)
+    shorter.unwrap_or(SETTLE)
 }
 
 /// Whether an in-doubt intent that the service holds no order for has a key that can never
@@ -363,13 +353,18 @@ fn order_state_of(status: OrderStatus) -> OrderState {
 /// an earlier attempt than one the service has, with no order of its own there, is superseded:
 /// it is marked REJECTED and never sent. An in-doubt intent the service has no order for is
 /// cleared to be sent again with its key, unless its key is spent ([`key_is_spent`], with the
-/// in-doubt `window` and [`settle_time`]), none of its rows is in an order the service lists,
-/// and every order of the batch that the service lists could be read and needs no person.
+/// in-doubt `window` and [`settle_time`] of `shorter_settle`), none of its rows is in an order
+/// the service lists, and every order of the batch that the service lists could be read and
+/// needs no person.
+///
+/// `shorter_settle` is the settling time `PAYBATCH_SETTLE_SECONDS` gives, read by the caller
+/// ([`crate::settings::settle_override`]); only a simulator's batch takes it.
 pub async fn reconcile(
     ledger: &mut Ledger,
     client: &Client,
     batch: &BatchRecord,
     window: Duration,
+    shorter_settle: Option<Duration>,
     dry_run: bool,
 ) -> Result<ReconcileReport, ReconcileError> {
     let mut work = Reconciliation::read(ledger, client, batch, dry_run)?;
@@ -379,7 +374,7 @@ pub async fn reconcile(
     for f in &service.found {
         work.take_order(f, &service).await?;
     }
-    work.settle_in_doubt(&service, window)?;
+    work.settle_in_doubt(&service, window, settle_time(batch, shorter_settle))?;
     work.finish()
 }
 
@@ -746,8 +741,8 @@ impl<'a> Reconciliation<'a> {
         &mut self,
         service: &AtService,
         window: Duration,
+        settle: Duration,
     ) -> Result<(), ReconcileError> {
-        let settle = settle_time(self.batch);
         let list_is_whole = self.report.unattributed.is_empty() && !self.report.needs_a_person();
         let by_order = members_by_order(&self.views);
         for o in &self.orders {
@@ -900,6 +895,9 @@ mod tests {
 
     #[test]
     fn the_settling_time_is_shortened_only_for_a_simulator() {
+        let settle_from = |batch: &BatchRecord, seconds: Option<&str>| {
+            settle_time(batch, crate::settings::settle_seconds(seconds))
+        };
         let batch = |environment: &str, base_url: &str| BatchRecord {
             id: 1,
             name: "b".into(),
