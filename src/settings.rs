@@ -7,6 +7,7 @@
 //! of mode 0600 that does.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -14,6 +15,25 @@ use crate::environment::UsageError;
 
 /// The settings file looked for in the current directory.
 pub const FILE_NAME: &str = "paybatch.toml";
+
+/// The variable that shortens, for a simulator only, how long reconciliation waits after an
+/// in-doubt intent's last send before it may give up its key (rehearsals and tests): seconds.
+pub const SETTLE_SECONDS_VAR: &str = "PAYBATCH_SETTLE_SECONDS";
+
+/// The settling time [`SETTLE_SECONDS_VAR`] gives, read once by the operation that reconciles
+/// and passed to [`crate::batch::reconcile::reconcile`], which takes it for a simulator's batch
+/// only. `None` when the variable is unset or holds no number of seconds.
+pub fn settle_override() -> Option<Duration> {
+    settle_seconds(std::env::var(SETTLE_SECONDS_VAR).ok().as_deref())
+}
+
+/// The settling time a value of [`SETTLE_SECONDS_VAR`] gives: a number of seconds a duration can
+/// hold, else `None`.
+pub fn settle_seconds(value: Option<&str>) -> Option<Duration> {
+    value
+        .and_then(|s| s.trim().parse::<f64>().ok())
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+}
 
 /// What a settings file may hold.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]

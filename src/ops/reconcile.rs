@@ -88,6 +88,7 @@ pub async fn reconcile_batch(
         &conn.client,
         &batch,
         opts.in_doubt_window,
+        crate::settings::settle_override(),
         opts.dry_run,
     )
     .await?;

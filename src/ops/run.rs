@@ -737,6 +737,7 @@ async fn reconcile_stale(
         &client.with_deadline(deadline_in(opts.poll_timeout)),
         batch,
         opts.in_doubt_window,
+        crate::settings::settle_override(),
         false,
     )
     .await?;
@@ -863,7 +864,9 @@ async fn settle_rebuilt(
         "batch {} was rebuilt while some orders were still processing: reconciling before anything is planned",
         batch.name
     ));
-    let r = reconcile::reconcile(ledger, client, batch, opts.in_doubt_window, false).await?;
+    let settle = crate::settings::settle_override();
+    let r =
+        reconcile::reconcile(ledger, client, batch, opts.in_doubt_window, settle, false).await?;
     if r.unattributed.is_empty() {
         return Ok(());
     }

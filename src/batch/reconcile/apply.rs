@@ -1,289 +1,21 @@
-//! Reconciliation: compares the ledger with what the service itself holds. Every order paybatch
-//! creates carries its batch and row references in `metadata` (and `description`), so the
-//! service's order list answers "was this row already ordered?" even when the ledger was lost,
-//! restored from an old backup, or holds an intent whose outcome is unknown.
+//! Applying what the service holds to the ledger: the ledger's view of the batch as
+//! reconciliation changes it ([`Reconciliation`]), the service's orders oldest attempt first
+//! ([`AtService`]), and each decision: a status brought up to date, an order recorded on the
+//! intent it answers or adopted for its rows, an intent superseded, retired or cleared.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use crate::api::client::{PageQuery, is_loopback_host, read_retrying_until};
-use crate::api::models::{OrderStatus, OrderSummary, OrderView};
-use crate::api::{ApiError, Client};
-use crate::ledger::{
-    self, BatchRecord, Ledger, LedgerError, OrderRecord, OrderState, RowState, Transition,
-};
+use crate::api::Client;
+use crate::api::client::read_retrying_until;
+use crate::api::models::{OrderStatus, OrderView};
+use crate::batch::plan;
+use crate::ledger::{BatchRecord, Ledger, OrderRecord, OrderState, RowState, Transition};
 
-use super::plan;
-
-/// Longest walk through the order list.
-const MAX_PAGES: usize = 10_000;
-
-/// How long after its last send an intent's key may be given up (see [`key_is_spent`]): far
-/// longer than the service needs to finish a request it is still working on (a gateway may
-/// answer 502 or 504 while the service goes on and creates the order). Not shortened by a short
-/// in-doubt window; only rehearsals and tests on the simulator shorten it, with
-/// `PAYBATCH_SETTLE_SECONDS`.
-pub const SETTLE: Duration = Duration::from_secs(10 * 60);
-
-/// [`SETTLE`], or the seconds `PAYBATCH_SETTLE_SECONDS` gives when `batch` runs on a simulator
-/// (the embedded one, or a service on this machine's loopback address); never for a service
-/// elsewhere, whatever the variable says.
-pub fn settle_time(batch: &BatchRecord) -> Duration {
-    settle_from(
-        batch,
-        std::env::var("PAYBATCH_SETTLE_SECONDS").ok().as_deref(),
-    )
-}
-
-/// [`settle_time`] with the variable's value given.
-fn settle_from(batch: &BatchRecord, seconds: Option<&str>) -> Duration {
-    let local = batch.environment == "sim"
-        || url::Url::parse(&batch.base_url).is_ok_and(|u| is_loopback_host(&u));
-    if !local {
-        return SETTLE;
-    }
-    seconds
-        .and_then(|s| s.trim().parse::<f64>().ok())
-        .and_then(|s| Duration::try_from_secs_f64(s).ok())
-        .unwrap_or(SETTLE)
-}
-
-/// Whether an in-doubt intent that the service holds no order for has a key that can never
-/// create one. The service keeps every answer under its key, server errors too, and replays it
-/// for the same key and body: an intent whose last answer was a server error and that has been
-/// in doubt for longer than `window` keeps getting that answer. Its last send must also be older
-/// than `settle` ([`settle_time`]), so that no request of it can still be at work at the service.
-/// Such a key is given up: its rows are REJECTED, and `paybatch retry` sends them under a new
-/// key. Any other intent the service never created is sent again with its key.
-pub fn key_is_spent(order: &OrderRecord, window: Duration, settle: Duration) -> bool {
-    order.state == OrderState::Intent
-        && order.sends > 0
-        && order
-            .last_http_status
-            .is_some_and(|s| (500..=599).contains(&s))
-        && ledger::older_than(order.first_sent_at.as_deref(), window)
-        && ledger::older_than(order.last_sent_at.as_deref(), settle)
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ReconcileError {
-    #[error("cannot read the service's orders: {0}")]
-    Api(#[from] ApiError),
-    #[error(transparent)]
-    Ledger(#[from] LedgerError),
-}
-
-/// One service order of the batch, as found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FoundOrder {
-    pub id: String,
-    pub status: OrderStatus,
-    /// (row reference, attempt) per item.
-    pub rows: Vec<(String, i64)>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ReconcileReport {
-    /// Orders of this batch at the service.
-    pub found: usize,
-    /// Service orders the ledger did not know, now attached to their rows: (reference, order id).
-    pub adopted: Vec<(String, String)>,
-    /// In-doubt intents the service never turned into an order: cleared to be sent again.
-    pub absent: Vec<String>,
-    /// In-doubt intents the service never turned into an order and whose key only gets a server
-    /// error back ([`key_is_spent`]): marked REJECTED, their rows left to `paybatch retry` (keys).
-    pub retired: Vec<String>,
-    /// Orders of this batch at the service whose rows could not be read (an order of several
-    /// rows still PROCESSING, whose list entry and partial body do not name them): while there
-    /// are any, no key is given up (service order ids).
-    pub unattributed: Vec<String>,
-    /// Orders whose status the ledger had behind the service's: (order id, from, to).
-    pub updated: Vec<(String, String, String)>,
-    /// Service orders for rows the ledger does not have: (reference, order id).
-    pub unknown_rows: Vec<(String, String)>,
-    /// Rows with more than one live service order: (reference, order ids). Needs a person.
-    pub duplicates: Vec<(String, Vec<String>)>,
-    /// Service orders of a row's latest attempt that its ledger row cannot take (the row is
-    /// INVALID or REMOVED, or has another order): (reference, order id). Needs a person.
-    pub unattached: Vec<(String, String)>,
-    /// Intents of an earlier attempt than one the service has an order for, never answered:
-    /// marked REJECTED, never to be sent (keys).
-    pub superseded: Vec<String>,
-}
-
-impl ReconcileReport {
-    pub fn is_clean(&self) -> bool {
-        self.adopted.is_empty()
-            && self.absent.is_empty()
-            && self.retired.is_empty()
-            && self.unattributed.is_empty()
-            && self.updated.is_empty()
-            && self.unknown_rows.is_empty()
-            && self.duplicates.is_empty()
-            && self.superseded.is_empty()
-            && self.unattached.is_empty()
-    }
-
-    /// Findings only a person can settle: duplicate payments, orders for rows the ledger does
-    /// not have or cannot take.
-    pub fn needs_a_person(&self) -> bool {
-        !self.duplicates.is_empty() || !self.unknown_rows.is_empty() || !self.unattached.is_empty()
-    }
-}
-
-/// What the ledger knows of a batch's orders, to name the rows of the orders the service lists:
-/// the service's list shows a finished order's `description` (which starts with its idempotency
-/// key) and nothing of a PROCESSING order but its id.
-#[derive(Debug, Clone, Default)]
-pub struct KnownOrders {
-    /// The rows (reference, attempt) of each of the ledger's orders, by idempotency key.
-    pub by_key: HashMap<String, Vec<(String, i64)>>,
-    /// The same, by service order id.
-    pub by_service_id: HashMap<String, Vec<(String, i64)>>,
-}
-
-/// Whose an order of the service's list is, as far as its list entry tells.
-enum Owner {
-    /// This batch's, with its rows.
-    Rows(Vec<(String, i64)>),
-    /// Paybatch's for this batch (or perhaps: a description cut inside the batch name), rows
-    /// not named: the full order tells.
-    Look,
-    /// Perhaps this batch's: a PROCESSING order shows only its id and status.
-    Unknown,
-    /// Another batch's, or not paybatch's.
-    Foreign,
-}
-
-/// Reads (reference, attempt) pairs from paybatch's older `description`, written before orders
-/// named their idempotency key: `paybatch batch=NAME row=REF` (single-row orders; attempt
-/// unknown, 0).
-fn rows_in_old_description(batch: &str, description: &str) -> Option<Vec<(String, i64)>> {
-    let rest = description.strip_prefix(&format!("paybatch batch={batch} row="))?;
-    if rest.contains(" (+") {
-        return None;
-    }
-    Some(vec![(rest.to_string(), 0)])
-}
-
-/// What a list entry (or a full order's `metadata` and `description`) says of its owner.
-fn owner_of(
-    batch: &str,
-    status: OrderStatus,
-    metadata: Option<&std::collections::BTreeMap<String, String>>,
-    description: Option<&str>,
-) -> Owner {
-    if let Some(m) = metadata
-        && plan::batch_in_metadata(m).is_some()
-    {
-        return match plan::rows_in_metadata(batch, m) {
-            Some(rows) => Owner::Rows(rows),
-            None if plan::batch_in_metadata(m) == Some(plan::batch_tag(batch).as_str()) => {
-                Owner::Look
-            }
-            None => Owner::Foreign,
-        };
-    }
-    let Some(d) = description else {
-        // paybatch always writes a description, but the list need not show it (the published
-        // list does not promise it), and a PROCESSING order shows nothing: a finished order is
-        // read whole, one still processing cannot be told.
-        return if status.is_terminal() {
-            Owner::Look
-        } else {
-            Owner::Unknown
-        };
-    };
-    // The older description names its one row (a keyed one never starts `paybatch batch=`).
-    if let Some(rows) = rows_in_old_description(batch, d) {
-        return Owner::Rows(rows);
-    }
-    match plan::batch_named_by(d, batch) {
-        plan::BatchNaming::Names | plan::BatchNaming::MayName => Owner::Look,
-        plan::BatchNaming::Other => Owner::Foreign,
-    }
-}
-
-/// Every order of `batch` at the service, and the ids of those that may be of `batch` but whose
-/// rows cannot be read yet (a PROCESSING order the ledger does not know: the service shows
-/// nothing of it but its id and status).
-///
-/// An order's rows come from the ledger when its description names a key the ledger holds (or
-/// its id is one the ledger recorded), else from the full order's `metadata` once it is
-/// finished.
-pub async fn find_orders(
-    client: &Client,
-    batch: &str,
-    known: &KnownOrders,
-) -> Result<(Vec<FoundOrder>, Vec<String>), ReconcileError> {
-    let mut query = PageQuery {
-        limit: Some(500),
-        ..Default::default()
-    };
-    let mut summaries: Vec<OrderSummary> = Vec::new();
-    for _ in 0..MAX_PAGES {
-        let page = read_retrying_until(client.deadline(), || client.orders(&query)).await?;
-        let empty = page.items.is_empty();
-        summaries.extend(page.items);
-        match page.pagination.cursors.after {
-            Some(after) if !empty && Some(&after) != query.after.as_ref() => {
-                query.after = Some(after)
-            }
-            _ => break,
-        }
-    }
-    let mut found = Vec::new();
-    let mut unattributed = Vec::new();
-    for s in summaries {
-        let by_key = s
-            .description
-            .as_deref()
-            .and_then(plan::key_in_description)
-            .and_then(|k| known.by_key.get(k));
-        if let Some(rows) = by_key.or_else(|| known.by_service_id.get(&s.id)) {
-            found.push(FoundOrder {
-                id: s.id,
-                status: s.status,
-                rows: rows.clone(),
-            });
-            continue;
-        }
-        let mut owner = owner_of(
-            batch,
-            s.status,
-            s.metadata.as_ref(),
-            s.description.as_deref(),
-        );
-        let unknown_attempt = matches!(&owner, Owner::Rows(r) if r.iter().any(|(_, a)| *a == 0));
-        if (matches!(owner, Owner::Look) || unknown_attempt) && s.status.is_terminal() {
-            // The list did not say enough: the full order carries the metadata.
-            if let OrderView::Done(full) =
-                read_retrying_until(client.deadline(), || client.order(&s.id)).await?
-            {
-                match owner_of(
-                    batch,
-                    full.status,
-                    full.metadata.as_ref(),
-                    full.description.as_deref(),
-                ) {
-                    Owner::Foreign => continue,
-                    Owner::Rows(rows) => owner = Owner::Rows(rows),
-                    _ => {}
-                }
-            }
-        }
-        match owner {
-            Owner::Rows(rows) => found.push(FoundOrder {
-                id: s.id,
-                status: s.status,
-                rows,
-            }),
-            Owner::Look | Owner::Unknown => unattributed.push(s.id),
-            Owner::Foreign => {}
-        }
-    }
-    Ok((found, unattributed))
-}
+use super::ReconcileError;
+use super::find::{FoundOrder, KnownOrders, find_orders};
+use super::policy::key_is_spent;
+use super::report::ReconcileReport;
 
 /// What reconciliation knows of a row while it works: the ledger's row as this reconciliation
 /// has changed it so far (in a dry run too, where nothing is written), so that each decision
@@ -352,40 +84,9 @@ fn order_state_of(status: OrderStatus) -> OrderState {
     }
 }
 
-/// Compares the ledger's view of `batch` with the service's and, unless `dry_run`, repairs it.
-///
-/// The service's orders are taken oldest attempt first. An order answering an intent of the
-/// same attempt is recorded on that intent. Otherwise an order is recorded only when it is the
-/// latest attempt the service has for each of its rows, and only for rows the ledger has not
-/// ordered yet (PENDING: a lost ledger, or a backup from before planning) or has as FAILED or
-/// REJECTED at an earlier attempt (a backup from before a retry): the row moves to the
-/// service's attempt, so that its next key is never one the service already used. An intent of
-/// an earlier attempt than one the service has, with no order of its own there, is superseded:
-/// it is marked REJECTED and never sent. An in-doubt intent the service has no order for is
-/// cleared to be sent again with its key, unless its key is spent ([`key_is_spent`], with the
-/// in-doubt `window` and [`settle_time`]), none of its rows is in an order the service lists,
-/// and every order of the batch that the service lists could be read and needs no person.
-pub async fn reconcile(
-    ledger: &mut Ledger,
-    client: &Client,
-    batch: &BatchRecord,
-    window: Duration,
-    dry_run: bool,
-) -> Result<ReconcileReport, ReconcileError> {
-    let mut work = Reconciliation::read(ledger, client, batch, dry_run)?;
-    let service = work.list_service_orders().await?;
-    work.report_duplicates(&service);
-    work.supersede_intents(&service)?;
-    for f in &service.found {
-        work.take_order(f, &service).await?;
-    }
-    work.settle_in_doubt(&service, window)?;
-    work.finish()
-}
-
 /// The orders of the batch at the service, oldest attempt first, and what they hold.
-struct AtService {
-    found: Vec<FoundOrder>,
+pub(super) struct AtService {
+    pub(super) found: Vec<FoundOrder>,
     /// The latest attempt of each row at the service (0: not known).
     latest: HashMap<String, i64>,
     /// Every (row, attempt) the service has an order for.
@@ -435,7 +136,7 @@ impl AtService {
 
 /// A reconciliation at work: the ledger's view of the batch as it has changed it so far (in a
 /// dry run too, where nothing is written), and its findings.
-struct Reconciliation<'a> {
+pub(super) struct Reconciliation<'a> {
     ledger: &'a mut Ledger,
     client: &'a Client,
     batch: &'a BatchRecord,
@@ -455,7 +156,7 @@ struct Reconciliation<'a> {
 
 impl<'a> Reconciliation<'a> {
     /// Reads the batch's rows and orders from the ledger.
-    fn read(
+    pub(super) fn read(
         ledger: &'a mut Ledger,
         client: &'a Client,
         batch: &'a BatchRecord,
@@ -499,7 +200,7 @@ impl<'a> Reconciliation<'a> {
     }
 
     /// Lists the batch's orders at the service, naming their rows by what the ledger knows.
-    async fn list_service_orders(&mut self) -> Result<AtService, ReconcileError> {
+    pub(super) async fn list_service_orders(&mut self) -> Result<AtService, ReconcileError> {
         let known = known_orders(&self.views, &self.orders);
         let (found, unattributed) = find_orders(self.client, &self.batch.name, &known).await?;
         self.report.found = found.len();
@@ -508,7 +209,7 @@ impl<'a> Reconciliation<'a> {
     }
 
     /// Live service orders per reference: more than one is a duplicate payment.
-    fn report_duplicates(&mut self, service: &AtService) {
+    pub(super) fn report_duplicates(&mut self, service: &AtService) {
         let mut live: HashMap<&str, Vec<&str>> = HashMap::new();
         for f in &service.found {
             if f.status != OrderStatus::Failed {
@@ -528,7 +229,7 @@ impl<'a> Reconciliation<'a> {
 
     /// Intents replaced by a later attempt at the service, with no order of their own there:
     /// marked REJECTED, never to be sent.
-    fn supersede_intents(&mut self, service: &AtService) -> Result<(), ReconcileError> {
+    pub(super) fn supersede_intents(&mut self, service: &AtService) -> Result<(), ReconcileError> {
         let by_order = members_by_order(&self.views);
         for o in self.orders.iter().filter(|o| o.state == OrderState::Intent) {
             let members = members_of(&self.views, &by_order, o.id);
@@ -565,7 +266,7 @@ impl<'a> Reconciliation<'a> {
     /// Takes the service's order `f` into the ledger: brings a known order's status up to
     /// date, records an order on the intent it answers, or adopts it for its rows when they can
     /// take it; reports what only a person can settle.
-    async fn take_order(
+    pub(super) async fn take_order(
         &mut self,
         f: &FoundOrder,
         service: &AtService,
@@ -742,12 +443,12 @@ impl<'a> Reconciliation<'a> {
     /// of its attempt or a later one (or of an unknown attempt): anything less, and the same
     /// key is sent again, which cannot pay twice. Orders of earlier attempts (failed, retried
     /// since) are history.
-    fn settle_in_doubt(
+    pub(super) fn settle_in_doubt(
         &mut self,
         service: &AtService,
         window: Duration,
+        settle: Duration,
     ) -> Result<(), ReconcileError> {
-        let settle = settle_time(self.batch);
         let list_is_whole = self.report.unattributed.is_empty() && !self.report.needs_a_person();
         let by_order = members_by_order(&self.views);
         for o in &self.orders {
@@ -778,7 +479,7 @@ impl<'a> Reconciliation<'a> {
 
     /// Marks the batch settled when every order of the account could be told, and returns the
     /// report, its lists in order.
-    fn finish(self) -> Result<ReconcileReport, ReconcileError> {
+    pub(super) fn finish(self) -> Result<ReconcileReport, ReconcileError> {
         let mut report = self.report;
         if !self.dry_run
             && report.unattributed.is_empty()
@@ -809,7 +510,7 @@ impl<'a> Reconciliation<'a> {
         if let OrderView::Done(full) =
             read_retrying_until(client.deadline(), || client.order(service_id)).await?
         {
-            super::record::record_terminal_in(self.ledger, order_id, &full, 200)?;
+            crate::batch::record::record_terminal_in(self.ledger, order_id, &full, 200)?;
         }
         Ok(())
     }
@@ -843,132 +544,4 @@ fn retire_intent(ledger: &mut Ledger, o: &OrderRecord) -> Result<(), ReconcileEr
         "reconcile: key spent (a kept server error, no order at the service)",
     )?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A finished order the list shows without a description (the published list does not
-    /// promise one) may be this batch's: it is read whole, never taken for another's.
-    #[test]
-    fn a_finished_order_listed_without_description_is_read_not_ignored() {
-        let finished = owner_of("nov", OrderStatus::Completed, None, None);
-        assert!(matches!(finished, Owner::Look));
-        let processing = owner_of("nov", OrderStatus::Processing, None, None);
-        assert!(matches!(processing, Owner::Unknown));
-        let other = owner_of(
-            "nov",
-            OrderStatus::Completed,
-            None,
-            Some("December bonus for the sales team"),
-        );
-        assert!(matches!(other, Owner::Foreign));
-    }
-
-    fn ago(minutes: i64) -> Option<String> {
-        Some(
-            (chrono::Utc::now() - chrono::Duration::minutes(minutes))
-                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-        )
-    }
-
-    /// In doubt for two hours, last sent 20 minutes ago, last answered 500.
-    fn in_doubt() -> OrderRecord {
-        OrderRecord {
-            id: 1,
-            batch_id: 1,
-            idempotency_key: "k".into(),
-            body: Vec::new(),
-            mode: "async".into(),
-            payment_currency: "USD".into(),
-            payment_method: "ACCOUNT_BALANCE".into(),
-            card_id: None,
-            state: OrderState::Intent,
-            service_order_id: None,
-            sends: 9,
-            polls: 0,
-            created_at: ledger::now(),
-            first_sent_at: ago(120),
-            last_sent_at: ago(20),
-            last_http_status: Some(500),
-            accepted_at: None,
-            error_type: None,
-            error_message: None,
-        }
-    }
-
-    #[test]
-    fn the_settling_time_is_shortened_only_for_a_simulator() {
-        let batch = |environment: &str, base_url: &str| BatchRecord {
-            id: 1,
-            name: "b".into(),
-            input_path: "b.csv".into(),
-            input_hash: "h".into(),
-            headers: Vec::new(),
-            environment: environment.into(),
-            base_url: base_url.into(),
-            key_fingerprint: "sha256:0".into(),
-            created_at: ledger::now(),
-        };
-        let one = Some("1");
-        let second = Duration::from_secs(1);
-        assert_eq!(
-            settle_from(&batch("sim", "embedded-simulator"), one),
-            second
-        );
-        for local in [
-            "http://127.0.0.1:9/v2",
-            "http://localhost:9/v2",
-            "http://[::1]:9/v2",
-        ] {
-            assert_eq!(settle_from(&batch("custom", local), one), second, "{local}");
-        }
-        for remote in ["https://api.example.com/v2", "not a url"] {
-            assert_eq!(
-                settle_from(&batch("custom", remote), one),
-                SETTLE,
-                "{remote}"
-            );
-        }
-        assert_eq!(
-            settle_from(&batch("production", "https://x/v2"), one),
-            SETTLE
-        );
-        let local = batch("sim", "embedded-simulator");
-        for bad in ["1e20", "-1", "NaN", "soon"] {
-            assert_eq!(settle_from(&local, Some(bad)), SETTLE, "{bad}");
-        }
-        assert_eq!(settle_from(&local, None), SETTLE);
-    }
-
-    #[test]
-    fn a_key_is_spent_only_after_a_kept_server_error_past_the_window_and_the_settling_time() {
-        let hour = Duration::from_secs(3600);
-        assert!(key_is_spent(&in_doubt(), hour, SETTLE));
-        let changed = |f: fn(&mut OrderRecord)| {
-            let mut o = in_doubt();
-            f(&mut o);
-            key_is_spent(&o, hour, SETTLE)
-        };
-        assert!(changed(|o| o.last_http_status = Some(503)));
-        assert!(!changed(|o| o.last_http_status = None), "no answer: resend");
-        assert!(!changed(|o| o.last_http_status = Some(429)));
-        assert!(!changed(|o| o.last_http_status = Some(400)));
-        assert!(!changed(|o| o.first_sent_at = ago(30)), "inside the window");
-        assert!(
-            !changed(|o| o.last_sent_at = ago(5)),
-            "may still be at work"
-        );
-        assert!(!changed(|o| o.last_sent_at = None));
-        assert!(!changed(|o| o.sends = 0));
-        assert!(!changed(|o| o.state = OrderState::Accepted));
-        // A short window does not shorten the settling time.
-        let mut o = in_doubt();
-        o.first_sent_at = ago(3);
-        o.last_sent_at = ago(2);
-        let minute = Duration::from_secs(60);
-        assert!(!key_is_spent(&o, minute, SETTLE));
-        assert!(key_is_spent(&o, minute, minute));
-    }
 }

@@ -1,0 +1,209 @@
+//! What the other batches of the ledger hold ([`Earlier`]), loaded once before the file is read:
+//! their references and the recipients they paid as keyed hashes, and where one of them has a
+//! reference.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+
+use crate::input::rules::RowSpec;
+use crate::ledger::repeats::{EarlierRow, likeness};
+use crate::ledger::{BatchRecord, Ledger, LedgerError};
+
+use super::findings::{EarlierState, Repeat};
+use super::hashes::Hashes;
+use super::service::AtTheService;
+
+/// How far back a recipient paid the same thing makes a row a likely repeat.
+pub const ALIKE_WINDOW_DAYS: i64 = 35;
+
+/// What the other batches of the ledger (same environment and service) hold, by hash.
+pub struct Earlier {
+    keys: RandomState,
+    /// 32-bit keyed hashes of every reference of the other batches (4 bytes a row: a hash
+    /// found is only a candidate, looked up in the ledger).
+    references: Hashes,
+    /// The high 32 bits of the likeness ([`likeness`]) of every row the other batches paid in
+    /// the window.
+    paid: Hashes,
+    /// The other batches.
+    batches: Vec<BatchRecord>,
+    /// The batch being checked, when the ledger has it, its name, and the references it
+    /// skipped as repeats (skipped again until a person allows them).
+    pub(super) this: Option<i64>,
+    pub(super) this_name: String,
+    pub(super) skipped_here: std::collections::HashSet<String>,
+    /// Rows of other batches' orders at the service that this ledger does not know, by
+    /// reference: (batch, created).
+    service: HashMap<String, (String, String)>,
+    /// The start of the window of likely repeats (RFC 3339).
+    pub(super) since: String,
+}
+
+impl Earlier {
+    /// Loads what the ledger's other batches of the service at `base_url` hold.
+    pub fn load(ledger: &Ledger, base_url: &str, this: Option<i64>) -> Result<Self, LedgerError> {
+        let started = std::time::Instant::now();
+        let keys = RandomState::new();
+        let batches = ledger.sibling_batches(base_url, this)?;
+        // Sized once, exactly (a vector that grows leaves the memory of its smaller copies
+        // behind, and one sized larger than it needs takes that memory all the same).
+        let mut rows = 0;
+        for b in &batches {
+            rows += ledger
+                .row_counts(b.id)?
+                .iter()
+                .map(|(_, n)| *n)
+                .sum::<i64>();
+        }
+        let mut references = Vec::with_capacity(usize::try_from(rows).unwrap_or(0));
+        for b in &batches {
+            ledger.visit_references(b.id, |r| references.push(short_hash(&keys, r)))?;
+        }
+        let references = Hashes::new(references);
+        let since = (chrono::Utc::now() - chrono::Duration::days(ALIKE_WINDOW_DAYS))
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let mut paid = Vec::new();
+        if !batches.is_empty() {
+            paid.reserve_exact(usize::try_from(ledger.count_paid_likeness(&since)?).unwrap_or(0));
+            ledger.visit_paid_likeness(&since, |l, batch| {
+                if Some(batch) != this {
+                    paid.push(high_bits(l));
+                }
+            })?;
+        }
+        let paid = Hashes::new(paid);
+        tracing::info!(
+            "other batches: {} references, {} paid recipients, read in {:.2?}",
+            references.len(),
+            paid.len(),
+            started.elapsed()
+        );
+        Ok(Earlier {
+            keys,
+            references,
+            paid,
+            this_name: this
+                .and_then(|id| ledger.batches().ok()?.into_iter().find(|b| b.id == id))
+                .map(|b| b.name)
+                .unwrap_or_default(),
+            skipped_here: match this {
+                Some(id) => ledger.skipped_references(id)?.into_iter().collect(),
+                None => Default::default(),
+            },
+            batches,
+            this,
+            since,
+            service: HashMap::new(),
+        })
+    }
+
+    /// Adds what the service's order list holds of other batches ([`AtTheService`]).
+    pub fn with_service(mut self, at: &AtTheService) -> Self {
+        self.service = at.rows.clone();
+        self
+    }
+
+    /// Whether another batch may have this reference (a hash found; [`Earlier::repeats`]
+    /// tells).
+    pub fn may_repeat(&self, reference: &str) -> bool {
+        self.service.contains_key(reference)
+            || !self.references.is_empty()
+                && self.references.contains(short_hash(&self.keys, reference))
+    }
+
+    /// Where another batch has this reference in a state that makes it a repeat ([`Repeat`]),
+    /// looked up with `row_of` (a batch id and the reference: the ledger's row, read by the
+    /// ledger or inside a merge). `None` when no other batch (nor the service) has it so.
+    pub fn repeat_of(
+        &self,
+        reference: &str,
+        line: u64,
+        row_of: impl Fn(i64) -> Result<Option<EarlierRow>, LedgerError>,
+    ) -> Result<Option<Repeat>, LedgerError> {
+        if !self.may_repeat(reference) {
+            return Ok(None);
+        }
+        if let Some((batch, _)) = self.service.get(reference) {
+            return Ok(Some(Repeat {
+                reference: reference.to_string(),
+                line,
+                batch: batch.clone(),
+                batch_created_at: String::new(),
+                state: EarlierState::AtTheService,
+                completed_at: None,
+            }));
+        }
+        for b in &self.batches {
+            let Some(row) = row_of(b.id)? else {
+                continue;
+            };
+            let Some(state) = EarlierState::of(row.state, row.sends) else {
+                continue;
+            };
+            return Ok(Some(Repeat {
+                reference: reference.to_string(),
+                line,
+                batch: b.name.clone(),
+                batch_created_at: b.created_at.clone(),
+                state,
+                completed_at: row.completed_at,
+            }));
+        }
+        Ok(None)
+    }
+
+    /// The row's likeness when another batch may have paid the same recipient the same thing.
+    pub fn may_resemble(&self, spec: &RowSpec) -> Option<i64> {
+        let email = spec.email.as_deref()?;
+        if self.paid.is_empty() {
+            return None;
+        }
+        let codes: Vec<&str> = spec.product_codes.iter().map(String::as_str).collect();
+        let l = likeness(email, &codes, spec.face_value, &spec.currency);
+        self.paid.contains(high_bits(l)).then_some(l)
+    }
+
+    /// Whether the row needs a closer look: [`Earlier::may_repeat`] or
+    /// [`Earlier::may_resemble`].
+    pub fn notices(&self, spec: &RowSpec) -> bool {
+        self.may_repeat(&spec.reference) || self.may_resemble(spec).is_some()
+    }
+
+    /// The other batches made from a file of this SHA-256.
+    pub fn files_like(&self, file_hash: &str) -> Vec<&BatchRecord> {
+        self.batches
+            .iter()
+            .filter(|b| b.input_hash == file_hash)
+            .collect()
+    }
+
+    pub(super) fn batch(&self, id: i64) -> Option<&BatchRecord> {
+        self.batches.iter().find(|b| b.id == id)
+    }
+}
+
+/// What a batch is checked against ([`Earlier`]), and whether the service's order list is to
+/// be read as well: until anything of the batch has left (a batch new to the ledger, one only
+/// planned, one stopped before its first send), another ledger may be paying it.
+pub fn earlier_for(
+    ledger: &Ledger,
+    base_url: &str,
+    existing: Option<&BatchRecord>,
+) -> Result<(Earlier, bool), LedgerError> {
+    let earlier = Earlier::load(ledger, base_url, existing.map(|b| b.id))?;
+    let unsent = match existing {
+        None => true,
+        Some(b) => !ledger.has_sent(b.id)?,
+    };
+    Ok((earlier, unsent))
+}
+
+/// A 32-bit keyed hash of a reference.
+fn short_hash(keys: &RandomState, reference: &str) -> u32 {
+    (keys.hash_one(reference) >> 32) as u32
+}
+
+/// The high 32 bits of a likeness.
+fn high_bits(l: i64) -> u32 {
+    ((l as u64) >> 32) as u32
+}
