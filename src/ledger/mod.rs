@@ -300,6 +300,16 @@ pub struct IncomingRow {
 }
 
 impl IncomingRow {
+    /// About how many bytes the row holds (its text): what a batch keeps in memory per row it
+    /// holds, whatever the number of its columns.
+    pub fn size(&self) -> usize {
+        self.reference.len()
+            + self.fields.len()
+            + self.spec.as_ref().map_or(0, String::len)
+            + self.content_hash.len()
+            + self.error_message.as_ref().map_or(0, String::len)
+    }
+
     /// What `rows.error_type` says of a row that is not to be paid: `invalid`, or `repeat`
     /// for a row left out by `--skip-repeats`.
     pub fn error_type(&self) -> Option<&'static str> {
