@@ -15,6 +15,10 @@
 #   scripts/bench.sh window [ORDERS] [RUNS]
 #                                          the read of the service's order window (30 days) that
 #                                          a new batch makes first, over ORDERS orders
+#   scripts/bench.sh wide [ROWS] [COLUMNS]
+#                                          peak memory of validate and run on very wide rows
+#                                          (COLUMNS columns, most of them carried through), a
+#                                          file paid and one refused (a problem in every row)
 #   scripts/bench.sh smoke                 tiny versions of every mode (CI: checks they work)
 # Polling (5: status requests per order) is printed by naive and large.
 # Needs: cargo, python3, sqlite3, curl, jq, bc (Debian packages).
@@ -347,6 +351,60 @@ window_read() {
   echo "window: orders=$orders runs=$runs pages=$pages took=$(median "${times[@]}")s (${times[*]}) kept=$kept seed-1-orders=$naming latency=100ms"
 }
 
+# Very wide rows: ROWS rows of COLUMNS columns (reference, product_code, face_value, currency,
+# email, then carried-through columns, empty), 600 x 120,000 = 73 MB by default. One file with
+# every row valid, one with a problem in every row (an amount that is not one); `validate` and
+# `run` of each (the refused file's run also with --skip-invalid: every row recorded INVALID
+# and written to the result file), each on a new ledger against one simulator (no limit). Prints
+# each command's time and peak resident set; fails when a run does not end as it should.
+wide() {
+  local rows=${1:-600} columns=${2:-120000} k which cmd code want secs peak worst=0
+  python3 - "$rows" "$columns" "$work" <<'PY'
+import sys
+rows, columns, work = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+header = "reference,product_code,face_value,currency,email," + ",".join(
+    f"x{i}" for i in range(5, columns))
+carried = "," * (columns - 5)
+for name, amount in (("valid", "10"), ("refused", "ten")):
+    with open(f"{work}/wide-{name}.csv", "w") as f:
+        f.write(header + "\n")
+        for r in range(rows):
+            f.write(f"W-{r},AMZ-US,{amount},USD,w{r}@example.com{carried}\n")
+PY
+  start_sim --rate-limit 0 --processing-min-ms 50 --processing-max-ms 200
+  k=$(key_file)
+  local size=$(( $(stat -c %s "$work/wide-valid.csv") / 1048576 ))
+  local -a summary=()
+  for which in valid refused; do
+    for cmd in validate run run--skip-invalid; do
+      [ "$which" = valid ] && [ "$cmd" = run--skip-invalid ] && continue
+      local -a flags=()
+      case "$cmd" in
+        run) flags=(--out "$work/wide-result.csv") ;;
+        run--skip-invalid) flags=(--out "$work/wide-result.csv" --skip-invalid) ;;
+      esac
+      rm -f "$work"/wide.db* "$work/wide-result.csv"
+      /usr/bin/time -f "%e %M" -o "$work/time" "$bin" "${cmd%%--*}" "$work/wide-$which.csv" \
+        --base-url "$base" --api-key-file "$k" --ledger "$work/wide.db" \
+        ${flags[@]+"${flags[@]}"} --quiet > /dev/null 2> "$work/cmd.err" && code=0 || code=$?
+      read -r secs peak < <(tail -n 1 "$work/time")
+      case "$which/$cmd" in
+        valid/*) want=0 ;;
+        refused/run--skip-invalid) want=4 ;;
+        *) want=3 ;;
+      esac
+      echo "  wide $which $cmd: ${secs}s peak=$((peak / 1024))MB exit=$code" >&2
+      if [ "$code" != "$want" ]; then
+        echo "wide: $which $cmd ended $code, not $want:" >&2; tail -5 "$work/cmd.err" >&2; return 1
+      fi
+      [ "$peak" -gt "$worst" ] && worst=$peak
+      summary+=("$which-$cmd=$((peak / 1024))MB/${secs}s")
+    done
+  done
+  stop_sim
+  echo "wide: rows=$rows columns=$columns file=${size}MB ${summary[*]} worst-peak=$((worst / 1024))MB"
+}
+
 case "$mode" in
   naive) naive_vs "${2:-300}" "${3:-3}" ;;
   large | e2e) large "${2:-100000}" "${3:-3}" ;;
@@ -355,6 +413,7 @@ case "$mode" in
   repeats) repeat_cost "${2:-1000000}" "${3:-3}"; stop_sim ;;
   pacing) pacing "${2:-600}" "${3:-}" ;;
   window) window_read "${2:-20000}" "${3:-3}" ;;
+  wide) wide "${2:-600}" "${3:-120000}" ;;
   smoke)
     local_cost 2000; stop_sim
     repeat_cost 2000 1; stop_sim
@@ -362,6 +421,7 @@ case "$mode" in
     if command -v python3 > /dev/null; then naive_vs 6 1; else echo "naive: skipped, no python3"; fi
     large 500 1
     backtoback 6
-    window_read 1200 1 ;;
-  *) echo "usage: $0 naive|large|backtoback|local|repeats|pacing|window|smoke [N...]" >&2; exit 2 ;;
+    window_read 1200 1
+    wide 20 2000 ;;
+  *) echo "usage: $0 naive|large|backtoback|local|repeats|pacing|window|wide|smoke [N...]" >&2; exit 2 ;;
 esac

@@ -48,7 +48,16 @@ type Waiting = (IncomingRow, ToPlan, RowSpec);
 struct OpenOrder {
     rows: Vec<Waiting>,
     fit: plan::MetadataFit,
+    /// The bytes of its rows ([`IncomingRow::size`]).
+    bytes: usize,
 }
+
+/// The bytes of rows ([`IncomingRow::size`]) the open orders may hold in all: past it, the
+/// order a row has just joined is planned with the rows it has. Narrow rows never reach it
+/// (200 rows an order of a few hundred bytes each); very wide ones (a hundred thousand
+/// columns carried through, hundreds of KiB a row) make smaller orders instead of holding
+/// hundreds of rows.
+const OPEN_BYTES: usize = 16 << 20;
 
 /// Where each payment method's rows wait until they fill an order: rows are grouped by how
 /// they are paid and priced ([`PaidBy`]), in input order, `per_order` at most an order, and
@@ -65,6 +74,8 @@ struct Groups<'f> {
     planned: usize,
     /// Rows planned alone in sync orders because the service converts their currency.
     converted_rows: usize,
+    /// The bytes of the rows of every open order.
+    held: usize,
 }
 
 impl Groups<'_> {
@@ -85,12 +96,7 @@ impl Groups<'_> {
             .get(&key)
             .is_some_and(|g| !g.fit.is_empty() && !g.fit.admits(&reference, attempt));
         if full {
-            let rows = self
-                .open
-                .get_mut(&key)
-                .map(std::mem::take)
-                .unwrap_or_default();
-            self.plan(merge, &key, rows.rows, self.mode)?;
+            self.plan_open(merge, &key)?;
         }
         let group = match self.open.get_mut(&key) {
             Some(g) => g,
@@ -99,13 +105,30 @@ impl Groups<'_> {
                 self.open.entry(key.clone()).or_default()
             }
         };
+        let bytes = row.0.size();
         group.fit.add(&reference, attempt);
         group.rows.push(row);
-        if group.rows.len() >= self.per_order {
-            let rows = std::mem::take(group);
-            self.plan(merge, &key, rows.rows, self.mode)?;
+        group.bytes += bytes;
+        self.held += bytes;
+        if group.rows.len() >= self.per_order || self.held > OPEN_BYTES {
+            self.plan_open(merge, &key)?;
         }
         Ok(())
+    }
+
+    /// Plans the open order of `key` with the rows it has.
+    fn plan_open(
+        &mut self,
+        merge: &mut ledger::merge::Merge<'_>,
+        key: &PaidBy,
+    ) -> Result<(), RunError> {
+        let group = self
+            .open
+            .get_mut(key)
+            .map(std::mem::take)
+            .unwrap_or_default();
+        self.held = self.held.saturating_sub(group.bytes);
+        self.plan(merge, key, group.rows, self.mode)
     }
 
     /// Plans what is left in every group.
@@ -193,6 +216,7 @@ impl<'r> Planning<'r> {
                 mode: opts.mode,
                 planned: 0,
                 converted_rows: 0,
+                held: 0,
             },
             card_id: opts.card_id.as_deref(),
             first_drawn: None,

@@ -48,6 +48,29 @@ pub struct ResultLine {
 }
 
 impl ResultLine {
+    /// About how many bytes the line holds: its input cells (each a string, empty or not) and
+    /// the text of the cells added.
+    pub fn size(&self) -> usize {
+        let cells: usize = self.fields.iter().map(String::capacity).sum();
+        let added: usize = [
+            &self.order_id,
+            &self.item_id,
+            &self.payout_url,
+            &self.price,
+            &self.discount,
+            &self.error_type,
+            &self.error_message,
+            &self.completed_at,
+            &self.payment_method,
+            &self.debited_amount,
+            &self.debited_currency,
+        ]
+        .iter()
+        .map(|o| o.as_ref().map_or(0, String::len))
+        .sum();
+        self.fields.capacity() * std::mem::size_of::<String>() + cells + self.status.len() + added
+    }
+
     /// The cells of the row: input cells, then one per [`RESULT_COLUMNS`] entry.
     fn cells(&self) -> impl Iterator<Item = &str> {
         fn opt(o: &Option<String>) -> &str {

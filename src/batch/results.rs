@@ -8,14 +8,21 @@ use crate::ledger::{Ledger, OrderLabel, RowRecord, RowState};
 use super::outcome::RunError;
 use super::output::{ResultLine, ResultWriter};
 
-/// Lines handed from the ledger's side to the writing thread at a time.
+/// Lines handed from the ledger's side to the writing thread at a time, at most.
 const CHUNK_LINES: usize = 1024;
+
+/// The bytes of lines ([`ResultLine::size`]) a chunk is handed on at, whatever its number of
+/// lines: a line of a hundred thousand input cells holds them as as many strings (24 bytes
+/// each, empty or not), so a chunk of such lines is a few of them, not a thousand.
+const CHUNK_BYTES: usize = 1 << 20;
 
 /// A result file written by a thread of its own: lines are handed to it a chunk at a time.
 /// Dropped before [`InBackground::end`], the writer is told there is no more and joined, and
 /// the unfinished file is removed before the drop returns.
 struct InBackground {
     chunk: Vec<ResultLine>,
+    /// The bytes of the lines of `chunk`.
+    bytes: usize,
     to_write: Option<std::sync::mpsc::SyncSender<Vec<ResultLine>>>,
     writer: Option<std::thread::JoinHandle<std::io::Result<ResultWriter>>>,
 }
@@ -34,6 +41,7 @@ impl InBackground {
         });
         InBackground {
             chunk: Vec::with_capacity(CHUNK_LINES),
+            bytes: 0,
             to_write: Some(to_write),
             writer: Some(writer),
         }
@@ -41,11 +49,13 @@ impl InBackground {
 
     /// Adds a line; `false` when the writer has stopped (its error comes with [`Self::end`]).
     fn push(&mut self, line: ResultLine) -> bool {
+        self.bytes += line.size();
         self.chunk.push(line);
-        if self.chunk.len() < CHUNK_LINES {
+        if self.chunk.len() < CHUNK_LINES && self.bytes < CHUNK_BYTES {
             return true;
         }
         let full = std::mem::replace(&mut self.chunk, Vec::with_capacity(CHUNK_LINES));
+        self.bytes = 0;
         self.to_write
             .as_ref()
             .is_some_and(|tx| tx.send(full).is_ok())

@@ -60,7 +60,8 @@ pub struct RowSpec {
     pub payment_currency: String,
     pub country: Option<String>,
     pub card_id: Option<String>,
-    /// Every input cell, in header order, for the result file.
+    /// Every input cell, in header order, to quote a cell in a problem; empty in the specs
+    /// the reading hands on with their rows (the row holds the cells already).
     pub fields: Vec<String>,
     /// Where the known columns are, so later checks can name the column of a problem.
     pub columns: ColumnMap,

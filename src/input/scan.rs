@@ -271,7 +271,7 @@ pub struct FileChanged {
 }
 
 /// The second pass: reads `path` again and hands `each` every row as the ledger records it,
-/// with its spec when it is valid. Invalid rows are found again as the first pass found them
+/// with its spec when it is valid (without its cells: [`handed_on`]). Invalid rows are found again as the first pass found them
 /// (the same checks in the same order; only for a file that had problems), and recorded with
 /// every one of their problems. Fails with [`FileChanged`] (after the last row) when the file is
 /// not the one [`scan`] read: the caller must then undo what `each` did.
@@ -303,7 +303,7 @@ pub fn read_again<E: From<FileChanged>>(
         ) {
             Checked::Valid(record, spec) => {
                 valid += 1;
-                each(valid_row(&record, &spec, position), Some(spec))?;
+                each(valid_row(&record, &spec, position), Some(handed_on(spec)))?;
             }
             Checked::Invalid {
                 line,
@@ -362,6 +362,15 @@ fn valid_row(record: &RawRecord, spec: &RowSpec, position: i64) -> IncomingRow {
     }
 }
 
+/// A valid row's spec as it is handed on with the row: without its cells ([`RowSpec::fields`]),
+/// which the row holds already (`IncomingRow::fields`, as the ledger records them). Rows wait
+/// between the reading and the recording, and for their order: a row of a hundred thousand
+/// columns would otherwise be held twice, once as as many strings.
+fn handed_on(mut spec: RowSpec) -> RowSpec {
+    spec.fields = Vec::new();
+    spec
+}
+
 /// The reference an invalid row is recorded under. It keeps its own when no other row has it;
 /// otherwise (or when it has none) it is recorded as `#line-N`, so every row of the file has a
 /// line in the result.
@@ -405,8 +414,13 @@ fn invalid_row(
     }
 }
 
-/// Rows handed from the reading thread to the recording one at a time.
+/// Rows handed from the reading thread to the recording one at a time, at most.
 const CHUNK_ROWS: usize = 1024;
+
+/// The bytes of rows ([`IncomingRow::size`]) a chunk is handed on at, whatever its number of
+/// rows: a file of very wide rows (a hundred thousand columns carried through) holds a few
+/// rows at a time between the two threads, not a thousand.
+const CHUNK_BYTES: usize = 1 << 20;
 
 /// Why the reading thread stopped early.
 enum Stop {
@@ -436,10 +450,13 @@ fn overlapped<T: Send, E>(
         let (to_record, chunks) = std::sync::mpsc::sync_channel::<Vec<Given>>(4);
         let reader = threads.spawn(move || {
             let mut chunk = Vec::with_capacity(CHUNK_ROWS);
-            let out = read(&mut |given| {
+            let mut bytes = 0;
+            let out = read(&mut |given: Given| {
+                bytes += given.0.size();
                 chunk.push(given);
-                if chunk.len() == CHUNK_ROWS {
+                if chunk.len() == CHUNK_ROWS || bytes >= CHUNK_BYTES {
                     let full = std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK_ROWS));
+                    bytes = 0;
                     to_record.send(full).map_err(|_| Stop::Closed)?;
                 }
                 Ok(())
@@ -563,7 +580,7 @@ pub fn read_once_in_parallel<E>(
                         if let Some(c) = cells.as_deref_mut() {
                             c.row(record.fields, &spec);
                         }
-                        give((row, Some(spec)))?;
+                        give((row, Some(handed_on(spec))))?;
                     }
                     Checked::Invalid { .. } => return Ok(None),
                 }

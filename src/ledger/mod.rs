@@ -273,6 +273,9 @@ pub struct RowRecord {
     pub reference: String,
     pub position: i64,
     pub line: i64,
+    /// The input cells: read by [`Ledger::visit_result_rows`] only (the result file and the
+    /// report write them); empty where rows are read to be followed or checked, so that rows of
+    /// a hundred thousand columns are not held a batch or an order at a time.
     pub fields: Vec<String>,
     pub spec: Option<String>,
     pub content_hash: String,
@@ -349,6 +352,16 @@ pub struct IncomingRow {
 }
 
 impl IncomingRow {
+    /// About how many bytes the row holds (its text): what a batch keeps in memory per row it
+    /// holds, whatever the number of its columns.
+    pub fn size(&self) -> usize {
+        self.reference.len()
+            + self.fields.len()
+            + self.spec.as_ref().map_or(0, String::len)
+            + self.content_hash.len()
+            + self.error_message.as_ref().map_or(0, String::len)
+    }
+
     /// What `rows.error_type` says of a row that is not to be paid: `invalid`, or `repeat`
     /// for a row left out by `--skip-repeats`.
     pub fn error_type(&self) -> Option<&'static str> {
@@ -673,6 +686,7 @@ impl Ledger {
     // -----------------------------------------------------------------------------------------
     // Rows
 
+    /// The rows of a batch, in input order, without their cells ([`RowRecord::fields`]).
     pub fn rows(&self, batch_id: i64) -> Result<Vec<RowRecord>> {
         self.query_rows(
             "WHERE batch_id = ?1 ORDER BY position, id",
@@ -680,6 +694,7 @@ impl Ledger {
         )
     }
 
+    /// The rows of an order, in item order, without their cells ([`RowRecord::fields`]).
     pub fn rows_of_order(&self, order_id: i64) -> Result<Vec<RowRecord>> {
         self.query_rows(
             "WHERE order_id = ?1 ORDER BY item_index, id",
@@ -687,8 +702,10 @@ impl Ledger {
         )
     }
 
+    /// Rows without their cells (see [`RowRecord::fields`]).
     fn query_rows(&self, tail: &str, args: impl rusqlite::Params) -> Result<Vec<RowRecord>> {
-        let sql = format!("SELECT {ROW_COLUMNS} FROM rows {tail}");
+        let columns = ROW_COLUMNS.replace("rows.fields,", "'[]',");
+        let sql = format!("SELECT {columns} FROM rows {tail}");
         let mut stmt = self.conn.prepare(&sql).map_err(sqlerr(&self.path))?;
         let mapped = stmt.query_map(args, row_from).map_err(sqlerr(&self.path))?;
         let mut out = Vec::new();
