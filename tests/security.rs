@@ -851,7 +851,8 @@ async fn a_key_paid_as_a_reference_or_an_address_is_never_echoed() {
     for (name, out) in &outputs {
         let all = format!("{}{}", stdout_of(out), stderr_of(out));
         assert!(
-            !all.to_ascii_lowercase().contains(&SECRET.to_ascii_lowercase())
+            !all.to_ascii_lowercase()
+                .contains(&SECRET.to_ascii_lowercase())
                 && !all.contains(&SECRET[..20]),
             "{name}: {all}"
         );
@@ -861,8 +862,16 @@ async fn a_key_paid_as_a_reference_or_an_address_is_never_echoed() {
         .map(|(_, o)| stdout_of(o) + &stderr_of(o))
         .collect();
     assert!(all.contains(placeholder), "{all}");
-    assert!(all.contains(ordinary), "ordinary references stay readable: {all}");
-    for file in ["first.result.csv", "second.result.csv", "again.csv", "first.html"] {
+    assert!(
+        all.contains(ordinary),
+        "ordinary references stay readable: {all}"
+    );
+    for file in [
+        "first.result.csv",
+        "second.result.csv",
+        "again.csv",
+        "first.html",
+    ] {
         let text = std::fs::read_to_string(ws.path(file)).expect(file);
         assert!(!text.contains(&SECRET[..20]), "{file}: {text}");
         assert!(text.contains(placeholder), "{file}: {text}");
