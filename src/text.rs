@@ -12,7 +12,7 @@ use std::borrow::Cow;
 
 /// Whether `c` is shown escaped: a control character (Unicode category Cc: C0, DEL and C1) or a
 /// bidirectional formatting character (which can reorder what a line seems to say).
-fn is_unsafe(c: char) -> bool {
+pub fn is_unsafe(c: char) -> bool {
     c.is_control()
         || matches!(
             c,
@@ -46,6 +46,50 @@ pub fn escape(s: &str) -> Cow<'_, str> {
 /// them are escaped whole where they are put in ([`escape`]).
 pub fn escape_message(s: &str) -> Cow<'_, str> {
     escape_where(s, |c| c == '\n')
+}
+
+/// A line as paybatch prints it: what is or looks like an API key hidden
+/// ([`crate::api::key::conceal`]: a cell, a reference or a batch name can hold one), then
+/// escaped ([`escape`]). Every line on stdout and stderr goes through it or [`shown_message`].
+pub fn shown(s: &str) -> String {
+    escape(&crate::api::key::conceal(s)).into_owned()
+}
+
+/// A message of one or more lines as paybatch prints it: as [`shown`], its line breaks kept.
+pub fn shown_message(s: &str) -> String {
+    escape_message(&crate::api::key::conceal(s)).into_owned()
+}
+
+/// A cell of a CSV file paybatch writes (the result file): as [`shown`], but a tab (which a
+/// cell of the input may hold) and a line feed (which CSV quotes) stay as they are.
+pub fn cell(s: &str) -> Cow<'_, str> {
+    let keep = |c: char| c == '\t' || c == '\n';
+    match crate::api::key::conceal(s) {
+        Cow::Borrowed(b) => escape_where(b, keep),
+        Cow::Owned(o) => Cow::Owned(escape_where(&o, keep).into_owned()),
+    }
+}
+
+/// JSON text safe to print, equal in value: the characters [`escape`] shows escaped that JSON
+/// may carry raw (DEL, the C1 codes such as CSI `U+009B`, the bidirectional overrides) written
+/// as JSON escapes (`\u009b`, `\u202e`). serde_json escapes C0 in strings (a raw line break is
+/// the white space between values of pretty JSON, and stays); every other character outside
+/// strings is ASCII punctuation or white space, so the text stays valid JSON.
+pub fn json(text: &str) -> Cow<'_, str> {
+    let raw = |c: char| is_unsafe(c) && c >= ' ';
+    if !text.chars().any(raw) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if raw(c) {
+            // Every such character is in the Basic Multilingual Plane: one `\uXXXX`.
+            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// A word as a POSIX shell reads it: as it is when it holds only characters no shell treats
@@ -107,6 +151,33 @@ mod tests {
             escape_message("first\n  second \x1b[2J\r"),
             "first\n  second \\u{1b}[2J\\r"
         );
+    }
+
+    #[test]
+    fn json_carries_every_value_escaped_and_equal() {
+        let value = serde_json::json!({
+            "message": "\u{1b}]8;;http://evil\u{7}\u{9b}2J\u{7f}\u{202e}\u{2066}x",
+            "list": ["a\nb", "ü€"],
+        });
+        for text in [
+            serde_json::to_string(&value).unwrap(),
+            serde_json::to_string_pretty(&value).unwrap(),
+        ] {
+            let safe = json(&text);
+            assert!(!safe.chars().any(|c| is_unsafe(c) && c != '\n'), "{safe}");
+            assert!(safe.contains("\\u009b2J\\u007f\\u202e\\u2066x"), "{safe}");
+            let back: serde_json::Value = serde_json::from_str(&safe).unwrap();
+            assert_eq!(back, value);
+        }
+        assert!(matches!(json("{\"a\":1}"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn cells_keep_their_tabs_and_line_feeds_only() {
+        assert_eq!(cell("a\tb\nc"), "a\tb\nc");
+        assert_eq!(cell("x\u{1b}[2J\u{202e}\r"), "x\\u{1b}[2J\\u{202e}\\r");
+        assert_eq!(cell("xx_abcdefghijklmnopq"), crate::api::key::CONCEALED);
+        assert_eq!(cell("EMP-1042-2026-11"), "EMP-1042-2026-11");
     }
 
     #[test]

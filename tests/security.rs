@@ -759,3 +759,134 @@ async fn a_key_given_as_the_input_or_in_a_cell_is_never_echoed() {
         assert!(!all.contains(&key[..20]), "{args:?} {envs:?}: {all}");
     }
 }
+
+/// The key as a row's reference and in a recipient's address, paid, then repeated: no command
+/// that echoes the rows (run's summary and warnings, a refusal naming references, `status`,
+/// `history`, `report`, `--json`, the result file, the HTML report) shows it, configured or
+/// not; ordinary references stay readable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_paid_as_a_reference_or_an_address_is_never_echoed() {
+    let ws = Workspace::new();
+    let sim = secret_sim().await;
+    let base = sim.base_url();
+    let header = "reference,product_code,face_value,currency,distribution,email\n";
+    let ordinary = "EMP-1042-2026-11";
+    ws.write(
+        "first.csv",
+        &format!(
+            "{header}{SECRET},AMZ-US,10,USD,email,r1@example.com\n\
+             {ordinary},AMZ-US,20,USD,email,{SECRET}@example.com\n"
+        ),
+    );
+    // The same recipients again, under other references: likely repeats, named by both.
+    ws.write(
+        "second.csv",
+        &format!(
+            "{header}R-3,AMZ-US,10,USD,email,r1@example.com\n\
+             R-4,AMZ-US,20,USD,email,{SECRET}@example.com\n"
+        ),
+    );
+    // The key's reference again: a repeat, refused by name.
+    ws.write(
+        "third.csv",
+        &format!("{header}{SECRET},AMZ-US,10,USD,email,r9@example.com\n"),
+    );
+    let dir = ws.dir.path();
+    let service = ["--base-url", base.as_str(), "--ledger", "l.db"];
+    let env = [("PAYBATCH_API_KEY", SECRET)];
+    let placeholder = "(a value that looks like an API key, not shown)";
+    let mut outputs: Vec<(String, Output)> = Vec::new();
+    let with_service: Vec<Vec<&str>> = vec![
+        vec!["run", "first.csv", "--poll-timeout", "60"],
+        vec!["validate", "second.csv"],
+        vec!["run", "second.csv", "--poll-timeout", "60", "--json"],
+        vec!["run", "third.csv", "--poll-timeout", "60"],
+        vec!["run", "third.csv", "--poll-timeout", "60", "--json"],
+    ];
+    for args in with_service {
+        let mut all = args.clone();
+        all.extend_from_slice(&service);
+        let out = paybatch_in(dir, &all, &env).await;
+        outputs.push((format!("{args:?}"), out));
+    }
+    let first = &outputs[0].1;
+    assert_eq!(first.status.code(), Some(0), "{}", stderr_of(first));
+    let seconds = format!("{}{}", stdout_of(&outputs[1].1), stderr_of(&outputs[1].1));
+    assert!(seconds.contains("likely repeats"), "{seconds}");
+    assert_ne!(outputs[3].1.status.code(), Some(0), "the repeat is refused");
+    let reading: Vec<Vec<&str>> = vec![
+        vec!["status"],
+        vec!["status", "--json"],
+        vec!["status", "--batch", "first"],
+        vec!["status", "--batch", "first", "--json"],
+        vec!["history", "--reference", SECRET],
+        vec!["history", "--reference", SECRET, "--json"],
+        vec!["history", "--email", "r1@example.com"],
+        vec!["history", "--email", "r1@example.com", "--json"],
+        vec!["report", "--batch", "first", "--out", "-"],
+        vec![
+            "report",
+            "--batch",
+            "first",
+            "--out",
+            "again.csv",
+            "--html",
+            "first.html",
+            "--group-by",
+            "email",
+            "--group-by",
+            "reference",
+        ],
+    ];
+    // Reading the ledger needs no key: shown with the key configured and without.
+    for args in reading {
+        let mut all = args.clone();
+        all.extend_from_slice(&["--ledger", "l.db"]);
+        for envs in [&env[..], &[]] {
+            let out = paybatch_in(dir, &all, envs).await;
+            assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr_of(&out));
+            outputs.push((format!("{args:?} {}", envs.len()), out));
+        }
+    }
+    for (name, out) in &outputs {
+        let all = format!("{}{}", stdout_of(out), stderr_of(out));
+        assert!(
+            !all.to_ascii_lowercase()
+                .contains(&SECRET.to_ascii_lowercase())
+                && !all.contains(&SECRET[..20]),
+            "{name}: {all}"
+        );
+    }
+    let all: String = outputs
+        .iter()
+        .map(|(_, o)| stdout_of(o) + &stderr_of(o))
+        .collect();
+    assert!(all.contains(placeholder), "{all}");
+    assert!(
+        all.contains(ordinary),
+        "ordinary references stay readable: {all}"
+    );
+    for file in [
+        "first.result.csv",
+        "second.result.csv",
+        "again.csv",
+        "first.html",
+    ] {
+        let text = std::fs::read_to_string(ws.path(file)).expect(file);
+        assert!(!text.contains(&SECRET[..20]), "{file}: {text}");
+        assert!(text.contains(placeholder), "{file}: {text}");
+        if file != "second.result.csv" {
+            assert!(text.contains(ordinary), "{file}: {text}");
+        }
+    }
+    // The ledger keeps the reference as it was given (it is the row's identity).
+    let conn = rusqlite::Connection::open(ws.path("l.db")).expect("ledger");
+    let kept: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM rows WHERE reference = ?1",
+            [SECRET],
+            |r| r.get(0),
+        )
+        .expect("query");
+    assert!(kept >= 1);
+}

@@ -52,8 +52,12 @@ fn color(state: RowState) -> &'static str {
     }
 }
 
-/// Escapes text for HTML element content and quoted attribute values.
+/// Escapes text for HTML element content and quoted attribute values: markup characters as
+/// entities, control characters (line breaks and tabs aside) and bidirectional overrides in the
+/// visible form the terminal shows (`\u{1b}`, `\u{202e}`), and what is or looks like an API key
+/// hidden ([`crate::api::key::conceal`]).
 pub fn escape(text: &str) -> String {
+    let text = crate::api::key::conceal(text);
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -62,7 +66,9 @@ pub fn escape(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            c if c.is_control() && c != '\n' && c != '\t' => out.push('\u{fffd}'),
+            c if crate::text::is_unsafe(c) && c != '\n' && c != '\t' => {
+                out.extend(c.escape_default())
+            }
             c => out.push(c),
         }
     }
@@ -863,6 +869,19 @@ mod tests {
             "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;y&#39;"
         );
         assert_eq!(escape("plain 10.50"), "plain 10.50");
+    }
+
+    #[test]
+    fn control_characters_bidi_overrides_and_keys_are_shown_not_obeyed() {
+        assert_eq!(
+            escape("a\u{1b}]8;;http://evil\u{7}\u{9b}2J\u{202e}\u{2066}b"),
+            "a\\u{1b}]8;;http://evil\\u{7}\\u{9b}2J\\u{202e}\\u{2066}b"
+        );
+        assert_eq!(escape("two\nlines\tx"), "two\nlines\tx");
+        assert_eq!(
+            escape("ref xx_abcdefghijklmnopq"),
+            format!("ref {}", crate::api::key::CONCEALED)
+        );
     }
 
     fn batch(environment: &str) -> BatchRecord {

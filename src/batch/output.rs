@@ -3,7 +3,10 @@
 //! It holds payout links, which are bearer instruments, so it is written with mode 0600 from the
 //! first byte, atomically (a temporary file in the same directory, synced, then renamed over the
 //! target). Finance teams open it in spreadsheets, so every cell that a spreadsheet would read as
-//! a formula is neutralised.
+//! a formula is neutralised. What the service said (ids, links, error messages) and the input's
+//! cells are written as the terminal shows them ([`crate::text::cell`]): a control character or
+//! a bidirectional override in the form `\u{1b}`, what is or looks like an API key hidden. The
+//! ledger keeps every value as it was received.
 
 use std::borrow::Cow;
 use std::fs::File;
@@ -94,6 +97,37 @@ impl ResultLine {
     }
 }
 
+/// What the result file holds in a cell: [`neutralize`]d, as [`crate::text::cell`] shows it;
+/// a payout link that is not [`plain_link`] gets `'` before it, so that no spreadsheet takes
+/// it for a link.
+fn result_cell(cell: &str, is_link: bool) -> Cow<'_, str> {
+    let shown = crate::text::cell(cell);
+    if is_link && !cell.is_empty() && !plain_link(cell) {
+        return Cow::Owned(format!("'{shown}"));
+    }
+    match shown {
+        Cow::Borrowed(b) => neutralize(b),
+        Cow::Owned(o) => Cow::Owned(neutralize(&o).into_owned()),
+    }
+}
+
+/// The position of `payout_url` among [`RESULT_COLUMNS`].
+const LINK_COLUMN: usize = 3;
+
+/// Whether `url` is a plain `http://` or `https://` URL.
+pub fn plain_link(url: &str) -> bool {
+    let scheme = url
+        .get(..8)
+        .is_some_and(|s| s.eq_ignore_ascii_case("https://"))
+        || url
+            .get(..7)
+            .is_some_and(|s| s.eq_ignore_ascii_case("http://"));
+    scheme
+        && !url
+            .chars()
+            .any(|c| c.is_whitespace() || crate::text::is_unsafe(c))
+}
+
 /// Why a file asked for as output (`--out`, `--html`) must not be written: it is the ledger,
 /// one of its side files (`-wal`, `-shm`, the lock), or an input file, compared by their
 /// canonical paths (a link, `..` or another spelling is the same file). `None` when it may be.
@@ -139,7 +173,7 @@ pub fn neutralize(cell: &str) -> Cow<'_, str> {
 }
 
 /// Writes the result file at `path`: `headers` then [`RESULT_COLUMNS`], one row per line, every
-/// cell neutralised. Atomic, and mode 0600 even when it replaces an existing file.
+/// cell as [`result_cell`] writes it. Atomic, and mode 0600 even when it replaces an existing file.
 pub fn write_results(
     path: &Path,
     headers: &[String],
@@ -280,7 +314,7 @@ impl ResultWriter {
             .iter()
             .map(String::as_str)
             .chain(RESULT_COLUMNS)
-            .map(neutralize);
+            .map(|c| result_cell(c, false));
         csv.write_record(header_cells.map(|c| c.into_owned()))
             .map_err(csv_to_io)?;
         Ok(ResultWriter {
@@ -305,9 +339,10 @@ impl ResultWriter {
                 ),
             ));
         }
-        for cell in line.cells() {
+        let link = self.inputs + LINK_COLUMN;
+        for (i, cell) in line.cells().enumerate() {
             self.csv
-                .write_field(neutralize(cell).as_bytes())
+                .write_field(result_cell(cell, i == link).as_bytes())
                 .map_err(csv_to_io)?;
         }
         self.csv.write_record(None::<&[u8]>).map_err(csv_to_io)
@@ -410,6 +445,40 @@ mod tests {
             assert_eq!(neutralize(cell), want, "{cell:?}");
         }
         assert!(matches!(neutralize("ok"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn what_the_service_said_is_written_escaped_and_odd_links_as_text() {
+        assert_eq!(RESULT_COLUMNS[LINK_COLUMN], "payout_url");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.csv");
+        let headers = vec!["reference".to_string(), "note".to_string()];
+        let mut done = line(&["R1", "tab\there \u{202e}"], "COMPLETED");
+        done.order_id = Some("O-1\u{1b}]8;;http://evil\u{7}".into());
+        done.item_id = Some("E-1\u{9b}2J".into());
+        done.payout_url = Some("https://example.com/p/abc\u{2066}".into());
+        done.error_message = Some("=\u{1b}[2Jbad".into());
+        let mut plain = line(&["R2", "x"], "COMPLETED");
+        plain.payout_url = Some("https://example.com/p/def".into());
+        let mut odd = line(&["R3", "x"], "COMPLETED");
+        odd.payout_url = Some("javascript:alert(1)".into());
+        write_results(&path, &headers, [done, plain, odd]).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let text = String::from_utf8(bytes).unwrap();
+        assert!(
+            !text
+                .chars()
+                .any(|c| crate::text::is_unsafe(c) && c != '\n' && c != '\t'),
+            "{text:?}"
+        );
+        let rows = read(&path);
+        assert_eq!(rows[1][1], "tab\there \\u{202e}");
+        assert_eq!(rows[1][3], "O-1\\u{1b}]8;;http://evil\\u{7}");
+        assert_eq!(rows[1][4], "E-1\\u{9b}2J");
+        assert_eq!(rows[1][5], "'https://example.com/p/abc\\u{2066}");
+        assert_eq!(rows[1][9], "'=\\u{1b}[2Jbad");
+        assert_eq!(rows[2][5], "https://example.com/p/def");
+        assert_eq!(rows[3][5], "'javascript:alert(1)");
     }
 
     fn line(fields: &[&str], status: &str) -> ResultLine {

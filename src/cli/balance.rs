@@ -71,13 +71,10 @@ pub async fn execute(args: BalanceArgs) -> i32 {
         }
     };
     if args.json {
-        outln!(
-            "{}",
-            serde_json::json!({
-                "environment": conn.environment.name(),
-                "balances": balances,
-            })
-        );
+        super::out_json(&serde_json::json!({
+            "environment": conn.environment.name(),
+            "balances": balances,
+        }));
         return exit::OK;
     }
     outln!("{banner}");

@@ -221,9 +221,9 @@ async fn list(service: &ServiceArgs, filter: &Filter, json: bool) -> i32 {
     };
     let list: Vec<&Product> = products.iter().filter(|p| filter.keeps(p)).collect();
     if json {
-        return match serde_json::to_string_pretty(&list) {
-            Ok(text) => {
-                println!("{text}");
+        return match serde_json::to_value(&list) {
+            Ok(value) => {
+                super::out_line(&super::json_text(&value, true));
                 exit::OK
             }
             Err(e) => {

@@ -99,7 +99,7 @@ pub async fn execute(args: ConfigArgs, provenance: &Provenance) -> i32 {
     let effective = Effective::of(&args.service);
     let problem = effective.problem();
     if args.json {
-        println!("{}", as_json(&settings, &effective, provenance));
+        super::out_json(&as_json(&settings, &effective, provenance));
         return if problem.is_none() {
             exit::OK
         } else {

@@ -67,7 +67,7 @@ pub async fn execute(args: HistoryArgs) -> i32 {
     };
     let place = ledger.path().display().to_string();
     if args.json {
-        println!("{}", to_json(&found, &place));
+        super::out_json(&to_json(&found, &place));
     } else {
         print_history(&found, &place);
     }

@@ -3,10 +3,13 @@
 //!
 //! Every line printed goes through [`crate::text`]: [`outln!`] and [`errln!`] for a line on
 //! stdout or stderr (its control characters escaped: a batch name, a cell, an order id or a
-//! product name from the service cannot drive the terminal), [`print_error`] and
-//! [`print_problem`] for messages. JSON is printed as it is (serde escapes control characters).
+//! product name from the service cannot drive the terminal; and what is or looks like an API
+//! key hidden: a cell or a reference can hold one), [`print_error`] and [`print_problem`] for
+//! messages, [`out_json`] and [`json_text`] for JSON (the same characters written as JSON
+//! escapes, the same values hidden).
 
-/// `println!`, the line's control characters escaped ([`crate::text::escape`]). Output into
+/// `println!`, the line's control characters escaped and what looks like an API key hidden
+/// ([`crate::text::shown`]). Output into
 /// a closed pipe (`paybatch status | head -1`) is dropped quietly, never a panic: the command
 /// ends as it would have.
 macro_rules! outln {
@@ -14,7 +17,7 @@ macro_rules! outln {
         $crate::cli::out_line("")
     };
     ($($arg:tt)*) => {
-        $crate::cli::out_line(&$crate::text::escape(&format!($($arg)*)))
+        $crate::cli::out_line(&$crate::text::shown(&format!($($arg)*)))
     };
 }
 
@@ -24,13 +27,47 @@ pub fn out_line(line: &str) {
     let _ = writeln!(std::io::stdout().lock(), "{line}");
 }
 
-/// `eprintln!`, the line's control characters escaped ([`crate::text::escape`]).
+/// Prints `value` as one line of JSON on stdout (`--json`), as [`json_text`] writes it.
+pub fn out_json(value: &serde_json::Value) {
+    out_line(&json_text(value, false));
+}
+
+/// `value` as JSON text to print: every string in it (keys too) with what is or looks like an
+/// API key hidden ([`crate::api::key::conceal`]), and the characters a terminal would obey
+/// written as JSON escapes ([`crate::text::json`]): valid JSON, equal in every other value.
+pub fn json_text(value: &serde_json::Value, pretty: bool) -> String {
+    fn conceal(v: &serde_json::Value) -> serde_json::Value {
+        use serde_json::Value;
+        match v {
+            Value::String(s) => Value::String(crate::api::key::conceal(s).into_owned()),
+            Value::Array(items) => Value::Array(items.iter().map(conceal).collect()),
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .map(|(k, v)| (crate::api::key::conceal(k).into_owned(), conceal(v)))
+                    .collect(),
+            ),
+            other => other.clone(),
+        }
+    }
+    let value = conceal(value);
+    let text = if pretty {
+        serde_json::to_string_pretty(&value)
+    } else {
+        serde_json::to_string(&value)
+    };
+    // A `Value` always serialises (its keys are strings).
+    let text = text.unwrap_or_else(|_| "null".into());
+    crate::text::json(&text).into_owned()
+}
+
+/// `eprintln!`, the line's control characters escaped and what looks like an API key hidden
+/// ([`crate::text::shown`]).
 macro_rules! errln {
     () => {
         eprintln!()
     };
     ($($arg:tt)*) => {
-        eprintln!("{}", $crate::text::escape(&format!($($arg)*)))
+        eprintln!("{}", $crate::text::shown(&format!($($arg)*)))
     };
 }
 
@@ -237,13 +274,13 @@ pub fn paint(label: &str, code: &str, on: bool) -> String {
 }
 
 /// Prints a problem of the input (its `Display` carries its own `help:` line), its control
-/// characters escaped.
+/// characters escaped and what looks like an API key hidden.
 pub fn print_problem(problem: &impl std::fmt::Display) {
     let text = problem.to_string();
     eprintln!(
         "{}: {}",
         paint("error", "1;31", stderr_color()),
-        crate::text::escape_message(&text)
+        crate::text::shown_message(&text)
     );
 }
 
@@ -280,10 +317,10 @@ pub fn print_problems(problems: &crate::input::rules::Problems) {
     }
 }
 
-/// Prints an error in the `error: ... / help: ...` style, its control characters escaped (the
-/// message may quote the service, a file or the ledger).
+/// Prints an error in the `error: ... / help: ...` style, its control characters escaped and
+/// what looks like an API key hidden (the message may quote the service, a file or the ledger).
 pub fn print_error(message: &str, help: Option<&str>) {
-    use crate::text::escape_message;
+    use crate::text::shown_message as escape_message;
     let color = stderr_color();
     eprintln!(
         "{}: {}",
@@ -352,7 +389,7 @@ pub fn parse() -> Result<Cli, i32> {
     let mut cli = Cli::from_arg_matches(&matches).map_err(|e| usage_error(&e, json))?;
     apply_settings(&mut cli, &matches).map_err(|e| {
         if json {
-            outln!("{}", run_json::usage(&e.to_string(), e.help()));
+            out_json(&run_json::usage(&e.to_string(), e.help()));
         }
         config_failure(&e)
     })?;
@@ -379,13 +416,10 @@ fn usage_error(e: &clap::Error, json: bool) -> i32 {
             .take_while(|l| !l.is_empty())
             .collect();
         let message = message.join(" ");
-        outln!(
-            "{}",
-            run_json::usage(
-                message.trim_start_matches("error: "),
-                "`paybatch help` and `paybatch <command> --help` show the usage"
-            )
-        );
+        out_json(&run_json::usage(
+            message.trim_start_matches("error: "),
+            "`paybatch help` and `paybatch <command> --help` show the usage",
+        ));
     }
     let _ = e.print();
     e.exit_code()

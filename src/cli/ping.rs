@@ -35,16 +35,13 @@ pub async fn execute(args: PingArgs) -> i32 {
     match conn.client.ping().await {
         Ok(p) => {
             if args.json {
-                outln!(
-                    "{}",
-                    serde_json::json!({
-                        "ok": true,
-                        "environment": conn.environment.name(),
-                        "base_url": conn.client.base_url().as_str(),
-                        "key_fingerprint": conn.key_fingerprint,
-                        "message": p.message,
-                    })
-                );
+                super::out_json(&serde_json::json!({
+                    "ok": true,
+                    "environment": conn.environment.name(),
+                    "base_url": conn.client.base_url().as_str(),
+                    "key_fingerprint": conn.key_fingerprint,
+                    "message": p.message,
+                }));
             } else {
                 outln!("{banner}");
                 outln!(

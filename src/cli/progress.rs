@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::batch::progress::{Progress, Reporter};
-use crate::text::escape_message;
+use crate::text::shown_message as escape_message;
 
 /// How often a phase says how far it got without a terminal.
 pub const QUIET_TICK: Duration = Duration::from_secs(10);

@@ -80,22 +80,19 @@ pub async fn execute(args: ReconcileArgs) -> i32 {
 
 fn print_report(r: &ReconcileReport, dry_run: bool, json: bool) {
     if json {
-        outln!(
-            "{}",
-            serde_json::json!({
-                "dry_run": dry_run,
-                "found": r.found,
-                "adopted": r.adopted,
-                "absent": r.absent,
-                "retired": r.retired,
-                "unattributed": r.unattributed,
-                "updated": r.updated,
-                "unknown_rows": r.unknown_rows,
-                "duplicates": r.duplicates,
-                "superseded": r.superseded,
-                "unattached": r.unattached,
-            })
-        );
+        super::out_json(&serde_json::json!({
+            "dry_run": dry_run,
+            "found": r.found,
+            "adopted": r.adopted,
+            "absent": r.absent,
+            "retired": r.retired,
+            "unattributed": r.unattributed,
+            "updated": r.updated,
+            "unknown_rows": r.unknown_rows,
+            "duplicates": r.duplicates,
+            "superseded": r.superseded,
+            "unattached": r.unattached,
+        }));
         return;
     }
     let verb = if dry_run { "would record" } else { "recorded" };

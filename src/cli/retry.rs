@@ -59,7 +59,7 @@ pub async fn execute(args: RetryArgs) -> i32 {
         );
     }
     if args.json {
-        outln!("{}", super::run_json::retried(&retried, exit::OK));
+        super::out_json(&super::run_json::retried(&retried, exit::OK));
     }
     exit::OK
 }

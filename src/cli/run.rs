@@ -191,7 +191,7 @@ pub async fn execute(args: RunArgs, quiet: bool) -> i32 {
         Ok(summary) => {
             let code = super::outcome_code(summary.outcome());
             if args.json {
-                outln!("{}", super::run_json::summary(&summary, code));
+                super::out_json(&super::run_json::summary(&summary, code));
             } else {
                 print_summary(&summary, quiet);
             }
@@ -200,7 +200,7 @@ pub async fn execute(args: RunArgs, quiet: bool) -> i32 {
         Err(e) => {
             let code = report_error(&e);
             if args.json {
-                outln!("{}", super::run_json::failure(&opts, &e, code));
+                super::out_json(&super::run_json::failure(&opts, &e, code));
             }
             code
         }
@@ -210,10 +210,13 @@ pub async fn execute(args: RunArgs, quiet: bool) -> i32 {
 /// A run refused before it started: with `--json`, the object says so too. Returns `code`.
 fn stopped(args: &RunArgs, opts: Option<&RunOptions>, code: i32, message: &str, help: &str) -> i32 {
     if args.json {
-        outln!(
-            "{}",
-            super::run_json::refused(opts, &args.plan.file, code, message, help)
-        );
+        super::out_json(&super::run_json::refused(
+            opts,
+            &args.plan.file,
+            code,
+            message,
+            help,
+        ));
     }
     code
 }
@@ -236,7 +239,7 @@ fn interrupted(opts: &RunOptions, signal: super::signals::Stop, json: bool) -> i
     );
     errln!("{line}");
     if json {
-        outln!("{}", super::run_json::interrupted(opts, &progress, signal));
+        super::out_json(&super::run_json::interrupted(opts, &progress, signal));
     }
     signal.code()
 }
@@ -296,7 +299,7 @@ pub fn ask_batch_name(
     write!(
         output,
         "This pays REAL MONEY. Type the batch name `{}` to go on (anything else stops): ",
-        crate::text::escape(batch)
+        crate::text::shown(batch)
     )?;
     output.flush()?;
     let mut answer = String::new();

@@ -125,7 +125,7 @@ fn all_batches(ledger: &Ledger, json: bool) -> crate::ledger::Result<i32> {
                 })
             })
             .collect();
-        println!("{}", serde_json::Value::Array(value));
+        super::out_json(&serde_json::Value::Array(value));
         return Ok(exit::OK);
     }
     if listed.is_empty() {
@@ -310,7 +310,7 @@ fn one_batch(ledger: &Ledger, name: &str, json: bool) -> crate::ledger::Result<i
     };
     let d = detail(ledger, b)?;
     if json {
-        println!("{}", detail_json(&d));
+        super::out_json(&detail_json(&d));
     } else {
         print_detail(&d);
     }

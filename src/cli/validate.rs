@@ -106,7 +106,7 @@ pub async fn execute(args: ValidateArgs, quiet: bool) -> i32 {
             }
         };
         value["valid"] = serde_json::Value::Bool(preview.is_valid());
-        println!("{value}");
+        super::out_json(&value);
         return code;
     }
     if !quiet {
@@ -191,13 +191,14 @@ fn print_verdict(preview: &Preview) {
     }
 }
 
-/// `writeln!` of one line, its control characters escaped ([`crate::text::escape`]).
+/// `writeln!` of one line, its control characters escaped and what looks like an API key
+/// hidden ([`crate::text::shown`]).
 macro_rules! put {
     ($out:expr) => {
         writeln!($out)
     };
     ($out:expr, $($arg:tt)*) => {
-        writeln!($out, "{}", crate::text::escape(&format!($($arg)*)))
+        writeln!($out, "{}", crate::text::shown(&format!($($arg)*)))
     };
 }
 
@@ -271,7 +272,7 @@ fn print_repeats(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
             }
         )?;
         for line in r.lines() {
-            writeln!(out, "  {line}")?;
+            put!(out, "  {line}")?;
         }
         put!(
             out,
@@ -293,7 +294,7 @@ fn print_repeats(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
             crate::batch::repeats::ALIKE_WINDOW_DAYS
         )?;
         for line in r.likely_lines() {
-            writeln!(out, "  {line}")?;
+            put!(out, "  {line}")?;
         }
     }
     Ok(())
@@ -353,7 +354,7 @@ fn print_taken_out(t: &TakenOut, out: &mut dyn Write) -> std::io::Result<()> {
 fn print_counts(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
     put!(out, "batch: {}", p.batch)?;
     put!(out, "file: {}", p.file)?;
-    writeln!(
+    put!(
         out,
         "catalog: {} products ({})",
         p.catalog_products,
@@ -363,7 +364,7 @@ fn print_counts(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
             "fetched from the service"
         }
     )?;
-    writeln!(
+    put!(
         out,
         "rows: {} read, {} valid, {} with problems",
         p.rows,
@@ -378,7 +379,7 @@ fn print_counts(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
         )?;
     }
     if p.totals.already_submitted > 0 {
-        writeln!(
+        put!(
             out,
             "already in the ledger beyond PENDING (not paid again, not counted below): {} rows",
             p.totals.already_submitted
@@ -390,7 +391,7 @@ fn print_counts(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
             .iter()
             .map(|(cur, price)| format!("{} {cur}", amount(*price, cur)))
             .collect();
-        writeln!(
+        put!(
             out,
             "paid by card {card}: {rows} rows, {} (not checked against the balance)",
             prices.join(" + ")
@@ -402,10 +403,13 @@ fn print_counts(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
 /// What each payment currency's balance pays, against what it has.
 fn print_per_currency(p: &Preview, payable: bool, out: &mut dyn Write) -> std::io::Result<()> {
     put!(out, "to pay, per payment currency:")?;
-    writeln!(
+    put!(
         out,
         "  {:<8} {:>6} {:>16} {:>16}  NOTE",
-        "CURRENCY", "ROWS", "PRICE", "BALANCE"
+        "CURRENCY",
+        "ROWS",
+        "PRICE",
+        "BALANCE"
     )?;
     for (cur, t) in &p.totals.per_payment_currency {
         let balance = p.balance.iter().find(|b| &b.currency == cur);
@@ -443,7 +447,7 @@ fn print_per_currency(p: &Preview, payable: bool, out: &mut dyn Write) -> std::i
             (None, Some(why)) => note.push_str(&format!(": not priced here ({why})")),
             (None, None) => {}
         }
-        writeln!(
+        put!(
             out,
             "  {:<8} {:>6} {:>16} {:>16}  {note}",
             cur,
@@ -458,13 +462,17 @@ fn print_per_currency(p: &Preview, payable: bool, out: &mut dyn Write) -> std::i
 /// What each product (or choice of products) costs.
 fn print_per_product(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
     put!(out, "to pay, per product:")?;
-    writeln!(
+    put!(
         out,
         "  {:<24} {:<8} {:>6} {:>16} {:>16}",
-        "PRODUCT", "CURRENCY", "ROWS", "FACE VALUE", "PRICE"
+        "PRODUCT",
+        "CURRENCY",
+        "ROWS",
+        "FACE VALUE",
+        "PRICE"
     )?;
     for (code, t) in &p.totals.per_product {
-        writeln!(
+        put!(
             out,
             "  {:<24} {:<8} {:>6} {:>16} {:>16}",
             code,
