@@ -104,14 +104,14 @@ fn key_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || "_-.+/=~".contains(c)
 }
 
-/// Whether `word` starts like a key (`xx`, `wg`, in either case) and is as long as one (a run
-/// of `x` alone is a placeholder, not a key).
+/// Whether `word` starts like a key (`xx` or `wg`, in lower case: the service's keys do, and a
+/// key is told from its prefix that way, [`ApiKey::kind`]) and is as long as one (a run
+/// of `x` alone is a placeholder, not a key). References in capitals such as
+/// `WG-2026-11-EMP-1042` stay readable; the configured key is hidden in any case.
 fn key_like(word: &str) -> bool {
     word.len() >= KEY_LIKE_MIN
-        && word
-            .get(..2)
-            .is_some_and(|p| p.eq_ignore_ascii_case("xx") || p.eq_ignore_ascii_case("wg"))
-        && word.chars().any(|c| !c.eq_ignore_ascii_case(&'x'))
+        && word.get(..2).is_some_and(|p| p == "xx" || p == "wg")
+        && word.chars().any(|c| c != 'x')
 }
 
 /// `text` with every configured key in it ([`ApiKey::new`], `PAYBATCH_API_KEY`), and every word
@@ -195,9 +195,12 @@ mod tests {
             format!("found: {CONCEALED}, email")
         );
         assert_eq!(
-            conceal("`WG_ABCDEFGHIJKLMNOPQ` is not"),
+            conceal("`wg_ABCDEFGHIJKLMNOPQ` is not"),
             format!("`{CONCEALED}` is not")
         );
+        // A reference in capitals that starts like a key's prefix is a reference.
+        assert_eq!(conceal("WG-2026-11-EMP-1042"), "WG-2026-11-EMP-1042");
+        assert_eq!(conceal("XXL-SHIRT-ORDER-000123"), "XXL-SHIRT-ORDER-000123");
         let _ = ApiKey::new("k3y:configured!ABC").unwrap();
         assert_eq!(
             conceal("a K3Y:CONFIGURED!abc b"),
