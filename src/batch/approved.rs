@@ -625,8 +625,7 @@ mod tests {
 
     #[test]
     fn a_kept_plan_reads_back_row_by_row() {
-        let text =
-            format!("{HEADER}A,AMZ-US,10,USD,a@example.com,US\nB,AMZ-US,25.50,USD,,\n");
+        let text = format!("{HEADER}A,AMZ-US,10,USD,a@example.com,US\nB,AMZ-US,25.50,USD,,\n");
         let mut rows = Vec::new();
         read_rows(&kept(&text), |r| rows.push(r)).expect("read");
         let got: Vec<(&str, u64)> = rows
