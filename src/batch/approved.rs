@@ -84,18 +84,25 @@ fn put_value(out: &mut Vec<u8>, value: &[u8]) {
 }
 
 /// The rows of a plan, written as the file is read ([`PlanRows::add`] for each valid row, in
-/// file order), kept compressed.
+/// file order), kept compressed. Each column's values are gathered in a buffer and handed to
+/// its compressor [`CHUNK`] bytes at a time (a call to the compressor per value costs more than
+/// compressing it).
 pub struct PlanRows {
     rows: u64,
+    pending: Vec<Vec<u8>>,
     columns: Vec<DeflateEncoder<Vec<u8>>>,
     scratch: Vec<u8>,
     failed: Option<std::io::Error>,
 }
 
+/// How many bytes of a column are handed to its compressor at once.
+const CHUNK: usize = 64 * 1024;
+
 impl Default for PlanRows {
     fn default() -> Self {
         PlanRows {
             rows: 0,
+            pending: (0..COLUMNS).map(|_| Vec::with_capacity(CHUNK)).collect(),
             columns: (0..COLUMNS)
                 .map(|_| DeflateEncoder::new(Vec::new(), Compression::fast()))
                 .collect(),
@@ -108,33 +115,34 @@ impl Default for PlanRows {
 impl PlanRows {
     pub fn add(&mut self, spec: &RowSpec) {
         self.rows += 1;
-        let mut cell = std::mem::take(&mut self.scratch);
-        let mut write = |column: usize, bytes: &[u8], failed: &mut Option<std::io::Error>| {
-            if let Err(e) = self.columns[column].write_all(bytes)
-                && failed.is_none()
-            {
-                *failed = Some(e);
-            }
-        };
-        cell.clear();
-        put_value(&mut cell, spec.reference.as_bytes());
-        write(0, &cell, &mut self.failed);
-        cell.clear();
-        put_varint(&mut cell, spec.line);
-        write(1, &cell, &mut self.failed);
-        let mut fields = Vec::new();
+        put_value(&mut self.pending[0], spec.reference.as_bytes());
+        put_varint(&mut self.pending[1], spec.line);
+        let mut fields = std::mem::take(&mut self.scratch);
         encoded_fields(spec, &mut fields);
         let mut rest = fields.as_slice();
         for column in 2..COLUMNS {
             let Some((value, after)) = split_value(rest) else {
                 break;
             };
-            cell.clear();
-            put_value(&mut cell, value);
-            write(column, &cell, &mut self.failed);
+            put_value(&mut self.pending[column], value);
             rest = after;
         }
-        self.scratch = cell;
+        self.scratch = fields;
+        for column in 0..COLUMNS {
+            if self.pending[column].len() >= CHUNK {
+                self.compress(column);
+            }
+        }
+    }
+
+    /// Hands a column's gathered values to its compressor.
+    fn compress(&mut self, column: usize) {
+        if let Err(e) = self.columns[column].write_all(&self.pending[column])
+            && self.failed.is_none()
+        {
+            self.failed = Some(e);
+        }
+        self.pending[column].clear();
     }
 
     pub fn rows(&self) -> u64 {
@@ -142,7 +150,10 @@ impl PlanRows {
     }
 
     /// The plan's rows as the ledger keeps them.
-    pub fn finish(self) -> std::io::Result<Vec<u8>> {
+    pub fn finish(mut self) -> std::io::Result<Vec<u8>> {
+        for column in 0..COLUMNS {
+            self.compress(column);
+        }
         if let Some(e) = self.failed {
             return Err(e);
         }
