@@ -4,6 +4,7 @@
 //! the service, and the result file and report. The operations that string them together are
 //! in [`crate::ops`].
 
+pub mod approved;
 pub mod funds;
 pub mod grouping;
 pub mod html;
