@@ -6,7 +6,6 @@
 
 pub mod funds;
 pub mod grouping;
-pub mod html;
 pub mod lock;
 pub mod options;
 pub mod outcome;
