@@ -4,5 +4,10 @@
 
 pub mod problem;
 pub mod reader;
-pub mod rules;
+pub mod row;
 pub mod scan;
+
+/// The rules every row must keep, under the path the rest of paybatch names them by.
+pub mod rules {
+    pub use crate::input::row::*;
+}
