@@ -5,8 +5,9 @@ use std::str::FromStr;
 use rust_decimal::Decimal;
 
 use super::catalog_index::CatalogIndex;
+use super::columns::ColumnMap;
 use super::problem::Problem;
-use super::reader::{ColumnMap, RawRecord};
+use super::reader::{BatchReader, InputOptions, RawRecord};
 use super::row::{RowSpec, ValidateOptions, parse_record};
 use super::validator::Validator;
 use crate::api::{
@@ -174,4 +175,9 @@ pub(super) fn row(line: u64, cells: [&str; 8]) -> RowSpec {
 
 pub(super) fn check(v: &mut Validator, line: u64, cells: [&str; 8]) -> Vec<Problem> {
     v.check(&row(line, cells))
+}
+
+/// A reader over `data`, its delimiter detected.
+pub(super) fn reader(data: &str) -> Result<BatchReader, Problem> {
+    BatchReader::from_bytes(data.as_bytes().to_vec(), &InputOptions::default())
 }

@@ -4,6 +4,7 @@
 
 pub mod catalog_index;
 pub mod catalog_rules;
+pub mod columns;
 pub mod content_hash;
 #[cfg(test)]
 mod fixtures;

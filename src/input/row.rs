@@ -7,8 +7,9 @@
 
 use rust_decimal::Decimal;
 
+use super::columns::ColumnMap;
 use super::problem::{Problem, quoted, show};
-use super::reader::{ColumnMap, RawRecord};
+use super::reader::RawRecord;
 use crate::api::DistributionType;
 use crate::money::{
     BALANCE_CURRENCIES, is_balance_currency, is_currency_code, minor_units, parse_amount,
