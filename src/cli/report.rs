@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use crate::batch::html;
 use crate::exit;
 use crate::ledger::{BatchRecord, Ledger};
 use crate::ops::report;
+use crate::report::Tally;
 
 use super::status::{no_such_batch, open_existing};
 use super::{ServiceArgs, print_error};
@@ -60,7 +60,7 @@ pub async fn execute(args: ReportArgs, quiet: bool) -> i32 {
         }
     };
     // A bad --group-by is refused before anything is written.
-    let mut tally = html::Tally::new(&batch);
+    let mut tally = Tally::new(&batch);
     for column in &args.group_by {
         if let Err(e) = tally.group_by(column) {
             print_error(
@@ -131,13 +131,7 @@ fn write_csv(ledger: &Ledger, batch: &BatchRecord, path: &Path, quiet: bool) -> 
     exit::OK
 }
 
-fn write_html(
-    ledger: &Ledger,
-    batch: &BatchRecord,
-    path: &Path,
-    tally: html::Tally,
-    quiet: bool,
-) -> i32 {
+fn write_html(ledger: &Ledger, batch: &BatchRecord, path: &Path, tally: Tally, quiet: bool) -> i32 {
     if let Err(e) = report::write_html(ledger, batch, path, tally) {
         print_error(
             &e.to_string(),
