@@ -1,6 +1,7 @@
 //! A problem of a batch file, located as precisely as possible (line, column, value), with what
 //! was expected and what to do; and the bounded list of a file's problems. Shared by the reader
-//! (`input`), the row rules (`validate`) and everything that reports them.
+//! and its columns, the row rules (`row`, `validator`, `catalog_rules`) and everything that
+//! reports them.
 
 use std::collections::BTreeMap;
 use std::fmt;
