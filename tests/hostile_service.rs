@@ -421,3 +421,37 @@ async fn a_poll_timeout_too_large_is_refused_not_a_panic() {
     .await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
 }
+
+/// An estimate of nothing or less, or in another currency than the paying balance's, prices
+/// nothing: it is an answer that cannot be read (the pre-flight then prices the rows from the
+/// ledger, or says the balance may be short), never a batch made to look affordable.
+#[tokio::test]
+async fn an_estimate_that_is_not_a_price_in_the_paying_currency_is_refused() {
+    let item = || {
+        vec![(
+            paybatch::api::models::ProductSelection::of(&["AMZ-DE".to_string()]),
+            "25".parse::<rust_decimal::Decimal>().unwrap(),
+        )]
+    };
+    for body in [
+        br#"{"total_price":"-1000.00","currency":"USD"}"#.as_slice(),
+        br#"{"total_price":"0","currency":"USD"}"#.as_slice(),
+        br#"{"total_price":"3.00","currency":"JPY"}"#.as_slice(),
+    ] {
+        let (base, _) = serve(Some(http("200 OK", "application/json", body))).await;
+        let e = client(&base).estimate("USD", &item()).await.unwrap_err();
+        assert!(
+            matches!(e, ApiError::Protocol { .. }),
+            "{}: {e:?}",
+            String::from_utf8_lossy(body)
+        );
+    }
+    let (base, _) = serve(Some(http(
+        "200 OK",
+        "application/json",
+        br#"{"total_price":"26.46","currency":"USD"}"#,
+    )))
+    .await;
+    let price = client(&base).estimate("USD", &item()).await.unwrap();
+    assert_eq!(price.to_string(), "26.46");
+}

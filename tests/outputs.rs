@@ -118,3 +118,34 @@ async fn output_into_a_closed_pipe_is_no_panic() {
         assert_eq!(out.status.code(), Some(0), "{command}: {err}");
     }
 }
+
+/// The default rehearsal keeps its simulator's state beside the ledger: an output naming it (or
+/// its write-ahead log) is refused like the ledger's own files, and the state stays a database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_output_naming_the_embedded_simulators_state_is_refused() {
+    let ws = Workspace::new();
+    ws.copy(SAMPLE, "nov.csv");
+    let out = paybatch_in(ws.dir.path(), &["run", "nov.csv"], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    let state = ws.path("paybatch.sim.db");
+    assert!(sqlite_header(&state), "the rehearsal keeps its state");
+    for target in ["paybatch.sim.db", "./paybatch.sim.db-wal"] {
+        let out = paybatch_in(ws.dir.path(), &["run", "nov.csv", "--out", target], &[]).await;
+        assert_eq!(out.status.code(), Some(2), "{target}: {}", output_of(&out));
+        assert!(
+            stderr_of(&out).contains("embedded simulator's state"),
+            "{}",
+            stderr_of(&out)
+        );
+        let out = paybatch_in(
+            ws.dir.path(),
+            &["report", "--batch", "nov", "--out", target],
+            &[],
+        )
+        .await;
+        assert_eq!(out.status.code(), Some(2), "{target}: {}", output_of(&out));
+    }
+    assert!(sqlite_header(&state), "the state is still a database");
+    let again = paybatch_in(ws.dir.path(), &["status"], &[]).await;
+    assert_eq!(again.status.code(), Some(0), "{}", output_of(&again));
+}

@@ -427,6 +427,8 @@ impl Client {
         struct Estimate {
             #[serde(with = "super::decimal::flexible")]
             total_price: rust_decimal::Decimal,
+            #[serde(default)]
+            currency: Option<String>,
         }
         let body = serde_json::json!({
             "payment_method": {"type": "ACCOUNT_BALANCE", "currency": payment_currency},
@@ -441,6 +443,26 @@ impl Client {
             .body(body.to_string());
         let (status, headers, body) = self.exchange(request).await?;
         let estimate: Estimate = Self::decode(status, &headers, &body)?;
+        // An estimate in another currency, or of nothing or less, prices nothing: a batch must
+        // never look affordable because of it.
+        if let Some(other) = estimate
+            .currency
+            .as_deref()
+            .filter(|c| !c.eq_ignore_ascii_case(payment_currency))
+        {
+            return Err(ApiError::Protocol {
+                status: status.as_u16(),
+                reason: format!(
+                    "the estimate is in {other}, not in the paying balance's {payment_currency}"
+                ),
+            });
+        }
+        if estimate.total_price <= rust_decimal::Decimal::ZERO {
+            return Err(ApiError::Protocol {
+                status: status.as_u16(),
+                reason: format!("the estimate {} is not a price", estimate.total_price),
+            });
+        }
         Ok(estimate.total_price)
     }
 

@@ -149,6 +149,20 @@ pub fn output_clash(out: &Path, ledger: &Path, inputs: &[&Path]) -> Option<Strin
             return Some(format!("{} is the ledger's lock file", out.display()));
         }
     }
+    // The embedded simulator's state beside the ledger (the default rehearsal's service), and
+    // its own -wal and -shm files.
+    let state = crate::environment::embedded_state_path(ledger);
+    if let Some(s) = canonical(&state) {
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            if target == std::path::PathBuf::from(format!("{}{suffix}", s.display())) {
+                return Some(format!(
+                    "{} is the embedded simulator's state{}",
+                    out.display(),
+                    if suffix.is_empty() { "" } else { " file" }
+                ));
+            }
+        }
+    }
     for input in inputs {
         if canonical(input).is_some_and(|i| i == target) {
             return Some(format!("{} is the input file", out.display()));

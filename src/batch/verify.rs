@@ -214,11 +214,34 @@ fn who(rows: &[SentRow], i: usize) -> String {
     )
 }
 
-/// Whether `item` carries a payout link (in either dated version's shape) that is not empty.
-fn has_link(item: &OrderItem) -> bool {
+/// The payout link `item` carries (in either dated version's shape), when it is not empty.
+fn link_of(item: &OrderItem) -> Option<&str> {
     let given = |url: Option<&str>| url.is_some_and(|u| !u.trim().is_empty());
-    given(item.payout.as_ref().and_then(|p| p.url.as_deref()))
-        || given(item.redemption_url.as_deref())
+    let payout = item.payout.as_ref().and_then(|p| p.url.as_deref());
+    if given(payout) {
+        payout
+    } else {
+        item.redemption_url
+            .as_deref()
+            .filter(|u| !u.trim().is_empty())
+    }
+}
+
+/// Whether `item` carries a payout link that is not empty.
+fn has_link(item: &OrderItem) -> bool {
+    link_of(item).is_some()
+}
+
+/// Whether `link` is a web address a recipient can open: `https` (or `http`) with a host, and
+/// nothing in it that is not printed as itself (white space, control characters, bidirectional
+/// overrides: a line break in a link makes a result file's reader see another row).
+fn is_web_address(link: &str) -> bool {
+    let plain = link
+        .chars()
+        .all(|c| !c.is_whitespace() && !c.is_control() && !crate::text::is_unsafe(c));
+    plain
+        && url::Url::parse(link)
+            .is_ok_and(|u| matches!(u.scheme(), "https" | "http") && u.host_str().is_some())
 }
 
 /// What the payout links of a finished order say against its status. Every item of a COMPLETED
@@ -238,8 +261,15 @@ fn link_differences(rows: &[SentRow], answer: &Order, pairs: &[Option<usize>]) -
             .items
             .iter()
             .enumerate()
-            .filter(|(_, item)| !has_link(item))
-            .map(|(j, _)| format!("{}: completed without a payout link", named(j)))
+            .filter_map(|(j, item)| match link_of(item) {
+                None => Some(format!("{}: completed without a payout link", named(j))),
+                Some(link) if !is_web_address(link) => Some(format!(
+                    "{}: completed with a payout link that is not a web address: {}",
+                    named(j),
+                    crate::text::escape(link)
+                )),
+                Some(_) => None,
+            })
             .collect(),
         OrderStatus::Failed => {
             let linked: Vec<String> = answer
@@ -352,6 +382,7 @@ fn item_differences(
             && item
                 .currency
                 .as_deref()
+                .or(sent_currency)
                 .is_some_and(|c| Some(c) == sent_currency)
         {
             out.push(format!(
@@ -389,9 +420,14 @@ fn item_differences(
 fn ownership(sent: &NewOrder, answer: &Order) -> (bool, Vec<String>) {
     // A description names the order when it holds at least its key or its batch.
     let by_description = sent.description.as_deref().and_then(|sent| {
+        fn key_of(d: &str) -> Option<&str> {
+            plan::read_description(d).and_then(|p| p.key)
+        }
         let answered = answer.description.as_deref().filter(|d| {
             !d.trim().is_empty()
                 && plan::read_description(d).is_none_or(|p| p.key.is_some() || p.batch.is_some())
+                // What is left of ours names the order only while it holds our whole key.
+                && (*d == sent || !sent.starts_with(d) || key_of(d).is_some_and(|k| Some(k) == key_of(sent)))
         })?;
         Some(description_differences(sent, answered))
     });
@@ -595,7 +631,13 @@ fn item_prices<'a>(
             .position(|p| *p == Some(j))
             .and_then(|i| rows.get(i))
             .and_then(|r| r.currency.as_deref());
-        let price = item.price?;
+        let Some(price) = item.price else {
+            // What the order charged for it cannot be told: its total cannot be checked.
+            return Some(Err(format!(
+                "answered item {} completed without a price: the order's total cannot be checked",
+                j + 1
+            )));
+        };
         let currency = item.currency.as_deref().or(row_currency)?;
         let sum = if currency == paid_in {
             &mut priced.own
