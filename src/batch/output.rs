@@ -154,7 +154,7 @@ pub fn output_clash(out: &Path, ledger: &Path, inputs: &[&Path]) -> Option<Strin
     let state = crate::environment::embedded_state_path(ledger);
     if let Some(s) = canonical(&state) {
         for suffix in ["", "-wal", "-shm", "-journal"] {
-            if target == std::path::PathBuf::from(format!("{}{suffix}", s.display())) {
+            if target.as_os_str() == format!("{}{suffix}", s.display()).as_str() {
                 return Some(format!(
                     "{} is the embedded simulator's state{}",
                     out.display(),
