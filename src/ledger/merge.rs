@@ -1143,7 +1143,7 @@ mod tests {
             .conn
             .prepare(&format!(
                 "EXPLAIN QUERY PLAN {}",
-                super::super::ROWS_PER_ORDER_AND_PAYMENT
+                super::super::rows::ROWS_PER_ORDER_AND_PAYMENT
             ))
             .expect("explain")
             .query_map([batch], |r| r.get::<_, String>(3))
