@@ -145,7 +145,7 @@ pub fn output_clash(out: &Path, ledger: &Path, inputs: &[&Path]) -> Option<Strin
             }
         }
         // The lock file beside the ledger as it was named.
-        if canonical(&super::lock::lock_path(ledger)).is_some_and(|lock| lock == target) {
+        if canonical(&crate::ledger::lock::lock_path(ledger)).is_some_and(|lock| lock == target) {
             return Some(format!("{} is the ledger's lock file", out.display()));
         }
     }

@@ -10,6 +10,7 @@ mod batches;
 mod catalog_cache;
 mod events;
 pub mod history;
+pub mod lock;
 pub mod merge;
 mod open;
 mod orders;

@@ -9,7 +9,7 @@ use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
-use crate::ledger::canonical_path;
+use super::canonical_path;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
