@@ -2,15 +2,14 @@
 //! SQLite database), its connection set up and its schema migrated.
 
 use std::collections::BTreeMap;
-use std::fs::OpenOptions;
 use std::io::Read;
-use std::path::Path;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use rusqlite::Connection;
 use rusqlite_migration::{M, Migrations};
 
 use super::{Ledger, LedgerError, Result, repeats};
+use crate::files;
 
 /// How many times a migration that another process made meanwhile is tried again (once a
 /// migration, and some).
@@ -249,34 +248,6 @@ pub fn canonical_path(path: &Path) -> std::io::Result<PathBuf> {
     }
 }
 
-/// Opens `path` (a canonical path, see [`canonical_path`]) without following a symbolic link,
-/// creating it with mode 0600 if `create`; refuses anything but a regular file.
-fn open_no_follow(path: &Path, create: bool) -> std::io::Result<std::fs::File> {
-    let mut options = OpenOptions::new();
-    options.read(true).write(true);
-    if create {
-        options.create(true);
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600).custom_flags(libc::O_NOFOLLOW);
-    }
-    let file = options.open(path).map_err(|e| {
-        #[cfg(unix)]
-        if e.raw_os_error() == Some(libc::ELOOP) {
-            return std::io::Error::other(
-                "it is a symbolic link; paybatch does not follow one there",
-            );
-        }
-        e
-    })?;
-    if !file.metadata()?.is_file() {
-        return Err(std::io::Error::other("it is not a regular file"));
-    }
-    Ok(file)
-}
-
 /// Creates the ledger file `path` (canonical) with mode 0600, or checks that an existing one is
 /// a ledger (empty, or an SQLite database) before narrowing its mode to 0600. The mode is set on
 /// the file opened, never through a path: a link or a file that is not a database is left as
@@ -303,7 +274,7 @@ pub fn create_private_file(path: &Path) -> Result<()> {
             });
         }
     }
-    let mut file = open_no_follow(path, true).map_err(io)?;
+    let mut file = files::open_no_follow(path, true, "").map_err(io)?;
     let mut head = Vec::with_capacity(SQLITE_HEADER.len());
     std::io::Read::by_ref(&mut file)
         .take(SQLITE_HEADER.len() as u64)
@@ -316,14 +287,14 @@ pub fn create_private_file(path: &Path) -> Result<()> {
                 .into(),
         });
     }
-    set_private(&file).map_err(io)
+    files::set_private(&file).map_err(io)
 }
 
 /// Narrows a side file of the ledger (`-wal`, `-shm`) to mode 0600, if it exists and is a
 /// regular file.
 fn narrow_side_file(path: &Path) -> Result<()> {
-    match open_no_follow(path, false) {
-        Ok(file) => set_private(&file).map_err(|e| LedgerError::Io {
+    match files::open_no_follow(path, false, "") {
+        Ok(file) => files::set_private(&file).map_err(|e| LedgerError::Io {
             path: path.to_path_buf(),
             message: e.to_string(),
         }),
@@ -333,18 +304,6 @@ fn narrow_side_file(path: &Path) -> Result<()> {
             message: e.to_string(),
         }),
     }
-}
-
-/// Sets mode 0600 on an open file.
-fn set_private(file: &std::fs::File) -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    }
-    #[cfg(not(unix))]
-    let _ = file;
-    Ok(())
 }
 
 #[cfg(all(test, unix))]
