@@ -101,7 +101,7 @@ impl Ledger {
     }
 
     /// How many merges of an input file the batch has had: the rows of the latest file have
-    /// this number ([`RowRecord::merged`]).
+    /// this number ([`super::RowRecord::merged`]).
     pub fn merges(&self, batch_id: i64) -> Result<i64> {
         self.conn
             .prepare_cached("SELECT merges FROM batches WHERE id = ?1")

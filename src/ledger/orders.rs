@@ -44,7 +44,7 @@ pub struct IntentHead {
 /// that file does with them ([`Ledger::orders_outside_file`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OutsideFile {
-    /// Intents never sent: the merge cancels them ([`merge::Merge::cancelling`]).
+    /// Intents never sent: the merge cancels them ([`super::merge::Merge::cancelling`]).
     pub to_cancel: BTreeSet<i64>,
     /// Every other order (sent, in doubt, or answered): followed whatever the file says.
     pub followed: BTreeSet<i64>,
@@ -68,7 +68,7 @@ impl OutsideFile {
     }
 }
 
-/// One order to plan: its key and exact body (its rows: [`merge::Merge::plan`]).
+/// One order to plan: its key and exact body (its rows: [`super::merge::Merge::plan`]).
 #[derive(Debug, Clone)]
 pub struct PlannedOrder {
     pub idempotency_key: String,
@@ -107,7 +107,8 @@ impl Ledger {
     }
 
     /// When the ledger's orders (of every batch) were last sent, for those sent since `since`
-    /// (an RFC 3339 time as [`now`] writes it): what the service's rate window may still hold.
+    /// (an RFC 3339 time as [`super::now`] writes it): what the service's rate window may
+    /// still hold.
     pub fn sends_since(&self, since: &str) -> Result<Vec<String>> {
         self.select_all(
             "SELECT last_sent_at FROM orders WHERE last_sent_at >= ?1",
