@@ -7,7 +7,6 @@
 pub mod approved;
 pub mod funds;
 pub mod grouping;
-pub mod lock;
 pub mod options;
 pub mod outcome;
 pub mod output;
@@ -23,3 +22,6 @@ pub mod stage;
 pub mod submit;
 pub mod verify;
 pub mod window;
+
+/// The ledger's lock, at the path its callers have used since it lived here.
+pub use crate::ledger::lock;

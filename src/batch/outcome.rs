@@ -15,7 +15,7 @@ use crate::input::rules::Problems;
 use crate::input::scan;
 use crate::ledger::{Ledger, LedgerError, RowState};
 
-use super::lock::LockError;
+use crate::ledger::lock::LockError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {

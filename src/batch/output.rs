@@ -13,6 +13,8 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
 
+use crate::files;
+
 /// The columns the result file adds after the input columns.
 pub const RESULT_COLUMNS: [&str; 12] = [
     "status",
@@ -145,7 +147,7 @@ pub fn output_clash(out: &Path, ledger: &Path, inputs: &[&Path]) -> Option<Strin
             }
         }
         // The lock file beside the ledger as it was named.
-        if canonical(&super::lock::lock_path(ledger)).is_some_and(|lock| lock == target) {
+        if canonical(&crate::ledger::lock::lock_path(ledger)).is_some_and(|lock| lock == target) {
             return Some(format!("{} is the ledger's lock file", out.display()));
         }
     }
@@ -272,11 +274,11 @@ impl PrivateFile {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            builder.permissions(std::fs::Permissions::from_mode(0o600));
+            builder.permissions(std::fs::Permissions::from_mode(files::PRIVATE_MODE));
         }
         let tmp = builder.tempfile_in(dir)?;
         // Also under an umask that the builder's mode does not override.
-        restrict(tmp.as_file())?;
+        files::set_private(tmp.as_file())?;
         // Marks it as being written (see `remove_stale_temporaries`); a file system without
         // locks only loses the clean-up of this file if the process is killed.
         let _ = tmp.as_file().try_lock();
@@ -413,18 +415,6 @@ fn remove_stale_temporaries(dir: &Path, prefix: &str) {
             let _ = std::fs::remove_file(&path);
         }
     }
-}
-
-/// Sets mode 0600 (owner read and write only) on an open file.
-fn restrict(file: &File) -> io::Result<()> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    }
-    #[cfg(not(unix))]
-    let _ = file;
-    Ok(())
 }
 
 fn csv_to_io(e: csv::Error) -> io::Error {

@@ -13,6 +13,10 @@
 //! again as they come, under new keys, and the rows taken out are REMOVED, all in the merge's
 //! transaction.
 
+mod close;
+mod insert;
+mod journal;
+
 use std::collections::BTreeSet;
 
 use rusqlite::{OptionalExtension, Transaction, params};
@@ -21,6 +25,7 @@ use super::{
     IncomingRow, Ledger, LedgerError, MergeReport, OrderState, PlannedOrder, Result, RowState,
     begin_merge, commit, exec, now, parse_state, sqlerr,
 };
+use journal::RollbackJournal;
 
 /// A row that the merge leaves to be planned: it must go into an order ([`Merge::plan`]) before
 /// the merge is committed.
@@ -31,134 +36,6 @@ pub struct ToPlan {
     pub attempt: i64,
     /// The row was planned before, in an intent this merge cancels (never sent): planned again.
     pub again: bool,
-}
-
-/// A row of the batch that a merge did not see: (id, reference, state, order).
-type MissingRow = (i64, String, String, Option<i64>);
-
-/// New rows inserted by one statement when an order is planned.
-const ROWS_A_STATEMENT: usize = 25;
-
-/// Values of one row in [`multi_insert_sql`].
-const VALUES_A_ROW: usize = 9;
-
-/// How many rows the next statement inserts when `left` remain: [`ROWS_A_STATEMENT`], then
-/// powers of two, so that an order's rows take a few statements of six shapes.
-fn rows_next(left: usize) -> usize {
-    if left >= ROWS_A_STATEMENT {
-        ROWS_A_STATEMENT
-    } else {
-        1 << left.max(1).ilog2()
-    }
-}
-
-/// The statement inserting `rows` planned rows (1 to [`ROWS_A_STATEMENT`]), made once.
-fn multi_insert_sql(rows: usize) -> &'static str {
-    static SQL: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
-    let all = SQL.get_or_init(|| (0..=ROWS_A_STATEMENT).map(insert_sql).collect());
-    &all[rows.min(ROWS_A_STATEMENT)]
-}
-
-/// The statement inserting `rows` planned rows: [`VALUES_A_ROW`] values a row, then the batch,
-/// the order and the merge stamp they share.
-fn insert_sql(rows: usize) -> String {
-    let shared = rows * VALUES_A_ROW;
-    let (batch, order, stamp) = (shared + 1, shared + 2, shared + 3);
-    let tuples: Vec<String> = (0..rows)
-        .map(|k| {
-            let p: Vec<String> = (1..=VALUES_A_ROW)
-                .map(|n| format!("?{}", k * VALUES_A_ROW + n))
-                .collect();
-            format!(
-                "(?{batch}, {}, 'PLANNED', NULL, {}, ?{order}, {}, ?{stamp})",
-                p[..7].join(", "),
-                p[7],
-                p[8]
-            )
-        })
-        .collect();
-    format!(
-        "INSERT INTO rows (batch_id, reference, position, line, fields, spec, content_hash,
-                           delivery, state, error_type, error_message, order_id, item_index,
-                           merged)
-         VALUES {}",
-        tuples.join(", ")
-    )
-}
-
-/// Merges of at least this many rows are written with a rollback journal (see
-/// [`RollbackJournal`]).
-const ROWS_WITH_ROLLBACK_JOURNAL: usize = 20_000;
-
-/// A large merge's transaction written with SQLite's rollback journal instead of the ledger's
-/// write-ahead log, which is given back when the merge ends (commit or rollback).
-///
-/// In the log, every page the merge writes is written twice: into the log, then copied into
-/// the ledger file by the checkpoint that follows the commit, which for a million rows is
-/// more than half a gigabyte copied while the run waits. A rollback journal keeps only the
-/// former content of the pages the transaction changes; the pages it adds at the end of the
-/// file (nearly all of a new batch's) need none, so they are written once. The commit is as
-/// durable: the journal, then the ledger file, are synced, and so is the directory once the
-/// journal is deleted (`synchronous=EXTRA`, without which a power cut could bring the journal
-/// back and undo the commit). A merge cut short by a crash is rolled back from the journal when
-/// the ledger is next opened.
-///
-/// Leaving the log needs the ledger to be open nowhere else: when another connection has it
-/// open (a `status` alongside), the merge stays in the log. While the merge runs, another
-/// process that opens the ledger waits for it (up to the ledger's busy timeout) instead of
-/// reading the state before it.
-struct RollbackJournal<'l> {
-    ledger: &'l Ledger,
-}
-
-impl<'l> RollbackJournal<'l> {
-    fn for_rows(ledger: &'l Ledger, rows: usize) -> Option<Self> {
-        if rows < ROWS_WITH_ROLLBACK_JOURNAL {
-            return None;
-        }
-        let mode = ledger
-            .conn
-            .pragma_update_and_check(None, "journal_mode", "DELETE", |r| r.get::<_, String>(0));
-        match mode {
-            Ok(mode) if mode.eq_ignore_ascii_case("delete") => {
-                // Set before the journal can be given back: `drop` restores both.
-                let journal = RollbackJournal { ledger };
-                match ledger.conn.pragma_update(None, "synchronous", "EXTRA") {
-                    Ok(()) => Some(journal),
-                    Err(e) => {
-                        tracing::debug!("large merge in the write-ahead log: {e}");
-                        None
-                    }
-                }
-            }
-            Ok(mode) => {
-                tracing::debug!("large merge in journal mode {mode}");
-                None
-            }
-            Err(e) => {
-                tracing::debug!("large merge in the write-ahead log: {e}");
-                None
-            }
-        }
-    }
-}
-
-impl Drop for RollbackJournal<'_> {
-    fn drop(&mut self) {
-        // Should this fail, the ledger stays readable and durable with its rollback journal
-        // (and `synchronous=EXTRA`), and the next connection to it sets the log again
-        // (`connect`).
-        let conn = &self.ledger.conn;
-        if let Err(e) = conn
-            .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0))
-            .and_then(|_| conn.pragma_update(None, "synchronous", "FULL"))
-        {
-            tracing::warn!(
-                "{}: the write-ahead log could not be set again: {e}",
-                self.ledger.path.display()
-            );
-        }
-    }
 }
 
 /// One merge of an input file into a batch (see the module documentation).
@@ -423,41 +300,6 @@ impl Merge<'_> {
             .transpose()
     }
 
-    /// Inserts new rows as PLANNED items of an order, up to [`ROWS_A_STATEMENT`] to a statement
-    /// (one statement a row costs a fifth of a million-row merge).
-    fn insert_planned(&self, rows: &[(&IncomingRow, i64)], order_id: i64) -> Result<()> {
-        let mut left = rows;
-        while !left.is_empty() {
-            let (chunk, rest) = left.split_at(rows_next(left.len()));
-            left = rest;
-            let mut values: Vec<&dyn rusqlite::ToSql> =
-                Vec::with_capacity(chunk.len() * VALUES_A_ROW + 3);
-            for (row, index) in chunk {
-                values.extend_from_slice(&[
-                    &row.reference as &dyn rusqlite::ToSql,
-                    &row.position,
-                    &row.line,
-                    &row.fields,
-                    &row.spec,
-                    &row.content_hash,
-                    &row.delivery,
-                    &row.error_message,
-                    index,
-                ]);
-            }
-            values.push(&self.batch_id);
-            values.push(&order_id);
-            values.push(&self.stamp);
-            exec(
-                &self.tx,
-                self.path,
-                multi_insert_sql(chunk.len()),
-                rusqlite::params_from_iter(values),
-            )?;
-        }
-        Ok(())
-    }
-
     /// The ledger's latest converted order of a currency pair, read in this transaction
     /// ([`super::latest_conversion_in`]).
     pub fn latest_conversion(
@@ -483,34 +325,6 @@ impl Merge<'_> {
         reference: &str,
     ) -> Result<Option<super::repeats::EarlierRow>> {
         super::repeats::earlier_row_in(&self.tx, self.path, batch_id, reference)
-    }
-
-    fn insert(&self, row: &IncomingRow, state: RowState, order: Option<(i64, i64)>) -> Result<i64> {
-        exec(
-            &self.tx,
-            self.path,
-            "INSERT INTO rows (batch_id, reference, position, line, fields, spec, content_hash,
-                               delivery, state, error_type, error_message, order_id,
-                               item_index, merged)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-            params![
-                self.batch_id,
-                row.reference,
-                row.position,
-                row.line,
-                row.fields,
-                row.spec,
-                row.content_hash,
-                row.delivery,
-                state.as_str(),
-                row.error_type(),
-                row.error_message,
-                order.map(|o| o.0),
-                order.map(|o| o.1),
-                self.stamp
-            ],
-        )?;
-        Ok(self.tx.last_insert_rowid())
     }
 
     /// Merges one row of the file. Unchanged rows keep their state; new rows are added; a
@@ -728,169 +542,6 @@ impl Merge<'_> {
         Ok(order_id)
     }
 
-    /// The rows of the batch this merge has not seen (and not REMOVED yet).
-    fn missing_rows(&self) -> Result<Vec<MissingRow>> {
-        let mut st = self
-            .tx
-            .prepare(
-                "SELECT id, reference, state, order_id FROM rows
-                 WHERE batch_id = ?1 AND merged != ?2 AND state != 'REMOVED'",
-            )
-            .map_err(sqlerr(self.path))?;
-        let rows = st
-            .query_map(params![self.batch_id, self.stamp], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-            })
-            .map_err(sqlerr(self.path))?;
-        rows.collect::<rusqlite::Result<_>>()
-            .map_err(sqlerr(self.path))
-    }
-
-    /// Ends the file: rows of the batch the file no longer has are marked REMOVED when nothing
-    /// was sent for them (an intent never sent that held one is cancelled), and reported when
-    /// something was. Returns what the merge found; the merge is still to be committed (or
-    /// dropped).
-    pub fn close(&mut self) -> Result<&MergeReport> {
-        if self.unplanned != 0 {
-            return Err(LedgerError::Corrupt(format!(
-                "{} rows were merged to be planned but are in no order",
-                self.unplanned
-            )));
-        }
-        if !self.fresh {
-            let missing = self.missing_rows()?;
-            // Intents never sent that lose a row, with the rows they lose.
-            let mut losing: std::collections::BTreeMap<i64, Vec<String>> = Default::default();
-            for (id, reference, state, order_id) in missing {
-                let state: RowState = parse_state(&state)?;
-                let unsent_intent = match (state, order_id) {
-                    (RowState::Planned, Some(order)) => (self.cancelling.contains(&order)
-                        || self.never_sent(order)?)
-                    .then_some(order),
-                    _ => None,
-                };
-                if let Some(order) = unsent_intent {
-                    self.leave_intent(
-                        id,
-                        order,
-                        RowState::Removed,
-                        &format!(
-                            "row no longer in the input file; its intent (order {order}) was never sent and is cancelled"
-                        ),
-                    )?;
-                    self.report.removed.push(reference.clone());
-                    losing.entry(order).or_default().push(reference);
-                    continue;
-                }
-                match state {
-                    RowState::Pending | RowState::Invalid | RowState::Skipped => {
-                        if !state.can_become(RowState::Removed) {
-                            return Err(LedgerError::Transition {
-                                subject: "row",
-                                id,
-                                from: state.as_str().into(),
-                                to: RowState::Removed.as_str().into(),
-                            });
-                        }
-                        exec(
-                            &self.tx,
-                            self.path,
-                            "UPDATE rows SET state = 'REMOVED' WHERE id = ?1",
-                            params![id],
-                        )?;
-                        self.event(
-                            "row",
-                            id,
-                            Some(state.as_str()),
-                            Some("REMOVED"),
-                            "row no longer in the input file",
-                        )?;
-                        self.report.removed.push(reference);
-                    }
-                    other => self.report.missing_but_submitted.push((reference, other)),
-                }
-            }
-            for &order in &self.cancelling {
-                losing.entry(order).or_default();
-            }
-            for (order, gone) in losing {
-                self.cancel(order, &gone)?;
-            }
-            self.report.removed.sort();
-            self.report.missing_but_submitted.sort();
-        }
-        Ok(&self.report)
-    }
-
-    /// Cancels intent `order`, never sent, that lost the rows `gone` (already REMOVED). Rows
-    /// still in it, which only an intent not named to [`Merge::cancelling`] can have, go back
-    /// to PENDING for the next merge to plan.
-    fn cancel(&mut self, order: i64, gone: &[String]) -> Result<()> {
-        let left: Vec<i64> = {
-            let mut st = self
-                .tx
-                .prepare_cached("SELECT id FROM rows WHERE order_id = ?1 ORDER BY item_index")
-                .map_err(sqlerr(self.path))?;
-            let ids = st
-                .query_map([order], |r| r.get(0))
-                .map_err(sqlerr(self.path))?;
-            ids.collect::<rusqlite::Result<_>>()
-                .map_err(sqlerr(self.path))?
-        };
-        for &row in &left {
-            self.release(row, Some(order))?;
-        }
-        self.report.pending_again += left.len();
-        let key: String = self
-            .tx
-            .query_row(
-                "SELECT idempotency_key FROM orders WHERE id = ?1",
-                [order],
-                |r| r.get(0),
-            )
-            .map_err(sqlerr(self.path))?;
-        if !OrderState::Intent.can_become(OrderState::Cancelled) {
-            return Err(LedgerError::Transition {
-                subject: "order",
-                id: order,
-                from: OrderState::Intent.as_str().into(),
-                to: OrderState::Cancelled.as_str().into(),
-            });
-        }
-        let changed = exec(
-            &self.tx,
-            self.path,
-            "UPDATE orders SET state = 'CANCELLED', finished_at = ?2
-             WHERE id = ?1 AND state = 'INTENT' AND sends = 0 AND last_sent_at IS NULL",
-            params![order, self.at],
-        )?;
-        if changed != 1 {
-            return Err(LedgerError::Transition {
-                subject: "order",
-                id: order,
-                from: "not an intent never sent".into(),
-                to: OrderState::Cancelled.as_str().into(),
-            });
-        }
-        let cause = match gone {
-            [] => "never sent; its rows are planned again".to_string(),
-            [one] => format!("never sent; row {one} is no longer in the input file"),
-            [first, rest @ ..] => format!(
-                "never sent; rows {first} and {} more are no longer in the input file",
-                rest.len()
-            ),
-        };
-        self.event(
-            "order",
-            order,
-            Some(OrderState::Intent.as_str()),
-            Some(OrderState::Cancelled.as_str()),
-            &cause,
-        )?;
-        self.report.cancelled.push(key);
-        Ok(())
-    }
-
     /// Makes the merge (and the intents planned in it) durable.
     pub fn commit(self) -> Result<MergeReport> {
         if self.unplanned != 0 {
@@ -915,6 +566,8 @@ impl Merge<'_> {
 #[cfg(test)]
 mod tests {
     use super::super::{Ledger, NewBatch};
+    use super::insert::rows_next;
+    use super::journal::ROWS_WITH_ROLLBACK_JOURNAL;
     use super::*;
 
     fn incoming(n: i64, valid: bool) -> IncomingRow {
@@ -1143,7 +796,7 @@ mod tests {
             .conn
             .prepare(&format!(
                 "EXPLAIN QUERY PLAN {}",
-                super::super::ROWS_PER_ORDER_AND_PAYMENT
+                super::super::rows::ROWS_PER_ORDER_AND_PAYMENT
             ))
             .expect("explain")
             .query_map([batch], |r| r.get::<_, String>(3))

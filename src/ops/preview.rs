@@ -16,7 +16,6 @@ use crate::api::models::Product;
 use crate::batch::approved::{PlanContext, PlanRows};
 use crate::batch::funds::{self, ConvertedKind, row_card, row_price};
 use crate::batch::grouping::changed_after_submission_problem;
-use crate::batch::lock::LedgerLock;
 use crate::batch::options::RunOptions;
 use crate::batch::outcome::RunError;
 use crate::batch::repeats::{self, OnRepeat, Repeats};
@@ -26,6 +25,7 @@ use crate::input::rules::content_hash;
 use crate::input::rules::{CatalogIndex, Problem, Problems, RowSpec, ValidateOptions};
 use crate::input::scan;
 use crate::ledger::approved::NewApprovedPlan;
+use crate::ledger::lock::LedgerLock;
 use crate::ledger::{Conversion, Ledger, LedgerError, RowState, SeenRow};
 
 use super::start::{check_binding, check_input, load_catalog, outside_file, plan_and_context};

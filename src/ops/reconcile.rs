@@ -5,7 +5,6 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::batch::lock::LedgerLock;
 use crate::batch::options::RunOptions;
 use crate::batch::outcome::RunError;
 use crate::batch::progress::Reporter;
@@ -13,6 +12,7 @@ use crate::batch::reconcile::{self, ReconcileReport};
 use crate::environment::{Connection, Environment, UsageError};
 use crate::input::rules::{CatalogIndex, Problems, ValidateOptions};
 use crate::input::scan;
+use crate::ledger::lock::LedgerLock;
 use crate::ledger::{BatchRecord, Ledger};
 
 use super::start::{load_catalog, open_batch};

@@ -7,9 +7,9 @@ use std::path::Path;
 
 use rust_decimal::Decimal;
 
-use crate::batch::lock::LedgerLock;
 use crate::batch::outcome::{RunError, debited_totals};
 use crate::environment::UsageError;
+use crate::ledger::lock::LedgerLock;
 use crate::ledger::{Ledger, RowState};
 
 /// What a retry did.

@@ -23,7 +23,6 @@ use crate::api::models::{ExecutionMode, Product};
 use crate::batch::approved::{self, PlanContext};
 use crate::batch::funds;
 use crate::batch::grouping::{self, Merged};
-use crate::batch::lock::LedgerLock;
 use crate::batch::options::{ItemsPerOrder, RunOptions, default_result_path, per_order};
 use crate::batch::outcome::{RunError, RunSummary, summarize};
 use crate::batch::output::ResultWriter;
@@ -37,6 +36,7 @@ use crate::environment::Connection;
 use crate::failpoint;
 use crate::input::rules::{CatalogIndex, Problems, ValidateOptions};
 use crate::input::scan;
+use crate::ledger::lock::LedgerLock;
 use crate::ledger::{self, Ledger};
 
 use super::start::{

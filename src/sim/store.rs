@@ -17,6 +17,7 @@ use rusqlite_migration::{M, Migrations};
 use rust_decimal::Decimal;
 
 use crate::api::models::{OrderStatus, PaymentMethod, PaymentMethodType, ProductSelection};
+use crate::files::create_private;
 
 /// How long the service keeps an idempotency record.
 pub const IDEMPOTENCY_TTL_MS: i64 = 30 * 24 * 60 * 60 * 1000;
@@ -345,22 +346,6 @@ fn set_balance(tx: &Transaction<'_>, currency: &str, amount: Decimal) -> Result<
          ON CONFLICT (currency) DO UPDATE SET amount = excluded.amount",
         params![currency, amount.to_string()],
     )?;
-    Ok(())
-}
-
-/// Creates `path` with mode 0600 when missing and narrows an existing file to 0600.
-fn create_private(path: &Path) -> std::io::Result<()> {
-    let mut options = std::fs::OpenOptions::new();
-    options.create(true).append(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-        options.mode(0o600);
-        options.open(path)?;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-    }
-    #[cfg(not(unix))]
-    options.open(path).map(|_| ())?;
     Ok(())
 }
 

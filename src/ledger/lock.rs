@@ -5,11 +5,12 @@
 //! ledger take one lock; and its file is opened without following a symbolic link, so the lock
 //! never truncates a file it was pointed at.
 
-use std::fs::{File, OpenOptions, TryLockError};
+use std::fs::{File, TryLockError};
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
-use crate::ledger::canonical_path;
+use super::canonical_path;
+use crate::files;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
@@ -57,25 +58,7 @@ impl LedgerLock {
         })?;
         let path = lock_path(&canonical);
         let io = |e: std::io::Error| io_at(&path, e);
-        let mut options = OpenOptions::new();
-        options.create(true).truncate(false).read(true).write(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.mode(0o600).custom_flags(libc::O_NOFOLLOW);
-        }
-        let mut file = options.open(&path).map_err(|e| {
-            #[cfg(unix)]
-            if e.raw_os_error() == Some(libc::ELOOP) {
-                return io(std::io::Error::other(
-                    "it is a symbolic link; paybatch does not follow one there (remove it)",
-                ));
-            }
-            io(e)
-        })?;
-        if !file.metadata().map_err(io)?.is_file() {
-            return Err(io(std::io::Error::other("it is not a regular file")));
-        }
+        let mut file = files::open_no_follow(&path, true, " (remove it)").map_err(io)?;
         match file.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {

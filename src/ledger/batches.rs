@@ -1,0 +1,198 @@
+//! Batches: their records, their creation and the input file each was last merged from.
+
+use std::path::Path;
+
+use rusqlite::{OptionalExtension, Transaction, params};
+
+use super::{Ledger, LedgerError, Result, begin, commit, event, exec, now, sqlerr};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchRecord {
+    pub id: i64,
+    pub name: String,
+    pub input_path: String,
+    pub input_hash: String,
+    pub headers: Vec<String>,
+    pub environment: String,
+    pub base_url: String,
+    pub key_fingerprint: String,
+    pub created_at: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct NewBatch<'a> {
+    pub name: &'a str,
+    pub input_path: &'a str,
+    pub input_hash: &'a str,
+    pub headers: &'a [String],
+    pub environment: &'a str,
+    pub base_url: &'a str,
+    pub key_fingerprint: &'a str,
+}
+
+/// How far the sending of a batch got ([`Ledger::send_progress`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SendProgress {
+    pub orders_sent: i64,
+    pub orders_in_doubt: i64,
+    pub rows_not_sent: i64,
+}
+
+impl Ledger {
+    pub fn batch(&self, name: &str) -> Result<Option<BatchRecord>> {
+        self.conn
+            .query_row(
+                "SELECT id, name, input_path, input_hash, headers, environment, base_url,
+                        key_fingerprint, created_at FROM batches WHERE name = ?1",
+                [name],
+                batch_from_row,
+            )
+            .optional()
+            .map_err(sqlerr(&self.path))
+    }
+
+    pub fn batch_by_id(&self, id: i64) -> Result<Option<BatchRecord>> {
+        self.conn
+            .query_row(
+                "SELECT id, name, input_path, input_hash, headers, environment, base_url,
+                        key_fingerprint, created_at FROM batches WHERE id = ?1",
+                [id],
+                batch_from_row,
+            )
+            .optional()
+            .map_err(sqlerr(&self.path))
+    }
+
+    pub fn batches(&self) -> Result<Vec<BatchRecord>> {
+        self.select_all(
+            "SELECT id, name, input_path, input_hash, headers, environment, base_url,
+                    key_fingerprint, created_at FROM batches ORDER BY id",
+            [],
+            batch_from_row,
+        )
+    }
+
+    pub fn create_batch(&mut self, b: &NewBatch<'_>) -> Result<BatchRecord> {
+        let tx = begin(&mut self.conn, &self.path)?;
+        insert_batch(&tx, &self.path, b)?;
+        commit(tx, &self.path)?;
+        self.batch(b.name)?
+            .ok_or_else(|| LedgerError::Corrupt("batch vanished after insert".into()))
+    }
+
+    /// Records the latest input file of a batch (path, hash, headers).
+    pub fn update_batch_input(
+        &mut self,
+        batch_id: i64,
+        input_path: &str,
+        input_hash: &str,
+        headers: &[String],
+    ) -> Result<()> {
+        let headers = serde_json::to_string(headers).unwrap_or_else(|_| "[]".into());
+        let tx = begin(&mut self.conn, &self.path)?;
+        exec(
+            &tx,
+            &self.path,
+            "UPDATE batches SET input_path = ?2, input_hash = ?3, headers = ?4, updated_at = ?5
+             WHERE id = ?1",
+            params![batch_id, input_path, input_hash, headers, now()],
+        )?;
+        commit(tx, &self.path)
+    }
+
+    /// How many merges of an input file the batch has had: the rows of the latest file have
+    /// this number ([`super::RowRecord::merged`]).
+    pub fn merges(&self, batch_id: i64) -> Result<i64> {
+        self.conn
+            .prepare_cached("SELECT merges FROM batches WHERE id = ?1")
+            .and_then(|mut st| st.query_row([batch_id], |r| r.get(0)))
+            .map_err(sqlerr(&self.path))
+    }
+
+    /// How far the sending of a batch got: orders sent (answered or not), orders sent without
+    /// an answer recorded (in doubt), and rows not sent yet (no order, or an order never sent).
+    pub fn send_progress(&self, batch_id: i64) -> Result<SendProgress> {
+        let orders: Vec<(i64, i64)> = self.select_all(
+            "SELECT COUNT(*), COALESCE(SUM(state = 'INTENT'), 0) FROM orders \
+             WHERE batch_id = ?1 AND (sends > 0 OR state NOT IN ('INTENT', 'CANCELLED'))",
+            [batch_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        let rows: Vec<i64> = self.select_all(
+            "SELECT COUNT(*) FROM rows r LEFT JOIN orders o ON o.id = r.order_id \
+             WHERE r.batch_id = ?1 AND r.state IN ('PENDING', 'PLANNED') \
+             AND (o.id IS NULL OR (o.state = 'INTENT' AND o.sends = 0))",
+            [batch_id],
+            |r| r.get(0),
+        )?;
+        let (sent, in_doubt) = orders.first().copied().unwrap_or_default();
+        Ok(SendProgress {
+            orders_sent: sent,
+            orders_in_doubt: in_doubt,
+            rows_not_sent: rows.first().copied().unwrap_or_default(),
+        })
+    }
+
+    /// Whether the batch was rebuilt while orders it could not attribute were still processing
+    /// (and no reconciliation has found every order attributable since).
+    pub fn is_unsettled(&self, batch_id: i64) -> Result<bool> {
+        let flags: Vec<i64> = self.select_all(
+            "SELECT unsettled FROM batches WHERE id = ?1",
+            [batch_id],
+            |r| r.get(0),
+        )?;
+        Ok(flags.first().copied().unwrap_or(0) != 0)
+    }
+
+    /// Marks the batch unsettled (see [`Ledger::is_unsettled`]), or settled again.
+    pub fn set_unsettled(&mut self, batch_id: i64, unsettled: bool) -> Result<()> {
+        self.conn
+            .execute(
+                "UPDATE batches SET unsettled = ?2 WHERE id = ?1",
+                params![batch_id, unsettled as i64],
+            )
+            .map(drop)
+            .map_err(sqlerr(&self.path))
+    }
+}
+
+/// Inserts a new batch (and its CREATED event) in `tx`; returns its id.
+pub(super) fn insert_batch(tx: &Transaction<'_>, path: &Path, b: &NewBatch<'_>) -> Result<i64> {
+    let at = now();
+    let headers = serde_json::to_string(b.headers).unwrap_or_else(|_| "[]".into());
+    exec(
+        tx,
+        path,
+        "INSERT INTO batches (name, input_path, input_hash, headers, environment, base_url,
+                              key_fingerprint, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
+        params![
+            b.name,
+            b.input_path,
+            b.input_hash,
+            headers,
+            b.environment,
+            b.base_url,
+            b.key_fingerprint,
+            at
+        ],
+    )?;
+    let id = tx.last_insert_rowid();
+    event(tx, id, "batch", id, None, Some("CREATED"), "batch created").map_err(sqlerr(path))?;
+    Ok(id)
+}
+
+fn batch_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<BatchRecord> {
+    let headers: String = r.get(4)?;
+    Ok(BatchRecord {
+        id: r.get(0)?,
+        name: r.get(1)?,
+        input_path: r.get(2)?,
+        input_hash: r.get(3)?,
+        headers: serde_json::from_str(&headers).unwrap_or_default(),
+        environment: r.get(5)?,
+        base_url: r.get(6)?,
+        key_fingerprint: r.get(7)?,
+        created_at: r.get(8)?,
+    })
+}

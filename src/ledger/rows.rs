@@ -1,0 +1,536 @@
+//! Rows: what the ledger holds of each input row, and the reads that the results, the
+//! report and the funds check make of them.
+
+use std::collections::BTreeMap;
+use std::collections::HashMap;
+use std::path::Path;
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::{Ledger, LedgerError, OrderState, Result, RowState, parse_state, sqlerr};
+
+/// A completed row of an order the service converted (embedded FX): its price in its product's
+/// currency and what it took from the balance of another, as stored, and when it completed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conversion {
+    pub payment_currency: String,
+    pub product_currency: String,
+    pub price: String,
+    pub debited: String,
+    pub completed_at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowRecord {
+    pub id: i64,
+    pub reference: String,
+    pub position: i64,
+    pub line: i64,
+    /// The input cells: read by [`Ledger::visit_result_rows`] only (the result file and the
+    /// report write them); empty where rows are read to be followed or checked, so that rows of
+    /// a hundred thousand columns are not held a batch or an order at a time.
+    pub fields: Vec<String>,
+    pub spec: Option<String>,
+    pub content_hash: String,
+    pub state: RowState,
+    pub attempt: i64,
+    pub order_id: Option<i64>,
+    pub item_index: Option<i64>,
+    pub item_id: Option<String>,
+    pub payout_url: Option<String>,
+    pub price: Option<String>,
+    pub discount: Option<String>,
+    pub error_type: Option<String>,
+    pub error_message: Option<String>,
+    pub completed_at: Option<String>,
+    /// What the paying balance (or card) was charged for the row, once it completed.
+    pub debited_amount: Option<String>,
+    pub debited_currency: Option<String>,
+    /// The number of the last merge whose file had the row ([`Ledger::merges`]).
+    pub merged: i64,
+}
+
+/// A row as the current input file has it, to be merged into the ledger.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IncomingRow {
+    pub reference: String,
+    pub position: i64,
+    pub line: i64,
+    /// JSON array of the input cells, for the result file.
+    pub fields: String,
+    /// JSON of the validated row, `None` for an invalid row.
+    pub spec: Option<String>,
+    pub content_hash: String,
+    /// How the row is delivered (`EMAIL`, `PAYOUT_LINK`), `None` for an invalid row.
+    pub delivery: Option<&'static str>,
+    pub valid: bool,
+    pub error_message: Option<String>,
+    /// A valid row left out because another batch has it (`--skip-repeats`): recorded
+    /// SKIPPED, with why in `error_message`.
+    pub skipped: bool,
+}
+
+impl IncomingRow {
+    /// About how many bytes the row holds (its text): what a batch keeps in memory per row it
+    /// holds, whatever the number of its columns.
+    pub fn size(&self) -> usize {
+        self.reference.len()
+            + self.fields.len()
+            + self.spec.as_ref().map_or(0, String::len)
+            + self.content_hash.len()
+            + self.error_message.as_ref().map_or(0, String::len)
+    }
+
+    /// What `rows.error_type` says of a row that is not to be paid: `invalid`, or `repeat`
+    /// for a row left out by `--skip-repeats`.
+    pub fn error_type(&self) -> Option<&'static str> {
+        if self.skipped {
+            Some("repeat")
+        } else {
+            (!self.valid).then_some("invalid")
+        }
+    }
+}
+
+/// What merging an input file into a batch found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MergeReport {
+    pub added: usize,
+    pub unchanged: usize,
+    pub updated: usize,
+    /// Rows whose content changed after they were submitted: (reference, line, state).
+    pub changed_after_submission: Vec<(String, i64, RowState)>,
+    /// Rows in the ledger that the file no longer has, not yet submitted: now REMOVED.
+    pub removed: Vec<String>,
+    /// Rows the file no longer has but that were already sent (in an order sent, or in doubt,
+    /// or answered): they stay, and are followed.
+    pub missing_but_submitted: Vec<(String, RowState)>,
+    /// The keys of the intents cancelled: never sent, and holding a row the file no longer has
+    /// (now REMOVED, in `removed`).
+    pub cancelled: Vec<String>,
+    /// Rows of the cancelled intents still in the file, planned again in this merge.
+    pub planned_again: usize,
+    /// Rows of the cancelled intents still in the file, left PENDING for the next merge.
+    pub pending_again: usize,
+}
+
+/// A row of a batch as the ledger holds it ([`Ledger::row_seen`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeenRow {
+    pub state: RowState,
+    /// The hash of its payable content as last merged ([`crate::input::rules::content_hash`]).
+    pub content_hash: String,
+    /// The order it is in, if any.
+    pub order_id: Option<i64>,
+}
+
+impl SeenRow {
+    /// Whether a row of the file whose content hash is `content_hash` is a change the merge
+    /// refuses: its payable content differs and something was planned or submitted for it
+    /// (beyond PENDING), unless it is PLANNED in an intent the merge cancels (`cancelled`).
+    pub fn refuses_change(&self, content_hash: &str, cancelled: impl Fn(i64) -> bool) -> bool {
+        let may_change = matches!(
+            self.state,
+            RowState::Pending | RowState::Invalid | RowState::Removed | RowState::Skipped
+        );
+        let released = self.state == RowState::Planned && self.order_id.is_some_and(cancelled);
+        !may_change && !released && self.content_hash != content_hash
+    }
+}
+
+/// The columns of a [`RowRecord`], in the order [`row_from`] reads them.
+const ROW_COLUMNS: &str = "rows.id, rows.reference, rows.position, rows.line, rows.fields,
+    rows.spec, rows.content_hash, rows.state, rows.attempt, rows.order_id, rows.item_index,
+    rows.item_id, rows.payout_url, rows.price, rows.discount, rows.error_type,
+    rows.error_message, rows.completed_at, rows.debited_amount, rows.debited_currency,
+    rows.merged";
+
+/// A PLANNED or REJECTED row with what its order says ([`Ledger::visit_planned_or_refused`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldRow {
+    pub row_state: RowState,
+    pub error_type: Option<String>,
+    /// The row's validated content (JSON), as recorded.
+    pub spec: Option<String>,
+    pub order_state: OrderState,
+    pub payment_currency: String,
+    pub card_id: Option<String>,
+}
+
+/// What the result file says of a row's order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderLabel {
+    pub service_order_id: Option<String>,
+    /// `ACCOUNT_BALANCE` or `CARD`.
+    pub payment_method: String,
+    pub payment_currency: String,
+    pub card_id: Option<String>,
+}
+
+/// Each order of a batch with its way of paying and its number of rows (`?1`: the batch).
+pub(super) const ROWS_PER_ORDER_AND_PAYMENT: &str = "SELECT o.card_id, o.payment_currency,
+        (SELECT COUNT(*) FROM rows WHERE rows.order_id = o.id)
+ FROM orders o WHERE o.batch_id = ?1";
+
+impl Ledger {
+    /// The rows of a batch, in input order, without their cells ([`RowRecord::fields`]).
+    pub fn rows(&self, batch_id: i64) -> Result<Vec<RowRecord>> {
+        self.query_rows(
+            "WHERE batch_id = ?1 ORDER BY position, id",
+            params![batch_id],
+        )
+    }
+
+    /// The rows of an order, in item order, without their cells ([`RowRecord::fields`]).
+    pub fn rows_of_order(&self, order_id: i64) -> Result<Vec<RowRecord>> {
+        self.query_rows(
+            "WHERE order_id = ?1 ORDER BY item_index, id",
+            params![order_id],
+        )
+    }
+
+    /// Rows without their cells (see [`RowRecord::fields`]).
+    pub(super) fn query_rows(
+        &self,
+        tail: &str,
+        args: impl rusqlite::Params,
+    ) -> Result<Vec<RowRecord>> {
+        let columns = ROW_COLUMNS.replace("rows.fields,", "'[]',");
+        let sql = format!("SELECT {columns} FROM rows {tail}");
+        let mut stmt = self.conn.prepare(&sql).map_err(sqlerr(&self.path))?;
+        let mapped = stmt.query_map(args, row_from).map_err(sqlerr(&self.path))?;
+        let mut out = Vec::new();
+        for item in mapped {
+            out.push(parsed_row(item.map_err(sqlerr(&self.path))?)?);
+        }
+        Ok(out)
+    }
+
+    /// Visits the rows of a batch still in its input file (not REMOVED), in input order, each
+    /// with what the result file says of its order; one row in memory at a time. Without
+    /// `specs`, a row's `spec` and `content_hash` are left empty (not read).
+    pub fn visit_result_rows<E: From<LedgerError>>(
+        &self,
+        batch_id: i64,
+        specs: bool,
+        mut visit: impl FnMut(RowRecord, Option<OrderLabel>) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let columns = if specs {
+            ROW_COLUMNS.to_string()
+        } else {
+            ROW_COLUMNS
+                .replace("rows.spec,", "NULL,")
+                .replace("rows.content_hash,", "'',")
+        };
+        let sql = format!(
+            "SELECT {columns} FROM rows
+             WHERE rows.batch_id = ?1 AND rows.state != 'REMOVED'
+             ORDER BY rows.position, rows.id"
+        );
+        let mut stmt = self.conn.prepare(&sql).map_err(sqlerr(&self.path))?;
+        let mut cursor = stmt.query([batch_id]).map_err(sqlerr(&self.path))?;
+        // Orders by id, read once each: an order's later columns sit behind its body, which
+        // can span many pages. Bounded, for batches of a million one-row orders.
+        let mut labels: HashMap<i64, OrderLabel> = HashMap::new();
+        while let Some(r) = cursor.next().map_err(sqlerr(&self.path))? {
+            let row = parsed_row(row_from(r).map_err(sqlerr(&self.path))?)?;
+            let order = match row.order_id {
+                Some(id) => {
+                    if !labels.contains_key(&id) {
+                        if labels.len() >= 4096 {
+                            labels.clear();
+                        }
+                        labels.insert(id, self.order_label(id)?);
+                    }
+                    labels.get(&id).cloned()
+                }
+                None => None,
+            };
+            visit(row, order)?;
+        }
+        Ok(())
+    }
+
+    fn order_label(&self, order_id: i64) -> Result<OrderLabel> {
+        self.conn
+            .prepare_cached(
+                "SELECT service_order_id, payment_method, payment_currency, card_id
+                 FROM orders WHERE id = ?1",
+            )
+            .and_then(|mut st| {
+                st.query_row([order_id], |r| {
+                    Ok(OrderLabel {
+                        service_order_id: r.get(0)?,
+                        payment_method: r.get(1)?,
+                        payment_currency: r.get(2)?,
+                        card_id: r.get(3)?,
+                    })
+                })
+            })
+            .map_err(sqlerr(&self.path))
+    }
+
+    /// Currency, face value and price (as stored) of every COMPLETED row of a batch.
+    pub fn completed_amounts(&self, batch_id: i64) -> Result<Vec<(String, String, String)>> {
+        self.select_all(
+            "SELECT COALESCE(json_extract(spec, '$.currency'), '?'),
+                    COALESCE(json_extract(spec, '$.face_value'), '0'),
+                    COALESCE(price, '0')
+             FROM rows WHERE batch_id = ?1 AND state = 'COMPLETED'",
+            [batch_id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+    }
+
+    /// The ledger's latest converted order of a currency pair ([`latest_conversion_in`]).
+    pub fn latest_conversion(
+        &self,
+        base_url: &str,
+        payment_currency: &str,
+        product_currency: &str,
+    ) -> Result<Option<Conversion>> {
+        latest_conversion_in(
+            &self.conn,
+            &self.path,
+            base_url,
+            payment_currency,
+            product_currency,
+        )
+    }
+
+    /// What left each balance (or card) for the COMPLETED rows of a batch: (card id, charged
+    /// currency, amount as stored), one per row that records it.
+    pub fn debited_amounts(&self, batch_id: i64) -> Result<Vec<(Option<String>, String, String)>> {
+        self.select_all(
+            "SELECT o.card_id, r.debited_currency, r.debited_amount
+             FROM rows r JOIN orders o ON o.id = r.order_id
+             WHERE r.batch_id = ?1 AND r.state = 'COMPLETED' AND r.debited_amount IS NOT NULL",
+            [batch_id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+    }
+
+    /// Rows in orders, per way of paying: (card id, payment currency, rows), in that order.
+    pub fn rows_per_payment(&self, batch_id: i64) -> Result<Vec<(Option<String>, String, i64)>> {
+        // Summed here, one order at a time: a GROUP BY would sort every order of the batch in
+        // a temporary b-tree first (about 50 MB for a million one-row orders).
+        let mut stmt = self
+            .conn
+            .prepare_cached(ROWS_PER_ORDER_AND_PAYMENT)
+            .map_err(sqlerr(&self.path))?;
+        let mut cursor = stmt.query([batch_id]).map_err(sqlerr(&self.path))?;
+        let mut out: BTreeMap<(Option<String>, String), i64> = BTreeMap::new();
+        while let Some(r) = cursor.next().map_err(sqlerr(&self.path))? {
+            let way = (
+                r.get(0).map_err(sqlerr(&self.path))?,
+                r.get(1).map_err(sqlerr(&self.path))?,
+            );
+            *out.entry(way).or_default() += r.get::<_, i64>(2).map_err(sqlerr(&self.path))?;
+        }
+        Ok(out
+            .into_iter()
+            .map(|((card, currency), rows)| (card, currency, rows))
+            .collect())
+    }
+
+    /// The batch's valid rows (not taken out of the file) per delivery (`EMAIL`,
+    /// `PAYOUT_LINK`), from their recorded deliveries.
+    pub fn rows_per_delivery(&self, batch_id: i64) -> Result<Vec<(String, i64)>> {
+        // Grouped in the order of `rows_batch_state` (batch, state, delivery): read from the
+        // index alone, without a sort; the states are summed here.
+        let counted: Vec<(String, i64)> = self.select_all(
+            "SELECT delivery, COUNT(*) FROM rows
+             WHERE batch_id = ?1 AND delivery IS NOT NULL AND state != 'REMOVED'
+             GROUP BY state, delivery",
+            [batch_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        let mut out: BTreeMap<String, i64> = BTreeMap::new();
+        for (delivery, rows) in counted {
+            *out.entry(delivery).or_default() += rows;
+        }
+        Ok(out.into_iter().collect())
+    }
+
+    /// Visits the batch's rows that are PLANNED or REJECTED, each with its order's state and
+    /// way of paying: what a stop of the service left unpaid is among them. One row in memory
+    /// at a time.
+    pub fn visit_planned_or_refused(
+        &self,
+        batch_id: i64,
+        mut visit: impl FnMut(&HeldRow),
+    ) -> Result<()> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT r.state, r.error_type, r.spec, o.state, o.payment_currency, o.card_id
+                 FROM rows r JOIN orders o ON o.id = r.order_id
+                 WHERE r.batch_id = ?1 AND r.state IN ('PLANNED', 'REJECTED')",
+            )
+            .map_err(sqlerr(&self.path))?;
+        let mut cursor = stmt.query([batch_id]).map_err(sqlerr(&self.path))?;
+        while let Some(r) = cursor.next().map_err(sqlerr(&self.path))? {
+            let row_state: String = r.get(0).map_err(sqlerr(&self.path))?;
+            let order_state: String = r.get(3).map_err(sqlerr(&self.path))?;
+            visit(&HeldRow {
+                row_state: parse_state(&row_state)?,
+                error_type: r.get(1).map_err(sqlerr(&self.path))?,
+                spec: r.get(2).map_err(sqlerr(&self.path))?,
+                order_state: parse_state(&order_state)?,
+                payment_currency: r.get(4).map_err(sqlerr(&self.path))?,
+                card_id: r.get(5).map_err(sqlerr(&self.path))?,
+            });
+        }
+        Ok(())
+    }
+
+    /// The reference of a row, by id.
+    pub fn row_reference(&self, row_id: i64) -> Result<Option<String>> {
+        self.conn
+            .prepare_cached("SELECT reference FROM rows WHERE id = ?1")
+            .and_then(|mut st| st.query_row([row_id], |r| r.get(0)).optional())
+            .map_err(sqlerr(&self.path))
+    }
+
+    /// The state of the batch's row with this reference, if the batch has one.
+    pub fn row_state(&self, batch_id: i64, reference: &str) -> Result<Option<RowState>> {
+        let state: Option<String> = self
+            .conn
+            .prepare_cached("SELECT state FROM rows WHERE batch_id = ?1 AND reference = ?2")
+            .and_then(|mut st| {
+                st.query_row(params![batch_id, reference], |r| r.get(0))
+                    .optional()
+            })
+            .map_err(sqlerr(&self.path))?;
+        state.as_deref().map(parse_state).transpose()
+    }
+
+    /// What the ledger holds of one row of a batch, for checking a file against it without
+    /// merging it ([`Ledger::row_seen`]): one look-up, by the same index as [`Ledger::row_state`].
+    pub fn row_seen(&self, batch_id: i64, reference: &str) -> Result<Option<SeenRow>> {
+        let found: Option<(String, String, Option<i64>)> = self
+            .conn
+            .prepare_cached(
+                "SELECT state, content_hash, order_id FROM rows
+                 WHERE batch_id = ?1 AND reference = ?2",
+            )
+            .and_then(|mut st| {
+                st.query_row(params![batch_id, reference], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })
+                .optional()
+            })
+            .map_err(sqlerr(&self.path))?;
+        found
+            .map(|(state, content_hash, order_id)| {
+                Ok(SeenRow {
+                    state: parse_state(&state)?,
+                    content_hash,
+                    order_id,
+                })
+            })
+            .transpose()
+    }
+
+    /// Counts of rows per state.
+    pub fn row_counts(&self, batch_id: i64) -> Result<Vec<(RowState, i64)>> {
+        let counted: Vec<(String, i64)> = self.select_all(
+            "SELECT state, COUNT(*) FROM rows WHERE batch_id = ?1 GROUP BY state",
+            [batch_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        let mut out = counted
+            .into_iter()
+            .map(|(s, n)| Ok((parse_state(&s)?, n)))
+            .collect::<Result<Vec<(RowState, i64)>>>()?;
+        out.sort_by_key(|(s, _)| RowState::ALL.iter().position(|x| x == s));
+        Ok(out)
+    }
+
+    /// How many of a batch's COMPLETED rows carry the note `error_type` (such as an order
+    /// that could not be confirmed as the one sent).
+    pub fn completed_rows_noted(&self, batch_id: i64, error_type: &str) -> Result<i64> {
+        self.conn
+            .query_row(
+                "SELECT COUNT(*) FROM rows
+                 WHERE batch_id = ?1 AND state = 'COMPLETED' AND error_type = ?2",
+                params![batch_id, error_type],
+                |r| r.get(0),
+            )
+            .map_err(sqlerr(&self.path))
+    }
+}
+
+/// The ledger's latest recorded row converted from `payment_currency` to `product_currency`
+/// among the batches made with the service at `base_url`: a completed row of a one-item sync
+/// order paid from a balance (embedded FX). Read newest first: found at once where the pair is
+/// common; a pair never converted reads every row (about a second for 500,000 rows).
+pub(crate) fn latest_conversion_in(
+    conn: &Connection,
+    path: &Path,
+    base_url: &str,
+    payment_currency: &str,
+    product_currency: &str,
+) -> Result<Option<Conversion>> {
+    conn.query_row(
+        "SELECT r.price, r.debited_amount, r.completed_at
+         FROM rows r
+         JOIN orders o ON o.id = r.order_id
+         JOIN batches b ON b.id = r.batch_id
+         WHERE r.debited_currency = ?2 AND r.state = 'COMPLETED'
+           AND r.price IS NOT NULL AND r.debited_amount IS NOT NULL
+           AND r.completed_at IS NOT NULL
+           AND json_extract(r.spec, '$.currency') = ?3
+           AND o.mode = 'sync' AND o.state = 'COMPLETED' AND o.card_id IS NULL
+           AND b.base_url = ?1
+         ORDER BY r.id DESC LIMIT 1",
+        params![base_url, payment_currency, product_currency],
+        |r| {
+            Ok(Conversion {
+                payment_currency: payment_currency.to_string(),
+                product_currency: product_currency.to_string(),
+                price: r.get(0)?,
+                debited: r.get(1)?,
+                completed_at: r.get(2)?,
+            })
+        },
+    )
+    .optional()
+    .map_err(sqlerr(path))
+}
+
+/// A row as [`ROW_COLUMNS`] select it, with its state still as text.
+fn row_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<(RowRecord, String)> {
+    let fields: String = r.get(4)?;
+    Ok((
+        RowRecord {
+            id: r.get(0)?,
+            reference: r.get(1)?,
+            position: r.get(2)?,
+            line: r.get(3)?,
+            fields: serde_json::from_str(&fields).unwrap_or_default(),
+            spec: r.get(5)?,
+            content_hash: r.get(6)?,
+            state: RowState::Pending,
+            attempt: r.get(8)?,
+            order_id: r.get(9)?,
+            item_index: r.get(10)?,
+            item_id: r.get(11)?,
+            payout_url: r.get(12)?,
+            price: r.get(13)?,
+            discount: r.get(14)?,
+            error_type: r.get(15)?,
+            error_message: r.get(16)?,
+            completed_at: r.get(17)?,
+            debited_amount: r.get(18)?,
+            debited_currency: r.get(19)?,
+            merged: r.get(20)?,
+        },
+        r.get(7)?,
+    ))
+}
+
+fn parsed_row((mut row, state): (RowRecord, String)) -> Result<RowRecord> {
+    row.state = parse_state(&state)?;
+    Ok(row)
+}
