@@ -6,10 +6,10 @@ use clap::Args;
 use serde_json::json;
 
 use crate::environment::{API_KEY_VAR, Environment, UsageError};
-use crate::exit;
+use crate::exit::Exit;
 use crate::settings::{FILE_NAME, Source};
 
-use super::{Provenance, ServiceArgs, print_error};
+use super::{CliError, Provenance, ServiceArgs};
 
 /// The long help of the command (`--help`).
 pub const LONG_ABOUT: &str = "Show the effective service settings and where each came from, and the API key \
@@ -94,25 +94,23 @@ impl Effective {
     }
 }
 
-pub async fn execute(args: ConfigArgs, provenance: &Provenance) -> i32 {
+pub async fn execute(args: ConfigArgs, provenance: &Provenance) -> Result<Exit, CliError> {
     let settings = settings(&args.service, provenance);
     let effective = Effective::of(&args.service);
     let problem = effective.problem();
     if args.json {
         super::out_json(&as_json(&settings, &effective, provenance));
-        return if problem.is_none() {
-            exit::OK
+        // The object says what is wrong (`usable`, `error`).
+        return Ok(if problem.is_none() {
+            Exit::Ok
         } else {
-            exit::USAGE
-        };
+            Exit::Usage
+        });
     }
     print_text(&settings, &effective, provenance);
     match problem {
-        None => exit::OK,
-        Some(e) => {
-            print_error(&e.to_string(), Some(e.help()));
-            exit::USAGE
-        }
+        None => Ok(Exit::Ok),
+        Some(e) => Err(e.into()),
     }
 }
 

@@ -8,14 +8,13 @@ use std::collections::BTreeSet;
 use clap::{ArgGroup, Args};
 use serde_json::json;
 
-use crate::exit;
+use crate::exit::Exit;
 use crate::ledger::RowState;
 use crate::ledger::history::{PayoutQuery, PayoutRecord};
 use crate::ops::history::{History, history};
 use crate::text::{escape, shell_word};
 
-use super::status::open_existing;
-use super::{ServiceArgs, print_error};
+use super::{CliError, ServiceArgs};
 
 /// The long help of the command (`--help`).
 pub const LONG_ABOUT: &str = "List every payout of the ledger to one recipient (--email) or \
@@ -46,32 +45,22 @@ pub struct HistoryArgs {
     pub service: ServiceArgs,
 }
 
-pub async fn execute(args: HistoryArgs) -> i32 {
+pub async fn execute(args: HistoryArgs) -> Result<Exit, CliError> {
     let Some(query) = PayoutQuery::new(args.email.as_deref(), args.reference.as_deref()) else {
-        print_error(
+        return Err(CliError::usage(
             "--email and --reference need a value that is not blank",
-            Some("e.g. paybatch history --email jane.doe@example.com"),
-        );
-        return exit::USAGE;
+            "e.g. paybatch history --email jane.doe@example.com",
+        ));
     };
-    let ledger = match open_existing(&args.service.ledger) {
-        Ok(l) => l,
-        Err(code) => return code,
-    };
-    let found = match history(&ledger, &query) {
-        Ok(h) => h,
-        Err(e) => {
-            print_error(&e.to_string(), None);
-            return exit::UNEXPECTED;
-        }
-    };
+    let ledger = crate::ops::status::open_existing(&args.service.ledger)?;
+    let found = history(&ledger, &query)?;
     let place = ledger.path().display().to_string();
     if args.json {
         super::out_json(&to_json(&found, &place));
     } else {
         print_history(&found, &place);
     }
-    exit::OK
+    Ok(Exit::Ok)
 }
 
 /// Who the query names, for a sentence: `jane@example.com`, `reference R-1`, or both.

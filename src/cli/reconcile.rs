@@ -8,12 +8,11 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::batch::reconcile::ReconcileReport;
-use crate::exit;
+use crate::exit::Exit;
 use crate::ops::reconcile::{ReconcileOptions, reconcile_batch};
 
-use super::plan::report_error;
 use super::progress::Console;
-use super::{ServiceArgs, config_failure};
+use super::{CliError, ServiceArgs};
 
 #[derive(Debug, Args)]
 pub struct ReconcileArgs {
@@ -42,11 +41,8 @@ pub struct ReconcileArgs {
     pub service: ServiceArgs,
 }
 
-pub async fn execute(args: ReconcileArgs) -> i32 {
-    let environment = match args.service.environment() {
-        Ok(e) => e,
-        Err(e) => return config_failure(&e),
-    };
+pub async fn execute(args: ReconcileArgs) -> Result<Exit, CliError> {
+    let environment = args.service.environment()?;
     let opts = ReconcileOptions {
         batch: args.batch.clone(),
         ledger: args.service.ledger.clone(),
@@ -58,10 +54,7 @@ pub async fn execute(args: ReconcileArgs) -> i32 {
         in_doubt_window: std::time::Duration::from_secs_f64(args.in_doubt_hours * 3600.0),
     };
     let console = Console::new(false);
-    let done = match reconcile_batch(&opts, &console.reporter()).await {
-        Ok(done) => done,
-        Err(e) => return report_error(&e),
-    };
+    let done = reconcile_batch(&opts, &console.reporter()).await?;
     print_report(&done.report, args.dry_run, args.json);
     if done.unsettled {
         errln!(
@@ -69,13 +62,13 @@ pub async fn execute(args: ReconcileArgs) -> i32 {
             done.report.unattributed.len(),
             crate::text::shell_word(&args.batch)
         );
-        return exit::INCOMPLETE;
+        return Ok(Exit::Incomplete);
     }
-    if done.report.needs_a_person() {
-        exit::FAILURES
+    Ok(if done.report.needs_a_person() {
+        Exit::Failures
     } else {
-        exit::OK
-    }
+        Exit::Ok
+    })
 }
 
 fn print_report(r: &ReconcileReport, dry_run: bool, json: bool) {

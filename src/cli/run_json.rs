@@ -7,10 +7,11 @@ use rust_decimal::Decimal;
 use serde_json::{Value, json};
 
 use crate::batch::options::RunOptions;
-use crate::batch::outcome::{Outcome, RunError, RunSummary};
+use crate::batch::outcome::{Outcome, RunSummary};
 use crate::ledger::RowState;
 use crate::ops::retry::Retried;
 
+use super::CliError;
 use super::signals::{Progress, Stop};
 
 fn rows(counts: &BTreeMap<RowState, i64>) -> Value {
@@ -77,19 +78,15 @@ pub fn summary(s: &RunSummary, code: i32) -> Value {
 }
 
 /// A run that stopped on an error (nothing sent, or the service failed for a moment).
-pub fn failure(opts: &RunOptions, e: &RunError, code: i32) -> Value {
-    let problems = match e {
-        RunError::Invalid { problems, .. } => problems.total,
-        _ => 0,
-    };
+pub fn failure(opts: &RunOptions, e: &CliError) -> Value {
     json!({
         "batch": opts.batch_name(),
         "environment": opts.environment.name(),
         "simulated": opts.environment.is_simulated(),
-        "exit_code": code,
+        "exit_code": e.exit.code(),
         "outcome": "stopped",
-        "error": {"message": e.to_string(), "help": e.help()},
-        "problems": problems,
+        "error": {"message": e.message(), "help": e.help()},
+        "problems": e.problems_total(),
     })
 }
 
@@ -133,7 +130,7 @@ pub fn interrupted(opts: &RunOptions, progress: &Progress, signal: Stop) -> Valu
         "batch": opts.batch_name(),
         "environment": opts.environment.name(),
         "simulated": opts.environment.is_simulated(),
-        "exit_code": signal.code(),
+        "exit_code": signal.exit().code(),
         "outcome": "interrupted",
         "signal": signal.name(),
         "orders_sent": sent.map(|s| s.orders_sent),
