@@ -2,6 +2,9 @@
 //! to check before a batch or after a top-up.
 
 use clap::Args;
+use serde::Serialize;
+
+use crate::api::models::Balance;
 
 use crate::environment::Connection;
 use crate::exit::Exit;
@@ -23,6 +26,13 @@ pub struct BalanceArgs {
     pub json: bool,
     #[command(flatten)]
     pub service: ServiceArgs,
+}
+
+/// `balance --json`: the service's balances as it gave them.
+#[derive(Serialize)]
+struct BalancesJson<'a> {
+    environment: &'a str,
+    balances: &'a [Balance],
 }
 
 pub async fn execute(args: BalanceArgs) -> Result<Exit, CliError> {
@@ -60,10 +70,10 @@ pub async fn execute(args: BalanceArgs) -> Result<Exit, CliError> {
         )
     })?;
     if args.json {
-        super::out_json(&serde_json::json!({
-            "environment": conn.environment.name(),
-            "balances": balances,
-        }));
+        super::out_json(&BalancesJson {
+            environment: conn.environment.name(),
+            balances: &balances,
+        });
         return Ok(Exit::Ok);
     }
     outln!("{banner}");

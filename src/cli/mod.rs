@@ -30,8 +30,20 @@ pub fn out_line(line: &str) {
 }
 
 /// Prints `value` as one line of JSON on stdout (`--json`), as [`json_text`] writes it.
-pub fn out_json(value: &serde_json::Value) {
-    out_line(&json_text(value, false));
+pub fn out_json<T: serde::Serialize + ?Sized>(value: &T) {
+    match serde_json::to_value(value) {
+        Ok(value) => out_line(&json_text(&value, false)),
+        Err(e) => print_error(&format!("cannot write the JSON output: {e}"), None),
+    }
+}
+
+/// A JSON object whose keys are data (row states, currencies), in the order of its entries.
+pub struct InOrder<K, V>(pub Vec<(K, V)>);
+
+impl<K: serde::Serialize, V: serde::Serialize> serde::Serialize for InOrder<K, V> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|(k, v)| (k, v)))
+    }
 }
 
 /// `value` as JSON text to print: every string in it (keys too) with what is or looks like an

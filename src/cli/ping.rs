@@ -1,6 +1,7 @@
 //! `paybatch ping`: checks the API key and the environment with `GET /ping`.
 
 use clap::Args;
+use serde::Serialize;
 
 use crate::environment::Connection;
 use crate::exit::Exit;
@@ -16,6 +17,16 @@ pub struct PingArgs {
     pub json: bool,
 }
 
+/// `ping --json`.
+#[derive(Serialize)]
+struct PingJson<'a> {
+    ok: bool,
+    environment: &'a str,
+    base_url: &'a str,
+    key_fingerprint: &'a str,
+    message: &'a str,
+}
+
 pub async fn execute(args: PingArgs) -> Result<Exit, CliError> {
     let environment = args.service.environment()?;
     let banner = environment.banner();
@@ -28,13 +39,13 @@ pub async fn execute(args: PingArgs) -> Result<Exit, CliError> {
     match conn.client.ping().await {
         Ok(p) => {
             if args.json {
-                super::out_json(&serde_json::json!({
-                    "ok": true,
-                    "environment": conn.environment.name(),
-                    "base_url": conn.client.base_url().as_str(),
-                    "key_fingerprint": conn.key_fingerprint,
-                    "message": p.message,
-                }));
+                super::out_json(&PingJson {
+                    ok: true,
+                    environment: conn.environment.name(),
+                    base_url: conn.client.base_url().as_str(),
+                    key_fingerprint: &conn.key_fingerprint,
+                    message: &p.message,
+                });
             } else {
                 outln!("{banner}");
                 outln!(

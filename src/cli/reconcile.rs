@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
+use serde::Serialize;
 
 use crate::batch::reconcile::ReconcileReport;
 use crate::exit::Exit;
@@ -71,21 +72,37 @@ pub async fn execute(args: ReconcileArgs) -> Result<Exit, CliError> {
     })
 }
 
+/// `reconcile --json`: what was found and what was (or would be) done.
+#[derive(Serialize)]
+struct ReportJson<'a> {
+    dry_run: bool,
+    found: usize,
+    adopted: &'a [(String, String)],
+    absent: &'a [String],
+    retired: &'a [String],
+    unattributed: &'a [String],
+    updated: &'a [(String, String, String)],
+    unknown_rows: &'a [(String, String)],
+    duplicates: &'a [(String, Vec<String>)],
+    superseded: &'a [String],
+    unattached: &'a [(String, String)],
+}
+
 fn print_report(r: &ReconcileReport, dry_run: bool, json: bool) {
     if json {
-        super::out_json(&serde_json::json!({
-            "dry_run": dry_run,
-            "found": r.found,
-            "adopted": r.adopted,
-            "absent": r.absent,
-            "retired": r.retired,
-            "unattributed": r.unattributed,
-            "updated": r.updated,
-            "unknown_rows": r.unknown_rows,
-            "duplicates": r.duplicates,
-            "superseded": r.superseded,
-            "unattached": r.unattached,
-        }));
+        super::out_json(&ReportJson {
+            dry_run,
+            found: r.found,
+            adopted: &r.adopted,
+            absent: &r.absent,
+            retired: &r.retired,
+            unattributed: &r.unattributed,
+            updated: &r.updated,
+            unknown_rows: &r.unknown_rows,
+            duplicates: &r.duplicates,
+            superseded: &r.superseded,
+            unattached: &r.unattached,
+        });
         return;
     }
     let verb = if dry_run { "would record" } else { "recorded" };

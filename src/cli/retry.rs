@@ -31,14 +31,8 @@ pub async fn execute(args: RetryArgs) -> Result<Exit, CliError> {
             Err(e) => {
                 let e = CliError::from(e);
                 if args.json {
-                    outln!(
-                        "{}",
-                        serde_json::json!({
-                            "batch": args.batch,
-                            "exit_code": e.exit.code(),
-                            "error": {"message": e.message(), "help": e.help()},
-                        })
-                    );
+                    let failed = super::run_json::retry_failed(&args.batch, &e);
+                    outln!("{}", serde_json::to_string(&failed).unwrap_or_default());
                 }
                 return Err(e);
             }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use clap::Args;
-use serde_json::json;
+use serde::Serialize;
 
 use crate::environment::Environment;
 use crate::exit::Exit;
@@ -15,7 +15,7 @@ use crate::ledger::{BatchRecord, EventRecord, RowState};
 use crate::ops::status::{self, BatchCounts, Detail, IN_DOUBT_HOURS, InFlight};
 use crate::text::shell_word;
 
-use super::{CliError, DEFAULT_LEDGER, ServiceArgs};
+use super::{CliError, DEFAULT_LEDGER, InOrder, ServiceArgs};
 
 /// Orders in flight listed one by one (the rest are counted).
 const LISTED_IN_FLIGHT: usize = 20;
@@ -69,20 +69,32 @@ fn states_text(counts: &[(RowState, i64)]) -> String {
         .join(", ")
 }
 
-fn batches_json(batches: &[BatchCounts]) -> serde_json::Value {
+/// One batch of `status --json`.
+#[derive(Serialize)]
+struct BatchJson<'a> {
+    batch: &'a str,
+    environment: &'a str,
+    base_url: &'a str,
+    input: &'a str,
+    created_at: &'a str,
+    rows: i64,
+    states: InOrder<&'static str, i64>,
+}
+
+fn batches_json(batches: &[BatchCounts]) -> Vec<BatchJson<'_>> {
     batches
         .iter()
         .map(|c| {
             let b = &c.batch;
-            json!({
-                "batch": b.name,
-                "environment": b.environment,
-                "base_url": b.base_url,
-                "input": b.input_path,
-                "created_at": b.created_at,
-                "rows": c.rows(),
-                "states": counts_map(&c.counts),
-            })
+            BatchJson {
+                batch: &b.name,
+                environment: &b.environment,
+                base_url: &b.base_url,
+                input: &b.input_path,
+                created_at: &b.created_at,
+                rows: c.rows(),
+                states: counts_map(&c.counts),
+            }
         })
         .collect()
 }
@@ -127,11 +139,9 @@ fn env_label(environment: &str) -> String {
     }
 }
 
-fn counts_map(counts: &[(RowState, i64)]) -> serde_json::Map<String, serde_json::Value> {
-    counts
-        .iter()
-        .map(|(s, n)| (s.as_str().to_string(), json!(n)))
-        .collect()
+/// Rows per state, in the states' order.
+fn counts_map(counts: &[(RowState, i64)]) -> InOrder<&'static str, i64> {
+    InOrder(counts.iter().map(|(s, n)| (s.as_str(), *n)).collect())
 }
 
 /// `3d 4h`, `2h 10m`, `5m 03s`, `12s`.
@@ -218,40 +228,121 @@ fn next_steps(
     steps
 }
 
-fn detail_json(d: &Detail, next: &[String]) -> serde_json::Value {
+/// `status --batch NAME --json`.
+#[derive(Serialize)]
+struct DetailJson<'a> {
+    batch: &'a str,
+    environment: &'a str,
+    base_url: &'a str,
+    key_fingerprint: &'a str,
+    input: &'a str,
+    input_sha256: &'a str,
+    created_at: &'a str,
+    rows: i64,
+    states: InOrder<&'static str, i64>,
+    orders: BTreeMap<&'a str, i64>,
+    unconfirmed_orders: Vec<String>,
+    charged: Vec<ChargedJson<'a>>,
+    repeats: Vec<RepeatJson<'a>>,
+    in_flight: Vec<InFlightJson<'a>>,
+    events: Vec<EventJson<'a>>,
+    next: &'a [String],
+}
+
+/// What left one balance.
+#[derive(Serialize)]
+struct ChargedJson<'a> {
+    by: &'a str,
+    currency: &'a str,
+    amount: String,
+}
+
+/// What a person decided about rows other batches have.
+#[derive(Serialize)]
+struct RepeatJson<'a> {
+    at: &'a str,
+    decision: &'a str,
+}
+
+/// An order in flight.
+#[derive(Serialize)]
+struct InFlightJson<'a> {
+    order: i64,
+    service_order_id: Option<&'a str>,
+    state: &'static str,
+    what: &'static str,
+    since: Option<&'a str>,
+    age_seconds: Option<i64>,
+    sends: i64,
+    polls: i64,
+}
+
+/// One of the last events.
+#[derive(Serialize)]
+struct EventJson<'a> {
+    at: &'a str,
+    subject: &'a str,
+    from: Option<&'a str>,
+    to: Option<&'a str>,
+    cause: &'a str,
+}
+
+fn detail_json<'a>(d: &'a Detail, next: &'a [String]) -> DetailJson<'a> {
     let b = &d.batch;
-    let flights = d.in_flight();
-    json!({
-        "batch": b.name,
-        "environment": b.environment,
-        "base_url": b.base_url,
-        "key_fingerprint": b.key_fingerprint,
-        "input": b.input_path,
-        "input_sha256": b.input_hash,
-        "created_at": b.created_at,
-        "rows": d.rows(),
-        "states": counts_map(&d.counts),
-        "orders": d.order_counts(),
-        "unconfirmed_orders": d.unconfirmed(),
-        "charged": d.charged.iter().map(|((payer, currency), amount)| json!({
-            "by": payer,
-            "currency": currency,
-            "amount": amount.to_string(),
-        })).collect::<Vec<_>>(),
-        "repeats": d.repeats.iter().map(|(at, what)| json!({"at": at, "decision": what})).collect::<Vec<_>>(),
-        "in_flight": flights.iter().map(|f| json!({
-            "order": f.order.id,
-            "service_order_id": f.order.service_order_id,
-            "state": f.order.state.as_str(),
-            "what": f.what,
-            "since": f.since,
-            "age_seconds": f.age().map(|a| a.num_seconds()),
-            "sends": f.order.sends,
-            "polls": f.order.polls,
-        })).collect::<Vec<_>>(),
-        "events": d.events.iter().zip(&d.subjects).map(|(e, s)| event_json(e, s)).collect::<Vec<_>>(),
-        "next": next,
-    })
+    DetailJson {
+        batch: &b.name,
+        environment: &b.environment,
+        base_url: &b.base_url,
+        key_fingerprint: &b.key_fingerprint,
+        input: &b.input_path,
+        input_sha256: &b.input_hash,
+        created_at: &b.created_at,
+        rows: d.rows(),
+        states: counts_map(&d.counts),
+        orders: d.order_counts(),
+        unconfirmed_orders: d.unconfirmed(),
+        charged: d
+            .charged
+            .iter()
+            .map(|((payer, currency), amount)| ChargedJson {
+                by: payer,
+                currency,
+                amount: amount.to_string(),
+            })
+            .collect(),
+        repeats: d
+            .repeats
+            .iter()
+            .map(|(at, what)| RepeatJson { at, decision: what })
+            .collect(),
+        in_flight: d.in_flight().iter().map(in_flight_json).collect(),
+        events: d
+            .events
+            .iter()
+            .zip(&d.subjects)
+            .map(|(e, subject)| EventJson {
+                at: &e.at,
+                subject,
+                from: e.from_state.as_deref(),
+                to: e.to_state.as_deref(),
+                cause: &e.cause,
+            })
+            .collect(),
+        next,
+    }
+}
+
+fn in_flight_json<'a>(f: &InFlight<'a>) -> InFlightJson<'a> {
+    InFlightJson {
+        order: f.order.id,
+        service_order_id: f.order.service_order_id.as_deref(),
+        state: f.order.state.as_str(),
+        what: f.what,
+        since: f.since,
+        age_seconds: f.age().map(|a| a.num_seconds()),
+        sends: f.order.sends,
+        polls: f.order.polls,
+    }
 }
 
 fn print_detail(d: &Detail, next: &[String]) {
@@ -364,16 +455,6 @@ fn event_text(e: &EventRecord, subject: &str) -> String {
         (None, None) => String::new(),
     };
     format!("{}  {subject}  {transition}  {}", e.at, e.cause)
-}
-
-fn event_json(e: &EventRecord, subject: &str) -> serde_json::Value {
-    json!({
-        "at": e.at,
-        "subject": subject,
-        "from": e.from_state,
-        "to": e.to_state,
-        "cause": e.cause,
-    })
 }
 
 #[cfg(test)]
