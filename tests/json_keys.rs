@@ -531,3 +531,58 @@ async fn every_json_output_keeps_its_keys() {
         ],
     );
 }
+
+/// A run stopped by SIGINT while it reads its file: the object says how far it got.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_json_of_an_interrupted_run_keeps_its_keys() {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    let mut csv = String::from("reference,product_code,face_value,currency,email\n");
+    for i in 0..150_000 {
+        csv.push_str(&format!("B-{i},AMZ-US,10.00,USD,b{i}@example.com\n"));
+    }
+    ws.write("big.csv", &csv);
+    let args = run_args(&ws, &sim.base_url(), "big.csv", &["--json"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut child = spawn_paybatch(ws.dir.path(), &args, &[]);
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
+    wait_for_line(&mut lines, "catalog:", std::time::Duration::from_secs(60)).await;
+    let pid = child.id().expect("pid").to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    let mut stdout = String::new();
+    let mut out = child.stdout.take().expect("stdout");
+    tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        out.read_to_string(&mut stdout),
+    )
+    .await
+    .expect("the run ends its output soon after the signal")
+    .expect("stdout read");
+    let status = tokio::time::timeout(std::time::Duration::from_secs(30), child.wait())
+        .await
+        .expect("the run stops soon after the signal")
+        .expect("wait");
+    assert_eq!(status.code(), Some(130), "{stdout}");
+    let value: Value = serde_json::from_str(stdout.trim()).expect("one JSON object");
+    let expected: BTreeSet<String> = [
+        "batch",
+        "environment",
+        "exit_code",
+        "orders_in_doubt",
+        "orders_sent",
+        "outcome",
+        "progress_unread",
+        "rows_not_sent",
+        "signal",
+        "simulated",
+    ]
+    .iter()
+    .map(|k| k.to_string())
+    .collect();
+    assert_eq!(shape(&value, &[], usize::MAX), expected, "{stdout}");
+}
