@@ -19,6 +19,9 @@
 #                                          peak memory of validate and run on very wide rows
 #                                          (COLUMNS columns, most of them carried through), a
 #                                          file paid and one refused (a problem in every row)
+#   scripts/bench.sh approved [ROWS]       the plan validate keeps (time, size, memory), and the
+#                                          refusal of a changed file against it, side by side
+#                                          with the refusal of a digest the ledger did not keep
 #   scripts/bench.sh smoke                 tiny versions of every mode (CI: checks they work)
 # Polling (5: status requests per order) is printed by naive and large.
 # Needs: cargo, python3, sqlite3, curl, jq, bc (Debian packages).
@@ -405,6 +408,42 @@ PY
   echo "wide: rows=$rows columns=$columns file=${size}MB ${summary[*]} worst-peak=$((worst / 1024))MB"
 }
 
+# The approved plan of ROWS rows: `validate` on a new ledger (time and peak memory), the plan
+# it kept (its size in the ledger, and the time to keep it, from the -v log), then a run of the
+# file with 30 addresses changed, one row taken out and one added, refused against that plan (the
+# file read again and compared: time and peak memory), side by side with the refusal of a
+# digest the ledger did not keep (the same run but for the comparison).
+approved_cost() {
+  local rows=${1:-1000000} k vsecs vpeak digest size keep rsecs rpeak usecs upeak named
+  "$gen" "$rows" > "$work/batch.csv"
+  start_sim --rate-limit 0
+  k=$(key_file)
+  rm -f "$work"/ledger.db*
+  /usr/bin/time -f "%e %M" -o "$work/time" "$bin" -v validate "$work/batch.csv" \
+    --base-url "$base" --api-key-file "$k" --ledger "$work/ledger.db" \
+    > "$work/validate.out" 2> "$work/validate.err" || true
+  read -r vsecs vpeak < <(tail -n 1 "$work/time")
+  digest=$(grep -o 'plan digest: sha256:[0-9a-f]*' "$work/validate.out" | cut -d' ' -f3)
+  if [ -z "$digest" ]; then echo "approved: validate printed no digest:" >&2; cat "$work/validate.err" >&2; return 1; fi
+  size=$(sqlite3 "$work/ledger.db" "select length(plan) + length(context) from approved_plans")
+  keep=$(grep -o 'approved plan kept: .*' "$work/validate.err" | sed 's/\x1b\[[0-9;]*m//g' | tail -n 1)
+  echo "approved: validate ${vsecs}s peak=$((vpeak / 1024))MB; $keep" >&2
+  # 30 addresses changed (every 1000th row up to the 30th), the second row out, a row added.
+  awk -F, -v OFS=, 'NR == 3 { next } NR > 1 && NR % 1000 == 0 && NR <= 30000 && $5 != "" { $5 = "changed" NR "@example.com" } { print }
+    END { print "EMP-NEW-2026-11,AMZ-US,5.00,USD,new@example.com,Sales" }' \
+    "$work/batch.csv" > "$work/changed.csv"
+  read -r rsecs rpeak < <(peak_and_time "$bin" run "$work/changed.csv" --batch batch \
+    --base-url "$base" --api-key-file "$k" --ledger "$work/ledger.db" --plan-only --quiet \
+    --expect-digest "$digest")
+  "$bin" run "$work/changed.csv" --batch batch --base-url "$base" --api-key-file "$k" \
+    --ledger "$work/ledger.db" --plan-only --quiet --expect-digest "$digest" 2> "$work/run.err" || true
+  named=$(grep -cE '^  [0-9]+ rows? (added|removed|changed):' "$work/run.err" || true)
+  read -r usecs upeak < <(peak_and_time "$bin" run "$work/changed.csv" --batch batch \
+    --base-url "$base" --api-key-file "$k" --ledger "$work/ledger.db" --plan-only --quiet \
+    --expect-digest "sha256:$(printf '0%.0s' $(seq 64))")
+  echo "approved: rows=$rows validate=${vsecs}s/$((vpeak / 1024))MB kept=$((size / 1024))KiB ($(ratio "$size" "$rows" 1) bytes a row) refused-with-changes=${rsecs}s/$((rpeak / 1024))MB refused-unknown=${usecs}s/$((upeak / 1024))MB lists=$named"
+}
+
 case "$mode" in
   naive) naive_vs "${2:-300}" "${3:-3}" ;;
   large | e2e) large "${2:-100000}" "${3:-3}" ;;
@@ -414,6 +453,7 @@ case "$mode" in
   pacing) pacing "${2:-600}" "${3:-}" ;;
   window) window_read "${2:-20000}" "${3:-3}" ;;
   wide) wide "${2:-600}" "${3:-120000}" ;;
+  approved) approved_cost "${2:-1000000}"; stop_sim ;;
   smoke)
     local_cost 2000; stop_sim
     repeat_cost 2000 1; stop_sim
@@ -422,6 +462,7 @@ case "$mode" in
     large 500 1
     backtoback 6
     window_read 1200 1
-    wide 20 2000 ;;
-  *) echo "usage: $0 naive|large|backtoback|local|repeats|pacing|window|wide|smoke [N...]" >&2; exit 2 ;;
+    wide 20 2000
+    approved_cost 2000; stop_sim ;;
+  *) echo "usage: $0 naive|large|backtoback|local|repeats|pacing|window|wide|approved|smoke [N...]" >&2; exit 2 ;;
 esac

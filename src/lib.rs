@@ -12,6 +12,7 @@ pub mod input;
 pub mod ledger;
 pub mod money;
 pub mod ops;
+pub mod report;
 pub mod settings;
 pub mod sim;
 pub mod text;

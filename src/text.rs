@@ -108,20 +108,11 @@ pub fn shell_word(s: &str) -> Cow<'_, str> {
 /// `None` when it is more than `max` (cheap for long names: their lengths alone tell). Used for
 /// "did you mean": column names, product codes.
 pub fn distance_within(a: &str, b: &str, max: usize) -> Option<usize> {
-    let (a, b): (Vec<char>, Vec<char>) = (a.chars().take(64).collect(), b.chars().collect());
-    if a.len().abs_diff(b.len()) > max {
+    let a: String = a.chars().take(64).collect();
+    if a.chars().count().abs_diff(b.chars().count()) > max {
         return None;
     }
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != cb);
-            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    Some(prev[b.len()]).filter(|d| *d <= max)
+    Some(strsim::levenshtein(&a, b)).filter(|d| *d <= max)
 }
 
 #[cfg(test)]

@@ -139,6 +139,7 @@ async fn every_json_output_keeps_its_keys() {
             "digest",
             "environment",
             "file",
+            "plan_not_kept",
             "problems",
             "problems[].column",
             "problems[].column_name",

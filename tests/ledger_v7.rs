@@ -70,11 +70,12 @@ fn row_states(ledger: &Path) -> BTreeMap<String, i64> {
 }
 
 /// Takes a ledger back to schema version 6, as the previous release left it: no delivery
-/// column, the index on (batch, state).
+/// column, the index on (batch, state), no approved plans.
 fn back_to_schema_6(ledger: &Path) {
     db(ledger)
         .execute_batch(
-            "DROP INDEX rows_paid_likeness;
+            "DROP TABLE approved_plans;
+             DROP INDEX rows_paid_likeness;
              ALTER TABLE rows DROP COLUMN likeness;
              DROP INDEX rows_batch_state;
              ALTER TABLE rows DROP COLUMN delivery;
@@ -169,7 +170,7 @@ async fn a_schema_6_ledger_interrupted_mid_batch_resumes_and_counts_the_same_del
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .expect("version");
     assert_eq!(
-        version, 8,
+        version, 9,
         "the first command that opens it migrates it to the latest"
     );
     assert_eq!(rows_whose_delivery_differs(&ledger), []);

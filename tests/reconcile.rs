@@ -790,6 +790,9 @@ async fn an_intent_superseded_by_a_paid_retry_is_never_sent() {
     let ws = Workspace::new();
     let mut poor = fast_config(Some(ws.path("sim-a.db")));
     poor.balances = vec![("USD".to_string(), "1.00".parse().expect("decimal"))];
+    // As the playground: no estimate, so the converted row's price is unknown before it is
+    // ordered (the pre-flight only warns) and the service refuses it.
+    poor.estimates = false;
     let sim = start_sim(poor).await;
     let addr = sim.addr();
     let s = Setup {
@@ -797,8 +800,9 @@ async fn an_intent_superseded_by_a_paid_retry_is_never_sent() {
         ws,
         sim,
     };
-    // A yen product paid from the dollar balance: converted at order time, so the balance
-    // pre-flight does not stop it and the service refuses it.
+    // A yen product paid from the dollar balance: converted at order time, with no estimate and
+    // no earlier conversion in the ledger, so the balance pre-flight does not stop it and the
+    // service refuses it.
     let input = s.ws.write(
         "two.csv",
         "reference,product_code,face_value,currency,payment_currency\nY-1,UBER-JP,3000,JPY,USD\n",

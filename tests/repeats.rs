@@ -256,7 +256,8 @@ async fn a_ledger_of_the_previous_schema_knows_what_it_paid_once_migrated() {
     rusqlite::Connection::open(ws.ledger())
         .expect("ledger")
         .execute_batch(
-            "DROP INDEX rows_paid_likeness;
+            "DROP TABLE approved_plans;
+             DROP INDEX rows_paid_likeness;
              ALTER TABLE rows DROP COLUMN likeness;
              PRAGMA user_version = 7;",
         )

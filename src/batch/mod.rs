@@ -1,12 +1,12 @@
 //! The stages of a batch, in the order a row meets them: the options of a run, planning
 //! (grouping rows into orders, their keys and bodies), funds (prices, the balance pre-flight),
 //! sending at the service's pace, polling, checking and recording the answers, reconciling with
-//! the service, and the result file and report. The operations that string them together are
-//! in [`crate::ops`].
+//! the service, and the result file. The operations that string them together are in
+//! [`crate::ops`]; the HTML report made from the ledger afterwards is in [`crate::report`].
 
+pub mod approved;
 pub mod funds;
 pub mod grouping;
-pub mod html;
 pub mod lock;
 pub mod options;
 pub mod outcome;

@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use crate::batch::html;
 use crate::exit::Exit;
 use crate::ledger::{BatchRecord, Ledger};
 use crate::ops::{report, status};
+use crate::report::Tally;
 
 use super::{CliError, ServiceArgs};
 
@@ -49,7 +49,7 @@ pub async fn execute(args: ReportArgs, quiet: bool) -> Result<Exit, CliError> {
     let ledger = status::open_existing(&args.service.ledger)?;
     let batch = status::find_batch(&ledger, &args.batch)?;
     // A bad --group-by is refused before anything is written.
-    let mut tally = html::Tally::new(&batch);
+    let mut tally = Tally::new(&batch);
     for column in &args.group_by {
         tally.group_by(column).map_err(|e| {
             CliError::usage(e, "--group-by takes the name of a column of the input file")
@@ -121,7 +121,7 @@ fn write_html(
     ledger: &Ledger,
     batch: &BatchRecord,
     path: &Path,
-    tally: html::Tally,
+    tally: Tally,
     quiet: bool,
 ) -> Result<(), CliError> {
     report::write_html(ledger, batch, path, tally).map_err(|e| {

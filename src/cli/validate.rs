@@ -1,7 +1,8 @@
 //! `paybatch validate FILE`: every check of `paybatch run` without paying anything: the rows
 //! against the catalog, the balance, the totals per payment currency and per product, and the
 //! plan digest a person approves before `paybatch run FILE --expect-digest DIGEST`. It writes
-//! nothing but the catalog cache: no batch, no row.
+//! nothing but the catalog cache and the approved plan (so that a run refusing a changed file
+//! says what changed): no batch, no row.
 
 use std::io::Write;
 
@@ -24,8 +25,10 @@ its plan digest.\n\nThe plan digest is a SHA-256 over every valid row's payable 
 order), the batch name and the environment, and, for a batch the ledger already has, over the \
 orders already sent for rows the file no longer has (an intent never sent for such a row is \
 cancelled by the run, and shown). Approve it, then pay exactly that plan with `paybatch run FILE \
---expect-digest DIGEST`: the run refuses a plan that changed since.\n\nWrites nothing but \
-the catalog cache in the ledger database. Exit 0 when the batch is valid, 3 when it is not (or the \
+--expect-digest DIGEST`: the run refuses a plan that changed since, and says what changed (rows \
+added, removed and changed, field by field) against the plan kept when it was validated.\n\nWrites \
+nothing but the catalog cache and the validated plan (the last 20 of a batch) in the ledger \
+database; a plan that cannot be kept there is said, and its digest still printed. Exit 0 when the batch is valid, 3 when it is not (or the \
 balance is too low).";
 
 #[derive(Debug, Args)]
@@ -84,6 +87,12 @@ pub async fn execute(args: ValidateArgs, quiet: bool) -> Result<Exit, CliError> 
     let opts = args.options()?;
     opts.environment.api_key(opts.api_key_file.as_deref())?;
     let preview = preview::preview(&opts).await?;
+    if let (Some(_), Some(why)) = (&preview.digest, &preview.plan_not_kept) {
+        errln!(
+            "warning: this plan could not be kept in the ledger ({}): should the file change, `paybatch run --expect-digest` cannot say what changed",
+            crate::text::escape(why)
+        );
+    }
     let code = if preview.is_valid() {
         Exit::Ok
     } else {

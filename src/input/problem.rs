@@ -1,6 +1,7 @@
 //! A problem of a batch file, located as precisely as possible (line, column, value), with what
 //! was expected and what to do; and the bounded list of a file's problems. Shared by the reader
-//! (`input`), the row rules (`validate`) and everything that reports them.
+//! and its columns, the row rules (`row`, `validator`, `catalog_rules`) and everything that
+//! reports them.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -189,5 +190,50 @@ pub fn show(value: &str) -> String {
     match value.char_indices().nth(MAX) {
         Some((end, _)) => format!("{}…", crate::text::escape(&value[..end])),
         None => crate::text::escape(value).into_owned(),
+    }
+}
+
+/// A value quoted in a message, as [`show`] shows it, in backticks.
+pub(super) fn quoted(value: &str) -> String {
+    format!("`{}`", show(value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn problems_are_kept_bounded_the_first_of_each_kind_and_counted() {
+        let mut all = Problems::default();
+        for line in 2..100_002u64 {
+            let column = ["face_value", "email", "face_value", "face_value"][(line % 4) as usize];
+            all.push(Problem::at(line, 2, column, "bad"));
+        }
+        all.push(Problem::file(
+            100_002,
+            "this row has 3 fields but the header has 4",
+        ));
+        assert_eq!(all.len(), 100_001);
+        assert_eq!(all.per_kind["face_value"], 75_000);
+        assert_eq!(all.per_kind["email"], 25_000);
+        assert_eq!(all.per_kind["row"], 1);
+        assert_eq!(all.shown.len(), 2 * KEPT_PER_KIND + 1);
+        assert_eq!(all.omitted(), 100_001 - all.shown.len());
+        // In file order, the first of each kind.
+        assert_eq!(all.shown[0].line, 2);
+        assert!(all.shown.windows(2).all(|w| w[0].line < w[1].line));
+        assert!(!all.all_file_level());
+        // Never more than KEPT, however many kinds.
+        let many: Problems = (0..1000)
+            .map(|k| Problem::at(2, k, &format!("c{k}"), "bad"))
+            .collect();
+        assert_eq!(many.shown.len(), KEPT);
+        assert_eq!(many.per_kind.len(), 1000);
+    }
+
+    #[test]
+    fn values_in_messages_are_escaped_and_cut() {
+        assert_eq!(show("a\nb"), "a\\nb");
+        assert_eq!(show(&"x".repeat(100)).chars().count(), 61);
     }
 }

@@ -115,6 +115,13 @@ impl OrdersOutside {
         self.0
             .push((key.to_string(), hex::encode(Sha256::digest(body))));
     }
+
+    /// Each order's key and the SHA-256 (hex) of its body, in the order of the keys.
+    pub fn sorted(&self) -> Vec<(String, String)> {
+        let mut orders = self.0.clone();
+        orders.sort();
+        orders
+    }
 }
 
 /// The plan digest of a file for its batch: the file's digest ([`PlanDigest`]) when the ledger

@@ -5,6 +5,7 @@
 //! transaction, committed with `synchronous=FULL` before the network call it prepares; the
 //! transitions allowed are listed in [`state`]. See docs/ledger.md.
 
+pub mod approved;
 pub mod history;
 pub mod merge;
 pub mod repeats;
@@ -71,6 +72,7 @@ fn migrations() -> Migrations<'static> {
             include_str!("../../migrations/008_repeats.sql"),
             repeats::fill_likeness,
         ),
+        M::up(include_str!("../../migrations/009_approved_plans.sql")),
     ])
 }
 

@@ -2,7 +2,9 @@
 //! binding of an existing batch, balance), the totals per payment currency and per product, and
 //! the plan digest that a person approves and `paybatch run --expect-digest` insists on.
 //!
-//! A preview writes nothing but the catalog cache: it never creates a batch or a row.
+//! A preview writes nothing but the catalog cache and, for a payable plan, the plan itself
+//! among the approved plans (`ledger::approved`, so that a run refusing a changed file can say
+//! what changed): it never creates a batch or a row.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -11,8 +13,10 @@ use serde::Serialize;
 
 use crate::api::Client;
 use crate::api::models::Product;
+use crate::batch::approved::{PlanContext, PlanRows};
 use crate::batch::funds::{self, ConvertedKind, row_card, row_price};
 use crate::batch::grouping::changed_after_submission_problem;
+use crate::batch::lock::LedgerLock;
 use crate::batch::options::RunOptions;
 use crate::batch::outcome::RunError;
 use crate::batch::repeats::{self, OnRepeat, Repeats};
@@ -21,9 +25,10 @@ use crate::environment::Connection;
 use crate::input::rules::content_hash;
 use crate::input::rules::{CatalogIndex, Problem, Problems, RowSpec, ValidateOptions};
 use crate::input::scan;
+use crate::ledger::approved::NewApprovedPlan;
 use crate::ledger::{Conversion, Ledger, LedgerError, RowState, SeenRow};
 
-use super::start::{check_binding, check_input, load_catalog, outside_file, plan_digest};
+use super::start::{check_binding, check_input, load_catalog, outside_file, plan_and_context};
 
 pub use crate::batch::funds::BalanceCheck;
 
@@ -243,6 +248,10 @@ pub struct Preview {
     pub service: Option<(String, Vec<String>)>,
     /// What the ledger holds for rows the file no longer has (an existing batch).
     pub taken_out: TakenOut,
+    /// Why the plan of the digest could not be kept among the ledger's approved plans (a run
+    /// refusing a changed file then cannot say what changed); `None` when it was kept, or
+    /// when there is no digest.
+    pub plan_not_kept: Option<String>,
 }
 
 impl Preview {
@@ -271,6 +280,7 @@ impl Preview {
             },
             service: None,
             taken_out: TakenOut::default(),
+            plan_not_kept: None,
         }
     }
 
@@ -322,6 +332,7 @@ fn read_file(
     by_code: &HashMap<&str, &Product>,
     options: &ValidateOptions,
     checker: &mut repeats::Checker<'_>,
+    plan: &mut PlanRows,
 ) -> Result<(Result<scan::Scan, Problem>, Totals, Vec<Changed>), RunError> {
     let batch_name = opts.batch_name();
     let mut totals = Totals::default();
@@ -354,6 +365,7 @@ fn read_file(
                 }
             }
             let state = seen.map(|s| s.state);
+            plan.add(spec);
             let repeat = checker.see(spec).unwrap_or_else(|e| {
                 lookup_error.get_or_insert(e);
                 false
@@ -407,6 +419,7 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, RunError> {
         earlier = earlier.with_service(&at);
     }
     let mut checker = repeats::Checker::new(&ledger, &earlier, opts.on_repeat);
+    let mut plan = PlanRows::default();
     let (scanned, totals, changed) = read_file(
         opts,
         (&ledger, existing.as_ref()),
@@ -414,6 +427,7 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, RunError> {
         &by_code,
         &options,
         &mut checker,
+        &mut plan,
     )?;
     let scanned = match scanned {
         Ok(s) => s,
@@ -444,11 +458,79 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, RunError> {
         ledger.latest_conversion(&base_url, pay, product)
     })
     .await?;
-    if preview.is_valid()
-        && let Some(file) = scanned.digest
-    {
-        let digest = plan_digest(&ledger, &outside, file)?;
-        preview.digest = Some(preview.repeats.fold_into(&digest));
-    }
+    approve(
+        &mut preview,
+        &mut ledger,
+        opts,
+        (&outside, scanned.digest, &scanned.file_hash),
+        plan,
+    )?;
     Ok(preview)
+}
+
+/// Gives the preview of a payable plan ([`Preview::is_valid`]) its digest (made of the file's,
+/// `file`), and keeps the plan among the ledger's approved plans ([`keep_plan`]; why not, in
+/// the preview, when it cannot be kept).
+fn approve(
+    preview: &mut Preview,
+    ledger: &mut Ledger,
+    opts: &RunOptions,
+    (outside, file, input_hash): (&crate::ledger::OutsideFile, Option<String>, &str),
+    plan: PlanRows,
+) -> Result<(), RunError> {
+    let Some(file) = file.filter(|_| preview.is_valid()) else {
+        return Ok(());
+    };
+    let (digest, context) = plan_and_context(ledger, outside, file, &preview.repeats)?;
+    let kept = Kept {
+        digest: &digest,
+        context: &context,
+        input_hash,
+    };
+    preview.plan_not_kept = keep_plan(ledger, opts, &kept, plan).err();
+    preview.digest = Some(digest);
+    Ok(())
+}
+
+/// What an approved plan keeps besides its rows.
+struct Kept<'a> {
+    digest: &'a str,
+    context: &'a PlanContext,
+    input_hash: &'a str,
+}
+
+/// Keeps the plan whose digest the preview shows among the ledger's approved plans, under the
+/// ledger's lock (a run going on with the ledger is not waited for: the plan is not kept);
+/// why not, when it cannot be kept. Nothing a run reads as a batch's state is written.
+fn keep_plan(
+    ledger: &mut Ledger,
+    opts: &RunOptions,
+    kept: &Kept<'_>,
+    rows: PlanRows,
+) -> Result<(), String> {
+    let started = std::time::Instant::now();
+    let _lock = LedgerLock::acquire(&opts.ledger).map_err(|e| e.to_string())?;
+    let context = serde_json::to_string(kept.context).map_err(|e| e.to_string())?;
+    let count = i64::try_from(rows.rows()).unwrap_or(i64::MAX);
+    let plan = rows.finish().map_err(|e| e.to_string())?;
+    let input_path = opts.input.display().to_string();
+    ledger
+        .keep_approved_plan(&NewApprovedPlan {
+            digest: kept.digest,
+            batch: &opts.batch_name(),
+            environment: opts.environment.name(),
+            input_path: &input_path,
+            input_hash: kept.input_hash,
+            rows: count,
+            context: &context,
+            plan: &plan,
+        })
+        .map_err(|e| e.to_string())?;
+    tracing::info!(
+        "approved plan kept: {} rows in {} bytes, {:.2?}",
+        count,
+        plan.len(),
+        started.elapsed()
+    );
+    Ok(())
 }

@@ -5,9 +5,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::batch::outcome::RunError;
-use crate::batch::{html, options, results};
+use crate::batch::{options, results};
 use crate::environment::Environment;
 use crate::ledger::{BatchRecord, Ledger, LedgerError};
+use crate::report::{self, Tally};
 
 /// Where the result file of a batch goes by default: where `run` writes it, beside the input
 /// file as the run recorded its path.
@@ -48,12 +49,12 @@ pub fn copy_result_file(
 }
 
 /// Writes the HTML report of `batch` at `path` (mode 0600), with the breakdowns `tally` was
-/// asked for ([`html::Tally::group_by`]).
+/// asked for ([`Tally::group_by`]).
 pub fn write_html(
     ledger: &Ledger,
     batch: &BatchRecord,
     path: &Path,
-    mut tally: html::Tally,
+    mut tally: Tally,
 ) -> Result<(), RunError> {
     tally.latest_merge(ledger.merges(batch.id)?);
     if let Some((_, note)) = ledger.batch_notes(batch.id, "repeats ")?.last() {
@@ -71,15 +72,17 @@ pub fn write_html(
             tally.add_order_outside(&key, &body);
         }
     }
-    let page = html::render_tally(
+    let io = |message: String| RunError::Io {
+        path: path.to_path_buf(),
+        message,
+    };
+    let page = report::render_tally(
         batch,
         tally,
         &ledger.path().display().to_string(),
         &crate::ledger::now(),
         env!("CARGO_PKG_VERSION"),
-    );
-    html::write_private(path, page.as_bytes()).map_err(|e| RunError::Io {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })
+    )
+    .map_err(|e| io(e.to_string()))?;
+    report::write_private(path, page.as_bytes()).map_err(|e| io(e.to_string()))
 }

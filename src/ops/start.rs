@@ -5,9 +5,11 @@
 use std::path::Path;
 
 use crate::api::models::Product;
+use crate::batch::approved::{PlanContext, RepeatsKept};
 use crate::batch::options::RunOptions;
 use crate::batch::outcome::{RunError, is_auth_error};
 use crate::batch::progress::Reporter;
+use crate::batch::repeats::Repeats;
 use crate::catalog::{self, CatalogError};
 use crate::environment::{Connection, UsageError};
 use crate::input::scan;
@@ -77,14 +79,31 @@ pub fn outside_file(
 }
 
 /// The plan digest of a file whose own digest is `file` ([`scan::PlanDigest`]), with the
-/// orders followed for rows it does not have (`outside`, see [`scan::plan_digest`]): what
-/// `validate` shows and `run --expect-digest` insists on, made the same way from the same
-/// ledger and file.
-pub fn plan_digest(
+/// orders followed for rows it does not have (`outside`, see [`scan::plan_digest`]) and the
+/// repeats and the decision on them ([`Repeats::fold_into`]): what `validate` shows and `run
+/// --expect-digest` insists on, made the same way from the same ledger and file. With it, what
+/// the digest covers besides the rows, as an approved plan keeps it.
+pub fn plan_and_context(
     ledger: &Ledger,
     outside: &ledger::OutsideFile,
     file: String,
-) -> Result<String, RunError> {
+    repeats: &Repeats,
+) -> Result<(String, PlanContext), RunError> {
+    let orders = orders_outside(ledger, outside)?;
+    let context = PlanContext {
+        rows_digest: file.clone(),
+        followed: orders.sorted(),
+        repeats: RepeatsKept::of(repeats),
+    };
+    Ok((repeats.fold_into(&scan::plan_digest(file, orders)), context))
+}
+
+/// The orders followed for rows the file does not have, by key and body, as the plan digest
+/// covers them.
+pub fn orders_outside(
+    ledger: &Ledger,
+    outside: &ledger::OutsideFile,
+) -> Result<scan::OrdersOutside, RunError> {
     let mut orders = scan::OrdersOutside::default();
     for &id in &outside.followed {
         let (key, body) = ledger.order_key_and_body(id)?.ok_or_else(|| {
@@ -94,7 +113,7 @@ pub fn plan_digest(
         })?;
         orders.add(&key, &body);
     }
-    Ok(scan::plan_digest(file, orders))
+    Ok(orders)
 }
 
 /// The ledger's batch: the existing one, now bound to this file, or a new one.

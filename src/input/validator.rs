@@ -1,0 +1,283 @@
+//! Checking rows against the catalog and against the rows checked before them
+//! ([`Validator::check`]): a reference used once, products the catalog has and can pay, no likely
+//! duplicate; what the catalog asks of the currency, the face value and the country is in
+//! [`super::catalog_rules`].
+
+use std::hash::{Hash, Hasher};
+
+use rust_decimal::Decimal;
+
+use super::catalog_index::CatalogIndex;
+use super::catalog_rules::{check_country, check_currency, check_face_value, product_problem};
+use super::problem::{Problem, quoted};
+use super::row::{RowSpec, ValidateOptions, problem_at};
+use super::seen::Seen;
+use crate::api::Product;
+
+/// Unknown product codes for which a close catalog code is looked for: the look-up goes
+/// through the whole catalog, and only the first problems of a kind are shown.
+const SUGGESTIONS: usize = 200;
+
+/// Checks rows against the catalog and against the rows checked before them.
+#[derive(Debug)]
+pub struct Validator<'a> {
+    catalog: &'a CatalogIndex,
+    opts: ValidateOptions,
+    references: Seen,
+    contents: Seen,
+    suggestions_left: usize,
+}
+
+impl<'a> Validator<'a> {
+    pub fn new(catalog: &'a CatalogIndex, opts: ValidateOptions) -> Self {
+        Validator {
+            catalog,
+            opts,
+            references: Seen::default(),
+            contents: Seen::default(),
+            suggestions_left: SUGGESTIONS,
+        }
+    }
+
+    /// The line of the first checked row with this reference.
+    pub fn reference_line(&self, reference: &str) -> Option<u64> {
+        self.references.get(&reference)
+    }
+
+    /// The references of the rows checked, by the line each was first seen on.
+    pub fn into_references(self) -> Seen {
+        self.references
+    }
+
+    /// All the problems of `row`; empty when it can be paid. Rows are expected in file order:
+    /// a repeated reference or a likely duplicate is reported on the later row.
+    pub fn check(&mut self, row: &RowSpec) -> Vec<Problem> {
+        let mut problems = Vec::new();
+        let repeated_reference = self.check_reference(row, &mut problems);
+        let products = self.check_products(row, &mut problems);
+        check_currency(row, &products, &mut problems);
+        check_face_value(row, &products, &mut problems);
+        check_country(row, &products, &mut problems);
+        if !repeated_reference {
+            self.check_duplicate(row, &mut problems);
+        }
+        problems.sort_by_key(|p| p.column);
+        problems
+    }
+
+    /// Reference: unique in the batch. True when an earlier row has it.
+    fn check_reference(&mut self, row: &RowSpec, problems: &mut Vec<Problem>) -> bool {
+        let Some(first) = self.references.first_or_insert(&row.reference, row.line) else {
+            return false;
+        };
+        problems.push(problem_at(
+            row,
+            row.columns.reference,
+            "reference",
+            format!(
+                "reference {} is already used on line {first}",
+                quoted(&row.reference)
+            ),
+            "every row needs its own reference (it is what makes a payout happen once); \
+             if this is a second payout, give it a new reference, e.g. with `-2` added"
+                .into(),
+        ));
+        true
+    }
+
+    /// Products: known, orderable, live. Returns the products found in the catalog.
+    fn check_products(&mut self, row: &RowSpec, problems: &mut Vec<Problem>) -> Vec<&'a Product> {
+        let mut products: Vec<&'a Product> = Vec::new();
+        for code in &row.product_codes {
+            let Some(p) = self.catalog.get(code) else {
+                problems.push(self.unknown_product(row, code));
+                continue;
+            };
+            if let Some((message, help)) = product_problem(p) {
+                problems.push(
+                    problem_at(row, row.columns.product_code, "product_code", message, help)
+                        .with_value(code.clone()),
+                );
+            }
+            products.push(p);
+        }
+        products
+    }
+
+    /// A product code the catalog does not have, with a close code while suggestions are left.
+    fn unknown_product(&mut self, row: &RowSpec, code: &str) -> Problem {
+        let suggestion = if self.suggestions_left > 0 {
+            self.suggestions_left -= 1;
+            self.catalog.suggest(code)
+        } else {
+            None
+        };
+        let help = match suggestion {
+            Some(s) => format!("did you mean `{s}`? Codes are case-sensitive"),
+            None => "check the code against the catalog (codes are case-sensitive)".into(),
+        };
+        problem_at(
+            row,
+            row.columns.product_code,
+            "product_code",
+            format!("product {} is not in the catalog", quoted(code)),
+            help,
+        )
+        .with_value(code.to_string())
+    }
+
+    /// Likely duplicate: same recipient, products and amount as an earlier row.
+    fn check_duplicate(&mut self, row: &RowSpec, problems: &mut Vec<Problem>) {
+        let Some(email) = &row.email else {
+            return;
+        };
+        let first = self
+            .contents
+            .first_or_insert(&ContentKey::of(email, row), row.line);
+        let Some(first) = first.filter(|_| !self.opts.allow_duplicates) else {
+            return;
+        };
+        let cols = &row.columns;
+        problems.push(problem_at(
+            row,
+            cols.email.unwrap_or(cols.reference),
+            if cols.email.is_some() {
+                "email"
+            } else {
+                "reference"
+            },
+            format!(
+                "same recipient, products and face value as line {first}: a likely \
+                 duplicate of that row"
+            ),
+            "remove one of the two rows; if both payouts are intended, allow \
+             duplicates (`--allow-duplicates`)"
+                .into(),
+        ));
+    }
+}
+
+/// What makes two rows likely duplicates: the recipient's address in any case, the products in
+/// any order and the face value at any scale. Hashed as it is borrowed from the row: no copy of
+/// the address or the codes a row.
+struct ContentKey<'r> {
+    email: &'r str,
+    codes: Vec<&'r str>,
+    face_value: Decimal,
+}
+
+impl<'r> ContentKey<'r> {
+    fn of(email: &'r str, row: &'r RowSpec) -> Self {
+        let mut codes: Vec<&str> = row.product_codes.iter().map(String::as_str).collect();
+        codes.sort_unstable();
+        ContentKey {
+            email,
+            codes,
+            face_value: row.face_value.normalize(),
+        }
+    }
+}
+
+impl Hash for ContentKey<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        for c in self.email.chars().flat_map(char::to_lowercase) {
+            state.write_u32(u32::from(c));
+        }
+        // Not a character: the address ends here.
+        state.write_u32(u32::MAX);
+        self.codes.hash(state);
+        self.face_value.hash(state);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::fixtures::*;
+
+    /// Two addresses equal in lower case are one recipient, whatever their length, their case
+    /// and their characters (`K`, the Kelvin sign, is `k` in lower case); others are not.
+    #[test]
+    fn likely_duplicates_compare_addresses_in_lower_case() {
+        let cat = catalog();
+        let long = format!("Ann@{}com", "Abcdefghij.".repeat(8));
+        let pairs = [
+            ("a@example.com", "A@EXAMPLE.COM", true),
+            ("\u{212a}im@example.com", "kim@example.com", true),
+            ("ÉLODIE@example.com", "élodie@example.com", true),
+            (long.as_str(), &long.to_uppercase(), true),
+            (long.as_str(), &format!("{long}x"), false),
+            ("a@example.com", "b@example.com", false),
+            ("ab@example.com", "a@bexample.com", false),
+        ];
+        for (first, second, same) in pairs {
+            let mut v = Validator::new(&cat, ValidateOptions::default());
+            let cells = |r, e| [r, "AMZ-US", "10", "USD", "", e, "", ""];
+            assert!(check(&mut v, 2, cells("R1", first)).is_empty(), "{first}");
+            let found = check(&mut v, 3, cells("R2", second));
+            assert_eq!(
+                found.len(),
+                usize::from(same),
+                "{first} / {second}: {found:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn repeated_references_and_likely_duplicates() {
+        let cat = catalog();
+        let mut v = Validator::new(&cat, ValidateOptions::default());
+        assert!(
+            check(
+                &mut v,
+                2,
+                ["R1", "AMZ-US", "10", "USD", "", "a@example.com", "", ""]
+            )
+            .is_empty()
+        );
+        let ps = check(
+            &mut v,
+            5,
+            ["R1", "AMZ-US", "20", "USD", "", "b@example.com", "", ""],
+        );
+        assert_eq!(ps.len(), 1);
+        assert_eq!((ps[0].line, ps[0].column), (5, Some(1)));
+        assert!(ps[0].message.contains("line 2"), "{}", ps[0]);
+
+        let ps = check(
+            &mut v,
+            6,
+            ["R2", "AMZ-US", "10.00", "USD", "", "A@Example.com", "", ""],
+        );
+        assert_eq!(ps.len(), 1, "{ps:?}");
+        assert_eq!(ps[0].column, Some(6));
+        assert!(ps[0].message.contains("line 2"), "{}", ps[0]);
+        // Payout links without an email are not duplicates of each other.
+        assert!(check(&mut v, 7, ["R3", "AMZ-US", "10", "USD", "", "", "", ""]).is_empty());
+        assert!(check(&mut v, 8, ["R4", "AMZ-US", "10", "USD", "", "", "", ""]).is_empty());
+
+        let mut v = Validator::new(
+            &cat,
+            ValidateOptions {
+                allow_duplicates: true,
+                default_payment_currency: None,
+            },
+        );
+        assert!(
+            check(
+                &mut v,
+                2,
+                ["R1", "AMZ-US", "10", "USD", "", "a@example.com", "", ""]
+            )
+            .is_empty()
+        );
+        assert!(
+            check(
+                &mut v,
+                3,
+                ["R2", "AMZ-US", "10", "USD", "", "a@example.com", "", ""]
+            )
+            .is_empty()
+        );
+    }
+}

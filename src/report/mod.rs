@@ -1,0 +1,9 @@
+//! What a batch leaves behind for people: its one-page HTML report, made from a tally of the
+//! ledger's rows ([`tally`]: counts and totals as plain data) by a template ([`page`]: the
+//! markup, every value escaped by the engine's one formatter).
+
+pub mod page;
+pub mod tally;
+
+pub use page::{PageError, escape, render_tally, write_private};
+pub use tally::Tally;

@@ -1,0 +1,389 @@
+//! The tally of a batch's report: what the page says of a batch's rows, gathered one row at a
+//! time (a batch can hold a million) as plain data: counts and totals per currency, state,
+//! product and any column of the file, what left each paying balance, the rows that need
+//! attention, and the plan digest rebuilt from what the ledger recorded. No markup here: the
+//! page ([`super::page`]) is made from this data by a template.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use rust_decimal::Decimal;
+
+use crate::api::decimal::parse_decimal_text;
+use crate::api::models::DistributionType;
+use crate::input::reader::{ColumnMap, canonical_column, normalize_header};
+use crate::input::rules::{RowSpec, content_hash};
+use crate::input::scan::{OrdersOutside, PlanDigest};
+use crate::ledger::{BatchRecord, OrderLabel, RowRecord, RowState};
+
+/// The row states the report shows, in the order of the chart and the tables (REMOVED rows are
+/// not part of the batch any more, as in the result file).
+pub(super) const SHOWN: [RowState; 8] = [
+    RowState::Completed,
+    RowState::Submitted,
+    RowState::Planned,
+    RowState::Pending,
+    RowState::Mismatch,
+    RowState::Failed,
+    RowState::Rejected,
+    RowState::Invalid,
+];
+
+pub(super) fn color(state: RowState) -> &'static str {
+    match state {
+        RowState::Completed => "#2e7d32",
+        RowState::Submitted => "#1565c0",
+        RowState::Planned => "#42a5f5",
+        RowState::Pending => "#90caf9",
+        RowState::Failed => "#c62828",
+        RowState::Rejected => "#ef6c00",
+        RowState::Invalid => "#757575",
+        RowState::Removed => "#bdbdbd",
+        RowState::Mismatch => "#6a1b9a",
+        RowState::Skipped => "#a1887f",
+    }
+}
+
+/// One row as the report shows it: what was asked and what happened, never the payout link.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct RowView {
+    pub(super) line: i64,
+    pub(super) reference: String,
+    pub(super) products: String,
+    pub(super) face_value: Option<Decimal>,
+    pub(super) face_text: String,
+    pub(super) currency: String,
+    pub(super) state: RowState,
+    /// What the payout cost: known, and counted, only once the row COMPLETED (the items of a
+    /// failed order can carry a price that nobody paid).
+    pub(super) price: Option<Decimal>,
+    /// The row's own error, as the ledger recorded it for this row.
+    pub(super) reason: String,
+}
+
+fn parsed_spec(row: &RowRecord) -> Option<serde_json::Value> {
+    row.spec
+        .as_deref()
+        .and_then(|s| serde_json::from_str(s).ok())
+}
+
+fn row_view(headers: &[String], row: &RowRecord) -> RowView {
+    let spec = parsed_spec(row);
+    let cell = |canonical: &str| -> String {
+        headers
+            .iter()
+            .position(|h| canonical_column(h) == Some(canonical))
+            .and_then(|i| row.fields.get(i))
+            .cloned()
+            .unwrap_or_default()
+    };
+    let from_spec = |name: &str| -> Option<String> {
+        spec.as_ref()
+            .and_then(|s| s.get(name))
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+    };
+    let products = spec
+        .as_ref()
+        .and_then(|s| s.get("product_codes"))
+        .and_then(|v| v.as_array())
+        .map(|codes| {
+            codes
+                .iter()
+                .filter_map(|c| c.as_str())
+                .collect::<Vec<_>>()
+                .join("|")
+        })
+        .unwrap_or_else(|| cell("product_code"));
+    let face_text = from_spec("face_value").unwrap_or_else(|| cell("face_value"));
+    let reason = match (&row.error_type, &row.error_message) {
+        (Some(t), Some(m)) => format!("{t}: {m}"),
+        (Some(t), None) => t.clone(),
+        (None, Some(m)) => m.clone(),
+        (None, None) => String::new(),
+    };
+    let price = (row.state == RowState::Completed)
+        .then(|| row.price.as_deref().and_then(parse_decimal_text))
+        .flatten();
+    RowView {
+        line: row.line,
+        reference: row.reference.clone(),
+        products,
+        face_value: parse_decimal_text(&face_text),
+        face_text,
+        currency: from_spec("currency").unwrap_or_else(|| cell("currency")),
+        state: row.state,
+        price,
+        reason,
+    }
+}
+
+/// What the file asked for a row, rebuilt from the specification the ledger recorded, for
+/// the plan digest. `None` for a row that was not valid (it has no specification).
+fn recorded_spec(row: &RowRecord) -> Option<Result<RowSpec, String>> {
+    let spec = parsed_spec(row);
+    let spec = match (&row.spec, spec) {
+        (None, _) => return None,
+        (Some(_), None) => return Some(Err(format!("row {} has no readable record", row.line))),
+        (Some(_), Some(s)) => s,
+    };
+    let text = |name: &str| spec.get(name).and_then(|v| v.as_str()).map(str::to_string);
+    let unreadable = || format!("the record of row {} cannot be read", row.line);
+    let face_value = text("face_value")
+        .and_then(|f| f.parse::<Decimal>().ok())
+        .ok_or_else(unreadable);
+    let distribution = serde_json::from_value::<DistributionType>(
+        spec.get("distribution").cloned().unwrap_or_default(),
+    )
+    .map_err(|_| unreadable());
+    let codes = spec
+        .get("product_codes")
+        .and_then(|v| v.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|c| c.as_str().map(str::to_string))
+                .collect::<Vec<_>>()
+        });
+    Some((|| {
+        Ok(RowSpec {
+            line: u64::try_from(row.line).unwrap_or_default(),
+            reference: row.reference.clone(),
+            product_codes: codes.ok_or_else(unreadable)?,
+            face_value: face_value?,
+            currency: text("currency").ok_or_else(unreadable)?,
+            distribution: distribution?,
+            email: text("email"),
+            payment_currency: text("payment_currency").ok_or_else(unreadable)?,
+            country: text("country"),
+            card_id: text("card_id"),
+            fields: Vec::new(),
+            columns: ColumnMap::default(),
+        })
+    })())
+}
+
+/// Rows and amounts of one line of a breakdown, all in one currency.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(super) struct Total {
+    pub(super) rows: usize,
+    pub(super) face_value: Decimal,
+    pub(super) completed: usize,
+    /// What the completed rows cost.
+    pub(super) price: Decimal,
+}
+
+impl Total {
+    fn add(&mut self, v: &RowView) {
+        self.rows += 1;
+        self.face_value += v.face_value.unwrap_or_default();
+        if v.state == RowState::Completed {
+            self.completed += 1;
+            self.price += v.price.unwrap_or_default();
+        }
+    }
+}
+
+/// What one paying balance (or card) was charged for the completed rows of one product
+/// currency.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(super) struct Charge {
+    pub(super) rows: usize,
+    /// In the product's currency.
+    pub(super) face_value: Decimal,
+    /// In the paying balance's currency.
+    pub(super) charged: Decimal,
+}
+
+/// A breakdown of the rows by the value of one column, per currency.
+pub(super) struct Breakdown {
+    /// The column as the file names it (`None`: the products).
+    pub(super) column: Option<(String, usize)>,
+    /// (currency, value) -> total.
+    pub(super) lines: BTreeMap<(String, String), Total>,
+}
+
+/// The plan digest, rebuilt row by row, or why it cannot be.
+pub(super) enum Digest {
+    Building(PlanDigest),
+    Unknown(String),
+}
+
+/// What the page says of a batch's rows, gathered one row at a time (a batch can hold a
+/// million): counts and totals, and only the rows that need attention.
+pub struct Tally {
+    pub(super) headers: Vec<String>,
+    pub(super) rows: usize,
+    /// (payer, charged currency) -> product currency -> charge, for the completed rows.
+    pub(super) charged: BTreeMap<(String, String), BTreeMap<String, Charge>>,
+    pub(super) by_state: BTreeMap<String, BTreeMap<RowState, Total>>,
+    pub(super) breakdowns: Vec<Breakdown>,
+    pub(super) counts: BTreeMap<RowState, usize>,
+    pub(super) attention: Vec<RowView>,
+    /// Completed rows whose order could not be confirmed as the one sent.
+    pub(super) unconfirmed: Vec<RowView>,
+    pub(super) digest: Digest,
+    /// The batch's latest merge ([`Tally::latest_merge`]): rows of an earlier one are no longer
+    /// in the file.
+    pub(super) latest_merge: Option<i64>,
+    /// The orders of the rows no longer in the file, part of the plan digest.
+    pub(super) outside: BTreeSet<i64>,
+    pub(super) outside_digest: OrdersOutside,
+}
+
+/// How the page names what paid: a card, or the balance of a currency.
+fn payer(order: Option<&OrderLabel>, currency: &str) -> String {
+    match order.and_then(|o| o.card_id.as_deref()) {
+        Some(card) => format!("card {card}"),
+        None => format!("balance {currency}"),
+    }
+}
+
+/// The index of `wanted` among `headers`: the same name, else the same once normalised.
+fn column_index(headers: &[String], wanted: &str) -> Option<usize> {
+    headers.iter().position(|h| h == wanted).or_else(|| {
+        let n = normalize_header(wanted);
+        headers.iter().position(|h| normalize_header(h) == n)
+    })
+}
+
+impl Tally {
+    /// An empty tally of `batch`, broken down per product.
+    pub fn new(batch: &BatchRecord) -> Self {
+        Tally {
+            headers: batch.headers.clone(),
+            rows: 0,
+            charged: BTreeMap::new(),
+            by_state: BTreeMap::new(),
+            breakdowns: vec![Breakdown {
+                column: None,
+                lines: BTreeMap::new(),
+            }],
+            counts: BTreeMap::new(),
+            attention: Vec::new(),
+            unconfirmed: Vec::new(),
+            digest: Digest::Building(PlanDigest::new(&batch.name, &batch.environment)),
+            latest_merge: None,
+            outside: BTreeSet::new(),
+            outside_digest: OrdersOutside::default(),
+        }
+    }
+
+    /// A person decided about rows other batches have (`note`: allowed or skipped, with
+    /// which): the plan digest `validate` showed also covers them, and the rows alone cannot
+    /// give it back; the page says so (and shows the decision) instead of another digest.
+    pub fn repeats_decided(&mut self, note: &str) {
+        self.digest = Digest::Unknown(format!(
+            "this plan had rows other batches have ({note}); its digest covers that decision: paybatch validate shows it"
+        ));
+    }
+
+    /// The number of the batch's latest merge ([`crate::ledger::Ledger::merges`]): the plan
+    /// digest is then the one `validate` shows for the latest file, made of the rows it had and
+    /// of the orders followed for the rows it no longer had ([`scan::plan_digest`]). Without it
+    /// every row counts as in the file.
+    pub fn latest_merge(&mut self, merges: i64) {
+        self.latest_merge = Some(merges);
+    }
+
+    /// The orders holding rows counted so far that the latest file no longer had, in id order.
+    pub fn orders_outside(&self) -> impl Iterator<Item = i64> + '_ {
+        self.outside.iter().copied()
+    }
+
+    /// One of [`Tally::orders_outside`], by its key and exact body, for the plan digest.
+    pub fn add_order_outside(&mut self, key: &str, body: &[u8]) {
+        self.outside_digest.add(key, body);
+    }
+
+    /// Adds a breakdown per value of the input column `column`; refuses a column the file does
+    /// not have, naming those it has.
+    pub fn group_by(&mut self, column: &str) -> Result<(), String> {
+        let Some(index) = column_index(&self.headers, column) else {
+            return Err(format!(
+                "the input file has no column `{column}`; its columns: {}",
+                self.headers.join(", ")
+            ));
+        };
+        self.breakdowns.push(Breakdown {
+            column: Some((self.headers[index].clone(), index)),
+            lines: BTreeMap::new(),
+        });
+        Ok(())
+    }
+
+    /// Counts one row of the batch, with the order that holds it (REMOVED rows are not part
+    /// of the batch any more).
+    pub fn add(&mut self, row: &RowRecord, order: Option<&OrderLabel>) {
+        if row.state == RowState::Removed {
+            return;
+        }
+        let v = row_view(&self.headers, row);
+        self.rows += 1;
+        self.add_charge(row, &v, order);
+        if self.latest_merge.is_none_or(|m| row.merged == m) {
+            self.add_to_digest(row);
+        } else if let Some(order) = row.order_id {
+            self.outside.insert(order);
+        }
+        *self.counts.entry(v.state).or_default() += 1;
+        let currency = if v.currency.is_empty() {
+            "?".to_string()
+        } else {
+            v.currency.clone()
+        };
+        let by_state = self.by_state.entry(currency.clone()).or_default();
+        by_state.entry(v.state).or_default().add(&v);
+        for b in &mut self.breakdowns {
+            let value = match &b.column {
+                None => v.products.clone(),
+                Some((_, i)) => row.fields.get(*i).cloned().unwrap_or_default(),
+            };
+            let key = (currency.clone(), value);
+            b.lines.entry(key).or_default().add(&v);
+        }
+        if matches!(
+            v.state,
+            RowState::Failed | RowState::Rejected | RowState::Invalid | RowState::Mismatch
+        ) {
+            self.attention.push(v);
+        } else if v.state == RowState::Completed
+            && row.error_type.as_deref() == Some(crate::batch::record::UNCONFIRMED_TYPE)
+        {
+            self.unconfirmed.push(v);
+        }
+    }
+
+    fn add_charge(&mut self, row: &RowRecord, v: &RowView, order: Option<&OrderLabel>) {
+        let debited = row.debited_amount.as_deref().and_then(parse_decimal_text);
+        let (RowState::Completed, Some(amount), Some(currency)) =
+            (row.state, debited, &row.debited_currency)
+        else {
+            return;
+        };
+        let c = self
+            .charged
+            .entry((payer(order, currency), currency.clone()))
+            .or_default()
+            .entry(v.currency.clone())
+            .or_default();
+        c.rows += 1;
+        c.face_value += v.face_value.unwrap_or_default();
+        c.charged += amount;
+    }
+
+    fn add_to_digest(&mut self, row: &RowRecord) {
+        let Digest::Building(digest) = &mut self.digest else {
+            return;
+        };
+        match recorded_spec(row) {
+            None => {}
+            Some(Ok(spec)) if content_hash(&spec) == row.content_hash => digest.row(&spec),
+            Some(Ok(_)) => {
+                self.digest = Digest::Unknown(format!(
+                    "the record of row {} does not give its recorded hash",
+                    row.line
+                ))
+            }
+            Some(Err(why)) => self.digest = Digest::Unknown(why),
+        }
+    }
+}
