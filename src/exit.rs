@@ -19,3 +19,66 @@ pub const LOCKED: i32 = 6;
 pub const INTERRUPTED: i32 = 130;
 /// Stopped by SIGTERM: as [`INTERRUPTED`] (128 + 15).
 pub const TERMINATED: i32 = 143;
+
+/// How the process ends: each exit code above, named. `cli` maps a command's outcome to one of
+/// these; `main` turns it into the process's exit status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Ok,
+    Unexpected,
+    Usage,
+    Invalid,
+    Failures,
+    Incomplete,
+    Locked,
+    Interrupted,
+    Terminated,
+}
+
+impl Exit {
+    /// The number the process exits with (documented in README.md).
+    pub fn code(self) -> i32 {
+        match self {
+            Exit::Ok => OK,
+            Exit::Unexpected => UNEXPECTED,
+            Exit::Usage => USAGE,
+            Exit::Invalid => INVALID,
+            Exit::Failures => FAILURES,
+            Exit::Incomplete => INCOMPLETE,
+            Exit::Locked => LOCKED,
+            Exit::Interrupted => INTERRUPTED,
+            Exit::Terminated => TERMINATED,
+        }
+    }
+}
+
+impl From<Exit> for std::process::ExitCode {
+    fn from(exit: Exit) -> Self {
+        // Every code is below 256.
+        std::process::ExitCode::from(u8::try_from(exit.code()).unwrap_or(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Exit;
+
+    #[test]
+    fn every_exit_keeps_its_documented_number() {
+        let numbers: Vec<i32> = [
+            Exit::Ok,
+            Exit::Unexpected,
+            Exit::Usage,
+            Exit::Invalid,
+            Exit::Failures,
+            Exit::Incomplete,
+            Exit::Locked,
+            Exit::Interrupted,
+            Exit::Terminated,
+        ]
+        .into_iter()
+        .map(Exit::code)
+        .collect();
+        assert_eq!(numbers, [0, 1, 2, 3, 4, 5, 6, 130, 143]);
+    }
+}

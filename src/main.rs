@@ -2,6 +2,8 @@
 
 use std::process::ExitCode;
 
+use paybatch::cli::CliError;
+use paybatch::exit::Exit;
 use tracing_subscriber::EnvFilter;
 
 /// A large batch allocates and frees millions of small strings; mimalloc does that faster than
@@ -12,7 +14,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     let cli = match paybatch::cli::parse() {
         Ok(cli) => cli,
-        Err(code) => return exit_code(code),
+        Err(e) => return finish(Err(e)),
     };
     let default_level = match (cli.quiet, cli.verbose) {
         (true, _) => "error",
@@ -34,16 +36,23 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
-            return exit_code(paybatch::exit::UNEXPECTED);
+            return Exit::Unexpected.into();
         }
     };
-    let code = runtime.block_on(paybatch::cli::dispatch(cli));
+    let result = runtime.block_on(paybatch::cli::dispatch(cli));
     // Do not wait for background tasks (an embedded simulator) to wind down.
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));
-    exit_code(code)
+    finish(result)
 }
 
-/// The process's exit code: the command's outcome, mapped once in `cli` (0 to 6).
-fn exit_code(code: i32) -> ExitCode {
-    ExitCode::from(u8::try_from(code).unwrap_or(1))
+/// The process's exit code: the command's outcome, mapped once in `cli`; an error is printed
+/// here, once (`error: ...` then `help: ...`).
+fn finish(result: Result<Exit, CliError>) -> ExitCode {
+    match result {
+        Ok(exit) => exit.into(),
+        Err(e) => {
+            e.print();
+            e.exit.into()
+        }
+    }
 }

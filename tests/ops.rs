@@ -1,5 +1,6 @@
 //! The operations layer without the command line or a terminal: a library caller runs, previews,
-//! retries and reports a batch, and gets typed outcomes and the progress it asked for.
+//! retries and reports a batch and reads its status, and gets typed outcomes and the progress
+//! it asked for.
 
 mod common;
 
@@ -107,6 +108,29 @@ async fn a_library_caller_previews_runs_retries_and_reports_a_batch() {
         csv.lines().skip(1).all(|l| l.contains("COMPLETED")),
         "{csv}"
     );
+
+    // What the ledger says: every batch, one in detail, a name it does not have.
+    let batches = paybatch::ops::status::batches(&ledger).expect("status");
+    assert_eq!(batches.len(), 1);
+    assert_eq!(batches[0].counts, [(RowState::Completed, 2)]);
+    let detail = paybatch::ops::status::batch(&ledger, "lib").expect("status of lib");
+    assert_eq!(detail.rows(), 2);
+    assert!(detail.in_flight().is_empty());
+    assert!(detail.unconfirmed().is_empty());
+    assert!(!detail.events.is_empty());
+    assert_eq!(detail.events.len(), detail.subjects.len());
+    match paybatch::ops::status::batch(&ledger, "nope") {
+        Err(paybatch::ops::status::StatusError::NoBatch { known, .. }) => {
+            assert_eq!(known, ["lib"])
+        }
+        other => panic!("no such batch: {other:?}"),
+    }
+    let nowhere = ws.path("none.db");
+    assert!(matches!(
+        paybatch::ops::status::open_existing(&nowhere),
+        Err(paybatch::ops::status::StatusError::NoLedger(_))
+    ));
+    assert!(!nowhere.exists(), "status never creates a ledger");
 
     // A missing input file: a usage error before anything is made.
     let missing = options(&ws, &sim.base_url(), "missing.csv");

@@ -2,11 +2,14 @@
 //! to check before a batch or after a top-up.
 
 use clap::Args;
+use serde::Serialize;
+
+use crate::api::models::Balance;
 
 use crate::environment::Connection;
-use crate::exit;
+use crate::exit::Exit;
 
-use super::{ServiceArgs, config_failure, print_error};
+use super::{CliError, ServiceArgs};
 
 /// The long help of the command (`--help`).
 pub const LONG_ABOUT: &str = "Show the account's balances at the service (GET /balance): every currency with \
@@ -25,66 +28,62 @@ pub struct BalanceArgs {
     pub service: ServiceArgs,
 }
 
-pub async fn execute(args: BalanceArgs) -> i32 {
-    let environment = match args.service.environment() {
-        Ok(e) => e,
-        Err(e) => return config_failure(&e),
-    };
+/// `balance --json`: the service's balances as it gave them.
+#[derive(Serialize)]
+struct BalancesJson<'a> {
+    environment: &'a str,
+    balances: &'a [Balance],
+}
+
+pub async fn execute(args: BalanceArgs) -> Result<Exit, CliError> {
+    let environment = args.service.environment()?;
     let currency = match &args.currency {
         None => None,
         Some(c) => {
             let upper = c.trim().to_ascii_uppercase();
             if !crate::money::is_currency_code(&upper) {
-                print_error(
-                    &format!("`{c}` is not a currency code"),
-                    Some("give an ISO 4217 code of three letters, e.g. --currency USD"),
-                );
-                return exit::USAGE;
+                return Err(CliError::usage(
+                    format!("`{c}` is not a currency code"),
+                    "give an ISO 4217 code of three letters, e.g. --currency USD",
+                ));
             }
             Some(upper)
         }
     };
     let banner = environment.banner();
-    let conn = match Connection::open_for_reading(
+    let conn = Connection::open_for_reading(
         environment,
         args.service.api_key_file.as_deref(),
         &args.service.ledger,
     )
-    .await
-    {
-        Ok(c) => c,
-        Err(e) => return config_failure(&e),
-    };
+    .await?;
     let result = match &currency {
         Some(c) => conn.client.balance(c).await.map(|b| vec![b]),
         None => conn.client.balances().await,
     };
-    let balances = match result {
-        Ok(b) => b,
-        Err(e) => {
-            let auth = crate::batch::outcome::is_auth_error(&e);
-            print_error(
-                &format!("cannot read the balance: {e}"),
-                Some("check the key and the environment with `paybatch ping`"),
-            );
-            return if auth { exit::USAGE } else { exit::UNEXPECTED };
-        }
-    };
+    let balances = result.map_err(|e| {
+        let auth = crate::batch::outcome::is_auth_error(&e);
+        CliError::new(
+            if auth { Exit::Usage } else { Exit::Unexpected },
+            format!("cannot read the balance: {e}"),
+            Some("check the key and the environment with `paybatch ping`"),
+        )
+    })?;
     if args.json {
-        super::out_json(&serde_json::json!({
-            "environment": conn.environment.name(),
-            "balances": balances,
-        }));
-        return exit::OK;
+        super::out_json(&BalancesJson {
+            environment: conn.environment.name(),
+            balances: &balances,
+        });
+        return Ok(Exit::Ok);
     }
     outln!("{banner}");
     if balances.is_empty() {
         outln!("no balance in any currency");
-        return exit::OK;
+        return Ok(Exit::Ok);
     }
     outln!("{:<8} {:>18}", "CURRENCY", "BALANCE");
     for b in &balances {
         outln!("{:<8} {:>18}", b.currency, b.balance);
     }
-    exit::OK
+    Ok(Exit::Ok)
 }

@@ -7,10 +7,10 @@ use crate::api::client::ProductQuery;
 use crate::api::models::{PayoutType, Product};
 use crate::catalog::{self, CatalogSource};
 use crate::environment::Connection;
-use crate::exit;
+use crate::exit::Exit;
 use crate::ledger::Ledger;
 
-use super::{ServiceArgs, config_failure, print_error};
+use super::{CliError, ServiceArgs};
 
 #[derive(Debug, Args)]
 pub struct CatalogArgs {
@@ -50,7 +50,7 @@ pub enum CatalogCommand {
     },
 }
 
-pub async fn execute(args: CatalogArgs) -> i32 {
+pub async fn execute(args: CatalogArgs) -> Result<Exit, CliError> {
     match args.command {
         CatalogCommand::Sync { service } => sync(&service).await,
         CatalogCommand::List {
@@ -64,10 +64,7 @@ pub async fn execute(args: CatalogArgs) -> i32 {
             let filter = Filter {
                 country,
                 category,
-                payout_type: match parse_type(payout_type.as_deref()) {
-                    Ok(t) => t,
-                    Err(code) => return code,
-                },
+                payout_type: parse_type(payout_type.as_deref())?,
                 orderable,
             };
             list(&service, &filter, json).await
@@ -76,60 +73,44 @@ pub async fn execute(args: CatalogArgs) -> i32 {
 }
 
 /// `catalog sync`: fetches the whole catalog and replaces the cache (creating the ledger).
-async fn sync(service: &ServiceArgs) -> i32 {
-    let environment = match service.environment() {
-        Ok(e) => e,
-        Err(e) => return config_failure(&e),
-    };
+async fn sync(service: &ServiceArgs) -> Result<Exit, CliError> {
+    let environment = service.environment()?;
     let identity = environment.identity();
-    let mut ledger = match Ledger::open(&service.ledger) {
-        Ok(l) => l,
-        Err(e) => {
-            print_error(&e.to_string(), None);
-            return exit::UNEXPECTED;
-        }
-    };
-    let conn = match Connection::open(
+    let mut ledger = Ledger::open(&service.ledger)?;
+    let conn = Connection::open(
         environment,
         service.api_key_file.as_deref(),
         &service.ledger,
     )
-    .await
-    {
-        Ok(c) => c,
-        Err(e) => return config_failure(&e),
-    };
-    let loaded = catalog::load(
+    .await?;
+    let (products, source) = catalog::load(
         &mut ledger,
         &conn.client,
         &identity,
         catalog::DEFAULT_TTL,
         true,
     )
-    .await;
-    match loaded {
-        Ok((products, source)) => {
-            errln!(
-                "catalog: {} products {} for {identity}",
-                products.len(),
-                if source == CatalogSource::Service {
-                    "fetched and cached"
-                } else {
-                    "cached"
-                }
-            );
-            exit::OK
+    .await
+    .map_err(catalog_failure)?;
+    errln!(
+        "catalog: {} products {} for {identity}",
+        products.len(),
+        if source == CatalogSource::Service {
+            "fetched and cached"
+        } else {
+            "cached"
         }
-        Err(e) => catalog_failure(&e.to_string()),
-    }
+    );
+    Ok(Exit::Ok)
 }
 
-fn catalog_failure(message: &str) -> i32 {
-    print_error(
-        message,
+/// The catalog could not be read from the service.
+fn catalog_failure(e: impl std::fmt::Display) -> CliError {
+    CliError::new(
+        Exit::Unexpected,
+        e.to_string(),
         Some("check the key and environment with `paybatch ping`"),
-    );
-    exit::UNEXPECTED
+    )
 }
 
 /// What `catalog list` keeps.
@@ -158,35 +139,31 @@ impl Filter {
 }
 
 /// `--type`: gift_card, subscription or payment; a usage error for anything else.
-fn parse_type(given: Option<&str>) -> Result<Option<PayoutType>, i32> {
+fn parse_type(given: Option<&str>) -> Result<Option<PayoutType>, CliError> {
     match given.map(str::to_ascii_lowercase).as_deref() {
         None => Ok(None),
         Some("gift_card") | Some("giftcard") => Ok(Some(PayoutType::GiftCard)),
         Some("subscription") => Ok(Some(PayoutType::Subscription)),
         Some("payment") => Ok(Some(PayoutType::Payment)),
-        Some(other) => {
-            print_error(
-                &format!("unknown payout type `{other}`"),
-                Some("use gift_card, subscription or payment"),
-            );
-            Err(exit::USAGE)
-        }
+        Some(other) => Err(CliError::usage(
+            format!("unknown payout type `{other}`"),
+            "use gift_card, subscription or payment",
+        )),
     }
 }
 
 /// The products of the catalog: from the ledger's cache (fetched and cached when missing or
 /// stale); without a ledger, fetched from the service and not cached, so that listing creates
 /// no ledger.
-async fn products(service: &ServiceArgs) -> Result<Vec<Product>, i32> {
-    let environment = service.environment().map_err(|e| config_failure(&e))?;
+async fn products(service: &ServiceArgs) -> Result<Vec<Product>, CliError> {
+    let environment = service.environment()?;
     let identity = environment.identity();
     let conn = Connection::open_for_reading(
         environment,
         service.api_key_file.as_deref(),
         &service.ledger,
     )
-    .await
-    .map_err(|e| config_failure(&e))?;
+    .await?;
     if !service.ledger.exists() {
         errln!(
             "no ledger at {}: the catalog is read from the service and not cached (`paybatch catalog sync` caches it)",
@@ -200,37 +177,24 @@ async fn products(service: &ServiceArgs) -> Result<Vec<Product>, i32> {
             .client
             .all_products(&query)
             .await
-            .map_err(|e| catalog_failure(&e.to_string()));
+            .map_err(catalog_failure);
     }
-    let mut ledger = Ledger::open(&service.ledger).map_err(|e| {
-        print_error(&e.to_string(), None);
-        exit::UNEXPECTED
-    })?;
+    let mut ledger = Ledger::open(&service.ledger)?;
     let ttl = catalog::DEFAULT_TTL;
-    match catalog::load(&mut ledger, &conn.client, &identity, ttl, false).await {
-        Ok((products, _)) => Ok(products),
-        Err(e) => Err(catalog_failure(&e.to_string())),
-    }
+    let (products, _) = catalog::load(&mut ledger, &conn.client, &identity, ttl, false)
+        .await
+        .map_err(catalog_failure)?;
+    Ok(products)
 }
 
 /// `catalog list`: the products, filtered, as a table or JSON.
-async fn list(service: &ServiceArgs, filter: &Filter, json: bool) -> i32 {
-    let products = match products(service).await {
-        Ok(p) => p,
-        Err(code) => return code,
-    };
+async fn list(service: &ServiceArgs, filter: &Filter, json: bool) -> Result<Exit, CliError> {
+    let products = products(service).await?;
     let list: Vec<&Product> = products.iter().filter(|p| filter.keeps(p)).collect();
     if json {
-        return match serde_json::to_value(&list) {
-            Ok(value) => {
-                super::out_line(&super::json_text(&value, true));
-                exit::OK
-            }
-            Err(e) => {
-                print_error(&e.to_string(), None);
-                exit::UNEXPECTED
-            }
-        };
+        let value = serde_json::to_value(&list).map_err(|e| CliError::unexpected(e.to_string()))?;
+        super::out_line(&super::json_text(&value, true));
+        return Ok(Exit::Ok);
     }
     outln!(
         "{:<18} {:<13} {:<4} {:<9} {:<22} NAME",
@@ -251,7 +215,7 @@ async fn list(service: &ServiceArgs, filter: &Filter, json: bool) -> i32 {
             p.name
         );
     }
-    exit::OK
+    Ok(Exit::Ok)
 }
 
 fn describe_values(p: &Product) -> String {

@@ -4,7 +4,9 @@
 use clap::{Args, CommandFactory};
 use clap_complete::Shell;
 
-use crate::exit;
+use crate::exit::Exit;
+
+use super::CliError;
 
 /// The long help of the command (`--help`).
 pub const LONG_ABOUT: &str = "Print a shell completion script on stdout, generated from paybatch's own \
@@ -17,8 +19,8 @@ pub struct CompletionsArgs {
     pub shell: Shell,
 }
 
-pub fn execute(args: CompletionsArgs) -> i32 {
+pub fn execute(args: CompletionsArgs) -> Result<Exit, CliError> {
     let mut cmd = super::Cli::command();
     clap_complete::generate(args.shell, &mut cmd, "paybatch", &mut std::io::stdout());
-    exit::OK
+    Ok(Exit::Ok)
 }

@@ -3,13 +3,13 @@
 //! its fingerprint. Exit 0 when the settings are usable, 2 when they are not.
 
 use clap::Args;
-use serde_json::json;
+use serde::Serialize;
 
 use crate::environment::{API_KEY_VAR, Environment, UsageError};
-use crate::exit;
+use crate::exit::Exit;
 use crate::settings::{FILE_NAME, Source};
 
-use super::{Provenance, ServiceArgs, print_error};
+use super::{CliError, InOrder, Provenance, ServiceArgs};
 
 /// The long help of the command (`--help`).
 pub const LONG_ABOUT: &str = "Show the effective service settings and where each came from, and the API key \
@@ -94,49 +94,80 @@ impl Effective {
     }
 }
 
-pub async fn execute(args: ConfigArgs, provenance: &Provenance) -> i32 {
+pub async fn execute(args: ConfigArgs, provenance: &Provenance) -> Result<Exit, CliError> {
     let settings = settings(&args.service, provenance);
     let effective = Effective::of(&args.service);
     let problem = effective.problem();
     if args.json {
         super::out_json(&as_json(&settings, &effective, provenance));
-        return if problem.is_none() {
-            exit::OK
+        // The object says what is wrong (`usable`, `error`).
+        return Ok(if problem.is_none() {
+            Exit::Ok
         } else {
-            exit::USAGE
-        };
+            Exit::Usage
+        });
     }
     print_text(&settings, &effective, provenance);
     match problem {
-        None => exit::OK,
-        Some(e) => {
-            print_error(&e.to_string(), Some(e.help()));
-            exit::USAGE
-        }
+        None => Ok(Exit::Ok),
+        Some(e) => Err(e.into()),
     }
 }
 
-fn as_json(
-    settings: &[Setting],
-    effective: &Effective,
+/// `config --json`.
+#[derive(Serialize)]
+struct ConfigJson<'a> {
+    file: Option<String>,
+    settings: InOrder<&'static str, SettingJson<'a>>,
+    environment: Option<&'a str>,
+    api_key: Option<KeyJson<'a>>,
+    usable: bool,
+    error: Option<String>,
+}
+
+/// One setting: its value and where it came from.
+#[derive(Serialize)]
+struct SettingJson<'a> {
+    value: Option<&'a str>,
+    from: &'static str,
+}
+
+/// The key that would be used: its fingerprint (never the key) and where it comes from.
+#[derive(Serialize)]
+struct KeyJson<'a> {
+    fingerprint: &'a str,
+    from: &'a str,
+}
+
+fn as_json<'a>(
+    settings: &'a [Setting],
+    effective: &'a Effective,
     provenance: &Provenance,
-) -> serde_json::Value {
-    let mut map = serde_json::Map::new();
-    for st in settings {
-        map.insert(
-            st.name.to_string(),
-            json!({ "value": st.value, "from": st.from.as_str() }),
-        );
-    }
+) -> ConfigJson<'a> {
     let problem = effective.problem();
-    json!({
-        "file": provenance.file.as_ref().map(|p| p.display().to_string()),
-        "settings": map,
-        "environment": effective.environment.as_ref().ok().map(|e| e.name().to_string()),
-        "api_key": effective.key.as_ref().ok().map(|(fp, from)| json!({"fingerprint": fp, "from": from})),
-        "usable": problem.is_none(),
-        "error": problem.as_ref().map(|e| e.to_string()),
-    })
+    ConfigJson {
+        file: provenance.file.as_ref().map(|p| p.display().to_string()),
+        settings: InOrder(
+            settings
+                .iter()
+                .map(|st| {
+                    let value = SettingJson {
+                        value: st.value.as_deref(),
+                        from: st.from.as_str(),
+                    };
+                    (st.name, value)
+                })
+                .collect(),
+        ),
+        environment: effective.environment.as_ref().ok().map(|e| e.name()),
+        api_key: effective
+            .key
+            .as_ref()
+            .ok()
+            .map(|(fingerprint, from)| KeyJson { fingerprint, from }),
+        usable: problem.is_none(),
+        error: problem.as_ref().map(|e| e.to_string()),
+    }
 }
 
 fn print_text(settings: &[Setting], effective: &Effective, provenance: &Provenance) {

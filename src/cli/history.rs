@@ -6,16 +6,15 @@
 use std::collections::BTreeSet;
 
 use clap::{ArgGroup, Args};
-use serde_json::json;
+use serde::Serialize;
 
-use crate::exit;
+use crate::exit::Exit;
 use crate::ledger::RowState;
 use crate::ledger::history::{PayoutQuery, PayoutRecord};
 use crate::ops::history::{History, history};
 use crate::text::{escape, shell_word};
 
-use super::status::open_existing;
-use super::{ServiceArgs, print_error};
+use super::{CliError, InOrder, ServiceArgs};
 
 /// The long help of the command (`--help`).
 pub const LONG_ABOUT: &str = "List every payout of the ledger to one recipient (--email) or \
@@ -46,32 +45,22 @@ pub struct HistoryArgs {
     pub service: ServiceArgs,
 }
 
-pub async fn execute(args: HistoryArgs) -> i32 {
+pub async fn execute(args: HistoryArgs) -> Result<Exit, CliError> {
     let Some(query) = PayoutQuery::new(args.email.as_deref(), args.reference.as_deref()) else {
-        print_error(
+        return Err(CliError::usage(
             "--email and --reference need a value that is not blank",
-            Some("e.g. paybatch history --email jane.doe@example.com"),
-        );
-        return exit::USAGE;
+            "e.g. paybatch history --email jane.doe@example.com",
+        ));
     };
-    let ledger = match open_existing(&args.service.ledger) {
-        Ok(l) => l,
-        Err(code) => return code,
-    };
-    let found = match history(&ledger, &query) {
-        Ok(h) => h,
-        Err(e) => {
-            print_error(&e.to_string(), None);
-            return exit::UNEXPECTED;
-        }
-    };
+    let ledger = crate::ops::status::open_existing(&args.service.ledger)?;
+    let found = history(&ledger, &query)?;
     let place = ledger.path().display().to_string();
     if args.json {
         super::out_json(&to_json(&found, &place));
     } else {
         print_history(&found, &place);
     }
-    exit::OK
+    Ok(Exit::Ok)
 }
 
 /// Who the query names, for a sentence: `jane@example.com`, `reference R-1`, or both.
@@ -84,44 +73,79 @@ fn subject(q: &PayoutQuery) -> String {
     }
 }
 
-fn to_json(h: &History, ledger: &str) -> serde_json::Value {
-    let paid_face_value: serde_json::Map<String, serde_json::Value> = h
-        .paid_face_value()
-        .into_iter()
-        .map(|(currency, amount)| (currency, json!(amount.to_string())))
-        .collect();
-    json!({
-        "email": h.query.email(),
-        "reference": h.query.reference(),
-        "ledger": ledger,
-        "batches_searched": h.batches,
-        "count": h.payouts.len(),
-        "paid": h.paid().count(),
-        "paid_face_value": paid_face_value,
-        "payouts": h.payouts.iter().map(payout_json).collect::<Vec<_>>(),
-    })
+/// `history --json`.
+#[derive(Serialize)]
+struct HistoryJson<'a> {
+    email: Option<&'a str>,
+    reference: Option<&'a str>,
+    ledger: &'a str,
+    batches_searched: usize,
+    count: usize,
+    paid: usize,
+    paid_face_value: InOrder<String, String>,
+    payouts: Vec<PayoutJson<'a>>,
 }
 
-fn payout_json(p: &PayoutRecord) -> serde_json::Value {
-    json!({
-        "batch": p.batch,
-        "environment": p.environment,
-        "date": p.date(),
-        "completed_at": p.completed_at,
-        "batch_created_at": p.batch_created_at,
-        "reference": p.reference,
-        "email": p.email,
-        "product_codes": p.product_codes,
-        "face_value": p.face_value,
-        "currency": p.currency,
-        "price": p.price,
-        "debited_amount": p.debited_amount,
-        "debited_currency": p.debited_currency,
-        "state": p.state.as_str(),
-        "attempt": p.attempt,
-        "order_id": p.order_id,
-        "error_type": p.error_type,
-    })
+/// One payout found.
+#[derive(Serialize)]
+struct PayoutJson<'a> {
+    batch: &'a str,
+    environment: &'a str,
+    date: &'a str,
+    completed_at: Option<&'a str>,
+    batch_created_at: &'a str,
+    reference: &'a str,
+    email: Option<&'a str>,
+    product_codes: &'a [String],
+    face_value: Option<&'a str>,
+    currency: Option<&'a str>,
+    price: Option<&'a str>,
+    debited_amount: Option<&'a str>,
+    debited_currency: Option<&'a str>,
+    state: &'static str,
+    attempt: i64,
+    order_id: Option<&'a str>,
+    error_type: Option<&'a str>,
+}
+
+fn to_json<'a>(h: &'a History, ledger: &'a str) -> HistoryJson<'a> {
+    HistoryJson {
+        email: h.query.email(),
+        reference: h.query.reference(),
+        ledger,
+        batches_searched: h.batches,
+        count: h.payouts.len(),
+        paid: h.paid().count(),
+        paid_face_value: InOrder(
+            h.paid_face_value()
+                .into_iter()
+                .map(|(currency, amount)| (currency, amount.to_string()))
+                .collect(),
+        ),
+        payouts: h.payouts.iter().map(payout_json).collect(),
+    }
+}
+
+fn payout_json(p: &PayoutRecord) -> PayoutJson<'_> {
+    PayoutJson {
+        batch: &p.batch,
+        environment: &p.environment,
+        date: p.date(),
+        completed_at: p.completed_at.as_deref(),
+        batch_created_at: &p.batch_created_at,
+        reference: &p.reference,
+        email: p.email.as_deref(),
+        product_codes: &p.product_codes,
+        face_value: p.face_value.as_deref(),
+        currency: p.currency.as_deref(),
+        price: p.price.as_deref(),
+        debited_amount: p.debited_amount.as_deref(),
+        debited_currency: p.debited_currency.as_deref(),
+        state: p.state.as_str(),
+        attempt: p.attempt,
+        order_id: p.order_id.as_deref(),
+        error_type: p.error_type.as_deref(),
+    }
 }
 
 /// `1 time`, `2 times`.

@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, CommandFactory};
 
-use crate::exit;
+use crate::exit::Exit;
 
-use super::print_error;
+use super::CliError;
 
 /// The long help of the command (`--help`).
 pub const LONG_ABOUT: &str = "Print the manual page paybatch.1 on stdout (roff), generated from \
@@ -391,7 +391,7 @@ pub struct ManArgs {
     pub out_dir: Option<PathBuf>,
 }
 
-pub fn execute(args: ManArgs) -> i32 {
+pub fn execute(args: ManArgs) -> Result<Exit, CliError> {
     let mut cmd = super::Cli::command().disable_help_subcommand(true);
     cmd.build();
     let result = match &args.out_dir {
@@ -400,18 +400,16 @@ pub fn execute(args: ManArgs) -> i32 {
             .and_then(|()| write_pages(&cmd, "", dir))
             .map(|()| eprintln!("manual pages written to {}", dir.display())),
     };
-    match result {
-        Ok(()) => exit::OK,
-        Err(e) => {
-            print_error(
-                &format!("cannot write the manual page: {e}"),
-                args.out_dir
-                    .as_ref()
-                    .map(|_| "check that the directory is writable"),
-            );
-            exit::UNEXPECTED
-        }
-    }
+    result.map_err(|e| {
+        CliError::new(
+            Exit::Unexpected,
+            format!("cannot write the manual page: {e}"),
+            args.out_dir
+                .as_ref()
+                .map(|_| "check that the directory is writable"),
+        )
+    })?;
+    Ok(Exit::Ok)
 }
 
 /// Writes the page of `cmd` (at `path`) and of each of its commands into `dir`.

@@ -1,5 +1,7 @@
 //! Command-line interface: one file per subcommand; each ends in one `execute` function that
-//! the dispatcher calls and that returns the process exit code.
+//! the dispatcher calls and that returns how the process exits: an [`Exit`] when the command
+//! did its work (a run with failed rows did), a [`CliError`] when it could not; `main` prints
+//! the error once.
 //!
 //! Every line printed goes through [`crate::text`]: [`outln!`] and [`errln!`] for a line on
 //! stdout or stderr (its control characters escaped: a batch name, a cell, an order id or a
@@ -28,8 +30,20 @@ pub fn out_line(line: &str) {
 }
 
 /// Prints `value` as one line of JSON on stdout (`--json`), as [`json_text`] writes it.
-pub fn out_json(value: &serde_json::Value) {
-    out_line(&json_text(value, false));
+pub fn out_json<T: serde::Serialize + ?Sized>(value: &T) {
+    match serde_json::to_value(value) {
+        Ok(value) => out_line(&json_text(&value, false)),
+        Err(e) => print_error(&format!("cannot write the JSON output: {e}"), None),
+    }
+}
+
+/// A JSON object whose keys are data (row states, currencies), in the order of its entries.
+pub struct InOrder<K, V>(pub Vec<(K, V)>);
+
+impl<K: serde::Serialize, V: serde::Serialize> serde::Serialize for InOrder<K, V> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|(k, v)| (k, v)))
+    }
 }
 
 /// `value` as JSON text to print: every string in it (keys too) with what is or looks like an
@@ -75,6 +89,7 @@ pub mod balance;
 pub mod catalog;
 pub mod completions;
 pub mod config;
+pub mod error;
 pub mod history;
 pub mod man;
 pub mod ping;
@@ -96,8 +111,10 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::environment::{Environment, UsageError};
-use crate::exit;
+use crate::exit::Exit;
 use crate::settings::Source;
+
+pub use error::CliError;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -332,56 +349,21 @@ pub fn print_error(message: &str, help: Option<&str>) {
     }
 }
 
-/// Takes the ledger's lock for a command that writes it; on failure prints why and gives the
-/// exit code (6 when another paybatch process holds it).
-pub fn lock_ledger(ledger: &std::path::Path) -> Result<crate::batch::lock::LedgerLock, i32> {
-    use crate::batch::lock::{LedgerLock, LockError};
-    match LedgerLock::acquire(ledger) {
-        Ok(lock) => Ok(lock),
-        Err(e @ LockError::Held { .. }) => {
-            print_error(&e.to_string(), Some("wait for the running batch to finish"));
-            Err(exit::LOCKED)
-        }
-        Err(e) => {
-            print_error(&e.to_string(), None);
-            Err(exit::UNEXPECTED)
-        }
-    }
-}
-
-/// Prints a configuration error and returns the usage exit code.
-/// The exit code of what stopped a run.
-pub fn failure_code(f: crate::batch::outcome::Failure) -> i32 {
-    use crate::batch::outcome::Failure;
-    match f {
-        Failure::Usage => exit::USAGE,
-        Failure::Locked => exit::LOCKED,
-        Failure::Invalid => exit::INVALID,
-        Failure::Incomplete => exit::INCOMPLETE,
-        Failure::Unexpected => exit::UNEXPECTED,
-    }
-}
-
-/// The exit code of how a run came out.
-pub fn outcome_code(o: crate::batch::outcome::Outcome) -> i32 {
+/// The exit of how a run came out.
+pub fn outcome_exit(o: crate::batch::outcome::Outcome) -> Exit {
     use crate::batch::outcome::Outcome;
     match o {
-        Outcome::Completed => exit::OK,
-        Outcome::NeedsAPerson => exit::FAILURES,
-        Outcome::Incomplete => exit::INCOMPLETE,
+        Outcome::Completed => Exit::Ok,
+        Outcome::NeedsAPerson => Exit::Failures,
+        Outcome::Incomplete => Exit::Incomplete,
     }
-}
-
-pub fn config_failure(e: &UsageError) -> i32 {
-    print_error(&e.to_string(), Some(e.help()));
-    exit::USAGE
 }
 
 /// Parses the command line, then fills the service settings that no flag and no environment
-/// variable gave from the settings file (`paybatch.toml`). Returns the exit code when there is
-/// nothing to run: `--help` and `--version` (0), clap's usage errors and a bad settings file
-/// (2, with the JSON object of a refused run on stdout when `--json` was given).
-pub fn parse() -> Result<Cli, i32> {
+/// variable gave from the settings file (`paybatch.toml`). Returns how the process ends when
+/// there is nothing to run: `--help` and `--version` (0), clap's usage errors and a bad settings
+/// file (2, with the JSON object of a refused run on stdout when `--json` was given).
+pub fn parse() -> Result<Cli, CliError> {
     let json = std::env::args_os().any(|a| a == "--json");
     let matches = Cli::command()
         .try_get_matches()
@@ -391,15 +373,16 @@ pub fn parse() -> Result<Cli, i32> {
         if json {
             out_json(&run_json::usage(&e.to_string(), e.help()));
         }
-        config_failure(&e)
+        CliError::from(e)
     })?;
     Ok(cli)
 }
 
 /// What clap says of the command line, as clap prints it (help and version on stdout, a usage
 /// error on stderr); a usage error is also the JSON object on stdout with `--json`, so a script
-/// reading it gets an answer. Returns clap's exit code (2 for a usage error).
-fn usage_error(e: &clap::Error, json: bool) -> i32 {
+/// reading it gets an answer. Returns clap's exit (0 for help, 2 for a usage error), with
+/// nothing more to print.
+fn usage_error(e: &clap::Error, json: bool) -> CliError {
     use clap::error::ErrorKind;
     let shown = matches!(
         e.kind(),
@@ -422,7 +405,11 @@ fn usage_error(e: &clap::Error, json: bool) -> i32 {
         ));
     }
     let _ = e.print();
-    e.exit_code()
+    CliError::reported(if e.exit_code() == 0 {
+        Exit::Ok
+    } else {
+        Exit::Usage
+    })
 }
 
 /// The matches of the (sub)command that holds the service settings.
@@ -486,7 +473,8 @@ fn apply_settings(cli: &mut Cli, matches: &ArgMatches) -> Result<(), UsageError>
     Ok(())
 }
 
-pub async fn dispatch(cli: Cli) -> i32 {
+/// Runs the command: how the process ends, or why the command could not do its work.
+pub async fn dispatch(cli: Cli) -> Result<Exit, CliError> {
     let quiet = cli.quiet;
     match cli.command {
         Command::Run(args) => run::execute(args, quiet).await,
@@ -503,11 +491,8 @@ pub async fn dispatch(cli: Cli) -> i32 {
         Command::Completions(args) => completions::execute(args),
         Command::Man(args) => man::execute(args),
         Command::Sim(args) => match sim::execute(args).await {
-            Ok(()) => exit::OK,
-            Err(e) => {
-                print_error(&format!("{e:#}"), None);
-                exit::UNEXPECTED
-            }
+            Ok(()) => Ok(Exit::Ok),
+            Err(e) => Err(CliError::unexpected(format!("{e:#}"))),
         },
     }
 }

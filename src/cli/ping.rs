@@ -1,11 +1,12 @@
 //! `paybatch ping`: checks the API key and the environment with `GET /ping`.
 
 use clap::Args;
+use serde::Serialize;
 
 use crate::environment::Connection;
-use crate::exit;
+use crate::exit::Exit;
 
-use super::{ServiceArgs, config_failure, print_error};
+use super::{CliError, ServiceArgs};
 
 #[derive(Debug, Args)]
 pub struct PingArgs {
@@ -16,32 +17,35 @@ pub struct PingArgs {
     pub json: bool,
 }
 
-pub async fn execute(args: PingArgs) -> i32 {
-    let environment = match args.service.environment() {
-        Ok(e) => e,
-        Err(e) => return config_failure(&e),
-    };
+/// `ping --json`.
+#[derive(Serialize)]
+struct PingJson<'a> {
+    ok: bool,
+    environment: &'a str,
+    base_url: &'a str,
+    key_fingerprint: &'a str,
+    message: &'a str,
+}
+
+pub async fn execute(args: PingArgs) -> Result<Exit, CliError> {
+    let environment = args.service.environment()?;
     let banner = environment.banner();
-    let conn = match Connection::open(
+    let conn = Connection::open(
         environment,
         args.service.api_key_file.as_deref(),
         &args.service.ledger,
     )
-    .await
-    {
-        Ok(c) => c,
-        Err(e) => return config_failure(&e),
-    };
+    .await?;
     match conn.client.ping().await {
         Ok(p) => {
             if args.json {
-                super::out_json(&serde_json::json!({
-                    "ok": true,
-                    "environment": conn.environment.name(),
-                    "base_url": conn.client.base_url().as_str(),
-                    "key_fingerprint": conn.key_fingerprint,
-                    "message": p.message,
-                }));
+                super::out_json(&PingJson {
+                    ok: true,
+                    environment: conn.environment.name(),
+                    base_url: conn.client.base_url().as_str(),
+                    key_fingerprint: &conn.key_fingerprint,
+                    message: &p.message,
+                });
             } else {
                 outln!("{banner}");
                 outln!(
@@ -51,20 +55,18 @@ pub async fn execute(args: PingArgs) -> i32 {
                     conn.key_fingerprint
                 );
             }
-            exit::OK
+            Ok(Exit::Ok)
         }
-        Err(e) => {
-            print_error(
-                &format!("ping failed: {e}"),
-                Some(
-                    "check that the key was copied completely, that the environment address is the right one for this key (production keys start with `wg`, playground keys with `xx`), and that the key was not revoked",
-                ),
-            );
+        Err(e) => Err(CliError::new(
             if e.is_transient() {
-                exit::UNEXPECTED
+                Exit::Unexpected
             } else {
-                exit::USAGE
-            }
-        }
+                Exit::Usage
+            },
+            format!("ping failed: {e}"),
+            Some(
+                "check that the key was copied completely, that the environment address is the right one for this key (production keys start with `wg`, playground keys with `xx`), and that the key was not revoked",
+            ),
+        )),
     }
 }

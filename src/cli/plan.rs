@@ -1,5 +1,5 @@
-//! What `run` and `validate` share: the flags that turn a file into a plan, how a run's error is
-//! reported, and how rows per delivery are written.
+//! What `run` and `validate` share: the flags that turn a file into a plan, and how rows per
+//! delivery are written.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -7,10 +7,9 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::batch::options::RunOptions;
-use crate::batch::outcome::RunError;
 use crate::batch::repeats::OnRepeat;
 
-use super::{ServiceArgs, print_error};
+use super::ServiceArgs;
 
 /// What `run` and `validate` share: the file, the service, and how the file becomes a plan.
 #[derive(Debug, Args)]
@@ -85,15 +84,6 @@ pub fn parse_delimiter(s: &str) -> Result<u8, String> {
         "|" | "pipe" => Ok(b'|'),
         other => Err(format!("`{other}` is not a delimiter: use , ; tab or |")),
     }
-}
-
-pub fn report_error(e: &RunError) -> i32 {
-    if let RunError::Invalid { problems, .. } = e {
-        super::print_problems(problems);
-        errln!();
-    }
-    print_error(&e.to_string(), e.help().as_deref());
-    super::failure_code(e.failure())
 }
 
 /// `7 EMAIL, 5 PAYOUT_LINK`.

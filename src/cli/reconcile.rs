@@ -6,14 +6,14 @@
 use std::path::PathBuf;
 
 use clap::Args;
+use serde::Serialize;
 
 use crate::batch::reconcile::ReconcileReport;
-use crate::exit;
+use crate::exit::Exit;
 use crate::ops::reconcile::{ReconcileOptions, reconcile_batch};
 
-use super::plan::report_error;
 use super::progress::Console;
-use super::{ServiceArgs, config_failure};
+use super::{CliError, ServiceArgs};
 
 #[derive(Debug, Args)]
 pub struct ReconcileArgs {
@@ -42,11 +42,8 @@ pub struct ReconcileArgs {
     pub service: ServiceArgs,
 }
 
-pub async fn execute(args: ReconcileArgs) -> i32 {
-    let environment = match args.service.environment() {
-        Ok(e) => e,
-        Err(e) => return config_failure(&e),
-    };
+pub async fn execute(args: ReconcileArgs) -> Result<Exit, CliError> {
+    let environment = args.service.environment()?;
     let opts = ReconcileOptions {
         batch: args.batch.clone(),
         ledger: args.service.ledger.clone(),
@@ -58,10 +55,7 @@ pub async fn execute(args: ReconcileArgs) -> i32 {
         in_doubt_window: std::time::Duration::from_secs_f64(args.in_doubt_hours * 3600.0),
     };
     let console = Console::new(false);
-    let done = match reconcile_batch(&opts, &console.reporter()).await {
-        Ok(done) => done,
-        Err(e) => return report_error(&e),
-    };
+    let done = reconcile_batch(&opts, &console.reporter()).await?;
     print_report(&done.report, args.dry_run, args.json);
     if done.unsettled {
         errln!(
@@ -69,30 +63,46 @@ pub async fn execute(args: ReconcileArgs) -> i32 {
             done.report.unattributed.len(),
             crate::text::shell_word(&args.batch)
         );
-        return exit::INCOMPLETE;
+        return Ok(Exit::Incomplete);
     }
-    if done.report.needs_a_person() {
-        exit::FAILURES
+    Ok(if done.report.needs_a_person() {
+        Exit::Failures
     } else {
-        exit::OK
-    }
+        Exit::Ok
+    })
+}
+
+/// `reconcile --json`: what was found and what was (or would be) done.
+#[derive(Serialize)]
+struct ReportJson<'a> {
+    dry_run: bool,
+    found: usize,
+    adopted: &'a [(String, String)],
+    absent: &'a [String],
+    retired: &'a [String],
+    unattributed: &'a [String],
+    updated: &'a [(String, String, String)],
+    unknown_rows: &'a [(String, String)],
+    duplicates: &'a [(String, Vec<String>)],
+    superseded: &'a [String],
+    unattached: &'a [(String, String)],
 }
 
 fn print_report(r: &ReconcileReport, dry_run: bool, json: bool) {
     if json {
-        super::out_json(&serde_json::json!({
-            "dry_run": dry_run,
-            "found": r.found,
-            "adopted": r.adopted,
-            "absent": r.absent,
-            "retired": r.retired,
-            "unattributed": r.unattributed,
-            "updated": r.updated,
-            "unknown_rows": r.unknown_rows,
-            "duplicates": r.duplicates,
-            "superseded": r.superseded,
-            "unattached": r.unattached,
-        }));
+        super::out_json(&ReportJson {
+            dry_run,
+            found: r.found,
+            adopted: &r.adopted,
+            absent: &r.absent,
+            retired: &r.retired,
+            unattributed: &r.unattributed,
+            updated: &r.updated,
+            unknown_rows: &r.unknown_rows,
+            duplicates: &r.duplicates,
+            superseded: &r.superseded,
+            unattached: &r.unattached,
+        });
         return;
     }
     let verb = if dry_run { "would record" } else { "recorded" };

@@ -7,13 +7,12 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use crate::exit;
+use crate::exit::Exit;
 use crate::ledger::{BatchRecord, Ledger};
-use crate::ops::report;
+use crate::ops::{report, status};
 use crate::report::Tally;
 
-use super::status::{no_such_batch, open_existing};
-use super::{ServiceArgs, print_error};
+use super::{CliError, ServiceArgs};
 
 /// The long help of the command (`--help`).
 pub const LONG_ABOUT: &str = "Rebuild a batch's result file from the ledger, at any time (during a run, after \
@@ -46,29 +45,15 @@ pub struct ReportArgs {
     pub service: ServiceArgs,
 }
 
-pub async fn execute(args: ReportArgs, quiet: bool) -> i32 {
-    let ledger = match open_existing(&args.service.ledger) {
-        Ok(l) => l,
-        Err(code) => return code,
-    };
-    let batch = match ledger.batch(&args.batch) {
-        Ok(Some(b)) => b,
-        Ok(None) => return no_such_batch(&ledger, &args.batch),
-        Err(e) => {
-            print_error(&e.to_string(), None);
-            return exit::UNEXPECTED;
-        }
-    };
+pub async fn execute(args: ReportArgs, quiet: bool) -> Result<Exit, CliError> {
+    let ledger = status::open_existing(&args.service.ledger)?;
+    let batch = status::find_batch(&ledger, &args.batch)?;
     // A bad --group-by is refused before anything is written.
     let mut tally = Tally::new(&batch);
     for column in &args.group_by {
-        if let Err(e) = tally.group_by(column) {
-            print_error(
-                &e,
-                Some("--group-by takes the name of a column of the input file"),
-            );
-            return exit::USAGE;
-        }
+        tally.group_by(column).map_err(|e| {
+            CliError::usage(e, "--group-by takes the name of a column of the input file")
+        })?;
     }
     // Neither output may be the ledger, one of its files, or the batch's input file.
     let input = std::path::PathBuf::from(&batch.input_path);
@@ -79,11 +64,10 @@ pub async fn execute(args: ReportArgs, quiet: bool) -> i32 {
         if let Some(why) =
             crate::batch::output::output_clash(path, &args.service.ledger, &[input.as_path()])
         {
-            print_error(
-                &format!("{flag} {why}: writing there would destroy it"),
-                Some("give it another file"),
-            );
-            return exit::USAGE;
+            return Err(CliError::usage(
+                format!("{flag} {why}: writing there would destroy it"),
+                "give it another file",
+            ));
         }
     }
     let csv_path = match (&args.out, &args.html) {
@@ -92,15 +76,12 @@ pub async fn execute(args: ReportArgs, quiet: bool) -> i32 {
         (None, None) => Some(report::default_result_path(&batch)),
     };
     if let Some(path) = &csv_path {
-        let code = write_csv(&ledger, &batch, path, quiet);
-        if code != exit::OK {
-            return code;
-        }
+        write_csv(&ledger, &batch, path, quiet)?;
     }
-    match &args.html {
-        Some(path) => write_html(&ledger, &batch, path, tally, quiet),
-        None => exit::OK,
+    if let Some(path) = &args.html {
+        write_html(&ledger, &batch, path, tally, quiet)?;
     }
+    Ok(Exit::Ok)
 }
 
 /// Whether `--out` names stdout.
@@ -108,19 +89,24 @@ fn is_stdout(path: &Path) -> bool {
     path.as_os_str() == "-"
 }
 
-fn write_csv(ledger: &Ledger, batch: &BatchRecord, path: &Path, quiet: bool) -> i32 {
+fn write_csv(
+    ledger: &Ledger,
+    batch: &BatchRecord,
+    path: &Path,
+    quiet: bool,
+) -> Result<(), CliError> {
     let written = if is_stdout(path) {
         report::copy_result_file(ledger, batch, &mut std::io::stdout().lock())
     } else {
         report::write_result_file(ledger, batch, path)
     };
-    if let Err(e) = written {
-        print_error(
-            &e.to_string(),
+    written.map_err(|e| {
+        CliError::new(
+            Exit::Unexpected,
+            e.to_string(),
             Some("check that the directory exists and is writable, or pass --out FILE"),
-        );
-        return exit::UNEXPECTED;
-    }
+        )
+    })?;
     if !quiet && !is_stdout(path) {
         errln!(
             "result file of batch {}: {} (mode 0600: it holds payout links)",
@@ -128,17 +114,23 @@ fn write_csv(ledger: &Ledger, batch: &BatchRecord, path: &Path, quiet: bool) -> 
             path.display()
         );
     }
-    exit::OK
+    Ok(())
 }
 
-fn write_html(ledger: &Ledger, batch: &BatchRecord, path: &Path, tally: Tally, quiet: bool) -> i32 {
-    if let Err(e) = report::write_html(ledger, batch, path, tally) {
-        print_error(
-            &e.to_string(),
+fn write_html(
+    ledger: &Ledger,
+    batch: &BatchRecord,
+    path: &Path,
+    tally: Tally,
+    quiet: bool,
+) -> Result<(), CliError> {
+    report::write_html(ledger, batch, path, tally).map_err(|e| {
+        CliError::new(
+            Exit::Unexpected,
+            e.to_string(),
             Some("check that the directory exists and is writable"),
-        );
-        return exit::UNEXPECTED;
-    }
+        )
+    })?;
     if !quiet {
         errln!(
             "HTML report of batch {}: {} (no payout links)",
@@ -146,5 +138,5 @@ fn write_html(ledger: &Ledger, batch: &BatchRecord, path: &Path, tally: Tally, q
             path.display()
         );
     }
-    exit::OK
+    Ok(())
 }

@@ -4,10 +4,9 @@
 
 use clap::Args;
 
-use crate::exit;
+use crate::exit::Exit;
 
-use super::ServiceArgs;
-use super::plan::report_error;
+use super::{CliError, ServiceArgs};
 
 #[derive(Debug, Args)]
 pub struct RetryArgs {
@@ -25,23 +24,17 @@ pub struct RetryArgs {
     pub service: ServiceArgs,
 }
 
-pub async fn execute(args: RetryArgs) -> i32 {
+pub async fn execute(args: RetryArgs) -> Result<Exit, CliError> {
     let retried =
         match crate::ops::retry::retry(&args.service.ledger, &args.batch, &args.references) {
             Ok(r) => r,
             Err(e) => {
-                let code = report_error(&e);
+                let e = CliError::from(e);
                 if args.json {
-                    outln!(
-                        "{}",
-                        serde_json::json!({
-                            "batch": args.batch,
-                            "exit_code": code,
-                            "error": {"message": e.to_string(), "help": e.help()},
-                        })
-                    );
+                    let failed = super::run_json::retry_failed(&args.batch, &e);
+                    outln!("{}", serde_json::to_string(&failed).unwrap_or_default());
                 }
-                return code;
+                return Err(e);
             }
         };
     if retried.references.is_empty() {
@@ -59,9 +52,9 @@ pub async fn execute(args: RetryArgs) -> i32 {
         );
     }
     if args.json {
-        super::out_json(&super::run_json::retried(&retried, exit::OK));
+        super::out_json(&super::run_json::retried(&retried, Exit::Ok.code()));
     }
-    exit::OK
+    Ok(Exit::Ok)
 }
 
 /// References named on the line at most (`--json` lists them all).

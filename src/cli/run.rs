@@ -10,13 +10,13 @@ use clap::Args;
 
 use crate::api::models::ExecutionMode;
 use crate::batch::options::{self, RunOptions};
-use crate::batch::outcome::RunSummary;
+use crate::batch::outcome::{Outcome, RunSummary};
 use crate::environment::Environment;
-use crate::exit;
+use crate::exit::Exit;
 
-use super::plan::{PlanArgs, delivery_counts, report_error};
+use super::CliError;
+use super::plan::{PlanArgs, delivery_counts};
 use super::progress::Console;
-use super::{config_failure, print_error};
 
 /// The long help of the command (`--help`).
 pub const LONG_ABOUT: &str = "Validate a CSV batch, pay every row exactly once, poll every order \
@@ -132,28 +132,36 @@ impl RunArgs {
     }
 }
 
-pub async fn execute(args: RunArgs, quiet: bool) -> i32 {
+pub async fn execute(args: RunArgs, quiet: bool) -> Result<Exit, CliError> {
     let mut opts = match args.options() {
         Ok(o) => o,
-        Err(e) => return stopped(&args, None, config_failure(&e), &e.to_string(), e.help()),
+        Err(e) => return Err(stopped(&args, None, e.into())),
     };
     // A key of the wrong kind (or none, or a production key for another address) is the first
     // thing to say, before the ledger is touched: no confirmation can help.
     if let Err(e) = opts.environment.api_key(opts.api_key_file.as_deref()) {
-        let code = config_failure(&e);
-        return stopped(&args, Some(&opts), code, &e.to_string(), e.help());
+        return Err(stopped(&args, Some(&opts), e.into()));
     }
     if opts.environment == Environment::Production && !args.yes {
         let terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
         if !terminal {
-            let message =
-                "--env production pays real money, and there is no terminal to confirm the run";
-            let help = "pass --yes (from cron, together with --expect-digest DIGEST from `paybatch validate`), or run it in a terminal and confirm by typing the batch name";
-            print_error(message, Some(help));
-            return stopped(&args, Some(&opts), exit::USAGE, message, help);
+            let e = CliError::usage(
+                "--env production pays real money, and there is no terminal to confirm the run",
+                "pass --yes (from cron, together with --expect-digest DIGEST from `paybatch validate`), or run it in a terminal and confirm by typing the batch name",
+            );
+            return Err(stopped(&args, Some(&opts), e));
         }
-        if let Err(code) = confirm_production(&mut opts).await {
-            return stopped(&args, Some(&opts), code, "not confirmed", "");
+        if let Err(e) = confirm_production(&mut opts).await {
+            if args.json {
+                super::out_json(&super::run_json::refused(
+                    Some(&opts),
+                    &args.plan.file,
+                    e.exit.code(),
+                    "not confirmed",
+                    "",
+                ));
+            }
+            return Err(e);
         }
     }
     let console = Console::new(quiet);
@@ -170,18 +178,15 @@ pub async fn execute(args: RunArgs, quiet: bool) -> i32 {
             // ledger transaction under way ends, or is rolled back when the process exits.
             task.abort();
             let _ = tokio::time::timeout(STOP_GRACE, &mut task).await;
-            return interrupted(&opts, signal, args.json);
+            return Ok(interrupted(&opts, signal, args.json));
         }
         joined = &mut task => match joined {
             Ok(outcome) => outcome,
-            Err(e) => {
-                print_error(&format!("the run stopped unexpectedly: {e}"), None);
-                return exit::UNEXPECTED;
-            }
+            Err(e) => return Err(CliError::unexpected(format!("the run stopped unexpectedly: {e}"))),
         },
     };
     // Quiet: the warnings held back matter only when the run does not end well.
-    let ended_well = matches!(&outcome, Ok(s) if super::outcome_code(s.outcome()) == exit::OK);
+    let ended_well = matches!(&outcome, Ok(s) if s.outcome() == Outcome::Completed);
     if !ended_well {
         for line in console.take_held() {
             errln!("{line}");
@@ -189,36 +194,36 @@ pub async fn execute(args: RunArgs, quiet: bool) -> i32 {
     }
     match outcome {
         Ok(summary) => {
-            let code = super::outcome_code(summary.outcome());
+            let exit = super::outcome_exit(summary.outcome());
             if args.json {
-                super::out_json(&super::run_json::summary(&summary, code));
+                super::out_json(&super::run_json::summary(&summary, exit.code()));
             } else {
                 print_summary(&summary, quiet);
             }
-            code
+            Ok(exit)
         }
         Err(e) => {
-            let code = report_error(&e);
+            let e = CliError::from(e);
             if args.json {
-                super::out_json(&super::run_json::failure(&opts, &e, code));
+                super::out_json(&super::run_json::failure(&opts, &e));
             }
-            code
+            Err(e)
         }
     }
 }
 
-/// A run refused before it started: with `--json`, the object says so too. Returns `code`.
-fn stopped(args: &RunArgs, opts: Option<&RunOptions>, code: i32, message: &str, help: &str) -> i32 {
+/// A run refused before it started: with `--json`, the object says so too. Returns the error.
+fn stopped(args: &RunArgs, opts: Option<&RunOptions>, e: CliError) -> CliError {
     if args.json {
         super::out_json(&super::run_json::refused(
             opts,
             &args.plan.file,
-            code,
-            message,
-            help,
+            e.exit.code(),
+            e.message(),
+            e.help().unwrap_or_default(),
         ));
     }
-    code
+    e
 }
 
 /// How long a stopped run may take to reach its next wait before the process says how far it
@@ -228,7 +233,7 @@ const STOP_GRACE: Duration = Duration::from_secs(3);
 /// The run was stopped by a signal: the operation was dropped at its next wait (a send whose
 /// answer did not come stays in doubt and is re-sent with its key by the next run). Says what
 /// the ledger holds and gives the signal's exit code.
-fn interrupted(opts: &RunOptions, signal: super::signals::Stop, json: bool) -> i32 {
+fn interrupted(opts: &RunOptions, signal: super::signals::Stop, json: bool) -> Exit {
     // A result file being written (a plan-only run writes it while it reads) is not left.
     crate::batch::output::remove_unfinished();
     let progress = super::signals::progress_of(&opts.ledger, &opts.batch_name());
@@ -241,18 +246,16 @@ fn interrupted(opts: &RunOptions, signal: super::signals::Stop, json: bool) -> i
     if json {
         super::out_json(&super::run_json::interrupted(opts, &progress, signal));
     }
-    signal.code()
+    signal.exit()
 }
 
 /// On a terminal, before a production run: shows what will be paid (rows, totals per currency,
 /// balance, plan digest) and goes on only when the person types the batch name. The digest
 /// shown is then required of the run, so what was confirmed is what is paid. An invalid batch
 /// is not confirmed: the run itself reports it and submits nothing.
-async fn confirm_production(opts: &mut RunOptions) -> Result<(), i32> {
+async fn confirm_production(opts: &mut RunOptions) -> Result<(), CliError> {
     errln!("paybatch run: {}", opts.environment.banner());
-    let preview = crate::ops::preview::preview(opts)
-        .await
-        .map_err(|e| report_error(&e))?;
+    let preview = crate::ops::preview::preview(opts).await?;
     // Nothing to confirm when the run will refuse anyway (it says why): an invalid batch, or a
     // file that is not the plan given with --expect-digest.
     let approved_elsewhere = opts.expect_digest.as_deref().is_some_and(|expected| {
@@ -274,19 +277,15 @@ async fn confirm_production(opts: &mut RunOptions) -> Result<(), i32> {
             }
             Ok(())
         }
-        Ok(false) => {
-            print_error(
-                "not confirmed: nothing was submitted",
-                Some(&format!(
-                    "to pay this batch, run the command again and type `{batch}` when asked"
-                )),
-            );
-            Err(exit::USAGE)
-        }
-        Err(e) => {
-            print_error(&format!("cannot read the confirmation: {e}"), None);
-            Err(exit::USAGE)
-        }
+        Ok(false) => Err(CliError::usage(
+            "not confirmed: nothing was submitted",
+            &format!("to pay this batch, run the command again and type `{batch}` when asked"),
+        )),
+        Err(e) => Err(CliError::new(
+            Exit::Usage,
+            format!("cannot read the confirmation: {e}"),
+            None,
+        )),
     }
 }
 
@@ -308,8 +307,8 @@ pub fn ask_batch_name(
 }
 
 fn print_summary(s: &RunSummary, quiet: bool) {
-    let code = super::outcome_code(s.outcome());
-    if quiet && code == exit::OK {
+    let outcome = s.outcome();
+    if quiet && outcome == Outcome::Completed {
         return;
     }
     let label = if s.environment.is_simulated() {
@@ -356,13 +355,13 @@ fn print_summary(s: &RunSummary, quiet: bool) {
         outln!("  stopped: {line}");
     }
     outln!("result file: {}", s.result_path.display());
-    let verdict = match code {
-        exit::OK => "every row completed".to_string(),
-        exit::FAILURES if !s.held.is_empty() => {
+    let verdict = match outcome {
+        Outcome::Completed => "every row completed".to_string(),
+        Outcome::NeedsAPerson if !s.held.is_empty() => {
             "the service stopped part of the batch (see `stopped` above); nothing is lost".to_string()
         }
-        exit::FAILURES => "finished with failed, rejected, invalid or mismatched rows (see the result file; `paybatch status` says what to do)".to_string(),
-        _ => format!(
+        Outcome::NeedsAPerson => "finished with failed, rejected, invalid or mismatched rows (see the result file; `paybatch status` says what to do)".to_string(),
+        Outcome::Incomplete => format!(
             "incomplete{}: run the same command again to resume",
             s.incomplete_reason
                 .as_deref()
@@ -370,6 +369,7 @@ fn print_summary(s: &RunSummary, quiet: bool) {
                 .unwrap_or_default()
         ),
     };
+    let code = super::outcome_exit(outcome).code();
     outln!("paybatch run: {verdict} (exit {code})");
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
-use crate::exit;
+use crate::exit::Exit;
 use crate::ledger::{Ledger, SendProgress};
 
 /// The signal that stopped a run.
@@ -19,10 +19,10 @@ pub enum Stop {
 }
 
 impl Stop {
-    pub fn code(self) -> i32 {
+    pub fn exit(self) -> Exit {
         match self {
-            Stop::Interrupt => exit::INTERRUPTED,
-            Stop::Terminate => exit::TERMINATED,
+            Stop::Interrupt => Exit::Interrupted,
+            Stop::Terminate => Exit::Terminated,
         }
     }
 

@@ -1,26 +1,24 @@
 //! `paybatch status [--batch NAME]`: what the ledger says, without asking the service: every
 //! batch with its rows per state, or one batch in detail (rows per state, orders in flight and
-//! their age, the last events) and what to do next. Reads the ledger only.
+//! their age, the last events) and what to do next. The ledger is read by
+//! [`crate::ops::status`]; this file renders what it returns.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use clap::Args;
-use serde_json::json;
+use serde::Serialize;
 
 use crate::environment::Environment;
-use crate::exit;
-use crate::ledger::{BatchRecord, EventRecord, Ledger, OrderRecord, OrderState, RowState};
+use crate::exit::Exit;
+use crate::ledger::{BatchRecord, EventRecord, RowState};
+use crate::ops::status::{self, BatchCounts, Detail, IN_DOUBT_HOURS, InFlight};
 use crate::text::shell_word;
 
-use super::{DEFAULT_LEDGER, ServiceArgs, print_error};
+use super::{CliError, DEFAULT_LEDGER, InOrder, ServiceArgs};
 
-/// Events shown for one batch.
-const LAST_EVENTS: i64 = 10;
 /// Orders in flight listed one by one (the rest are counted).
 const LISTED_IN_FLIGHT: usize = 20;
-/// In-doubt intents first sent longer ago than this are left for `paybatch reconcile`.
-const IN_DOUBT_HOURS: i64 = 24;
 
 /// The long help of the command (`--help`).
 pub const LONG_ABOUT: &str = "Show what the ledger says, without asking the service: every batch with its rows \
@@ -39,60 +37,28 @@ pub struct StatusArgs {
     pub service: ServiceArgs,
 }
 
-pub async fn execute(args: StatusArgs) -> i32 {
-    let ledger = match open_existing(&args.service.ledger) {
-        Ok(l) => l,
-        Err(code) => return code,
-    };
-    let result = match &args.batch {
-        None => all_batches(&ledger, args.json),
-        Some(name) => one_batch(&ledger, name, args.json),
-    };
-    match result {
-        Ok(code) => code,
-        Err(e) => {
-            print_error(&e.to_string(), None);
-            exit::UNEXPECTED
+pub async fn execute(args: StatusArgs) -> Result<Exit, CliError> {
+    let ledger = status::open_existing(&args.service.ledger)?;
+    match &args.batch {
+        None => {
+            let batches = status::batches(&ledger)?;
+            if args.json {
+                super::out_json(&batches_json(&batches));
+            } else {
+                print_batches(&batches, ledger.path());
+            }
+        }
+        Some(name) => {
+            let d = status::batch(&ledger, name)?;
+            let next = next_steps(ledger.path(), &d.batch, &d.by_state(), &d.in_flight());
+            if args.json {
+                super::out_json(&detail_json(&d, &next));
+            } else {
+                print_detail(&d, &next);
+            }
         }
     }
-}
-
-/// Opens a ledger that must exist already (a read-only command never creates one).
-pub fn open_existing(path: &Path) -> Result<Ledger, i32> {
-    if !path.exists() {
-        print_error(
-            &format!(
-                "no ledger at {}: nothing has been run here (--ledger PATH to read another)",
-                path.display()
-            ),
-            Some(
-                "give the ledger the batches were run with: --ledger PATH, PAYBATCH_LEDGER or `ledger` in paybatch.toml",
-            ),
-        );
-        return Err(exit::USAGE);
-    }
-    Ledger::open(path).map_err(|e| {
-        print_error(&e.to_string(), None);
-        exit::UNEXPECTED
-    })
-}
-
-/// Prints "no batch NAME" and returns the usage exit code.
-pub fn no_such_batch(ledger: &Ledger, name: &str) -> i32 {
-    let known: Vec<String> = ledger
-        .batches()
-        .map(|bs| bs.into_iter().map(|b| b.name).collect())
-        .unwrap_or_default();
-    let help = if known.is_empty() {
-        "this ledger has no batch yet; `paybatch run FILE` names a batch after its file unless --batch is given".to_string()
-    } else {
-        format!("batches in this ledger: {}", known.join(", "))
-    };
-    print_error(
-        &format!("no batch `{name}` in {}", ledger.path().display()),
-        Some(&help),
-    );
-    exit::USAGE
+    Ok(Exit::Ok)
 }
 
 fn states_text(counts: &[(RowState, i64)]) -> String {
@@ -103,38 +69,44 @@ fn states_text(counts: &[(RowState, i64)]) -> String {
         .join(", ")
 }
 
-fn all_batches(ledger: &Ledger, json: bool) -> crate::ledger::Result<i32> {
-    let batches = ledger.batches()?;
-    let mut listed = Vec::new();
-    for b in &batches {
-        let counts = ledger.row_counts(b.id)?;
-        listed.push((b, counts));
-    }
-    if json {
-        let value: Vec<_> = listed
-            .iter()
-            .map(|(b, counts)| {
-                json!({
-                    "batch": b.name,
-                    "environment": b.environment,
-                    "base_url": b.base_url,
-                    "input": b.input_path,
-                    "created_at": b.created_at,
-                    "rows": counts.iter().map(|(_, n)| n).sum::<i64>(),
-                    "states": counts_map(counts),
-                })
-            })
-            .collect();
-        super::out_json(&serde_json::Value::Array(value));
-        return Ok(exit::OK);
-    }
-    if listed.is_empty() {
-        outln!("no batches in {}", ledger.path().display());
-        return Ok(exit::OK);
-    }
-    let width = listed
+/// One batch of `status --json`.
+#[derive(Serialize)]
+struct BatchJson<'a> {
+    batch: &'a str,
+    environment: &'a str,
+    base_url: &'a str,
+    input: &'a str,
+    created_at: &'a str,
+    rows: i64,
+    states: InOrder<&'static str, i64>,
+}
+
+fn batches_json(batches: &[BatchCounts]) -> Vec<BatchJson<'_>> {
+    batches
         .iter()
-        .map(|(b, _)| b.name.chars().count())
+        .map(|c| {
+            let b = &c.batch;
+            BatchJson {
+                batch: &b.name,
+                environment: &b.environment,
+                base_url: &b.base_url,
+                input: &b.input_path,
+                created_at: &b.created_at,
+                rows: c.rows(),
+                states: counts_map(&c.counts),
+            }
+        })
+        .collect()
+}
+
+fn print_batches(batches: &[BatchCounts], ledger: &Path) {
+    if batches.is_empty() {
+        outln!("no batches in {}", ledger.display());
+        return;
+    }
+    let width = batches
+        .iter()
+        .map(|c| c.batch.name.chars().count())
         .max()
         .unwrap_or(5)
         .max(5);
@@ -145,19 +117,18 @@ fn all_batches(ledger: &Ledger, json: bool) -> crate::ledger::Result<i32> {
         "ROWS",
         "CREATED"
     );
-    for (b, counts) in &listed {
+    for c in batches {
         outln!(
             "{:<width$}  {:<11}  {:>6}  {:<24}  {}",
-            b.name,
-            env_label(&b.environment),
-            counts.iter().map(|(_, n)| n).sum::<i64>(),
-            b.created_at,
-            states_text(counts)
+            c.batch.name,
+            env_label(&c.batch.environment),
+            c.rows(),
+            c.batch.created_at,
+            states_text(&c.counts)
         );
     }
     outln!();
     outln!("details of one batch: paybatch status --batch NAME");
-    Ok(exit::OK)
 }
 
 fn env_label(environment: &str) -> String {
@@ -168,56 +139,9 @@ fn env_label(environment: &str) -> String {
     }
 }
 
-fn counts_map(counts: &[(RowState, i64)]) -> serde_json::Map<String, serde_json::Value> {
-    counts
-        .iter()
-        .map(|(s, n)| (s.as_str().to_string(), json!(n)))
-        .collect()
-}
-
-/// An order still in flight, as status shows it.
-struct InFlight<'a> {
-    order: &'a OrderRecord,
-    what: &'static str,
-    since: Option<&'a str>,
-    in_doubt_too_long: bool,
-}
-
-fn in_flight(orders: &[OrderRecord]) -> Vec<InFlight<'_>> {
-    orders
-        .iter()
-        .filter_map(|o| {
-            let (what, since) = match o.state {
-                OrderState::Accepted => (
-                    "accepted by the service, not finished",
-                    o.accepted_at.as_deref(),
-                ),
-                OrderState::Intent if o.sends > 0 => (
-                    "sent, no answer recorded (in doubt)",
-                    o.first_sent_at.as_deref(),
-                ),
-                OrderState::Intent => (
-                    "intent committed, not sent yet",
-                    Some(o.created_at.as_str()),
-                ),
-                _ => return None,
-            };
-            let in_doubt_too_long = o.state == OrderState::Intent
-                && o.sends > 0
-                && age(since).is_some_and(|a| a > chrono::Duration::hours(IN_DOUBT_HOURS));
-            Some(InFlight {
-                order: o,
-                what,
-                since,
-                in_doubt_too_long,
-            })
-        })
-        .collect()
-}
-
-fn age(at: Option<&str>) -> Option<chrono::Duration> {
-    let t = chrono::DateTime::parse_from_rfc3339(at?).ok()?;
-    Some(chrono::Utc::now().signed_duration_since(t))
+/// Rows per state, in the states' order.
+fn counts_map(counts: &[(RowState, i64)]) -> InOrder<&'static str, i64> {
+    InOrder(counts.iter().map(|(s, n)| (s.as_str(), *n)).collect())
 }
 
 /// `3d 4h`, `2h 10m`, `5m 03s`, `12s`.
@@ -304,163 +228,124 @@ fn next_steps(
     steps
 }
 
-fn one_batch(ledger: &Ledger, name: &str, json: bool) -> crate::ledger::Result<i32> {
-    let Some(b) = ledger.batch(name)? else {
-        return Ok(no_such_batch(ledger, name));
-    };
-    let d = detail(ledger, b)?;
-    if json {
-        super::out_json(&detail_json(&d));
-    } else {
-        print_detail(&d);
-    }
-    Ok(exit::OK)
+/// `status --batch NAME --json`.
+#[derive(Serialize)]
+struct DetailJson<'a> {
+    batch: &'a str,
+    environment: &'a str,
+    base_url: &'a str,
+    key_fingerprint: &'a str,
+    input: &'a str,
+    input_sha256: &'a str,
+    created_at: &'a str,
+    rows: i64,
+    states: InOrder<&'static str, i64>,
+    orders: BTreeMap<&'a str, i64>,
+    unconfirmed_orders: Vec<String>,
+    charged: Vec<ChargedJson<'a>>,
+    repeats: Vec<RepeatJson<'a>>,
+    in_flight: Vec<InFlightJson<'a>>,
+    events: Vec<EventJson<'a>>,
+    next: &'a [String],
 }
 
-/// What `status --batch` shows of one batch.
-struct Detail {
-    batch: BatchRecord,
-    counts: Vec<(RowState, i64)>,
-    orders: Vec<OrderRecord>,
-    events: Vec<EventRecord>,
-    /// What each of `events` is about, named (`row R-1`, `order O-123`).
-    subjects: Vec<String>,
-    /// What left each balance: (payer, currency) -> amount.
-    charged: BTreeMap<(String, String), rust_decimal::Decimal>,
-    /// What a person decided about rows other batches have (`--allow-repeats`,
-    /// `--skip-repeats`): (when, what).
-    repeats: Vec<(String, String)>,
-    next: Vec<String>,
+/// What left one balance.
+#[derive(Serialize)]
+struct ChargedJson<'a> {
+    by: &'a str,
+    currency: &'a str,
+    amount: String,
 }
 
-/// The service's ids of the batch's COMPLETED orders that could not be confirmed as the orders
-/// sent (their answer named neither key nor batch).
-fn unconfirmed(orders: &[OrderRecord]) -> Vec<String> {
-    orders
-        .iter()
-        .filter(|o| {
-            o.state == crate::ledger::OrderState::Completed
-                && o.error_type.as_deref() == Some(crate::batch::record::UNCONFIRMED_TYPE)
-        })
-        .map(|o| {
-            o.service_order_id
-                .clone()
-                .unwrap_or_else(|| format!("#{}", o.id))
-        })
-        .collect()
+/// What a person decided about rows other batches have.
+#[derive(Serialize)]
+struct RepeatJson<'a> {
+    at: &'a str,
+    decision: &'a str,
 }
 
-impl Detail {
-    fn rows(&self) -> i64 {
-        self.counts.iter().map(|(_, n)| n).sum()
-    }
-
-    fn order_counts(&self) -> BTreeMap<&str, i64> {
-        let mut counts: BTreeMap<&str, i64> = BTreeMap::new();
-        for o in &self.orders {
-            *counts.entry(o.state.as_str()).or_default() += 1;
-        }
-        counts
-    }
+/// An order in flight.
+#[derive(Serialize)]
+struct InFlightJson<'a> {
+    order: i64,
+    service_order_id: Option<&'a str>,
+    state: &'static str,
+    what: &'static str,
+    since: Option<&'a str>,
+    age_seconds: Option<i64>,
+    sends: i64,
+    polls: i64,
 }
 
-fn detail(ledger: &Ledger, b: BatchRecord) -> crate::ledger::Result<Detail> {
-    let counts = ledger.row_counts(b.id)?;
-    let orders = ledger.order_heads(b.id)?;
-    let events = ledger.events(b.id, LAST_EVENTS)?;
-    let subjects = event_subjects(ledger, &events, &orders)?;
-    let by_state: BTreeMap<RowState, i64> = counts.iter().copied().collect();
-    let next = next_steps(ledger.path(), &b, &by_state, &in_flight(&orders));
-    let charged = crate::batch::outcome::debited_totals(ledger, b.id)?;
-    let repeats = ledger.batch_notes(b.id, "repeats ")?;
-    Ok(Detail {
-        repeats,
-        batch: b,
-        counts,
-        orders,
-        events,
-        subjects,
-        charged,
-        next,
-    })
+/// One of the last events.
+#[derive(Serialize)]
+struct EventJson<'a> {
+    at: &'a str,
+    subject: &'a str,
+    from: Option<&'a str>,
+    to: Option<&'a str>,
+    cause: &'a str,
 }
 
-/// Names what each event is about. Only the rows the events name are looked up (a batch can
-/// hold a million).
-fn event_subjects(
-    ledger: &Ledger,
-    events: &[EventRecord],
-    orders: &[OrderRecord],
-) -> crate::ledger::Result<Vec<String>> {
-    let mut row_names: HashMap<i64, String> = HashMap::new();
-    for e in events.iter().filter(|e| e.subject == "row") {
-        if let Some(reference) = ledger.row_reference(e.subject_id)? {
-            row_names.insert(e.subject_id, reference);
-        }
-    }
-    let order_names: HashMap<i64, String> = orders
-        .iter()
-        .map(|o| {
-            let name = o
-                .service_order_id
-                .clone()
-                .unwrap_or_else(|| format!("#{} (key {})", o.id, o.idempotency_key));
-            (o.id, name)
-        })
-        .collect();
-    Ok(events
-        .iter()
-        .map(|e| {
-            let name = match e.subject.as_str() {
-                "row" => row_names.get(&e.subject_id),
-                "order" => order_names.get(&e.subject_id),
-                _ => None,
-            };
-            match name {
-                Some(n) => format!("{} {n}", e.subject),
-                None => e.subject.clone(),
-            }
-        })
-        .collect())
-}
-
-fn detail_json(d: &Detail) -> serde_json::Value {
+fn detail_json<'a>(d: &'a Detail, next: &'a [String]) -> DetailJson<'a> {
     let b = &d.batch;
-    let flights = in_flight(&d.orders);
-    json!({
-        "batch": b.name,
-        "environment": b.environment,
-        "base_url": b.base_url,
-        "key_fingerprint": b.key_fingerprint,
-        "input": b.input_path,
-        "input_sha256": b.input_hash,
-        "created_at": b.created_at,
-        "rows": d.rows(),
-        "states": counts_map(&d.counts),
-        "orders": d.order_counts(),
-        "unconfirmed_orders": unconfirmed(&d.orders),
-        "charged": d.charged.iter().map(|((payer, currency), amount)| json!({
-            "by": payer,
-            "currency": currency,
-            "amount": amount.to_string(),
-        })).collect::<Vec<_>>(),
-        "repeats": d.repeats.iter().map(|(at, what)| json!({"at": at, "decision": what})).collect::<Vec<_>>(),
-        "in_flight": flights.iter().map(|f| json!({
-            "order": f.order.id,
-            "service_order_id": f.order.service_order_id,
-            "state": f.order.state.as_str(),
-            "what": f.what,
-            "since": f.since,
-            "age_seconds": age(f.since).map(|a| a.num_seconds()),
-            "sends": f.order.sends,
-            "polls": f.order.polls,
-        })).collect::<Vec<_>>(),
-        "events": d.events.iter().zip(&d.subjects).map(|(e, s)| event_json(e, s)).collect::<Vec<_>>(),
-        "next": d.next,
-    })
+    DetailJson {
+        batch: &b.name,
+        environment: &b.environment,
+        base_url: &b.base_url,
+        key_fingerprint: &b.key_fingerprint,
+        input: &b.input_path,
+        input_sha256: &b.input_hash,
+        created_at: &b.created_at,
+        rows: d.rows(),
+        states: counts_map(&d.counts),
+        orders: d.order_counts(),
+        unconfirmed_orders: d.unconfirmed(),
+        charged: d
+            .charged
+            .iter()
+            .map(|((payer, currency), amount)| ChargedJson {
+                by: payer,
+                currency,
+                amount: amount.to_string(),
+            })
+            .collect(),
+        repeats: d
+            .repeats
+            .iter()
+            .map(|(at, what)| RepeatJson { at, decision: what })
+            .collect(),
+        in_flight: d.in_flight().iter().map(in_flight_json).collect(),
+        events: d
+            .events
+            .iter()
+            .zip(&d.subjects)
+            .map(|(e, subject)| EventJson {
+                at: &e.at,
+                subject,
+                from: e.from_state.as_deref(),
+                to: e.to_state.as_deref(),
+                cause: &e.cause,
+            })
+            .collect(),
+        next,
+    }
 }
 
-fn print_detail(d: &Detail) {
+fn in_flight_json<'a>(f: &InFlight<'a>) -> InFlightJson<'a> {
+    InFlightJson {
+        order: f.order.id,
+        service_order_id: f.order.service_order_id.as_deref(),
+        state: f.order.state.as_str(),
+        what: f.what,
+        since: f.since,
+        age_seconds: f.age().map(|a| a.num_seconds()),
+        sends: f.order.sends,
+        polls: f.order.polls,
+    }
+}
+
+fn print_detail(d: &Detail, next: &[String]) {
     let b = &d.batch;
     let label = match b.environment.as_str() {
         "sim" => " (SIMULATED: no real money moved)",
@@ -494,7 +379,7 @@ fn print_detail(d: &Detail) {
         outln!("  {}", event_text(e, subject));
     }
     outln!();
-    for step in &d.next {
+    for step in next {
         outln!("next: {step}");
     }
 }
@@ -515,7 +400,7 @@ fn print_orders(d: &Detail) {
             format!(" ({orders_text})")
         }
     );
-    let unconfirmed = unconfirmed(&d.orders);
+    let unconfirmed = d.unconfirmed();
     if !unconfirmed.is_empty() {
         let more = unconfirmed.len().saturating_sub(LISTED_IN_FLIGHT);
         outln!(
@@ -529,7 +414,7 @@ fn print_orders(d: &Detail) {
             }
         );
     }
-    let flights = in_flight(&d.orders);
+    let flights = d.in_flight();
     if flights.is_empty() {
         outln!("  none in flight");
         return;
@@ -541,7 +426,8 @@ fn print_orders(d: &Detail) {
             .service_order_id
             .clone()
             .unwrap_or_else(|| format!("#{}", f.order.id));
-        let how_long = age(f.since)
+        let how_long = f
+            .age()
             .map(|a| format!(" for {}", human_age(a)))
             .unwrap_or_default();
         outln!(
@@ -569,16 +455,6 @@ fn event_text(e: &EventRecord, subject: &str) -> String {
         (None, None) => String::new(),
     };
     format!("{}  {subject}  {transition}  {}", e.at, e.cause)
-}
-
-fn event_json(e: &EventRecord, subject: &str) -> serde_json::Value {
-    json!({
-        "at": e.at,
-        "subject": subject,
-        "from": e.from_state,
-        "to": e.to_state,
-        "cause": e.cause,
-    })
 }
 
 #[cfg(test)]

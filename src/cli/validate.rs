@@ -10,13 +10,13 @@ use clap::Args;
 
 use crate::batch::options::RunOptions;
 use crate::batch::repeats::OnRepeat;
-use crate::exit;
+use crate::exit::Exit;
 use crate::money::display_amount as amount;
 use crate::ops::preview::{self, BalanceCheck, Preview, TakenOut};
 use crate::text::shell_word;
 
-use super::plan::{PlanArgs, delivery_counts, report_error};
-use super::{config_failure, print_error};
+use super::plan::{PlanArgs, delivery_counts};
+use super::{CliError, print_error};
 
 /// The long help of the command (`--help`).
 pub const LONG_ABOUT: &str = "Check a CSV batch exactly as `paybatch run` would (file, rows, catalog, balance) \
@@ -83,18 +83,10 @@ impl ValidateArgs {
     }
 }
 
-pub async fn execute(args: ValidateArgs, quiet: bool) -> i32 {
-    let opts = match args.options() {
-        Ok(o) => o,
-        Err(e) => return config_failure(&e),
-    };
-    if let Err(e) = opts.environment.api_key(opts.api_key_file.as_deref()) {
-        return config_failure(&e);
-    }
-    let preview = match preview::preview(&opts).await {
-        Ok(p) => p,
-        Err(e) => return report_error(&e),
-    };
+pub async fn execute(args: ValidateArgs, quiet: bool) -> Result<Exit, CliError> {
+    let opts = args.options()?;
+    opts.environment.api_key(opts.api_key_file.as_deref())?;
+    let preview = preview::preview(&opts).await?;
     if let (Some(_), Some(why)) = (&preview.digest, &preview.plan_not_kept) {
         errln!(
             "warning: this plan could not be kept in the ledger ({}): should the file change, `paybatch run --expect-digest` cannot say what changed",
@@ -102,21 +94,16 @@ pub async fn execute(args: ValidateArgs, quiet: bool) -> i32 {
         );
     }
     let code = if preview.is_valid() {
-        exit::OK
+        Exit::Ok
     } else {
-        exit::INVALID
+        Exit::Invalid
     };
     if args.json {
-        let mut value = match serde_json::to_value(&preview) {
-            Ok(v) => v,
-            Err(e) => {
-                print_error(&e.to_string(), None);
-                return exit::UNEXPECTED;
-            }
-        };
+        let mut value =
+            serde_json::to_value(&preview).map_err(|e| CliError::unexpected(e.to_string()))?;
         value["valid"] = serde_json::Value::Bool(preview.is_valid());
         super::out_json(&value);
-        return code;
+        return Ok(code);
     }
     if !quiet {
         let mut out = std::io::stdout().lock();
@@ -130,7 +117,7 @@ pub async fn execute(args: ValidateArgs, quiet: bool) -> i32 {
         outln!("approve this digest, then pay exactly this plan with:");
         outln!("  {}", args.run_command(d));
     }
-    code
+    Ok(code)
 }
 
 /// The problems of the file and of the balance, on stderr, with what to do.

@@ -8,7 +8,8 @@
 //!   [`reconcile::rebuild`] of a lost ledger from the service and the input file;
 //! - [`retry::retry`]: failed and rejected rows made payable again under new keys;
 //! - [`report`]: the result file (to a file or any writer) and the HTML report of a batch;
-//! - [`history::history`]: every payout to one recipient or reference, across all batches.
+//! - [`history::history`]: every payout to one recipient or reference, across all batches;
+//! - [`status`]: what the ledger says of every batch, or of one in detail.
 
 pub mod history;
 pub mod preview;
@@ -17,3 +18,4 @@ pub mod report;
 pub mod retry;
 pub mod run;
 pub mod start;
+pub mod status;

@@ -1,0 +1,260 @@
+//! `status`: what the ledger says of its batches, without asking the service: every batch with
+//! its rows per state ([`batches`]), or one batch in detail ([`batch`]: rows per state, what left
+//! each balance, the orders in flight and how long they have been, the last events, named).
+//! Reads the ledger only, and never creates one ([`open_existing`]).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use rust_decimal::Decimal;
+
+use crate::ledger::{
+    BatchRecord, EventRecord, Ledger, LedgerError, OrderRecord, OrderState, RowState,
+};
+
+/// Events kept of one batch, newest first.
+pub const LAST_EVENTS: i64 = 10;
+/// An intent sent longer ago than this without an answer has been in doubt too long: it is for
+/// reconciliation.
+pub const IN_DOUBT_HOURS: i64 = 24;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StatusError {
+    /// A read-only command never creates a ledger.
+    #[error("no ledger at {}", .0.display())]
+    NoLedger(PathBuf),
+    #[error("no batch `{name}` in {}", .ledger.display())]
+    NoBatch {
+        name: String,
+        ledger: PathBuf,
+        /// The batches the ledger has.
+        known: Vec<String>,
+    },
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+}
+
+/// Opens a ledger that must exist already.
+pub fn open_existing(path: &Path) -> Result<Ledger, StatusError> {
+    if !path.exists() {
+        return Err(StatusError::NoLedger(path.to_path_buf()));
+    }
+    Ok(Ledger::open(path)?)
+}
+
+/// The batch called `name`, or [`StatusError::NoBatch`] with the batches the ledger has.
+pub fn find_batch(ledger: &Ledger, name: &str) -> Result<BatchRecord, StatusError> {
+    if let Some(b) = ledger.batch(name)? {
+        return Ok(b);
+    }
+    let known = ledger
+        .batches()
+        .map(|bs| bs.into_iter().map(|b| b.name).collect())
+        .unwrap_or_default();
+    Err(StatusError::NoBatch {
+        name: name.to_string(),
+        ledger: ledger.path().to_path_buf(),
+        known,
+    })
+}
+
+/// One batch of the ledger and its rows per state.
+#[derive(Debug, Clone)]
+pub struct BatchCounts {
+    pub batch: BatchRecord,
+    pub counts: Vec<(RowState, i64)>,
+}
+
+impl BatchCounts {
+    pub fn rows(&self) -> i64 {
+        self.counts.iter().map(|(_, n)| n).sum()
+    }
+}
+
+/// Every batch of the ledger, oldest first, with its rows per state.
+pub fn batches(ledger: &Ledger) -> Result<Vec<BatchCounts>, LedgerError> {
+    ledger
+        .batches()?
+        .into_iter()
+        .map(|batch| {
+            let counts = ledger.row_counts(batch.id)?;
+            Ok(BatchCounts { batch, counts })
+        })
+        .collect()
+}
+
+/// What the ledger says of one batch.
+#[derive(Debug, Clone)]
+pub struct Detail {
+    pub batch: BatchRecord,
+    pub counts: Vec<(RowState, i64)>,
+    pub orders: Vec<OrderRecord>,
+    /// The last [`LAST_EVENTS`] events, newest first.
+    pub events: Vec<EventRecord>,
+    /// What each of `events` is about, named (`row R-1`, `order O-123`).
+    pub subjects: Vec<String>,
+    /// What left each balance: (payer, currency) -> amount.
+    pub charged: BTreeMap<(String, String), Decimal>,
+    /// What a person decided about rows other batches have (`--allow-repeats`,
+    /// `--skip-repeats`): (when, what).
+    pub repeats: Vec<(String, String)>,
+}
+
+/// The batch called `name` in detail.
+pub fn batch(ledger: &Ledger, name: &str) -> Result<Detail, StatusError> {
+    let b = find_batch(ledger, name)?;
+    let counts = ledger.row_counts(b.id)?;
+    let orders = ledger.order_heads(b.id)?;
+    let events = ledger.events(b.id, LAST_EVENTS)?;
+    let subjects = event_subjects(ledger, &events, &orders)?;
+    let charged = crate::batch::outcome::debited_totals(ledger, b.id)?;
+    let repeats = ledger.batch_notes(b.id, "repeats ")?;
+    Ok(Detail {
+        batch: b,
+        counts,
+        orders,
+        events,
+        subjects,
+        charged,
+        repeats,
+    })
+}
+
+impl Detail {
+    pub fn rows(&self) -> i64 {
+        self.counts.iter().map(|(_, n)| n).sum()
+    }
+
+    /// Rows per state, by state.
+    pub fn by_state(&self) -> BTreeMap<RowState, i64> {
+        self.counts.iter().copied().collect()
+    }
+
+    /// Orders per state.
+    pub fn order_counts(&self) -> BTreeMap<&str, i64> {
+        let mut counts: BTreeMap<&str, i64> = BTreeMap::new();
+        for o in &self.orders {
+            *counts.entry(o.state.as_str()).or_default() += 1;
+        }
+        counts
+    }
+
+    /// The orders still in flight.
+    pub fn in_flight(&self) -> Vec<InFlight<'_>> {
+        in_flight(&self.orders)
+    }
+
+    /// The service's ids of the batch's COMPLETED orders that could not be confirmed as the
+    /// orders sent (their answer named neither key nor batch).
+    pub fn unconfirmed(&self) -> Vec<String> {
+        self.orders
+            .iter()
+            .filter(|o| {
+                o.state == OrderState::Completed
+                    && o.error_type.as_deref() == Some(crate::batch::record::UNCONFIRMED_TYPE)
+            })
+            .map(|o| {
+                o.service_order_id
+                    .clone()
+                    .unwrap_or_else(|| format!("#{}", o.id))
+            })
+            .collect()
+    }
+}
+
+/// An order still in flight.
+#[derive(Debug, Clone)]
+pub struct InFlight<'a> {
+    pub order: &'a OrderRecord,
+    /// Where it stands, in words.
+    pub what: &'static str,
+    /// Since when (accepted, first sent, or committed).
+    pub since: Option<&'a str>,
+    /// Sent, without an answer, for longer than [`IN_DOUBT_HOURS`].
+    pub in_doubt_too_long: bool,
+}
+
+impl InFlight<'_> {
+    /// How long it has been in flight, when its time can be read.
+    pub fn age(&self) -> Option<chrono::Duration> {
+        age(self.since)
+    }
+}
+
+/// The orders of `orders` still in flight: accepted and not finished, sent without an answer,
+/// or committed and not sent.
+pub fn in_flight(orders: &[OrderRecord]) -> Vec<InFlight<'_>> {
+    orders
+        .iter()
+        .filter_map(|o| {
+            let (what, since) = match o.state {
+                OrderState::Accepted => (
+                    "accepted by the service, not finished",
+                    o.accepted_at.as_deref(),
+                ),
+                OrderState::Intent if o.sends > 0 => (
+                    "sent, no answer recorded (in doubt)",
+                    o.first_sent_at.as_deref(),
+                ),
+                OrderState::Intent => (
+                    "intent committed, not sent yet",
+                    Some(o.created_at.as_str()),
+                ),
+                _ => return None,
+            };
+            let in_doubt_too_long = o.state == OrderState::Intent
+                && o.sends > 0
+                && age(since).is_some_and(|a| a > chrono::Duration::hours(IN_DOUBT_HOURS));
+            Some(InFlight {
+                order: o,
+                what,
+                since,
+                in_doubt_too_long,
+            })
+        })
+        .collect()
+}
+
+fn age(at: Option<&str>) -> Option<chrono::Duration> {
+    let t = chrono::DateTime::parse_from_rfc3339(at?).ok()?;
+    Some(chrono::Utc::now().signed_duration_since(t))
+}
+
+/// Names what each event is about. Only the rows the events name are looked up (a batch can
+/// hold a million).
+fn event_subjects(
+    ledger: &Ledger,
+    events: &[EventRecord],
+    orders: &[OrderRecord],
+) -> Result<Vec<String>, LedgerError> {
+    let mut row_names: HashMap<i64, String> = HashMap::new();
+    for e in events.iter().filter(|e| e.subject == "row") {
+        if let Some(reference) = ledger.row_reference(e.subject_id)? {
+            row_names.insert(e.subject_id, reference);
+        }
+    }
+    let order_names: HashMap<i64, String> = orders
+        .iter()
+        .map(|o| {
+            let name = o
+                .service_order_id
+                .clone()
+                .unwrap_or_else(|| format!("#{} (key {})", o.id, o.idempotency_key));
+            (o.id, name)
+        })
+        .collect();
+    Ok(events
+        .iter()
+        .map(|e| {
+            let name = match e.subject.as_str() {
+                "row" => row_names.get(&e.subject_id),
+                "order" => order_names.get(&e.subject_id),
+                _ => None,
+            };
+            match name {
+                Some(n) => format!("{} {n}", e.subject),
+                None => e.subject.clone(),
+            }
+        })
+        .collect())
+}
