@@ -441,17 +441,7 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, RunError> {
     preview.taken_out = TakenOut::of(&outside);
     preview.rows = scanned.rows;
     preview.valid_rows = scanned.valid_rows;
-    let mut problems = scanned.problems;
-    for (reference, line, seen, hash) in changed {
-        if seen.refuses_change(&hash, |order| outside.to_cancel.contains(&order)) {
-            preview.changed_after_submission += 1;
-            problems.push(changed_after_submission_problem(
-                &reference, line, seen.state,
-            ));
-        }
-    }
-    problems.shown.sort_by_key(|p| p.line);
-    preview.set_problems(problems);
+    add_changed_rows(&mut preview, scanned.problems, changed, &outside);
     preview.totals = totals;
     let base_url = opts.environment.recorded_base_url();
     preview.balance = check_balances(&conn.client, &mut preview.totals, |pay, product| {
@@ -466,6 +456,27 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, RunError> {
         plan,
     )?;
     Ok(preview)
+}
+
+/// Gives `preview` the file's `problems` and, as `run` refuses them, the rows of `changed` whose
+/// payable content differs from what the ledger holds beyond PENDING (planned in an intent the
+/// run keeps, submitted, paid, failed...).
+fn add_changed_rows(
+    preview: &mut Preview,
+    mut problems: Problems,
+    changed: Vec<Changed>,
+    outside: &crate::ledger::OutsideFile,
+) {
+    for (reference, line, seen, hash) in changed {
+        if seen.refuses_change(&hash, |order| outside.to_cancel.contains(&order)) {
+            preview.changed_after_submission += 1;
+            problems.push(changed_after_submission_problem(
+                &reference, line, seen.state,
+            ));
+        }
+    }
+    problems.shown.sort_by_key(|p| p.line);
+    preview.set_problems(problems);
 }
 
 /// Gives the preview of a payable plan ([`Preview::is_valid`]) its digest (made of the file's,
