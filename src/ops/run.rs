@@ -19,11 +19,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::api::Client;
-use crate::api::models::{ExecutionMode, Product};
-use crate::batch::approved::{self, PlanContext};
+use crate::api::models::Product;
 use crate::batch::funds;
 use crate::batch::grouping::{self, Merged};
-use crate::batch::options::{ItemsPerOrder, RunOptions, default_result_path, per_order};
+use crate::batch::options::{RunOptions, default_result_path};
 use crate::batch::outcome::{RunError, RunSummary, summarize};
 use crate::batch::output::ResultWriter;
 use crate::batch::progress::Reporter;
@@ -39,9 +38,14 @@ use crate::input::scan;
 use crate::ledger::lock::LedgerLock;
 use crate::ledger::{self, Ledger};
 
+mod digest;
+mod tell;
+
+use digest::check_digest;
+use tell::{tell_plan, tell_repeats};
+
 use super::start::{
     BatchOrigin, check_binding, check_input, load_catalog, open_batch, outside_file,
-    plan_and_context,
 };
 
 /// Runs a batch to the end (or as far as it can go), resuming whatever the ledger holds.
@@ -547,252 +551,6 @@ fn first_pass(
 
 /// The balances a file draws on, and the kinds of its converted rows.
 type Drawn = (Vec<String>, Vec<funds::ConvertedKind>);
-
-/// `--expect-digest`: only the plan a person approved is paid (checked before the ledger
-/// batch is touched). The digest is the one `validate` shows: the file's, with the orders the
-/// ledger follows for rows the file does not have (`outside`). A refusal says what changed
-/// since the plan was approved, when the ledger kept it ([`since_approved`]).
-fn check_digest(
-    opts: &RunOptions,
-    ledger: &Ledger,
-    scanned: &scan::Scan,
-    (outside, repeats): (&ledger::OutsideFile, &Repeats),
-    catalog: (&[Product], &ValidateOptions),
-    reporter: &Reporter,
-) -> Result<(), RunError> {
-    let (Some(expected), Some(file)) = (&opts.expect_digest, &scanned.digest) else {
-        return Ok(());
-    };
-    let (actual, context) = plan_and_context(ledger, outside, file.clone(), repeats)?;
-    if !scan::digests_match(expected, &actual) {
-        let changed = since_approved(opts, ledger, expected, &context, catalog)?;
-        return Err(RunError::Refused {
-            message: format!(
-                "the file no longer matches the approved plan: expected {expected}, the file gives {actual}; nothing was submitted\n{}",
-                changed.join("\n")
-            ),
-            help: "run `paybatch validate` on the file, check what changed, and approve the new digest".into(),
-        });
-    }
-    reporter.line(format!(
-        "plan digest: {actual} (matches the approved digest)"
-    ));
-    Ok(())
-}
-
-/// What changed since the plan approved with `expected` (kept by `validate` in this ledger):
-/// the rows of the file compared with the plan's when their digest differs (the file read
-/// again), and the other parts of the digest; or that this ledger did not keep that plan.
-fn since_approved(
-    opts: &RunOptions,
-    ledger: &Ledger,
-    expected: &str,
-    context: &PlanContext,
-    (products, options): (&[Product], &ValidateOptions),
-) -> Result<Vec<String>, RunError> {
-    let expected = scan::normalize_digest(expected).unwrap_or_else(|| expected.to_string());
-    let Some(plan) = ledger.approved_plan(&expected)? else {
-        return Ok(vec![format!(
-            "{expected} is not a plan this ledger kept (validated with another ledger or on another machine, before this version kept approved plans, or more than {} validations of the batch ago): what changed cannot be said here",
-            crate::ledger::approved::KEPT_PER_BATCH
-        )]);
-    };
-    let kept: PlanContext = match serde_json::from_str(&plan.context) {
-        Ok(c) => c,
-        Err(e) => return Ok(vec![format!("the kept plan cannot be read ({e})")]),
-    };
-    let rows = if kept.rows_digest == context.rows_digest {
-        None
-    } else {
-        let started = Instant::now();
-        let compared = compare_rows(opts, &plan.plan, products, options);
-        tracing::info!(
-            "rows compared with the approved plan: {:.2?}",
-            started.elapsed()
-        );
-        match compared {
-            Ok(d) => Some(d),
-            Err(why) => return Ok(vec![why]),
-        }
-    };
-    let now = approved::Now {
-        batch: &opts.batch_name(),
-        environment: opts.environment.name(),
-        context,
-    };
-    Ok(approved::what_changed(&plan, &kept, &now, rows.as_ref()))
-}
-
-/// The valid rows of the file (read again) against those of a kept plan.
-fn compare_rows(
-    opts: &RunOptions,
-    kept: &[u8],
-    products: &[Product],
-    options: &ValidateOptions,
-) -> Result<approved::RowDifferences, String> {
-    let mut comparison = approved::RowComparison::new(kept)?;
-    let index = CatalogIndex::new(products.to_vec());
-    scan::scan(&opts.input, opts.delimiter, &index, options, None, |spec| {
-        comparison.see(spec)
-    })
-    .map_err(|p| {
-        format!(
-            "the file cannot be read again to compare it ({})",
-            p.message
-        )
-    })?;
-    Ok(comparison.finish())
-}
-
-/// Says what other batches of the ledger already have of the file, and what the run does with
-/// it (a refusal is said by the error).
-fn tell_repeats(repeats: &Repeats, reporter: &Reporter) {
-    if repeats.any() && !repeats.refuses() {
-        let what = match repeats.decision {
-            repeats::OnRepeat::Allow => "paid again (--allow-repeats)",
-            _ => "left out (--skip-repeats)",
-        };
-        reporter.alert(format!(
-            "{} rows that other batches already have are {what}:",
-            repeats.rows.len()
-        ));
-        for line in repeats.lines() {
-            reporter.alert(format!("  {line}"));
-        }
-    }
-    if repeats.likely_total > 0 {
-        reporter.warn(format!(
-            "{} rows pay a recipient what another batch paid them in the last {} days (a likely repeat; paid if nothing else stops them):",
-            repeats.likely_total,
-            repeats::ALIKE_WINDOW_DAYS
-        ));
-        for line in repeats.likely_lines() {
-            reporter.warn(format!("  {line}"));
-        }
-    }
-}
-
-/// Says what the merge did and what is planned: the balances, the rows taken out of the file,
-/// the orders and how fast they go out, the converted rows.
-fn tell_plan(merged: &Merged, opts: &RunOptions, valid_rows: usize, reporter: &Reporter) {
-    for line in &merged.balance_lines {
-        reporter.line(line.clone());
-    }
-    for warning in &merged.balance_warnings {
-        reporter.warn(warning.clone());
-    }
-    let removed: Vec<&str> = merged.report.removed.iter().map(String::as_str).collect();
-    if !removed.is_empty() {
-        let (rows, are) = named_rows(&removed);
-        reporter.alert(format!(
-            "{rows} {are} no longer in the input file and {} never sent: marked REMOVED",
-            if removed.len() == 1 { "was" } else { "were" }
-        ));
-    }
-    let report = &merged.report;
-    if let Some(text) = cancelled_text(report) {
-        reporter.alert(text);
-    }
-    let followed = &report.missing_but_submitted;
-    if !followed.is_empty() {
-        let refs: Vec<&str> = followed.iter().map(|(r, _)| r.as_str()).collect();
-        let (rows, are) = named_rows(&refs);
-        // A PLANNED row here is in an intent in doubt: one never sent would have been
-        // cancelled.
-        let states: std::collections::BTreeSet<String> = followed
-            .iter()
-            .map(|(_, s)| match s {
-                ledger::RowState::Planned => "in doubt: sent, no answer recorded".to_string(),
-                other => other.to_string(),
-            })
-            .collect();
-        reporter.alert(format!(
-            "{rows} {are} no longer in the input file but {} already sent ({}): still followed",
-            if refs.len() == 1 { "was" } else { "were" },
-            states.into_iter().collect::<Vec<_>>().join(", "),
-        ));
-    }
-    if merged.orders > 0 {
-        let per = per_order(opts, valid_rows);
-        let how = match opts.items_per_order {
-            ItemsPerOrder::Auto if opts.mode != ExecutionMode::Sync => format!(
-                " (--items-per-order auto: {valid_rows} valid rows, {} orders a minute, {} in flight)",
-                opts.order_rate, opts.concurrency
-            ),
-            _ => String::new(),
-        };
-        let rate = opts.order_rate.max(1) as usize;
-        let takes = if merged.orders <= rate {
-            "in one burst".to_string()
-        } else {
-            format!(
-                "over about {} minutes",
-                (merged.orders - rate).div_ceil(rate)
-            )
-        };
-        reporter.line(format!(
-            "planned: {} new orders, up to {per} {} each{how}, intents committed; at most {rate} orders a minute: sent {takes}",
-            merged.orders,
-            if per == 1 { "row" } else { "rows" }
-        ));
-    }
-    if merged.converted_rows > 0 {
-        reporter.line(match merged.converted_rows {
-            1 => "1 row is paid from another currency's balance: it goes alone in a sync order (the service converts currencies only in one-item sync orders)".to_string(),
-            n => format!("{n} rows are paid from another currency's balance: each goes alone in a sync order (the service converts currencies only in one-item sync orders)"),
-        });
-    }
-}
-
-/// What a merge cancelled: the intents never sent that held rows the file no longer has, and
-/// what became of their other rows.
-fn cancelled_text(report: &ledger::MergeReport) -> Option<String> {
-    if report.cancelled.is_empty() {
-        return None;
-    }
-    let n = report.cancelled.len();
-    let mut text = format!(
-        "{n} {} never sent held rows no longer in the input file: cancelled, never to be sent",
-        if n == 1 { "intent" } else { "intents" }
-    );
-    let theirs = if n == 1 { "its" } else { "their" };
-    let verb = |k: usize| if k == 1 { "is" } else { "are" };
-    if report.planned_again > 0 {
-        text.push_str(&format!(
-            "; {} of {theirs} rows still in the file {} planned again into new orders",
-            report.planned_again,
-            verb(report.planned_again)
-        ));
-    }
-    if report.pending_again > 0 {
-        text.push_str(&format!(
-            "; {} of {theirs} rows {} PENDING: the next run plans them",
-            report.pending_again,
-            verb(report.pending_again)
-        ));
-    }
-    Some(text)
-}
-
-/// Rows named in one warning at most; the others are counted.
-const NAMED_ROWS: usize = 5;
-
-/// `row `A``, `rows `A`, `B` and 12 more`, with the verb that goes with it.
-fn named_rows(references: &[&str]) -> (String, &'static str) {
-    let named: Vec<String> = references
-        .iter()
-        .take(NAMED_ROWS)
-        .map(|r| format!("`{r}`"))
-        .collect();
-    match references.len() {
-        1 => (format!("row {}", named[0]), "is"),
-        n if n <= NAMED_ROWS => (format!("rows {}", named.join(", ")), "are"),
-        n => (
-            format!("rows {} and {} more", named.join(", "), n - NAMED_ROWS),
-            "are",
-        ),
-    }
-}
 
 /// In-doubt intents older than the window are looked up at the service before any re-send.
 async fn reconcile_stale(
