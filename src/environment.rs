@@ -247,6 +247,23 @@ pub fn embedded_state_path(ledger: &Path) -> PathBuf {
     ledger.with_file_name(format!("{stem}.sim.db"))
 }
 
+/// The settings of the embedded simulator with its state in `state` (in memory when none):
+/// the published behaviour, and a rehearsal account large enough for any realistic batch (the
+/// real balance is checked by the pre-flight of the real environment). `paybatch sim clock`,
+/// `sim account` and `sim payouts` open the state beside a ledger with these settings, so that a
+/// state they create is the one `run` would have made.
+pub fn embedded_sim_config(state: Option<PathBuf>) -> sim::SimConfig {
+    let rehearsal_balance = rust_decimal::Decimal::new(10_000_000_000, 2);
+    sim::SimConfig {
+        state,
+        balances: sim::PAYMENT_CURRENCIES
+            .iter()
+            .map(|c| (c.to_string(), rehearsal_balance))
+            .collect(),
+        ..sim::SimConfig::default()
+    }
+}
+
 impl Connection {
     /// Connects to the environment. For `sim`, starts the embedded simulator on a loopback port
     /// with its state file beside the ledger.
@@ -279,17 +296,7 @@ impl Connection {
         let key = environment.api_key(key_file)?;
         let (base_url, embedded) = match &environment {
             Environment::Sim => {
-                // A rehearsal account large enough for any realistic batch: the real balance is
-                // checked by the pre-flight of the real environment.
-                let rehearsal_balance = rust_decimal::Decimal::new(10_000_000_000, 2);
-                let config = sim::SimConfig {
-                    state,
-                    balances: sim::PAYMENT_CURRENCIES
-                        .iter()
-                        .map(|c| (c.to_string(), rehearsal_balance))
-                        .collect(),
-                    ..sim::SimConfig::default()
-                };
+                let config = embedded_sim_config(state);
                 let handle = sim::start(
                     config,
                     "127.0.0.1:0"

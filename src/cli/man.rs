@@ -335,9 +335,48 @@ const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
     ),
     (
         "sim",
+        &[
+            (
+                "A standalone simulator for another program to talk to",
+                "paybatch sim serve --addr 127.0.0.1:8080",
+            ),
+            (
+                "A month after a rehearsal: who has claimed, who has not",
+                "paybatch sim clock --advance 30d && paybatch sim payouts",
+            ),
+        ],
+    ),
+    (
+        "sim clock",
+        &[
+            (
+                "The simulated clock of the embedded simulator beside paybatch.db",
+                "paybatch sim clock",
+            ),
+            (
+                "Let a month pass for the payout links of a rehearsal",
+                "paybatch sim clock --advance 30d --ledger paybatch.db",
+            ),
+        ],
+    ),
+    (
+        "sim account",
+        &[
+            (
+                "Links that expire 14 days after payment, set up before the rehearsal",
+                "paybatch sim account --link-expiry-days 14",
+            ),
+            (
+                "Links that never expire, half of them claimed",
+                "paybatch sim account --link-expiry-days 0 --claim-share 0.5",
+            ),
+        ],
+    ),
+    (
+        "sim payouts",
         &[(
-            "A standalone simulator for another program to talk to",
-            "paybatch sim serve --addr 127.0.0.1:8080",
+            "The simulator's own count of payout links by status, as JSON",
+            "paybatch sim payouts --ledger paybatch.db --json",
         )],
     ),
     (

@@ -200,7 +200,10 @@ pub enum Command {
     /// The embedded playground simulator, standalone.
     #[command(
         after_help = man::examples_help("sim"),
-        mut_subcommand("serve", |c| c.after_help(man::examples_help("sim serve")))
+        mut_subcommand("serve", |c| c.after_help(man::examples_help("sim serve"))),
+        mut_subcommand("clock", |c| c.after_help(man::examples_help("sim clock"))),
+        mut_subcommand("account", |c| c.after_help(man::examples_help("sim account"))),
+        mut_subcommand("payouts", |c| c.after_help(man::examples_help("sim payouts")))
     )]
     Sim(sim::SimArgs),
 }
@@ -490,10 +493,7 @@ pub async fn dispatch(cli: Cli) -> Result<Exit, CliError> {
         Command::Config(args) => config::execute(args, &cli.provenance).await,
         Command::Completions(args) => completions::execute(args),
         Command::Man(args) => man::execute(args),
-        Command::Sim(args) => match sim::execute(args).await {
-            Ok(()) => Ok(Exit::Ok),
-            Err(e) => Err(CliError::unexpected(format!("{e:#}"))),
-        },
+        Command::Sim(args) => sim::execute(args).await,
     }
 }
 

@@ -1,6 +1,12 @@
 //! `paybatch sim serve`: runs the playground simulator as a server of its own, so that paybatch
 //! (or curl, or another tool) can be pointed at it. It answers like the service's playground,
 //! with the state in memory or in a SQLite file, and with faults that can be switched on.
+//!
+//! `paybatch sim clock`, `sim account` and `sim payouts` work on a simulator's state without
+//! serving it (the embedded simulator's beside a ledger, or a `sim serve --state` file): move its
+//! clock forward, set up the simulated account's payout links (link expiry, how recipients
+//! claim and cancel), and count its payout links by status, to rehearse what happens to the
+//! rewards after the money moves.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -10,8 +16,15 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use rust_decimal::Decimal;
+use serde::Serialize;
 
-use crate::sim::{DEFAULT_CARD, DEFAULT_KEY, Faults, Hostile, SeedOrders, SimConfig};
+use super::{CliError, DEFAULT_LEDGER};
+use crate::exit::Exit;
+use crate::sim::{
+    DEFAULT_CANCEL_SHARE, DEFAULT_CARD, DEFAULT_CLAIM_SHARE, DEFAULT_CLAIM_WITHIN_DAYS,
+    DEFAULT_KEY, DEFAULT_LINK_EXPIRY_DAYS, Faults, Hostile, PayoutLife, PayoutStatus, SeedOrders,
+    SimConfig, SimState,
+};
 
 #[derive(Debug, Args)]
 pub struct SimArgs {
@@ -22,7 +35,117 @@ pub struct SimArgs {
 #[derive(Debug, Subcommand)]
 pub enum SimCommand {
     /// Serve the simulated playground on an address until Ctrl-C or SIGTERM.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
+    /// Show the simulated clock of a simulator state, or move it forward (--advance 30d): the
+    /// payout links live on as the clock moves.
+    Clock(ClockArgs),
+    /// Show or change the simulated account's payout-link settings: link expiry, and the share
+    /// of links its recipients claim or cancel and within how many days.
+    Account(AccountArgs),
+    /// Count a simulator state's payout links by status (ACTIVE, CLAIMED, CANCELLED, EXPIRED)
+    /// at its simulated now: the simulator's own account, for comparison.
+    Payouts(PayoutsArgs),
+}
+
+/// Which simulator state: the embedded simulator's beside a ledger, or a `sim serve` file.
+#[derive(Debug, Clone, Args)]
+pub struct StateArgs {
+    /// The ledger whose embedded simulator state is meant (LEDGER.sim.db beside it, for
+    /// LEDGER.db).
+    #[arg(long, env = "PAYBATCH_LEDGER", value_name = "PATH", default_value = DEFAULT_LEDGER)]
+    pub ledger: PathBuf,
+    /// A `paybatch sim serve --state` file instead (takes precedence over --ledger).
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<PathBuf>,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl StateArgs {
+    /// The simulator settings that open the state: `sim serve`'s defaults for a `--state` file,
+    /// the embedded simulator's for the state beside a ledger.
+    fn config(&self) -> SimConfig {
+        match &self.state {
+            Some(file) => SimConfig {
+                state: Some(file.clone()),
+                ..SimConfig::default()
+            },
+            None => crate::environment::embedded_sim_config(Some(
+                crate::environment::embedded_state_path(&self.ledger),
+            )),
+        }
+    }
+
+    /// Opens the state; one that does not exist is created only when `create` (a command that
+    /// changes it), else refused.
+    fn open(&self, create: bool) -> Result<SimState, CliError> {
+        let config = self.config();
+        let path = config.state.clone().unwrap_or_default();
+        if !create && !path.exists() {
+            return Err(CliError::usage(
+                format!("there is no simulator state at {}", path.display()),
+                "name the ledger of a batch run on the embedded simulator (--ledger PATH) or a \
+                 `sim serve --state` file (--state FILE)",
+            ));
+        }
+        SimState::open(config).map_err(|e| CliError::unexpected(e.to_string()))
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ClockArgs {
+    /// Move the clock forward by this much: a number and a unit, d (days), h, m or s, e.g. 30d
+    /// or 1d12h. The clock never goes back.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub advance: Option<Duration>,
+    #[command(flatten)]
+    pub state: StateArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct AccountArgs {
+    /// Links expire this many days after their order finished; 0: they do not expire (answers
+    /// carry no expiry_date).
+    #[arg(long, value_name = "DAYS")]
+    pub link_expiry_days: Option<u32>,
+    /// Share of links the recipients claim (0 to 1).
+    #[arg(long, value_name = "F")]
+    pub claim_share: Option<f64>,
+    /// Share of links cancelled (0 to 1; with the claim share at most 1).
+    #[arg(long, value_name = "F")]
+    pub cancel_share: Option<f64>,
+    /// Claims and cancellations happen between one hour and this many days after the order
+    /// finished.
+    #[arg(long, value_name = "DAYS")]
+    pub claim_within_days: Option<u32>,
+    #[command(flatten)]
+    pub state: StateArgs,
+}
+
+impl AccountArgs {
+    fn changes(&self) -> bool {
+        self.link_expiry_days.is_some()
+            || self.claim_share.is_some()
+            || self.cancel_share.is_some()
+            || self.claim_within_days.is_some()
+    }
+
+    /// `life` with the settings given here.
+    fn apply(&self, life: PayoutLife) -> PayoutLife {
+        PayoutLife {
+            claim_share: self.claim_share.unwrap_or(life.claim_share),
+            cancel_share: self.cancel_share.unwrap_or(life.cancel_share),
+            claim_within_days: self.claim_within_days.unwrap_or(life.claim_within_days),
+            link_expiry_days: self.link_expiry_days.unwrap_or(life.link_expiry_days),
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct PayoutsArgs {
+    #[command(flatten)]
+    pub state: StateArgs,
 }
 
 #[derive(Debug, Args)]
@@ -145,6 +268,75 @@ pub struct ServeArgs {
         requires = "seed_orders"
     )]
     pub seed_days: u32,
+    /// Payout links expire this many days after their order finished; 0: they do not expire.
+    /// Used only when the state is new (`paybatch sim account` changes it).
+    #[arg(long, value_name = "DAYS", default_value_t = DEFAULT_LINK_EXPIRY_DAYS)]
+    pub link_expiry_days: u32,
+    /// Share of payout links the recipients claim (0 to 1). Used only when the state is new.
+    #[arg(long, value_name = "F", default_value_t = DEFAULT_CLAIM_SHARE)]
+    pub claim_share: f64,
+    /// Share of payout links cancelled (0 to 1). Used only when the state is new.
+    #[arg(long, value_name = "F", default_value_t = DEFAULT_CANCEL_SHARE)]
+    pub cancel_share: f64,
+    /// Claims and cancellations happen between one hour and this many days after the order
+    /// finished. Used only when the state is new.
+    #[arg(long, value_name = "DAYS", default_value_t = DEFAULT_CLAIM_WITHIN_DAYS)]
+    pub claim_within_days: u32,
+    /// Start with the simulated clock this far ahead of the wall clock, e.g. 30d (never behind
+    /// the clock of the state).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub clock_offset: Option<Duration>,
+}
+
+/// A duration written as numbers with units, d (days), h, m or s: `30d`, `1d12h`, `90m`.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let bad = || format!("`{text}` is not a duration like 30d, 12h, 90m or 1d12h");
+    let mut total: u64 = 0;
+    let mut number = String::new();
+    for c in text.trim().chars() {
+        if c.is_ascii_digit() {
+            number.push(c);
+            continue;
+        }
+        let unit: u64 = match c {
+            'd' => 24 * 3600,
+            'h' => 3600,
+            'm' => 60,
+            's' => 1,
+            _ => return Err(bad()),
+        };
+        let n: u64 = number.parse().map_err(|_| bad())?;
+        number.clear();
+        total = n
+            .checked_mul(unit)
+            .and_then(|s| total.checked_add(s))
+            .ok_or_else(bad)?;
+    }
+    if !number.is_empty() || text.trim().is_empty() {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs(total))
+}
+
+/// `30d 4h 5m 6s`, leaving out the units that are zero (`0s` for none).
+fn duration_text(d: Duration) -> String {
+    let s = d.as_secs();
+    let parts = [
+        (s / 86400, "d"),
+        (s / 3600 % 24, "h"),
+        (s / 60 % 60, "m"),
+        (s % 60, "s"),
+    ];
+    let text: Vec<String> = parts
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, u)| format!("{n}{u}"))
+        .collect();
+    if text.is_empty() {
+        "0s".into()
+    } else {
+        text.join(" ")
+    }
 }
 
 fn parse_balance(text: &str) -> Result<(String, Decimal), String> {
@@ -198,6 +390,13 @@ impl ServeArgs {
                 count: self.seed_orders,
                 span: Duration::from_secs(u64::from(self.seed_days) * 24 * 3600),
             }),
+            payout_life: PayoutLife {
+                claim_share: self.claim_share,
+                cancel_share: self.cancel_share,
+                claim_within_days: self.claim_within_days,
+                link_expiry_days: self.link_expiry_days,
+            },
+            clock_offset: self.clock_offset,
             faults: Faults {
                 latency: Duration::from_millis(self.latency_ms),
                 latency_jitter: Duration::from_millis(self.latency_jitter_ms),
@@ -240,10 +439,91 @@ fn stop_signal() -> impl std::future::Future<Output = ()> {
 }
 
 /// Runs `paybatch sim ...`.
-pub async fn execute(args: SimArgs) -> anyhow::Result<()> {
+pub async fn execute(args: SimArgs) -> Result<Exit, CliError> {
     match args.command {
-        SimCommand::Serve(serve) => run_serve(serve).await,
+        SimCommand::Serve(serve) => run_serve(*serve)
+            .await
+            .map(|()| Exit::Ok)
+            .map_err(|e| CliError::unexpected(format!("{e:#}"))),
+        SimCommand::Clock(clock) => run_clock(&clock),
+        SimCommand::Account(account) => run_account(&account),
+        SimCommand::Payouts(payouts) => run_payouts(&payouts),
     }
+}
+
+fn failed(e: crate::sim::SimError) -> CliError {
+    match e {
+        crate::sim::SimError::Config(message) => CliError::usage(
+            message,
+            "see `paybatch sim account --help` for the settings and their ranges",
+        ),
+        other => CliError::unexpected(other.to_string()),
+    }
+}
+
+/// The simulated clock, as `sim clock` prints it.
+#[derive(Serialize)]
+struct ClockJson {
+    now: String,
+    clock_offset_seconds: u64,
+}
+
+fn run_clock(args: &ClockArgs) -> Result<Exit, CliError> {
+    let state = args.state.open(args.advance.is_some())?;
+    if let Some(by) = args.advance {
+        state.advance_clock(by).map_err(failed)?;
+    }
+    let now = state.now().map_err(failed)?;
+    let offset = state.clock_offset().map_err(failed)?;
+    if args.state.json {
+        super::out_json(&ClockJson {
+            now,
+            clock_offset_seconds: offset.as_secs(),
+        });
+    } else {
+        outln!("simulated now: {now}");
+        outln!(
+            "clock offset:  {} ahead of the wall clock",
+            duration_text(offset)
+        );
+    }
+    Ok(Exit::Ok)
+}
+
+fn run_account(args: &AccountArgs) -> Result<Exit, CliError> {
+    let state = args.state.open(args.changes())?;
+    let mut life = state.payout_life().map_err(failed)?;
+    if args.changes() {
+        life = args.apply(life);
+        state.set_payout_life(life).map_err(failed)?;
+    }
+    if args.state.json {
+        super::out_json(&life);
+    } else {
+        let expiry = match life.link_expiry_days {
+            0 => "none (links do not expire)".to_string(),
+            days => format!("{days} days after the order finished"),
+        };
+        outln!("link expiry:       {expiry}");
+        outln!("claim share:       {}", life.claim_share);
+        outln!("cancel share:      {}", life.cancel_share);
+        outln!("claim within days: {}", life.claim_within_days);
+    }
+    Ok(Exit::Ok)
+}
+
+fn run_payouts(args: &PayoutsArgs) -> Result<Exit, CliError> {
+    let state = args.state.open(false)?;
+    let census = state.payouts().map_err(failed)?;
+    if args.state.json {
+        super::out_json(&census);
+    } else {
+        outln!("simulated now: {}", census.now);
+        for status in PayoutStatus::ALL {
+            outln!("{:<10} {:>8}", status.as_str(), census.count(status));
+        }
+    }
+    Ok(Exit::Ok)
 }
 
 async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
@@ -330,6 +610,67 @@ mod tests {
             })
         );
         assert!(parse(&["--seed-days", "10"]).is_err());
+    }
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(
+            parse_duration("30d").unwrap(),
+            Duration::from_secs(30 * 86400)
+        );
+        assert_eq!(
+            parse_duration("1d12h").unwrap(),
+            Duration::from_secs(36 * 3600)
+        );
+        assert_eq!(parse_duration("90m").unwrap(), Duration::from_secs(5400));
+        for bad in ["", "30", "d", "3w", "-1d", "1.5d"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            duration_text(Duration::from_secs(30 * 86400 + 61)),
+            "30d 1m 1s"
+        );
+        assert_eq!(duration_text(Duration::ZERO), "0s");
+    }
+
+    #[test]
+    fn payout_life_flags_map_to_the_configuration() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Serve {
+            #[command(flatten)]
+            args: ServeArgs,
+        }
+        let parse = |args: &[&str]| {
+            Serve::try_parse_from(std::iter::once("serve").chain(args.iter().copied()))
+                .map(|s| s.args.config())
+        };
+        let defaults = parse(&[]).unwrap();
+        assert_eq!(defaults.payout_life, PayoutLife::default());
+        assert_eq!(defaults.clock_offset, None);
+        let set = parse(&[
+            "--link-expiry-days",
+            "0",
+            "--claim-share",
+            "0.5",
+            "--cancel-share",
+            "0.1",
+            "--claim-within-days",
+            "3",
+            "--clock-offset",
+            "2d",
+        ])
+        .unwrap();
+        assert_eq!(
+            set.payout_life,
+            PayoutLife {
+                claim_share: 0.5,
+                cancel_share: 0.1,
+                claim_within_days: 3,
+                link_expiry_days: 0,
+            }
+        );
+        assert_eq!(set.clock_offset, Some(Duration::from_secs(2 * 86400)));
     }
 
     #[test]

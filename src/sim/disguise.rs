@@ -62,17 +62,7 @@ impl Hostile {
 
 /// A number in `[0, 1)` fixed by the seed, the order and the kind.
 fn draw(seed: u64, order_id: &str, kind: Kind) -> f64 {
-    // FNV-1a over the id, then SplitMix64's finaliser with the seed and the kind mixed in.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in order_id.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    let mut z = h ^ seed.rotate_left(17) ^ (kind as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^= z >> 31;
-    (z >> 11) as f64 / (1u64 << 53) as f64
+    super::faults::fixed_draw(seed, order_id, kind as u64)
 }
 
 fn chosen(seed: u64, order_id: &str, kind: Kind, rate: f64) -> bool {

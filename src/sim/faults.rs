@@ -30,6 +30,23 @@ pub(crate) fn id_seed(seed: u64, generation: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// A number in `[0, 1)` fixed by the seed, a name (an order or item id) and a salt that tells
+/// the decisions about one name apart: the same arguments always give the same number, without
+/// drawing from a run's random source.
+pub(crate) fn fixed_draw(seed: u64, name: &str, salt: u64) -> f64 {
+    // FNV-1a over the name, then SplitMix64's finaliser with the seed and the salt mixed in.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    let mut z = h ^ seed.rotate_left(17) ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
 /// A seeded random source.
 pub(crate) struct Chance {
     rng: Mutex<StdRng>,

@@ -20,6 +20,7 @@ pub(crate) mod catalog;
 mod disguise;
 mod faults;
 mod handlers;
+pub(crate) mod life;
 mod orders;
 mod seed;
 mod server;
@@ -41,6 +42,10 @@ use crate::api::models::{OrderStatus, PaymentMethod, ProductSelection};
 
 pub use catalog::PAYMENT_CURRENCIES;
 pub use disguise::Hostile;
+pub use life::{
+    DEFAULT_CANCEL_SHARE, DEFAULT_CLAIM_SHARE, DEFAULT_CLAIM_WITHIN_DAYS, DEFAULT_LINK_EXPIRY_DAYS,
+    FIRST_CLAIM, PayoutCensus, PayoutLife, PayoutRecord, PayoutStatus,
+};
 pub use seed::SeedOrders;
 
 /// The API key the simulator accepts unless told otherwise. It is a simulator key (it starts
@@ -91,6 +96,12 @@ pub struct SimConfig {
     /// Finished orders of the first key stored at the start, spread over the time before it
     /// (see [`SeedOrders`]); only into a state that holds no order yet.
     pub seed_orders: Option<SeedOrders>,
+    /// The account's payout-link settings and its recipients' behaviour, written only when the
+    /// state is new (or has none yet), with `seed` as the seed of the links' lives.
+    pub payout_life: PayoutLife,
+    /// Moves the state's clock this far ahead of the wall clock at the start (never back: a
+    /// state whose clock is already further is refused).
+    pub clock_offset: Option<Duration>,
     pub faults: Faults,
 }
 
@@ -116,6 +127,8 @@ impl Default for SimConfig {
             ordering_restricted: false,
             estimates: true,
             seed_orders: None,
+            payout_life: PayoutLife::default(),
+            clock_offset: None,
             faults: Faults::default(),
         }
     }
@@ -258,8 +271,9 @@ pub(crate) enum ApiVersion {
     V2024,
 }
 
-/// Wall-clock milliseconds since the epoch: the simulated clock.
-pub(crate) fn now_ms() -> i64 {
+/// Wall-clock milliseconds since the epoch. The simulated clock is this plus the state's clock
+/// offset ([`Sim::now_ms`]).
+pub(crate) fn wall_clock_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
@@ -294,9 +308,21 @@ impl Sim {
         f(&mut self.stats.lock().unwrap_or_else(|p| p.into_inner()));
     }
 
+    /// The simulated now: the wall clock plus the state's clock offset, in milliseconds since
+    /// the epoch. Everything the simulator dates uses it: orders' times, processing, the
+    /// idempotency records' age and the payout links' lives.
+    pub fn now_ms(&self) -> Result<i64, rusqlite::Error> {
+        now_of(&self.store)
+    }
+
+    /// What the payout links' lives are read against now.
+    pub fn payout_clock(&self) -> Result<life::PayoutClock, rusqlite::Error> {
+        payout_clock(&self.store)
+    }
+
     /// Settles the orders whose time has come (logged, never fatal for the caller).
     pub fn settle(&self) -> Result<(), rusqlite::Error> {
-        self.store.settle(now_ms()).map(|_| ())
+        self.store.settle(self.now_ms()?).map(|_| ())
     }
 
     pub fn records(&self) -> Vec<SimOrderRecord> {
@@ -341,6 +367,11 @@ impl Sim {
         }
     }
 
+    pub fn census(&self) -> Result<PayoutCensus, rusqlite::Error> {
+        self.settle()?;
+        census(&self.store)
+    }
+
     pub fn stats_snapshot(&self) -> SimStats {
         self.stats.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
@@ -350,6 +381,9 @@ fn check(config: &SimConfig) -> Result<(), SimError> {
     let bad = |m: String| Err(SimError::Config(m));
     if config.keys.is_empty() || config.keys.iter().any(|k| k.trim().is_empty()) {
         return bad("at least one non-empty API key is needed".into());
+    }
+    if let Some(problem) = config.payout_life.problem() {
+        return bad(problem);
     }
     if config.processing_min > config.processing_max {
         return bad(format!(
@@ -394,7 +428,8 @@ fn seed_store(store: &store::Store, seed: &SeedOrders, config: &SimConfig) -> Re
     let fp = fingerprint(config.keys.first().map(String::as_str).unwrap_or_default());
     // Identifiers of their own: the requests of the run draw theirs as without seeding.
     let ids = faults::Chance::new(faults::id_seed(config.seed ^ 0x5eed, store.generation()));
-    let orders = seed::orders(seed, &fp, &ids, now_ms());
+    let now = now_of(store).map_err(|e| e.to_string())?;
+    let orders = seed::orders(seed, &fp, &ids, now);
     store.seed_orders(&orders).map_err(|e| e.to_string())
 }
 
@@ -406,30 +441,115 @@ pub struct SimHandle {
     task: JoinHandle<()>,
 }
 
+/// The simulated now of a state, in milliseconds since the epoch.
+fn now_of(store: &store::Store) -> Result<i64, rusqlite::Error> {
+    Ok(wall_clock_ms().saturating_add(store.clock_offset_ms()?))
+}
+
+fn payout_clock(store: &store::Store) -> Result<life::PayoutClock, rusqlite::Error> {
+    Ok(life::PayoutClock {
+        seed: store.payout_seed()?,
+        life: store.payout_life()?,
+        now_ms: now_of(store)?,
+    })
+}
+
+/// When a finished order finished, in milliseconds since the epoch.
+pub(crate) fn done_ms(o: &store::OrderRow) -> i64 {
+    o.completed_at
+        .as_deref()
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| t.timestamp_millis())
+        .unwrap_or(o.created_ms)
+}
+
+/// Every completed item's link at the state's simulated now.
+fn census(store: &store::Store) -> Result<PayoutCensus, rusqlite::Error> {
+    let clock = payout_clock(store)?;
+    let mut payouts: BTreeMap<PayoutStatus, u64> =
+        PayoutStatus::ALL.iter().map(|s| (*s, 0)).collect();
+    let mut items = Vec::new();
+    for o in store.all_orders()? {
+        if o.status != OrderStatus::Completed {
+            continue;
+        }
+        let done = done_ms(&o);
+        for it in &o.items {
+            let link = clock.link(&it.id, done);
+            *payouts.entry(link.status).or_default() += 1;
+            items.push(PayoutRecord {
+                order_id: o.id.clone(),
+                item_id: it.id.clone(),
+                status: link.status,
+                status_updated_at: store::iso_from_ms(link.since_ms),
+                expiry_date: link.expires_ms.map(store::iso_from_ms),
+            });
+        }
+    }
+    Ok(PayoutCensus {
+        now: store::iso_from_ms(clock.now_ms),
+        clock_offset_seconds: store.clock_offset_ms()? / 1000,
+        life: clock.life,
+        payouts,
+        items,
+    })
+}
+
+fn state_error(config: &SimConfig, reason: String) -> SimError {
+    SimError::State {
+        path: config
+            .state
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "(in memory)".into()),
+        reason,
+    }
+}
+
+/// Opens the state of `config`, with its balances, payout-link settings and seed for a new
+/// state.
+fn open_store(config: &SimConfig, serving: bool) -> Result<store::Store, SimError> {
+    let initial = store::Initial {
+        balances: &config.balances,
+        life: config.payout_life,
+        life_seed: config.seed,
+    };
+    store::Store::open_with(config.state.as_deref(), &initial, serving)
+        .map_err(|reason| state_error(config, reason))
+}
+
+/// Moves the clock of `store` to `offset` ahead of the wall clock; refused when its clock is
+/// already further ahead (the clock never goes back).
+fn set_clock_offset(
+    store: &store::Store,
+    offset: Duration,
+    config: &SimConfig,
+) -> Result<(), SimError> {
+    let wanted = i64::try_from(offset.as_millis())
+        .map_err(|_| SimError::Config(format!("clock offset {offset:?} is too large")))?;
+    let now = store
+        .raise_clock_offset(wanted)
+        .map_err(|e| state_error(config, e.to_string()))?;
+    if now > wanted {
+        return Err(SimError::Config(format!(
+            "the state's clock is already {} s ahead of the wall clock, more than the {} s asked for: the simulated clock never goes back",
+            now / 1000,
+            wanted / 1000
+        )));
+    }
+    Ok(())
+}
+
 /// Starts a simulator listening on `addr` (port 0 picks a free port). It binds exactly the
 /// address given.
 pub async fn start(config: SimConfig, addr: SocketAddr) -> Result<SimHandle, SimError> {
     check(&config)?;
-    let store =
-        store::Store::open(config.state.as_deref(), &config.balances).map_err(|reason| {
-            SimError::State {
-                path: config
-                    .state
-                    .as_ref()
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_else(|| "(in memory)".into()),
-                reason,
-            }
-        })?;
+    let store = open_store(&config, true)?;
+    if let Some(offset) = config.clock_offset {
+        set_clock_offset(&store, offset, &config)?;
+    }
     if let Some(seed) = &config.seed_orders {
-        seed_store(&store, seed, &config).map_err(|reason| SimError::State {
-            path: config
-                .state
-                .as_ref()
-                .map(|p| p.display().to_string())
-                .unwrap_or_else(|| "(in memory)".into()),
-            reason,
-        })?;
+        seed_store(&store, seed, &config).map_err(|reason| state_error(&config, reason))?;
     }
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -478,6 +598,18 @@ impl SimHandle {
         self.sim.stats_snapshot()
     }
 
+    /// Every completed item's payout link at the simulated now (ground truth).
+    pub fn payouts(&self) -> Result<PayoutCensus, SimError> {
+        self.sim
+            .census()
+            .map_err(|e| state_error(&self.sim.config, e.to_string()))
+    }
+
+    /// Moves the simulated clock forward by `by`; the simulated now after the move.
+    pub fn advance_clock(&self, by: Duration) -> Result<String, SimError> {
+        advance(&self.sim.store, by, &self.sim.config)
+    }
+
     /// The account balance of `currency` (zero when there is none).
     pub fn balance(&self, currency: &str) -> Decimal {
         if let Err(e) = self.sim.settle() {
@@ -493,5 +625,80 @@ impl SimHandle {
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
         let _ = self.task.await;
+    }
+}
+
+/// Moves the clock of `store` forward by `by`; the simulated now after the move.
+fn advance(store: &store::Store, by: Duration, config: &SimConfig) -> Result<String, SimError> {
+    let by = i64::try_from(by.as_millis())
+        .map_err(|_| SimError::Config(format!("{by:?} is too far to move the clock")))?;
+    let fail = |e: rusqlite::Error| state_error(config, e.to_string());
+    let offset = store.clock_offset_ms().map_err(fail)?;
+    store
+        .raise_clock_offset(offset.saturating_add(by))
+        .map_err(fail)?;
+    now_of(store).map(store::iso_from_ms).map_err(fail)
+}
+
+/// A simulator's state file opened without serving it: to read and move its clock, to read and
+/// change the account's payout-link settings, and to count its payout links by status
+/// (`paybatch sim clock`, `sim account`, `sim payouts`). Opening it does not count as an
+/// opening of the state (the identifiers of the next run are the same as without it).
+pub struct SimState {
+    store: store::Store,
+    config: SimConfig,
+}
+
+impl SimState {
+    /// Opens the state of `config` (`config.state`), creating it with `config`'s balances,
+    /// payout-link settings and seed when it does not exist.
+    pub fn open(config: SimConfig) -> Result<SimState, SimError> {
+        check(&config)?;
+        let store = open_store(&config, false)?;
+        Ok(SimState { store, config })
+    }
+
+    fn fail(&self, e: rusqlite::Error) -> SimError {
+        state_error(&self.config, e.to_string())
+    }
+
+    /// The simulated now (ISO 8601 UTC).
+    pub fn now(&self) -> Result<String, SimError> {
+        now_of(&self.store)
+            .map(store::iso_from_ms)
+            .map_err(|e| self.fail(e))
+    }
+
+    /// How far the simulated clock is ahead of the wall clock.
+    pub fn clock_offset(&self) -> Result<Duration, SimError> {
+        let ms = self.store.clock_offset_ms().map_err(|e| self.fail(e))?;
+        Ok(Duration::from_millis(u64::try_from(ms).unwrap_or(0)))
+    }
+
+    /// Moves the simulated clock forward by `by`; the simulated now after the move.
+    pub fn advance_clock(&self, by: Duration) -> Result<String, SimError> {
+        advance(&self.store, by, &self.config)
+    }
+
+    /// The account's payout-link settings.
+    pub fn payout_life(&self) -> Result<PayoutLife, SimError> {
+        self.store.payout_life().map_err(|e| self.fail(e))
+    }
+
+    /// Changes the account's payout-link settings. Lives are not stored: the new settings
+    /// apply to every link, those already issued included.
+    pub fn set_payout_life(&self, life: PayoutLife) -> Result<(), SimError> {
+        if let Some(problem) = life.problem() {
+            return Err(SimError::Config(problem));
+        }
+        self.store.set_payout_life(&life).map_err(|e| self.fail(e))
+    }
+
+    /// Every completed item's payout link at the simulated now, after settling the orders whose
+    /// time has come.
+    pub fn payouts(&self) -> Result<PayoutCensus, SimError> {
+        let now = now_of(&self.store).map_err(|e| self.fail(e))?;
+        self.store.settle(now).map_err(|e| self.fail(e))?;
+        census(&self.store).map_err(|e| self.fail(e))
     }
 }

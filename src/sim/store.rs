@@ -16,6 +16,7 @@ use rusqlite::{Connection, OptionalExtension, Row, Statement, Transaction, param
 use rusqlite_migration::{M, Migrations};
 use rust_decimal::Decimal;
 
+use super::life::PayoutLife;
 use crate::api::models::{OrderStatus, PaymentMethod, PaymentMethodType, ProductSelection};
 use crate::files::create_private;
 
@@ -78,6 +79,14 @@ CREATE TABLE idempotency (
     PRIMARY KEY (key_fingerprint, idempotency_key)
 );
 ";
+
+/// What a new state starts with: the account's balances and payout-link settings, and the
+/// seed of the links' lives.
+pub(crate) struct Initial<'a> {
+    pub balances: &'a [(String, Decimal)],
+    pub life: PayoutLife,
+    pub life_seed: u64,
+}
 
 /// One order as stored.
 #[derive(Debug, Clone)]
@@ -350,10 +359,29 @@ fn set_balance(tx: &Transaction<'_>, currency: &str, amount: Decimal) -> Result<
 }
 
 impl Store {
-    /// Opens (or creates) the state. Balances are written only when the state is new.
+    /// Opens (or creates) the state with the default payout-link settings.
+    #[cfg(test)]
     pub fn open(
         path: Option<&Path>,
         balances: &[(String, Decimal)],
+    ) -> std::result::Result<Store, String> {
+        let initial = Initial {
+            balances,
+            life: PayoutLife::default(),
+            life_seed: 0,
+        };
+        Store::open_with(path, &initial, true)
+    }
+
+    /// Opens (or creates) the state. Balances are written only when the state is new, the
+    /// payout-link settings and the seed of the links' lives when the state has none yet (a
+    /// new state, or one made before links had a life). A state opened to serve it counts as
+    /// an opening (its identifiers are seeded with the count); one opened to read or set its
+    /// clock and settings does not.
+    pub fn open_with(
+        path: Option<&Path>,
+        initial: &Initial<'_>,
+        serving: bool,
     ) -> std::result::Result<Store, String> {
         if let Some(p) = path {
             // The state holds payout links (bearer instruments): private file, and SQLite gives
@@ -402,20 +430,32 @@ impl Store {
             generation = opened
                 .and_then(|t| t.parse::<u64>().ok())
                 .unwrap_or(0)
-                .saturating_add(1);
+                .saturating_add(u64::from(serving));
             tx.execute(
                 "INSERT INTO meta (key, value) VALUES ('opened', ?1) \
                  ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 [generation.to_string()],
             )
             .map_err(|e| e.to_string())?;
+            let life = serde_json::to_string(&initial.life).map_err(|e| e.to_string())?;
+            for (key, value) in [
+                ("payout_life", life),
+                ("payout_seed", initial.life_seed.to_string()),
+                ("clock_offset_ms", "0".to_string()),
+            ] {
+                tx.execute(
+                    "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO NOTHING",
+                    [key, value.as_str()],
+                )
+                .map_err(|e| e.to_string())?;
+            }
             if initialised.is_none() {
-                for (currency, amount) in balances {
+                for (currency, amount) in initial.balances {
                     set_balance(&tx, currency, *amount).map_err(|e| e.to_string())?;
                 }
                 tx.execute(
                     "INSERT INTO meta (key, value) VALUES ('balances_initialised', ?1)",
-                    [iso_from_ms(super::now_ms())],
+                    [iso_from_ms(super::wall_clock_ms())],
                 )
                 .map_err(|e| e.to_string())?;
             }
@@ -433,6 +473,78 @@ impl Store {
     /// How many times the state has been opened, this opening included.
     pub fn generation(&self) -> u64 {
         self.generation
+    }
+
+    fn meta(&self, key: &str) -> Result<Option<String>> {
+        self.lock()
+            .conn
+            .prepare_cached("SELECT value FROM meta WHERE key = ?1")?
+            .query_row([key], |r| r.get(0))
+            .optional()
+    }
+
+    fn set_meta(&self, key: &str, value: &str) -> Result<()> {
+        self.lock().conn.execute(
+            "INSERT INTO meta (key, value) VALUES (?1, ?2) \
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [key, value],
+        )?;
+        Ok(())
+    }
+
+    /// How far the state's clock is ahead of the wall clock, in milliseconds. Read at every
+    /// use: another process (`paybatch sim clock`) may move it while the state is served.
+    pub fn clock_offset_ms(&self) -> Result<i64> {
+        match self.meta("clock_offset_ms")? {
+            Some(text) => text.parse::<i64>().map_err(conversion),
+            None => Ok(0),
+        }
+    }
+
+    /// Moves the state's clock to `offset_ms` ahead of the wall clock, never back: the
+    /// offset after the call, the larger of the stored one and `offset_ms`.
+    pub fn raise_clock_offset(&self, offset_ms: i64) -> Result<i64> {
+        let mut inner = self.lock();
+        let tx = inner.conn.transaction()?;
+        let stored: Option<String> = tx
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'clock_offset_ms'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let stored = match stored {
+            Some(text) => text.parse::<i64>().map_err(conversion)?,
+            None => 0,
+        };
+        let offset = stored.max(offset_ms);
+        tx.execute(
+            "INSERT INTO meta (key, value) VALUES ('clock_offset_ms', ?1) \
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [offset.to_string()],
+        )?;
+        tx.commit()?;
+        Ok(offset)
+    }
+
+    /// The account's payout-link settings.
+    pub fn payout_life(&self) -> Result<PayoutLife> {
+        match self.meta("payout_life")? {
+            Some(text) => serde_json::from_str(&text).map_err(conversion),
+            None => Ok(PayoutLife::default()),
+        }
+    }
+
+    pub fn set_payout_life(&self, life: &PayoutLife) -> Result<()> {
+        self.set_meta("payout_life", &to_json(life)?)
+    }
+
+    /// The seed of the links' lives, fixed when the state was made.
+    pub fn payout_seed(&self) -> Result<u64> {
+        match self.meta("payout_seed")? {
+            Some(text) => text.parse::<u64>().map_err(conversion),
+            None => Ok(0),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {

@@ -19,9 +19,9 @@ use super::answers::{
 use super::context::{Ctx, begin, header_text, pause};
 use super::place_order::{Outcome, place_order};
 use crate::api::models::ExecutionMode;
+use crate::sim::Sim;
 use crate::sim::server::DropConnection;
 use crate::sim::store::Reservation;
-use crate::sim::{Sim, now_ms};
 
 /// Longest idempotency key accepted.
 const MAX_IDEMPOTENCY_KEY: usize = 255;
@@ -52,9 +52,10 @@ pub(super) async fn create_order(
             return early.into_response();
         }
     };
-    let reservation = sim
-        .store
-        .reserve(&admitted.ctx.fp, &admitted.key, &admitted.sha, now_ms());
+    let reservation = sim.now_ms().and_then(|now| {
+        sim.store
+            .reserve(&admitted.ctx.fp, &admitted.key, &admitted.sha, now)
+    });
     match reservation {
         Err(e) => {
             pause(delay).await;

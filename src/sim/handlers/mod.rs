@@ -57,6 +57,7 @@ pub(crate) fn router(sim: Shared) -> Router {
         .route("/v2/balance", get(account::balance))
         .route("/_sim/orders", get(sim_orders))
         .route("/_sim/stats", get(sim_stats))
+        .route("/_sim/payouts", get(sim_payouts))
         .fallback(fallback)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(sim)
@@ -71,6 +72,14 @@ async fn sim_orders(State(sim): State<Shared>) -> Response {
 
 async fn sim_stats(State(sim): State<Shared>) -> Response {
     json(200, &sim.stats_snapshot())
+}
+
+async fn sim_payouts(State(sim): State<Shared>) -> Response {
+    done(
+        sim.census()
+            .map(|census| json(200, &census))
+            .map_err(answers::internal),
+    )
 }
 
 async fn fallback(State(sim): State<Shared>, headers: HeaderMap, uri: axum::http::Uri) -> Response {

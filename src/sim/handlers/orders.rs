@@ -102,7 +102,13 @@ pub(super) async fn get_order(
                 Some(o) if o.status == OrderStatus::Processing => {
                     Ok(json(200, &orders::partial_order(&o)))
                 }
-                Some(o) => Ok(json(200, &disguised_full_order(&sim, &o, ctx.version))),
+                Some(o) => {
+                    let clock = sim.payout_clock().map_err(internal)?;
+                    Ok(json(
+                        200,
+                        &disguised_full_order(&sim, &o, ctx.version, &clock),
+                    ))
+                }
             }
         }
         .await,
@@ -114,8 +120,9 @@ pub(super) fn disguised_full_order(
     sim: &crate::sim::Sim,
     o: &crate::sim::store::OrderRow,
     version: crate::sim::ApiVersion,
+    clock: &crate::sim::life::PayoutClock,
 ) -> serde_json::Value {
-    let mut answer = orders::full_order(o, version);
+    let mut answer = orders::full_order(o, version, clock);
     let hostile = &sim.config.faults.hostile;
     if crate::sim::disguise::full_answer(hostile, sim.config.seed, o, &mut answer) {
         sim.stat(|s| s.disguised += 1);

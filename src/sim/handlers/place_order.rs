@@ -10,7 +10,7 @@ use super::context::Ctx;
 use crate::api::models::{AcceptedOrder, ExecutionMode, OrderStatus, PaymentMethodType};
 use crate::sim::orders::{self, Priced, PricedItem, Refused, Request, Rules};
 use crate::sim::store::{Answer, BalanceUse, Created, ItemRow, OrderRow, iso_from_ms};
-use crate::sim::{ApiVersion, Sim, now_ms};
+use crate::sim::{ApiVersion, Sim};
 
 /// What the work answers: the status, the body (also stored under the key) and whether an
 /// order was created.
@@ -63,7 +63,7 @@ pub(super) fn place_order(
         fp: &ctx.fp,
         key,
         sha,
-        now: now_ms(),
+        now: sim.now_ms()?,
     };
     if let Some((status, body)) = refusal_of_the_service(sim) {
         return keeper.refuse(status, body);
@@ -76,7 +76,7 @@ pub(super) fn place_order(
         return keeper.refuse(status, body);
     }
     let row = new_order_row(sim, ctx, key, mode, keeper.now, &request, priced);
-    let (status, answer) = creation_answer(sim, &row, mode, ctx.version);
+    let (status, answer) = creation_answer(sim, &row, mode, ctx.version)?;
     store(sim, &keeper, &row, status, answer)
 }
 
@@ -276,7 +276,7 @@ fn swapped(
         return Ok(None);
     };
     sim.stat(|s| s.swapped += 1);
-    Ok(Some(creation_answer(sim, other, mode, ctx.version)))
+    Ok(Some(creation_answer(sim, other, mode, ctx.version)?))
 }
 
 /// The answer to a created order: 200 and the full order (sync), or 202 accepted (async).
@@ -285,8 +285,8 @@ fn creation_answer(
     row: &OrderRow,
     mode: ExecutionMode,
     version: ApiVersion,
-) -> (u16, Vec<u8>) {
-    match mode {
+) -> Result<(u16, Vec<u8>), rusqlite::Error> {
+    Ok(match mode {
         ExecutionMode::Sync if row.status == OrderStatus::Processing => (
             200,
             json_bytes(&AcceptedOrder {
@@ -296,7 +296,12 @@ fn creation_answer(
         ),
         ExecutionMode::Sync => (
             200,
-            json_bytes(&super::orders::disguised_full_order(sim, row, version)),
+            json_bytes(&super::orders::disguised_full_order(
+                sim,
+                row,
+                version,
+                &sim.payout_clock()?,
+            )),
         ),
         ExecutionMode::Async => (
             202,
@@ -305,7 +310,7 @@ fn creation_answer(
                 status: OrderStatus::Processing,
             }),
         ),
-    }
+    })
 }
 
 /// Stores the order and its answer under the key, checking (and debiting) the balance it is

@@ -5,24 +5,15 @@
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
-use chrono::{DateTime, Months};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use rust_decimal::Decimal;
 
 use crate::api::models::{OrderStatus, PaymentMethod};
-use crate::sim::ApiVersion;
-use crate::sim::store::{ItemRow, OrderRow};
-
-fn expiry_date(completed_at: &str, months: i64) -> Option<String> {
-    if months <= 0 {
-        return None;
-    }
-    let at = DateTime::parse_from_rfc3339(completed_at).ok()?;
-    let until = at.checked_add_months(Months::new(u32::try_from(months).ok()?))?;
-    Some(until.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
-}
+use crate::sim::life::PayoutClock;
+use crate::sim::store::{ItemRow, OrderRow, iso_from_ms};
+use crate::sim::{ApiVersion, done_ms};
 
 fn opt_text(value: &Option<String>) -> Value {
     value.clone().map(Value::String).unwrap_or(Value::Null)
@@ -81,17 +72,15 @@ fn metadata_json(metadata: &Option<BTreeMap<String, String>>) -> Value {
 }
 
 /// The full shape of a `COMPLETED` or `FAILED` order (also the 200 answer of a sync creation).
-/// A failed order's items carry no payout, and the order a `message`.
-pub(crate) fn full_order(o: &OrderRow, version: ApiVersion) -> Value {
+/// A failed order's items carry no payout, and the order a `message`. A completed order's
+/// items carry their payout links as they stand at the `clock`'s now.
+pub(crate) fn full_order(o: &OrderRow, version: ApiVersion, clock: &PayoutClock) -> Value {
     let completed = o.status == OrderStatus::Completed;
-    let done_at = o
-        .completed_at
-        .clone()
-        .unwrap_or_else(|| o.created_at.clone());
+    let done = done_ms(o);
     let items: Vec<Value> = o
         .items
         .iter()
-        .map(|it| item_json(it, completed, version, &done_at))
+        .map(|it| item_json(it, completed, version, clock, done))
         .collect();
     let mut m = basic(o);
     m.insert("items".into(), Value::Array(items));
@@ -106,8 +95,14 @@ pub(crate) fn full_order(o: &OrderRow, version: ApiVersion) -> Value {
 }
 
 /// One item of the full shape; a completed order's item carries its payout (`redemption_url`
-/// in version 2023-07-27), finished at `done_at`.
-fn item_json(it: &ItemRow, completed: bool, version: ApiVersion, done_at: &str) -> Value {
+/// in version 2023-07-27), its order finished at `done_ms`.
+fn item_json(
+    it: &ItemRow,
+    completed: bool,
+    version: ApiVersion,
+    clock: &PayoutClock,
+    done_ms: i64,
+) -> Value {
     let mut m = Map::new();
     m.insert("id".into(), Value::String(it.id.clone()));
     m.insert("distribution_method".into(), it.distribution_method.clone());
@@ -136,23 +131,27 @@ fn item_json(it: &ItemRow, completed: bool, version: ApiVersion, done_at: &str) 
             );
         }
         (true, ApiVersion::V2024) => {
-            m.insert("payout".into(), payout_json(it, done_at));
+            m.insert("payout".into(), payout_json(it, clock, done_ms));
         }
     }
     Value::Object(m)
 }
 
-/// The `payout` of a completed item (version 2024-02-05).
-fn payout_json(it: &ItemRow, done_at: &str) -> Value {
+/// The `payout` of a completed item (version 2024-02-05): its link's status at the clock's
+/// now, since when, and when the link expires. `expiry_date` is the account's link expiry,
+/// never the product's; without link expiry it is left out (read as null): the published
+/// schema types it as a string, so `null` would not be within it.
+fn payout_json(it: &ItemRow, clock: &PayoutClock, done_ms: i64) -> Value {
+    let link = clock.link(&it.id, done_ms);
     let mut payout = Map::new();
-    payout.insert("status".into(), Value::String("ACTIVE".into()));
+    payout.insert("status".into(), Value::String(link.status.as_str().into()));
     payout.insert(
         "status_updated_at".into(),
-        Value::String(done_at.to_string()),
+        Value::String(iso_from_ms(link.since_ms)),
     );
     payout.insert("url".into(), Value::String(it.payout_url.clone()));
-    if let Some(until) = expiry_date(done_at, it.expiry_months) {
-        payout.insert("expiry_date".into(), Value::String(until));
+    if let Some(until) = link.expires_ms {
+        payout.insert("expiry_date".into(), Value::String(iso_from_ms(until)));
     }
     Value::Object(payout)
 }
