@@ -508,3 +508,202 @@ impl Ledger {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A ledger with one batch and two completed orders: order 1 holds R-1 and R-2, order 2
+    /// holds R-3; each row charged 9.50 USD.
+    fn ledger() -> (tempfile::TempDir, Ledger) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let ledger = Ledger::open(&dir.path().join("ledger.db")).expect("ledger");
+        ledger
+            .conn
+            .execute_batch(
+                "INSERT INTO batches (id, name, input_path, input_hash, headers, environment,
+                                      base_url, key_fingerprint, created_at, updated_at)
+                 VALUES (1, 'nov', 'nov.csv', '', '[]', 'sim', 'embedded-simulator', '', '', '');
+                 INSERT INTO orders (id, batch_id, idempotency_key, body, mode, payment_currency,
+                                     state, service_order_id, created_at)
+                 VALUES (1, 1, 'k1', x'', 'async', 'USD', 'COMPLETED', 'ORD-1', ''),
+                        (2, 1, 'k2', x'', 'async', 'USD', 'COMPLETED', 'ORD-2', '');
+                 INSERT INTO rows (id, batch_id, reference, position, line, fields, spec,
+                                   content_hash, state, order_id, item_index, item_id,
+                                   payout_url, price, debited_amount, debited_currency)
+                 VALUES (1, 1, 'R-1', 0, 2, '[]', '{}', '', 'COMPLETED', 1, 0, 'i1',
+                         'https://pay.example/1', '9.50', '9.50', 'USD'),
+                        (2, 1, 'R-2', 1, 3, '[]', '{}', '', 'COMPLETED', 1, 1, 'i2',
+                         'https://pay.example/2', '9.50', '9.50', 'USD'),
+                        (3, 1, 'R-3', 2, 4, '[]', '{}', '', 'COMPLETED', 2, 0, 'i3',
+                         'https://pay.example/3', '9.50', '9.50', 'USD');",
+            )
+            .expect("rows");
+        (dir, ledger)
+    }
+
+    fn life(status: PayoutStatus) -> PayoutLife {
+        PayoutLife {
+            status,
+            since: Some("2026-11-20T10:00:00Z".into()),
+            expires_at: Some("2026-12-20T10:00:00Z".into()),
+        }
+    }
+
+    fn read(ledger: &mut Ledger, order_id: i64, statuses: &[PayoutStatus]) -> usize {
+        let rows = ledger.rows_to_follow(order_id).expect("rows");
+        let reads: Vec<(FollowedRow, PayoutLife)> = rows
+            .into_iter()
+            .zip(statuses)
+            .map(|(r, s)| (r, life(s.clone())))
+            .collect();
+        ledger
+            .record_payout_reads(1, order_id, &reads)
+            .expect("recorded")
+    }
+
+    fn followed(ledger: &Ledger) -> Vec<String> {
+        ledger
+            .orders_to_follow(1)
+            .expect("orders")
+            .into_iter()
+            .map(|o| o.service_order_id)
+            .collect()
+    }
+
+    #[test]
+    fn an_order_is_followed_until_every_link_is_final_and_each_change_is_an_event() {
+        let (_dir, mut ledger) = ledger();
+        assert_eq!(
+            followed(&ledger),
+            ["ORD-1", "ORD-2"],
+            "never read: followed"
+        );
+        let changed = read(
+            &mut ledger,
+            1,
+            &[PayoutStatus::Claimed, PayoutStatus::Active],
+        );
+        assert_eq!(changed, 2);
+        assert_eq!(
+            followed(&ledger),
+            ["ORD-1", "ORD-2"],
+            "one link still ACTIVE"
+        );
+        // The same status again is no change, and no event.
+        let changed = read(
+            &mut ledger,
+            1,
+            &[PayoutStatus::Claimed, PayoutStatus::Active],
+        );
+        assert_eq!(changed, 0);
+        read(
+            &mut ledger,
+            1,
+            &[PayoutStatus::Claimed, PayoutStatus::Expired],
+        );
+        read(&mut ledger, 2, &[PayoutStatus::Cancelled]);
+        assert!(
+            followed(&ledger).is_empty(),
+            "every link final: nothing to read"
+        );
+        let history: Vec<(Option<String>, Option<String>)> = ledger
+            .events(1, 100)
+            .expect("events")
+            .into_iter()
+            .filter(|e| e.subject == "payout" && e.subject_id == 2)
+            .map(|e| (e.from_state, e.to_state))
+            .collect();
+        assert_eq!(
+            history,
+            [
+                (Some("ACTIVE".into()), Some("EXPIRED".into())),
+                (None, Some("ACTIVE".into())),
+            ],
+            "the history of R-2's link, newest first"
+        );
+        let counts = ledger.payout_counts(1).expect("counts");
+        assert_eq!(
+            counts,
+            [
+                (Some(PayoutStatus::Cancelled), 1),
+                (Some(PayoutStatus::Claimed), 1),
+                (Some(PayoutStatus::Expired), 1),
+            ]
+        );
+    }
+
+    #[test]
+    fn only_expired_links_are_reissued_and_the_expired_attempt_is_kept_and_counted() {
+        let (_dir, mut ledger) = ledger();
+        read(
+            &mut ledger,
+            1,
+            &[PayoutStatus::Expired, PayoutStatus::Active],
+        );
+        read(&mut ledger, 2, &[PayoutStatus::Claimed]);
+        let reissued = ledger.reissue_expired(1, None).expect("reissued");
+        assert_eq!(reissued, ["R-1"], "never an ACTIVE or CLAIMED link");
+        let r1 = ledger
+            .query_rows("WHERE id = 1", [])
+            .expect("row")
+            .remove(0);
+        assert_eq!((r1.state, r1.attempt), (super::super::RowState::Pending, 2));
+        assert_eq!(
+            (r1.order_id, r1.payout_url, r1.debited_amount),
+            (None, None, None)
+        );
+        // What left the balance still counts the expired attempt.
+        let debited: Vec<String> = ledger
+            .debited_amounts(1)
+            .expect("debited")
+            .into_iter()
+            .map(|(_, _, amount)| amount)
+            .collect();
+        assert_eq!(
+            debited.len(),
+            3,
+            "R-2, R-3 and R-1's first attempt: {debited:?}"
+        );
+        // The new attempt names the one it reissued.
+        let note = ledger.payout_note(1, 2).expect("note");
+        assert_eq!(note.status, None, "the new attempt is not paid yet");
+        let earlier = note.reissue_of.expect("reissue of");
+        assert_eq!(
+            (
+                earlier.attempt,
+                earlier.service_order_id.as_deref(),
+                earlier.status
+            ),
+            (1, Some("ORD-1"), PayoutStatus::Expired)
+        );
+        // Nothing more to reissue; a reference filter is honoured.
+        assert!(ledger.reissue_expired(1, None).expect("again").is_empty());
+        assert_eq!(ledger.reissued_rows(1).expect("count"), 1);
+    }
+
+    #[test]
+    fn a_reference_filter_reissues_only_the_rows_named() {
+        let (_dir, mut ledger) = ledger();
+        read(
+            &mut ledger,
+            1,
+            &[PayoutStatus::Expired, PayoutStatus::Expired],
+        );
+        let only = ledger
+            .reissue_expired(1, Some(&["R-2".to_string()]))
+            .expect("reissued");
+        assert_eq!(only, ["R-2"]);
+        assert_eq!(ledger.reissue_expired(1, None).expect("rest"), ["R-1"]);
+    }
+
+    #[test]
+    fn statuses_the_contract_does_not_list_are_kept_and_followed() {
+        assert!(!PayoutStatus::parse("REVOKED").is_final());
+        assert_eq!(PayoutStatus::parse("REVOKED").as_str(), "REVOKED");
+        for s in PayoutStatus::PUBLISHED {
+            assert_eq!(PayoutStatus::parse(s.as_str()), s);
+        }
+        assert!(!PayoutStatus::Active.is_final());
+    }
+}
