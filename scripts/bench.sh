@@ -22,6 +22,10 @@
 #   scripts/bench.sh approved [ROWS]       the plan validate keeps (time, size, memory), and the
 #                                          refusal of a changed file against it, side by side
 #                                          with the refusal of a digest the ledger did not keep
+#   scripts/bench.sh payouts [ROWS] [ITEMS]
+#                                          `paybatch payouts` on a paid batch of ROWS rows in
+#                                          ITEMS-row orders, at 100 ms latency: time, reads per
+#                                          order, reads a second; then a second call
 #   scripts/bench.sh smoke                 tiny versions of every mode (CI: checks they work)
 # Polling (5: status requests per order) is printed by naive and large.
 # Needs: cargo, python3, sqlite3, curl, jq, bc (Debian packages).
@@ -60,7 +64,12 @@ sim_pid=
 
 start_sim() { # args: extra sim flags; sets $base and $admin
   rm -f "$work"/sim.db* "$work/sim.out"
-  "$bin" sim serve --addr 127.0.0.1:0 --state "$work/sim.db" \
+  restart_sim "$@"
+}
+
+restart_sim() { # as start_sim, on the state the last simulator left (at $sim_addr)
+  rm -f "$work/sim.out"
+  "$bin" sim serve --addr "${sim_addr:-127.0.0.1:0}" --state "$work/sim.db" \
     --balance USD=$big --balance EUR=$big --balance GBP=$big --balance CAD=$big "$@" \
     > "$work/sim.out" 2>&1 &
   sim_pid=$!
@@ -444,6 +453,41 @@ approved_cost() {
   echo "approved: rows=$rows validate=${vsecs}s/$((vpeak / 1024))MB kept=$((size / 1024))KiB ($(ratio "$size" "$rows" 1) bytes a row) refused-with-changes=${rsecs}s/$((rpeak / 1024))MB refused-unknown=${usecs}s/$((upeak / 1024))MB lists=$named"
 }
 
+# `paybatch payouts` on a batch paid in ROWS/ITEMS orders: the batch is paid against a fast
+# simulator, which is then started again on the same state with 100 ms latency on every request
+# for the reads. Prints the time, the order reads (GET /order/{id}) per order, the reads a
+# second, and what a second call right after reads.
+payouts_cost() {
+  local rows=${1:-100000} items=${2:-200} k t orders reads again rate
+  "$gen" "$rows" > "$work/batch.csv"
+  start_sim --rate-limit 0 --processing-min-ms 0 --processing-max-ms 50
+  k=$(key_file)
+  rm -f "$work"/ledger.db*
+  "$bin" run "$work/batch.csv" --batch batch --base-url "$base" --api-key-file "$k" \
+    --ledger "$work/ledger.db" --items-per-order "$items" --order-rate 1000000 --quiet \
+    > /dev/null 2>&1 || true
+  stop_sim
+  orders=$(sqlite3 "$work/ledger.db" "select count(*) from orders where state = 'COMPLETED'")
+  # The same address: the batch is bound to it.
+  sim_addr=${admin#http://}
+  restart_sim --latency-ms 100
+  sim_addr=
+  t=$(wall "$bin" payouts --batch batch --base-url "$base" --api-key-file "$k" \
+    --ledger "$work/ledger.db" --quiet --json)
+  reads=$(curl -s "$admin/_sim/stats" | jq '.requests["GET /order/{id}"] // 0')
+  rate=$(ratio "$reads" "$t" 1)
+  cp "$work/cmd.out" "$work/first.json"
+  wall "$bin" payouts --batch batch --base-url "$base" --api-key-file "$k" \
+    --ledger "$work/ledger.db" --quiet --json > /dev/null
+  again=$(( $(curl -s "$admin/_sim/stats" | jq '.requests["GET /order/{id}"] // 0') - reads ))
+  stop_sim
+  echo "  payouts first call: $(head -c 400 "$work/first.json")" >&2
+  if [ "$reads" -gt "$orders" ] || [ "$orders" = 0 ] || ! grep -q '"orders_read"' "$work/first.json"; then
+    echo "payouts: $reads reads for $orders orders" >&2; cat "$work/first.json" >&2; return 1
+  fi
+  echo "payouts: rows=$rows items-per-order=$items orders=$orders took=${t}s reads=$reads reads-per-order=$(ratio "$reads" "$orders") reads-per-second=$rate second-call-reads=$again"
+}
+
 case "$mode" in
   naive) naive_vs "${2:-300}" "${3:-3}" ;;
   large | e2e) large "${2:-100000}" "${3:-3}" ;;
@@ -454,6 +498,7 @@ case "$mode" in
   window) window_read "${2:-20000}" "${3:-3}" ;;
   wide) wide "${2:-600}" "${3:-120000}" ;;
   approved) approved_cost "${2:-1000000}"; stop_sim ;;
+  payouts) payouts_cost "${2:-100000}" "${3:-200}" ;;
   smoke)
     local_cost 2000; stop_sim
     repeat_cost 2000 1; stop_sim
@@ -463,6 +508,7 @@ case "$mode" in
     backtoback 6
     window_read 1200 1
     wide 20 2000
-    approved_cost 2000; stop_sim ;;
-  *) echo "usage: $0 naive|large|backtoback|local|repeats|pacing|window|wide|approved|smoke [N...]" >&2; exit 2 ;;
+    approved_cost 2000; stop_sim
+    payouts_cost 400 20 ;;
+  *) echo "usage: $0 naive|large|backtoback|local|repeats|pacing|window|wide|approved|payouts|smoke [N...]" >&2; exit 2 ;;
 esac

@@ -14,6 +14,9 @@ pub const FAILURES: i32 = 4;
 pub const INCOMPLETE: i32 = 5;
 /// The batch is being run by another process.
 pub const LOCKED: i32 = 6;
+/// `paybatch payouts`: payout links expire within the window (`--expiring-within`), for a cron
+/// job to alert on.
+pub const EXPIRING: i32 = 7;
 /// Interrupted by SIGINT (Ctrl-C): what was sent is recorded or safely in doubt; the same
 /// command resumes (128 + 2, the shell's convention).
 pub const INTERRUPTED: i32 = 130;
@@ -31,6 +34,7 @@ pub enum Exit {
     Failures,
     Incomplete,
     Locked,
+    Expiring,
     Interrupted,
     Terminated,
 }
@@ -46,6 +50,7 @@ impl Exit {
             Exit::Failures => FAILURES,
             Exit::Incomplete => INCOMPLETE,
             Exit::Locked => LOCKED,
+            Exit::Expiring => EXPIRING,
             Exit::Interrupted => INTERRUPTED,
             Exit::Terminated => TERMINATED,
         }
@@ -73,12 +78,13 @@ mod tests {
             Exit::Failures,
             Exit::Incomplete,
             Exit::Locked,
+            Exit::Expiring,
             Exit::Interrupted,
             Exit::Terminated,
         ]
         .into_iter()
         .map(Exit::code)
         .collect();
-        assert_eq!(numbers, [0, 1, 2, 3, 4, 5, 6, 130, 143]);
+        assert_eq!(numbers, [0, 1, 2, 3, 4, 5, 6, 7, 130, 143]);
     }
 }

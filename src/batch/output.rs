@@ -16,7 +16,7 @@ use std::path::Path;
 use crate::files;
 
 /// The columns the result file adds after the input columns.
-pub const RESULT_COLUMNS: [&str; 12] = [
+pub const RESULT_COLUMNS: [&str; 16] = [
     "status",
     "order_id",
     "item_id",
@@ -29,6 +29,10 @@ pub const RESULT_COLUMNS: [&str; 12] = [
     "payment_method",
     "debited_amount",
     "debited_currency",
+    "payout_status",
+    "payout_status_since",
+    "payout_expires_at",
+    "reissue_of",
 ];
 
 /// One row of the result file.
@@ -50,6 +54,13 @@ pub struct ResultLine {
     /// What the paying balance (or card) was charged for the row, and in which currency.
     pub debited_amount: Option<String>,
     pub debited_currency: Option<String>,
+    /// The payout link's status as last read (ACTIVE, CLAIMED, CANCELLED, EXPIRED), since
+    /// when, and when it expires.
+    pub payout_status: Option<String>,
+    pub payout_status_since: Option<String>,
+    pub payout_expires_at: Option<String>,
+    /// The earlier attempt this row's payout reissued (its link expired): `attempt N: ORDER-ID`.
+    pub reissue_of: Option<String>,
 }
 
 impl ResultLine {
@@ -69,6 +80,10 @@ impl ResultLine {
             &self.payment_method,
             &self.debited_amount,
             &self.debited_currency,
+            &self.payout_status,
+            &self.payout_status_since,
+            &self.payout_expires_at,
+            &self.reissue_of,
         ]
         .iter()
         .map(|o| o.as_ref().map_or(0, String::len))
@@ -94,6 +109,10 @@ impl ResultLine {
             opt(&self.payment_method),
             opt(&self.debited_amount),
             opt(&self.debited_currency),
+            opt(&self.payout_status),
+            opt(&self.payout_status_since),
+            opt(&self.payout_expires_at),
+            opt(&self.reissue_of),
         ];
         self.fields.iter().map(String::as_str).chain(added)
     }

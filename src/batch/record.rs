@@ -7,7 +7,8 @@ use rust_decimal::Decimal;
 
 use crate::api::models::{Order, OrderItem, OrderStatus};
 use crate::ledger::{
-    ItemOutcome, Ledger, LedgerError, OrderRecord, OrderState, RowRecord, Transition,
+    ItemOutcome, Ledger, LedgerError, OrderRecord, OrderState, PayoutLife, PayoutStatus, RowRecord,
+    Transition,
 };
 
 use super::plan;
@@ -290,8 +291,20 @@ fn item_outcomes(
                 _ => None,
             },
             debited: charged.map(|(amount, currency)| (amount.to_string(), currency)),
+            payout: payout_life(item),
         })
         .collect()
+}
+
+/// The life of an item's payout link as an answer gives it (`payout.status`, since when,
+/// expiry); none when the answer has no status (the 2023-07-27 shapes, a link without one).
+pub fn payout_life(item: &OrderItem) -> Option<PayoutLife> {
+    let payout = item.payout.as_ref()?;
+    Some(PayoutLife {
+        status: PayoutStatus::parse(payout.status.as_deref()?),
+        since: payout.status_updated_at.clone(),
+        expires_at: payout.expiry_date.clone(),
+    })
 }
 
 /// Records the ledger's order `order_id` COMPLETED or FAILED, as the service's `order` says,

@@ -3,7 +3,8 @@
 
 use std::path::Path;
 
-use crate::ledger::{Ledger, OrderLabel, RowRecord, RowState};
+use crate::ledger::payouts::PayoutNote;
+use crate::ledger::{Ledger, LedgerError, OrderLabel, RowRecord, RowState};
 
 use super::outcome::RunError;
 use super::output::{ResultLine, ResultWriter};
@@ -101,7 +102,8 @@ pub fn write_result_file(
     };
     let mut lines = InBackground::start(ResultWriter::create(path, headers).map_err(io_error)?);
     let read = ledger.visit_result_rows(batch_id, false, |r, order| {
-        if lines.push(result_line(r, order)) {
+        let note = payout_note_of(ledger, &r)?;
+        if lines.push(result_line(r, order, note)) {
             Ok(())
         } else {
             Err(RunError::Io {
@@ -117,8 +119,18 @@ pub fn write_result_file(
     out.finish().map_err(io_error)
 }
 
-/// The result file's line of row `r`, in `order`.
-fn result_line(r: RowRecord, order: Option<OrderLabel>) -> ResultLine {
+/// What the ledger knows of the payout link of row `r` (read only for a row that has one: a
+/// COMPLETED row, or one reissued at a later attempt).
+pub fn payout_note_of(ledger: &Ledger, r: &RowRecord) -> Result<Option<PayoutNote>, LedgerError> {
+    if r.state != RowState::Completed && r.attempt <= 1 {
+        return Ok(None);
+    }
+    ledger.payout_note(r.id, r.attempt).map(Some)
+}
+
+/// The result file's line of row `r`, in `order`, with its link's last known life.
+fn result_line(r: RowRecord, order: Option<OrderLabel>, note: Option<PayoutNote>) -> ResultLine {
+    let note = note.unwrap_or_default();
     let status = match r.state {
         RowState::Planned => "PLANNED".to_string(),
         RowState::Submitted => "PROCESSING".to_string(),
@@ -141,6 +153,13 @@ fn result_line(r: RowRecord, order: Option<OrderLabel>) -> ResultLine {
         }),
         debited_amount: r.debited_amount,
         debited_currency: r.debited_currency,
+        payout_status: note.status.map(|s| s.as_str().to_string()),
+        payout_status_since: note.since,
+        payout_expires_at: note.expires_at,
+        reissue_of: note.reissue_of.map(|e| match e.service_order_id {
+            Some(id) => format!("attempt {}: {id}", e.attempt),
+            None => format!("attempt {}", e.attempt),
+        }),
     }
 }
 
@@ -211,6 +230,10 @@ impl crate::input::scan::Cells for PlannedLines {
             payment_method: Some(paid_by),
             debited_amount: None,
             debited_currency: None,
+            payout_status: None,
+            payout_status_since: None,
+            payout_expires_at: None,
+            reissue_of: None,
         };
         self.failed |= !lines.push(line);
     }

@@ -21,7 +21,7 @@ paybatch's own command-line definitions; with --out-dir, write paybatch.1 and on
 command (paybatch-run.1, paybatch-validate.1, ...) into that directory.";
 
 /// The exit codes of paybatch: (code, meaning).
-pub const EXIT_CODES: [(&str, &str); 9] = [
+pub const EXIT_CODES: [(&str, &str); 10] = [
     (
         "0",
         "ok: every row completed, or the command did what it was asked",
@@ -41,6 +41,10 @@ pub const EXIT_CODES: [(&str, &str); 9] = [
     ),
     ("5", "incomplete: run the same command again to resume"),
     ("6", "the ledger is in use by another paybatch"),
+    (
+        "7",
+        "payouts: links expire within --expiring-within days (for a cron job to alert on)",
+    ),
     (
         "130",
         "Ctrl-C (SIGINT): what was sent is recorded; run the same command again to resume",
@@ -230,6 +234,31 @@ const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
             (
                 "The references made payable again, as JSON",
                 "paybatch retry --batch recipients --json",
+            ),
+            (
+                "Reissue the rows whose payout link expired, then pay them again",
+                "paybatch retry --batch recipients --expired && paybatch run recipients.csv",
+            ),
+        ],
+    ),
+    (
+        "payouts",
+        &[
+            (
+                "Who has not claimed yet: rows per link status, value outstanding, links expiring soon",
+                "paybatch payouts --batch recipients",
+            ),
+            (
+                "The rows to remind, as CSV (mode 0600), with their links",
+                "paybatch payouts --batch recipients --list expiring --out remind.csv --with-links",
+            ),
+            (
+                "Every batch, daily from cron: exit 7 when links expire within 14 days",
+                "paybatch payouts --all --quiet --json",
+            ),
+            (
+                "The expired ones, then reissue them",
+                "paybatch payouts --batch recipients --list expired && paybatch retry --batch recipients --expired",
             ),
         ],
     ),

@@ -92,6 +92,7 @@ pub mod config;
 pub mod error;
 pub mod history;
 pub mod man;
+pub mod payouts;
 pub mod ping;
 pub mod plan;
 pub mod progress;
@@ -173,6 +174,9 @@ pub enum Command {
     /// Every payout to one recipient or reference, across all batches: did we pay them already?
     #[command(long_about = history::LONG_ABOUT, after_help = man::examples_help("history"))]
     History(history::HistoryArgs),
+    /// Follow each payout link after payment: claimed, cancelled, expired; list, remind, reissue.
+    #[command(long_about = payouts::LONG_ABOUT, after_help = man::examples_help("payouts"))]
+    Payouts(payouts::PayoutsArgs),
     /// Make FAILED and REJECTED rows of a batch eligible again (new attempt, new key).
     #[command(after_help = man::examples_help("retry"))]
     Retry(retry::RetryArgs),
@@ -218,6 +222,7 @@ impl Command {
             Command::Report(a) => Some(&mut a.service),
             Command::History(a) => Some(&mut a.service),
             Command::Retry(a) => Some(&mut a.service),
+            Command::Payouts(a) => Some(&mut a.service),
             Command::Reconcile(a) => Some(&mut a.service),
             Command::Balance(a) => Some(&mut a.service),
             Command::Ping(a) => Some(&mut a.service),
@@ -486,6 +491,7 @@ pub async fn dispatch(cli: Cli) -> Result<Exit, CliError> {
         Command::Report(args) => report::execute(args, quiet).await,
         Command::History(args) => history::execute(args).await,
         Command::Retry(args) => retry::execute(args).await,
+        Command::Payouts(args) => payouts::execute(args, quiet).await,
         Command::Ping(args) => ping::execute(args).await,
         Command::Reconcile(args) => reconcile::execute(args).await,
         Command::Balance(args) => balance::execute(args).await,

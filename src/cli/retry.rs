@@ -16,6 +16,11 @@ pub struct RetryArgs {
     /// Only these row references (repeatable); default every FAILED and REJECTED row.
     #[arg(long = "reference", value_name = "REF")]
     pub references: Vec<String>,
+    /// Reissue instead the rows whose payout link EXPIRED (as `paybatch payouts` last read it):
+    /// each gets a new attempt and key, and the next `paybatch run` pays it again. A link that is
+    /// ACTIVE, CLAIMED or CANCELLED, or never read, is never reissued.
+    #[arg(long)]
+    pub expired: bool,
     /// Print one JSON object on stdout at the end: batch, environment, exit code, the rows
     /// made payable again, rows per state, what left each balance so far.
     #[arg(long)]
@@ -25,26 +30,46 @@ pub struct RetryArgs {
 }
 
 pub async fn execute(args: RetryArgs) -> Result<Exit, CliError> {
-    let retried =
-        match crate::ops::retry::retry(&args.service.ledger, &args.batch, &args.references) {
-            Ok(r) => r,
-            Err(e) => {
-                let e = CliError::from(e);
-                if args.json {
-                    let failed = super::run_json::retry_failed(&args.batch, &e);
-                    outln!("{}", serde_json::to_string(&failed).unwrap_or_default());
-                }
-                return Err(e);
-            }
-        };
-    if retried.references.is_empty() {
-        errln!("batch {}: no FAILED or REJECTED rows to retry", args.batch);
+    use crate::ops::retry::RetryRows;
+    let which = if args.expired {
+        RetryRows::Expired
     } else {
+        RetryRows::Failed
+    };
+    let retried = match crate::ops::retry::retry_rows(
+        &args.service.ledger,
+        &args.batch,
+        &args.references,
+        which,
+    ) {
+        Ok(r) => r,
+        Err(e) => {
+            let e = CliError::from(e);
+            if args.json {
+                let failed = super::run_json::retry_failed(&args.batch, &e);
+                outln!("{}", serde_json::to_string(&failed).unwrap_or_default());
+            }
+            return Err(e);
+        }
+    };
+    let batch = crate::text::shown(&args.batch);
+    if retried.references.is_empty() && args.expired {
         errln!(
-            "batch {}: {} rows eligible again with a new attempt: {}",
-            args.batch,
+            "batch {batch}: no row whose payout link was read EXPIRED (`paybatch payouts --batch {}` reads them)",
+            crate::text::shell_word(&args.batch)
+        );
+    } else if retried.references.is_empty() {
+        errln!("batch {batch}: no FAILED or REJECTED rows to retry");
+    } else {
+        let what = if args.expired {
+            "rows whose link expired are payable again (reissued with a new attempt)"
+        } else {
+            "rows eligible again with a new attempt"
+        };
+        errln!(
+            "batch {batch}: {} {what}: {}",
             retried.references.len(),
-            first_of(&retried.references)
+            crate::text::shown(&first_of(&retried.references))
         );
         errln!(
             "next: paybatch run FILE --batch {} (the same file, fixed)",

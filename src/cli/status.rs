@@ -244,6 +244,9 @@ struct DetailJson<'a> {
     unconfirmed_orders: Vec<String>,
     charged: Vec<ChargedJson<'a>>,
     repeats: Vec<RepeatJson<'a>>,
+    /// Paid rows per payout link status as last read, and when (`paybatch payouts`).
+    payouts: &'a BTreeMap<String, i64>,
+    payouts_read_at: Option<&'a str>,
     in_flight: Vec<InFlightJson<'a>>,
     events: Vec<EventJson<'a>>,
     next: &'a [String],
@@ -315,6 +318,8 @@ fn detail_json<'a>(d: &'a Detail, next: &'a [String]) -> DetailJson<'a> {
             .iter()
             .map(|(at, what)| RepeatJson { at, decision: what })
             .collect(),
+        payouts: &d.payouts,
+        payouts_read_at: d.payouts_read_at.as_deref(),
         in_flight: d.in_flight().iter().map(in_flight_json).collect(),
         events: d
             .events
@@ -371,6 +376,7 @@ fn print_detail(d: &Detail, next: &[String]) {
     for (at, what) in &d.repeats {
         outln!("{} ({at})", crate::text::escape(what));
     }
+    print_payouts(d);
     outln!();
     print_orders(d);
     outln!();
@@ -382,6 +388,24 @@ fn print_detail(d: &Detail, next: &[String]) {
     for step in next {
         outln!("next: {step}");
     }
+}
+
+/// The paid rows per payout link status, and when they were read.
+fn print_payouts(d: &Detail) {
+    let counts: Vec<String> = d
+        .payouts
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(s, n)| format!("{s} {n}"))
+        .collect();
+    if counts.is_empty() {
+        return;
+    }
+    let read = match &d.payouts_read_at {
+        Some(at) => format!("read {at}"),
+        None => "as the orders completed; `paybatch payouts` reads them again".into(),
+    };
+    outln!("payout links: {} ({read})", counts.join(", "));
 }
 
 fn print_orders(d: &Detail) {

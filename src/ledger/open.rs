@@ -122,6 +122,7 @@ fn migrations() -> Migrations<'static> {
             repeats::fill_likeness,
         ),
         M::up(include_str!("../../migrations/009_approved_plans.sql")),
+        M::up(include_str!("../../migrations/010_payouts.sql")),
     ])
 }
 

@@ -298,13 +298,19 @@ impl Ledger {
         )
     }
 
-    /// What left each balance (or card) for the COMPLETED rows of a batch: (card id, charged
-    /// currency, amount as stored), one per row that records it.
+    /// What left each balance (or card) for the COMPLETED rows of a batch, and for the earlier
+    /// attempts whose expired links were reissued (`payouts`): (card id, charged currency,
+    /// amount as stored), one per row and attempt that records it.
     pub fn debited_amounts(&self, batch_id: i64) -> Result<Vec<(Option<String>, String, String)>> {
         self.select_all(
             "SELECT o.card_id, r.debited_currency, r.debited_amount
              FROM rows r JOIN orders o ON o.id = r.order_id
-             WHERE r.batch_id = ?1 AND r.state = 'COMPLETED' AND r.debited_amount IS NOT NULL",
+             WHERE r.batch_id = ?1 AND r.state = 'COMPLETED' AND r.debited_amount IS NOT NULL
+             UNION ALL
+             SELECT o.card_id, p.debited_currency, p.debited_amount
+             FROM payouts p JOIN orders o ON o.id = p.order_id
+             WHERE p.batch_id = ?1 AND p.reissued_at IS NOT NULL
+               AND p.debited_amount IS NOT NULL",
             [batch_id],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )

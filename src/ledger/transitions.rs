@@ -19,6 +19,9 @@ pub struct ItemOutcome {
     pub discount: Option<String>,
     /// What the paying balance (or card) was charged for the item, and in which currency.
     pub debited: Option<(String, String)>,
+    /// The life of the item's payout link as the answer gave it (`payout.status`, since when,
+    /// expiry), kept for a COMPLETED row.
+    pub payout: Option<super::PayoutLife>,
 }
 
 /// A transition of an order, and of its rows, for [`Ledger::transition_order`]: the state it
@@ -434,6 +437,10 @@ fn write_row_transition(
         t.cause,
     )
     .map_err(sqlerr(path))?;
+    if let (RowState::Completed, Some(order_id), Some(life)) = (to, row.order_id, &item.payout) {
+        super::payouts::record_at_completion(tx, batch_id, row.id, row.attempt, order_id, life)
+            .map_err(sqlerr(path))?;
+    }
     Ok(())
 }
 

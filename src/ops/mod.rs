@@ -12,6 +12,7 @@
 //! - [`status`]: what the ledger says of every batch, or of one in detail.
 
 pub mod history;
+pub mod payouts;
 pub mod preview;
 pub mod reconcile;
 pub mod report;

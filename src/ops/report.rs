@@ -62,6 +62,10 @@ pub fn write_html(
     }
     ledger.visit_result_rows(batch.id, true, |row, order| {
         tally.add(&row, order.as_ref());
+        if row.state == crate::ledger::RowState::Completed {
+            let note = ledger.payout_note(row.id, row.attempt)?;
+            tally.add_payout(&row, note.status.as_ref());
+        }
         Ok::<(), LedgerError>(())
     })?;
     // The orders followed for rows the latest file no longer had are part of the plan digest,

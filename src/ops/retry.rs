@@ -26,9 +26,31 @@ pub struct Retried {
     pub debited: BTreeMap<(String, String), Decimal>,
 }
 
-/// Makes the FAILED and REJECTED rows of `batch` (only `references`, when given) payable again.
-/// A ledger or batch that does not exist is a usage error; nothing is created.
+/// Makes the FAILED and REJECTED rows of `batch` (only `references`, when given) payable
+/// again ([`retry_rows`] with [`RetryRows::Failed`]).
 pub fn retry(ledger_path: &Path, batch: &str, references: &[String]) -> Result<Retried, RunError> {
+    retry_rows(ledger_path, batch, references, RetryRows::Failed)
+}
+
+/// Which rows a retry makes payable again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryRows {
+    /// FAILED and REJECTED rows (`paybatch retry`).
+    Failed,
+    /// COMPLETED rows whose payout link was last read EXPIRED (`paybatch retry --expired`):
+    /// reissued under a new attempt; the expired attempt's outcome is kept.
+    Expired,
+}
+
+/// Makes the FAILED and REJECTED rows of `batch` (or, with [`RetryRows::Expired`], the rows
+/// whose link expired; only `references`, when given) payable again. A ledger or batch that
+/// does not exist is a usage error; nothing is created.
+pub fn retry_rows(
+    ledger_path: &Path,
+    batch: &str,
+    references: &[String],
+    which: RetryRows,
+) -> Result<Retried, RunError> {
     if !ledger_path.exists() {
         return Err(RunError::Usage(UsageError::new(
             format!("no ledger at {}", ledger_path.display()),
@@ -44,7 +66,10 @@ pub fn retry(ledger_path: &Path, batch: &str, references: &[String]) -> Result<R
         )));
     };
     let refs = (!references.is_empty()).then_some(references);
-    let references = ledger.retry_rows(record.id, refs)?;
+    let references = match which {
+        RetryRows::Failed => ledger.retry_rows(record.id, refs)?,
+        RetryRows::Expired => ledger.reissue_expired(record.id, refs)?,
+    };
     Ok(Retried {
         batch: record.name.clone(),
         environment: record.environment.clone(),

@@ -98,6 +98,10 @@ pub struct Detail {
     /// What a person decided about rows other batches have (`--allow-repeats`,
     /// `--skip-repeats`): (when, what).
     pub repeats: Vec<(String, String)>,
+    /// The paid rows per payout link status as last read (`NOT_READ`: never read), and when
+    /// `paybatch payouts` last read them.
+    pub payouts: BTreeMap<String, i64>,
+    pub payouts_read_at: Option<String>,
 }
 
 /// The batch called `name` in detail.
@@ -109,6 +113,15 @@ pub fn batch(ledger: &Ledger, name: &str) -> Result<Detail, StatusError> {
     let subjects = event_subjects(ledger, &events, &orders)?;
     let charged = crate::batch::outcome::debited_totals(ledger, b.id)?;
     let repeats = ledger.batch_notes(b.id, "repeats ")?;
+    let mut payouts = BTreeMap::new();
+    for (status, n) in ledger.payout_counts(b.id)? {
+        let name = status.map_or_else(
+            || crate::ops::payouts::NOT_READ.to_string(),
+            |s| s.as_str().to_string(),
+        );
+        *payouts.entry(name).or_default() += n;
+    }
+    let payouts_read_at = ledger.payouts_read_at(b.id)?;
     Ok(Detail {
         batch: b,
         counts,
@@ -117,6 +130,8 @@ pub fn batch(ledger: &Ledger, name: &str) -> Result<Detail, StatusError> {
         subjects,
         charged,
         repeats,
+        payouts,
+        payouts_read_at,
     })
 }
 
@@ -228,7 +243,10 @@ fn event_subjects(
     orders: &[OrderRecord],
 ) -> Result<Vec<String>, LedgerError> {
     let mut row_names: HashMap<i64, String> = HashMap::new();
-    for e in events.iter().filter(|e| e.subject == "row") {
+    for e in events
+        .iter()
+        .filter(|e| e.subject == "row" || e.subject == "payout")
+    {
         if let Some(reference) = ledger.row_reference(e.subject_id)? {
             row_names.insert(e.subject_id, reference);
         }
@@ -247,7 +265,7 @@ fn event_subjects(
         .iter()
         .map(|e| {
             let name = match e.subject.as_str() {
-                "row" => row_names.get(&e.subject_id),
+                "row" | "payout" => row_names.get(&e.subject_id),
                 "order" => order_names.get(&e.subject_id),
                 _ => None,
             };

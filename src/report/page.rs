@@ -107,6 +107,7 @@ struct Page<'a> {
     balances: Vec<Balance>,
     facts: Vec<Fact<'a>>,
     tables: Vec<Table>,
+    claims: Vec<ClaimsTable>,
     attention: Vec<RowLine>,
     unconfirmed: Vec<RowLine>,
     technical: Vec<Fact<'a>>,
@@ -174,6 +175,31 @@ struct AmountLine {
     price: Option<String>,
 }
 
+/// The life of the paid rows' links, per product or per value of a column.
+#[derive(Serialize)]
+struct ClaimsTable {
+    heading: String,
+    column: String,
+    lines: Vec<ClaimsLine>,
+}
+
+#[derive(Serialize)]
+struct ClaimsLine {
+    first_of_currency: bool,
+    currency: String,
+    value: String,
+    paid: usize,
+    claimed: usize,
+    active: usize,
+    cancelled: usize,
+    expired: usize,
+    unknown: usize,
+    /// Claimed rows in percent of the paid ones.
+    claimed_share: String,
+    outstanding: String,
+    expired_value: String,
+}
+
 /// A row that needs attention, or a paid row not confirmed.
 #[derive(Serialize)]
 struct RowLine {
@@ -201,6 +227,7 @@ pub fn render_tally(
     generated_at: &str,
     version: &str,
 ) -> Result<String, PageError> {
+    let claims = claims_tables(&tally);
     let digest = match tally.digest {
         Digest::Building(d) => Ok(scan::plan_digest(d.finish(), tally.outside_digest)),
         Digest::Unknown(why) => Err(why),
@@ -218,6 +245,7 @@ pub fn render_tally(
             .sum(),
         balances: balances(&tally.charged),
         facts: facts(batch, tally.rows, &digest),
+        claims,
         tables,
         attention: tally.attention.iter().map(row_line).collect(),
         unconfirmed: tally.unconfirmed.iter().map(row_line).collect(),
@@ -229,6 +257,55 @@ pub fn render_tally(
         .get_template(TEMPLATE_NAME)?
         .render(Value::from(Serde(&page)))?;
     Ok(page)
+}
+
+/// The claims tables: per product, then per `--group-by` column; none when no row was paid.
+fn claims_tables(tally: &Tally) -> Vec<ClaimsTable> {
+    if tally.claims.iter().all(|c| c.is_empty()) {
+        return Vec::new();
+    }
+    tally
+        .breakdowns
+        .iter()
+        .zip(&tally.claims)
+        .map(|(b, claims)| {
+            let (heading, column) = match &b.column {
+                None => ("product".to_string(), "Product".to_string()),
+                Some((name, _)) => (format!("`{name}`"), name.clone()),
+            };
+            let mut last_currency: Option<&str> = None;
+            let lines = claims
+                .iter()
+                .map(|((currency, value), c)| {
+                    let first = last_currency != Some(currency.as_str());
+                    last_currency = Some(currency.as_str());
+                    let share = (c.claimed * 100 + c.paid / 2)
+                        .checked_div(c.paid)
+                        .unwrap_or(0)
+                        .to_string();
+                    ClaimsLine {
+                        first_of_currency: first,
+                        currency: currency.clone(),
+                        value: value.clone(),
+                        paid: c.paid,
+                        claimed: c.claimed,
+                        active: c.active,
+                        cancelled: c.cancelled,
+                        expired: c.expired,
+                        unknown: c.unknown,
+                        claimed_share: share,
+                        outstanding: money(c.outstanding, currency),
+                        expired_value: money(c.expired_value, currency),
+                    }
+                })
+                .collect();
+            ClaimsTable {
+                heading,
+                column,
+                lines,
+            }
+        })
+        .collect()
 }
 
 /// `3 COMPLETED, 1 INVALID`, or `none`.

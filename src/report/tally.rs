@@ -13,7 +13,7 @@ use crate::api::models::DistributionType;
 use crate::input::reader::{ColumnMap, canonical_column, normalize_header};
 use crate::input::rules::{RowSpec, content_hash};
 use crate::input::scan::{OrdersOutside, PlanDigest};
-use crate::ledger::{BatchRecord, OrderLabel, RowRecord, RowState};
+use crate::ledger::{BatchRecord, OrderLabel, PayoutStatus, RowRecord, RowState};
 
 /// The row states the report shows, in the order of the chart and the tables (REMOVED rows are
 /// not part of the batch any more, as in the result file).
@@ -201,6 +201,41 @@ pub(super) struct Breakdown {
     pub(super) lines: BTreeMap<(String, String), Total>,
 }
 
+/// The life of the payout links of one line of a claims breakdown, all in one currency: rows
+/// per last known status, and the face value not claimed yet (ACTIVE) and expired.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(super) struct Claims {
+    pub(super) paid: usize,
+    pub(super) claimed: usize,
+    pub(super) active: usize,
+    pub(super) cancelled: usize,
+    pub(super) expired: usize,
+    /// Paid rows whose link was never read, or has a status paybatch does not know.
+    pub(super) unknown: usize,
+    pub(super) outstanding: Decimal,
+    pub(super) expired_value: Decimal,
+}
+
+impl Claims {
+    fn add(&mut self, v: &RowView, status: Option<&PayoutStatus>) {
+        self.paid += 1;
+        let face = v.face_value.unwrap_or_default();
+        match status {
+            Some(PayoutStatus::Claimed) => self.claimed += 1,
+            Some(PayoutStatus::Active) => {
+                self.active += 1;
+                self.outstanding += face;
+            }
+            Some(PayoutStatus::Cancelled) => self.cancelled += 1,
+            Some(PayoutStatus::Expired) => {
+                self.expired += 1;
+                self.expired_value += face;
+            }
+            Some(PayoutStatus::Other(_)) | None => self.unknown += 1,
+        }
+    }
+}
+
 /// The plan digest, rebuilt row by row, or why it cannot be.
 pub(super) enum Digest {
     Building(PlanDigest),
@@ -227,6 +262,9 @@ pub struct Tally {
     /// The orders of the rows no longer in the file, part of the plan digest.
     pub(super) outside: BTreeSet<i64>,
     pub(super) outside_digest: OrdersOutside,
+    /// Per breakdown (products first, then each `--group-by` column): (currency, value) ->
+    /// the life of the paid rows' links ([`Tally::add_payout`]).
+    pub(super) claims: Vec<BTreeMap<(String, String), Claims>>,
 }
 
 /// How the page names what paid: a card, or the balance of a currency.
@@ -264,6 +302,31 @@ impl Tally {
             latest_merge: None,
             outside: BTreeSet::new(),
             outside_digest: OrdersOutside::default(),
+            claims: vec![BTreeMap::new()],
+        }
+    }
+
+    /// Counts the payout link of a COMPLETED row as last read (`status`, `None` before a first
+    /// read), per product and per `--group-by` column.
+    pub fn add_payout(&mut self, row: &RowRecord, status: Option<&PayoutStatus>) {
+        if row.state != RowState::Completed {
+            return;
+        }
+        let v = row_view(&self.headers, row);
+        let currency = if v.currency.is_empty() {
+            "?".to_string()
+        } else {
+            v.currency.clone()
+        };
+        for (b, claims) in self.breakdowns.iter().zip(self.claims.iter_mut()) {
+            let value = match &b.column {
+                None => v.products.clone(),
+                Some((_, i)) => row.fields.get(*i).cloned().unwrap_or_default(),
+            };
+            claims
+                .entry((currency.clone(), value))
+                .or_default()
+                .add(&v, status);
         }
     }
 
@@ -307,6 +370,7 @@ impl Tally {
             column: Some((self.headers[index].clone(), index)),
             lines: BTreeMap::new(),
         });
+        self.claims.push(BTreeMap::new());
         Ok(())
     }
 

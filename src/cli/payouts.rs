@@ -1,0 +1,551 @@
+//! `paybatch payouts --batch NAME | --all`: follows each payout link after its order COMPLETED
+//! (claimed, cancelled, expired), through [`crate::ops::payouts`]; prints rows per status, the
+//! value outstanding and expired per currency and the links expiring soon, or lists the rows in
+//! a state as CSV (`--list`), the file reminders are mailed from.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use serde::Serialize;
+
+use crate::batch::output::{PrivateFile, neutralize, output_clash, plain_link};
+use crate::exit::Exit;
+use crate::input::columns::canonical_column;
+use crate::ledger::payouts::PayoutRow;
+use crate::ledger::{Ledger, PayoutStatus};
+use crate::ops::payouts::{
+    self, DEFAULT_EXPIRING_DAYS, DEFAULT_READS_PER_SECOND, DEFAULT_TIMEOUT_SECS, PayoutSummary,
+    PayoutsOptions,
+};
+use crate::text::shell_word;
+
+use super::progress::Console;
+use super::{CliError, ServiceArgs};
+
+/// The long help of the command (`--help`).
+pub const LONG_ABOUT: &str = "Follow each payout link after its order COMPLETED: read again every \
+finished order of the batch whose links are not all final (CLAIMED, CANCELLED and EXPIRED are \
+final; ACTIVE is not), each at most once, record each link's status, since when and its expiry \
+in the ledger, and print the rows per status, the value outstanding (ACTIVE) and expired per \
+currency, the links expiring within --expiring-within days and when the batch was last read.\n\n\
+Reads are paced (--reads-per-second) and tried again as the run's polls are (429, server errors, \
+--timeout); a read that fails, or an answer that does not match the order recorded, leaves the \
+last known status and is said (exit 5). Exit 7 when links expire within the window, for a cron \
+job to alert on. --list writes the rows in a state as CSV (stdout, or --out FILE of mode 0600), \
+with their links only with --with-links. `paybatch retry --batch NAME --expired` reissues the \
+expired ones.";
+
+#[derive(Debug, Args)]
+pub struct PayoutsArgs {
+    /// The batch whose payout links to follow.
+    #[arg(long, required_unless_present = "all", conflicts_with = "all")]
+    pub batch: Option<String>,
+    /// Every batch of the environment that still has links to follow (ACTIVE or never read).
+    #[arg(long)]
+    pub all: bool,
+    /// Links ACTIVE that expire within this many days are listed (and make the exit code 7).
+    #[arg(long, value_name = "DAYS", default_value_t = DEFAULT_EXPIRING_DAYS,
+          value_parser = clap::value_parser!(u32).range(0..=3650))]
+    pub expiring_within: u32,
+    /// Write the rows whose link is in these states as CSV: ACTIVE, CLAIMED, CANCELLED, EXPIRED
+    /// (comma-separated), or `expiring` (ACTIVE, expiring within the window).
+    #[arg(long, value_name = "STATUS[,STATUS]", value_delimiter = ',', value_parser = parse_listed)]
+    pub list: Vec<Listed>,
+    /// With --list: write the CSV here (mode 0600) instead of stdout.
+    #[arg(long, value_name = "FILE", requires = "list")]
+    pub out: Option<PathBuf>,
+    /// With --list: add each row's payout link (a bearer instrument: whoever holds it can
+    /// redeem it).
+    #[arg(long, requires = "list")]
+    pub with_links: bool,
+    /// Read nothing from the service: sum up and list what the ledger knows.
+    #[arg(long)]
+    pub no_read: bool,
+    /// At most this many order reads a second (a 429 halves it).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_READS_PER_SECOND,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub reads_per_second: u32,
+    /// How long the reads may wait for the service (429s, errors); the orders not read by then
+    /// keep their last known status (exit 5).
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_TIMEOUT_SECS,
+          value_parser = clap::value_parser!(u64).range(1..=crate::batch::options::MAX_POLL_TIMEOUT_SECS))]
+    pub timeout: u64,
+    /// One JSON object on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub service: ServiceArgs,
+}
+
+/// What `--list` selects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listed {
+    Status(PayoutStatus),
+    Expiring,
+}
+
+fn parse_listed(s: &str) -> Result<Listed, String> {
+    let upper = s.trim().to_ascii_uppercase();
+    if upper == "EXPIRING" {
+        return Ok(Listed::Expiring);
+    }
+    match PayoutStatus::parse(&upper) {
+        PayoutStatus::Other(_) => Err(format!(
+            "`{s}` is not a payout status: use ACTIVE, CLAIMED, CANCELLED, EXPIRED or expiring"
+        )),
+        status => Ok(Listed::Status(status)),
+    }
+}
+
+pub async fn execute(args: PayoutsArgs, quiet: bool) -> Result<Exit, CliError> {
+    if !args.list.is_empty() && args.out.is_none() && args.json {
+        return Err(CliError::usage(
+            "--list without --out writes the CSV on stdout, where --json would go too",
+            "pass --out FILE for the list, or leave --json out",
+        ));
+    }
+    if let Some(out) = &args.out
+        && let Some(clash) = output_clash(out, &args.service.ledger, &[])
+    {
+        return Err(CliError::usage(
+            format!("refusing to write the list over {clash}"),
+            "pass another --out FILE",
+        ));
+    }
+    let opts = PayoutsOptions {
+        ledger: args.service.ledger.clone(),
+        environment: args.service.environment()?,
+        api_key_file: args.service.api_key_file.clone(),
+        batch: args.batch.clone(),
+        reads_per_second: args.reads_per_second,
+        timeout: std::time::Duration::from_secs(args.timeout),
+        offline: args.no_read,
+    };
+    let console = Console::new(quiet || args.json);
+    let reporter = console.reporter();
+    let summaries = payouts::payouts(&opts, args.expiring_within, &reporter).await?;
+    if !args.list.is_empty() {
+        write_list(&args, &summaries)?;
+    }
+    if args.json {
+        print_json(&args, &summaries);
+    } else if args.list.is_empty() || !quiet {
+        // With --list the CSV may be on stdout: the summary goes to stderr.
+        let to_stderr = !args.list.is_empty();
+        for s in &summaries {
+            print_summary(s, to_stderr, args.batch.is_none());
+        }
+        if summaries.is_empty() {
+            say(
+                to_stderr,
+                "no batch of this environment has paid links to follow",
+            );
+        }
+    }
+    Ok(exit_of(&summaries))
+}
+
+/// 7 when links expire within the window, else 5 when orders could not be read, else 0.
+fn exit_of(summaries: &[PayoutSummary]) -> Exit {
+    if summaries.iter().any(|s| s.expiring > 0) {
+        Exit::Expiring
+    } else if summaries.iter().any(|s| !s.not_read.is_empty()) {
+        Exit::Incomplete
+    } else {
+        Exit::Ok
+    }
+}
+
+fn say(to_stderr: bool, line: &str) {
+    if to_stderr {
+        errln!("{line}");
+    } else {
+        outln!("{line}");
+    }
+}
+
+/// Amounts per currency: `USD 400.00 (40 rows, price 380.00)`.
+fn values_text(values: &BTreeMap<String, payouts::Value>) -> String {
+    values
+        .iter()
+        .map(|(currency, v)| {
+            format!(
+                "{currency} {} face value in {} rows (price {})",
+                v.face_value, v.rows, v.price
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Links named on the expiring line at most (`--list expiring` writes them all).
+const NAMED: usize = 10;
+
+fn print_summary(s: &PayoutSummary, to_stderr: bool, all: bool) {
+    let read = match &s.read_at {
+        Some(at) => format!("last read {at}"),
+        None => "never read from the service".into(),
+    };
+    say(
+        to_stderr,
+        &format!(
+            "batch {} ({}): payout links, {read}; {} orders read now",
+            s.batch, s.environment, s.orders_read
+        ),
+    );
+    let counts = s
+        .payouts
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(status, n)| format!("{status} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    say(
+        to_stderr,
+        &format!(
+            "  rows by link: {}",
+            if counts.is_empty() {
+                "none paid yet".into()
+            } else {
+                counts
+            }
+        ),
+    );
+    if !s.outstanding.is_empty() {
+        say(
+            to_stderr,
+            &format!(
+                "  not claimed yet (ACTIVE): {}",
+                values_text(&s.outstanding)
+            ),
+        );
+    }
+    if !s.expired.is_empty() {
+        say(
+            to_stderr,
+            &format!(
+                "  expired: {}; `paybatch retry --batch {} --expired` reissues them",
+                values_text(&s.expired),
+                shell_word(&s.batch)
+            ),
+        );
+    }
+    if s.reissued > 0 {
+        say(
+            to_stderr,
+            &format!("  reissued after their link expired: {} rows", s.reissued),
+        );
+    }
+    if s.expiring > 0 {
+        let named = s
+            .expiring_rows
+            .iter()
+            .take(NAMED)
+            .map(|e| format!("{} ({})", e.reference, e.expires_at))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let more = s.expiring.saturating_sub(NAMED);
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        say(
+            to_stderr,
+            &format!(
+                "  expiring within {} days: {} links: {named}{more}",
+                s.expiring_within_days, s.expiring
+            ),
+        );
+        if !all {
+            say(
+                to_stderr,
+                &format!(
+                    "  the list to remind them: paybatch payouts --batch {} --list expiring --out expiring.csv",
+                    shell_word(&s.batch)
+                ),
+            );
+        }
+    }
+    for n in &s.not_read {
+        say(
+            to_stderr,
+            &format!(
+                "  order {}: {}; its links keep their last known status",
+                n.order_id, n.reason
+            ),
+        );
+    }
+}
+
+/// One batch of `payouts --json`.
+#[derive(Serialize)]
+struct BatchJson<'a> {
+    #[serde(flatten)]
+    summary: &'a PayoutSummary,
+    expiring_links: Vec<ExpiringJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct ExpiringJson<'a> {
+    reference: &'a str,
+    expires_at: &'a str,
+}
+
+/// `payouts --all --json`.
+#[derive(Serialize)]
+struct AllJson<'a> {
+    batches: Vec<BatchJson<'a>>,
+    orders_read: usize,
+    expiring: usize,
+    not_read: usize,
+    exit_code: i32,
+}
+
+fn batch_json(s: &PayoutSummary) -> BatchJson<'_> {
+    BatchJson {
+        summary: s,
+        expiring_links: s
+            .expiring_rows
+            .iter()
+            .map(|e| ExpiringJson {
+                reference: &e.reference,
+                expires_at: &e.expires_at,
+            })
+            .collect(),
+    }
+}
+
+fn print_json(args: &PayoutsArgs, summaries: &[PayoutSummary]) {
+    let exit_code = exit_of(summaries).code();
+    if args.all {
+        super::out_json(&AllJson {
+            batches: summaries.iter().map(batch_json).collect(),
+            orders_read: summaries.iter().map(|s| s.orders_read).sum(),
+            expiring: summaries.iter().map(|s| s.expiring).sum(),
+            not_read: summaries.iter().map(|s| s.not_read.len()).sum(),
+            exit_code,
+        });
+    } else if let Some(s) = summaries.first() {
+        #[derive(Serialize)]
+        struct One<'a> {
+            #[serde(flatten)]
+            batch: BatchJson<'a>,
+            exit_code: i32,
+        }
+        super::out_json(&One {
+            batch: batch_json(s),
+            exit_code,
+        });
+    }
+}
+
+/// The columns of `--list`, before the input's other columns.
+const LIST_COLUMNS: [&str; 9] = [
+    "reference",
+    "email",
+    "product_code",
+    "face_value",
+    "currency",
+    "payout_status",
+    "status_since",
+    "expires_at",
+    "order_id",
+];
+
+/// Writes the rows `--list` selects, of every batch summed up, as CSV on stdout or `--out`.
+fn write_list(args: &PayoutsArgs, summaries: &[PayoutSummary]) -> Result<(), CliError> {
+    let failed = |path: &Path, e: &dyn std::fmt::Display| {
+        CliError::new(
+            Exit::Unexpected,
+            format!("cannot write {}: {e}", path.display()),
+            Some("check that the directory exists and is writable, or pass another --out FILE"),
+        )
+    };
+    let ledger = crate::ops::status::open_existing(&args.service.ledger)?;
+    match &args.out {
+        Some(path) => {
+            let file = PrivateFile::create(path).map_err(|e| failed(path, &e))?;
+            let n =
+                write_rows(&ledger, args, summaries, file.file()).map_err(|e| failed(path, &e))?;
+            file.commit().map_err(|e| failed(path, &e))?;
+            errln!(
+                "{n} rows written to {} (mode 0600{})",
+                path.display(),
+                if args.with_links {
+                    ": it holds payout links"
+                } else {
+                    ""
+                }
+            );
+        }
+        None => match write_rows(&ledger, args, summaries, std::io::stdout().lock()) {
+            Ok(_) => {}
+            Err(ListError::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            Err(e) => return Err(failed(Path::new("(stdout)"), &e)),
+        },
+    }
+    Ok(())
+}
+
+#[derive(Debug, thiserror::Error)]
+enum ListError {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Csv(#[from] csv::Error),
+    #[error("{0}")]
+    Run(#[from] crate::batch::outcome::RunError),
+}
+
+impl From<crate::ledger::LedgerError> for ListError {
+    fn from(e: crate::ledger::LedgerError) -> Self {
+        ListError::Run(e.into())
+    }
+}
+
+/// Writes the header and the selected rows; returns how many rows were written.
+fn write_rows(
+    ledger: &Ledger,
+    args: &PayoutsArgs,
+    summaries: &[PayoutSummary],
+    out: impl Write,
+) -> Result<usize, ListError> {
+    let statuses: Vec<PayoutStatus> = args
+        .list
+        .iter()
+        .filter_map(|l| match l {
+            Listed::Status(s) => Some(s.clone()),
+            Listed::Expiring => None,
+        })
+        .collect();
+    let expiring = args
+        .list
+        .contains(&Listed::Expiring)
+        .then_some(args.expiring_within);
+    let mut csv = csv::Writer::from_writer(out);
+    let mut written = 0;
+    let mut header_done = false;
+    for s in summaries {
+        let Some(batch) = ledger.batch(&s.batch)? else {
+            continue;
+        };
+        // The input's columns paybatch does not write itself, by their position.
+        let others: Vec<(usize, &String)> = batch
+            .headers
+            .iter()
+            .enumerate()
+            .filter(|(_, h)| canonical_column(h).is_none())
+            .collect();
+        if !header_done {
+            let mut header: Vec<&str> = Vec::new();
+            if args.all {
+                header.push("batch");
+            }
+            header.extend(LIST_COLUMNS);
+            if args.with_links {
+                header.push("payout_url");
+            }
+            header.extend(others.iter().map(|(_, h)| h.as_str()));
+            csv.write_record(&header)?;
+            header_done = true;
+        }
+        let mut failure: Option<csv::Error> = None;
+        written += payouts::listed_rows(
+            ledger,
+            &batch,
+            &statuses,
+            expiring,
+            chrono::Utc::now(),
+            |row| {
+                let line = list_line(&row, args, &s.batch, &others);
+                csv.write_record(line.iter().map(|c| c.as_str()))
+                    .map_err(|e| {
+                        let io = std::io::Error::other(e.to_string());
+                        failure = Some(e);
+                        io
+                    })
+            },
+        )?;
+        if let Some(e) = failure {
+            return Err(e.into());
+        }
+    }
+    if !header_done {
+        let mut header: Vec<&str> = LIST_COLUMNS.to_vec();
+        if args.with_links {
+            header.push("payout_url");
+        }
+        csv.write_record(&header)?;
+    }
+    csv.flush()?;
+    Ok(written)
+}
+
+/// One line of `--list`, every cell as the result file writes it.
+fn list_line(
+    row: &PayoutRow,
+    args: &PayoutsArgs,
+    batch: &str,
+    others: &[(usize, &String)],
+) -> Vec<String> {
+    let spec = row
+        .spec
+        .as_deref()
+        .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
+        .unwrap_or_default();
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
+    let products = spec["product_codes"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|p| p.as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default();
+    let mut cells: Vec<String> = Vec::new();
+    if args.all {
+        cells.push(batch.to_string());
+    }
+    cells.extend([
+        row.reference.clone(),
+        text(&spec["email"]),
+        products,
+        text(&spec["face_value"]),
+        text(&spec["currency"]),
+        row.status
+            .as_ref()
+            .map(|s| s.as_str().to_string())
+            .unwrap_or_default(),
+        row.since.clone().unwrap_or_default(),
+        row.expires_at.clone().unwrap_or_default(),
+        row.service_order_id.clone().unwrap_or_default(),
+    ]);
+    let link = args
+        .with_links
+        .then(|| row.payout_url.clone().unwrap_or_default());
+    let mut out: Vec<String> = cells.iter().map(|c| safe_cell(c)).collect();
+    if let Some(link) = link {
+        let shown = crate::text::cell(&link).into_owned();
+        out.push(if link.is_empty() || plain_link(&link) {
+            shown
+        } else {
+            format!("'{shown}")
+        });
+    }
+    out.extend(
+        others
+            .iter()
+            .map(|(i, _)| safe_cell(row.fields.get(*i).map_or("", String::as_str))),
+    );
+    out
+}
+
+/// A cell as the result file writes it: escaped, and neutralised for spreadsheets.
+fn safe_cell(cell: &str) -> String {
+    let shown = crate::text::cell(cell);
+    neutralize(&shown).into_owned()
+}
