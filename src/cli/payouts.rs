@@ -127,7 +127,7 @@ pub async fn execute(args: PayoutsArgs, quiet: bool) -> Result<Exit, CliError> {
     let reporter = console.reporter();
     let summaries = payouts::payouts(&opts, args.expiring_within, &reporter).await?;
     if !args.list.is_empty() {
-        write_list(&args, &summaries)?;
+        write_list(&args, &summaries, payouts::clock_now(&opts))?;
     }
     if args.json {
         print_json(&args, &summaries);
@@ -356,7 +356,11 @@ const LIST_COLUMNS: [&str; 9] = [
 ];
 
 /// Writes the rows `--list` selects, of every batch summed up, as CSV on stdout or `--out`.
-fn write_list(args: &PayoutsArgs, summaries: &[PayoutSummary]) -> Result<(), CliError> {
+fn write_list(
+    args: &PayoutsArgs,
+    summaries: &[PayoutSummary],
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<(), CliError> {
     let failed = |path: &Path, e: &dyn std::fmt::Display| {
         CliError::new(
             Exit::Unexpected,
@@ -368,8 +372,8 @@ fn write_list(args: &PayoutsArgs, summaries: &[PayoutSummary]) -> Result<(), Cli
     match &args.out {
         Some(path) => {
             let file = PrivateFile::create(path).map_err(|e| failed(path, &e))?;
-            let n =
-                write_rows(&ledger, args, summaries, file.file()).map_err(|e| failed(path, &e))?;
+            let n = write_rows(&ledger, args, summaries, now, file.file())
+                .map_err(|e| failed(path, &e))?;
             file.commit().map_err(|e| failed(path, &e))?;
             errln!(
                 "{n} rows written to {} (mode 0600{})",
@@ -381,7 +385,7 @@ fn write_list(args: &PayoutsArgs, summaries: &[PayoutSummary]) -> Result<(), Cli
                 }
             );
         }
-        None => match write_rows(&ledger, args, summaries, std::io::stdout().lock()) {
+        None => match write_rows(&ledger, args, summaries, now, std::io::stdout().lock()) {
             Ok(_) => {}
             Err(ListError::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
             Err(e) => return Err(failed(Path::new("(stdout)"), &e)),
@@ -411,6 +415,7 @@ fn write_rows(
     ledger: &Ledger,
     args: &PayoutsArgs,
     summaries: &[PayoutSummary],
+    now: chrono::DateTime<chrono::Utc>,
     out: impl Write,
 ) -> Result<usize, ListError> {
     let statuses: Vec<PayoutStatus> = args
@@ -453,22 +458,15 @@ fn write_rows(
             header_done = true;
         }
         let mut failure: Option<csv::Error> = None;
-        written += payouts::listed_rows(
-            ledger,
-            &batch,
-            &statuses,
-            expiring,
-            chrono::Utc::now(),
-            |row| {
-                let line = list_line(&row, args, &s.batch, &others);
-                csv.write_record(line.iter().map(|c| c.as_str()))
-                    .map_err(|e| {
-                        let io = std::io::Error::other(e.to_string());
-                        failure = Some(e);
-                        io
-                    })
-            },
-        )?;
+        written += payouts::listed_rows(ledger, &batch, &statuses, expiring, now, |row| {
+            let line = list_line(&row, args, &s.batch, &others);
+            csv.write_record(line.iter().map(|c| c.as_str()))
+                .map_err(|e| {
+                    let io = std::io::Error::other(e.to_string());
+                    failure = Some(e);
+                    io
+                })
+        })?;
         if let Some(e) = failure {
             return Err(e.into());
         }

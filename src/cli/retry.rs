@@ -71,8 +71,13 @@ pub async fn execute(args: RetryArgs) -> Result<Exit, CliError> {
             retried.references.len(),
             crate::text::shown(&first_of(&retried.references))
         );
+        let file = if args.expired {
+            "the same file: it pays them again"
+        } else {
+            "the same file, fixed"
+        };
         errln!(
-            "next: paybatch run FILE --batch {} (the same file, fixed)",
+            "next: paybatch run FILE --batch {} ({file})",
             crate::text::shell_word(&args.batch)
         );
     }

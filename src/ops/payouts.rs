@@ -144,6 +144,26 @@ fn batches_to_read(ledger: &Ledger, opts: &PayoutsOptions) -> Result<Vec<BatchRe
     }
 }
 
+/// The now links are compared with: the wall clock, or on the embedded simulator its simulated
+/// clock (`paybatch sim clock --advance` moves it, for a rehearsal of the months after payment).
+pub fn clock_now(opts: &PayoutsOptions) -> DateTime<Utc> {
+    let now = Utc::now();
+    if !opts.environment.is_simulated() {
+        return now;
+    }
+    let state = crate::environment::embedded_state_path(&opts.ledger);
+    if !state.exists() {
+        return now;
+    }
+    let config = crate::environment::embedded_sim_config(Some(state));
+    let offset = crate::sim::SimState::open(config)
+        .and_then(|s| s.clock_offset())
+        .ok()
+        .and_then(|d| chrono::Duration::from_std(d).ok())
+        .unwrap_or_default();
+    now + offset
+}
+
 /// Reads the links of the batch (or of every batch with links to follow) and sums each up.
 /// `within` is the window of links expiring soon.
 pub async fn payouts(
@@ -193,7 +213,7 @@ pub async fn payouts(
             }
         }
     }
-    let now = Utc::now();
+    let now = clock_now(opts);
     let mut out = Vec::new();
     for b in &batches {
         let read = reads.remove(&b.id).unwrap_or_default();

@@ -1,0 +1,455 @@
+//! `paybatch payouts` and `paybatch retry --expired`, through the binary on the default
+//! environment (the embedded simulator, whose payout links live a seeded life on a clock that
+//! `paybatch sim clock` moves): counts per status agree with the simulator's own, an order whose
+//! links are all final is never read again, `--list` names exactly the rows in a state, and a
+//! reissue pays each expired row once more and no other.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use common::{Workspace, col, paybatch_in, read_csv, stderr_of, stdout_of};
+use serde_json::Value;
+
+/// A batch of `rows` payout links of 10.00 USD, `R-001`...
+fn batch_csv(rows: usize) -> String {
+    let mut csv = String::from("reference,product_code,face_value,currency,department\n");
+    for i in 1..=rows {
+        csv.push_str(&format!(
+            "R-{i:03},AMZ-US,10.00,USD,{}\n",
+            ["Sales", "Ops"][i % 2]
+        ));
+    }
+    csv
+}
+
+async fn pb(ws: &Workspace, args: &[&str]) -> std::process::Output {
+    paybatch_in(ws.dir.path(), args, &[]).await
+}
+
+/// `paybatch payouts --batch b --json`, with its exit code.
+async fn payouts_json(ws: &Workspace, extra: &[&str]) -> (Value, i32) {
+    let mut args = vec!["payouts", "--batch", "b", "--json"];
+    args.extend_from_slice(extra);
+    let out = pb(ws, &args).await;
+    let json: Value = serde_json::from_str(stdout_of(&out).trim())
+        .unwrap_or_else(|e| panic!("{e}: {}\n{}", stdout_of(&out), stderr_of(&out)));
+    (json, out.status.code().unwrap_or(-1))
+}
+
+/// The simulator's own count per status (`paybatch sim payouts --json`), and its items'
+/// statuses by (order id, item id).
+async fn simulator_census(
+    ws: &Workspace,
+) -> (BTreeMap<String, i64>, BTreeMap<(String, String), String>) {
+    let out = pb(ws, &["sim", "payouts", "--json"]).await;
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let json: Value = serde_json::from_str(stdout_of(&out).trim()).expect("census JSON");
+    let counts = json["payouts"]
+        .as_object()
+        .expect("counts")
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_i64().unwrap_or(-1)))
+        .collect();
+    let items = json["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|i| {
+            (
+                (
+                    i["order_id"].as_str().unwrap_or("").to_string(),
+                    i["item_id"].as_str().unwrap_or("").to_string(),
+                ),
+                i["status"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    (counts, items)
+}
+
+fn counts_of(json: &Value) -> BTreeMap<String, i64> {
+    json["payouts"]
+        .as_object()
+        .expect("payouts")
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_i64().unwrap_or(-1)))
+        .collect()
+}
+
+/// The result file's lines as (reference -> column -> value).
+fn result_lines(ws: &Workspace) -> BTreeMap<String, BTreeMap<String, String>> {
+    let rows = read_csv(&ws.path("b.SIMULATED.result.csv"));
+    let header = rows[0].clone();
+    let reference = col(&header, "reference");
+    rows[1..]
+        .iter()
+        .map(|r| {
+            (
+                r[reference].clone(),
+                header.iter().cloned().zip(r.iter().cloned()).collect(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn links_are_followed_until_final_as_the_simulator_counts_them_and_read_once() {
+    let ws = Workspace::new();
+    ws.write("b.csv", &batch_csv(40));
+    let setup = pb(
+        &ws,
+        &[
+            "sim",
+            "account",
+            "--link-expiry-days",
+            "20",
+            "--claim-share",
+            "0.5",
+            "--cancel-share",
+            "0.1",
+            "--claim-within-days",
+            "10",
+        ],
+    )
+    .await;
+    assert!(setup.status.success(), "{}", stderr_of(&setup));
+    let run = pb(
+        &ws,
+        &[
+            "run",
+            "b.csv",
+            "--batch",
+            "b",
+            "--items-per-order",
+            "3",
+            "-q",
+        ],
+    )
+    .await;
+    assert_eq!(run.status.code(), Some(0), "{}", stderr_of(&run));
+
+    // Right after payment every link is live; each order is read once.
+    let (first, code) = payouts_json(&ws, &[]).await;
+    assert_eq!(code, 0, "nothing expires within 14 days: {first}");
+    assert_eq!(counts_of(&first)["ACTIVE"], 40, "{first}");
+    assert_eq!(first["orders_read"], 14, "40 rows in orders of 3: {first}");
+    assert_eq!(
+        first["outstanding"]["USD"]["face_value"], "400.00",
+        "{first}"
+    );
+
+    // A week later some are claimed or cancelled: the counts are the simulator's own.
+    let moved = pb(&ws, &["sim", "clock", "--advance", "7d"]).await;
+    assert!(moved.status.success(), "{}", stderr_of(&moved));
+    let (week, code) = payouts_json(&ws, &[]).await;
+    let (census, week_items) = simulator_census(&ws).await;
+    let orders_still_active: BTreeSet<&String> = week_items
+        .iter()
+        .filter(|(_, status)| status.as_str() == "ACTIVE")
+        .map(|((order, _), _)| order)
+        .collect();
+    assert_eq!(counts_of(&week), census, "a week on: {week}");
+    assert!(counts_of(&week)["CLAIMED"] > 0, "{week}");
+    assert_eq!(
+        code, 7,
+        "the links still ACTIVE expire within 14 days: {week}"
+    );
+    assert_eq!(
+        week["expiring"].as_i64(),
+        Some(counts_of(&week)["ACTIVE"]),
+        "{week}"
+    );
+    let read_in_week = week["orders_read"].as_i64().expect("orders read");
+    assert!(read_in_week > 0 && read_in_week <= 14, "{week}");
+
+    // A month later every link is final, and as the simulator says.
+    pb(&ws, &["sim", "clock", "--advance", "30d"]).await;
+    let (month, code) = payouts_json(&ws, &[]).await;
+    let (census, items) = simulator_census(&ws).await;
+    assert_eq!(counts_of(&month), census, "a month on: {month}");
+    assert_eq!(counts_of(&month)["ACTIVE"], 0, "{month}");
+    assert!(counts_of(&month)["EXPIRED"] > 0, "{month}");
+    assert_eq!(code, 0, "{month}");
+    // Only the orders that still had a live link were read again, each once.
+    assert_eq!(
+        month["orders_read"].as_u64(),
+        Some(orders_still_active.len() as u64),
+        "{month}"
+    );
+    // A second call reads no order at all.
+    let (again, _) = payouts_json(&ws, &[]).await;
+    assert_eq!(again["orders_read"], 0, "{again}");
+    assert_eq!(counts_of(&again), census);
+
+    // The result file and `status` carry each row's last known status, item by item as the
+    // simulator has it.
+    let report = pb(&ws, &["report", "--batch", "b"]).await;
+    assert!(report.status.success(), "{}", stderr_of(&report));
+    for (reference, line) in result_lines(&ws) {
+        let key = (line["order_id"].clone(), line["item_id"].clone());
+        assert_eq!(
+            Some(&line["payout_status"]),
+            items.get(&key),
+            "row {reference}"
+        );
+    }
+    let status = pb(&ws, &["status", "--batch", "b", "--json"]).await;
+    let status: Value = serde_json::from_str(stdout_of(&status).trim()).expect("status JSON");
+    assert_eq!(status["payouts"]["EXPIRED"], census["EXPIRED"], "{status}");
+    assert!(status["payouts_read_at"].is_string(), "{status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_expired_rows_are_listed_exactly_and_each_reissued_and_paid_once_more() {
+    let ws = Workspace::new();
+    ws.write("b.csv", &batch_csv(30));
+    let setup = pb(
+        &ws,
+        &[
+            "sim",
+            "account",
+            "--link-expiry-days",
+            "10",
+            "--claim-share",
+            "0.4",
+        ],
+    )
+    .await;
+    assert!(setup.status.success(), "{}", stderr_of(&setup));
+    let run = pb(&ws, &["run", "b.csv", "--batch", "b", "-q"]).await;
+    assert_eq!(run.status.code(), Some(0), "{}", stderr_of(&run));
+
+    // Nothing is reissued before a link is read EXPIRED.
+    let early = pb(&ws, &["retry", "--batch", "b", "--expired", "--json"]).await;
+    let early: Value = serde_json::from_str(stdout_of(&early).trim()).expect("retry JSON");
+    assert_eq!(early["retried"], serde_json::json!([]), "{early}");
+
+    pb(&ws, &["sim", "clock", "--advance", "12d"]).await;
+    let (read, _) = payouts_json(&ws, &[]).await;
+    let expired_count = counts_of(&read)["EXPIRED"];
+    assert!(expired_count > 0 && expired_count < 30, "{read}");
+
+    // --list expired names exactly the rows whose link expired (as the result file says), and
+    // carries the input's other columns; no link without --with-links.
+    let listed = pb(&ws, &["payouts", "--batch", "b", "--list", "expired"]).await;
+    assert_eq!(listed.status.code(), Some(0), "{}", stderr_of(&listed));
+    let mut reader = csv::Reader::from_reader(listed.stdout.as_slice());
+    let header: Vec<String> = reader
+        .headers()
+        .expect("header")
+        .iter()
+        .map(str::to_string)
+        .collect();
+    assert!(header.contains(&"department".to_string()), "{header:?}");
+    assert!(!header.contains(&"payout_url".to_string()), "{header:?}");
+    let listed: BTreeSet<String> = reader
+        .records()
+        .map(|r| r.expect("a record")[0].to_string())
+        .collect();
+    pb(&ws, &["report", "--batch", "b"]).await;
+    let before = result_lines(&ws);
+    let expired: BTreeSet<String> = before
+        .iter()
+        .filter(|(_, l)| l["payout_status"] == "EXPIRED")
+        .map(|(r, _)| r.clone())
+        .collect();
+    assert_eq!(listed, expired);
+    assert_eq!(listed.len() as i64, expired_count);
+
+    // With --out, the file is private and holds the links when asked.
+    let out = pb(
+        &ws,
+        &[
+            "payouts",
+            "--batch",
+            "b",
+            "--list",
+            "EXPIRED",
+            "--out",
+            "remind.csv",
+            "--with-links",
+            "--no-read",
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let remind = read_csv(&ws.path("remind.csv"));
+    let link = col(&remind[0], "payout_url");
+    assert!(remind[1..].iter().all(|r| r[link].starts_with("https://")));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(ws.path("remind.csv"))
+            .expect("file")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    // The reissue makes exactly the expired rows payable; the run pays each once more.
+    let retried = pb(&ws, &["retry", "--batch", "b", "--expired", "--json"]).await;
+    let retried: Value = serde_json::from_str(stdout_of(&retried).trim()).expect("retry JSON");
+    let reissued: BTreeSet<String> = retried["retried"]
+        .as_array()
+        .expect("references")
+        .iter()
+        .map(|r| r.as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(reissued, expired);
+    let again = pb(&ws, &["run", "b.csv", "--batch", "b", "-q"]).await;
+    assert_eq!(again.status.code(), Some(0), "{}", stderr_of(&again));
+    let after = result_lines(&ws);
+    let (_, items) = simulator_census(&ws).await;
+    let orders_per_reference = {
+        // Every item at the simulator is a payment: count them per row through the result
+        // file's order ids and the reissued attempts' ones.
+        let mut n: BTreeMap<String, usize> = BTreeMap::new();
+        for (reference, line) in &after {
+            let now_paid = items.contains_key(&(line["order_id"].clone(), line["item_id"].clone()));
+            let earlier = !line["reissue_of"].is_empty();
+            *n.entry(reference.clone()).or_default() +=
+                usize::from(now_paid) + usize::from(earlier);
+        }
+        n
+    };
+    assert_eq!(
+        items.len(),
+        30 + expired.len(),
+        "one more item per expired row, no other"
+    );
+    for (reference, line) in &after {
+        assert_eq!(line["status"], "COMPLETED", "{reference}");
+        if expired.contains(reference) {
+            assert_ne!(
+                line["order_id"], before[reference]["order_id"],
+                "{reference}: a new order"
+            );
+            assert_eq!(
+                line["reissue_of"],
+                format!("attempt 1: {}", before[reference]["order_id"]),
+                "{reference}"
+            );
+            assert_eq!(line["payout_status"], "ACTIVE", "{reference}");
+            assert_eq!(orders_per_reference[reference], 2, "{reference}");
+        } else {
+            assert_eq!(
+                line["order_id"], before[reference]["order_id"],
+                "{reference}"
+            );
+            assert_eq!(line["reissue_of"], "", "{reference}");
+            assert_eq!(orders_per_reference[reference], 1, "{reference}");
+        }
+    }
+    // What left the balance counts both attempts of a reissued row.
+    let status = pb(&ws, &["status", "--batch", "b", "--json"]).await;
+    let status: Value = serde_json::from_str(stdout_of(&status).trim()).expect("status JSON");
+    let usd = status["charged"]
+        .as_array()
+        .expect("charged")
+        .iter()
+        .find(|c| c["currency"] == "USD")
+        .expect("USD charged")["amount"]
+        .as_str()
+        .expect("amount")
+        .parse::<rust_decimal::Decimal>()
+        .expect("a decimal");
+    let per_row = usd / rust_decimal::Decimal::from(30 + expired.len());
+    assert!(
+        per_row > rust_decimal::Decimal::from(9) && per_row <= rust_decimal::Decimal::from(10),
+        "{status}"
+    );
+    // A second reissue finds nothing: the new links are ACTIVE.
+    let none = pb(&ws, &["retry", "--batch", "b", "--expired", "--json"]).await;
+    let none: Value = serde_json::from_str(stdout_of(&none).trim()).expect("retry JSON");
+    assert_eq!(none["retried"], serde_json::json!([]), "{none}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn links_expiring_soon_make_exit_7_and_are_listed_with_their_references() {
+    let ws = Workspace::new();
+    ws.write("b.csv", &batch_csv(6));
+    pb(
+        &ws,
+        &[
+            "sim",
+            "account",
+            "--link-expiry-days",
+            "10",
+            "--claim-share",
+            "0",
+        ],
+    )
+    .await;
+    let run = pb(&ws, &["run", "b.csv", "--batch", "b", "-q"]).await;
+    assert_eq!(run.status.code(), Some(0), "{}", stderr_of(&run));
+    let (json, code) = payouts_json(&ws, &[]).await;
+    assert_eq!(code, 7, "{json}");
+    assert_eq!(json["expiring"], 6, "{json}");
+    assert_eq!(
+        json["expiring_links"].as_array().map(Vec::len),
+        Some(6),
+        "{json}"
+    );
+    // A shorter window: nothing expires within it.
+    let (json, code) = payouts_json(&ws, &["--expiring-within", "5", "--no-read"]).await;
+    assert_eq!((code, json["expiring"].as_i64()), (0, Some(0)), "{json}");
+    // --all, for cron: one object, the same exit code.
+    let all = pb(&ws, &["payouts", "--all", "--quiet", "--json"]).await;
+    assert_eq!(all.status.code(), Some(7), "{}", stderr_of(&all));
+    let all: Value = serde_json::from_str(stdout_of(&all).trim()).expect("JSON");
+    assert_eq!(all["expiring"], 6, "{all}");
+    assert_eq!(all["batches"][0]["batch"], "b", "{all}");
+    let listed = pb(
+        &ws,
+        &["payouts", "--batch", "b", "--list", "expiring", "--no-read"],
+    )
+    .await;
+    assert_eq!(
+        stdout_of(&listed).lines().count(),
+        7,
+        "{}",
+        stdout_of(&listed)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn payouts_refuses_what_it_cannot_do_plainly() {
+    let ws = Workspace::new();
+    let none = pb(&ws, &["payouts", "--batch", "b"]).await;
+    assert_eq!(none.status.code(), Some(2), "{}", stderr_of(&none));
+    assert!(!ws.ledger().exists(), "no ledger is created");
+    let neither = pb(&ws, &["payouts"]).await;
+    assert_eq!(neither.status.code(), Some(2));
+    let bad = pb(&ws, &["payouts", "--batch", "b", "--list", "SPENT"]).await;
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        stderr_of(&bad).contains("not a payout status"),
+        "{}",
+        stderr_of(&bad)
+    );
+    ws.write("b.csv", &batch_csv(2));
+    pb(&ws, &["run", "b.csv", "--batch", "b", "-q"]).await;
+    let clash = pb(
+        &ws,
+        &[
+            "payouts",
+            "--batch",
+            "b",
+            "--list",
+            "active",
+            "--out",
+            "paybatch.db",
+        ],
+    )
+    .await;
+    assert_eq!(clash.status.code(), Some(2), "{}", stderr_of(&clash));
+    let both = pb(
+        &ws,
+        &["payouts", "--batch", "b", "--list", "active", "--json"],
+    )
+    .await;
+    assert_eq!(both.status.code(), Some(2), "{}", stderr_of(&both));
+    let other = pb(&ws, &["payouts", "--batch", "nope"]).await;
+    assert_eq!(other.status.code(), Some(2), "{}", stderr_of(&other));
+}
