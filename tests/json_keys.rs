@@ -94,7 +94,7 @@ const RUN_KEYS: &[&str] = &[
 
 const RUN_MAPS: &[&str] = &["rows", "totals.per_product_currency"];
 
-const STATUS_MAPS: &[&str] = &["states", "orders"];
+const STATUS_MAPS: &[&str] = &["states", "orders", "payouts"];
 
 #[tokio::test]
 async fn every_json_output_keeps_its_keys() {
@@ -310,6 +310,8 @@ async fn every_json_output_keeps_its_keys() {
         "next",
         "orders",
         "orders.*",
+        "payouts",
+        "payouts_read_at",
         "repeats",
         "rows",
         "states",
@@ -324,8 +326,47 @@ async fn every_json_output_keeps_its_keys() {
     .await;
     assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
     let mut paid = one_batch.to_vec();
-    paid.extend(["charged[].amount", "charged[].by", "charged[].currency"]);
+    paid.extend([
+        "charged[].amount",
+        "charged[].by",
+        "charged[].currency",
+        "payouts.*",
+    ]);
     assert_keys("status --batch (paid)", &out, STATUS_MAPS, &paid);
+    let out = paybatch_in(
+        ws.dir.path(),
+        &[
+            "payouts", "--batch", "nov", "--json", "--no-read", "--ledger", ledger,
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    assert_keys(
+        "payouts --batch",
+        &out,
+        &["payouts", "outstanding", "expired"],
+        &[
+            "batch",
+            "environment",
+            "exit_code",
+            "expired",
+            "expiring",
+            "expiring_links",
+            "expiring_within_days",
+            "not_read",
+            "orders_read",
+            "outstanding",
+            "outstanding.*",
+            "outstanding.*.face_value",
+            "outstanding.*.price",
+            "outstanding.*.rows",
+            "payouts",
+            "payouts.*",
+            "read_at",
+            "reissued",
+        ],
+    );
     let out = paybatch_in(
         ws.dir.path(),
         &["status", "--batch", "again", "--json", "--ledger", ledger],
