@@ -323,7 +323,10 @@ async fn a_ledger_of_schema_8_keeps_plans_once_migrated() {
     let out = against(&ws, &sim, &["run", "f.csv"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let conn = rusqlite::Connection::open(ws.ledger()).expect("open");
-    conn.execute_batch("DROP TABLE approved_plans; PRAGMA user_version = 8;")
+    conn.execute_batch(
+        "DROP TABLE payouts; ALTER TABLE batches DROP COLUMN payouts_read_at;
+         DROP TABLE approved_plans; PRAGMA user_version = 8;",
+    )
         .expect("schema 8");
     drop(conn);
 
@@ -333,7 +336,7 @@ async fn a_ledger_of_schema_8_keeps_plans_once_migrated() {
         .expect("open")
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .expect("version");
-    assert_eq!(version, 9);
+    assert_eq!(version, 10);
     ws.write(
         "f.csv",
         &rows(1..=8, |i, c| {

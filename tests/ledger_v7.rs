@@ -74,7 +74,9 @@ fn row_states(ledger: &Path) -> BTreeMap<String, i64> {
 fn back_to_schema_6(ledger: &Path) {
     db(ledger)
         .execute_batch(
-            "DROP TABLE approved_plans;
+            "DROP TABLE payouts;
+             ALTER TABLE batches DROP COLUMN payouts_read_at;
+             DROP TABLE approved_plans;
              DROP INDEX rows_paid_likeness;
              ALTER TABLE rows DROP COLUMN likeness;
              DROP INDEX rows_batch_state;
@@ -170,7 +172,7 @@ async fn a_schema_6_ledger_interrupted_mid_batch_resumes_and_counts_the_same_del
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .expect("version");
     assert_eq!(
-        version, 9,
+        version, 10,
         "the first command that opens it migrates it to the latest"
     );
     assert_eq!(rows_whose_delivery_differs(&ledger), []);
