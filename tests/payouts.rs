@@ -198,6 +198,26 @@ async fn links_are_followed_until_final_as_the_simulator_counts_them_and_read_on
     let status: Value = serde_json::from_str(stdout_of(&status).trim()).expect("status JSON");
     assert_eq!(status["payouts"]["EXPIRED"], census["EXPIRED"], "{status}");
     assert!(status["payouts_read_at"].is_string(), "{status}");
+
+    // The HTML report says what was claimed so far, per product and per column asked for.
+    let html = pb(
+        &ws,
+        &["report", "--batch", "b", "--html", "r.html", "--group-by", "department"],
+    )
+    .await;
+    assert!(html.status.success(), "{}", stderr_of(&html));
+    let page = std::fs::read_to_string(ws.path("r.html")).expect("page");
+    assert!(page.contains("Claimed so far"), "no claims section");
+    assert!(page.contains("Claims per product"));
+    assert!(page.contains("Claims per department"));
+    let claimed = census["CLAIMED"];
+    let expired_value = format!("{}.00 USD", census["EXPIRED"] * 10);
+    assert!(
+        page.contains(&format!("<td class=\"num\">{claimed}</td>")),
+        "claimed count {claimed} on the page"
+    );
+    assert!(page.contains(&expired_value), "expired value {expired_value} on the page");
+    assert!(!page.contains("playground.example"), "no payout link on the page");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -271,7 +271,7 @@ fn claims_tables(tally: &Tally) -> Vec<ClaimsTable> {
         .map(|(b, claims)| {
             let (heading, column) = match &b.column {
                 None => ("product".to_string(), "Product".to_string()),
-                Some((name, _)) => (format!("`{name}`"), name.clone()),
+                Some((name, _)) => (name.to_lowercase(), name.clone()),
             };
             let mut last_currency: Option<&str> = None;
             let lines = claims
