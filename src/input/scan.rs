@@ -749,6 +749,39 @@ mod tests {
 
     const HEADER: &str = "reference,product_code,face_value,currency,email\n";
 
+    /// The text the ledger stores of a valid row, pinned: ledgers written before read the
+    /// same, and a row of a file merged again is found unchanged.
+    #[test]
+    fn the_stored_spec_text_is_pinned() {
+        let spec = |email: Option<&str>, country: Option<&str>, card: Option<&str>| RowSpec {
+            line: 2,
+            reference: "R-1".into(),
+            product_codes: vec!["AMZ-US".into(), "ITUNES-US".into()],
+            face_value: "25.50".parse().expect("decimal"),
+            currency: "USD".into(),
+            distribution: crate::api::DistributionType::Email,
+            email: email.map(str::to_string),
+            payment_currency: "EUR".into(),
+            country: country.map(str::to_string),
+            card_id: card.map(str::to_string),
+            fields: vec!["ignored".into()],
+            columns: Default::default(),
+        };
+        assert_eq!(
+            spec_json(&spec(Some("jané@example.com"), Some("US"), Some("card_1"))),
+            r#"{"product_codes":["AMZ-US","ITUNES-US"],"face_value":"25.50","currency":"USD","distribution":"EMAIL","email":"jané@example.com","payment_currency":"EUR","country":"US","card_id":"card_1"}"#
+        );
+        let mut link = spec(None, None, None);
+        link.distribution = crate::api::DistributionType::PayoutLink;
+        link.product_codes.truncate(1);
+        link.face_value = "10".parse().expect("decimal");
+        link.payment_currency = "USD".into();
+        assert_eq!(
+            spec_json(&link),
+            r#"{"product_codes":["AMZ-US"],"face_value":"10","currency":"USD","distribution":"PAYOUT_LINK","payment_currency":"USD"}"#
+        );
+    }
+
     #[test]
     fn rows_are_estimated_from_line_ends_outside_quotes() {
         let est = |text: &str| estimate_rows(file(text).path(), None);

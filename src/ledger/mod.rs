@@ -8,6 +8,7 @@
 pub mod approved;
 mod batches;
 mod catalog_cache;
+mod columns;
 mod events;
 pub mod history;
 pub mod lock;
@@ -16,6 +17,7 @@ mod open;
 mod orders;
 pub mod repeats;
 mod rows;
+pub mod spec;
 pub mod state;
 mod transitions;
 
@@ -25,6 +27,7 @@ use rusqlite::{Connection, Transaction};
 
 use batches::insert_batch;
 pub use batches::{BatchRecord, NewBatch, SendProgress};
+pub use columns::{Json, OrderMode, UnknownText};
 pub use events::EventRecord;
 use events::event;
 use open::OpenHere;
@@ -32,6 +35,7 @@ pub use open::{canonical_path, create_private_file};
 pub use orders::{IntentHead, OrderRecord, OutsideFile, PlannedOrder};
 use rows::latest_conversion_in;
 pub use rows::{Conversion, HeldRow, IncomingRow, MergeReport, OrderLabel, RowRecord, SeenRow};
+pub use spec::StoredSpec;
 pub use state::{OrderState, RowState, row_state_for};
 pub use transitions::{ItemOutcome, Transition};
 
@@ -103,10 +107,14 @@ fn parse_state<S: std::str::FromStr<Err = state::UnknownState>>(text: &str) -> R
         .map_err(|e: state::UnknownState| LedgerError::Corrupt(e.to_string()))
 }
 
+/// An error of SQLite at `path`; text a typed column does not know is a damaged ledger.
 fn sqlerr(path: &Path) -> impl Fn(rusqlite::Error) -> LedgerError + '_ {
-    move |source| LedgerError::Sqlite {
-        path: path.to_path_buf(),
-        source,
+    move |source| match columns::unknown_text(&source) {
+        Some(message) => LedgerError::Corrupt(message),
+        None => LedgerError::Sqlite {
+            path: path.to_path_buf(),
+            source,
+        },
     }
 }
 
