@@ -13,12 +13,12 @@
 //! the first pass does and hands it on as the second does, and stops at the first problem (the
 //! caller then rolls back and reads the file in two passes, which report every problem).
 
+use std::borrow::Cow;
 use std::path::Path;
 
-use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::ledger::IncomingRow;
+use crate::ledger::{IncomingRow, StoredSpec};
 
 use super::reader::{BatchReader, ColumnMap, InputOptions, RawRecord};
 use super::rules::{
@@ -675,34 +675,21 @@ fn fields_json(fields: &[String]) -> String {
     serde_json::to_string(fields).unwrap_or_else(|_| "[]".into())
 }
 
-/// The validated row as the ledger keeps it (`rows.spec`): what the result, the report and
-/// reconciliation read back (the reference has its own column; absent values are left out).
+/// The validated row as the ledger keeps it (`rows.spec`, [`StoredSpec`]): what the result, the
+/// report and reconciliation read back (the reference has its own column; absent values are
+/// left out).
 pub fn spec_json(s: &RowSpec) -> String {
-    #[derive(Serialize)]
-    struct Stored<'a> {
-        product_codes: &'a [String],
-        face_value: String,
-        currency: &'a str,
-        distribution: &'a str,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        email: Option<&'a str>,
-        payment_currency: &'a str,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        country: Option<&'a str>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        card_id: Option<&'a str>,
+    StoredSpec {
+        product_codes: Cow::Borrowed(&s.product_codes),
+        face_value: s.face_value,
+        currency: Cow::Borrowed(&s.currency),
+        distribution: s.distribution,
+        email: s.email.as_deref().map(Cow::Borrowed),
+        payment_currency: Cow::Borrowed(&s.payment_currency),
+        country: s.country.as_deref().map(Cow::Borrowed),
+        card_id: s.card_id.as_deref().map(Cow::Borrowed),
     }
-    serde_json::to_string(&Stored {
-        product_codes: &s.product_codes,
-        face_value: s.face_value.to_string(),
-        currency: &s.currency,
-        distribution: s.distribution.as_str(),
-        email: s.email.as_deref(),
-        payment_currency: &s.payment_currency,
-        country: s.country.as_deref(),
-        card_id: s.card_id.as_deref(),
-    })
-    .unwrap_or_default()
+    .to_json()
 }
 
 #[cfg(test)]

@@ -268,6 +268,40 @@ mod tests {
         assert!(matches!(read, Err(rusqlite::Error::InvalidColumnType(..))));
     }
 
+    /// Text a typed column does not know (a newer paybatch, a hand edit) is a damaged ledger,
+    /// said as such by whichever read meets it.
+    #[test]
+    fn unknown_text_in_a_ledger_is_damage() {
+        let dir = tempfile::tempdir().expect("dir");
+        let ledger = super::super::Ledger::open(&dir.path().join("l.db")).expect("ledger");
+        ledger
+            .conn
+            .execute_batch(
+                "INSERT INTO batches (id, name, input_path, input_hash, headers, environment,
+                                      base_url, key_fingerprint, created_at, updated_at)
+                 VALUES (1, 'nov', 'nov.csv', '', '[]', 'sim', 'embedded-simulator', '', '', '');
+                 INSERT INTO orders (id, batch_id, idempotency_key, body, mode, payment_currency,
+                                     state, created_at)
+                 VALUES (1, 1, 'k1', x'', 'later', 'USD', 'INTENT', '');
+                 INSERT INTO rows (batch_id, reference, position, line, fields, spec,
+                                   content_hash, state)
+                 VALUES (1, 'R-1', 0, 2, '[]', NULL, '', 'PAID');",
+            )
+            .expect("ledger rows");
+        let damage = |read: super::super::Result<()>| match read {
+            Err(super::super::LedgerError::Corrupt(message)) => message,
+            other => panic!("not a damaged ledger: {other:?}"),
+        };
+        let state = "unknown state `PAID` in the ledger";
+        assert_eq!(damage(ledger.rows(1).map(drop)), state);
+        assert_eq!(damage(ledger.row_counts(1).map(drop)), state);
+        assert_eq!(damage(ledger.row_state(1, "R-1").map(drop)), state);
+        assert_eq!(
+            damage(ledger.order_heads(1).map(drop)),
+            "unknown order mode `later` in the ledger"
+        );
+    }
+
     #[test]
     fn json_is_stored_as_its_text_and_read_back() {
         let headers = Json(vec!["reference".to_string(), "face \"value\"".to_string()]);

@@ -101,12 +101,6 @@ pub struct Ledger {
     _here: OpenHere,
 }
 
-/// A row or order state as stored; anything else is a corrupt ledger.
-fn parse_state<S: std::str::FromStr<Err = state::UnknownState>>(text: &str) -> Result<S> {
-    text.parse()
-        .map_err(|e: state::UnknownState| LedgerError::Corrupt(e.to_string()))
-}
-
 /// An error of SQLite at `path`; text a typed column does not know is a damaged ledger.
 fn sqlerr(path: &Path) -> impl Fn(rusqlite::Error) -> LedgerError + '_ {
     move |source| match columns::unknown_text(&source) {
