@@ -313,6 +313,17 @@ pub enum PaymentMethodType {
     Other,
 }
 
+impl PaymentMethodType {
+    /// Its name in the interface (`OTHER` for one paybatch does not know).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PaymentMethodType::AccountBalance => "ACCOUNT_BALANCE",
+            PaymentMethodType::Card => "CARD",
+            PaymentMethodType::Other => "OTHER",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PaymentMethod {
     #[serde(rename = "type")]

@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::api::models::{Product, ProductSelection};
 use crate::api::{ApiError, Client};
 use crate::input::rules::RowSpec;
-use crate::ledger::{self, Ledger, OrderState, RowState};
+use crate::ledger::{self, Ledger, OrderState, RowState, StoredSpec};
 
 use super::outcome::RunError;
 
@@ -592,11 +592,7 @@ impl Unpaid {
             .entry(row.payment_currency.clone())
             .or_default();
         entry.0 += 1;
-        match row
-            .spec
-            .as_deref()
-            .and_then(|s| serde_json::from_str::<StoredPrice>(s).ok())
-        {
+        match row.spec.as_deref().and_then(|s| StoredSpec::parse(s).ok()) {
             Some(spec) if spec.currency == row.payment_currency => {
                 entry.2 += price(
                     &spec.product_codes,
@@ -682,13 +678,4 @@ fn balance_line(
     format!(
         "the {currency} balance is too low ({why}): {rows} rows not paid; {money}{fx}; top up the {currency} balance, {then}"
     )
-}
-
-/// What [`held_lines`] reads of a stored row (`rows.spec`).
-#[derive(serde::Deserialize)]
-struct StoredPrice {
-    product_codes: Vec<String>,
-    #[serde(with = "rust_decimal::serde::str")]
-    face_value: Decimal,
-    currency: String,
 }

@@ -166,14 +166,9 @@ impl Groups<'_> {
         let order = PlannedOrder {
             idempotency_key: key,
             body,
-            mode: mode.as_str().to_string(),
+            mode: mode.into(),
             payment_currency: currency.clone(),
-            payment_method: if card.is_some() {
-                "CARD"
-            } else {
-                "ACCOUNT_BALANCE"
-            }
-            .into(),
+            payment_method: payment.kind,
             card_id: card.clone(),
         };
         let members: Vec<(&IncomingRow, ToPlan)> = rows.iter().map(|(r, t, _)| (r, *t)).collect();

@@ -246,7 +246,7 @@ pub fn summarize(
     for (currency, face, price) in ledger.completed_amounts(batch_id)? {
         let parse = |t: &str| crate::api::decimal::parse_decimal_text(t).unwrap_or_default();
         let entry = totals.entry(currency).or_default();
-        entry.0 += parse(&face);
+        entry.0 += face;
         entry.1 += parse(&price);
     }
     let debited = debited_totals(ledger, batch_id)?;

@@ -8,7 +8,7 @@ use rust_decimal::Decimal;
 use crate::api::models::{Order, OrderItem, OrderStatus};
 use crate::ledger::{
     ItemOutcome, Ledger, LedgerError, OrderRecord, OrderState, PayoutLife, PayoutStatus, RowRecord,
-    Transition,
+    StoredSpec, Transition,
 };
 
 use super::plan;
@@ -197,8 +197,8 @@ fn currencies_of(rows: &[RowRecord]) -> Vec<Option<String>> {
         .map(|r| {
             r.spec
                 .as_deref()
-                .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
-                .and_then(|v| v["currency"].as_str().map(str::to_string))
+                .and_then(|s| StoredSpec::parse(s).ok())
+                .map(|s| s.currency.into_owned())
         })
         .collect()
 }

@@ -149,7 +149,7 @@ fn result_line(r: RowRecord, order: Option<OrderLabel>, note: Option<PayoutNote>
         completed_at: r.completed_at,
         payment_method: order.map(|o| match &o.card_id {
             Some(card) => format!("CARD:{card}"),
-            None => format!("{}:{}", o.payment_method, o.payment_currency),
+            None => format!("{}:{}", o.payment_method.as_str(), o.payment_currency),
         }),
         debited_amount: r.debited_amount,
         debited_currency: r.debited_currency,

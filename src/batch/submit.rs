@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use rand::Rng;
 
-use crate::api::models::{ExecutionMode, OrderStatus};
+use crate::api::models::OrderStatus;
 use crate::api::{ApiError, CreateOutcome};
 use crate::failpoint;
 use crate::ledger::{self, Ledger, LedgerError, OrderRecord, OrderState, Transition};
@@ -373,11 +373,7 @@ pub async fn submit_all(
 /// Sends one order (its recorded key and bytes) until the service answers it, refuses it, or
 /// the tries or the run's patience run out.
 async fn submit_one(stage: &Stage, limiter: &Pacer, order: OrderRecord, tries: u32) -> Sent {
-    let mode = if order.mode == "sync" {
-        ExecutionMode::Sync
-    } else {
-        ExecutionMode::Async
-    };
+    let mode = order.mode.execution();
     let mut last = String::new();
     let mut server_error = false;
     for attempt in 0..tries {

@@ -5,6 +5,7 @@
 //! order that differs is recorded MISMATCH: its rows need a person, are never
 //! COMPLETED and never sent again by themselves.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use rust_decimal::Decimal;
@@ -12,9 +13,10 @@ use rust_decimal::Decimal;
 use super::plan;
 use crate::api::decimal::parse_decimal_text;
 use crate::api::models::{
-    DistributionMethod, DistributionType, NewOrder, NewOrderItem, Order, OrderItem, OrderStatus,
-    PaymentMethod, PaymentMethodType, ProductSelection, TransactionDetail,
+    DistributionMethod, NewOrder, NewOrderItem, Order, OrderItem, OrderStatus, PaymentMethod,
+    PaymentMethodType, ProductSelection, TransactionDetail,
 };
+use crate::ledger::StoredSpec;
 use crate::money::minor_units;
 
 /// What an order's fees may add to its items' prices, as a share of them, before its
@@ -48,17 +50,6 @@ pub struct SentRow {
     pub currency: Option<String>,
 }
 
-/// The order a row of the ledger asked for, as its stored spec (`rows.spec`) says: for an order
-/// the ledger adopted from the service (reconciliation), which has no body of its own.
-#[derive(serde::Deserialize)]
-struct StoredSpec {
-    product_codes: Vec<String>,
-    #[serde(with = "rust_decimal::serde::str")]
-    face_value: Decimal,
-    distribution: String,
-    email: Option<String>,
-}
-
 /// Whose order an order the ledger adopted from the service is: its idempotency key, its batch
 /// and its rows (reference, attempt) in item order, as the ledger recorded them from the
 /// service's `description` and `metadata`.
@@ -68,8 +59,10 @@ pub struct Owner<'a> {
     pub rows: &'a [(&'a str, i64)],
 }
 
-/// The body an order of `specs` (stored row specs, in item order) paid by `payment` for `owner`
-/// stands for, with the `description` and `metadata` paybatch writes for it.
+/// The body an order of `specs` (stored row specs, `rows.spec`, in item order) paid by `payment`
+/// for `owner` stands for, with the `description` and `metadata` paybatch writes for it: what
+/// the rows of an order the ledger adopted from the service (reconciliation), which has no body
+/// of its own, asked for.
 pub fn body_of_rows(
     payment: PaymentMethod,
     specs: &[Option<&str>],
@@ -78,19 +71,14 @@ pub fn body_of_rows(
     let references: Vec<&str> = owner.rows.iter().map(|(r, _)| *r).collect();
     let mut items = Vec::with_capacity(specs.len());
     for spec in specs {
-        let spec: StoredSpec = spec
-            .and_then(|s| serde_json::from_str(s).ok())
+        let spec = spec
+            .and_then(|s| StoredSpec::parse(s).ok())
             .ok_or_else(|| "a row of the order has no readable spec".to_string())?;
-        let kind = match spec.distribution.as_str() {
-            "EMAIL" => DistributionType::Email,
-            "PAYOUT_LINK" => DistributionType::PayoutLink,
-            _ => DistributionType::Other,
-        };
         items.push(NewOrderItem {
             face_value: spec.face_value,
             distribution_method: DistributionMethod {
-                kind,
-                email_address: spec.email,
+                kind: spec.distribution,
+                email_address: spec.email.map(Cow::into_owned),
                 template_id: None,
             },
             products: ProductSelection::of(&spec.product_codes),
@@ -783,9 +771,8 @@ fn conversion(
 
 fn method_name(kind: PaymentMethodType) -> &'static str {
     match kind {
-        PaymentMethodType::AccountBalance => "ACCOUNT_BALANCE",
-        PaymentMethodType::Card => "CARD",
         PaymentMethodType::Other => "another method",
+        known => known.as_str(),
     }
 }
 
@@ -1043,7 +1030,8 @@ mod tests {
     fn an_adopted_order_passes_against_what_its_rows_stand_for() {
         let spec = |face: &str, distribution: &str, email: Option<&str>| {
             serde_json::json!({"product_codes": ["AMZ-US"], "face_value": face,
-                "distribution": distribution, "email": email})
+                "currency": "USD", "distribution": distribution, "email": email,
+                "payment_currency": "USD"})
             .to_string()
         };
         let specs = [

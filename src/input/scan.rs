@@ -13,12 +13,12 @@
 //! the first pass does and hands it on as the second does, and stops at the first problem (the
 //! caller then rolls back and reads the file in two passes, which report every problem).
 
+use std::borrow::Cow;
 use std::path::Path;
 
-use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::ledger::IncomingRow;
+use crate::ledger::{IncomingRow, StoredSpec};
 
 use super::reader::{BatchReader, ColumnMap, InputOptions, RawRecord};
 use super::rules::{
@@ -675,34 +675,21 @@ fn fields_json(fields: &[String]) -> String {
     serde_json::to_string(fields).unwrap_or_else(|_| "[]".into())
 }
 
-/// The validated row as the ledger keeps it (`rows.spec`): what the result, the report and
-/// reconciliation read back (the reference has its own column; absent values are left out).
+/// The validated row as the ledger keeps it (`rows.spec`, [`StoredSpec`]): what the result, the
+/// report and reconciliation read back (the reference has its own column; absent values are
+/// left out).
 pub fn spec_json(s: &RowSpec) -> String {
-    #[derive(Serialize)]
-    struct Stored<'a> {
-        product_codes: &'a [String],
-        face_value: String,
-        currency: &'a str,
-        distribution: &'a str,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        email: Option<&'a str>,
-        payment_currency: &'a str,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        country: Option<&'a str>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        card_id: Option<&'a str>,
+    StoredSpec {
+        product_codes: Cow::Borrowed(&s.product_codes),
+        face_value: s.face_value,
+        currency: Cow::Borrowed(&s.currency),
+        distribution: s.distribution,
+        email: s.email.as_deref().map(Cow::Borrowed),
+        payment_currency: Cow::Borrowed(&s.payment_currency),
+        country: s.country.as_deref().map(Cow::Borrowed),
+        card_id: s.card_id.as_deref().map(Cow::Borrowed),
     }
-    serde_json::to_string(&Stored {
-        product_codes: &s.product_codes,
-        face_value: s.face_value.to_string(),
-        currency: &s.currency,
-        distribution: s.distribution.as_str(),
-        email: s.email.as_deref(),
-        payment_currency: &s.payment_currency,
-        country: s.country.as_deref(),
-        card_id: s.card_id.as_deref(),
-    })
-    .unwrap_or_default()
+    .to_json()
 }
 
 #[cfg(test)]
@@ -748,6 +735,39 @@ mod tests {
     }
 
     const HEADER: &str = "reference,product_code,face_value,currency,email\n";
+
+    /// The text the ledger stores of a valid row, pinned: ledgers written before read the
+    /// same, and a row of a file merged again is found unchanged.
+    #[test]
+    fn the_stored_spec_text_is_pinned() {
+        let spec = |email: Option<&str>, country: Option<&str>, card: Option<&str>| RowSpec {
+            line: 2,
+            reference: "R-1".into(),
+            product_codes: vec!["AMZ-US".into(), "ITUNES-US".into()],
+            face_value: "25.50".parse().expect("decimal"),
+            currency: "USD".into(),
+            distribution: crate::api::DistributionType::Email,
+            email: email.map(str::to_string),
+            payment_currency: "EUR".into(),
+            country: country.map(str::to_string),
+            card_id: card.map(str::to_string),
+            fields: vec!["ignored".into()],
+            columns: Default::default(),
+        };
+        assert_eq!(
+            spec_json(&spec(Some("jané@example.com"), Some("US"), Some("card_1"))),
+            r#"{"product_codes":["AMZ-US","ITUNES-US"],"face_value":"25.50","currency":"USD","distribution":"EMAIL","email":"jané@example.com","payment_currency":"EUR","country":"US","card_id":"card_1"}"#
+        );
+        let mut link = spec(None, None, None);
+        link.distribution = crate::api::DistributionType::PayoutLink;
+        link.product_codes.truncate(1);
+        link.face_value = "10".parse().expect("decimal");
+        link.payment_currency = "USD".into();
+        assert_eq!(
+            spec_json(&link),
+            r#"{"product_codes":["AMZ-US"],"face_value":"10","currency":"USD","distribution":"PAYOUT_LINK","payment_currency":"USD"}"#
+        );
+    }
 
     #[test]
     fn rows_are_estimated_from_line_ends_outside_quotes() {

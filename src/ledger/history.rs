@@ -6,9 +6,8 @@
 //! payout link of a row is never read.
 
 use rusqlite::OptionalExtension;
-use serde::Deserialize;
 
-use super::{Ledger, LedgerError, Result, RowState, parse_state, sqlerr};
+use super::{Ledger, LedgerError, Result, RowState, StoredSpec, sqlerr};
 
 /// Whose payouts to find: an email address, a reference, or both (rows matching both). At least
 /// one is given, and neither is empty.
@@ -108,16 +107,6 @@ impl PayoutRecord {
     }
 }
 
-/// The part of `rows.spec` the history shows.
-#[derive(Deserialize)]
-struct SpecSeen {
-    #[serde(default)]
-    product_codes: Vec<String>,
-    face_value: Option<String>,
-    currency: Option<String>,
-    email: Option<String>,
-}
-
 /// A payout by its row id (`?1`). Selects no payout link.
 const PAYOUT_BY_ROW: &str = "SELECT b.name, b.environment, b.created_at, r.reference, r.spec,
         r.state, r.attempt, r.price, r.debited_amount, r.debited_currency, r.completed_at,
@@ -205,7 +194,7 @@ impl Ledger {
                             product_codes: Vec::new(),
                             face_value: None,
                             currency: None,
-                            state: RowState::Pending,
+                            state: r.get(5)?,
                             attempt: r.get(6)?,
                             price: r.get(7)?,
                             debited_amount: r.get(8)?,
@@ -215,32 +204,30 @@ impl Ledger {
                             error_type: r.get(12)?,
                         },
                         r.get::<_, Option<String>>(4)?,
-                        r.get::<_, String>(5)?,
                         (r.get::<_, i64>(13)?, r.get::<_, i64>(14)?),
                     ))
                 })
                 .optional()
             })
             .map_err(sqlerr(&self.path))?;
-        let Some((mut p, spec, state, place)) = found else {
+        let Some((mut p, spec, place)) = found else {
             return Ok(None);
         };
-        p.state = parse_state(&state)?;
         if p.state != RowState::Completed {
             // An order that did not complete can carry a price nobody paid.
             (p.price, p.debited_amount, p.debited_currency) = (None, None, None);
         }
         if let Some(spec) = spec {
-            let seen: SpecSeen = serde_json::from_str(&spec).map_err(|e| {
+            let seen = StoredSpec::parse(&spec).map_err(|e| {
                 LedgerError::Corrupt(format!(
                     "the content of row {} of batch {} cannot be read: {e}",
                     p.reference, p.batch
                 ))
             })?;
-            p.email = seen.email;
-            p.product_codes = seen.product_codes;
-            p.face_value = seen.face_value;
-            p.currency = seen.currency;
+            p.email = seen.email.map(|e| e.into_owned());
+            p.product_codes = seen.product_codes.into_owned();
+            p.face_value = Some(seen.face_value.to_string());
+            p.currency = Some(seen.currency.into_owned());
         }
         Ok(Some((p, place)))
     }

@@ -23,7 +23,7 @@ use rusqlite::{OptionalExtension, Transaction, params};
 
 use super::{
     IncomingRow, Ledger, LedgerError, MergeReport, OrderState, PlannedOrder, Result, RowState,
-    begin_merge, commit, exec, now, parse_state, sqlerr,
+    begin_merge, commit, exec, now, sqlerr,
 };
 use journal::RollbackJournal;
 
@@ -201,7 +201,7 @@ impl<'l> Merge<'l> {
             "UPDATE rows SET state = ?3, attempt = attempt + (?3 = 'REMOVED'), order_id = NULL,
                     item_index = NULL
              WHERE id = ?1 AND order_id = ?2 AND state = 'PLANNED'",
-            params![row_id, order_id, to.as_str()],
+            params![row_id, order_id, to],
         )?;
         if changed != 1 {
             return Err(LedgerError::Transition {
@@ -275,29 +275,20 @@ impl Merge<'_> {
             )
             .and_then(|mut st| {
                 st.query_row(params![self.batch_id, reference], |r| {
-                    Ok((
-                        r.get(0)?,
-                        r.get(1)?,
-                        r.get::<_, String>(2)?,
-                        r.get(3)?,
-                        r.get(4)?,
-                    ))
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
                 })
                 .optional()
             })
             .map_err(sqlerr(self.path))?;
-        found
-            .map(|(id, content_hash, state, attempt, order_id)| {
-                let state = parse_state(&state)?;
-                Ok(Known {
-                    id,
-                    content_hash,
-                    state,
-                    attempt,
-                    order_id,
-                })
-            })
-            .transpose()
+        Ok(
+            found.map(|(id, content_hash, state, attempt, order_id)| Known {
+                id,
+                content_hash,
+                state,
+                attempt,
+                order_id,
+            }),
+        )
     }
 
     /// The ledger's latest converted order of a currency pair, read in this transaction
@@ -436,7 +427,7 @@ impl Merge<'_> {
                 row.fields,
                 row.spec,
                 row.content_hash,
-                target.as_str(),
+                target,
                 row.error_type(),
                 row.error_message,
                 self.stamp,
@@ -569,6 +560,8 @@ mod tests {
     use super::insert::rows_next;
     use super::journal::ROWS_WITH_ROLLBACK_JOURNAL;
     use super::*;
+    use crate::api::models::PaymentMethodType;
+    use crate::ledger::OrderMode;
 
     fn incoming(n: i64, valid: bool) -> IncomingRow {
         IncomingRow {
@@ -589,9 +582,9 @@ mod tests {
         PlannedOrder {
             idempotency_key: key.into(),
             body: b"{}".to_vec(),
-            mode: "async".into(),
+            mode: OrderMode::Async,
             payment_currency: "USD".into(),
-            payment_method: "ACCOUNT_BALANCE".into(),
+            payment_method: PaymentMethodType::AccountBalance,
             card_id: None,
         }
     }
@@ -763,11 +756,10 @@ mod tests {
         let paid = |key: &str, currency: &str, card: Option<&str>| PlannedOrder {
             payment_currency: currency.into(),
             payment_method: if card.is_some() {
-                "CARD"
+                PaymentMethodType::Card
             } else {
-                "ACCOUNT_BALANCE"
-            }
-            .into(),
+                PaymentMethodType::AccountBalance
+            },
             card_id: card.map(str::to_string),
             ..order(key)
         };
@@ -1110,9 +1102,9 @@ mod tests {
                 &PlannedOrder {
                     idempotency_key: "k".into(),
                     body: b"{}".to_vec(),
-                    mode: "async".into(),
+                    mode: OrderMode::Async,
                     payment_currency: "USD".into(),
-                    payment_method: "ACCOUNT_BALANCE".into(),
+                    payment_method: PaymentMethodType::AccountBalance,
                     card_id: None,
                 },
                 &[(&keep, to_plan)],

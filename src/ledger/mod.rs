@@ -8,6 +8,7 @@
 pub mod approved;
 mod batches;
 mod catalog_cache;
+mod columns;
 mod events;
 pub mod history;
 pub mod lock;
@@ -17,6 +18,7 @@ mod orders;
 pub mod payouts;
 pub mod repeats;
 mod rows;
+pub mod spec;
 pub mod state;
 mod transitions;
 
@@ -26,6 +28,7 @@ use rusqlite::{Connection, Transaction};
 
 use batches::insert_batch;
 pub use batches::{BatchRecord, NewBatch, SendProgress};
+pub use columns::{Json, OrderMode, UnknownText};
 pub use events::EventRecord;
 use events::event;
 use open::OpenHere;
@@ -34,6 +37,7 @@ pub use orders::{IntentHead, OrderRecord, OutsideFile, PlannedOrder};
 pub use payouts::{PayoutLife, PayoutStatus};
 use rows::latest_conversion_in;
 pub use rows::{Conversion, HeldRow, IncomingRow, MergeReport, OrderLabel, RowRecord, SeenRow};
+pub use spec::StoredSpec;
 pub use state::{OrderState, RowState, row_state_for};
 pub use transitions::{ItemOutcome, Transition};
 
@@ -99,16 +103,14 @@ pub struct Ledger {
     _here: OpenHere,
 }
 
-/// A row or order state as stored; anything else is a corrupt ledger.
-fn parse_state<S: std::str::FromStr<Err = state::UnknownState>>(text: &str) -> Result<S> {
-    text.parse()
-        .map_err(|e: state::UnknownState| LedgerError::Corrupt(e.to_string()))
-}
-
+/// An error of SQLite at `path`; text a typed column does not know is a damaged ledger.
 fn sqlerr(path: &Path) -> impl Fn(rusqlite::Error) -> LedgerError + '_ {
-    move |source| LedgerError::Sqlite {
-        path: path.to_path_buf(),
-        source,
+    move |source| match columns::unknown_text(&source) {
+        Some(message) => LedgerError::Corrupt(message),
+        None => LedgerError::Sqlite {
+            path: path.to_path_buf(),
+            source,
+        },
     }
 }
 

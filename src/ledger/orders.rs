@@ -4,7 +4,9 @@ use std::collections::BTreeSet;
 
 use rusqlite::{OptionalExtension, params};
 
-use super::{Ledger, OrderState, Result, RowState, parse_state, sqlerr};
+use crate::api::models::PaymentMethodType;
+
+use super::{Ledger, OrderMode, OrderState, Result, RowState, sqlerr};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OrderRecord {
@@ -12,10 +14,10 @@ pub struct OrderRecord {
     pub batch_id: i64,
     pub idempotency_key: String,
     pub body: Vec<u8>,
-    pub mode: String,
+    pub mode: OrderMode,
     pub payment_currency: String,
     /// `ACCOUNT_BALANCE` or `CARD`.
-    pub payment_method: String,
+    pub payment_method: PaymentMethodType,
     pub card_id: Option<String>,
     pub state: OrderState,
     pub service_order_id: Option<String>,
@@ -73,10 +75,10 @@ impl OutsideFile {
 pub struct PlannedOrder {
     pub idempotency_key: String,
     pub body: Vec<u8>,
-    pub mode: String,
+    pub mode: OrderMode,
     pub payment_currency: String,
     /// `ACCOUNT_BALANCE` or `CARD`.
-    pub payment_method: String,
+    pub payment_method: PaymentMethodType,
     pub card_id: Option<String>,
 }
 
@@ -148,9 +150,9 @@ impl Ledger {
             let found = lookup
                 .query_row(params![batch_id, reference], |r| {
                     Ok((
-                        r.get::<_, String>(0)?,
+                        r.get::<_, RowState>(0)?,
                         r.get::<_, i64>(1)?,
-                        r.get::<_, String>(2)?,
+                        r.get::<_, OrderState>(2)?,
                         r.get::<_, bool>(3)?,
                     ))
                 })
@@ -159,8 +161,6 @@ impl Ledger {
             let Some((row_state, order, order_state, never_sent)) = found else {
                 continue;
             };
-            let (row_state, order_state): (RowState, OrderState) =
-                (parse_state(&row_state)?, parse_state(&order_state)?);
             match (row_state, order_state) {
                 (RowState::Removed, _) | (_, OrderState::Cancelled) => {}
                 (RowState::Planned, OrderState::Intent) if never_sent => {
@@ -241,38 +241,31 @@ impl Ledger {
         let mut stmt = self.conn.prepare(&sql).map_err(sqlerr(&self.path))?;
         let mapped = stmt
             .query_map(args, |r| {
-                Ok((
-                    OrderRecord {
-                        id: r.get(0)?,
-                        batch_id: r.get(1)?,
-                        idempotency_key: r.get(2)?,
-                        body: r.get(3)?,
-                        mode: r.get(4)?,
-                        payment_currency: r.get(5)?,
-                        payment_method: r.get(15)?,
-                        card_id: r.get(16)?,
-                        state: OrderState::Intent,
-                        service_order_id: r.get(7)?,
-                        sends: r.get(8)?,
-                        polls: r.get(9)?,
-                        created_at: r.get(10)?,
-                        first_sent_at: r.get(11)?,
-                        last_sent_at: r.get(17)?,
-                        last_http_status: r.get(18)?,
-                        accepted_at: r.get(12)?,
-                        error_type: r.get(13)?,
-                        error_message: r.get(14)?,
-                    },
-                    r.get::<_, String>(6)?,
-                ))
+                Ok(OrderRecord {
+                    id: r.get(0)?,
+                    batch_id: r.get(1)?,
+                    idempotency_key: r.get(2)?,
+                    body: r.get(3)?,
+                    mode: r.get(4)?,
+                    payment_currency: r.get(5)?,
+                    payment_method: r.get(15)?,
+                    card_id: r.get(16)?,
+                    state: r.get(6)?,
+                    service_order_id: r.get(7)?,
+                    sends: r.get(8)?,
+                    polls: r.get(9)?,
+                    created_at: r.get(10)?,
+                    first_sent_at: r.get(11)?,
+                    last_sent_at: r.get(17)?,
+                    last_http_status: r.get(18)?,
+                    accepted_at: r.get(12)?,
+                    error_type: r.get(13)?,
+                    error_message: r.get(14)?,
+                })
             })
             .map_err(sqlerr(&self.path))?;
-        let mut out = Vec::new();
-        for item in mapped {
-            let (mut o, state) = item.map_err(sqlerr(&self.path))?;
-            o.state = parse_state(&state)?;
-            out.push(o);
-        }
-        Ok(out)
+        mapped
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(sqlerr(&self.path))
     }
 }

@@ -8,7 +8,7 @@
 use rusqlite::{OptionalExtension, Transaction, params};
 use rust_decimal::Decimal;
 
-use super::{BatchRecord, Ledger, Result, RowState, parse_state, sqlerr};
+use super::{BatchRecord, Ledger, Result, RowState, StoredSpec, sqlerr};
 
 /// The 64-bit FNV-1a hash of what makes two payouts alike: the recipient's address in lower
 /// case, the products in any order, the face value at any scale and the currency. Stored with
@@ -69,7 +69,7 @@ pub fn likeness_of_spec(spec: &str) -> Option<i64> {
 }
 
 /// The parts of a row that make two payouts alike, as stored in `rows.spec`.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Alike {
     pub email: String,
     pub product_codes: Vec<String>,
@@ -78,9 +78,16 @@ pub struct Alike {
 }
 
 impl Alike {
-    /// Read from a stored row's content; `None` without an email address.
+    /// Read from a stored row's content; `None` without an email address (or a content that
+    /// cannot be read).
     pub fn of_spec(spec: &str) -> Option<Self> {
-        serde_json::from_str::<Alike>(spec).ok()
+        let spec = StoredSpec::parse(spec).ok()?;
+        Some(Alike {
+            email: spec.email?.into_owned(),
+            product_codes: spec.product_codes.into_owned(),
+            face_value: spec.face_value,
+            currency: spec.currency.into_owned(),
+        })
     }
 
     pub fn likeness(&self) -> i64 {
@@ -147,7 +154,7 @@ pub fn earlier_row_in(
     batch_id: i64,
     reference: &str,
 ) -> Result<Option<EarlierRow>> {
-    let found: Option<(String, Option<i64>, Option<String>)> = conn
+    let found: Option<(RowState, Option<i64>, Option<String>)> = conn
         .prepare_cached(
             "SELECT r.state, o.sends, r.completed_at FROM rows r
              LEFT JOIN orders o ON o.id = r.order_id
@@ -163,7 +170,7 @@ pub fn earlier_row_in(
     found
         .map(|(state, sends, completed_at)| {
             Ok(EarlierRow {
-                state: parse_state(&state)?,
+                state,
                 sends,
                 completed_at,
             })

@@ -6,8 +6,11 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use rusqlite::{Connection, OptionalExtension, params};
+use rust_decimal::Decimal;
 
-use super::{Ledger, LedgerError, OrderState, Result, RowState, parse_state, sqlerr};
+use crate::api::models::PaymentMethodType;
+
+use super::{Json, Ledger, LedgerError, OrderState, Result, RowState, StoredSpec, sqlerr};
 
 /// A completed row of an order the service converted (embedded FX): its price in its product's
 /// currency and what it took from the balance of another, as stored, and when it completed.
@@ -162,7 +165,7 @@ pub struct HeldRow {
 pub struct OrderLabel {
     pub service_order_id: Option<String>,
     /// `ACCOUNT_BALANCE` or `CARD`.
-    pub payment_method: String,
+    pub payment_method: PaymentMethodType,
     pub payment_currency: String,
     pub card_id: Option<String>,
 }
@@ -199,11 +202,9 @@ impl Ledger {
         let sql = format!("SELECT {columns} FROM rows {tail}");
         let mut stmt = self.conn.prepare(&sql).map_err(sqlerr(&self.path))?;
         let mapped = stmt.query_map(args, row_from).map_err(sqlerr(&self.path))?;
-        let mut out = Vec::new();
-        for item in mapped {
-            out.push(parsed_row(item.map_err(sqlerr(&self.path))?)?);
-        }
-        Ok(out)
+        mapped
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(sqlerr(&self.path))
     }
 
     /// Visits the rows of a batch still in its input file (not REMOVED), in input order, each
@@ -233,7 +234,7 @@ impl Ledger {
         // can span many pages. Bounded, for batches of a million one-row orders.
         let mut labels: HashMap<i64, OrderLabel> = HashMap::new();
         while let Some(r) = cursor.next().map_err(sqlerr(&self.path))? {
-            let row = parsed_row(row_from(r).map_err(sqlerr(&self.path))?)?;
+            let row = row_from(r).map_err(sqlerr(&self.path))?;
             let order = match row.order_id {
                 Some(id) => {
                     if !labels.contains_key(&id) {
@@ -270,15 +271,21 @@ impl Ledger {
             .map_err(sqlerr(&self.path))
     }
 
-    /// Currency, face value and price (as stored) of every COMPLETED row of a batch.
-    pub fn completed_amounts(&self, batch_id: i64) -> Result<Vec<(String, String, String)>> {
+    /// Currency and face value (as recorded: `?` and 0 for a row without a recorded content)
+    /// and price (as stored) of every COMPLETED row of a batch.
+    pub fn completed_amounts(&self, batch_id: i64) -> Result<Vec<(String, Decimal, String)>> {
         self.select_all(
-            "SELECT COALESCE(json_extract(spec, '$.currency'), '?'),
-                    COALESCE(json_extract(spec, '$.face_value'), '0'),
-                    COALESCE(price, '0')
+            "SELECT spec, COALESCE(price, '0')
              FROM rows WHERE batch_id = ?1 AND state = 'COMPLETED'",
             [batch_id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            |r| {
+                let spec: Option<Json<StoredSpec<'static>>> = r.get(0)?;
+                let (currency, face_value) = spec.map_or_else(
+                    || ("?".to_string(), Decimal::ZERO),
+                    |Json(s)| (s.currency.into_owned(), s.face_value),
+                );
+                Ok((currency, face_value, r.get(1)?))
+            },
         )
     }
 
@@ -376,13 +383,11 @@ impl Ledger {
             .map_err(sqlerr(&self.path))?;
         let mut cursor = stmt.query([batch_id]).map_err(sqlerr(&self.path))?;
         while let Some(r) = cursor.next().map_err(sqlerr(&self.path))? {
-            let row_state: String = r.get(0).map_err(sqlerr(&self.path))?;
-            let order_state: String = r.get(3).map_err(sqlerr(&self.path))?;
             visit(&HeldRow {
-                row_state: parse_state(&row_state)?,
+                row_state: r.get(0).map_err(sqlerr(&self.path))?,
                 error_type: r.get(1).map_err(sqlerr(&self.path))?,
                 spec: r.get(2).map_err(sqlerr(&self.path))?,
-                order_state: parse_state(&order_state)?,
+                order_state: r.get(3).map_err(sqlerr(&self.path))?,
                 payment_currency: r.get(4).map_err(sqlerr(&self.path))?,
                 card_id: r.get(5).map_err(sqlerr(&self.path))?,
             });
@@ -400,55 +405,43 @@ impl Ledger {
 
     /// The state of the batch's row with this reference, if the batch has one.
     pub fn row_state(&self, batch_id: i64, reference: &str) -> Result<Option<RowState>> {
-        let state: Option<String> = self
-            .conn
+        self.conn
             .prepare_cached("SELECT state FROM rows WHERE batch_id = ?1 AND reference = ?2")
             .and_then(|mut st| {
                 st.query_row(params![batch_id, reference], |r| r.get(0))
                     .optional()
             })
-            .map_err(sqlerr(&self.path))?;
-        state.as_deref().map(parse_state).transpose()
+            .map_err(sqlerr(&self.path))
     }
 
     /// What the ledger holds of one row of a batch, for checking a file against it without
     /// merging it ([`Ledger::row_seen`]): one look-up, by the same index as [`Ledger::row_state`].
     pub fn row_seen(&self, batch_id: i64, reference: &str) -> Result<Option<SeenRow>> {
-        let found: Option<(String, String, Option<i64>)> = self
-            .conn
+        self.conn
             .prepare_cached(
                 "SELECT state, content_hash, order_id FROM rows
                  WHERE batch_id = ?1 AND reference = ?2",
             )
             .and_then(|mut st| {
                 st.query_row(params![batch_id, reference], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                    Ok(SeenRow {
+                        state: r.get(0)?,
+                        content_hash: r.get(1)?,
+                        order_id: r.get(2)?,
+                    })
                 })
                 .optional()
             })
-            .map_err(sqlerr(&self.path))?;
-        found
-            .map(|(state, content_hash, order_id)| {
-                Ok(SeenRow {
-                    state: parse_state(&state)?,
-                    content_hash,
-                    order_id,
-                })
-            })
-            .transpose()
+            .map_err(sqlerr(&self.path))
     }
 
     /// Counts of rows per state.
     pub fn row_counts(&self, batch_id: i64) -> Result<Vec<(RowState, i64)>> {
-        let counted: Vec<(String, i64)> = self.select_all(
+        let mut out: Vec<(RowState, i64)> = self.select_all(
             "SELECT state, COUNT(*) FROM rows WHERE batch_id = ?1 GROUP BY state",
             [batch_id],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )?;
-        let mut out = counted
-            .into_iter()
-            .map(|(s, n)| Ok((parse_state(&s)?, n)))
-            .collect::<Result<Vec<(RowState, i64)>>>()?;
         out.sort_by_key(|(s, _)| RowState::ALL.iter().position(|x| x == s));
         Ok(out)
     }
@@ -505,38 +498,30 @@ pub(crate) fn latest_conversion_in(
     .map_err(sqlerr(path))
 }
 
-/// A row as [`ROW_COLUMNS`] select it, with its state still as text.
-fn row_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<(RowRecord, String)> {
+/// A row as [`ROW_COLUMNS`] select it.
+fn row_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<RowRecord> {
     let fields: String = r.get(4)?;
-    Ok((
-        RowRecord {
-            id: r.get(0)?,
-            reference: r.get(1)?,
-            position: r.get(2)?,
-            line: r.get(3)?,
-            fields: serde_json::from_str(&fields).unwrap_or_default(),
-            spec: r.get(5)?,
-            content_hash: r.get(6)?,
-            state: RowState::Pending,
-            attempt: r.get(8)?,
-            order_id: r.get(9)?,
-            item_index: r.get(10)?,
-            item_id: r.get(11)?,
-            payout_url: r.get(12)?,
-            price: r.get(13)?,
-            discount: r.get(14)?,
-            error_type: r.get(15)?,
-            error_message: r.get(16)?,
-            completed_at: r.get(17)?,
-            debited_amount: r.get(18)?,
-            debited_currency: r.get(19)?,
-            merged: r.get(20)?,
-        },
-        r.get(7)?,
-    ))
-}
-
-fn parsed_row((mut row, state): (RowRecord, String)) -> Result<RowRecord> {
-    row.state = parse_state(&state)?;
-    Ok(row)
+    Ok(RowRecord {
+        id: r.get(0)?,
+        reference: r.get(1)?,
+        position: r.get(2)?,
+        line: r.get(3)?,
+        fields: serde_json::from_str(&fields).unwrap_or_default(),
+        spec: r.get(5)?,
+        content_hash: r.get(6)?,
+        state: r.get(7)?,
+        attempt: r.get(8)?,
+        order_id: r.get(9)?,
+        item_index: r.get(10)?,
+        item_id: r.get(11)?,
+        payout_url: r.get(12)?,
+        price: r.get(13)?,
+        discount: r.get(14)?,
+        error_type: r.get(15)?,
+        error_message: r.get(16)?,
+        completed_at: r.get(17)?,
+        debited_amount: r.get(18)?,
+        debited_currency: r.get(19)?,
+        merged: r.get(20)?,
+    })
 }

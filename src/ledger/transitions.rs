@@ -350,7 +350,7 @@ fn write_order_transition(
          WHERE id = ?1",
         params![
             current.id,
-            t.to.as_str(),
+            t.to,
             t.service_order_id,
             t.http_status,
             t.response,
@@ -414,7 +414,7 @@ fn write_row_transition(
          WHERE id = ?1",
         params![
             row.id,
-            to.as_str(),
+            to,
             item.item_id,
             item.payout_url,
             item.price,

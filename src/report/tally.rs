@@ -4,16 +4,16 @@
 //! attention, and the plan digest rebuilt from what the ledger recorded. No markup here: the
 //! page ([`super::page`]) is made from this data by a template.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use rust_decimal::Decimal;
 
 use crate::api::decimal::parse_decimal_text;
-use crate::api::models::DistributionType;
 use crate::input::reader::{ColumnMap, canonical_column, normalize_header};
 use crate::input::rules::{RowSpec, content_hash};
 use crate::input::scan::{OrdersOutside, PlanDigest};
-use crate::ledger::{BatchRecord, OrderLabel, PayoutStatus, RowRecord, RowState};
+use crate::ledger::{BatchRecord, OrderLabel, PayoutStatus, RowRecord, RowState, StoredSpec};
 
 /// The row states the report shows, in the order of the chart and the tables (REMOVED rows are
 /// not part of the batch any more, as in the result file).
@@ -60,10 +60,9 @@ pub(super) struct RowView {
     pub(super) reason: String,
 }
 
-fn parsed_spec(row: &RowRecord) -> Option<serde_json::Value> {
-    row.spec
-        .as_deref()
-        .and_then(|s| serde_json::from_str(s).ok())
+/// The row's recorded content, when it has one that can be read.
+fn parsed_spec(row: &RowRecord) -> Option<StoredSpec<'static>> {
+    row.spec.as_deref().and_then(|s| StoredSpec::parse(s).ok())
 }
 
 fn row_view(headers: &[String], row: &RowRecord) -> RowView {
@@ -76,25 +75,14 @@ fn row_view(headers: &[String], row: &RowRecord) -> RowView {
             .cloned()
             .unwrap_or_default()
     };
-    let from_spec = |name: &str| -> Option<String> {
-        spec.as_ref()
-            .and_then(|s| s.get(name))
-            .and_then(|v| v.as_str())
-            .map(str::to_string)
-    };
     let products = spec
         .as_ref()
-        .and_then(|s| s.get("product_codes"))
-        .and_then(|v| v.as_array())
-        .map(|codes| {
-            codes
-                .iter()
-                .filter_map(|c| c.as_str())
-                .collect::<Vec<_>>()
-                .join("|")
-        })
+        .map(|s| s.product_codes.join("|"))
         .unwrap_or_else(|| cell("product_code"));
-    let face_text = from_spec("face_value").unwrap_or_else(|| cell("face_value"));
+    let face_text = spec
+        .as_ref()
+        .map(|s| s.face_value.to_string())
+        .unwrap_or_else(|| cell("face_value"));
     let reason = match (&row.error_type, &row.error_message) {
         (Some(t), Some(m)) => format!("{t}: {m}"),
         (Some(t), None) => t.clone(),
@@ -110,7 +98,7 @@ fn row_view(headers: &[String], row: &RowRecord) -> RowView {
         products,
         face_value: parse_decimal_text(&face_text),
         face_text,
-        currency: from_spec("currency").unwrap_or_else(|| cell("currency")),
+        currency: spec.map_or_else(|| cell("currency"), |s| s.currency.into_owned()),
         state: row.state,
         price,
         reason,
@@ -120,45 +108,30 @@ fn row_view(headers: &[String], row: &RowRecord) -> RowView {
 /// What the file asked for a row, rebuilt from the specification the ledger recorded, for
 /// the plan digest. `None` for a row that was not valid (it has no specification).
 fn recorded_spec(row: &RowRecord) -> Option<Result<RowSpec, String>> {
-    let spec = parsed_spec(row);
-    let spec = match (&row.spec, spec) {
-        (None, _) => return None,
-        (Some(_), None) => return Some(Err(format!("row {} has no readable record", row.line))),
-        (Some(_), Some(s)) => s,
+    let spec = match StoredSpec::parse(row.spec.as_deref()?) {
+        Ok(spec) => spec,
+        Err(e) if e.is_data() => {
+            return Some(Err(format!(
+                "the record of row {} cannot be read",
+                row.line
+            )));
+        }
+        Err(_) => return Some(Err(format!("row {} has no readable record", row.line))),
     };
-    let text = |name: &str| spec.get(name).and_then(|v| v.as_str()).map(str::to_string);
-    let unreadable = || format!("the record of row {} cannot be read", row.line);
-    let face_value = text("face_value")
-        .and_then(|f| f.parse::<Decimal>().ok())
-        .ok_or_else(unreadable);
-    let distribution = serde_json::from_value::<DistributionType>(
-        spec.get("distribution").cloned().unwrap_or_default(),
-    )
-    .map_err(|_| unreadable());
-    let codes = spec
-        .get("product_codes")
-        .and_then(|v| v.as_array())
-        .map(|a| {
-            a.iter()
-                .filter_map(|c| c.as_str().map(str::to_string))
-                .collect::<Vec<_>>()
-        });
-    Some((|| {
-        Ok(RowSpec {
-            line: u64::try_from(row.line).unwrap_or_default(),
-            reference: row.reference.clone(),
-            product_codes: codes.ok_or_else(unreadable)?,
-            face_value: face_value?,
-            currency: text("currency").ok_or_else(unreadable)?,
-            distribution: distribution?,
-            email: text("email"),
-            payment_currency: text("payment_currency").ok_or_else(unreadable)?,
-            country: text("country"),
-            card_id: text("card_id"),
-            fields: Vec::new(),
-            columns: ColumnMap::default(),
-        })
-    })())
+    Some(Ok(RowSpec {
+        line: u64::try_from(row.line).unwrap_or_default(),
+        reference: row.reference.clone(),
+        product_codes: spec.product_codes.into_owned(),
+        face_value: spec.face_value,
+        currency: spec.currency.into_owned(),
+        distribution: spec.distribution,
+        email: spec.email.map(Cow::into_owned),
+        payment_currency: spec.payment_currency.into_owned(),
+        country: spec.country.map(Cow::into_owned),
+        card_id: spec.card_id.map(Cow::into_owned),
+        fields: Vec::new(),
+        columns: ColumnMap::default(),
+    }))
 }
 
 /// Rows and amounts of one line of a breakdown, all in one currency.

@@ -10,7 +10,9 @@ use crate::api::Client;
 use crate::api::client::read_retrying_until;
 use crate::api::models::{OrderStatus, OrderView};
 use crate::batch::plan;
-use crate::ledger::{BatchRecord, Ledger, OrderRecord, OrderState, RowState, Transition};
+use crate::ledger::{
+    BatchRecord, Ledger, OrderRecord, OrderState, RowState, StoredSpec, Transition,
+};
 
 use super::ReconcileError;
 use super::find::{FoundOrder, KnownOrders, find_orders};
@@ -410,8 +412,8 @@ impl<'a> Reconciliation<'a> {
             let currency = members[0]
                 .spec
                 .as_deref()
-                .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
-                .and_then(|v| v["payment_currency"].as_str().map(str::to_string))
+                .and_then(|s| StoredSpec::parse(s).ok())
+                .map(|s| s.payment_currency.into_owned())
                 .unwrap_or_default();
             let ids: Vec<(i64, i64)> = members
                 .iter()

@@ -2,12 +2,10 @@
 
 use rusqlite::params;
 
-use super::{
-    LedgerError, Merge, MergeReport, OrderState, Result, RowState, exec, parse_state, sqlerr,
-};
+use super::{LedgerError, Merge, MergeReport, OrderState, Result, RowState, exec, sqlerr};
 
 /// A row of the batch that a merge did not see: (id, reference, state, order).
-type MissingRow = (i64, String, String, Option<i64>);
+type MissingRow = (i64, String, RowState, Option<i64>);
 
 impl Merge<'_> {
     /// The rows of the batch this merge has not seen (and not REMOVED yet).
@@ -44,7 +42,6 @@ impl Merge<'_> {
             // Intents never sent that lose a row, with the rows they lose.
             let mut losing: std::collections::BTreeMap<i64, Vec<String>> = Default::default();
             for (id, reference, state, order_id) in missing {
-                let state: RowState = parse_state(&state)?;
                 let unsent_intent = match (state, order_id) {
                     (RowState::Planned, Some(order)) => (self.cancelling.contains(&order)
                         || self.never_sent(order)?)

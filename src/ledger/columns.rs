@@ -1,0 +1,320 @@
+//! The ledger's typed columns: row and order states, the way an order pays and its mode, stored
+//! as their text, and JSON stored as text ([`Json`]). A column is read into its type or not at
+//! all: text the type does not know (a ledger of a newer paybatch, a file edited by hand) is a
+//! conversion error naming it, which the ledger reports as damaged ([`super::LedgerError`]).
+
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::api::models::{ExecutionMode, PaymentMethodType};
+
+use super::state::{OrderState, RowState, UnknownState};
+
+/// How an order was made, as `orders.mode` holds it: sent in either execution mode, or
+/// adopted from the service by reconciliation (never sent by this ledger).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OrderMode {
+    Sync,
+    Async,
+    Adopted,
+}
+
+impl OrderMode {
+    pub const ALL: [OrderMode; 3] = [OrderMode::Sync, OrderMode::Async, OrderMode::Adopted];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OrderMode::Sync => "sync",
+            OrderMode::Async => "async",
+            OrderMode::Adopted => "adopted",
+        }
+    }
+
+    /// The mode an order is sent in: an adopted order as an asynchronous one.
+    pub fn execution(self) -> ExecutionMode {
+        match self {
+            OrderMode::Sync => ExecutionMode::Sync,
+            OrderMode::Async | OrderMode::Adopted => ExecutionMode::Async,
+        }
+    }
+}
+
+impl From<ExecutionMode> for OrderMode {
+    fn from(mode: ExecutionMode) -> Self {
+        match mode {
+            ExecutionMode::Sync => OrderMode::Sync,
+            ExecutionMode::Async => OrderMode::Async,
+        }
+    }
+}
+
+/// Text a typed column does not know.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown {column} `{text}` in the ledger")]
+pub struct UnknownText {
+    pub column: &'static str,
+    pub text: String,
+}
+
+/// The stored text of a way of paying; `None` for one paybatch does not know, never recorded.
+fn payment_method_text(kind: PaymentMethodType) -> Option<&'static str> {
+    (kind != PaymentMethodType::Other).then(|| kind.as_str())
+}
+
+/// The value of `text` among `all`, by its stored text; else a conversion error naming it.
+fn known<T: Copy>(
+    value: ValueRef<'_>,
+    column: &'static str,
+    all: &[T],
+    text_of: impl Fn(T) -> Option<&'static str>,
+) -> FromSqlResult<T> {
+    let text = value.as_str()?;
+    all.iter()
+        .copied()
+        .find(|t| text_of(*t) == Some(text))
+        .ok_or_else(|| {
+            FromSqlError::Other(Box::new(UnknownText {
+                column,
+                text: text.to_string(),
+            }))
+        })
+}
+
+impl FromSql for RowState {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        value
+            .as_str()?
+            .parse()
+            .map_err(|e: UnknownState| FromSqlError::Other(Box::new(e)))
+    }
+}
+
+impl ToSql for RowState {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::from(self.as_str()))
+    }
+}
+
+impl FromSql for OrderState {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        value
+            .as_str()?
+            .parse()
+            .map_err(|e: UnknownState| FromSqlError::Other(Box::new(e)))
+    }
+}
+
+impl ToSql for OrderState {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::from(self.as_str()))
+    }
+}
+
+impl FromSql for OrderMode {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        known(value, "order mode", &OrderMode::ALL, |m| Some(m.as_str()))
+    }
+}
+
+impl ToSql for OrderMode {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::from(self.as_str()))
+    }
+}
+
+/// `orders.payment_method`: `ACCOUNT_BALANCE` or `CARD`.
+impl FromSql for PaymentMethodType {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        known(
+            value,
+            "payment method",
+            &[PaymentMethodType::AccountBalance, PaymentMethodType::Card],
+            payment_method_text,
+        )
+    }
+}
+
+/// A way of paying paybatch does not know is read in answers only: recording it is refused.
+impl ToSql for PaymentMethodType {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        payment_method_text(*self)
+            .map(ToSqlOutput::from)
+            .ok_or_else(|| {
+                rusqlite::Error::ToSqlConversionFailure(Box::new(UnknownText {
+                    column: "payment method",
+                    text: "OTHER".to_string(),
+                }))
+            })
+    }
+}
+
+/// A value stored as its JSON text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Json<T>(pub T);
+
+impl<T: DeserializeOwned> FromSql for Json<T> {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        serde_json::from_str(value.as_str()?)
+            .map(Json)
+            .map_err(|e| FromSqlError::Other(Box::new(e)))
+    }
+}
+
+impl<T: Serialize> ToSql for Json<T> {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        serde_json::to_string(&self.0)
+            .map(ToSqlOutput::from)
+            .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
+    }
+}
+
+/// The damage a conversion error of a typed column stands for, when it is one: text a column
+/// does not know.
+pub(super) fn unknown_text(source: &rusqlite::Error) -> Option<String> {
+    let rusqlite::Error::FromSqlConversionFailure(_, _, e) = source else {
+        return None;
+    };
+    if let Some(u) = e.downcast_ref::<UnknownState>() {
+        return Some(u.to_string());
+    }
+    e.downcast_ref::<UnknownText>().map(UnknownText::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use rusqlite::Connection;
+
+    /// `value` written to a column and read back, and the text the column holds.
+    fn stored<T: ToSql + FromSql>(value: &T) -> (T, String) {
+        let conn = Connection::open_in_memory().expect("open");
+        conn.execute_batch("CREATE TABLE t (v TEXT)")
+            .expect("table");
+        conn.execute("INSERT INTO t (v) VALUES (?1)", [value])
+            .expect("insert");
+        conn.query_row("SELECT v, v FROM t", [], |r| Ok((r.get(0)?, r.get(1)?)))
+            .expect("read")
+    }
+
+    /// `text` read from a column as a `T`.
+    fn read<T: FromSql>(text: &str) -> rusqlite::Result<T> {
+        let conn = Connection::open_in_memory().expect("open");
+        conn.query_row("SELECT ?1", [text], |r| r.get(0))
+    }
+
+    /// The message of the conversion error reading `text` as a `T` gives, as the ledger
+    /// reports it.
+    fn refusal<T: FromSql + std::fmt::Debug>(text: &str) -> String {
+        let e = read::<T>(text).expect_err("unknown text refused");
+        unknown_text(&e).unwrap_or_else(|| panic!("not a typed refusal: {e}"))
+    }
+
+    #[test]
+    fn states_are_stored_as_their_text_and_read_back() {
+        for s in RowState::ALL {
+            assert_eq!(stored(&s), (s, s.as_str().to_string()));
+        }
+        for s in OrderState::ALL {
+            assert_eq!(stored(&s), (s, s.as_str().to_string()));
+        }
+        assert_eq!(
+            refusal::<RowState>("PAID"),
+            "unknown state `PAID` in the ledger"
+        );
+        assert_eq!(
+            refusal::<OrderState>("completed"),
+            "unknown state `completed` in the ledger"
+        );
+    }
+
+    #[test]
+    fn order_modes_are_stored_as_their_text_and_read_back() {
+        for (m, text) in OrderMode::ALL.into_iter().zip(["sync", "async", "adopted"]) {
+            assert_eq!(stored(&m), (m, text.to_string()));
+        }
+        assert_eq!(OrderMode::Adopted.execution(), ExecutionMode::Async);
+        assert_eq!(OrderMode::Sync.execution(), ExecutionMode::Sync);
+        assert_eq!(OrderMode::from(ExecutionMode::Sync), OrderMode::Sync);
+        assert_eq!(
+            refusal::<OrderMode>("SYNC"),
+            "unknown order mode `SYNC` in the ledger"
+        );
+    }
+
+    #[test]
+    fn ways_of_paying_are_stored_as_their_text_and_read_back() {
+        for (m, text) in [
+            (PaymentMethodType::AccountBalance, "ACCOUNT_BALANCE"),
+            (PaymentMethodType::Card, "CARD"),
+        ] {
+            assert_eq!(stored(&m), (m, text.to_string()));
+        }
+        assert_eq!(
+            refusal::<PaymentMethodType>("OTHER"),
+            "unknown payment method `OTHER` in the ledger"
+        );
+        assert!(matches!(
+            PaymentMethodType::Other.to_sql(),
+            Err(rusqlite::Error::ToSqlConversionFailure(_))
+        ));
+    }
+
+    #[test]
+    fn a_number_in_a_typed_column_is_refused_too() {
+        let conn = Connection::open_in_memory().expect("open");
+        let read: rusqlite::Result<RowState> = conn.query_row("SELECT 7", [], |r| r.get(0));
+        assert!(matches!(read, Err(rusqlite::Error::InvalidColumnType(..))));
+    }
+
+    /// Text a typed column does not know (a newer paybatch, a hand edit) is a damaged ledger,
+    /// said as such by whichever read meets it.
+    #[test]
+    fn unknown_text_in_a_ledger_is_damage() {
+        let dir = tempfile::tempdir().expect("dir");
+        let ledger = super::super::Ledger::open(&dir.path().join("l.db")).expect("ledger");
+        ledger
+            .conn
+            .execute_batch(
+                "INSERT INTO batches (id, name, input_path, input_hash, headers, environment,
+                                      base_url, key_fingerprint, created_at, updated_at)
+                 VALUES (1, 'nov', 'nov.csv', '', '[]', 'sim', 'embedded-simulator', '', '', '');
+                 INSERT INTO orders (id, batch_id, idempotency_key, body, mode, payment_currency,
+                                     state, created_at)
+                 VALUES (1, 1, 'k1', x'', 'later', 'USD', 'INTENT', '');
+                 INSERT INTO rows (batch_id, reference, position, line, fields, spec,
+                                   content_hash, state)
+                 VALUES (1, 'R-1', 0, 2, '[]', NULL, '', 'PAID');",
+            )
+            .expect("ledger rows");
+        let damage = |read: super::super::Result<()>| match read {
+            Err(super::super::LedgerError::Corrupt(message)) => message,
+            other => panic!("not a damaged ledger: {other:?}"),
+        };
+        let state = "unknown state `PAID` in the ledger";
+        assert_eq!(damage(ledger.rows(1).map(drop)), state);
+        assert_eq!(damage(ledger.row_counts(1).map(drop)), state);
+        assert_eq!(damage(ledger.row_state(1, "R-1").map(drop)), state);
+        assert_eq!(
+            damage(ledger.order_heads(1).map(drop)),
+            "unknown order mode `later` in the ledger"
+        );
+    }
+
+    #[test]
+    fn json_is_stored_as_its_text_and_read_back() {
+        let headers = Json(vec!["reference".to_string(), "face \"value\"".to_string()]);
+        assert_eq!(
+            stored(&headers),
+            (
+                headers.clone(),
+                r#"["reference","face \"value\""]"#.to_string()
+            )
+        );
+        assert!(matches!(
+            read::<Json<Vec<String>>>("[\"cut"),
+            Err(rusqlite::Error::FromSqlConversionFailure(..))
+        ));
+    }
+}
