@@ -13,16 +13,12 @@ use crate::api::{ApiError, CreateOutcome};
 use crate::failpoint;
 use crate::ledger::{self, Ledger, LedgerError, OrderRecord, OrderState, Transition};
 
+use super::in_doubt;
 use super::options::RunOptions;
 use super::outcome::{RunError, is_auth_error};
 use super::pace::{self, Pacer};
 use super::record;
 use super::stage::{Stage, holds, record_terminal};
-
-/// An intent sent (in doubt) longer than `window` ago: not re-sent before reconciling.
-pub fn stale(sends: i64, first_sent_at: Option<&str>, window: Duration) -> bool {
-    sends > 0 && ledger::older_than(first_sent_at, window)
-}
 
 /// Intents read from the ledger at a time (a batch can hold a million).
 const INTENT_CHUNK: i64 = 4096;
@@ -55,7 +51,7 @@ pub fn count_intents(
     let (mut all, mut stale_ones) = (0, 0);
     each_intent(ledger, batch_id, |head| {
         all += 1;
-        if stale(head.sends, head.first_sent_at.as_deref(), window) {
+        if in_doubt::too_long(head.sends, head.first_sent_at.as_deref(), window) {
             stale_ones += 1;
         }
         Ok(())
@@ -217,7 +213,7 @@ impl Sending<'_> {
         for head in chunk {
             self.after = head.id;
             let window = self.opts.in_doubt_window;
-            if stale(head.sends, head.first_sent_at.as_deref(), window) {
+            if in_doubt::too_long(head.sends, head.first_sent_at.as_deref(), window) {
                 self.stale.add(self.stage, head.id);
             } else {
                 self.waiting.push_back(head.id);
