@@ -28,7 +28,7 @@ use crate::batch::output::ResultWriter;
 use crate::batch::progress::Reporter;
 use crate::batch::repeats::{self, Earlier, Repeats};
 use crate::batch::results::{PlannedLines, write_result_file};
-use crate::batch::stage::{Patience, Stage, deadline_in};
+use crate::batch::stage::{Hold, Patience, Stage, deadline_in};
 use crate::batch::{poll, reconcile, submit};
 use crate::catalog;
 use crate::environment::Connection;
@@ -649,9 +649,9 @@ async fn finish(
     // taken: no lock is held across a request).
     let mut balances_now = BTreeMap::new();
     for what in held_by_service.keys() {
-        if let Some(currency) = what.strip_prefix("balance ") {
+        if let Hold::Balance(currency) = what {
             let balance = client.balance(currency).await.map(|b| b.balance);
-            balances_now.insert(currency.to_string(), balance.ok());
+            balances_now.insert(currency.clone(), balance.ok());
         }
     }
     let ledger = stage.ledger();
