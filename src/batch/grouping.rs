@@ -362,7 +362,8 @@ pub fn merge_and_plan(
         per_order(opts, scanned.valid_rows.saturating_sub(skipped.len())),
     );
     planning.skipped = skipped;
-    let mut merge = ledger.merge_sized(batch.id, true, scanned.valid_rows)?;
+    let mut merge =
+        ledger.merge_sized(batch.id, ledger::merge::Planning::Plan, scanned.valid_rows)?;
     merge.cancelling(cancelling)?;
     // The second pass finds the invalid rows again with the same checks as the first.
     let index = CatalogIndex::new(products.to_vec());

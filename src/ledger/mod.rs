@@ -31,7 +31,9 @@ use open::OpenHere;
 pub use open::{canonical_path, create_private_file};
 pub use orders::{IntentHead, OrderRecord, OutsideFile, PlannedOrder};
 use rows::latest_conversion_in;
-pub use rows::{Conversion, HeldRow, IncomingRow, MergeReport, OrderLabel, RowRecord, SeenRow};
+pub use rows::{
+    Conversion, HeldRow, IncomingRow, MergeReport, OrderLabel, RowRecord, SeenRow, Specs,
+};
 pub use state::{OrderState, RowState, row_state_for};
 pub use transitions::{ItemOutcome, Transition};
 

@@ -610,7 +610,7 @@ async fn reconcile_stale(
         batch,
         opts.in_doubt_window,
         crate::settings::settle_override(),
-        false,
+        reconcile::Apply::Repair,
     )
     .await?;
     reporter.line(format!(
@@ -737,8 +737,9 @@ async fn settle_rebuilt(
         batch.name
     ));
     let settle = crate::settings::settle_override();
-    let r =
-        reconcile::reconcile(ledger, client, batch, opts.in_doubt_window, settle, false).await?;
+    let window = opts.in_doubt_window;
+    let repair = reconcile::Apply::Repair;
+    let r = reconcile::reconcile(ledger, client, batch, window, settle, repair).await?;
     if r.unattributed.is_empty() {
         return Ok(());
     }
