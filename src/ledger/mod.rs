@@ -15,6 +15,7 @@ pub mod merge;
 mod open;
 mod orders;
 pub mod repeats;
+mod row_key;
 mod rows;
 pub mod state;
 mod transitions;
@@ -30,6 +31,7 @@ use events::event;
 use open::OpenHere;
 pub use open::{canonical_path, create_private_file};
 pub use orders::{IntentHead, OrderRecord, OutsideFile, PlannedOrder};
+pub use row_key::RowKey;
 use rows::latest_conversion_in;
 pub use rows::{
     Conversion, HeldRow, IncomingRow, MergeReport, OrderLabel, RowRecord, SeenRow, Specs,
