@@ -17,7 +17,7 @@ use crate::ledger::OrderState;
 use super::options::RunOptions;
 use super::outcome::{RunError, is_auth_error};
 use super::progress::Phase;
-use super::stage::{Stage, record_terminal};
+use super::stage::{AcceptedOrder, Stage, record_terminal};
 
 /// How long the newest order counts as young: the waits between looks grow as
 /// [`retry::POLLING_YOUNG`] until then (most orders finish within seconds: each is seen within
@@ -28,9 +28,9 @@ const LIST_PAGES_PER_ROUND: usize = 4;
 /// Full orders fetched at once.
 const FETCH_CONCURRENCY: usize = 16;
 
-/// Orders accepted while the polling goes on, as the sending records them: (the service's
-/// order id, the ledger's). The sending closes it when it ends.
-pub type Accepted = mpsc::UnboundedReceiver<(String, i64)>;
+/// Orders accepted while the polling goes on, as the sending records them. The sending closes
+/// it when it ends.
+pub type Accepted = mpsc::UnboundedReceiver<AcceptedOrder>;
 
 /// The orders being polled and when to look at them next.
 struct Poller<'s> {
@@ -46,7 +46,11 @@ struct Poller<'s> {
 }
 
 impl Poller<'_> {
-    fn add(&mut self, service_id: String, order_id: i64) {
+    fn add(&mut self, accepted: AcceptedOrder) {
+        let AcceptedOrder {
+            service_id,
+            order_id,
+        } = accepted;
         if self.waiting.insert(service_id, order_id).is_none() {
             self.phase.grow(1);
             self.young_until = Instant::now() + POLL_YOUNG;
@@ -156,13 +160,13 @@ pub async fn poll_all(
 async fn take_incoming(rx: &mut Accepted, poller: &mut Poller<'_>) -> bool {
     if poller.waiting.is_empty() {
         match rx.recv().await {
-            Some((service_id, order_id)) => poller.add(service_id, order_id),
+            Some(accepted) => poller.add(accepted),
             None => return true,
         }
     }
     loop {
         match rx.try_recv() {
-            Ok((service_id, order_id)) => poller.add(service_id, order_id),
+            Ok(accepted) => poller.add(accepted),
             Err(mpsc::error::TryRecvError::Empty) => return false,
             Err(mpsc::error::TryRecvError::Disconnected) => return true,
         }

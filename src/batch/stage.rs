@@ -24,7 +24,16 @@ pub struct Stage {
     pub patience: Patience,
     /// Where the sending tells the polling of each order the service accepted (see
     /// [`super::poll::Accepted`]); none when nothing polls while sending.
-    pub accepted: Mutex<Option<tokio::sync::mpsc::UnboundedSender<(String, i64)>>>,
+    pub accepted: Mutex<Option<tokio::sync::mpsc::UnboundedSender<AcceptedOrder>>>,
+}
+
+/// An order the service accepted while the sending goes on, for the polling.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcceptedOrder {
+    /// The service's order id.
+    pub service_id: String,
+    /// The ledger's.
+    pub order_id: i64,
 }
 
 /// What the service stopped for the rest of a run.
@@ -127,7 +136,10 @@ impl Stage {
         if let Some(tx) = accepted.as_ref() {
             // The polling may have stopped (the run is ending): the order stays ACCEPTED in
             // the ledger and the next run polls it.
-            let _ = tx.send((service_id.to_string(), order_id));
+            let _ = tx.send(AcceptedOrder {
+                service_id: service_id.to_string(),
+                order_id,
+            });
         }
     }
 
