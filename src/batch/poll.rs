@@ -17,7 +17,7 @@ use crate::ledger::OrderState;
 use super::options::RunOptions;
 use super::outcome::{RunError, is_auth_error};
 use super::progress::Phase;
-use super::stage::{AcceptedOrder, Stage, record_terminal};
+use super::stage::{Stage, ToPoll, record_terminal};
 
 /// How long the newest order counts as young: the waits between looks grow as
 /// [`retry::POLLING_YOUNG`] until then (most orders finish within seconds: each is seen within
@@ -30,7 +30,7 @@ const FETCH_CONCURRENCY: usize = 16;
 
 /// Orders accepted while the polling goes on, as the sending records them. The sending closes
 /// it when it ends.
-pub type Accepted = mpsc::UnboundedReceiver<AcceptedOrder>;
+pub type Accepted = mpsc::UnboundedReceiver<ToPoll>;
 
 /// The orders being polled and when to look at them next.
 struct Poller<'s> {
@@ -46,8 +46,8 @@ struct Poller<'s> {
 }
 
 impl Poller<'_> {
-    fn add(&mut self, accepted: AcceptedOrder) {
-        let AcceptedOrder {
+    fn add(&mut self, accepted: ToPoll) {
+        let ToPoll {
             service_id,
             order_id,
         } = accepted;

@@ -24,12 +24,12 @@ pub struct Stage {
     pub patience: Patience,
     /// Where the sending tells the polling of each order the service accepted (see
     /// [`super::poll::Accepted`]); none when nothing polls while sending.
-    pub accepted: Mutex<Option<tokio::sync::mpsc::UnboundedSender<AcceptedOrder>>>,
+    pub accepted: Mutex<Option<tokio::sync::mpsc::UnboundedSender<ToPoll>>>,
 }
 
 /// An order the service accepted while the sending goes on, for the polling.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AcceptedOrder {
+pub struct ToPoll {
     /// The service's order id.
     pub service_id: String,
     /// The ledger's.
@@ -136,7 +136,7 @@ impl Stage {
         if let Some(tx) = accepted.as_ref() {
             // The polling may have stopped (the run is ending): the order stays ACCEPTED in
             // the ledger and the next run polls it.
-            let _ = tx.send(AcceptedOrder {
+            let _ = tx.send(ToPoll {
                 service_id: service_id.to_string(),
                 order_id,
             });
