@@ -17,6 +17,7 @@ use url::Url;
 use super::error::ApiError;
 use super::key::ApiKey;
 use super::models::*;
+use super::retry;
 
 /// Bodies larger than this are refused (a hostile or broken answer), never buffered whole.
 pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
@@ -639,9 +640,10 @@ fn preview(body: &[u8]) -> String {
 pub const READ_TRIES: u32 = 5;
 
 /// A read that is safe to repeat (a `GET`), tried up to [`READ_TRIES`] times while it fails
-/// transiently (5xx, timeouts, dropped connections, 429): 0.5, 1, 2 and 4 s apart, at least 5 s
-/// after a 429, and never sooner than the service's `Retry-After` (itself at most
-/// [`MAX_RETRY_AFTER`]). Any other answer is returned at once.
+/// transiently (5xx, timeouts, dropped connections, 429): 0.5, 1, 2 and 4 s apart
+/// ([`retry::READS`]), at least [`retry::RATE_LIMITED_FLOOR`] after a 429, and never sooner
+/// than the service's `Retry-After` (itself at most [`MAX_RETRY_AFTER`]). Any other answer is
+/// returned at once.
 pub async fn read_retrying<T, Fut>(read: impl FnMut() -> Fut) -> Result<T, ApiError>
 where
     Fut: std::future::Future<Output = Result<T, ApiError>>,
@@ -658,20 +660,11 @@ pub async fn read_retrying_until<T, Fut>(
 where
     Fut: std::future::Future<Output = Result<T, ApiError>>,
 {
-    let mut wait = Duration::from_millis(500);
     let mut tries = 1;
     loop {
         match read().await {
             Err(e) if e.is_transient() && tries < READ_TRIES => {
-                let floor = if e.is_rate_limited() {
-                    Duration::from_secs(5)
-                } else {
-                    Duration::ZERO
-                };
-                let pause = wait
-                    .max(floor)
-                    .max(e.retry_after().unwrap_or_default())
-                    .min(MAX_RETRY_AFTER);
+                let pause = retry::READS.wait(tries - 1, &e);
                 let past_deadline = deadline.is_some_and(|d| {
                     Instant::now()
                         .checked_add(pause)
@@ -681,7 +674,6 @@ where
                     return Err(e);
                 }
                 tokio::time::sleep(pause).await;
-                wait *= 2;
                 tries += 1;
             }
             other => return other,

@@ -5,6 +5,7 @@ pub mod decimal;
 pub mod error;
 pub mod key;
 pub mod models;
+pub mod retry;
 
 pub use client::{Client, ClientConfig, CreateOutcome};
 pub use error::{ApiError, ErrorClass};

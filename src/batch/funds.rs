@@ -15,6 +15,7 @@ use crate::input::rules::RowSpec;
 use crate::ledger::{self, Ledger, OrderState, RowState, StoredSpec};
 
 use super::outcome::RunError;
+use super::stage::Hold;
 
 /// Added to what a rate read from the ledger gives (3 %): the rate moves between the ledger's
 /// last converted order of a currency pair and the orders of this batch.
@@ -613,7 +614,7 @@ pub fn held_lines(
     ledger: &Ledger,
     batch: &ledger::BatchRecord,
     products: &[Product],
-    held: &BTreeMap<String, String>,
+    held: &BTreeMap<Hold, String>,
     balances: &BTreeMap<String, Option<Decimal>>,
 ) -> Result<Vec<String>, RunError> {
     let unpaid = Unpaid::of(ledger, batch, products)?;
@@ -626,14 +627,14 @@ pub fn held_lines(
         "then run the same command again".to_string()
     };
     let mut lines = Vec::new();
-    if let Some(why) = held.get("account") {
+    if let Some(why) = held.get(&Hold::Account) {
         lines.push(format!(
             "the service stopped ordering for this account ({why}): {} rows not paid; ask the account's owner to raise its spending limit, {then}",
             unpaid.all
         ));
     }
     for (what, why) in held {
-        let Some(currency) = what.strip_prefix("balance ") else {
+        let Hold::Balance(currency) = what else {
             continue;
         };
         let available = balances.get(currency).copied().flatten();

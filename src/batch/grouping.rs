@@ -35,13 +35,29 @@ pub struct Merged {
     pub noticed: Noticed,
 }
 
-/// How a group of rows is paid and priced: payment currency, the card (or `None`: the
-/// balance), and the currency the products are priced in. Every item of an order is priced in
-/// one currency, the payment currency, except an order of one row paid from the balance of
-/// another currency (embedded FX).
-type PaidBy = (String, Option<String>, String);
-/// A row waiting for its order: as the ledger records it, how it is planned, what it pays.
-type Waiting = (IncomingRow, ToPlan, RowSpec);
+/// How a group of rows is paid and priced. Every item of an order is priced in one currency,
+/// the payment currency, except an order of one row paid from the balance of another currency
+/// (embedded FX).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct PaidBy {
+    payment_currency: String,
+    /// The card, or `None`: the balance of the payment currency.
+    card: Option<String>,
+    /// The currency the products are priced in: part of the key only (rows priced in another
+    /// currency never share an order), never read on its own.
+    #[allow(dead_code)]
+    priced_in: String,
+}
+
+/// A row waiting for its order.
+struct Waiting {
+    /// As the ledger records it.
+    row: IncomingRow,
+    /// How it is planned.
+    to_plan: ToPlan,
+    /// What it pays.
+    spec: RowSpec,
+}
 
 /// The rows of one open order and whether its `metadata` can still name one more.
 #[derive(Default)]
@@ -86,11 +102,11 @@ impl Groups<'_> {
         key: PaidBy,
         row: Waiting,
     ) -> Result<(), RunError> {
-        if is_converted(&row.2, key.1.as_deref()) {
+        if is_converted(&row.spec, key.card.as_deref()) {
             self.converted_rows += 1;
             return self.plan(merge, &key, vec![row], ExecutionMode::Sync);
         }
-        let (reference, attempt) = (row.0.reference.clone(), row.1.attempt);
+        let (reference, attempt) = (row.row.reference.clone(), row.to_plan.attempt);
         let full = self
             .open
             .get(&key)
@@ -105,7 +121,7 @@ impl Groups<'_> {
                 self.open.entry(key.clone()).or_default()
             }
         };
-        let bytes = row.0.size();
+        let bytes = row.row.size();
         group.fit.add(&reference, attempt);
         group.rows.push(row);
         group.bytes += bytes;
@@ -146,15 +162,17 @@ impl Groups<'_> {
     fn plan(
         &mut self,
         merge: &mut ledger::merge::Merge<'_>,
-        (currency, card, _): &PaidBy,
+        paid_by: &PaidBy,
         rows: Vec<Waiting>,
         mode: ExecutionMode,
     ) -> Result<(), RunError> {
+        let (currency, card) = (&paid_by.payment_currency, &paid_by.card);
         let payment = plan::payment_method(currency, card.as_deref());
-        let items: Vec<(&RowSpec, i64)> = rows.iter().map(|(_, t, s)| (s, t.attempt)).collect();
+        let items: Vec<(&RowSpec, i64)> =
+            rows.iter().map(|w| (&w.spec, w.to_plan.attempt)).collect();
         let keyed: Vec<(&str, i64)> = rows
             .iter()
-            .map(|(r, t, _)| (r.reference.as_str(), t.attempt))
+            .map(|w| (w.row.reference.as_str(), w.to_plan.attempt))
             .collect();
         let key = plan::order_key(self.environment, self.batch, &keyed);
         let body = plan::order_body(&key, self.batch, &payment, &items).map_err(|e| {
@@ -171,7 +189,8 @@ impl Groups<'_> {
             payment_method: payment.kind,
             card_id: card.clone(),
         };
-        let members: Vec<(&IncomingRow, ToPlan)> = rows.iter().map(|(r, t, _)| (r, *t)).collect();
+        let members: Vec<(&IncomingRow, ToPlan)> =
+            rows.iter().map(|w| (&w.row, w.to_plan)).collect();
         merge.plan(&order, &members)?;
         self.planned += 1;
         Ok(())
@@ -255,8 +274,13 @@ impl<'r> Planning<'r> {
                 }
             }
         }
-        let key = (spec.payment_currency.clone(), card, spec.currency.clone());
-        self.groups.push(merge, key, (row, to_plan, spec))
+        let key = PaidBy {
+            payment_currency: spec.payment_currency.clone(),
+            card,
+            priced_in: spec.currency.clone(),
+        };
+        let waiting = Waiting { row, to_plan, spec };
+        self.groups.push(merge, key, waiting)
     }
 
     /// Plans what is left, then commits the merge, unless a submitted row changed or the
@@ -333,7 +357,8 @@ pub fn merge_and_plan(
         per_order(opts, scanned.valid_rows.saturating_sub(skipped.len())),
     );
     planning.skipped = skipped;
-    let mut merge = ledger.merge_sized(batch.id, true, scanned.valid_rows)?;
+    let mut merge =
+        ledger.merge_sized(batch.id, ledger::merge::Planning::Plan, scanned.valid_rows)?;
     merge.cancelling(cancelling)?;
     // The second pass finds the invalid rows again with the same checks as the first.
     let index = CatalogIndex::new(products.to_vec());

@@ -7,6 +7,7 @@
 pub mod approved;
 pub mod funds;
 pub mod grouping;
+pub mod in_doubt;
 pub mod options;
 pub mod outcome;
 pub mod output;

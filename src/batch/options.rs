@@ -143,7 +143,7 @@ impl RunOptions {
             card_id: None,
             plan_only: false,
             max_send_tries: DEFAULT_SEND_TRIES,
-            in_doubt_window: Duration::from_secs_f64(DEFAULT_IN_DOUBT_HOURS * 3600.0),
+            in_doubt_window: super::in_doubt::default_window(),
             expect_digest: None,
             on_repeat: super::repeats::OnRepeat::Refuse,
         }

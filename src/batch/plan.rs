@@ -11,6 +11,7 @@ use crate::api::models::{
 };
 
 use crate::input::rules::RowSpec;
+use crate::ledger::RowKey;
 
 /// The namespace of paybatch's UUID v5 idempotency keys.
 pub const KEY_NAMESPACE: Uuid = Uuid::from_u128(0x6f1c_2a4e_58b3_4d0e_9a71_c3e2_5b8d_0f47);
@@ -333,7 +334,7 @@ pub fn metadata(batch: &str, rows: &[(&str, i64)]) -> BTreeMap<String, String> {
 
 /// The rows (reference, attempt) an order's `metadata` names, in item order, when it is an
 /// order of `batch`. `None` when it is not paybatch's or not `batch`'s.
-pub fn rows_in_metadata(batch: &str, m: &BTreeMap<String, String>) -> Option<Vec<(String, i64)>> {
+pub fn rows_in_metadata(batch: &str, m: &BTreeMap<String, String>) -> Option<Vec<RowKey>> {
     if m.get(META_BATCH)? != &batch_tag(batch) {
         return None;
     }
@@ -345,7 +346,12 @@ pub fn rows_in_metadata(batch: &str, m: &BTreeMap<String, String>) -> Option<Vec
         Some(text) => attempts_of(text, refs.len())?,
         None => vec![1; refs.len()],
     };
-    Some(refs.into_iter().zip(attempts).collect())
+    Some(
+        refs.into_iter()
+            .zip(attempts)
+            .map(|(reference, attempt)| RowKey::new(reference, attempt))
+            .collect(),
+    )
 }
 
 /// The row references an order's `metadata` names, in item order, whatever its batch.
@@ -578,17 +584,17 @@ mod tests {
             ("EMP-7", (0..200).map(|i| 1 + (i % 2)).collect::<Vec<i64>>()),
         ] {
             let mut fit = MetadataFit::default();
-            let mut rows: Vec<(String, i64)> = Vec::new();
+            let mut rows: Vec<RowKey> = Vec::new();
             for (i, a) in attempts.iter().enumerate() {
                 let r = format!("{reference}-{i}");
                 if !fit.admits(&r, *a) {
                     break;
                 }
                 fit.add(&r, *a);
-                rows.push((r, *a));
+                rows.push(RowKey::new(r, *a));
             }
             assert!(!rows.is_empty());
-            let named: Vec<(&str, i64)> = rows.iter().map(|(r, a)| (r.as_str(), *a)).collect();
+            let named: Vec<(&str, i64)> = rows.iter().map(RowKey::named).collect();
             let m = metadata(&"b".repeat(250), &named);
             assert!(m.len() <= MAX_METADATA_PAIRS, "{} pairs", m.len());
             for (k, v) in &m {

@@ -10,31 +10,27 @@ use futures::StreamExt;
 use tokio::sync::mpsc;
 
 use crate::api::models::OrderView;
-use crate::api::{ApiError, Client};
+use crate::api::{ApiError, Client, retry};
 use crate::failpoint;
 use crate::ledger::OrderState;
 
 use super::options::RunOptions;
 use super::outcome::{RunError, is_auth_error};
 use super::progress::Phase;
-use super::stage::{Stage, record_terminal};
+use super::stage::{Stage, ToPoll, record_terminal};
 
-/// First wait before the first look at an order's status; each later wait is 1.5 times
-/// longer, up to [`POLL_YOUNG_MAX`] while the newest order is younger than [`POLL_YOUNG`] (most
-/// orders finish within seconds: each is seen within about a second of it), then up to
-/// [`POLL_MAX`].
-const POLL_FIRST: Duration = Duration::from_millis(500);
+/// How long the newest order counts as young: the waits between looks grow as
+/// [`retry::POLLING_YOUNG`] until then (most orders finish within seconds: each is seen within
+/// about a second of it), then as [`retry::POLLING`].
 const POLL_YOUNG: Duration = Duration::from_secs(60);
-const POLL_YOUNG_MAX: Duration = Duration::from_secs(1);
-const POLL_MAX: Duration = Duration::from_secs(10);
 /// Pages of the order list read per round at most.
 const LIST_PAGES_PER_ROUND: usize = 4;
 /// Full orders fetched at once.
 const FETCH_CONCURRENCY: usize = 16;
 
-/// Orders accepted while the polling goes on, as the sending records them: (the service's
-/// order id, the ledger's). The sending closes it when it ends.
-pub type Accepted = mpsc::UnboundedReceiver<(String, i64)>;
+/// Orders accepted while the polling goes on, as the sending records them. The sending closes
+/// it when it ends.
+pub type Accepted = mpsc::UnboundedReceiver<ToPoll>;
 
 /// The orders being polled and when to look at them next.
 struct Poller<'s> {
@@ -50,29 +46,33 @@ struct Poller<'s> {
 }
 
 impl Poller<'_> {
-    fn add(&mut self, service_id: String, order_id: i64) {
+    fn add(&mut self, accepted: ToPoll) {
+        let ToPoll {
+            service_id,
+            order_id,
+        } = accepted;
         if self.waiting.insert(service_id, order_id).is_none() {
             self.phase.grow(1);
             self.young_until = Instant::now() + POLL_YOUNG;
-            self.interval = self.interval.min(POLL_FIRST);
+            self.interval = self.interval.min(retry::POLLING.first);
         }
     }
 
     /// The wait before the next round, and the one after it.
     fn next_wait(&mut self) -> Duration {
         let wait = self.interval;
-        let longest = if Instant::now() < self.young_until {
-            POLL_YOUNG_MAX
+        let growth = if Instant::now() < self.young_until {
+            retry::POLLING_YOUNG
         } else {
-            POLL_MAX
+            retry::POLLING
         };
-        self.interval = self.interval.mul_f64(1.5).min(longest);
+        self.interval = growth.after(self.interval);
         wait
     }
 
     fn slow_down(&mut self, e: &ApiError) {
         if e.is_rate_limited() {
-            self.interval = self.interval.max(Duration::from_secs(5));
+            self.interval = self.interval.max(retry::RATE_LIMITED_FLOOR);
         }
     }
 }
@@ -111,7 +111,7 @@ pub async fn poll_all(
         phase: stage.reporter.phase(waiting.len() as u64, "poll"),
         waiting,
         unseen_rounds: HashMap::new(),
-        interval: POLL_FIRST,
+        interval: retry::POLLING.first,
         young_until: Instant::now() + POLL_YOUNG,
     };
     // Set when the sending ends: a timeout too long to add to the clock (only a library caller
@@ -160,13 +160,13 @@ pub async fn poll_all(
 async fn take_incoming(rx: &mut Accepted, poller: &mut Poller<'_>) -> bool {
     if poller.waiting.is_empty() {
         match rx.recv().await {
-            Some((service_id, order_id)) => poller.add(service_id, order_id),
+            Some(accepted) => poller.add(accepted),
             None => return true,
         }
     }
     loop {
         match rx.try_recv() {
-            Ok((service_id, order_id)) => poller.add(service_id, order_id),
+            Ok(accepted) => poller.add(accepted),
             Err(mpsc::error::TryRecvError::Empty) => return false,
             Err(mpsc::error::TryRecvError::Disconnected) => return true,
         }

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use crate::ledger::payouts::PayoutNote;
-use crate::ledger::{Ledger, LedgerError, OrderLabel, RowRecord, RowState};
+use crate::ledger::{Ledger, LedgerError, OrderLabel, RowRecord, RowState, Specs};
 
 use super::outcome::RunError;
 use super::output::{ResultLine, ResultWriter};
@@ -101,7 +101,7 @@ pub fn write_result_file(
         message: e.to_string(),
     };
     let mut lines = InBackground::start(ResultWriter::create(path, headers).map_err(io_error)?);
-    let read = ledger.visit_result_rows(batch_id, false, |r, order| {
+    let read = ledger.visit_result_rows(batch_id, Specs::Skip, |r, order| {
         let note = payout_note_of(ledger, &r)?;
         if lines.push(result_line(r, order, note)) {
             Ok(())

@@ -18,22 +18,52 @@ pub struct Stage {
     pub ledger: Mutex<Ledger>,
     pub client: Client,
     pub reporter: Reporter,
-    /// What the service stopped: `balance CUR` (insufficient funds) or `account` (ordering
-    /// restricted), with the service's words. Orders it covers are not sent in this run.
-    pub held: Mutex<BTreeMap<String, String>>,
+    /// What the service stopped ([`Hold`]), with the service's words. Orders it covers are not
+    /// sent in this run.
+    pub held: Mutex<BTreeMap<Hold, String>>,
     pub patience: Patience,
     /// Where the sending tells the polling of each order the service accepted (see
     /// [`super::poll::Accepted`]); none when nothing polls while sending.
-    pub accepted: Mutex<Option<tokio::sync::mpsc::UnboundedSender<(String, i64)>>>,
+    pub accepted: Mutex<Option<tokio::sync::mpsc::UnboundedSender<ToPoll>>>,
 }
 
-/// What a refusal of one order stops for the rest of the run: `account` when the service
-/// restricts ordering (its spending limit), `balance CUR` when a balance is too low.
-pub fn holds(e: &ApiError, order: &OrderRecord) -> Option<String> {
+/// An order the service accepted while the sending goes on, for the polling.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToPoll {
+    /// The service's order id.
+    pub service_id: String,
+    /// The ledger's.
+    pub order_id: i64,
+}
+
+/// What the service stopped for the rest of a run.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Hold {
+    /// The account (ordering restricted: its spending limit): every order.
+    Account,
+    /// The balance of this currency (too low): the orders paid from it.
+    Balance(String),
+}
+
+impl Hold {
+    /// Whether this hold stops `order`.
+    pub fn covers(&self, order: &OrderRecord) -> bool {
+        match self {
+            Hold::Account => true,
+            Hold::Balance(currency) => {
+                order.card_id.is_none() && order.payment_currency == *currency
+            }
+        }
+    }
+}
+
+/// What a refusal of one order stops for the rest of the run: the account when the service
+/// restricts ordering (its spending limit), a balance when it is too low.
+pub fn holds(e: &ApiError, order: &OrderRecord) -> Option<Hold> {
     match e.kind() {
-        "ordering_restricted" => Some("account".into()),
+        "ordering_restricted" => Some(Hold::Account),
         "insufficient_funds" | "insufficient_balance" if order.card_id.is_none() => {
-            Some(format!("balance {}", order.payment_currency))
+            Some(Hold::Balance(order.payment_currency.clone()))
         }
         _ => None,
     }
@@ -97,9 +127,7 @@ impl Stage {
     /// Whether the service stopped what `order` is paid by, earlier in this run.
     pub fn is_held(&self, order: &OrderRecord) -> bool {
         let held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-        held.contains_key("account")
-            || (order.card_id.is_none()
-                && held.contains_key(&format!("balance {}", order.payment_currency)))
+        held.keys().any(|hold| hold.covers(order))
     }
 
     /// The service accepted ledger order `order_id` as `service_id`: the polling looks at it.
@@ -108,7 +136,10 @@ impl Stage {
         if let Some(tx) = accepted.as_ref() {
             // The polling may have stopped (the run is ending): the order stays ACCEPTED in
             // the ledger and the next run polls it.
-            let _ = tx.send((service_id.to_string(), order_id));
+            let _ = tx.send(ToPoll {
+                service_id: service_id.to_string(),
+                order_id,
+            });
         }
     }
 
@@ -120,7 +151,7 @@ impl Stage {
             .take();
     }
 
-    pub fn hold(&self, what: String, why: String) {
+    pub fn hold(&self, what: Hold, why: String) {
         let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
         held.entry(what).or_insert(why);
     }

@@ -7,23 +7,18 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rand::Rng;
-
 use crate::api::models::OrderStatus;
+use crate::api::retry;
 use crate::api::{ApiError, CreateOutcome};
 use crate::failpoint;
 use crate::ledger::{self, Ledger, LedgerError, OrderRecord, OrderState, Transition};
 
+use super::in_doubt;
 use super::options::RunOptions;
 use super::outcome::{RunError, is_auth_error};
 use super::pace::{self, Pacer};
 use super::record;
 use super::stage::{Stage, holds, record_terminal};
-
-/// An intent sent (in doubt) longer than `window` ago: not re-sent before reconciling.
-pub fn stale(sends: i64, first_sent_at: Option<&str>, window: Duration) -> bool {
-    sends > 0 && ledger::older_than(first_sent_at, window)
-}
 
 /// Intents read from the ledger at a time (a batch can hold a million).
 const INTENT_CHUNK: i64 = 4096;
@@ -56,7 +51,7 @@ pub fn count_intents(
     let (mut all, mut stale_ones) = (0, 0);
     each_intent(ledger, batch_id, |head| {
         all += 1;
-        if stale(head.sends, head.first_sent_at.as_deref(), window) {
+        if in_doubt::too_long(head.sends, head.first_sent_at.as_deref(), window) {
             stale_ones += 1;
         }
         Ok(())
@@ -79,15 +74,6 @@ pub fn recent_sends(ledger: &Ledger) -> Result<Vec<tokio::time::Instant>, RunErr
         .filter_map(|t| (now - t.with_timezone(&chrono::Utc)).to_std().ok())
         .filter_map(|ago| here.checked_sub(ago))
         .collect())
-}
-
-/// Exponential backoff with full jitter, at least `floor`.
-fn backoff(attempt: u32, floor: Duration) -> Duration {
-    let base = Duration::from_millis(250);
-    let cap = Duration::from_secs(30);
-    let exp = base.saturating_mul(1u32 << attempt.min(10)).min(cap);
-    let jitter = rand::thread_rng().gen_range(0..=exp.as_millis() as u64);
-    floor.max(Duration::from_millis(jitter))
 }
 
 /// What one order's submission came to in this run.
@@ -227,7 +213,7 @@ impl Sending<'_> {
         for head in chunk {
             self.after = head.id;
             let window = self.opts.in_doubt_window;
-            if stale(head.sends, head.first_sent_at.as_deref(), window) {
+            if in_doubt::too_long(head.sends, head.first_sent_at.as_deref(), window) {
                 self.stale.add(self.stage, head.id);
             } else {
                 self.waiting.push_back(head.id);
@@ -436,7 +422,8 @@ struct Pause {
 }
 
 /// After a transient failure (5xx, 429, no answer): records it, then waits before the next try
-/// (the service's `Retry-After`, at least 5 s after a 429, exponential backoff otherwise).
+/// (the service's `Retry-After`, at least 5 s after a 429, exponential backoff otherwise:
+/// [`retry::SENDS`]).
 /// Returns what the order came to when it must not be tried again in this run.
 async fn wait_to_resend(
     stage: &Stage,
@@ -452,15 +439,8 @@ async fn wait_to_resend(
     {
         return Some(Sent::Stop(le.into()));
     }
-    // The service's Retry-After is at most MAX_RETRY_AFTER (the client reads it so).
-    let floor = if e.is_rate_limited() {
-        e.retry_after()
-            .unwrap_or_default()
-            .max(Duration::from_secs(5))
-    } else {
-        e.retry_after().unwrap_or_default()
-    };
-    let wait = (!pause.last_try).then(|| backoff(pause.attempt, floor));
+    let floor = retry::floor(e);
+    let wait = (!pause.last_try).then(|| retry::SENDS.wait(pause.attempt, e));
     let longest = wait.unwrap_or_default().max(if e.is_rate_limited() {
         floor
     } else {

@@ -25,16 +25,27 @@ pub enum CatalogSource {
     Service,
 }
 
-/// The catalog of `environment`: from the cache when it is younger than `ttl` (and `force` is
-/// false), else fetched through all pages and cached.
+/// Whether the catalog may come from the cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fetch {
+    /// From the cache when it is younger than the time to live.
+    IfStale,
+    /// From the service, whatever the cache holds.
+    Always,
+}
+
+/// The catalog of `environment`: from the cache when it is younger than `ttl` (unless
+/// [`Fetch::Always`]), else fetched through all pages and cached.
 pub async fn load(
     ledger: &mut Ledger,
     client: &Client,
     environment: &str,
     ttl: Duration,
-    force: bool,
+    fetch: Fetch,
 ) -> Result<(Vec<Product>, CatalogSource), CatalogError> {
-    if !force && let Some((fetched_at, products)) = ledger.cached_catalog(environment)? {
+    if fetch == Fetch::IfStale
+        && let Some((fetched_at, products)) = ledger.cached_catalog(environment)?
+    {
         let fresh = chrono::DateTime::parse_from_rfc3339(&fetched_at)
             .map(|t| {
                 let age = chrono::Utc::now().signed_duration_since(t);

@@ -88,7 +88,7 @@ async fn sync(service: &ServiceArgs) -> Result<Exit, CliError> {
         &conn.client,
         &identity,
         catalog::DEFAULT_TTL,
-        true,
+        catalog::Fetch::Always,
     )
     .await
     .map_err(catalog_failure)?;
@@ -181,9 +181,15 @@ async fn products(service: &ServiceArgs) -> Result<Vec<Product>, CliError> {
     }
     let mut ledger = Ledger::open(&service.ledger)?;
     let ttl = catalog::DEFAULT_TTL;
-    let (products, _) = catalog::load(&mut ledger, &conn.client, &identity, ttl, false)
-        .await
-        .map_err(catalog_failure)?;
+    let (products, _) = catalog::load(
+        &mut ledger,
+        &conn.client,
+        &identity,
+        ttl,
+        catalog::Fetch::IfStale,
+    )
+    .await
+    .map_err(catalog_failure)?;
     Ok(products)
 }
 

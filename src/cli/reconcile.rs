@@ -52,7 +52,7 @@ pub async fn execute(args: ReconcileArgs) -> Result<Exit, CliError> {
         dry_run: args.dry_run,
         rebuild: args.rebuild.clone(),
         payment_currency: args.payment_currency.clone(),
-        in_doubt_window: std::time::Duration::from_secs_f64(args.in_doubt_hours * 3600.0),
+        in_doubt_window: crate::batch::in_doubt::window_of_hours(args.in_doubt_hours),
     };
     let console = Console::new(false);
     let done = reconcile_batch(&opts, &console.reporter()).await?;

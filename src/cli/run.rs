@@ -126,7 +126,7 @@ impl RunArgs {
         o.concurrency = self.concurrency;
         o.poll_timeout = Duration::from_secs(self.poll_timeout);
         o.expect_digest = self.expect_digest.clone();
-        o.in_doubt_window = Duration::from_secs_f64(self.in_doubt_hours * 3600.0);
+        o.in_doubt_window = crate::batch::in_doubt::window_of_hours(self.in_doubt_hours);
         o.max_send_tries = self.send_tries;
         Ok(o)
     }

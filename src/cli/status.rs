@@ -9,10 +9,11 @@ use std::path::Path;
 use clap::Args;
 use serde::Serialize;
 
+use crate::batch::in_doubt;
 use crate::environment::Environment;
 use crate::exit::Exit;
 use crate::ledger::{BatchRecord, EventRecord, RowState};
-use crate::ops::status::{self, BatchCounts, Detail, IN_DOUBT_HOURS, InFlight};
+use crate::ops::status::{self, BatchCounts, Detail, InFlight};
 use crate::text::shell_word;
 
 use super::{CliError, DEFAULT_LEDGER, InOrder, ServiceArgs};
@@ -33,8 +34,20 @@ pub struct StatusArgs {
     /// JSON on stdout instead of text.
     #[arg(long)]
     pub json: bool,
+    /// An order sent this many hours ago (fractions allowed) without a recorded answer has been
+    /// in doubt too long: it is for `paybatch reconcile` (the same window as
+    /// `run --in-doubt-hours`).
+    #[arg(long, default_value_t = in_doubt::DEFAULT_IN_DOUBT_HOURS, value_name = "HOURS", value_parser = super::run::parse_hours)]
+    pub in_doubt_hours: f64,
     #[command(flatten)]
     pub service: ServiceArgs,
+}
+
+impl StatusArgs {
+    /// How long an order may be in doubt before status sends it to reconciliation.
+    fn in_doubt_window(&self) -> std::time::Duration {
+        in_doubt::window_of_hours(self.in_doubt_hours)
+    }
 }
 
 pub async fn execute(args: StatusArgs) -> Result<Exit, CliError> {
@@ -49,8 +62,14 @@ pub async fn execute(args: StatusArgs) -> Result<Exit, CliError> {
             }
         }
         Some(name) => {
-            let d = status::batch(&ledger, name)?;
-            let next = next_steps(ledger.path(), &d.batch, &d.by_state(), &d.in_flight());
+            let d = status::batch_with_window(&ledger, name, args.in_doubt_window())?;
+            let next = next_steps(
+                ledger.path(),
+                &d.batch,
+                &d.by_state(),
+                &d.in_flight(),
+                args.in_doubt_hours,
+            );
             if args.json {
                 super::out_json(&detail_json(&d, &next));
             } else {
@@ -165,6 +184,7 @@ fn next_steps(
     b: &BatchRecord,
     counts: &BTreeMap<RowState, i64>,
     flights: &[InFlight<'_>],
+    in_doubt_hours: f64,
 ) -> Vec<String> {
     let n = |s: RowState| counts.get(&s).copied().unwrap_or(0);
     // The commands are to be copied into a shell: every argument is quoted for it.
@@ -186,7 +206,7 @@ fn next_steps(
     let mut steps = Vec::new();
     if flights.iter().any(|f| f.in_doubt_too_long) {
         steps.push(format!(
-            "orders have been in doubt for more than {IN_DOUBT_HOURS} hours: paybatch reconcile --batch {name} (it asks the service which of them exist)"
+            "orders have been in doubt for more than {in_doubt_hours} hours: paybatch reconcile --batch {name} (it asks the service which of them exist)"
         ));
     }
     let unfinished = n(RowState::Pending) + n(RowState::Planned) + n(RowState::Submitted);
@@ -507,6 +527,7 @@ mod tests {
             &batch("sim", "embedded-simulator"),
             &counts,
             &[],
+            24.0,
         );
         assert!(
             sim[0].contains("paybatch run nov.csv --batch nov --env sim"),
@@ -517,6 +538,7 @@ mod tests {
             &batch("custom", "http://127.0.0.1:9/v2"),
             &counts,
             &[],
+            24.0,
         );
         assert!(
             custom[0].contains("--ledger other.db --base-url http://127.0.0.1:9/v2"),
@@ -528,6 +550,7 @@ mod tests {
             &batch("production", ""),
             &done,
             &[],
+            24.0,
         );
         assert!(steps[0].starts_with("nothing to do"), "{steps:?}");
     }
@@ -544,7 +567,7 @@ mod tests {
         ]
         .into_iter()
         .collect();
-        let steps = next_steps(Path::new("ledgers/our ledger.db"), &b, &counts, &[]);
+        let steps = next_steps(Path::new("ledgers/our ledger.db"), &b, &counts, &[], 24.0);
         let run = "paybatch run 'my batches/nov'\\''s.csv' --batch 'nov $HOME; rm -rf x' \
                    --ledger 'ledgers/our ledger.db' --base-url 'http://127.0.0.1:9/v2?a=1&b=2'";
         assert!(steps[0].contains(run), "{steps:?}");
@@ -557,11 +580,83 @@ mod tests {
             "{steps:?}"
         );
         let done: BTreeMap<RowState, i64> = [(RowState::Completed, 1)].into_iter().collect();
-        let steps = next_steps(Path::new("paybatch.db"), &b, &done, &[]);
+        let steps = next_steps(Path::new("paybatch.db"), &b, &done, &[], 24.0);
         assert!(
             steps[0].ends_with("paybatch report --batch 'nov $HOME; rm -rf x'"),
             "{steps:?}"
         );
+    }
+
+    /// `paybatch status --batch nov` with `extra` arguments.
+    fn status_args(extra: &[&str]) -> StatusArgs {
+        use clap::Parser;
+        let argv = ["paybatch", "status", "--batch", "nov"].iter().chain(extra);
+        match super::super::Cli::try_parse_from(argv).map(|cli| cli.command) {
+            Ok(super::super::Command::Status(args)) => args,
+            other => panic!("not the status command: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn status_tells_an_order_in_doubt_too_long_by_its_in_doubt_hours() {
+        // An intent first sent two hours ago, without an answer recorded.
+        let two_hours_ago = (chrono::Utc::now() - chrono::Duration::hours(2))
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let orders = [crate::ledger::OrderRecord {
+            id: 1,
+            batch_id: 1,
+            idempotency_key: "k".into(),
+            body: Vec::new(),
+            mode: "async".into(),
+            payment_currency: "USD".into(),
+            payment_method: "ACCOUNT_BALANCE".into(),
+            card_id: None,
+            state: crate::ledger::OrderState::Intent,
+            service_order_id: None,
+            sends: 1,
+            polls: 0,
+            created_at: two_hours_ago.clone(),
+            first_sent_at: Some(two_hours_ago.clone()),
+            last_sent_at: Some(two_hours_ago),
+            last_http_status: None,
+            accepted_at: None,
+            error_type: None,
+            error_message: None,
+        }];
+        let default = status_args(&[]);
+        assert_eq!(
+            default.in_doubt_hours,
+            crate::batch::options::DEFAULT_IN_DOUBT_HOURS,
+            "the same default as run and reconcile"
+        );
+        for (extra, too_long) in [
+            (&[][..], false),
+            (&["--in-doubt-hours", "1"][..], true),
+            (&["--in-doubt-hours", "0.5"][..], true),
+            (&["--in-doubt-hours", "3"][..], false),
+        ] {
+            let args = status_args(extra);
+            let flights = status::in_flight(&orders, args.in_doubt_window());
+            assert_eq!(flights.len(), 1);
+            assert_eq!(flights[0].in_doubt_too_long, too_long, "{extra:?}");
+            let pending: BTreeMap<RowState, i64> = [(RowState::Planned, 1)].into_iter().collect();
+            let steps = next_steps(
+                Path::new("paybatch.db"),
+                &batch("sim", "embedded-simulator"),
+                &pending,
+                &flights,
+                args.in_doubt_hours,
+            );
+            let reconcile = format!(
+                "orders have been in doubt for more than {} hours: paybatch reconcile --batch nov",
+                args.in_doubt_hours
+            );
+            assert_eq!(
+                steps[0].starts_with(&reconcile),
+                too_long,
+                "{extra:?}: {steps:?}"
+            );
+        }
     }
 
     #[test]

@@ -38,6 +38,15 @@ pub struct ToPlan {
     pub again: bool,
 }
 
+/// What a merge does with the rows that are to be paid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Planning {
+    /// Each is handed back by [`Merge::row`] and must be put in an order by [`Merge::plan`].
+    Plan,
+    /// Each is recorded PENDING.
+    RecordPending,
+}
+
 /// One merge of an input file into a batch (see the module documentation).
 pub struct Merge<'l> {
     tx: Transaction<'l>,
@@ -49,8 +58,8 @@ pub struct Merge<'l> {
     stamp: i64,
     /// The batch had no rows: no lookups, no missing rows.
     fresh: bool,
-    /// Pending rows are handed back to be planned instead of being recorded PENDING.
-    planning: bool,
+    /// Whether pending rows are handed back to be planned or recorded PENDING.
+    planning: Planning,
     /// Rows handed back and not planned yet.
     unplanned: usize,
     /// Intents never sent that hold a row the file no longer has: cancelled by this merge
@@ -61,15 +70,20 @@ pub struct Merge<'l> {
 }
 
 impl super::Ledger {
-    /// Starts merging a new version of the input file into the batch. With `planning`, every
-    /// row that is to be paid is handed back by [`Merge::row`] and must be put in an order by
-    /// [`Merge::plan`]; without, such rows are recorded PENDING.
-    pub fn merge(&mut self, batch_id: i64, planning: bool) -> Result<Merge<'_>> {
+    /// Starts merging a new version of the input file into the batch. With [`Planning::Plan`],
+    /// every row that is to be paid is handed back by [`Merge::row`] and must be put in an order
+    /// by [`Merge::plan`]; with [`Planning::RecordPending`], such rows are recorded PENDING.
+    pub fn merge(&mut self, batch_id: i64, planning: Planning) -> Result<Merge<'_>> {
         self.merge_sized(batch_id, planning, 0)
     }
 
     /// [`Ledger::merge`] of a file of about `rows` rows (see [`RollbackJournal`]).
-    pub fn merge_sized(&mut self, batch_id: i64, planning: bool, rows: usize) -> Result<Merge<'_>> {
+    pub fn merge_sized(
+        &mut self,
+        batch_id: i64,
+        planning: Planning,
+        rows: usize,
+    ) -> Result<Merge<'_>> {
         let ledger: &Ledger = self;
         let journal = RollbackJournal::for_rows(ledger, rows);
         let tx = begin_merge(&ledger.conn, &ledger.path)?;
@@ -84,7 +98,7 @@ impl super::Ledger {
         let journal = RollbackJournal::for_rows(ledger, rows);
         let tx = begin_merge(&ledger.conn, &ledger.path)?;
         let batch_id = super::insert_batch(&tx, &ledger.path, b)?;
-        Merge::start(tx, ledger, journal, batch_id, true)
+        Merge::start(tx, ledger, journal, batch_id, Planning::Plan)
     }
 }
 
@@ -94,7 +108,7 @@ impl<'l> Merge<'l> {
         ledger: &'l Ledger,
         journal: Option<RollbackJournal<'l>>,
         batch_id: i64,
-        planning: bool,
+        planning: Planning,
     ) -> Result<Merge<'l>> {
         let path = ledger.path.as_path();
         exec(
@@ -357,7 +371,7 @@ impl Merge<'_> {
             self.refuse_change(&old, row)?;
             return Ok(None);
         };
-        if now_pending && self.planning {
+        if now_pending && self.planning == Planning::Plan {
             self.unplanned += 1;
             if again {
                 self.report.planned_again += 1;
@@ -378,7 +392,7 @@ impl Merge<'_> {
     /// plans, else inserted in state `target`.
     fn add(&mut self, row: &IncomingRow, target: RowState) -> Result<Option<ToPlan>> {
         self.report.added += 1;
-        if target == RowState::Pending && self.planning {
+        if target == RowState::Pending && self.planning == Planning::Plan {
             self.unplanned += 1;
             return Ok(Some(ToPlan {
                 row_id: None,
@@ -612,7 +626,7 @@ mod tests {
         // 60 rows in two orders of 30 (a full statement of 25 and 5 one by one each), the
         // second with its items in reverse file order, and one invalid row between.
         let rows: Vec<IncomingRow> = (0..61).map(|n| incoming(n, n != 30)).collect();
-        let mut merge = ledger.merge(batch, true).expect("merge");
+        let mut merge = ledger.merge(batch, Planning::Plan).expect("merge");
         let mut to_plan = Vec::new();
         for row in &rows {
             if let Some(t) = merge.row(row).expect("row") {
@@ -674,7 +688,7 @@ mod tests {
     /// journal mode and `synchronous` (2 FULL, 3 EXTRA) seen during the merge.
     fn large_merge(ledger: &mut Ledger, batch: i64, rows: i64, keep: bool) -> (String, i64) {
         let mut merge = ledger
-            .merge_sized(batch, false, rows as usize)
+            .merge_sized(batch, Planning::RecordPending, rows as usize)
             .expect("merge");
         for n in 0..rows {
             assert!(merge.row(&incoming(n, true)).expect("row").is_none());
@@ -707,7 +721,9 @@ mod tests {
         assert_eq!(ledger.rows(batch).expect("rows").len(), rows as usize);
         assert_eq!(modes(&ledger.conn), ("wal".to_string(), 2));
         // The log and shared memory made again are private, like the ledger.
-        let mut merge = ledger.merge(batch, false).expect("small merge");
+        let mut merge = ledger
+            .merge(batch, Planning::RecordPending)
+            .expect("small merge");
         assert_eq!(modes(&merge.tx), ("wal".to_string(), 2));
         merge.row(&incoming(rows, true)).expect("row");
         merge.close().expect("close");
@@ -748,7 +764,7 @@ mod tests {
     fn rows_per_payment_are_summed_per_card_and_currency_without_sorting_the_orders() {
         let (_dir, mut ledger, batch) = ledger();
         let rows: Vec<IncomingRow> = (0..10).map(|n| incoming(n, true)).collect();
-        let mut merge = ledger.merge(batch, true).expect("merge");
+        let mut merge = ledger.merge(batch, Planning::Plan).expect("merge");
         let mut to_plan = Vec::new();
         for row in &rows {
             to_plan.push((row, merge.row(row).expect("row").expect("to plan")));
@@ -805,7 +821,7 @@ mod tests {
     fn a_new_send_forgets_what_the_last_one_got_back() {
         let (_dir, mut ledger, batch) = ledger();
         let row = incoming(0, true);
-        let mut merge = ledger.merge(batch, true).expect("merge");
+        let mut merge = ledger.merge(batch, Planning::Plan).expect("merge");
         let plan = merge.row(&row).expect("row").expect("new row");
         let id = merge.plan(&order("k"), &[(&row, plan)]).expect("plan");
         merge.close().expect("close");
@@ -828,7 +844,7 @@ mod tests {
     /// Rows R0..R{n-1} planned in one order `key`, committed.
     fn planned_in_one_order(ledger: &mut Ledger, batch: i64, n: i64, key: &str) -> i64 {
         let rows: Vec<IncomingRow> = (0..n).map(|i| incoming(i, true)).collect();
-        let mut merge = ledger.merge(batch, true).expect("merge");
+        let mut merge = ledger.merge(batch, Planning::Plan).expect("merge");
         let members: Vec<(&IncomingRow, ToPlan)> = rows
             .iter()
             .map(|r| (r, merge.row(r).expect("row").expect("to plan")))
@@ -867,7 +883,7 @@ mod tests {
         assert!(outside.followed.is_empty());
         assert_eq!(outside.unsent_rows, (1, vec!["R1".to_string()]));
 
-        let mut merge = ledger.merge(batch, true).expect("merge");
+        let mut merge = ledger.merge(batch, Planning::Plan).expect("merge");
         merge.cancelling(&outside.to_cancel).expect("cancelling");
         let mut members = Vec::new();
         for row in &kept {
@@ -921,7 +937,7 @@ mod tests {
         assert!(outside.to_cancel.is_empty());
         assert_eq!(outside.followed, BTreeSet::from([sent]));
         assert_eq!(outside.sent_rows, (1, vec!["R1".to_string()]));
-        let mut merge = ledger.merge(batch, true).expect("merge");
+        let mut merge = ledger.merge(batch, Planning::Plan).expect("merge");
         assert!(merge.cancelling(&BTreeSet::from([sent])).is_err());
         assert_eq!(merge.row(&incoming(0, true)).expect("row"), None);
         let report = merge.close().expect("close").clone();
@@ -937,7 +953,7 @@ mod tests {
             .orders_outside_file(batch, |r| r != "R1")
             .expect("outside");
         assert!(outside.to_cancel.is_empty(), "{outside:?}");
-        let mut merge = ledger.merge(batch, true).expect("merge");
+        let mut merge = ledger.merge(batch, Planning::Plan).expect("merge");
         assert!(merge.cancelling(&BTreeSet::from([sent])).is_err());
     }
 
@@ -947,7 +963,7 @@ mod tests {
     fn an_intent_not_named_before_the_merge_is_cancelled_at_its_end() {
         let (_dir, mut ledger, batch) = ledger();
         let old = planned_in_one_order(&mut ledger, batch, 2, "k-old");
-        let mut merge = ledger.merge(batch, true).expect("merge");
+        let mut merge = ledger.merge(batch, Planning::Plan).expect("merge");
         assert_eq!(merge.row(&incoming(0, true)).expect("row"), None);
         let report = merge.close().expect("close").clone();
         merge.commit().expect("commit");
@@ -970,11 +986,11 @@ mod tests {
     #[test]
     fn an_invalid_row_taken_out_of_the_file_is_removed() {
         let (_dir, mut ledger, batch) = ledger();
-        let mut merge = ledger.merge(batch, false).expect("merge");
+        let mut merge = ledger.merge(batch, Planning::RecordPending).expect("merge");
         assert_eq!(merge.row(&incoming(0, false)).expect("row"), None);
         merge.close().expect("close");
         merge.commit().expect("commit");
-        let mut merge = ledger.merge(batch, false).expect("merge");
+        let mut merge = ledger.merge(batch, Planning::RecordPending).expect("merge");
         let report = merge.close().expect("close").clone();
         merge.commit().expect("commit");
         assert_eq!(report.removed, vec!["R0".to_string()]);
@@ -1006,18 +1022,18 @@ mod tests {
     fn a_merge_with_rows_left_unplanned_cannot_commit_and_a_dropped_merge_leaves_nothing() {
         let (_dir, mut ledger, batch) = ledger();
         let row = incoming(0, true);
-        let mut merge = ledger.merge(batch, true).expect("merge");
+        let mut merge = ledger.merge(batch, Planning::Plan).expect("merge");
         assert!(merge.row(&row).expect("row").is_some());
         assert!(merge.close().is_err(), "a row to plan is in no order");
         drop(merge);
         assert!(ledger.rows(batch).expect("rows").is_empty());
 
         // Merged again without planning, then a later file without the row: REMOVED.
-        let mut merge = ledger.merge(batch, false).expect("merge");
+        let mut merge = ledger.merge(batch, Planning::RecordPending).expect("merge");
         assert!(merge.row(&row).expect("row").is_none());
         merge.close().expect("close");
         merge.commit().expect("commit");
-        let mut merge = ledger.merge(batch, false).expect("merge");
+        let mut merge = ledger.merge(batch, Planning::RecordPending).expect("merge");
         let report = merge.close().expect("close").clone();
         merge.commit().expect("commit");
         assert_eq!(report.removed, vec!["R0".to_string()]);
@@ -1093,7 +1109,7 @@ mod tests {
             content_hash: "h-sent".into(),
             ..keep.clone()
         };
-        let mut merge = ledger.merge(1, true).expect("merge");
+        let mut merge = ledger.merge(1, Planning::Plan).expect("merge");
         let to_plan = merge.row(&keep).expect("keep").expect("KEEP is to plan");
         assert!(to_plan.row_id.is_some(), "the known row, not a new one");
         assert_eq!(merge.row(&sent).expect("sent"), None);
@@ -1145,7 +1161,7 @@ mod tests {
         );
         let (_dir, mut ledger, batch) = ledger();
         let sizes = [1usize, 2, 3, 7, 21, 25, 26, 57];
-        let mut merge = ledger.merge(batch, true).expect("merge");
+        let mut merge = ledger.merge(batch, Planning::Plan).expect("merge");
         let mut n = 0;
         for (k, size) in sizes.iter().enumerate() {
             let rows: Vec<IncomingRow> = (0..*size)

@@ -17,6 +17,7 @@ mod open;
 mod orders;
 pub mod payouts;
 pub mod repeats;
+mod row_key;
 mod rows;
 pub mod spec;
 pub mod state;
@@ -35,8 +36,11 @@ use open::OpenHere;
 pub use open::{canonical_path, create_private_file};
 pub use orders::{IntentHead, OrderRecord, OutsideFile, PlannedOrder};
 pub use payouts::{PayoutLife, PayoutStatus};
+pub use row_key::RowKey;
 use rows::latest_conversion_in;
-pub use rows::{Conversion, HeldRow, IncomingRow, MergeReport, OrderLabel, RowRecord, SeenRow};
+pub use rows::{
+    Conversion, HeldRow, IncomingRow, MergeReport, OrderLabel, RowRecord, SeenRow, Specs,
+};
 pub use spec::StoredSpec;
 pub use state::{OrderState, RowState, row_state_for};
 pub use transitions::{ItemOutcome, Transition};

@@ -14,6 +14,13 @@ use super::{Json, Ledger, LedgerError, OrderState, Result, RowState, StoredSpec,
 
 /// A completed row of an order the service converted (embedded FX): its price in its product's
 /// currency and what it took from the balance of another, as stored, and when it completed.
+/// Whether a visit of rows reads their `spec` and `content_hash` (large) or leaves them empty.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Specs {
+    Read,
+    Skip,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Conversion {
     pub payment_currency: String,
@@ -208,15 +215,15 @@ impl Ledger {
     }
 
     /// Visits the rows of a batch still in its input file (not REMOVED), in input order, each
-    /// with what the result file says of its order; one row in memory at a time. Without
-    /// `specs`, a row's `spec` and `content_hash` are left empty (not read).
+    /// with what the result file says of its order; one row in memory at a time. With
+    /// [`Specs::Skip`], a row's `spec` and `content_hash` are left empty (not read).
     pub fn visit_result_rows<E: From<LedgerError>>(
         &self,
         batch_id: i64,
-        specs: bool,
+        specs: Specs,
         mut visit: impl FnMut(RowRecord, Option<OrderLabel>) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
-        let columns = if specs {
+        let columns = if specs == Specs::Read {
             ROW_COLUMNS.to_string()
         } else {
             ROW_COLUMNS

@@ -13,6 +13,7 @@ use crate::environment::{Connection, Environment, UsageError};
 use crate::input::rules::{CatalogIndex, Problems, ValidateOptions};
 use crate::input::scan;
 use crate::ledger::lock::LedgerLock;
+use crate::ledger::merge::Planning;
 use crate::ledger::{BatchRecord, Ledger};
 
 use super::start::{load_catalog, open_batch};
@@ -89,7 +90,11 @@ pub async fn reconcile_batch(
         &batch,
         opts.in_doubt_window,
         crate::settings::settle_override(),
-        opts.dry_run,
+        if opts.dry_run {
+            reconcile::Apply::DryRun
+        } else {
+            reconcile::Apply::Repair
+        },
     )
     .await?;
     // Orders still processing may hold rows the file now has PENDING: a run would plan them
@@ -136,7 +141,7 @@ pub async fn rebuild(
         super::start::check_binding(b, conn)?;
     }
     let batch = open_batch(ledger, existing, &run, &scanned, conn, &Reporter::silent())?;
-    let mut merge = ledger.merge(batch.id, false)?;
+    let mut merge = ledger.merge(batch.id, Planning::RecordPending)?;
     scan::read_again(&scanned, file, &catalog, &options, |row, _| {
         merge.row(&row).map(drop).map_err(RunError::from)
     })?;

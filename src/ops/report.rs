@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::batch::outcome::RunError;
 use crate::batch::{options, results};
 use crate::environment::Environment;
-use crate::ledger::{BatchRecord, Ledger, LedgerError};
+use crate::ledger::{BatchRecord, Ledger, LedgerError, Specs};
 use crate::report::{self, Tally};
 
 /// Where the result file of a batch goes by default: where `run` writes it, beside the input
@@ -60,7 +60,7 @@ pub fn write_html(
     if let Some((_, note)) = ledger.batch_notes(batch.id, "repeats ")?.last() {
         tally.repeats_decided(note);
     }
-    ledger.visit_result_rows(batch.id, true, |row, order| {
+    ledger.visit_result_rows(batch.id, Specs::Read, |row, order| {
         tally.add(&row, order.as_ref());
         if row.state == crate::ledger::RowState::Completed {
             let note = ledger.payout_note(row.id, row.attempt)?;

@@ -28,7 +28,7 @@ use crate::batch::output::ResultWriter;
 use crate::batch::progress::Reporter;
 use crate::batch::repeats::{self, Earlier, Repeats};
 use crate::batch::results::{PlannedLines, write_result_file};
-use crate::batch::stage::{Patience, Stage, deadline_in};
+use crate::batch::stage::{Hold, Patience, Stage, deadline_in};
 use crate::batch::{poll, reconcile, submit};
 use crate::catalog;
 use crate::environment::Connection;
@@ -96,7 +96,15 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         allow_duplicates: opts.allow_duplicates,
         default_payment_currency: opts.default_payment_currency.clone(),
     };
-    let (mut ledger, (scanned, batch, _, written)) = merge_file(
+    let (
+        mut ledger,
+        MergedFile {
+            scanned,
+            batch,
+            written,
+            ..
+        },
+    ) = merge_file(
         ledger, existing, &earlier, opts, &products, &options, &conn, &reporter,
     )
     .await?;
@@ -162,7 +170,7 @@ async fn merge_file(
     options: &ValidateOptions,
     conn: &Connection,
     reporter: &Reporter,
-) -> Result<(Ledger, Once), RunError> {
+) -> Result<(Ledger, MergedFile), RunError> {
     let merging = Instant::now();
     let (mut ledger, once) = plan_once(
         ledger,
@@ -175,13 +183,13 @@ async fn merge_file(
         reporter,
     )
     .await?;
-    let (scanned, batch, merged, written) = match once {
-        Some((scanned, batch, mut merged, written)) => {
-            let noticed = std::mem::take(&mut merged.noticed);
+    let merged_file = match once {
+        Some(mut once) => {
+            let noticed = std::mem::take(&mut once.merged.noticed);
             let likely =
                 repeats::Checker::new(&ledger, earlier, opts.on_repeat).likely_of(noticed)?;
             tell_repeats(&likely, reporter);
-            (scanned, batch, merged, written)
+            once
         }
         None => {
             let (scanned, (drawn, kinds), repeats) =
@@ -223,12 +231,20 @@ async fn merge_file(
                 &outside.to_cancel,
                 opts,
             )?;
-            (scanned, batch, merged, None)
+            MergedFile {
+                scanned,
+                batch,
+                merged,
+                written: None,
+            }
         }
     };
-    tell_plan(&merged, opts, scanned.valid_rows, reporter);
+    let MergedFile {
+        scanned, merged, ..
+    } = &merged_file;
+    tell_plan(merged, opts, scanned.valid_rows, reporter);
     tracing::info!("merge and plan, committed: {:.2?}", merging.elapsed());
-    Ok((ledger, (scanned, batch, merged, written)))
+    Ok((ledger, merged_file))
 }
 
 /// How a run ends: why it is incomplete, if it is, and the result file of a run that only
@@ -286,14 +302,16 @@ async fn catalog_for(
     Ok(products)
 }
 
-/// What a run planned in one pass: the file as read, the batch, the merge, and the result file
-/// of a run that only plans, written during the pass (not yet in place).
-type Once = (
-    scan::Scan,
-    ledger::BatchRecord,
-    Merged,
-    Option<ResultWriter>,
-);
+/// What a run merged and planned, in one pass or two.
+struct MergedFile {
+    /// The file as read.
+    scanned: scan::Scan,
+    batch: ledger::BatchRecord,
+    merged: Merged,
+    /// The result file of a run that only plans, written during the one pass (not yet in
+    /// place).
+    written: Option<ResultWriter>,
+}
 
 /// A batch new to the ledger is read once ([`grouping::plan_in_one_pass`]) when its file
 /// turns out valid: checking, recording and planning in one pass, the batch created in the
@@ -314,7 +332,7 @@ async fn plan_once(
     options: &ValidateOptions,
     conn: &Connection,
     reporter: &Reporter,
-) -> Result<(Ledger, Option<Once>), RunError> {
+) -> Result<(Ledger, Option<MergedFile>), RunError> {
     if exists || opts.expect_digest.is_some() {
         return Ok((ledger, None));
     }
@@ -377,7 +395,12 @@ async fn plan_once(
 /// rows draw on (those not read yet read now) and the service's estimates of its converted
 /// rows (those it does not estimate are priced from the ledger by the pass, which has it).
 async fn fund_the_pass(
-    (rows, valid_rows, drawn, kinds): Asked,
+    Asked {
+        rows,
+        valid_rows,
+        drawn,
+        kinds,
+    }: Asked,
     mut reads: funds::BalanceReads,
     conn: &Connection,
     reporter: &Reporter,
@@ -395,9 +418,15 @@ async fn fund_the_pass(
     funds::Funds { balances, prices }
 }
 
-/// What the one pass tells the run before it commits: rows, valid rows, the currencies whose
-/// balances its new rows draw on, and the kinds of converted rows among them (to price).
-type Asked = (usize, usize, Vec<String>, Vec<funds::ConvertedKind>);
+/// What the one pass tells the run before it commits.
+struct Asked {
+    rows: usize,
+    valid_rows: usize,
+    /// The currencies whose balances its new rows draw on.
+    drawn: Vec<String>,
+    /// The kinds of converted rows among them (to price).
+    kinds: Vec<funds::ConvertedKind>,
+}
 
 /// What the one pass of [`plan_once`] needs on its blocking thread.
 struct OnePass {
@@ -420,7 +449,7 @@ impl OnePass {
         ledger: &mut Ledger,
         ask: tokio::sync::oneshot::Sender<Asked>,
         given: std::sync::mpsc::Receiver<funds::Funds>,
-    ) -> Result<Option<Once>, RunError> {
+    ) -> Result<Option<MergedFile>, RunError> {
         let opts = &self.opts;
         let name = opts.batch_name();
         let origin = BatchOrigin::of(opts);
@@ -445,10 +474,13 @@ impl OnePass {
             |scanned, drawn, kinds| {
                 // Without an answer (the run was stopped), no balance is read and nothing is
                 // committed.
-                if ask
-                    .send((scanned.rows, scanned.valid_rows, drawn, kinds))
-                    .is_err()
-                {
+                let asked = Asked {
+                    rows: scanned.rows,
+                    valid_rows: scanned.valid_rows,
+                    drawn,
+                    kinds,
+                };
+                if ask.send(asked).is_err() {
                     return funds::Funds::default();
                 }
                 given.recv().unwrap_or_default()
@@ -464,7 +496,12 @@ impl OnePass {
             )))
         })?;
         let written = lines.and_then(|l| l.finish(scanned.rows));
-        Ok(Some((scanned, batch, merged, written)))
+        Ok(Some(MergedFile {
+            scanned,
+            batch,
+            merged,
+            written,
+        }))
     }
 }
 
@@ -573,7 +610,7 @@ async fn reconcile_stale(
         batch,
         opts.in_doubt_window,
         crate::settings::settle_override(),
-        false,
+        reconcile::Apply::Repair,
     )
     .await?;
     reporter.line(format!(
@@ -649,9 +686,9 @@ async fn finish(
     // taken: no lock is held across a request).
     let mut balances_now = BTreeMap::new();
     for what in held_by_service.keys() {
-        if let Some(currency) = what.strip_prefix("balance ") {
+        if let Hold::Balance(currency) = what {
             let balance = client.balance(currency).await.map(|b| b.balance);
-            balances_now.insert(currency.to_string(), balance.ok());
+            balances_now.insert(currency.clone(), balance.ok());
         }
     }
     let ledger = stage.ledger();
@@ -700,8 +737,9 @@ async fn settle_rebuilt(
         batch.name
     ));
     let settle = crate::settings::settle_override();
-    let r =
-        reconcile::reconcile(ledger, client, batch, opts.in_doubt_window, settle, false).await?;
+    let window = opts.in_doubt_window;
+    let repair = reconcile::Apply::Repair;
+    let r = reconcile::reconcile(ledger, client, batch, window, settle, repair).await?;
     if r.unattributed.is_empty() {
         return Ok(());
     }

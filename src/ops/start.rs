@@ -27,7 +27,7 @@ pub async fn load_catalog(
         &conn.client,
         &opts.environment.identity(),
         opts.catalog_ttl,
-        false,
+        catalog::Fetch::IfStale,
     )
     .await
     .map_err(|e| match e {

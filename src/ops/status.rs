@@ -5,18 +5,17 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use rust_decimal::Decimal;
 
+use crate::batch::in_doubt;
 use crate::ledger::{
     BatchRecord, EventRecord, Ledger, LedgerError, OrderRecord, OrderState, RowState,
 };
 
 /// Events kept of one batch, newest first.
 pub const LAST_EVENTS: i64 = 10;
-/// An intent sent longer ago than this without an answer has been in doubt too long: it is for
-/// reconciliation.
-pub const IN_DOUBT_HOURS: i64 = 24;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StatusError {
@@ -102,10 +101,24 @@ pub struct Detail {
     /// `paybatch payouts` last read them.
     pub payouts: BTreeMap<String, i64>,
     pub payouts_read_at: Option<String>,
+    /// An intent sent longer ago than this without an answer has been in doubt too long
+    /// ([`crate::batch::in_doubt`]): it is for reconciliation.
+    pub in_doubt_window: Duration,
 }
 
-/// The batch called `name` in detail.
+/// The batch called `name` in detail, its orders in doubt too long by the default window
+/// ([`crate::batch::in_doubt::DEFAULT_IN_DOUBT_HOURS`]).
 pub fn batch(ledger: &Ledger, name: &str) -> Result<Detail, StatusError> {
+    batch_with_window(ledger, name, in_doubt::default_window())
+}
+
+/// The batch called `name` in detail, its orders in doubt too long once first sent longer
+/// than `in_doubt_window` ago (`status --in-doubt-hours`).
+pub fn batch_with_window(
+    ledger: &Ledger,
+    name: &str,
+    in_doubt_window: Duration,
+) -> Result<Detail, StatusError> {
     let b = find_batch(ledger, name)?;
     let counts = ledger.row_counts(b.id)?;
     let orders = ledger.order_heads(b.id)?;
@@ -132,6 +145,7 @@ pub fn batch(ledger: &Ledger, name: &str) -> Result<Detail, StatusError> {
         repeats,
         payouts,
         payouts_read_at,
+        in_doubt_window,
     })
 }
 
@@ -156,7 +170,7 @@ impl Detail {
 
     /// The orders still in flight.
     pub fn in_flight(&self) -> Vec<InFlight<'_>> {
-        in_flight(&self.orders)
+        in_flight(&self.orders, self.in_doubt_window)
     }
 
     /// The service's ids of the batch's COMPLETED orders that could not be confirmed as the
@@ -185,7 +199,8 @@ pub struct InFlight<'a> {
     pub what: &'static str,
     /// Since when (accepted, first sent, or committed).
     pub since: Option<&'a str>,
-    /// Sent, without an answer, for longer than [`IN_DOUBT_HOURS`].
+    /// Sent, without an answer, for longer than the in-doubt window
+    /// ([`crate::batch::in_doubt::order_too_long`]).
     pub in_doubt_too_long: bool,
 }
 
@@ -197,8 +212,9 @@ impl InFlight<'_> {
 }
 
 /// The orders of `orders` still in flight: accepted and not finished, sent without an answer,
-/// or committed and not sent.
-pub fn in_flight(orders: &[OrderRecord]) -> Vec<InFlight<'_>> {
+/// or committed and not sent; those sent longer than `in_doubt_window` ago without an answer
+/// are in doubt too long.
+pub fn in_flight(orders: &[OrderRecord], in_doubt_window: Duration) -> Vec<InFlight<'_>> {
     orders
         .iter()
         .filter_map(|o| {
@@ -217,9 +233,7 @@ pub fn in_flight(orders: &[OrderRecord]) -> Vec<InFlight<'_>> {
                 ),
                 _ => return None,
             };
-            let in_doubt_too_long = o.state == OrderState::Intent
-                && o.sends > 0
-                && age(since).is_some_and(|a| a > chrono::Duration::hours(IN_DOUBT_HOURS));
+            let in_doubt_too_long = in_doubt::order_too_long(o, in_doubt_window);
             Some(InFlight {
                 order: o,
                 what,

@@ -133,6 +133,15 @@ pub(crate) struct ItemRow {
     pub expiry_months: i64,
 }
 
+/// Which way a page of the order list goes from its cursor ([`Store::orders_page`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Towards {
+    /// The orders just older than the cursor (from the newest when there is none).
+    Older,
+    /// The orders just newer than the cursor.
+    Newer,
+}
+
 /// One page of the order list ([`Store::orders_page`]).
 pub(crate) struct OrdersPage {
     pub orders: Vec<OrderRow>,
@@ -723,15 +732,16 @@ impl Store {
 
     /// One page of the orders of one API key, newest first, without their items: the `limit`
     /// orders just older than the order `at` (from the newest when `at` is none), or with
-    /// `towards_newer` the `limit` orders just newer than it. Also whether there are newer
+    /// [`Towards::Newer`] the `limit` orders just newer than it. Also whether there are newer
     /// orders than the page's first and older ones than its last (false for an empty page).
     pub fn orders_page(
         &self,
         fp: &str,
         at: Option<i64>,
-        towards_newer: bool,
+        towards: Towards,
         limit: usize,
     ) -> Result<OrdersPage> {
+        let towards_newer = towards == Towards::Newer;
         let inner = self.lock();
         let take = i64::try_from(limit).unwrap_or(i64::MAX - 1) + 1;
         let mut orders: Vec<OrderRow> = if towards_newer {
@@ -944,34 +954,34 @@ mod tests {
         assert!(store.has_orders().unwrap());
         let ids = |p: &OrdersPage| p.orders.iter().map(|o| o.id.clone()).collect::<Vec<_>>();
         let seq_of = |p: &OrdersPage, i: usize| p.orders[i].seq;
-        let first = store.orders_page("fp", None, false, 2).unwrap();
+        let first = store.orders_page("fp", None, Towards::Older, 2).unwrap();
         assert_eq!(ids(&first), ["O-7", "O-6"]);
         assert!(!first.newer && first.older);
         let second = store
-            .orders_page("fp", Some(seq_of(&first, 1)), false, 2)
+            .orders_page("fp", Some(seq_of(&first, 1)), Towards::Older, 2)
             .unwrap();
         assert_eq!(ids(&second), ["O-5", "O-4"]);
         assert!(second.newer && second.older);
         let last = store
-            .orders_page("fp", Some(seq_of(&second, 1)), false, 2)
+            .orders_page("fp", Some(seq_of(&second, 1)), Towards::Older, 2)
             .unwrap();
         assert_eq!(ids(&last), ["O-2", "O-1"]);
         assert!(last.newer && !last.older);
         let back = store
-            .orders_page("fp", Some(seq_of(&last, 0)), true, 2)
+            .orders_page("fp", Some(seq_of(&last, 0)), Towards::Newer, 2)
             .unwrap();
         assert_eq!(ids(&back), ["O-5", "O-4"]);
         assert!(back.newer && back.older);
         let top = store
-            .orders_page("fp", Some(seq_of(&back, 0)), true, 5)
+            .orders_page("fp", Some(seq_of(&back, 0)), Towards::Newer, 5)
             .unwrap();
         assert_eq!(ids(&top), ["O-7", "O-6"]);
         assert!(!top.newer && top.older);
         let beyond = store
-            .orders_page("fp", Some(seq_of(&last, 1)), false, 2)
+            .orders_page("fp", Some(seq_of(&last, 1)), Towards::Older, 2)
             .unwrap();
         assert!(beyond.orders.is_empty() && !beyond.newer && !beyond.older);
-        let all = store.orders_page("fp", None, false, 500).unwrap();
+        let all = store.orders_page("fp", None, Towards::Older, 500).unwrap();
         assert_eq!(all.orders.len(), 6);
         assert!(!all.newer && !all.older);
     }

@@ -11,7 +11,7 @@ use crate::api::client::read_retrying_until;
 use crate::api::models::{OrderStatus, OrderView};
 use crate::batch::plan;
 use crate::ledger::{
-    BatchRecord, Ledger, OrderRecord, OrderState, RowState, StoredSpec, Transition,
+    BatchRecord, Ledger, OrderRecord, OrderState, RowKey, RowState, StoredSpec, Transition,
 };
 
 use super::ReconcileError;
@@ -48,9 +48,9 @@ fn known_orders(views: &HashMap<String, RowView>, orders: &[OrderRecord]) -> Kno
     let by_order = members_by_order(views);
     let mut known = KnownOrders::default();
     for o in orders {
-        let rows: Vec<(String, i64)> = members_of(views, &by_order, o.id)
+        let rows: Vec<RowKey> = members_of(views, &by_order, o.id)
             .into_iter()
-            .map(|(r, v)| (r.clone(), v.attempt))
+            .map(|(r, v)| RowKey::new(r.clone(), v.attempt))
             .collect();
         if rows.is_empty() {
             continue;
@@ -91,8 +91,8 @@ pub(super) struct AtService {
     pub(super) found: Vec<FoundOrder>,
     /// The latest attempt of each row at the service (0: not known).
     latest: HashMap<String, i64>,
-    /// Every (row, attempt) the service has an order for.
-    ordered: HashSet<(String, i64)>,
+    /// Every row at an attempt the service has an order for.
+    ordered: HashSet<RowKey>,
 }
 
 impl AtService {
@@ -101,14 +101,14 @@ impl AtService {
     fn new(mut found: Vec<FoundOrder>) -> Self {
         // The service lists newest first; the sort is stable.
         found.reverse();
-        found.sort_by_key(|f| f.rows.iter().map(|(_, a)| *a).max().unwrap_or(0));
+        found.sort_by_key(|f| f.rows.iter().map(|k| k.attempt).max().unwrap_or(0));
         let mut latest: HashMap<String, i64> = HashMap::new();
-        let mut ordered: HashSet<(String, i64)> = HashSet::new();
+        let mut ordered: HashSet<RowKey> = HashSet::new();
         for f in &found {
-            for (r, a) in &f.rows {
-                ordered.insert((r.clone(), *a));
-                let e = latest.entry(r.clone()).or_insert(0);
-                *e = (*e).max(*a);
+            for k in &f.rows {
+                ordered.insert(k.clone());
+                let e = latest.entry(k.reference.clone()).or_insert(0);
+                *e = (*e).max(k.attempt);
             }
         }
         AtService {
@@ -125,14 +125,14 @@ impl AtService {
 
     /// Whether the service has an order for row `reference` at `attempt`.
     fn has(&self, reference: &str, attempt: i64) -> bool {
-        self.ordered.contains(&(reference.to_string(), attempt))
+        self.ordered.contains(&RowKey::new(reference, attempt))
     }
 
     /// Whether `f` is the latest attempt the service has for each of its rows.
     fn is_latest(&self, f: &FoundOrder) -> bool {
         f.rows
             .iter()
-            .all(|(r, a)| *a == 0 || *a >= self.latest_of(r))
+            .all(|k| k.attempt == 0 || k.attempt >= self.latest_of(&k.reference))
     }
 }
 
@@ -215,8 +215,10 @@ impl<'a> Reconciliation<'a> {
         let mut live: HashMap<&str, Vec<&str>> = HashMap::new();
         for f in &service.found {
             if f.status != OrderStatus::Failed {
-                for (r, _) in &f.rows {
-                    live.entry(r.as_str()).or_default().push(f.id.as_str());
+                for k in &f.rows {
+                    live.entry(k.reference.as_str())
+                        .or_default()
+                        .push(f.id.as_str());
                 }
             }
         }
@@ -281,13 +283,13 @@ impl<'a> Reconciliation<'a> {
         let Some(members) = self.rows_of(f) else {
             return Ok(());
         };
-        let first_ref = f.rows[0].0.clone();
+        let first_ref = f.rows[0].reference.clone();
         // The attempt this order pays for each row (its own when the order does not say).
         let attempts: Vec<i64> = f
             .rows
             .iter()
             .zip(&members)
-            .map(|((_, a), v)| if *a == 0 { v.attempt } else { *a })
+            .map(|(k, v)| if k.attempt == 0 { v.attempt } else { k.attempt })
             .collect();
         if let Some(intent_id) = self.intent_answered(&members, &attempts) {
             return self.record_on_intent(f, intent_id, first_ref).await;
@@ -334,14 +336,16 @@ impl<'a> Reconciliation<'a> {
         let members: Vec<RowView> = f
             .rows
             .iter()
-            .filter_map(|(r, _)| self.views.get(r).cloned())
+            .filter_map(|k| self.views.get(&k.reference).cloned())
             .collect();
         if members.len() == f.rows.len() {
             return Some(members);
         }
-        for (r, _) in &f.rows {
-            if !self.views.contains_key(r) {
-                self.report.unknown_rows.push((r.clone(), f.id.clone()));
+        for k in &f.rows {
+            if !self.views.contains_key(&k.reference) {
+                self.report
+                    .unknown_rows
+                    .push((k.reference.clone(), f.id.clone()));
             }
         }
         None
@@ -384,8 +388,8 @@ impl<'a> Reconciliation<'a> {
         }
         let to = order_state_of(f.status);
         self.order_states.insert(intent_id, to);
-        for (r, _) in &f.rows {
-            if let Some(v) = self.views.get_mut(r) {
+        for k in &f.rows {
+            if let Some(v) = self.views.get_mut(&k.reference) {
                 v.state = crate::ledger::row_state_for(to);
             }
         }
@@ -406,7 +410,7 @@ impl<'a> Reconciliation<'a> {
                 .rows
                 .iter()
                 .zip(attempts)
-                .map(|((r, _), a)| (r.as_str(), *a))
+                .map(|(k, a)| (k.reference.as_str(), *a))
                 .collect();
             let key = plan::order_key(&self.batch.environment, &self.batch.name, &keyed);
             let currency = members[0]
@@ -429,8 +433,8 @@ impl<'a> Reconciliation<'a> {
             new_order = Some(order_id);
         }
         let to = order_state_of(f.status);
-        for ((r, _), a) in f.rows.iter().zip(attempts) {
-            if let Some(v) = self.views.get_mut(r) {
+        for (k, a) in f.rows.iter().zip(attempts) {
+            if let Some(v) = self.views.get_mut(&k.reference) {
                 v.state = crate::ledger::row_state_for(to);
                 v.attempt = *a;
                 v.order_id = new_order;

@@ -7,6 +7,7 @@ use crate::api::Client;
 use crate::api::client::{PageQuery, read_retrying_until};
 use crate::api::models::{OrderStatus, OrderSummary, OrderView};
 use crate::batch::plan;
+use crate::ledger::RowKey;
 
 use super::ReconcileError;
 
@@ -18,8 +19,8 @@ const MAX_PAGES: usize = 10_000;
 pub struct FoundOrder {
     pub id: String,
     pub status: OrderStatus,
-    /// (row reference, attempt) per item.
-    pub rows: Vec<(String, i64)>,
+    /// The row of each item.
+    pub rows: Vec<RowKey>,
 }
 
 /// What the ledger knows of a batch's orders, to name the rows of the orders the service lists:
@@ -27,16 +28,16 @@ pub struct FoundOrder {
 /// key) and nothing of a PROCESSING order but its id.
 #[derive(Debug, Clone, Default)]
 pub struct KnownOrders {
-    /// The rows (reference, attempt) of each of the ledger's orders, by idempotency key.
-    pub by_key: HashMap<String, Vec<(String, i64)>>,
+    /// The rows of each of the ledger's orders, by idempotency key.
+    pub by_key: HashMap<String, Vec<RowKey>>,
     /// The same, by service order id.
-    pub by_service_id: HashMap<String, Vec<(String, i64)>>,
+    pub by_service_id: HashMap<String, Vec<RowKey>>,
 }
 
 /// Whose an order of the service's list is, as far as its list entry tells.
 enum Owner {
     /// This batch's, with its rows.
-    Rows(Vec<(String, i64)>),
+    Rows(Vec<RowKey>),
     /// Paybatch's for this batch (or perhaps: a description cut inside the batch name), rows
     /// not named: the full order tells.
     Look,
@@ -46,15 +47,14 @@ enum Owner {
     Foreign,
 }
 
-/// Reads (reference, attempt) pairs from paybatch's older `description`, written before orders
-/// named their idempotency key: `paybatch batch=NAME row=REF` (single-row orders; attempt
-/// unknown, 0).
-fn rows_in_old_description(batch: &str, description: &str) -> Option<Vec<(String, i64)>> {
+/// Reads the rows of paybatch's older `description`, written before orders named their
+/// idempotency key: `paybatch batch=NAME row=REF` (single-row orders; attempt unknown, 0).
+fn rows_in_old_description(batch: &str, description: &str) -> Option<Vec<RowKey>> {
     let rest = description.strip_prefix(&format!("paybatch batch={batch} row="))?;
     if rest.contains(" (+") {
         return None;
     }
-    Some(vec![(rest.to_string(), 0)])
+    Some(vec![RowKey::new(rest, 0)])
 }
 
 /// What a list entry (or a full order's `metadata` and `description`) says of its owner.
@@ -145,7 +145,7 @@ pub async fn find_orders(
             s.metadata.as_ref(),
             s.description.as_deref(),
         );
-        let unknown_attempt = matches!(&owner, Owner::Rows(r) if r.iter().any(|(_, a)| *a == 0));
+        let unknown_attempt = matches!(&owner, Owner::Rows(r) if r.iter().any(|k| k.attempt == 0));
         if (matches!(owner, Owner::Look) || unknown_attempt) && s.status.is_terminal() {
             // The list did not say enough: the full order carries the metadata.
             if let OrderView::Done(full) =

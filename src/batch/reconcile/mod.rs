@@ -31,7 +31,15 @@ pub enum ReconcileError {
     Ledger(#[from] LedgerError),
 }
 
-/// Compares the ledger's view of `batch` with the service's and, unless `dry_run`, repairs it.
+/// Whether a reconciliation repairs the ledger or only reports what it would do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Apply {
+    Repair,
+    DryRun,
+}
+
+/// Compares the ledger's view of `batch` with the service's and, with [`Apply::Repair`],
+/// repairs it.
 ///
 /// The service's orders are taken oldest attempt first. An order answering an intent of the
 /// same attempt is recorded on that intent. Otherwise an order is recorded only when it is the
@@ -54,8 +62,9 @@ pub async fn reconcile(
     batch: &BatchRecord,
     window: Duration,
     shorter_settle: Option<Duration>,
-    dry_run: bool,
+    apply: Apply,
 ) -> Result<ReconcileReport, ReconcileError> {
+    let dry_run = apply == Apply::DryRun;
     let mut work = Reconciliation::read(ledger, client, batch, dry_run)?;
     let service = work.list_service_orders().await?;
     work.report_duplicates(&service);

@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use crate::api::client::is_loopback_host;
-use crate::ledger::{self, BatchRecord, OrderRecord, OrderState};
+use crate::batch::in_doubt;
+use crate::ledger::{self, BatchRecord, OrderRecord};
 
 /// How long after its last send an intent's key may be given up (see [`key_is_spent`]): far
 /// longer than the service needs to finish a request it is still working on (a gateway may
@@ -35,18 +36,17 @@ pub fn settle_time(batch: &BatchRecord, shorter: Option<Duration>) -> Duration {
 /// Such a key is given up: its rows are REJECTED, and `paybatch retry` sends them under a new
 /// key. Any other intent the service never created is sent again with its key.
 pub fn key_is_spent(order: &OrderRecord, window: Duration, settle: Duration) -> bool {
-    order.state == OrderState::Intent
-        && order.sends > 0
+    in_doubt::order_too_long(order, window)
         && order
             .last_http_status
             .is_some_and(|s| (500..=599).contains(&s))
-        && ledger::older_than(order.first_sent_at.as_deref(), window)
         && ledger::older_than(order.last_sent_at.as_deref(), settle)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ledger::OrderState;
 
     fn ago(minutes: i64) -> Option<String> {
         Some(

@@ -19,6 +19,7 @@ use super::context::enter;
 use super::query::{Position, Query, cursor, pagination};
 use crate::api::models::{OrderStatus, Pagination};
 use crate::sim::orders;
+use crate::sim::store::Towards;
 
 /// A page of the order list.
 #[derive(Serialize)]
@@ -42,10 +43,10 @@ pub(super) async fn list_orders(
             let ctx = enter(&sim, &headers, "GET /order").await?;
             let q = Query::parse(raw.as_deref(), &["limit", "after", "before"]);
             let limit = q.limit(DEFAULT_ORDER_PAGE)?;
-            let (backwards, at) = match q.position(ORDER_CURSOR)? {
-                Position::Start => (false, None),
-                Position::After(k) => (false, Some(k)),
-                Position::Before(k) => (true, Some(k)),
+            let (towards, at) = match q.position(ORDER_CURSOR)? {
+                Position::Start => (Towards::Older, None),
+                Position::After(k) => (Towards::Older, Some(k)),
+                Position::Before(k) => (Towards::Newer, Some(k)),
             };
             let at = match at {
                 None => None,
@@ -57,7 +58,7 @@ pub(super) async fn list_orders(
             // page costs the same however many orders the account holds.
             let page = sim
                 .store
-                .orders_page(&ctx.fp, at, backwards, limit as usize)
+                .orders_page(&ctx.fp, at, towards, limit as usize)
                 .map_err(internal)?;
             let before = page
                 .newer

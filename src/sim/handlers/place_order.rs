@@ -9,7 +9,7 @@ use super::answers::{error_bytes, json_bytes};
 use super::context::Ctx;
 use crate::api::models::{AcceptedOrder, ExecutionMode, OrderStatus, PaymentMethodType};
 use crate::sim::orders::{self, Priced, PricedItem, Refused, Request, Rules};
-use crate::sim::store::{Answer, BalanceUse, Created, ItemRow, OrderRow, iso_from_ms};
+use crate::sim::store::{Answer, BalanceUse, Created, ItemRow, OrderRow, Towards, iso_from_ms};
 use crate::sim::{ApiVersion, Sim};
 
 /// What the work answers: the status, the body (also stored under the key) and whether an
@@ -254,7 +254,7 @@ fn swapped(
     if !sim.chance.roll(sim.config.faults.hostile.swap_rate) {
         return Ok(None);
     }
-    let page = sim.store.orders_page(&ctx.fp, None, false, 20)?;
+    let page = sim.store.orders_page(&ctx.fp, None, Towards::Older, 20)?;
     let mut candidates = Vec::with_capacity(page.orders.len());
     for o in &page.orders {
         if let Some(full) = sim.store.order(&ctx.fp, &o.id)? {
