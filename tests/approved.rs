@@ -327,7 +327,7 @@ async fn a_ledger_of_schema_8_keeps_plans_once_migrated() {
         "DROP TABLE payouts; ALTER TABLE batches DROP COLUMN payouts_read_at;
          DROP TABLE approved_plans; PRAGMA user_version = 8;",
     )
-        .expect("schema 8");
+    .expect("schema 8");
     drop(conn);
 
     ws.write("f.csv", &rows(1..=8, |_, _| {}));

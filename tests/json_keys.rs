@@ -336,7 +336,13 @@ async fn every_json_output_keeps_its_keys() {
     let out = paybatch_in(
         ws.dir.path(),
         &[
-            "payouts", "--batch", "nov", "--json", "--no-read", "--ledger", ledger,
+            "payouts",
+            "--batch",
+            "nov",
+            "--json",
+            "--no-read",
+            "--ledger",
+            ledger,
         ],
         &[],
     )

@@ -202,7 +202,15 @@ async fn links_are_followed_until_final_as_the_simulator_counts_them_and_read_on
     // The HTML report says what was claimed so far, per product and per column asked for.
     let html = pb(
         &ws,
-        &["report", "--batch", "b", "--html", "r.html", "--group-by", "department"],
+        &[
+            "report",
+            "--batch",
+            "b",
+            "--html",
+            "r.html",
+            "--group-by",
+            "department",
+        ],
     )
     .await;
     assert!(html.status.success(), "{}", stderr_of(&html));
@@ -216,8 +224,14 @@ async fn links_are_followed_until_final_as_the_simulator_counts_them_and_read_on
         page.contains(&format!("<td class=\"num\">{claimed}</td>")),
         "claimed count {claimed} on the page"
     );
-    assert!(page.contains(&expired_value), "expired value {expired_value} on the page");
-    assert!(!page.contains("playground.example"), "no payout link on the page");
+    assert!(
+        page.contains(&expired_value),
+        "expired value {expired_value} on the page"
+    );
+    assert!(
+        !page.contains("playground.example"),
+        "no payout link on the page"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,7 +14,7 @@ use crate::batch::output::{PrivateFile, neutralize, output_clash, plain_link};
 use crate::exit::Exit;
 use crate::input::columns::canonical_column;
 use crate::ledger::payouts::PayoutRow;
-use crate::ledger::{Ledger, PayoutStatus};
+use crate::ledger::{Ledger, PayoutStatus, StoredSpec};
 use crate::ops::payouts::{
     self, DEFAULT_EXPIRING_DAYS, DEFAULT_READS_PER_SECOND, DEFAULT_TIMEOUT_SECS, PayoutSummary,
     PayoutsOptions,
@@ -489,31 +489,26 @@ fn list_line(
     batch: &str,
     others: &[(usize, &String)],
 ) -> Vec<String> {
-    let spec = row
-        .spec
-        .as_deref()
-        .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
-        .unwrap_or_default();
-    let text = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
-    let products = spec["product_codes"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|p| p.as_str())
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .unwrap_or_default();
+    let spec = row.spec.as_deref().and_then(|s| StoredSpec::parse(s).ok());
+    let (email, products, face_value, currency) = match &spec {
+        Some(s) => (
+            s.email.as_deref().unwrap_or("").to_string(),
+            s.product_codes.join(" "),
+            s.face_value.to_string(),
+            s.currency.to_string(),
+        ),
+        None => Default::default(),
+    };
     let mut cells: Vec<String> = Vec::new();
     if args.all {
         cells.push(batch.to_string());
     }
     cells.extend([
         row.reference.clone(),
-        text(&spec["email"]),
+        email,
         products,
-        text(&spec["face_value"]),
-        text(&spec["currency"]),
+        face_value,
+        currency,
         row.status
             .as_ref()
             .map(|s| s.as_str().to_string())

@@ -24,7 +24,7 @@ use crate::batch::record::payout_life;
 use crate::environment::{Connection, Environment, UsageError};
 use crate::ledger::lock::LedgerLock;
 use crate::ledger::payouts::{FollowedOrder, FollowedRow, PayoutRow};
-use crate::ledger::{BatchRecord, Ledger, PayoutLife, PayoutStatus};
+use crate::ledger::{BatchRecord, Ledger, PayoutLife, PayoutStatus, StoredSpec};
 
 /// Reads of `GET /order/{id}` in flight at once (as the run's polls).
 pub const READS_AT_ONCE: usize = 16;
@@ -446,19 +446,13 @@ fn expires_by(row: &PayoutRow, horizon: DateTime<Utc>) -> bool {
         .is_some_and(|t| t.with_timezone(&Utc) <= horizon)
 }
 
-/// The row's currency and face value, as validated.
+/// The row's currency and face value, as validated (`?` and 0 for a record that cannot be
+/// read).
 fn currency_and_face(row: &PayoutRow) -> (String, Decimal) {
-    let spec = row
-        .spec
-        .as_deref()
-        .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
-        .unwrap_or_default();
-    let currency = spec["currency"].as_str().unwrap_or("?").to_string();
-    let face = spec["face_value"]
-        .as_str()
-        .and_then(crate::api::decimal::parse_decimal_text)
-        .unwrap_or_default();
-    (currency, face)
+    match row.spec.as_deref().map(StoredSpec::parse) {
+        Some(Ok(spec)) => (spec.currency.into_owned(), spec.face_value),
+        _ => ("?".to_string(), Decimal::ZERO),
+    }
 }
 
 /// Pacing of the reads: one every `1 / rate` seconds at most; a 429 stops every read for the
