@@ -40,6 +40,8 @@ struct Seen {
     runs: usize,
     /// Rows held for a person (MISMATCH) by hostile answers.
     held: usize,
+    /// Rows whose expired link was reissued and paid again.
+    reissued: usize,
     faults: BTreeMap<String, u64>,
     /// Scenarios per order shape (`async`, `sync`, `items-per-order N`).
     shapes: BTreeMap<String, usize>,
@@ -800,6 +802,349 @@ async fn kept_error_scenario(seed: u64) -> Result<Seen, String> {
     Ok(seen)
 }
 
+/// Runs `paybatch ARGS` in `dir` (the scenario's key and ledger added by the caller); with
+/// `kill_within`, SIGKILLs it after a random delay below it. Returns the exit code (None when
+/// killed) and stdout.
+async fn one_command(
+    dir: &Path,
+    args: &[&str],
+    rng: &mut StdRng,
+    kill_within: Option<u64>,
+    seen: &mut Seen,
+) -> (Option<i32>, String) {
+    let mut cmd = Command::new(BIN);
+    cmd.current_dir(dir)
+        .args(args)
+        .env_remove("PAYBATCH_FAILPOINT")
+        .env_remove("PAYBATCH_API_KEY")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    seen.runs += 1;
+    let mut child = cmd.spawn().expect("paybatch starts");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let collect = tokio::spawn(async move {
+        let mut text = String::new();
+        let _ = tokio::io::AsyncReadExt::read_to_string(&mut stdout, &mut text).await;
+        text
+    });
+    let delay = kill_within.map(|ms| Duration::from_millis(rng.gen_range(1..ms.max(2))));
+    let status = match delay {
+        Some(delay) => match tokio::time::timeout(delay, child.wait()).await {
+            Ok(status) => status.expect("wait"),
+            Err(_) => {
+                child.start_kill().expect("SIGKILL");
+                seen.kills += 1;
+                child.wait().await.expect("wait after kill")
+            }
+        },
+        None => tokio::time::timeout(Duration::from_secs(120), child.wait())
+            .await
+            .expect("a command ends within 120 s")
+            .expect("wait"),
+    };
+    (status.code(), collect.await.unwrap_or_default())
+}
+
+/// The simulator's own account of every payout link: (order id, item id) -> status.
+async fn census(sim: &SimProcess) -> HashMap<(String, String), String> {
+    let body: serde_json::Value = reqwest::get(format!("{}/_sim/payouts", sim.admin))
+        .await
+        .expect("payouts")
+        .json()
+        .await
+        .expect("payouts JSON");
+    body["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|i| {
+            (
+                (
+                    i["order_id"].as_str().unwrap_or("").to_string(),
+                    i["item_id"].as_str().unwrap_or("").to_string(),
+                ),
+                i["status"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Each COMPLETED row's payout link as the ledger last read it (status, and the history of its
+/// changes as events), against the simulator's `census`: the same status, and a history that
+/// goes from nothing to it one change at a time.
+fn links_as_the_service_says(
+    dir: &Path,
+    seed: u64,
+    census: &HashMap<(String, String), String>,
+) -> Result<usize, String> {
+    let db = rusqlite::Connection::open(dir.join("ledger.db")).map_err(|e| e.to_string())?;
+    let mut read = db
+        .prepare(
+            "SELECT r.id, r.reference, o.service_order_id, r.item_id, p.status FROM rows r
+             JOIN orders o ON o.id = r.order_id
+             LEFT JOIN payouts p ON p.row_id = r.id AND p.attempt = r.attempt
+             WHERE r.state = 'COMPLETED'",
+        )
+        .map_err(|e| e.to_string())?;
+    let rows: Vec<(i64, String, String, String, Option<String>)> = read
+        .query_map([], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })
+        .and_then(|m| m.collect())
+        .map_err(|e| e.to_string())?;
+    let mut history = db
+        .prepare(
+            "SELECT from_state, to_state FROM events
+             WHERE subject = 'payout' AND subject_id = ?1 ORDER BY id",
+        )
+        .map_err(|e| e.to_string())?;
+    for (id, reference, order, item, status) in &rows {
+        let truth = census.get(&(order.clone(), item.clone()));
+        if truth != status.as_ref() {
+            return Err(format!(
+                "seed {seed}: row {reference}: ledger says {status:?}, the service {truth:?}"
+            ));
+        }
+        let changes: Vec<(Option<String>, Option<String>)> = history
+            .query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .and_then(|m| m.collect())
+            .map_err(|e| e.to_string())?;
+        // The status the completion recorded (ACTIVE) is not an event; the reads' are.
+        let mut last: Option<String> = match changes.first() {
+            Some((Some(first), _)) if first == "ACTIVE" => Some(first.clone()),
+            _ => None,
+        };
+        for (from, to) in &changes {
+            if *from != last || from == to {
+                return Err(format!(
+                    "seed {seed}: row {reference}: payout history {changes:?} does not follow"
+                ));
+            }
+            last = to.clone();
+        }
+        if last != *status && !(changes.is_empty() && status.as_deref() == Some("ACTIVE")) {
+            return Err(format!(
+                "seed {seed}: row {reference}: payout history {changes:?} ends elsewhere than {status:?}"
+            ));
+        }
+    }
+    Ok(rows.len())
+}
+
+/// The life of payouts after payment, under kills: a batch is paid (faults, no kills), the
+/// simulated clock moves past the links' expiry, `paybatch payouts` is killed at random instants
+/// and run again until it finishes; every paid row's link must then be as the simulator says,
+/// with a history that follows, and a further call reads nothing. Then `retry --expired` (killed
+/// at random too) and runs killed at random until the batch finishes: every row whose link
+/// expired is paid exactly once more, every other row never again, and the balances moved by
+/// exactly what both attempts cost.
+async fn payout_life_scenario(seed: u64) -> Result<Seen, String> {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x7061_796f_7574_7321);
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let (_input, refs) = write_batch(dir.path(), &mut rng);
+    key_file(dir.path());
+    let life: Vec<String> = [
+        "--link-expiry-days",
+        "10",
+        "--claim-share",
+        "0.4",
+        "--cancel-share",
+        "0.1",
+        "--claim-within-days",
+        "8",
+    ]
+    .map(String::from)
+    .to_vec();
+    let (mut sim, faults) = SimProcess::start(dir.path(), &mut rng, seed, &life, false).await;
+    let shape = order_shape(seed);
+    let mut seen = Seen::with_shape(&shape);
+    let until_done = |code: Option<i32>| matches!(code, Some(0) | Some(4));
+    let mut paid = false;
+    for _ in 0..20 {
+        let (code, _) = one_run(
+            dir.path(),
+            &sim.base_url,
+            &shape,
+            &mut rng,
+            false,
+            &mut seen,
+            &[],
+        )
+        .await;
+        if until_done(code) {
+            paid = true;
+            break;
+        }
+    }
+    if !paid {
+        return Err(format!(
+            "seed {seed}: the batch was not paid (faults {faults:?})"
+        ));
+    }
+    let state = dir.path().join("sim.db").display().to_string();
+    let (moved, _) = one_command(
+        dir.path(),
+        &["sim", "clock", "--state", &state, "--advance", "12d"],
+        &mut rng,
+        None,
+        &mut seen,
+    )
+    .await;
+    if moved != Some(0) {
+        return Err(format!("seed {seed}: the simulated clock did not move"));
+    }
+    let base = sim.base_url.clone();
+    let service = [
+        "--base-url",
+        base.as_str(),
+        "--api-key-file",
+        "api.key",
+        "--ledger",
+        "ledger.db",
+    ];
+    let mut payouts: Vec<&str> = vec!["payouts", "--batch", "batch", "--json", "--timeout", "20"];
+    payouts.extend_from_slice(&service);
+    let kills = rng.gen_range(1..5);
+    let mut read = false;
+    for i in 0..30 {
+        let kill = (i < kills).then_some(600);
+        let (code, _) = one_command(dir.path(), &payouts, &mut rng, kill, &mut seen).await;
+        match code {
+            Some(0) | Some(7) => {
+                read = true;
+                break;
+            }
+            None | Some(5) => {}
+            Some(other) => return Err(format!("seed {seed}: payouts exited {other}")),
+        }
+    }
+    if !read {
+        return Err(format!(
+            "seed {seed}: payouts never finished (faults {faults:?})"
+        ));
+    }
+    let truth = census(&sim).await;
+    links_as_the_service_says(dir.path(), seed, &truth)?;
+    // Every link is final 12 days on: a further call reads no order.
+    let (_, again) = one_command(dir.path(), &payouts, &mut rng, None, &mut seen).await;
+    let again: serde_json::Value = serde_json::from_str(again.trim())
+        .map_err(|e| format!("seed {seed}: payouts JSON: {e}: {again}"))?;
+    if again["orders_read"] != 0 {
+        return Err(format!(
+            "seed {seed}: a call after every link was final read orders: {again}"
+        ));
+    }
+
+    // The rows whose link expired, and the orders that paid them first.
+    let (rows, _) = read_ledger(dir.path(), seed)?;
+    let expired_links: std::collections::HashSet<String> = rows
+        .iter()
+        .filter(|r| r.state == RowState::Completed)
+        .filter(|r| {
+            let order = truth
+                .iter()
+                .find(|((_, item), _)| Some(item) == r.item_id.as_ref());
+            order.is_some_and(|(_, status)| status == "EXPIRED")
+        })
+        .map(|r| r.reference.clone())
+        .collect();
+    let mut retry: Vec<&str> = vec!["retry", "--batch", "batch", "--expired", "--json"];
+    retry.extend_from_slice(&service[4..]);
+    let mut reissued = None;
+    for i in 0..10 {
+        let kill = (i == 0 && rng.gen_bool(0.5)).then_some(40);
+        let (code, out) = one_command(dir.path(), &retry, &mut rng, kill, &mut seen).await;
+        if code == Some(0) {
+            reissued = Some(out);
+            break;
+        }
+    }
+    if reissued.is_none() {
+        return Err(format!("seed {seed}: retry --expired never finished"));
+    }
+    let (rows, _) = read_ledger(dir.path(), seed)?;
+    let pending: std::collections::HashSet<String> = rows
+        .iter()
+        .filter(|r| r.attempt > 1 && r.state == RowState::Pending)
+        .map(|r| r.reference.clone())
+        .collect();
+    if pending != expired_links {
+        return Err(format!(
+            "seed {seed}: reissued {pending:?}, the links that expired {expired_links:?}"
+        ));
+    }
+    let chaos_runs = rng.gen_range(1..4);
+    let mut finished = false;
+    for i in 0..40 {
+        let (code, _) = one_run(
+            dir.path(),
+            &sim.base_url,
+            &shape,
+            &mut rng,
+            i < chaos_runs,
+            &mut seen,
+            &[],
+        )
+        .await;
+        if until_done(code) {
+            finished = true;
+            break;
+        }
+    }
+    if !finished {
+        return Err(format!(
+            "seed {seed}: the reissue was not paid (faults {faults:?})"
+        ));
+    }
+    // Each reissued row is paid once more, every other row never again.
+    let orders: Vec<SimOrderRecord> = sim.orders().await;
+    let (rows, _) = read_ledger(dir.path(), seed)?;
+    for r in &refs {
+        let live = orders
+            .iter()
+            .filter(|o| o.status != paybatch::api::OrderStatus::Failed)
+            .filter(|o| paybatch::batch::plan::references_in_metadata(&o.metadata).contains(r))
+            .count();
+        let row = rows.iter().find(|row| &row.reference == r);
+        let completed = row.is_some_and(|row| row.state == RowState::Completed);
+        let expected_at_most = if expired_links.contains(r) { 2 } else { 1 };
+        if live > expected_at_most || (expired_links.contains(r) && completed && live != 2) {
+            return Err(format!(
+                "seed {seed}: row {r} has {live} live orders (link expired: {})",
+                expired_links.contains(r)
+            ));
+        }
+    }
+    // The balances moved by what every completed row cost, both attempts of a reissued one.
+    let db = rusqlite::Connection::open(dir.path().join("ledger.db")).map_err(|e| e.to_string())?;
+    let earlier: Vec<(String, String)> = db
+        .prepare(
+            "SELECT p.price, r.spec FROM payouts p JOIN rows r ON r.id = p.row_id
+             WHERE p.reissued_at IS NOT NULL",
+        )
+        .and_then(|mut s| {
+            s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .and_then(|m| m.collect())
+        })
+        .map_err(|e| e.to_string())?;
+    let mut with_earlier = rows.clone();
+    for (price, spec) in earlier {
+        with_earlier.push(paybatch::ledger::RowRecord {
+            state: RowState::Completed,
+            price: Some(price),
+            spec: Some(spec),
+            ..rows[0].clone()
+        });
+    }
+    balances_match(seed, &sim, &with_earlier, std::iter::empty()).await?;
+    seen.reissued += expired_links.len();
+    add_fault_counts(&sim, &mut seen).await;
+    let _ = sim.child.start_kill();
+    let _ = sim.child.wait().await;
+    Ok(seen)
+}
+
 /// Runs `count` scenarios from seed `first`, two at a time; panics with the seed of the first
 /// that fails; returns what they saw together.
 async fn run_scenarios<F, Fut>(first: u64, count: u64, scenario: F) -> Seen
@@ -819,6 +1164,7 @@ where
                     total.aborts += seen.aborts;
                     total.runs += seen.runs;
                     total.held += seen.held;
+                    total.reissued += seen.reissued;
                     for (k, v) in seen.faults {
                         *total.faults.entry(k).or_default() += v;
                     }
@@ -833,12 +1179,13 @@ where
         }
     }
     eprintln!(
-        "chaos: {count} scenarios (seeds {first}..{}), {} runs, {} SIGKILLs, {} fail-point aborts, {} rows held for a person, faults seen {:?}, order shapes {:?}",
+        "chaos: {count} scenarios (seeds {first}..{}), {} runs, {} SIGKILLs, {} fail-point aborts, {} rows held for a person, {} rows reissued, faults seen {:?}, order shapes {:?}",
         first + count - 1,
         total.runs,
         total.kills,
         total.aborts,
         total.held,
+        total.reissued,
         total.faults,
         total.shapes
     );
@@ -894,4 +1241,19 @@ async fn chaos_keys_answered_with_kept_server_errors_are_given_up_and_each_row_p
         total.faults
     );
     assert!(total.kills + total.aborts > 0, "and kill runs");
+}
+
+/// `PAYBATCH_CHAOS_PAYOUT_SCENARIOS` (default 6) of [`payout_life_scenario`], from
+/// `PAYBATCH_CHAOS_SEED`: `payouts` and the reissue of expired links killed at random; every
+/// link as the service says, every expired row paid once more and no other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_payouts_and_reissues_killed_at_random_leave_every_link_right_and_pay_once_more() {
+    let count = env_number("PAYBATCH_CHAOS_PAYOUT_SCENARIOS", 6);
+    let first = env_number("PAYBATCH_CHAOS_SEED", 1);
+    let total = run_scenarios(first, count, payout_life_scenario).await;
+    assert!(total.kills > 0, "the suite must kill payouts: {total:?}");
+    assert!(
+        total.reissued > 0,
+        "some links must expire and be reissued: {total:?}"
+    );
 }
