@@ -2,8 +2,8 @@
 //! examples, the top-level help lists every exit code, and the manual page has the sections a
 //! reader of manual pages looks for.
 
-use clap::CommandFactory;
 use crate::support::{Workspace, paybatch_in as paybatch, stdout_of as stdout};
+use clap::CommandFactory;
 
 /// Every command path (`["catalog", "list"]`), paybatch itself first.
 fn commands() -> Vec<Vec<String>> {

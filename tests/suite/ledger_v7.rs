@@ -9,7 +9,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::support::*;
-use crate::support::{paybatch_in as paybatch, run_file as run, stderr_of as stderr, stdout_of as stdout};
+use crate::support::{
+    paybatch_in as paybatch, run_file as run, stderr_of as stderr, stdout_of as stdout,
+};
 use rust_decimal::Decimal;
 
 fn db(path: &Path) -> rusqlite::Connection {

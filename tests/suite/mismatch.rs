@@ -4,77 +4,15 @@
 //! its rows recorded MISMATCH (never COMPLETED, never sent again, not even after
 //! `paybatch retry`), shown by `status`, and the run exits 4.
 //!
-//! The tests put a rewriting proxy on a loopback port in front of the real simulator.
+//! The tests put a rewriting proxy (`support::rewriting`) on a loopback port in front of the real
+//! simulator.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{HeaderMap, Method, StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
+use crate::support::rewriting::{Rewrite, start as proxy};
 use crate::support::*;
-
-/// Rewrites one answer: (method, path, status, JSON body) → new JSON body.
-type Rewrite = Arc<dyn Fn(&Method, &str, u16, &mut serde_json::Value) + Send + Sync>;
-
-struct Proxy {
-    upstream: String,
-    http: reqwest::Client,
-    rewrite: Rewrite,
-}
-
-async fn forward(
-    State(p): State<Arc<Proxy>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let path = uri.path().trim_start_matches("/v2");
-    let query = uri.query().map(|q| format!("?{q}")).unwrap_or_default();
-    let mut request = p
-        .http
-        .request(method.clone(), format!("{}{path}{query}", p.upstream))
-        .body(body.to_vec());
-    for (name, value) in &headers {
-        if name != "host" && name != "content-length" {
-            request = request.header(name, value);
-        }
-    }
-    let Ok(answer) = request.send().await else {
-        return StatusCode::BAD_GATEWAY.into_response();
-    };
-    let status = answer.status().as_u16();
-    let bytes = answer.bytes().await.unwrap_or_default();
-    let out = match serde_json::from_slice::<serde_json::Value>(&bytes) {
-        Ok(mut json) => {
-            (p.rewrite)(&method, path, status, &mut json);
-            serde_json::to_vec(&json).unwrap_or_default()
-        }
-        Err(_) => bytes.to_vec(),
-    };
-    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
-    (code, [("content-type", "application/json")], out).into_response()
-}
-
-/// Starts the proxy in front of `sim`; returns its base URL.
-async fn proxy(sim: &paybatch::sim::SimHandle, rewrite: Rewrite) -> String {
-    let state = Arc::new(Proxy {
-        upstream: sim.base_url().trim_end_matches('/').to_string(),
-        http: reqwest::Client::new(),
-        rewrite,
-    });
-    let app = axum::Router::new().fallback(forward).with_state(state);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    format!("http://{addr}/v2")
-}
+use axum::http::Method;
 
 const TWO_ROWS: &str = "reference,product_code,face_value,currency,distribution,email\n\
 M-1,AMZ-US,10,USD,email,m1@example.com\n\

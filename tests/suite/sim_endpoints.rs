@@ -4,10 +4,10 @@
 
 use std::collections::BTreeSet;
 
-use paybatch::sim::{self, SimConfig};
-use serde_json::Value;
 use crate::support::raw_api::*;
 use crate::support::start_sim;
+use paybatch::sim::{self, SimConfig};
+use serde_json::Value;
 
 #[tokio::test]
 async fn ping_answers_pong_with_a_valid_key_only() {

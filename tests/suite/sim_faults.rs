@@ -3,10 +3,10 @@
 
 use std::time::{Duration, Instant};
 
-use paybatch::api::models::OrderStatus;
-use paybatch::sim::{self, Faults, SimConfig};
 use crate::support::raw_api::*;
 use crate::support::start_sim;
+use paybatch::api::models::OrderStatus;
+use paybatch::sim::{self, Faults, SimConfig};
 
 #[tokio::test]
 async fn a_repeated_key_and_body_replays_the_original_answer() {

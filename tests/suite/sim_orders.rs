@@ -1,11 +1,11 @@
 //! Order creation in the simulator: validation, prices and currencies, balances, sync and async
 //! modes, lazy transitions, both versions' shapes, and state kept across a restart.
 
+use crate::support::raw_api::*;
+use crate::support::start_sim;
 use paybatch::api::models::OrderStatus;
 use paybatch::sim::SimConfig;
 use serde_json::{Value, json};
-use crate::support::raw_api::*;
-use crate::support::start_sim;
 
 fn with(mut body: Value, path: &[&str], value: Value) -> Value {
     let mut at = &mut body;
@@ -810,7 +810,10 @@ async fn simulators_sharing_a_state_file_draw_distinct_identifiers() {
         s.shutdown().await;
     }
     // Side by side.
-    let (a, b) = (start_sim(config.clone()).await, start_sim(config.clone()).await);
+    let (a, b) = (
+        start_sim(config.clone()).await,
+        start_sim(config.clone()).await,
+    );
     tokio::join!(create(Api::new(&a), "left"), create(Api::new(&b), "right"));
     let orders = a.orders();
     a.shutdown().await;

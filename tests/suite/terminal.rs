@@ -183,17 +183,10 @@ fn assert_nothing_obeyed(what: &str, text: &str) {
 mod hostile {
     use std::sync::Arc;
 
-    use axum::body::Bytes;
-    use axum::extract::State;
-    use axum::http::{Method, StatusCode, Uri};
-    use axum::response::{IntoResponse, Response};
+    use axum::http::{Method, StatusCode};
 
     use super::HOSTILE;
-
-    struct Proxy {
-        upstream: String,
-        http: reqwest::Client,
-    }
+    use crate::support::rewriting::{self, Rules};
 
     /// Every order id (`O-...`) and item id (`E-...`) without the suffix gets it.
     fn ids(value: &mut serde_json::Value) {
@@ -217,72 +210,31 @@ mod hostile {
         }
     }
 
-    /// Forwards to the simulator with the suffix taken off the path (the client sends it
-    /// percent-encoded, from its ESC on), and puts it on ids, links and product names of
-    /// the answer. An order for `reject@` is answered 422 with a hostile message.
-    async fn forward(
-        State(p): State<Arc<Proxy>>,
-        method: Method,
-        uri: Uri,
-        headers: axum::http::HeaderMap,
-        body: Bytes,
-    ) -> Response {
-        if method == Method::POST && String::from_utf8_lossy(&body).contains("reject@") {
-            let answer = serde_json::json!({
-                "type": "validation_error",
-                "message": format!("refused{HOSTILE}"),
-                "details": {"items": format!("bad{HOSTILE}")},
-            });
-            return (
-                StatusCode::UNPROCESSABLE_ENTITY,
-                [("content-type", "application/json")],
-                answer.to_string(),
-            )
-                .into_response();
-        }
-        let path = uri.path().trim_start_matches("/v2");
-        let path = path.split("%1B").next().unwrap_or(path);
-        let query = uri.query().map(|q| format!("?{q}")).unwrap_or_default();
-        let mut request = p
-            .http
-            .request(method.clone(), format!("{}{path}{query}", p.upstream))
-            .body(body.to_vec());
-        for (name, value) in &headers {
-            if name != "host" && name != "content-length" {
-                request = request.header(name, value);
-            }
-        }
-        let Ok(answer) = request.send().await else {
-            return StatusCode::BAD_GATEWAY.into_response();
-        };
-        let status = answer.status().as_u16();
-        let bytes = answer.bytes().await.unwrap_or_default();
-        let out = match serde_json::from_slice::<serde_json::Value>(&bytes) {
-            Ok(mut json) => {
-                ids(&mut json);
-                serde_json::to_vec(&json).unwrap_or_default()
-            }
-            Err(_) => bytes.to_vec(),
-        };
-        let code = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
-        (code, [("content-type", "application/json")], out).into_response()
-    }
-
-    /// Starts the proxy in front of `sim`; returns its base URL.
+    /// Starts a proxy in front of `sim` that forwards with the suffix taken off the path (the
+    /// client sends it percent-encoded, from its ESC on), and puts it on ids, links and product
+    /// names of the answer. An order for `reject@` is answered 422 with a hostile message.
+    /// Returns its base URL.
     pub async fn start(sim: &paybatch::sim::SimHandle) -> String {
-        let state = Arc::new(Proxy {
-            upstream: sim.base_url().trim_end_matches('/').to_string(),
-            http: reqwest::Client::new(),
-        });
-        let app = axum::Router::new().fallback(forward).with_state(state);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
-        format!("http://{addr}/v2")
+        rewriting::start_with(
+            sim,
+            Rules {
+                rewrite: Arc::new(|_, _, _, json| ids(json)),
+                answer: Some(Arc::new(|method, body| {
+                    let reject = *method == Method::POST
+                        && String::from_utf8_lossy(body).contains("reject@");
+                    reject.then(|| {
+                        let answer = serde_json::json!({
+                            "type": "validation_error",
+                            "message": format!("refused{HOSTILE}"),
+                            "details": {"items": format!("bad{HOSTILE}")},
+                        });
+                        (StatusCode::UNPROCESSABLE_ENTITY, answer)
+                    })
+                })),
+                cut_path_at: Some("%1B"),
+            },
+        )
+        .await
     }
 }
 

@@ -1,10 +1,12 @@
 //! Shared helpers of the integration tests: a real simulator on a loopback port, a real SQLite
-//! ledger in a temporary directory, the real binary; a raw client of the simulator (`raw_api`).
+//! ledger in a temporary directory, the real binary; a raw client of the simulator (`raw_api`), a
+//! rewriting proxy in front of it (`rewriting`).
 //! Used by the suite (`tests/suite`) and by `tests/wide_rows.rs`, which uses a few.
 #![allow(dead_code)]
 
 mod catalog_fixture;
 pub mod raw_api;
+pub mod rewriting;
 
 #[allow(unused_imports)]
 pub use catalog_fixture::*;
