@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 count=${1:-1000}
 seed=${2:-1}
 PAYBATCH_CHAOS_SCENARIOS=$count PAYBATCH_CHAOS_SEED=$seed \
-  cargo test --release --test chaos -- --nocapture
+  cargo test --release --test suite chaos:: -- --nocapture

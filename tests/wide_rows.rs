@@ -3,12 +3,12 @@
 //! bound that does not grow with the number of rows. Each run of the real binary is measured by
 //! its own peak resident set (`wait4`), against a real simulator on a loopback port.
 
-mod common;
+mod support;
 
 use std::path::Path;
 use std::time::Duration;
 
-use common::*;
+use support::*;
 
 /// Rows and columns of the generated file: 160 rows of 40,000 columns (6.6 MB), 6.4 million
 /// cells. Held as a batch (a string of 24 bytes for each cell of every row, empty or not) they

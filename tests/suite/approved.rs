@@ -1,0 +1,394 @@
+//! The plans `validate` approved, kept in the ledger: a run refusing a file whose digest is not
+//! the approved one (`--expect-digest`) says which rows were added, removed and changed, field
+//! by field, and which other parts of the plan changed (batch, repeats decision); a digest this
+//! ledger did not keep is said to be unknown; a plan that cannot be kept still has its digest
+//! printed; an older ledger keeps plans once migrated; the plans kept per batch are bounded.
+//! Through the real binary, against a real simulator on a loopback port and a real SQLite ledger
+//! in a temporary directory.
+
+use std::path::Path;
+use std::process::Output;
+
+use crate::support::*;
+use crate::support::{stderr_of as stderr, stdout_of as stdout};
+use paybatch::batch::lock::LedgerLock;
+use paybatch::ledger::Ledger;
+use paybatch::ledger::approved::{KEPT_PER_BATCH, NewApprovedPlan};
+use paybatch::sim::SimHandle;
+
+const HEADER: &str = "reference,product_code,face_value,currency,email\n";
+
+/// `n` valid rows `R-001`..: 10 USD of AMZ-US each, by email; `edit` may change a row's cells.
+fn rows(range: std::ops::RangeInclusive<usize>, edit: impl Fn(usize, &mut [String; 5])) -> String {
+    let mut text = HEADER.to_string();
+    for i in range {
+        let mut cells = [
+            format!("R-{i:03}"),
+            "AMZ-US".to_string(),
+            "10".to_string(),
+            "USD".to_string(),
+            format!("r{i}@example.com"),
+        ];
+        edit(i, &mut cells);
+        text.push_str(&cells.join(","));
+        text.push('\n');
+    }
+    text
+}
+
+async fn against(ws: &Workspace, sim: &SimHandle, args: &[&str]) -> Output {
+    against_url(ws, &sim.base_url(), args).await
+}
+
+/// The digest `validate` printed.
+fn digest_of(out: &Output) -> String {
+    let text = stdout(out);
+    text.lines()
+        .find_map(|l| l.strip_prefix("plan digest: sha256:"))
+        .map(|hex| format!("sha256:{}", hex.trim()))
+        .unwrap_or_else(|| panic!("no digest in: {text}{}", stderr(out)))
+}
+
+fn batches(ledger: &Path) -> usize {
+    Ledger::open(ledger)
+        .expect("ledger")
+        .batches()
+        .expect("batches")
+        .len()
+}
+
+/// `run FILE --expect-digest DIGEST` with `extra`: refused (exit 3), nothing sent, no batch;
+/// its error output.
+async fn refused(ws: &Workspace, sim: &SimHandle, digest: &str, extra: &[&str]) -> String {
+    let batches_before = batches(&ws.ledger());
+    let mut args = vec!["run", "f.csv", "--expect-digest", digest];
+    args.extend_from_slice(extra);
+    let out = against(ws, sim, &args).await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("no longer matches the approved plan"), "{err}");
+    assert!(err.contains("nothing was submitted"), "{err}");
+    assert!(sim.orders().is_empty(), "{err}");
+    assert_eq!(batches(&ws.ledger()), batches_before, "{err}");
+    err
+}
+
+/// The lines of `err` from the one that starts with `head` up to the next that is not indented
+/// deeper than four spaces.
+fn section(err: &str, head: &str) -> Vec<String> {
+    let mut lines = err.lines().skip_while(|l| !l.starts_with(head));
+    let Some(first) = lines.next() else {
+        return Vec::new();
+    };
+    let mut out = vec![first.to_string()];
+    out.extend(
+        lines
+            .take_while(|l| l.starts_with("    "))
+            .map(|l| l.trim().to_string()),
+    );
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_plan_names_the_rows_added_removed_and_changed() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    ws.write("f.csv", &rows(1..=40, |_, _| {}));
+    let approved = digest_of(&against(&ws, &sim, &["validate", "f.csv"]).await);
+
+    // One amount changed.
+    ws.write(
+        "f.csv",
+        &rows(1..=40, |i, c| {
+            if i == 5 {
+                c[2] = "25.00".into();
+            }
+        }),
+    );
+    let err = refused(&ws, &sim, &approved, &[]).await;
+    assert!(
+        err.contains("what changed since that plan was approved"),
+        "{err}"
+    );
+    assert_eq!(
+        section(&err, "  1 row changed:"),
+        [
+            "  1 row changed:",
+            "`R-005` (line 6): face_value 10 -> 25.00"
+        ],
+        "{err}"
+    );
+    assert!(!err.contains("added") && !err.contains("removed"), "{err}");
+
+    // A row added at the end, and one taken out (the lines after it move: not a change).
+    ws.write("f.csv", &rows(1..=41, |_, _| {}));
+    let err = refused(&ws, &sim, &approved, &[]).await;
+    assert_eq!(
+        section(&err, "  1 row added:"),
+        ["  1 row added:", "`R-041` (line 42)"],
+        "{err}"
+    );
+    assert!(
+        !err.contains("removed") && !err.contains("changed:"),
+        "{err}"
+    );
+    let without_10 = rows(1..=40, |_, _| {}).replace("R-010,AMZ-US,10,USD,r10@example.com\n", "");
+    ws.write("f.csv", &without_10);
+    let err = refused(&ws, &sim, &approved, &[]).await;
+    assert_eq!(
+        section(&err, "  1 row removed:"),
+        ["  1 row removed:", "`R-010` (was line 11)"],
+        "{err}"
+    );
+    assert!(!err.contains("added") && !err.contains("changed:"), "{err}");
+
+    // 30 rows changed (their recipients' addresses, named but not shown), one of them also in
+    // its product: the first ten named, then the count.
+    ws.write(
+        "f.csv",
+        &rows(1..=40, |i, c| {
+            if i <= 30 {
+                c[4] = format!("someone{i}@example.org");
+            }
+            if i == 2 {
+                c[1] = "STEAM-US".into();
+            }
+        }),
+    );
+    let err = refused(&ws, &sim, &approved, &[]).await;
+    let mut expected = vec!["  30 rows changed:".to_string()];
+    for i in 1..=10 {
+        expected.push(match i {
+            2 => "`R-002` (line 3): product_code AMZ-US -> STEAM-US, email".to_string(),
+            _ => format!("`R-{i:03}` (line {}): email", i + 1),
+        });
+    }
+    expected.push("and 20 more".into());
+    assert_eq!(section(&err, "  30 rows changed:"), expected, "{err}");
+    assert!(
+        !err.contains("example.org"),
+        "addresses are not shown: {err}"
+    );
+
+    // The approved file again: paid.
+    ws.write("f.csv", &rows(1..=40, |_, _| {}));
+    let out = against(&ws, &sim, &["run", "f.csv", "--expect-digest", &approved]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!sim.orders().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digest_this_ledger_did_not_keep_is_said_to_be_unknown() {
+    let sim = start_sim(fast_config(None)).await;
+    // Approved on another machine (another ledger).
+    let elsewhere = Workspace::new();
+    elsewhere.write("f.csv", &rows(1..=5, |_, _| {}));
+    let approved = digest_of(&against(&elsewhere, &sim, &["validate", "f.csv"]).await);
+
+    let ws = Workspace::new();
+    ws.write(
+        "f.csv",
+        &rows(1..=5, |i, c| {
+            if i == 1 {
+                c[2] = "11".into();
+            }
+        }),
+    );
+    let err = refused(&ws, &sim, &approved, &[]).await;
+    assert!(
+        err.contains(&format!("{approved} is not a plan this ledger kept")),
+        "{err}"
+    );
+    assert!(err.contains("what changed cannot be said here"), "{err}");
+    assert!(err.contains("the file gives sha256:"), "{err}");
+    assert!(!err.contains("changed:"), "{err}");
+}
+
+/// The batch and the decision on repeats are part of the plan: said in words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_plan_names_another_batch_and_another_decision_on_repeats() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    ws.write("f.csv", &rows(1..=3, |_, _| {}));
+    let approved = digest_of(&against(&ws, &sim, &["validate", "f.csv", "--batch", "nov"]).await);
+    let err = refused(&ws, &sim, &approved, &["--batch", "dec"]).await;
+    assert!(
+        err.contains("it was approved for batch nov in environment custom; this run is batch dec in environment custom"),
+        "{err}"
+    );
+    assert!(!err.contains("no row differs"), "{err}");
+
+    // Paid as batch nov; batch dec repeats its rows: approved skipping them, run allowing them.
+    let out = against(&ws, &sim, &["run", "f.csv", "--batch", "nov"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let paid = sim.orders().len();
+    let approved = digest_of(
+        &against(
+            &ws,
+            &sim,
+            &["validate", "f.csv", "--batch", "dec", "--skip-repeats"],
+        )
+        .await,
+    );
+    let out = against(
+        &ws,
+        &sim,
+        &[
+            "run",
+            "f.csv",
+            "--batch",
+            "dec",
+            "--allow-repeats",
+            "--expect-digest",
+            &approved,
+        ],
+    )
+    .await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains(
+            "the decision on repeats: approved with --skip-repeats, this run has --allow-repeats"
+        ),
+        "{err}"
+    );
+    assert!(
+        !err.contains("rows changed") && !err.contains("added"),
+        "{err}"
+    );
+    assert_eq!(sim.orders().len(), paid);
+}
+
+/// A plan `validate` cannot keep (another paybatch holds the ledger, or the ledger refuses the
+/// write) still has its digest printed, with a warning; a run then says it does not know it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_that_cannot_be_kept_still_has_its_digest() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    ws.write("f.csv", &rows(1..=3, |_, _| {}));
+    let kept = digest_of(&against(&ws, &sim, &["validate", "f.csv"]).await);
+
+    ws.write("f.csv", &rows(1..=4, |_, _| {}));
+    let lock = LedgerLock::acquire(&ws.ledger()).expect("lock");
+    let out = against(&ws, &sim, &["validate", "f.csv"]).await;
+    drop(lock);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let not_kept = digest_of(&out);
+    assert_ne!(not_kept, kept);
+    assert!(
+        stderr(&out).contains("warning: this plan could not be kept in the ledger (another paybatch process is running with the ledger"),
+        "{}",
+        stderr(&out)
+    );
+    let digests = Ledger::open(&ws.ledger())
+        .expect("ledger")
+        .approved_digests("f", "custom")
+        .expect("digests");
+    assert_eq!(digests, [kept]);
+
+    // A ledger that refuses the write (as a read-only one does).
+    rusqlite::Connection::open(ws.ledger())
+        .expect("open")
+        .execute_batch(
+            "CREATE TRIGGER refuse BEFORE INSERT ON approved_plans
+             BEGIN SELECT RAISE(ABORT, 'attempt to write a readonly database'); END;",
+        )
+        .expect("trigger");
+    let out = against(&ws, &sim, &["validate", "f.csv", "--json"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(report["digest"].as_str(), Some(not_kept.as_str()));
+    let why = report["plan_not_kept"].as_str().unwrap_or_default();
+    assert!(why.contains("readonly database"), "{report}");
+    assert!(
+        stderr(&out).contains("warning: this plan could not be kept in the ledger"),
+        "{}",
+        stderr(&out)
+    );
+    // The plan not kept is unknown to a run of a file changed since.
+    ws.write("f.csv", &rows(1..=5, |_, _| {}));
+    let err = refused(&ws, &sim, &not_kept, &[]).await;
+    assert!(err.contains("is not a plan this ledger kept"), "{err}");
+}
+
+/// A ledger of the previous schema (8), in the middle of a batch, is migrated by `validate`,
+/// which keeps the plan; a run of a file changed since says what changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ledger_of_schema_8_keeps_plans_once_migrated() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    ws.write("f.csv", &rows(1..=4, |_, _| {}));
+    let out = against(&ws, &sim, &["run", "f.csv"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let conn = rusqlite::Connection::open(ws.ledger()).expect("open");
+    conn.execute_batch(
+        "DROP TABLE payouts; ALTER TABLE batches DROP COLUMN payouts_read_at;
+         DROP TABLE approved_plans; PRAGMA user_version = 8;",
+    )
+    .expect("schema 8");
+    drop(conn);
+
+    ws.write("f.csv", &rows(1..=8, |_, _| {}));
+    let approved = digest_of(&against(&ws, &sim, &["validate", "f.csv"]).await);
+    let version: i64 = rusqlite::Connection::open(ws.ledger())
+        .expect("open")
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .expect("version");
+    assert_eq!(version, 10);
+    ws.write(
+        "f.csv",
+        &rows(1..=8, |i, c| {
+            if i == 7 {
+                c[2] = "12.50".into();
+            }
+        }),
+    );
+    let out = against(&ws, &sim, &["run", "f.csv", "--expect-digest", &approved]).await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert_eq!(
+        section(&err, "  1 row changed:"),
+        [
+            "  1 row changed:",
+            "`R-007` (line 8): face_value 10 -> 12.50"
+        ],
+        "{err}"
+    );
+    assert_eq!(sim.orders().len(), 4);
+}
+
+/// Only the last plans of each batch are kept; the same digest approved again is kept once.
+#[test]
+fn the_plans_kept_per_batch_are_bounded() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut ledger = Ledger::open(&dir.path().join("l.db")).expect("ledger");
+    let digest = |i: i64| format!("sha256:{i:064x}");
+    let keep = |ledger: &mut Ledger, batch: &str, d: &str| {
+        ledger
+            .keep_approved_plan(&NewApprovedPlan {
+                digest: d,
+                batch,
+                environment: "sim",
+                input_path: "f.csv",
+                input_hash: "h",
+                rows: 1,
+                context: "{}",
+                plan: b"x",
+            })
+            .expect("kept");
+    };
+    keep(&mut ledger, "other", &digest(1000));
+    for i in 0..KEPT_PER_BATCH + 5 {
+        keep(&mut ledger, "nov", &digest(i));
+    }
+    keep(&mut ledger, "nov", &digest(KEPT_PER_BATCH + 4));
+    let kept = ledger.approved_digests("nov", "sim").expect("digests");
+    let expected: Vec<String> = (5..KEPT_PER_BATCH + 5).rev().map(digest).collect();
+    assert_eq!(kept, expected);
+    assert!(ledger.approved_plan(&digest(4)).expect("read").is_none());
+    assert!(ledger.approved_plan(&digest(5)).expect("read").is_some());
+    assert_eq!(
+        ledger.approved_digests("other", "sim").expect("digests"),
+        [digest(1000)]
+    );
+}

@@ -1,0 +1,51 @@
+//! The integration tests, one binary with a module per area (as cargo's own testsuite): the
+//! library is linked once for all of them. Each area drives the library, the real binary, a real
+//! simulator on a loopback port and a real SQLite ledger in a temporary directory; `support`
+//! holds what they share.
+//!
+//! Run one area with `cargo test --test suite AREA::` (e.g. `chaos::`). A new area is a file
+//! `tests/suite/AREA.rs` and a line `mod AREA;` below. `tests/wide_rows.rs` stays a binary of its
+//! own: it measures the peak memory of the runs it starts, and a child's peak (`wait4`) counts
+//! the memory of the process that started it, here the whole suite.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod approved;
+mod cancelled_intents;
+mod cards;
+mod chaos;
+mod client_contract;
+mod converted_preflight;
+mod csv_input;
+mod fast_defaults;
+mod fuzz_input;
+mod header_hint;
+mod help;
+mod history;
+mod hostile_answers;
+mod hostile_csv;
+mod hostile_service;
+mod in_flight;
+mod json_keys;
+mod ledger_v7;
+mod mismatch;
+mod multi_item;
+mod one_pass;
+mod operator;
+mod operator_day;
+mod ops;
+mod outputs;
+mod pipeline;
+mod readonly;
+mod reconcile;
+mod repeats;
+mod report;
+mod security;
+mod sim_cli;
+mod sim_endpoints;
+mod sim_faults;
+mod sim_orders;
+mod status_during_run;
+mod terminal;
+mod window;

@@ -1,0 +1,366 @@
+//! Shared helpers of the integration tests: a real simulator on a loopback port, a real SQLite
+//! ledger in a temporary directory, the real binary; a raw client of the simulator (`raw_api`), a
+//! rewriting proxy in front of it (`rewriting`).
+//! Used by the suite (`tests/suite`) and by `tests/wide_rows.rs`, which uses a few.
+#![allow(dead_code)]
+
+mod catalog_fixture;
+pub mod raw_api;
+pub mod rewriting;
+
+#[allow(unused_imports)]
+pub use catalog_fixture::*;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use paybatch::sim::{self, SimConfig, SimHandle};
+
+pub const SAMPLE: &str = "samples/recipients.csv";
+pub const SAMPLE_MISTAKES: &str = "samples/recipients-with-mistakes.csv";
+
+/// A temporary working directory with a key file and a copy of the inputs.
+pub struct Workspace {
+    pub dir: tempfile::TempDir,
+}
+
+impl Workspace {
+    pub fn new() -> Self {
+        Workspace {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    pub fn ledger(&self) -> PathBuf {
+        self.path("ledger.db")
+    }
+
+    pub fn sim_state(&self) -> PathBuf {
+        self.path("sim-state.db")
+    }
+
+    /// Copies a file of the repository into the workspace.
+    pub fn copy(&self, repo_path: &str, name: &str) -> PathBuf {
+        let target = self.path(name);
+        std::fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(repo_path),
+            &target,
+        )
+        .expect("copy sample");
+        target
+    }
+
+    pub fn write(&self, name: &str, content: &str) -> PathBuf {
+        let target = self.path(name);
+        std::fs::write(&target, content).expect("write file");
+        target
+    }
+
+    /// A key file of mode 0600 holding the simulator's key.
+    pub fn key_file(&self) -> PathBuf {
+        let path = self.path("api.key");
+        std::fs::write(&path, format!("{}\n", sim::DEFAULT_KEY)).expect("key file");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        }
+        path
+    }
+}
+
+/// Simulator settings for fast tests: short processing, no rate limit surprises.
+pub fn fast_config(state: Option<PathBuf>) -> SimConfig {
+    SimConfig {
+        state,
+        seed: 7,
+        processing_min: Duration::from_millis(50),
+        processing_max: Duration::from_millis(300),
+        ..SimConfig::default()
+    }
+}
+
+pub async fn start_sim(config: SimConfig) -> SimHandle {
+    sim::start(config, "127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("simulator starts")
+}
+
+/// Stops the simulator and starts it again on the same address (a batch is bound to its
+/// service address) with `config`, e.g. the same state file and other faults.
+pub async fn restart_sim(sim: SimHandle, config: SimConfig) -> SimHandle {
+    let addr = sim.addr();
+    sim.shutdown().await;
+    sim::start(config, addr)
+        .await
+        .expect("simulator restarts on the same address")
+}
+
+/// `paybatch ARGS... --base-url BASE` with the workspace's key file and ledger.
+pub async fn against_url(ws: &Workspace, base: &str, args: &[&str]) -> std::process::Output {
+    let key = ws.key_file();
+    let ledger = ws.ledger();
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend_from_slice(&[
+        "--base-url",
+        base,
+        "--api-key-file",
+        key.to_str().expect("utf-8 path"),
+        "--ledger",
+        ledger.to_str().expect("utf-8 path"),
+    ]);
+    paybatch_in(ws.dir.path(), &all, &[]).await
+}
+
+/// The plan digest `paybatch validate FILE` prints against `base` (with the workspace's key
+/// file and ledger).
+pub async fn plan_digest(ws: &Workspace, base: &str, file: &str) -> String {
+    let out = against_url(ws, base, &["validate", file]).await;
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    text.split_whitespace()
+        .find(|w| w.starts_with("sha256:"))
+        .unwrap_or_else(|| panic!("a digest in {text}{}", String::from_utf8_lossy(&out.stderr)))
+        .to_string()
+}
+
+/// `paybatch retry --batch BATCH` on the workspace's ledger.
+pub async fn retry_batch(ws: &Workspace, batch: &str) -> std::process::Output {
+    let ledger = ws.ledger();
+    let ledger = ledger.to_str().expect("utf-8 path");
+    paybatch_in(
+        ws.dir.path(),
+        &["retry", "--batch", batch, "--ledger", ledger],
+        &[],
+    )
+    .await
+}
+
+/// Reads a CSV file into rows of cells (header first).
+pub fn read_csv(path: &Path) -> Vec<Vec<String>> {
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_path(path)
+        .expect("open csv");
+    reader
+        .records()
+        .map(|r| r.expect("record").iter().map(str::to_string).collect())
+        .collect()
+}
+
+/// The index of a column in a header row.
+pub fn col(header: &[String], name: &str) -> usize {
+    header
+        .iter()
+        .position(|h| h == name)
+        .unwrap_or_else(|| panic!("no column {name} in {header:?}"))
+}
+
+/// Rows of an input CSV file (excluding the header).
+pub fn input_rows(path: &Path) -> usize {
+    read_csv(path).len() - 1
+}
+
+/// The paybatch binary built for these tests.
+pub const BIN: &str = env!("CARGO_BIN_EXE_paybatch");
+
+/// Runs the paybatch binary in `dir` with `args`, without any paybatch setting inherited from
+/// the caller's environment (key, environment, ledger, fail point, proxies), plus `envs`.
+/// Bounded: a run that takes longer than 120 s fails the test.
+pub async fn paybatch_in(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = command(dir, args, envs);
+    cmd.kill_on_drop(true);
+    tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .expect("paybatch finished within 120 s")
+        .expect("paybatch ran")
+}
+
+/// The paybatch binary in `dir` with `args`, the caller's paybatch settings (key, environment,
+/// ledger, fail point, proxies) removed, plus `envs`.
+fn command(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.current_dir(dir).args(args);
+    for var in [
+        "PAYBATCH_API_KEY",
+        "PAYBATCH_API_KEY_FILE",
+        "PAYBATCH_ENV",
+        "PAYBATCH_BASE_URL",
+        "PAYBATCH_LEDGER",
+        "PAYBATCH_CONFIG",
+        "PAYBATCH_FAILPOINT",
+        "RUST_LOG",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "NO_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+        "no_proxy",
+    ] {
+        cmd.env_remove(var);
+    }
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+/// The arguments of `paybatch run FILE` against `base`, with the workspace's key file and
+/// ledger, plus `extra`.
+pub fn run_args(ws: &Workspace, base: &str, file: &str, extra: &[&str]) -> Vec<String> {
+    let key = ws.key_file();
+    let ledger = ws.ledger();
+    let mut args: Vec<String> = [
+        "run",
+        file,
+        "--base-url",
+        base,
+        "--api-key-file",
+        key.to_str().expect("utf-8 path"),
+        "--ledger",
+        ledger.to_str().expect("utf-8 path"),
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args
+}
+
+/// `paybatch run FILE` against `sim`, with the workspace's key file and ledger, plus `extra`
+/// arguments and `envs` ([`paybatch_in`]).
+pub async fn run_file(
+    ws: &Workspace,
+    sim: &SimHandle,
+    file: &str,
+    extra: &[&str],
+    envs: &[(&str, &str)],
+) -> std::process::Output {
+    let args = run_args(ws, &sim.base_url(), file, extra);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    paybatch_in(ws.dir.path(), &args, envs).await
+}
+
+pub fn stderr_of(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+pub fn stdout_of(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+
+/// Ground truth: the simulator's orders per row reference (from the order metadata), as
+/// (order id, status) pairs, oldest first.
+pub fn service_orders_per_reference(
+    sim: &SimHandle,
+) -> std::collections::BTreeMap<String, Vec<(String, String)>> {
+    let mut out: std::collections::BTreeMap<String, Vec<(String, String)>> = Default::default();
+    for order in sim.orders() {
+        for reference in paybatch::batch::plan::references_in_metadata(&order.metadata) {
+            out.entry(reference)
+                .or_default()
+                .push((order.id.clone(), order.status.as_str().to_string()));
+        }
+    }
+    out
+}
+
+/// Every reference has exactly one service order that is not FAILED, and no order pays a row
+/// outside `references`. Returns the live order id of each reference.
+pub fn assert_one_live_order_per_row(
+    sim: &SimHandle,
+    references: &[String],
+) -> std::collections::BTreeMap<String, String> {
+    let per_ref = service_orders_per_reference(sim);
+    let mut live_ids = std::collections::BTreeMap::new();
+    for r in references {
+        let orders = per_ref.get(r).cloned().unwrap_or_default();
+        let live: Vec<&(String, String)> = orders.iter().filter(|(_, s)| s != "FAILED").collect();
+        assert_eq!(
+            live.len(),
+            1,
+            "row {r} must have exactly one live service order, found {orders:?}"
+        );
+        live_ids.insert(r.clone(), live[0].0.clone());
+    }
+    for r in per_ref.keys() {
+        assert!(
+            references.contains(r),
+            "the service has an order for row {r}, which is not in the batch"
+        );
+    }
+    live_ids
+}
+
+/// The references of an input CSV file (column `reference`), in file order.
+pub fn references(path: &Path) -> Vec<String> {
+    let rows = read_csv(path);
+    let c = col(&rows[0], "reference");
+    rows[1..].iter().map(|r| r[c].clone()).collect()
+}
+
+/// How many `POST /order` requests the simulator has seen since it started.
+pub fn order_posts(sim: &SimHandle) -> u64 {
+    sim.stats()
+        .requests
+        .get("POST /order")
+        .copied()
+        .unwrap_or(0)
+}
+
+/// Paths of a SQLite file and its write-ahead log and shared-memory companions.
+pub fn sqlite_files(db: &Path) -> [PathBuf; 3] {
+    [
+        db.to_path_buf(),
+        PathBuf::from(format!("{}-wal", db.display())),
+        PathBuf::from(format!("{}-shm", db.display())),
+    ]
+}
+
+/// The paybatch binary started in `dir` with `args` (the caller's paybatch settings removed,
+/// as in [`paybatch_in`]), its stderr piped to be read line by line with [`wait_for_line`].
+pub fn spawn_paybatch(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> tokio::process::Child {
+    let mut cmd = command(dir, args, envs);
+    cmd.kill_on_drop(true)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    cmd.spawn().expect("paybatch starts")
+}
+
+/// Reads `lines` until one contains `needle` (returned with what was read before it), for at
+/// most `within`; panics with what was read otherwise.
+pub async fn wait_for_line(
+    lines: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>,
+    needle: &str,
+    within: Duration,
+) -> String {
+    let mut seen = String::new();
+    let found = tokio::time::timeout(within, async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            seen.push_str(&line);
+            seen.push('\n');
+            if line.contains(needle) {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert!(
+        matches!(found, Ok(true)),
+        "no line with `{needle}` within {within:?}; read:\n{seen}"
+    );
+    seen
+}
+
+/// What a command printed, messages (stderr) then output (stdout): for what may be in either,
+/// such as a run's summary (output) beside its warnings (messages).
+pub fn output_of(o: &std::process::Output) -> String {
+    format!("{}{}", stderr_of(o), stdout_of(o))
+}
