@@ -1183,3 +1183,34 @@ async fn a_rebuild_while_orders_are_processing_plans_nothing_until_they_can_be_t
     let live = assert_one_live_order_per_row(&s.sim, &refs);
     assert_ledger_matches_service(&s, "six", &live);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_names_an_order_in_doubt_too_long_by_its_in_doubt_hours() {
+    let s = Setup::new().await;
+    s.ws.write("two.csv", TWO_ROWS);
+    in_doubt_after_send(&s).await;
+    // Older than 0.0001 hours (0.36 s), far younger than the default 24.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let default = s.paybatch(&["status", "--batch", "two"], &[]).await;
+    assert_eq!(code(&default), Some(0), "{}", stderr_of(&default));
+    assert!(
+        !stdout_of(&default).contains("-- reconcile"),
+        "{}",
+        stdout_of(&default)
+    );
+    let short = s
+        .paybatch(
+            &["status", "--batch", "two", "--in-doubt-hours", "0.0001"],
+            &[],
+        )
+        .await;
+    let text = stdout_of(&short);
+    assert_eq!(code(&short), Some(0), "{}", stderr_of(&short));
+    assert!(text.contains("-- reconcile"), "{text}");
+    assert!(
+        text.contains(
+            "orders have been in doubt for more than 0.0001 hours: paybatch reconcile --batch two"
+        ),
+        "{text}"
+    );
+}

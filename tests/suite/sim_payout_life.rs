@@ -4,17 +4,15 @@
 //! same seed gives the same lives; and all of it can be set up on the embedded simulator's
 //! state with `paybatch sim account`, `sim clock` and `sim payouts`.
 
-mod common;
-mod sim_support;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::support::raw_api::{Api, bytes, fast, item, num, order};
+use crate::support::start_sim as start;
 use chrono::DateTime;
 use paybatch::sim::{PayoutCensus, PayoutLife, PayoutStatus, SimConfig, SimHandle};
 use serde_json::Value;
-use sim_support::{Api, bytes, fast, item, num, order, start};
 
 const DAY: Duration = Duration::from_secs(24 * 3600);
 const DAY_MS: i64 = 24 * 3600 * 1000;
@@ -248,13 +246,18 @@ async fn the_same_seed_gives_the_same_lives() {
 }
 
 async fn paybatch(dir: &Path, args: &[&str]) -> std::process::Output {
-    common::paybatch_in(dir, args, &[]).await
+    crate::support::paybatch_in(dir, args, &[]).await
 }
 
 fn json_of(out: &std::process::Output) -> Value {
-    assert_eq!(out.status.code(), Some(0), "{}", common::output_of(out));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        crate::support::output_of(out)
+    );
     serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", common::output_of(out)))
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", crate::support::output_of(out)))
 }
 
 /// The embedded simulator's state is set up before a rehearsal (links expire after 14 days),
@@ -263,13 +266,18 @@ fn json_of(out: &std::process::Output) -> Value {
 /// that state say every link is final; the clock cannot be set back.
 #[tokio::test]
 async fn the_embedded_state_is_set_up_and_moved_through_the_command() {
-    let ws = common::Workspace::new();
+    let ws = crate::support::Workspace::new();
     let dir = ws.dir.path();
-    ws.copy(common::SAMPLE, "recipients.csv");
-    let rows = common::input_rows(&ws.path("recipients.csv")) as u64;
+    ws.copy(crate::support::SAMPLE, "recipients.csv");
+    let rows = crate::support::input_rows(&ws.path("recipients.csv")) as u64;
 
     let none = paybatch(dir, &["sim", "payouts"]).await;
-    assert_eq!(none.status.code(), Some(2), "{}", common::output_of(&none));
+    assert_eq!(
+        none.status.code(),
+        Some(2),
+        "{}",
+        crate::support::output_of(&none)
+    );
     assert!(
         !ws.path("paybatch.sim.db").exists(),
         "reading created a state"
@@ -284,7 +292,12 @@ async fn the_embedded_state_is_set_up_and_moved_through_the_command() {
     );
     assert_eq!(account["link_expiry_days"], 14);
     let run = paybatch(dir, &["run", "recipients.csv"]).await;
-    assert_eq!(run.status.code(), Some(0), "{}", common::output_of(&run));
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{}",
+        crate::support::output_of(&run)
+    );
 
     let fresh = json_of(&paybatch(dir, &["sim", "payouts", "--json"]).await);
     assert_eq!(fresh["payouts"]["ACTIVE"], rows, "{fresh}");

@@ -4,11 +4,9 @@
 //! links are all final is never read again, `--list` names exactly the rows in a state, and a
 //! reissue pays each expired row once more and no other.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 
-use common::{Workspace, col, paybatch_in, read_csv, stderr_of, stdout_of};
+use crate::support::{Workspace, col, paybatch_in, read_csv, stderr_of, stdout_of};
 use serde_json::Value;
 
 /// A batch of `rows` payout links of 10.00 USD, `R-001`...
