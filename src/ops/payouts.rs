@@ -72,8 +72,6 @@ pub struct BatchRead {
     pub changed: usize,
     /// Orders whose read failed or was not believed: their links keep their last known status.
     pub not_read: Vec<NotRead>,
-    /// Links an answer gave no status for (kept as they were).
-    pub without_status: usize,
 }
 
 /// A batch's links as the ledger knows them after a call ([`summarize`]).
@@ -264,7 +262,6 @@ async fn read_batch(
         let rows = ledger.rows_to_follow(order.order_id)?;
         match believed(&order, &rows, &order_view) {
             Ok(lives) => {
-                read.without_status += rows.len() - lives.len();
                 read.changed += ledger.record_payout_reads(batch.id, order.order_id, &lives)?;
                 read.orders_read += 1;
                 any_read = true;
@@ -303,8 +300,8 @@ async fn read_retrying(
 
 /// What an answer says of the rows of `order` the ledger recorded, when it can be believed:
 /// the order the ledger holds (its id), still COMPLETED, each row's item found by the item id
-/// the completion recorded (else by its position) with the same link. Rows whose item gives no
-/// status are left out. Else why it is not believed.
+/// the completion recorded (else by its position) with the same link and a payout status. Else
+/// why it is not believed.
 fn believed(
     order: &FollowedOrder,
     rows: &[FollowedRow],
@@ -354,9 +351,13 @@ fn believed(
                 crate::text::shown(&row.reference)
             ));
         }
-        if let Some(life) = payout_life(item) {
-            out.push((row.clone(), life));
-        }
+        let Some(life) = payout_life(item) else {
+            return Err(format!(
+                "the answer gives no payout status for row {}",
+                crate::text::shown(&row.reference)
+            ));
+        };
+        out.push((row.clone(), life));
     }
     Ok(out)
 }

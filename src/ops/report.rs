@@ -62,9 +62,9 @@ pub fn write_html(
     }
     ledger.visit_result_rows(batch.id, Specs::Read, |row, order| {
         tally.add(&row, order.as_ref());
-        if row.state == crate::ledger::RowState::Completed {
-            let note = ledger.payout_note(row.id, row.attempt)?;
-            tally.add_payout(&row, note.status.as_ref());
+        if let Some(note) = crate::batch::results::payout_note_of(ledger, &row)? {
+            let now_paid_by = order.as_ref().and_then(|o| o.service_order_id.as_deref());
+            tally.add_payout(&row, &note, now_paid_by);
         }
         Ok::<(), LedgerError>(())
     })?;

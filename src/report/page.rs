@@ -108,6 +108,7 @@ struct Page<'a> {
     facts: Vec<Fact<'a>>,
     tables: Vec<Table>,
     claims: Vec<ClaimsTable>,
+    reissued: Vec<ReissuedLine>,
     attention: Vec<RowLine>,
     unconfirmed: Vec<RowLine>,
     technical: Vec<Fact<'a>>,
@@ -200,6 +201,17 @@ struct ClaimsLine {
     expired_value: String,
 }
 
+/// A row reissued after its link expired: both attempts, linked.
+#[derive(Serialize)]
+struct ReissuedLine {
+    line: i64,
+    reference: String,
+    earlier: String,
+    expired_at: String,
+    now: String,
+    state: &'static str,
+}
+
 /// A row that needs attention, or a paid row not confirmed.
 #[derive(Serialize)]
 struct RowLine {
@@ -246,6 +258,22 @@ pub fn render_tally(
         balances: balances(&tally.charged),
         facts: facts(batch, tally.rows, &digest),
         claims,
+        reissued: tally
+            .reissued
+            .iter()
+            .map(|r| ReissuedLine {
+                line: r.line,
+                reference: r.reference.clone(),
+                earlier: format!("attempt {}: {}", r.earlier_attempt, r.earlier_order),
+                expired_at: r.expired_at.clone(),
+                now: if r.order.is_empty() {
+                    format!("attempt {}", r.attempt)
+                } else {
+                    format!("attempt {}: {}", r.attempt, r.order)
+                },
+                state: r.state.as_str(),
+            })
+            .collect(),
         tables,
         attention: tally.attention.iter().map(row_line).collect(),
         unconfirmed: tally.unconfirmed.iter().map(row_line).collect(),

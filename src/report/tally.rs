@@ -13,6 +13,7 @@ use crate::api::decimal::parse_decimal_text;
 use crate::input::reader::{ColumnMap, canonical_column, normalize_header};
 use crate::input::rules::{RowSpec, content_hash};
 use crate::input::scan::{OrdersOutside, PlanDigest};
+use crate::ledger::payouts::PayoutNote;
 use crate::ledger::{BatchRecord, OrderLabel, PayoutStatus, RowRecord, RowState, StoredSpec};
 
 /// The row states the report shows, in the order of the chart and the tables (REMOVED rows are
@@ -238,6 +239,22 @@ pub struct Tally {
     /// Per breakdown (products first, then each `--group-by` column): (currency, value) ->
     /// the life of the paid rows' links ([`Tally::add_payout`]).
     pub(super) claims: Vec<BTreeMap<(String, String), Claims>>,
+    /// Rows whose expired link was reissued, with the attempt it replaced.
+    pub(super) reissued: Vec<Reissued>,
+}
+
+/// A row paid again because the link of an earlier attempt expired (`retry --expired`).
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Reissued {
+    pub(super) line: i64,
+    pub(super) reference: String,
+    pub(super) earlier_attempt: i64,
+    pub(super) earlier_order: String,
+    pub(super) expired_at: String,
+    pub(super) attempt: i64,
+    /// The service's order of the current attempt (empty until it is sent).
+    pub(super) order: String,
+    pub(super) state: RowState,
 }
 
 /// How the page names what paid: a card, or the balance of a currency.
@@ -276,15 +293,29 @@ impl Tally {
             outside: BTreeSet::new(),
             outside_digest: OrdersOutside::default(),
             claims: vec![BTreeMap::new()],
+            reissued: Vec::new(),
         }
     }
 
     /// Counts the payout link of a COMPLETED row as last read (`status`, `None` before a first
     /// read), per product and per `--group-by` column.
-    pub fn add_payout(&mut self, row: &RowRecord, status: Option<&PayoutStatus>) {
+    pub fn add_payout(&mut self, row: &RowRecord, note: &PayoutNote, order_id: Option<&str>) {
+        if let Some(earlier) = &note.reissue_of {
+            self.reissued.push(Reissued {
+                line: row.line,
+                reference: row.reference.clone(),
+                earlier_attempt: earlier.attempt,
+                earlier_order: earlier.service_order_id.clone().unwrap_or_default(),
+                expired_at: earlier.expires_at.clone().unwrap_or_default(),
+                attempt: row.attempt,
+                order: order_id.unwrap_or_default().to_string(),
+                state: row.state,
+            });
+        }
         if row.state != RowState::Completed {
             return;
         }
+        let status = note.status.as_ref();
         let v = row_view(&self.headers, row);
         let currency = if v.currency.is_empty() {
             "?".to_string()

@@ -6,7 +6,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::support::{Workspace, col, paybatch_in, read_csv, stderr_of, stdout_of};
+use crate::support::{
+    Workspace, against_url, col, fast_config, paybatch_in, read_csv, restart_sim, start_sim,
+    stderr_of, stdout_of,
+};
 use serde_json::Value;
 
 /// A batch of `rows` payout links of 10.00 USD, `R-001`...
@@ -391,6 +394,22 @@ async fn the_expired_rows_are_listed_exactly_and_each_reissued_and_paid_once_mor
         per_row > rust_decimal::Decimal::from(9) && per_row <= rust_decimal::Decimal::from(10),
         "{status}"
     );
+    // The HTML report links both attempts of each reissued row.
+    let html = pb(&ws, &["report", "--batch", "b", "--html", "r.html"]).await;
+    assert!(html.status.success(), "{}", stderr_of(&html));
+    let page = std::fs::read_to_string(ws.path("r.html")).expect("page");
+    assert!(page.contains("Reissued after their link expired"));
+    for reference in &expired {
+        let line = &after[reference];
+        assert!(
+            page.contains(&line["reissue_of"]),
+            "{reference}: the expired order on the page"
+        );
+        assert!(
+            page.contains(&format!("attempt 2: {}", line["order_id"])),
+            "{reference}: the new order on the page"
+        );
+    }
     // A second reissue finds nothing: the new links are ACTIVE.
     let none = pb(&ws, &["retry", "--batch", "b", "--expired", "--json"]).await;
     let none: Value = serde_json::from_str(stdout_of(&none).trim()).expect("retry JSON");
@@ -484,4 +503,68 @@ async fn payouts_refuses_what_it_cannot_do_plainly() {
     assert_eq!(both.status.code(), Some(2), "{}", stderr_of(&both));
     let other = pb(&ws, &["payouts", "--batch", "nope"]).await;
     assert_eq!(other.status.code(), Some(2), "{}", stderr_of(&other));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_that_fails_or_is_not_believed_keeps_the_last_known_status_and_says_so() {
+    let ws = Workspace::new();
+    let state = ws.path("sim.db");
+    let sim = start_sim(fast_config(Some(state.clone()))).await;
+    ws.write("b.csv", &batch_csv(4));
+    let run = against_url(
+        &ws,
+        &sim.base_url(),
+        &["run", "b.csv", "--batch", "b", "-q"],
+    )
+    .await;
+    assert_eq!(run.status.code(), Some(0), "{}", stderr_of(&run));
+    // Forty days on, every link is final at the service.
+    sim.advance_clock(std::time::Duration::from_secs(40 * 86_400))
+        .expect("the clock moves");
+    let read = |sim_url: String| {
+        let ws = &ws;
+        async move {
+            let out = against_url(
+                ws,
+                &sim_url,
+                &["payouts", "--batch", "b", "--json", "--timeout", "3"],
+            )
+            .await;
+            let json: Value = serde_json::from_str(stdout_of(&out).trim())
+                .unwrap_or_else(|e| panic!("{e}: {}", stderr_of(&out)));
+            (json, out.status.code())
+        }
+    };
+    // Every read fails: the links keep their last known status (ACTIVE), and it says so.
+    let mut failing = fast_config(Some(state.clone()));
+    failing.faults.error_rate = 1.0;
+    let sim = restart_sim(sim, failing).await;
+    let (json, code) = read(sim.base_url()).await;
+    assert_eq!(code, Some(5), "{json}");
+    assert_eq!(counts_of(&json)["ACTIVE"], 4, "{json}");
+    assert_eq!(json["orders_read"], 0, "{json}");
+    assert!(
+        !json["not_read"].as_array().expect("not read").is_empty(),
+        "{json}"
+    );
+    // Answers without the items' payout: not believed, said, nothing changed.
+    let mut unlinked = fast_config(Some(state.clone()));
+    unlinked.faults.hostile.unlinked_rate = 1.0;
+    let sim = restart_sim(sim, unlinked).await;
+    let (json, code) = read(sim.base_url()).await;
+    assert_eq!(code, Some(5), "{json}");
+    assert_eq!(counts_of(&json)["ACTIVE"], 4, "{json}");
+    assert!(
+        json["not_read"][0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("no payout status")),
+        "{json}"
+    );
+    // The service answers again: every link is read final.
+    let sim = restart_sim(sim, fast_config(Some(state))).await;
+    let (json, code) = read(sim.base_url()).await;
+    assert_eq!(code, Some(0), "{json}");
+    assert_eq!(counts_of(&json)["ACTIVE"], 0, "{json}");
+    assert_eq!(json["not_read"], serde_json::json!([]), "{json}");
+    sim.shutdown().await;
 }
