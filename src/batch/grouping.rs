@@ -15,8 +15,8 @@ use crate::ledger::{self, IncomingRow, Ledger, LedgerError, PlannedOrder};
 
 use super::funds::{self, is_converted, row_card};
 use super::options::{RunOptions, per_order};
+use super::order_body;
 use super::outcome::RunError;
-use super::plan;
 use super::repeats::{Earlier, Noticed};
 
 /// What merging and planning the file did.
@@ -63,7 +63,7 @@ struct Waiting {
 #[derive(Default)]
 struct OpenOrder {
     rows: Vec<Waiting>,
-    fit: plan::MetadataFit,
+    fit: order_body::MetadataFit,
     /// The bytes of its rows ([`IncomingRow::size`]).
     bytes: usize,
 }
@@ -77,7 +77,7 @@ const OPEN_BYTES: usize = 16 << 20;
 
 /// Where each payment method's rows wait until they fill an order: rows are grouped by how
 /// they are paid and priced ([`PaidBy`]), in input order, `per_order` at most an order, and
-/// only as many as the order's `metadata` can name ([`plan::MetadataFit`]). A converted row
+/// only as many as the order's `metadata` can name ([`order_body::MetadataFit`]). A converted row
 /// ([`is_converted`]) is an order of its own, in sync mode.
 struct Groups<'f> {
     per_order: usize,
@@ -167,15 +167,15 @@ impl Groups<'_> {
         mode: ExecutionMode,
     ) -> Result<(), RunError> {
         let (currency, card) = (&paid_by.payment_currency, &paid_by.card);
-        let payment = plan::payment_method(currency, card.as_deref());
+        let payment = order_body::payment_method(currency, card.as_deref());
         let items: Vec<(&RowSpec, i64)> =
             rows.iter().map(|w| (&w.spec, w.to_plan.attempt)).collect();
         let keyed: Vec<(&str, i64)> = rows
             .iter()
             .map(|w| (w.row.reference.as_str(), w.to_plan.attempt))
             .collect();
-        let key = plan::order_key(self.environment, self.batch, &keyed);
-        let body = plan::order_body(&key, self.batch, &payment, &items).map_err(|e| {
+        let key = order_body::order_key(self.environment, self.batch, &keyed);
+        let body = order_body::order_body(&key, self.batch, &payment, &items).map_err(|e| {
             RunError::Refused {
                 message: format!("cannot encode an order of batch {}: {e}", self.batch),
                 help: String::new(),

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::api::Client;
 use crate::api::client::read_retrying_until;
 use crate::api::models::{OrderStatus, OrderView};
-use crate::batch::plan;
+use crate::batch::order_body;
 use crate::ledger::{
     BatchRecord, Ledger, OrderRecord, OrderState, RowKey, RowState, StoredSpec, Transition,
 };
@@ -412,7 +412,7 @@ impl<'a> Reconciliation<'a> {
                 .zip(attempts)
                 .map(|(k, a)| (k.reference.as_str(), *a))
                 .collect();
-            let key = plan::order_key(&self.batch.environment, &self.batch.name, &keyed);
+            let key = order_body::order_key(&self.batch.environment, &self.batch.name, &keyed);
             let currency = members[0]
                 .spec
                 .as_deref()

@@ -8,7 +8,7 @@ use futures::StreamExt;
 
 use super::findings::short_date;
 use crate::batch::outcome::{self, RunError};
-use crate::batch::{plan, window};
+use crate::batch::{order_body, window};
 use crate::ledger::Ledger;
 
 /// Full orders read at most to tell what the order list does not show of them: whose batch an
@@ -53,7 +53,7 @@ pub async fn read_service(
     let mut to_read = Vec::new();
     for o in &window.orders {
         let unclear = !o.is_unnamed()
-            && (o.naming(batch) == plan::BatchNaming::MayName || o.first_reference_cut);
+            && (o.naming(batch) == order_body::BatchNaming::MayName || o.first_reference_cut);
         if !unclear {
             continue;
         }
@@ -80,8 +80,8 @@ pub async fn read_service(
                 full.insert(
                     id,
                     (
-                        plan::batch_in_metadata(&m).map(str::to_string),
-                        plan::references_in_metadata(&m),
+                        order_body::batch_in_metadata(&m).map(str::to_string),
+                        order_body::references_in_metadata(&m),
                     ),
                 );
             }
@@ -136,7 +136,7 @@ pub fn check_service(
             known.insert(o.id.clone());
         }
     }
-    let tag = plan::batch_tag(batch);
+    let tag = order_body::batch_tag(batch);
     let mut ours = Vec::new();
     let mut rows = HashMap::new();
     let mut first_rows_only = 0;
@@ -148,11 +148,11 @@ pub fn check_service(
         }
         let read = full.get(&o.id);
         let names_batch = match (o.naming(batch), read) {
-            (plan::BatchNaming::Names, _) => true,
-            (plan::BatchNaming::MayName, Some((t, _))) => t.as_deref() == Some(tag.as_str()),
+            (order_body::BatchNaming::Names, _) => true,
+            (order_body::BatchNaming::MayName, Some((t, _))) => t.as_deref() == Some(tag.as_str()),
             // Not read: counted in `untold`.
-            (plan::BatchNaming::MayName, None) => false,
-            (plan::BatchNaming::Other, _) => false,
+            (order_body::BatchNaming::MayName, None) => false,
+            (order_body::BatchNaming::Other, _) => false,
         };
         if names_batch {
             ours.push(o);
