@@ -21,10 +21,10 @@ use std::time::Instant;
 use crate::api::Client;
 use crate::api::models::Product;
 use crate::batch::funds;
-use crate::batch::grouping::{self, Merged};
 use crate::batch::options::{RunOptions, default_result_path};
 use crate::batch::outcome::{RunError, RunSummary, summarize};
 use crate::batch::output::ResultWriter;
+use crate::batch::plan::{self, Merged};
 use crate::batch::progress::Reporter;
 use crate::batch::repeats::{self, Earlier, Repeats};
 use crate::batch::results::{PlannedLines, write_result_file};
@@ -220,7 +220,7 @@ async fn merge_file(
                 ledger.record_batch_note(batch.id, &note)?;
             }
             failpoint::hit("before_intent");
-            let merged = grouping::merge_and_plan(
+            let merged = plan::merge_and_plan(
                 &mut ledger,
                 &batch,
                 &scanned,
@@ -313,7 +313,7 @@ struct MergedFile {
     written: Option<ResultWriter>,
 }
 
-/// A batch new to the ledger is read once ([`grouping::plan_in_one_pass`]) when its file
+/// A batch new to the ledger is read once ([`plan::plan_in_one_pass`]) when its file
 /// turns out valid: checking, recording and planning in one pass, the batch created in the
 /// same transaction. `None`, with nothing recorded, when the batch exists, when a plan digest
 /// is expected, or when the file has a problem: the file is then read in two passes.
@@ -411,7 +411,7 @@ async fn fund_the_pass(
         reads.start(&conn.client, currency.clone());
     }
     let (mut read, prices) = tokio::join!(reads.finish(), funds::estimate(&conn.client, kinds));
-    let balances: grouping::Balances = drawn
+    let balances: plan::Balances = drawn
         .into_iter()
         .filter_map(|currency| read.remove(&currency).map(|b| (currency, b)))
         .collect();
@@ -459,7 +459,7 @@ impl OnePass {
         let mut lines = opts
             .plan_only
             .then(|| PlannedLines::new(&result_path(opts), opts.card_id.as_deref()));
-        let once = grouping::plan_in_one_pass(
+        let once = plan::plan_in_one_pass(
             ledger,
             &new,
             &self.earlier,
