@@ -15,7 +15,7 @@ use crate::input::rules::RowSpec;
 use crate::ledger::{self, Ledger, OrderState, RowState, StoredSpec};
 
 use super::outcome::RunError;
-use super::stage::Hold;
+use super::send_context::Hold;
 
 /// Added to what a rate read from the ledger gives (3 %): the rate moves between the ledger's
 /// last converted order of a currency pair and the orders of this batch.

@@ -19,7 +19,7 @@ pub mod reconcile;
 pub mod record;
 pub mod repeats;
 pub mod results;
-pub mod stage;
+pub mod send_context;
 pub mod submit;
 pub mod verify;
 pub mod window;

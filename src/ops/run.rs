@@ -28,7 +28,7 @@ use crate::batch::plan::{self, Merged};
 use crate::batch::progress::Reporter;
 use crate::batch::repeats::{self, Earlier, Repeats};
 use crate::batch::results::{PlannedLines, write_result_file};
-use crate::batch::stage::{Hold, Patience, Stage, deadline_in};
+use crate::batch::send_context::{Hold, Patience, SendContext, deadline_in};
 use crate::batch::{poll, reconcile, submit};
 use crate::catalog;
 use crate::environment::Connection;
@@ -111,7 +111,7 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
     failpoint::hit("after_intent");
     reconcile_stale(&mut ledger, &conn.client, &batch, opts, &reporter).await?;
 
-    let stage = Arc::new(Stage {
+    let context = Arc::new(SendContext {
         ledger: Mutex::new(ledger),
         client: conn.client.with_deadline(None),
         reporter,
@@ -119,13 +119,13 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         patience: Patience::new(opts.poll_timeout),
         accepted: Mutex::new(None),
     });
-    let incomplete = send_and_poll(&stage, batch.id, opts).await?;
+    let incomplete = send_and_poll(&context, batch.id, opts).await?;
     let ending = Ending {
         incomplete,
         written,
     };
     finish(
-        &stage,
+        &context,
         &conn.client,
         &batch,
         &products,
@@ -632,7 +632,7 @@ async fn reconcile_stale(
 /// moment the service accepts it, so a batch sent in one burst is known seconds after its last
 /// order finishes. Returns why the run is incomplete, if it is.
 async fn send_and_poll(
-    stage: &Arc<Stage>,
+    context: &Arc<SendContext>,
     batch_id: i64,
     opts: &RunOptions,
 ) -> Result<Option<String>, RunError> {
@@ -642,9 +642,9 @@ async fn send_and_poll(
         ));
     }
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    *stage.accepted.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
-    let polling = poll::poll_all(stage, batch_id, opts, Some(rx));
-    let sending = submit::submit_all(stage, batch_id, opts);
+    *context.accepted.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
+    let polling = poll::poll_all(context, batch_id, opts, Some(rx));
+    let sending = submit::submit_all(context, batch_id, opts);
     tokio::pin!(polling, sending);
     // The polling is polled first: it reads the orders the ledger already has as accepted
     // before the first send.
@@ -653,12 +653,12 @@ async fn send_and_poll(
         polled = &mut polling => {
             // The polling ends before the sending only when it must stop the run (a refused
             // key): the sends in flight stay in doubt and the next run resolves them.
-            stage.sending_ended();
+            context.sending_ended();
             return polled;
         }
         sent = &mut sending => sent,
     };
-    stage.sending_ended();
+    context.sending_ended();
     match sent? {
         // The service kept the sending waiting past its patience: the orders it accepted are
         // still polled (the order list is not rate limited like creation), up to --poll-timeout,
@@ -670,7 +670,7 @@ async fn send_and_poll(
 
 /// After the sending and polling: what the service stopped, the result file, the summary.
 async fn finish(
-    stage: &Stage,
+    context: &SendContext,
     client: &Client,
     batch: &ledger::BatchRecord,
     products: &[Product],
@@ -681,7 +681,11 @@ async fn finish(
         written,
     }: Ending,
 ) -> Result<RunSummary, RunError> {
-    let held_by_service = stage.held.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let held_by_service = context
+        .held
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
     // The balances the service found too low, as they are now (read before the ledger is
     // taken: no lock is held across a request).
     let mut balances_now = BTreeMap::new();
@@ -691,7 +695,7 @@ async fn finish(
             balances_now.insert(currency.clone(), balance.ok());
         }
     }
-    let ledger = stage.ledger();
+    let ledger = context.ledger();
     let held = if held_by_service.is_empty() {
         Vec::new()
     } else {

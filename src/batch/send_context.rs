@@ -13,8 +13,8 @@ use super::outcome::RunError;
 use super::progress::Reporter;
 use super::record;
 
-/// Shared state of the submit and poll stages.
-pub struct Stage {
+/// The send context: the state the submit and poll stages share.
+pub struct SendContext {
     pub ledger: Mutex<Ledger>,
     pub client: Client,
     pub reporter: Reporter,
@@ -123,7 +123,7 @@ pub fn deadline_in(timeout: Duration) -> Option<tokio::time::Instant> {
     tokio::time::Instant::now().checked_add(timeout)
 }
 
-impl Stage {
+impl SendContext {
     /// Whether the service stopped what `order` is paid by, earlier in this run.
     pub fn is_held(&self, order: &OrderRecord) -> bool {
         let held = self.held.lock().unwrap_or_else(|p| p.into_inner());
@@ -165,11 +165,11 @@ impl Stage {
 
 /// Checks a finished order against what was sent and records it.
 pub fn record_terminal(
-    stage: &Stage,
+    context: &SendContext,
     order_id: i64,
     order: &Order,
     http: u16,
 ) -> Result<(), RunError> {
-    record::record_terminal_in(&mut stage.ledger(), order_id, order, http)?;
+    record::record_terminal_in(&mut context.ledger(), order_id, order, http)?;
     Ok(())
 }
