@@ -14,7 +14,7 @@ use crate::api::{ApiError, Client};
 use crate::input::rules::RowSpec;
 use crate::ledger::{self, Ledger, OrderState, RowState, StoredSpec};
 
-use super::outcome::RunError;
+use super::outcome::OpError;
 use super::send_context::Hold;
 
 /// Added to what a rate read from the ledger gives (3 %): the rate moves between the ledger's
@@ -475,15 +475,15 @@ pub fn check(
     need: &BTreeMap<String, Decimal>,
     converted: &BTreeMap<String, ConvertedCost>,
     balances: &mut BTreeMap<String, Result<Decimal, ApiError>>,
-) -> Result<Vec<BalanceCheck>, RunError> {
+) -> Result<Vec<BalanceCheck>, OpError> {
     let currencies: BTreeSet<&String> = need.keys().chain(converted.keys()).collect();
     let mut checks = Vec::new();
     for currency in currencies {
         let available = match balances.remove(currency) {
             Some(Ok(available)) => available,
-            Some(Err(e)) => return Err(RunError::from_api(e)),
+            Some(Err(e)) => return Err(OpError::from_api(e)),
             None => {
-                return Err(RunError::Ledger(ledger::LedgerError::Corrupt(format!(
+                return Err(OpError::Ledger(ledger::LedgerError::Corrupt(format!(
                     "the balance of {currency} was not read"
                 ))));
             }
@@ -559,7 +559,7 @@ impl Unpaid {
         ledger: &Ledger,
         batch: &ledger::BatchRecord,
         products: &[Product],
-    ) -> Result<Self, RunError> {
+    ) -> Result<Self, OpError> {
         let by_code: HashMap<&str, &Product> =
             products.iter().map(|p| (p.code.as_str(), p)).collect();
         let mut unpaid = Unpaid::default();
@@ -616,7 +616,7 @@ pub fn held_lines(
     products: &[Product],
     held: &BTreeMap<Hold, String>,
     balances: &BTreeMap<String, Option<Decimal>>,
-) -> Result<Vec<String>, RunError> {
+) -> Result<Vec<String>, OpError> {
     let unpaid = Unpaid::of(ledger, batch, products)?;
     let then = if unpaid.refused > 0 {
         format!(

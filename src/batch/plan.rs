@@ -16,7 +16,7 @@ use crate::ledger::{self, IncomingRow, Ledger, LedgerError, PlannedOrder};
 use super::funds::{self, is_converted, row_card};
 use super::options::{RunOptions, per_order};
 use super::order_body;
-use super::outcome::RunError;
+use super::outcome::OpError;
 use super::repeats::{Earlier, Noticed};
 
 /// What merging and planning the file did.
@@ -101,7 +101,7 @@ impl Groups<'_> {
         merge: &mut ledger::merge::Merge<'_>,
         key: PaidBy,
         row: Waiting,
-    ) -> Result<(), RunError> {
+    ) -> Result<(), OpError> {
         if is_converted(&row.spec, key.card.as_deref()) {
             self.converted_rows += 1;
             return self.plan(merge, &key, vec![row], ExecutionMode::Sync);
@@ -137,7 +137,7 @@ impl Groups<'_> {
         &mut self,
         merge: &mut ledger::merge::Merge<'_>,
         key: &PaidBy,
-    ) -> Result<(), RunError> {
+    ) -> Result<(), OpError> {
         let group = self
             .open
             .get_mut(key)
@@ -148,7 +148,7 @@ impl Groups<'_> {
     }
 
     /// Plans what is left in every group.
-    fn finish(&mut self, merge: &mut ledger::merge::Merge<'_>) -> Result<(), RunError> {
+    fn finish(&mut self, merge: &mut ledger::merge::Merge<'_>) -> Result<(), OpError> {
         for key in std::mem::take(&mut self.order) {
             let rows = self.open.remove(&key).unwrap_or_default().rows;
             if !rows.is_empty() {
@@ -165,7 +165,7 @@ impl Groups<'_> {
         paid_by: &PaidBy,
         rows: Vec<Waiting>,
         mode: ExecutionMode,
-    ) -> Result<(), RunError> {
+    ) -> Result<(), OpError> {
         let (currency, card) = (&paid_by.payment_currency, &paid_by.card);
         let payment = order_body::payment_method(currency, card.as_deref());
         let items: Vec<(&RowSpec, i64)> =
@@ -176,7 +176,7 @@ impl Groups<'_> {
             .collect();
         let key = order_body::order_key(self.environment, self.batch, &keyed);
         let body = order_body::order_body(&key, self.batch, &payment, &items).map_err(|e| {
-            RunError::Refused {
+            OpError::Refused {
                 message: format!("cannot encode an order of batch {}: {e}", self.batch),
                 help: String::new(),
             }
@@ -246,7 +246,7 @@ impl<'r> Planning<'r> {
         merge: &mut ledger::merge::Merge<'_>,
         mut row: IncomingRow,
         spec: Option<RowSpec>,
-    ) -> Result<(), RunError> {
+    ) -> Result<(), OpError> {
         if spec.is_some()
             && let Some(why) = self.skipped.get(&row.reference)
         {
@@ -257,7 +257,7 @@ impl<'r> Planning<'r> {
             return Ok(());
         };
         let spec = spec.ok_or_else(|| {
-            RunError::Ledger(LedgerError::Corrupt(format!(
+            OpError::Ledger(LedgerError::Corrupt(format!(
                 "row `{}` is to be paid but has no valid spec",
                 row.reference
             )))
@@ -291,11 +291,11 @@ impl<'r> Planning<'r> {
         mut merge: ledger::merge::Merge<'_>,
         input: &std::path::Path,
         read_funds: impl FnOnce(Vec<String>, Vec<funds::ConvertedKind>) -> funds::Funds,
-    ) -> Result<Merged, RunError> {
+    ) -> Result<Merged, OpError> {
         self.groups.finish(&mut merge)?;
         let report = merge.close()?.clone();
         if !report.changed_after_submission.is_empty() {
-            return Err(RunError::Invalid {
+            return Err(OpError::Invalid {
                 input: input.to_path_buf(),
                 problems: changed_after_submission(&report),
             });
@@ -349,7 +349,7 @@ pub fn merge_and_plan(
     skipped: HashMap<String, String>,
     cancelling: &BTreeSet<i64>,
     opts: &RunOptions,
-) -> Result<Merged, RunError> {
+) -> Result<Merged, OpError> {
     let mut planning = Planning::new(
         opts,
         &batch.name,
@@ -399,10 +399,10 @@ pub fn plan_in_one_pass(
     first_drawn: &dyn Fn(&str),
     read_funds: impl FnOnce(&scan::Scan, Vec<String>, Vec<funds::ConvertedKind>) -> funds::Funds,
     opts: &RunOptions,
-) -> Result<Option<(scan::Scan, Merged)>, RunError> {
+) -> Result<Option<(scan::Scan, Merged)>, OpError> {
     /// Why the pass stopped before the end of the file.
     enum Stop {
-        Failed(RunError),
+        Failed(OpError),
         /// More rows than expected already give another number of rows an order, or a row
         /// may repeat another batch's: the two passes go on.
         TwoPasses,
@@ -505,7 +505,7 @@ pub fn changed_after_submission_problem(
 fn preflight(
     need: &funds::Need,
     funds: &mut funds::Funds,
-) -> Result<(Vec<String>, Vec<String>), RunError> {
+) -> Result<(Vec<String>, Vec<String>), OpError> {
     let costs = funds
         .prices
         .costs(need.converted.iter().map(|(kind, rows)| (kind, *rows)));
@@ -542,7 +542,7 @@ fn preflight(
         .map(funds::BalanceCheck::short_words)
         .collect();
     if !short.is_empty() {
-        return Err(RunError::Refused {
+        return Err(OpError::Refused {
             message: format!(
                 "the balance is too low; nothing was submitted:\n  {}",
                 short.join("\n  ")

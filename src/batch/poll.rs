@@ -15,7 +15,7 @@ use crate::failpoint;
 use crate::ledger::OrderState;
 
 use super::options::RunOptions;
-use super::outcome::{RunError, is_auth_error};
+use super::outcome::{OpError, is_auth_error};
 use super::progress::Phase;
 use super::send_context::{SendContext, ToPoll, record_terminal};
 
@@ -89,7 +89,7 @@ pub async fn poll_all(
     batch_id: i64,
     opts: &RunOptions,
     mut incoming: Option<Accepted>,
-) -> Result<Option<String>, RunError> {
+) -> Result<Option<String>, OpError> {
     let accepted = context
         .ledger()
         .order_heads_in_state(batch_id, OrderState::Accepted)?;
@@ -175,11 +175,11 @@ async fn take_incoming(rx: &mut Accepted, poller: &mut Poller<'_>) -> bool {
 
 /// One look at the waiting orders: the order list, then the full orders that are terminal (or
 /// that the list did not show for two rounds), each terminal one checked and recorded.
-async fn round(poller: &mut Poller<'_>) -> Result<(), RunError> {
+async fn round(poller: &mut Poller<'_>) -> Result<(), OpError> {
     let context = poller.context;
     let (mut to_fetch, seen) = match list_statuses(&context.client, &poller.waiting).await {
         Ok(found) => found,
-        Err(e) if is_auth_error(&e) => return Err(RunError::Auth(e)),
+        Err(e) if is_auth_error(&e) => return Err(OpError::Auth(e)),
         Err(e) => {
             poller.slow_down(&e);
             context.reporter.warn(format!(
@@ -220,7 +220,7 @@ async fn round(poller: &mut Poller<'_>) -> Result<(), RunError> {
                 poller.phase.inc(1);
             }
             Ok(OrderView::Processing(_)) => {}
-            Err(e) if is_auth_error(&e) => return Err(RunError::Auth(e)),
+            Err(e) if is_auth_error(&e) => return Err(OpError::Auth(e)),
             Err(e) => {
                 poller.slow_down(&e);
                 if !e.is_transient() {

@@ -6,7 +6,7 @@ use std::path::Path;
 use crate::ledger::payouts::PayoutNote;
 use crate::ledger::{Ledger, LedgerError, OrderLabel, RowRecord, RowState, Specs};
 
-use super::outcome::RunError;
+use super::outcome::OpError;
 use super::output::{ResultLine, ResultWriter};
 
 /// Lines handed from the ledger's side to the writing thread at a time, at most.
@@ -95,8 +95,8 @@ pub fn write_result_file(
     batch_id: i64,
     headers: &[String],
     path: &Path,
-) -> Result<(), RunError> {
-    let io_error = |e: std::io::Error| RunError::Io {
+) -> Result<(), OpError> {
+    let io_error = |e: std::io::Error| OpError::Io {
         path: path.to_path_buf(),
         message: e.to_string(),
     };
@@ -106,7 +106,7 @@ pub fn write_result_file(
         if lines.push(result_line(r, order, note)) {
             Ok(())
         } else {
-            Err(RunError::Io {
+            Err(OpError::Io {
                 path: path.to_path_buf(),
                 message: "the result file could not be written".into(),
             })

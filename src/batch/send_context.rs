@@ -9,7 +9,7 @@ use crate::api::models::Order;
 use crate::api::{ApiError, Client};
 use crate::ledger::{Ledger, OrderRecord};
 
-use super::outcome::RunError;
+use super::outcome::OpError;
 use super::progress::Reporter;
 use super::record;
 
@@ -169,7 +169,7 @@ pub fn record_terminal(
     order_id: i64,
     order: &Order,
     http: u16,
-) -> Result<(), RunError> {
+) -> Result<(), OpError> {
     record::record_terminal_in(&mut context.ledger(), order_id, order, http)?;
     Ok(())
 }

@@ -15,7 +15,7 @@ use crate::ledger::{self, Ledger, LedgerError, OrderRecord, OrderState, Transiti
 
 use super::in_doubt;
 use super::options::RunOptions;
-use super::outcome::{RunError, is_auth_error};
+use super::outcome::{OpError, is_auth_error};
 use super::pace::{self, Pacer};
 use super::record;
 use super::send_context::{SendContext, holds, record_terminal};
@@ -27,8 +27,8 @@ const INTENT_CHUNK: i64 = 4096;
 pub fn each_intent(
     ledger: &Ledger,
     batch_id: i64,
-    mut visit: impl FnMut(ledger::IntentHead) -> Result<(), RunError>,
-) -> Result<(), RunError> {
+    mut visit: impl FnMut(ledger::IntentHead) -> Result<(), OpError>,
+) -> Result<(), OpError> {
     let mut after = 0;
     loop {
         let chunk = ledger.intent_heads(batch_id, after, INTENT_CHUNK)?;
@@ -47,7 +47,7 @@ pub fn count_intents(
     ledger: &Ledger,
     batch_id: i64,
     window: Duration,
-) -> Result<(usize, usize), RunError> {
+) -> Result<(usize, usize), OpError> {
     let (mut all, mut stale_ones) = (0, 0);
     each_intent(ledger, batch_id, |head| {
         all += 1;
@@ -61,7 +61,7 @@ pub fn count_intents(
 
 /// When this ledger's orders were sent within the service's rate window, as instants of this
 /// process: they count against the window of this run.
-pub fn recent_sends(ledger: &Ledger) -> Result<Vec<tokio::time::Instant>, RunError> {
+pub fn recent_sends(ledger: &Ledger) -> Result<Vec<tokio::time::Instant>, OpError> {
     let window = chrono::Duration::from_std(pace::WINDOW + Duration::from_secs(1))
         .unwrap_or_else(|_| chrono::Duration::seconds(61));
     let now = chrono::Utc::now();
@@ -89,7 +89,7 @@ enum Sent {
     },
     /// Not sent: the service stopped what it is paid by earlier in this run.
     Held,
-    Stop(RunError),
+    Stop(OpError),
 }
 
 /// Rows named in a warning at most; the others are counted.
@@ -161,7 +161,7 @@ struct Sending<'a> {
     waiting: std::collections::VecDeque<i64>,
     after: i64,
     read_all: bool,
-    stop: Option<RunError>,
+    stop: Option<OpError>,
     /// Orders without a usable answer, per reason.
     gave_up: BTreeMap<String, Unsent>,
     /// In-doubt orders older than the in-doubt window: not re-sent before reconciling.
@@ -172,7 +172,7 @@ struct Sending<'a> {
 impl Sending<'_> {
     /// Starts sends until `--concurrency` are in flight (none once the service has kept the
     /// run waiting too long, or the run must stop).
-    fn fill(&mut self) -> Result<(), RunError> {
+    fn fill(&mut self) -> Result<(), OpError> {
         let concurrency = self.opts.concurrency.max(1);
         let tries = self.opts.max_send_tries.max(1);
         while self.stop.is_none()
@@ -194,7 +194,7 @@ impl Sending<'_> {
                     Ok(None) => {
                         let e =
                             LedgerError::Corrupt(format!("order {id} vanished from the ledger"));
-                        return (id, Sent::Stop(RunError::Ledger(e)));
+                        return (id, Sent::Stop(OpError::Ledger(e)));
                     }
                     Err(e) => return (id, Sent::Stop(e.into())),
                 };
@@ -204,7 +204,7 @@ impl Sending<'_> {
         Ok(())
     }
 
-    fn read_chunk(&mut self) -> Result<(), RunError> {
+    fn read_chunk(&mut self) -> Result<(), OpError> {
         let chunk = self
             .context
             .ledger()
@@ -226,7 +226,7 @@ impl Sending<'_> {
     fn joined(
         &mut self,
         joined: Result<(i64, Sent), tokio::task::JoinError>,
-    ) -> Result<(), RunError> {
+    ) -> Result<(), OpError> {
         match joined {
             Ok((_, Sent::Recorded)) => {}
             Ok((_, Sent::Held)) => self.held_back += 1,
@@ -246,7 +246,7 @@ impl Sending<'_> {
             }
             Err(e) if e.is_cancelled() => {}
             Err(e) => {
-                return Err(RunError::Refused {
+                return Err(OpError::Refused {
                     message: format!("a submission task failed: {e}"),
                     help: String::new(),
                 });
@@ -293,7 +293,7 @@ pub async fn submit_all(
     context: &Arc<SendContext>,
     batch_id: i64,
     opts: &RunOptions,
-) -> Result<Option<String>, RunError> {
+) -> Result<Option<String>, OpError> {
     let (intents, stale_ones) = count_intents(&context.ledger(), batch_id, opts.in_doubt_window)?;
     if intents == 0 {
         return Ok(None);
@@ -410,7 +410,7 @@ async fn submit_one(
 }
 
 /// An answer recorded (or the ledger failing to record it).
-fn answered(context: &SendContext, recorded: Result<(), RunError>) -> Sent {
+fn answered(context: &SendContext, recorded: Result<(), OpError>) -> Sent {
     match recorded {
         Ok(()) => {
             context.patience.progress();
@@ -477,12 +477,12 @@ async fn wait_to_resend(
 /// (and a balance too low or the account's spending limit holds back what it covers).
 fn refused(context: &SendContext, order: &OrderRecord, e: ApiError) -> Sent {
     if is_auth_error(&e) {
-        return Sent::Stop(RunError::Auth(e));
+        return Sent::Stop(OpError::Auth(e));
     }
     if e.kind() == "idempotency_validation_error" {
         // The service holds another body under this key: whatever it created must be looked
         // at by a person; marking the rows REJECTED could lead to paying twice.
-        return Sent::Stop(RunError::Conflict {
+        return Sent::Stop(OpError::Conflict {
             message: format!(
                 "the service holds a different request under idempotency key {} (order {} of the ledger): {}",
                 order.idempotency_key,
@@ -510,14 +510,14 @@ fn refused(context: &SendContext, order: &OrderRecord, e: ApiError) -> Sent {
             ..Transition::to(OrderState::Rejected, &cause)
         },
     );
-    answered(context, recorded.map_err(RunError::from))
+    answered(context, recorded.map_err(OpError::from))
 }
 
 fn record_created(
     context: &SendContext,
     order: &OrderRecord,
     outcome: CreateOutcome,
-) -> Result<(), RunError> {
+) -> Result<(), OpError> {
     match outcome {
         CreateOutcome::Accepted(a) => {
             let response = serde_json::to_string(&a).ok();
@@ -562,7 +562,7 @@ fn accept(
     order: &OrderRecord,
     service_id: &str,
     answer: Answer<'_>,
-) -> Result<(), RunError> {
+) -> Result<(), OpError> {
     let mut ledger = context.ledger();
     if let Some(why) = record::id_of_another_order(&ledger, order.id, service_id)? {
         record::record_mismatch(

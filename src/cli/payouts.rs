@@ -401,7 +401,7 @@ enum ListError {
     #[error("{0}")]
     Csv(#[from] csv::Error),
     #[error("{0}")]
-    Run(#[from] crate::batch::outcome::RunError),
+    Run(#[from] crate::batch::outcome::OpError),
 }
 
 impl From<crate::ledger::LedgerError> for ListError {

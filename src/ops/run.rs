@@ -22,7 +22,7 @@ use crate::api::Client;
 use crate::api::models::Product;
 use crate::batch::funds;
 use crate::batch::options::{RunOptions, default_result_path};
-use crate::batch::outcome::{RunError, RunSummary, summarize};
+use crate::batch::outcome::{OpError, RunSummary, summarize};
 use crate::batch::output::ResultWriter;
 use crate::batch::plan::{self, Merged};
 use crate::batch::progress::Reporter;
@@ -49,7 +49,7 @@ use super::start::{
 };
 
 /// Runs a batch to the end (or as far as it can go), resuming whatever the ledger holds.
-pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, RunError> {
+pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, OpError> {
     let batch_name = opts.batch_name();
     reporter.line(format!(
         "paybatch run: {} | batch {batch_name} | ledger {}",
@@ -145,7 +145,7 @@ fn service_checked(
     read: repeats::ServiceRead,
     opts: &RunOptions,
     reporter: &Reporter,
-) -> Result<Earlier, RunError> {
+) -> Result<Earlier, OpError> {
     let at = repeats::check_service(read, ledger, &opts.batch_name(), &opts.input)?;
     let (head, warnings) = at.lines();
     reporter.line(head);
@@ -170,7 +170,7 @@ async fn merge_file(
     options: &ValidateOptions,
     conn: &Connection,
     reporter: &Reporter,
-) -> Result<(Ledger, MergedFile), RunError> {
+) -> Result<(Ledger, MergedFile), OpError> {
     let merging = Instant::now();
     let (mut ledger, once) = plan_once(
         ledger,
@@ -256,19 +256,19 @@ struct Ending {
 
 /// `--out` names a file the run may write: not stdout (the run's stdout is its summary), not the
 /// ledger or one of its files, not the input.
-fn check_out(opts: &RunOptions) -> Result<(), RunError> {
+fn check_out(opts: &RunOptions) -> Result<(), OpError> {
     let Some(out) = &opts.out else {
         return Ok(());
     };
     let help = "give --out another file (the result file holds payout links: keep it private)";
     if out.as_os_str() == "-" {
-        return Err(RunError::Usage(crate::environment::UsageError::new(
+        return Err(OpError::Usage(crate::environment::UsageError::new(
             "run writes its result file to a file, not to stdout (`--out -`)",
             "after the run, `paybatch report --batch NAME --out -` prints the result file on stdout",
         )));
     }
     match crate::batch::output::output_clash(out, &opts.ledger, &[&opts.input]) {
-        Some(why) => Err(RunError::Usage(crate::environment::UsageError::new(
+        Some(why) => Err(OpError::Usage(crate::environment::UsageError::new(
             format!("--out {why}: writing the result file there would destroy it"),
             help,
         ))),
@@ -289,7 +289,7 @@ async fn catalog_for(
     conn: &Connection,
     opts: &RunOptions,
     reporter: &Reporter,
-) -> Result<Vec<Product>, RunError> {
+) -> Result<Vec<Product>, OpError> {
     let (products, source) = load_catalog(ledger, conn, opts).await?;
     reporter.line(format!(
         "catalog: {} products ({})",
@@ -332,7 +332,7 @@ async fn plan_once(
     options: &ValidateOptions,
     conn: &Connection,
     reporter: &Reporter,
-) -> Result<(Ledger, Option<MergedFile>), RunError> {
+) -> Result<(Ledger, Option<MergedFile>), OpError> {
     if exists || opts.expect_digest.is_some() {
         return Ok((ledger, None));
     }
@@ -377,7 +377,7 @@ async fn plan_once(
         let _ = give.send(funds);
     }
     let (ledger, once) = job.await.map_err(|e| {
-        RunError::Ledger(ledger::LedgerError::Corrupt(format!(
+        OpError::Ledger(ledger::LedgerError::Corrupt(format!(
             "the reading of the file stopped unexpectedly: {e}"
         )))
     })?;
@@ -449,7 +449,7 @@ impl OnePass {
         ledger: &mut Ledger,
         ask: tokio::sync::oneshot::Sender<Asked>,
         given: std::sync::mpsc::Receiver<funds::Funds>,
-    ) -> Result<Option<MergedFile>, RunError> {
+    ) -> Result<Option<MergedFile>, OpError> {
         let opts = &self.opts;
         let name = opts.batch_name();
         let origin = BatchOrigin::of(opts);
@@ -491,7 +491,7 @@ impl OnePass {
             return Ok(None);
         };
         let batch = ledger.batch(&name)?.ok_or_else(|| {
-            RunError::Ledger(ledger::LedgerError::Corrupt(format!(
+            OpError::Ledger(ledger::LedgerError::Corrupt(format!(
                 "batch {name} vanished after it was committed"
             )))
         })?;
@@ -524,7 +524,7 @@ fn first_pass(
     options: &ValidateOptions,
     (ledger, earlier): (&Ledger, &Earlier),
     reporter: &Reporter,
-) -> Result<(scan::Scan, Drawn, Repeats), RunError> {
+) -> Result<(scan::Scan, Drawn, Repeats), OpError> {
     let batch_name = opts.batch_name();
     let index = CatalogIndex::new(products.to_vec());
     let by_code: std::collections::HashMap<&str, &Product> =
@@ -559,7 +559,7 @@ fn first_pass(
             }
         },
     )
-    .map_err(|p| RunError::Invalid {
+    .map_err(|p| OpError::Invalid {
         input: opts.input.clone(),
         problems: Problems::from_iter([p]),
     })?;
@@ -569,7 +569,7 @@ fn first_pass(
     tracing::info!("first pass (read and check): {:.2?}", started.elapsed());
     tell_validated(scanned.rows, scanned.valid_rows, reporter);
     if !scanned.problems.is_empty() && !opts.skip_invalid {
-        return Err(RunError::Invalid {
+        return Err(OpError::Invalid {
             input: opts.input.clone(),
             problems: scanned.problems,
         });
@@ -596,7 +596,7 @@ async fn reconcile_stale(
     batch: &ledger::BatchRecord,
     opts: &RunOptions,
     reporter: &Reporter,
-) -> Result<(), RunError> {
+) -> Result<(), OpError> {
     let (_, stale) = submit::count_intents(ledger, batch.id, opts.in_doubt_window)?;
     if stale == 0 {
         return Ok(());
@@ -635,7 +635,7 @@ async fn send_and_poll(
     context: &Arc<SendContext>,
     batch_id: i64,
     opts: &RunOptions,
-) -> Result<Option<String>, RunError> {
+) -> Result<Option<String>, OpError> {
     if opts.plan_only {
         return Ok(Some(
             "--plan-only: the orders are planned, not sent".to_string(),
@@ -680,7 +680,7 @@ async fn finish(
         incomplete,
         written,
     }: Ending,
-) -> Result<RunSummary, RunError> {
+) -> Result<RunSummary, OpError> {
     let held_by_service = context
         .held
         .lock()
@@ -706,7 +706,7 @@ async fn finish(
     match written {
         // Only planned, nothing changed since: the file written while the file was read.
         Some(out) if opts.plan_only && held.is_empty() => {
-            out.finish().map_err(|e| RunError::Io {
+            out.finish().map_err(|e| OpError::Io {
                 path: result_path.clone(),
                 message: e.to_string(),
             })?;
@@ -735,7 +735,7 @@ async fn settle_rebuilt(
     batch: &ledger::BatchRecord,
     opts: &RunOptions,
     reporter: &Reporter,
-) -> Result<(), RunError> {
+) -> Result<(), OpError> {
     reporter.line(format!(
         "batch {} was rebuilt while some orders were still processing: reconciling before anything is planned",
         batch.name
@@ -747,7 +747,7 @@ async fn settle_rebuilt(
     if r.unattributed.is_empty() {
         return Ok(());
     }
-    Err(RunError::Unsettled {
+    Err(OpError::Unsettled {
         message: format!(
             "{} orders of the account are still processing and cannot be attributed yet; they may hold rows of batch {} that the rebuilt ledger has without an order, so nothing was planned or sent",
             r.unattributed.len(),

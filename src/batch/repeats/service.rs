@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use futures::StreamExt;
 
 use super::findings::short_date;
-use crate::batch::outcome::{self, RunError};
+use crate::batch::outcome::{self, OpError};
 use crate::batch::{order_body, window};
 use crate::ledger::Ledger;
 
@@ -20,11 +20,11 @@ const MAX_FULL_READS: usize = 200;
 const FULL_READS_AT_ONCE: usize = 16;
 
 /// A refused key or version (exit 2) apart from a service that failed.
-fn refused_or_failed(e: crate::api::ApiError) -> RunError {
+fn refused_or_failed(e: crate::api::ApiError) -> OpError {
     if outcome::is_auth_error(&e) {
-        RunError::Auth(e)
+        OpError::Auth(e)
     } else {
-        RunError::Api(e)
+        OpError::Api(e)
     }
 }
 
@@ -44,7 +44,7 @@ pub struct ServiceRead {
 pub async fn read_service(
     client: &crate::api::Client,
     batch: &str,
-) -> Result<ServiceRead, RunError> {
+) -> Result<ServiceRead, OpError> {
     let since = window::window_since(chrono::Utc::now(), None);
     let window = window::read_window(client, since)
         .await
@@ -121,7 +121,7 @@ pub fn check_service(
     ledger: &Ledger,
     batch: &str,
     input: &std::path::Path,
-) -> Result<AtTheService, RunError> {
+) -> Result<AtTheService, OpError> {
     let ServiceRead {
         window,
         full,
@@ -197,7 +197,7 @@ fn refuse_what_cannot_be_told(
     untold: usize,
     batch: &str,
     input: &std::path::Path,
-) -> Result<(), RunError> {
+) -> Result<(), OpError> {
     if !ours.is_empty() {
         let first = ours
             .iter()
@@ -205,7 +205,7 @@ fn refuse_what_cannot_be_told(
             .min()
             .map(|t| t.format("%Y-%m-%d").to_string())
             .unwrap_or_else(|| "unknown".into());
-        return Err(RunError::Refused {
+        return Err(OpError::Refused {
             message: format!(
                 "batch {} already has {} orders at the service (first {first}) that this ledger does not know; nothing was submitted",
                 crate::text::escape(batch),
@@ -219,7 +219,7 @@ fn refuse_what_cannot_be_told(
         });
     }
     if processing > 0 {
-        return Err(RunError::Unsettled {
+        return Err(OpError::Unsettled {
             message: format!(
                 "{processing} orders are still processing at the service, and this ledger does not know them: the service shows nothing of them but their id, so they may be this batch's, being paid from another ledger now; nothing was submitted"
             ),
@@ -227,7 +227,7 @@ fn refuse_what_cannot_be_told(
         });
     }
     if untold > 0 {
-        return Err(RunError::Refused {
+        return Err(OpError::Refused {
             message: format!(
                 "{untold} orders at the service show too little to tell whether they are this batch's or hold its rows (a description cut by a long batch name, more than {MAX_FULL_READS} to read whole, or still processing); nothing was submitted"
             ),
