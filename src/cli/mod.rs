@@ -94,7 +94,7 @@ pub mod history;
 pub mod man;
 pub mod payouts;
 pub mod ping;
-pub mod plan;
+pub mod plan_args;
 pub mod progress;
 pub mod reconcile;
 pub mod report;

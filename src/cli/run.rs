@@ -15,7 +15,7 @@ use crate::environment::Environment;
 use crate::exit::Exit;
 
 use super::CliError;
-use super::plan::{PlanArgs, delivery_counts};
+use super::plan_args::{PlanArgs, delivery_counts};
 use super::progress::Console;
 
 /// The long help of the command (`--help`).
