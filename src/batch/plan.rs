@@ -395,13 +395,13 @@ pub fn plan_in_one_pass(
     options: &ValidateOptions,
     products: &[Product],
     expected_rows: usize,
-    cells: Option<&mut dyn scan::Cells>,
+    cells: Option<&mut dyn scan::OnValidRow>,
     first_drawn: &dyn Fn(&str),
     read_funds: impl FnOnce(&scan::Scan, Vec<String>, Vec<funds::ConvertedKind>) -> funds::Funds,
     opts: &RunOptions,
 ) -> Result<Option<(scan::Scan, Merged)>, OpError> {
     /// Why the pass stopped before the end of the file.
-    enum Stop {
+    enum OnePassStop {
         Failed(OpError),
         /// More rows than expected already give another number of rows an order, or a row
         /// may repeat another batch's: the two passes go on.
@@ -426,7 +426,7 @@ pub fn plan_in_one_pass(
             // The rows an order takes never fall as the rows grow: past this, the pass
             // cannot end with the number it started with.
             if per_order(opts, rows) > per {
-                return Err(Stop::TwoPasses);
+                return Err(OnePassStop::TwoPasses);
             }
             // A row another batch may have is looked up (a 32-bit hash is only a candidate).
             if let Some(s) = &spec
@@ -434,21 +434,23 @@ pub fn plan_in_one_pass(
             {
                 let repeat = earlier
                     .repeat_of(&s.reference, s.line, |b| merge.earlier_row(b, &s.reference))
-                    .map_err(|e| Stop::Failed(e.into()))?;
+                    .map_err(|e| OnePassStop::Failed(e.into()))?;
                 if repeat.is_some() {
-                    return Err(Stop::TwoPasses);
+                    return Err(OnePassStop::TwoPasses);
                 }
             }
             if let Some(s) = &spec {
                 noticed.note(earlier, s);
             }
-            planning.take(&mut merge, row, spec).map_err(Stop::Failed)
+            planning
+                .take(&mut merge, row, spec)
+                .map_err(OnePassStop::Failed)
         },
     );
     let read = match read {
         Ok(read) => read,
-        Err(Stop::TwoPasses) => None,
-        Err(Stop::Failed(e)) => return Err(e),
+        Err(OnePassStop::TwoPasses) => None,
+        Err(OnePassStop::Failed(e)) => return Err(e),
     };
     tracing::info!(
         "one pass: rows read, checked and recorded: {:.2?}",

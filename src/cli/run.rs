@@ -233,7 +233,7 @@ const STOP_GRACE: Duration = Duration::from_secs(3);
 /// The run was stopped by a signal: the operation was dropped at its next wait (a send whose
 /// answer did not come stays in doubt and is re-sent with its key by the next run). Says what
 /// the ledger holds and gives the signal's exit code.
-fn interrupted(opts: &RunOptions, signal: super::signals::Stop, json: bool) -> Exit {
+fn interrupted(opts: &RunOptions, signal: super::signals::StopSignal, json: bool) -> Exit {
     // A result file being written (a plan-only run writes it while it reads) is not left.
     crate::batch::output::remove_unfinished();
     let progress = super::signals::progress_of(&opts.ledger, &opts.batch_name());

@@ -14,7 +14,7 @@ use crate::ops::retry::Retried;
 
 use super::CliError;
 use super::InOrder;
-use super::signals::{Progress, Stop};
+use super::signals::{SentSoFar, StopSignal};
 
 /// Rows per state, in the states' order.
 fn rows(counts: &BTreeMap<RowState, i64>) -> InOrder<&'static str, i64> {
@@ -214,8 +214,8 @@ pub struct Interrupted<'a> {
 
 pub fn interrupted<'a>(
     opts: &'a RunOptions,
-    progress: &'a Progress,
-    signal: Stop,
+    progress: &'a SentSoFar,
+    signal: StopSignal,
 ) -> Interrupted<'a> {
     // Unknown (null) when the ledger could not be read: never a count of zero.
     let sent = match progress.unread {

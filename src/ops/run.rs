@@ -466,7 +466,7 @@ impl OnePass {
             &self.options,
             &self.products,
             self.expected_rows,
-            lines.as_mut().map(|l| l as &mut dyn scan::Cells),
+            lines.as_mut().map(|l| l as &mut dyn scan::OnValidRow),
             &|currency| {
                 // The run reads the balance meanwhile (unless it was stopped).
                 let _ = self.early.send(currency.to_string());
