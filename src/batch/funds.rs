@@ -15,7 +15,7 @@ use crate::input::rules::RowSpec;
 use crate::ledger::{self, Ledger, OrderState, RowState, StoredSpec};
 
 use super::outcome::OpError;
-use super::send_context::Hold;
+use super::send_context::ServiceStop;
 
 /// Added to what a rate read from the ledger gives (3 %): the rate moves between the ledger's
 /// last converted order of a currency pair and the orders of this batch.
@@ -580,7 +580,7 @@ impl Unpaid {
         Ok(unpaid)
     }
 
-    fn add(&mut self, row: &ledger::HeldRow, by_code: &HashMap<&str, &Product>) {
+    fn add(&mut self, row: &ledger::UnpaidRow, by_code: &HashMap<&str, &Product>) {
         self.all += 1;
         if row.row_state == RowState::Rejected {
             self.refused += 1;
@@ -610,11 +610,11 @@ impl Unpaid {
 /// What the service stopped in this run, for a person: per balance too low, the rows it left
 /// unpaid, what they need, what the balance has and how much is missing; for the account's
 /// spending limit, the rows left unpaid. With what to do next.
-pub fn held_lines(
+pub fn stopped_lines(
     ledger: &Ledger,
     batch: &ledger::BatchRecord,
     products: &[Product],
-    held: &BTreeMap<Hold, String>,
+    stopped: &BTreeMap<ServiceStop, String>,
     balances: &BTreeMap<String, Option<Decimal>>,
 ) -> Result<Vec<String>, OpError> {
     let unpaid = Unpaid::of(ledger, batch, products)?;
@@ -627,14 +627,14 @@ pub fn held_lines(
         "then run the same command again".to_string()
     };
     let mut lines = Vec::new();
-    if let Some(why) = held.get(&Hold::Account) {
+    if let Some(why) = stopped.get(&ServiceStop::Account) {
         lines.push(format!(
             "the service stopped ordering for this account ({why}): {} rows not paid; ask the account's owner to raise its spending limit, {then}",
             unpaid.all
         ));
     }
-    for (what, why) in held {
-        let Hold::Balance(currency) = what else {
+    for (what, why) in stopped {
+        let ServiceStop::Balance(currency) = what else {
             continue;
         };
         let available = balances.get(currency).copied().flatten();

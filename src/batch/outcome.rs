@@ -183,7 +183,7 @@ pub struct RunSummary {
     pub debited: BTreeMap<(String, String), Decimal>,
     /// What the service stopped during the run and a person must settle (a balance too low,
     /// the account's spending limit): one line each, with what is missing and what to do.
-    pub held: Vec<String>,
+    pub stopped: Vec<String>,
     /// The batch's valid rows per delivery (`EMAIL`, `PAYOUT_LINK`).
     pub per_delivery: BTreeMap<String, i64>,
     /// COMPLETED rows whose order could not be confirmed as the one sent (the service's answer
@@ -197,13 +197,13 @@ impl RunSummary {
     }
 
     /// Completed when every row is; needs a person when rows failed, were rejected, invalid or
-    /// mismatched, or the service stopped a balance or the account ([`RunSummary::held`]);
+    /// mismatched, or the service stopped a balance or the account ([`RunSummary::stopped`]);
     /// incomplete while rows are not finished.
     pub fn outcome(&self) -> Outcome {
         let unfinished = self.count(RowState::Pending)
             + self.count(RowState::Planned)
             + self.count(RowState::Submitted);
-        if !self.held.is_empty() {
+        if !self.stopped.is_empty() {
             Outcome::NeedsAPerson
         } else if unfinished > 0 || self.incomplete_reason.is_some() {
             Outcome::Incomplete
@@ -273,7 +273,7 @@ pub fn summarize(
         counts,
         totals,
         incomplete_reason,
-        held: Vec::new(),
+        stopped: Vec::new(),
     })
 }
 

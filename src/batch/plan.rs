@@ -91,7 +91,7 @@ struct Groups<'f> {
     /// Rows planned alone in sync orders because the service converts their currency.
     converted_rows: usize,
     /// The bytes of the rows of every open order.
-    held: usize,
+    open_bytes: usize,
 }
 
 impl Groups<'_> {
@@ -125,8 +125,8 @@ impl Groups<'_> {
         group.fit.add(&reference, attempt);
         group.rows.push(row);
         group.bytes += bytes;
-        self.held += bytes;
-        if group.rows.len() >= self.per_order || self.held > OPEN_BYTES {
+        self.open_bytes += bytes;
+        if group.rows.len() >= self.per_order || self.open_bytes > OPEN_BYTES {
             self.plan_open(merge, &key)?;
         }
         Ok(())
@@ -143,7 +143,7 @@ impl Groups<'_> {
             .get_mut(key)
             .map(std::mem::take)
             .unwrap_or_default();
-        self.held = self.held.saturating_sub(group.bytes);
+        self.open_bytes = self.open_bytes.saturating_sub(group.bytes);
         self.plan(merge, key, group.rows, self.mode)
     }
 
@@ -230,7 +230,7 @@ impl<'r> Planning<'r> {
                 mode: opts.mode,
                 planned: 0,
                 converted_rows: 0,
-                held: 0,
+                open_bytes: 0,
             },
             card_id: opts.card_id.as_deref(),
             first_drawn: None,

@@ -18,7 +18,7 @@ use super::options::RunOptions;
 use super::outcome::{OpError, is_auth_error};
 use super::pace::{self, Pacer};
 use super::record;
-use super::send_context::{SendContext, holds, record_terminal};
+use super::send_context::{SendContext, record_terminal, service_stop};
 
 /// Intents read from the ledger at a time (a batch can hold a million).
 const INTENT_CHUNK: i64 = 4096;
@@ -88,7 +88,7 @@ enum Sent {
         kept: bool,
     },
     /// Not sent: the service stopped what it is paid by earlier in this run.
-    Held,
+    Stopped,
     Stop(OpError),
 }
 
@@ -166,7 +166,7 @@ struct Sending<'a> {
     gave_up: BTreeMap<String, Unsent>,
     /// In-doubt orders older than the in-doubt window: not re-sent before reconciling.
     stale: Unsent,
-    held_back: usize,
+    not_sent: usize,
 }
 
 impl Sending<'_> {
@@ -229,7 +229,7 @@ impl Sending<'_> {
     ) -> Result<(), OpError> {
         match joined {
             Ok((_, Sent::Recorded)) => {}
-            Ok((_, Sent::Held)) => self.held_back += 1,
+            Ok((_, Sent::Stopped)) => self.not_sent += 1,
             Ok((id, Sent::GaveUp { why, detail, kept })) => {
                 let unsent = self.gave_up.entry(why).or_default();
                 unsent.kept |= kept;
@@ -321,7 +321,7 @@ pub async fn submit_all(
         stop: None,
         gave_up: BTreeMap::new(),
         stale: Unsent::default(),
-        held_back: 0,
+        not_sent: 0,
     };
     loop {
         sending.fill()?;
@@ -343,12 +343,12 @@ pub async fn submit_all(
             opts.poll_timeout.as_secs()
         )));
     }
-    let held_back = sending.held_back;
+    let not_sent = sending.not_sent;
     context.reporter.line(format!(
         "submitted: {} orders answered, {gave_up} without an answer yet{}",
-        count - gave_up - held_back,
-        if held_back > 0 {
-            format!(", {held_back} not sent (see below)")
+        count - gave_up - not_sent,
+        if not_sent > 0 {
+            format!(", {not_sent} not sent (see below)")
         } else {
             String::new()
         }
@@ -369,8 +369,8 @@ async fn submit_one(
     let mut server_error = false;
     for attempt in 0..tries {
         limiter.ready().await;
-        if context.is_held(&order) {
-            return Sent::Held;
+        if context.is_stopped(&order) {
+            return Sent::Stopped;
         }
         if let Err(e) = context.ledger().mark_sending(order.id) {
             return Sent::Stop(e.into());
@@ -498,8 +498,8 @@ fn refused(context: &SendContext, order: &OrderRecord, e: ApiError) -> Sent {
             "; the service no longer lists card payments (its published API takes ACCOUNT_BALANCE only): pay these rows from a balance (drop --card-id or the card_id cell), then `paybatch retry`",
         );
     }
-    if let Some(what) = holds(&e, order) {
-        context.hold(what, format!("{}: {}", e.kind(), e.message()));
+    if let Some(what) = service_stop(&e, order) {
+        context.stop(what, format!("{}: {}", e.kind(), e.message()));
     }
     let cause = format!("service refused the order: {}", e.kind());
     let recorded = context.ledger().transition_order(

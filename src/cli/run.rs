@@ -188,7 +188,7 @@ pub async fn execute(args: RunArgs, quiet: bool) -> Result<Exit, CliError> {
     // Quiet: the warnings held back matter only when the run does not end well.
     let ended_well = matches!(&outcome, Ok(s) if s.outcome() == Outcome::Completed);
     if !ended_well {
-        for line in console.take_held() {
+        for line in console.take_held_back() {
             errln!("{line}");
         }
     }
@@ -351,13 +351,13 @@ fn print_summary(s: &RunSummary, quiet: bool) {
             .collect();
         outln!("  rows in orders: {}", parts.join(", "));
     }
-    for line in &s.held {
+    for line in &s.stopped {
         outln!("  stopped: {line}");
     }
     outln!("result file: {}", s.result_path.display());
     let verdict = match outcome {
         Outcome::Completed => "every row completed".to_string(),
-        Outcome::NeedsAPerson if !s.held.is_empty() => {
+        Outcome::NeedsAPerson if !s.stopped.is_empty() => {
             "the service stopped part of the batch (see `stopped` above); nothing is lost".to_string()
         }
         Outcome::NeedsAPerson => "finished with failed, rejected, invalid or mismatched rows (see the result file; `paybatch status` says what to do)".to_string(),

@@ -104,7 +104,7 @@ pub fn summary(s: &RunSummary, code: i32) -> Summary<'_> {
         },
         result_file: s.result_path.display().to_string(),
         incomplete_reason: s.incomplete_reason.as_deref(),
-        stopped: &s.held,
+        stopped: &s.stopped,
     }
 }
 

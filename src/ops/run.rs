@@ -28,7 +28,7 @@ use crate::batch::plan::{self, Merged};
 use crate::batch::progress::Reporter;
 use crate::batch::repeats::{self, Earlier, Repeats};
 use crate::batch::results::{PlannedLines, write_result_file};
-use crate::batch::send_context::{Hold, Patience, SendContext, deadline_in};
+use crate::batch::send_context::{Patience, SendContext, ServiceStop, deadline_in};
 use crate::batch::{poll, reconcile, submit};
 use crate::catalog;
 use crate::environment::Connection;
@@ -115,7 +115,7 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Op
         ledger: Mutex::new(ledger),
         client: conn.client.with_deadline(None),
         reporter,
-        held: Mutex::new(BTreeMap::new()),
+        stopped: Mutex::new(BTreeMap::new()),
         patience: Patience::new(opts.poll_timeout),
         accepted: Mutex::new(None),
     });
@@ -681,31 +681,31 @@ async fn finish(
         written,
     }: Ending,
 ) -> Result<RunSummary, OpError> {
-    let held_by_service = context
-        .held
+    let stopped_by_service = context
+        .stopped
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .clone();
     // The balances the service found too low, as they are now (read before the ledger is
     // taken: no lock is held across a request).
     let mut balances_now = BTreeMap::new();
-    for what in held_by_service.keys() {
-        if let Hold::Balance(currency) = what {
+    for what in stopped_by_service.keys() {
+        if let ServiceStop::Balance(currency) = what {
             let balance = client.balance(currency).await.map(|b| b.balance);
             balances_now.insert(currency.clone(), balance.ok());
         }
     }
     let ledger = context.ledger();
-    let held = if held_by_service.is_empty() {
+    let stopped = if stopped_by_service.is_empty() {
         Vec::new()
     } else {
-        funds::held_lines(&ledger, batch, products, &held_by_service, &balances_now)?
+        funds::stopped_lines(&ledger, batch, products, &stopped_by_service, &balances_now)?
     };
     let result_path = result_path(opts);
     let writing = Instant::now();
     match written {
         // Only planned, nothing changed since: the file written while the file was read.
-        Some(out) if opts.plan_only && held.is_empty() => {
+        Some(out) if opts.plan_only && stopped.is_empty() => {
             out.finish().map_err(|e| OpError::Io {
                 path: result_path.clone(),
                 message: e.to_string(),
@@ -722,7 +722,7 @@ async fn finish(
         result_path,
         incomplete,
     )?;
-    Ok(RunSummary { held, ..summary })
+    Ok(RunSummary { stopped, ..summary })
 }
 
 /// A batch rebuilt while orders it could not attribute were still processing: its rows without
