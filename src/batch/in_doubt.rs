@@ -2,7 +2,7 @@
 //! sent longer ago than the in-doubt window (`--in-doubt-hours` of `run`, `reconcile` and
 //! `status`, [`DEFAULT_IN_DOUBT_HOURS`] by default). A run does not send such an intent again
 //! blindly (reconciliation looks it up), reconciliation may give its key up
-//! ([`super::reconcile::policy::key_is_spent`]), and `status` sends it to reconciliation.
+//! (`reconcile::policy::key_is_spent`), and `status` sends it to reconciliation.
 
 use std::time::Duration;
 

@@ -22,7 +22,7 @@ pub const DEFAULT_IN_DOUBT_HOURS: f64 = 24.0;
 pub const MAX_POLL_TIMEOUT_SECS: u64 = 7 * 24 * 3600;
 
 /// Default pace of order creation: the service's published limit, order creations in any
-/// sliding minute (see [`Pacer`]).
+/// sliding minute (see [`super::pace::Pacer`]).
 pub const DEFAULT_ORDER_RATE: u32 = 300;
 
 /// `--items-per-order`: `auto` (the default) or a number of rows, 1 to 200.

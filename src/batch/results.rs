@@ -89,7 +89,7 @@ impl Drop for InBackground {
 
 /// Writes the result file from the ledger: one line per row of the current input file, in
 /// input order, streamed from the ledger. The ledger is read on the calling thread while a
-/// thread of its own formats and writes the lines ([`InBackground`]).
+/// thread of its own formats and writes the lines (`InBackground`).
 pub fn write_result_file(
     ledger: &Ledger,
     batch_id: i64,
@@ -166,7 +166,7 @@ fn result_line(r: RowRecord, order: Option<OrderLabel>, note: Option<PayoutNote>
 /// The result file of a `--plan-only` run of a batch new to the ledger, written while its one
 /// pass reads the file ([`crate::input::scan::OnValidRow`]): every row PLANNED and paid as its
 /// order will be (its card, or the balance of its payment currency), which is what the ledger holds
-/// once the plan is committed. Written by a thread of its own ([`InBackground`]); the file
+/// once the plan is committed. Written by a thread of its own (`InBackground`); the file
 /// takes the place of the last one only through [`PlannedLines::finish`], once the plan is
 /// committed. Any failure here only means the file is written from the ledger instead.
 pub struct PlannedLines {

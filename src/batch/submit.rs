@@ -96,7 +96,7 @@ enum Sent {
 const NAMED_ROWS: usize = 5;
 
 /// The rows of some orders, for a person: `order of row R-1`, `orders of rows and 3
-/// more (4 orders)`. `references` are the first rows (at most [`NAMED_ROWS`] are named), `rows`
+/// more (4 orders)`. `references` are the first rows (at most `NAMED_ROWS` are named), `rows`
 /// how many there are in all.
 pub fn orders_of_rows(references: &[String], rows: usize, orders: usize) -> String {
     let named: Vec<&str> = references
@@ -288,7 +288,7 @@ impl Sending<'_> {
 }
 
 /// Sends every intent of the batch. Returns why the run is incomplete when the service kept it
-/// waiting past its patience ([`Patience`]): the orders not sent stay intents for the next run.
+/// waiting past its patience ([`super::send_context::Patience`]): the orders not sent stay intents for the next run.
 pub async fn submit_all(
     context: &Arc<SendContext>,
     batch_id: i64,

@@ -121,7 +121,7 @@ impl SentSoFar {
 /// writing or being rolled back, holds the ledger until it ends.
 const PROGRESS_WAIT: Duration = Duration::from_secs(5);
 
-/// Reads how far `batch` got, waiting [`PROGRESS_WAIT`] at most. The ledger is not created
+/// Reads how far `batch` got, waiting `PROGRESS_WAIT` at most. The ledger is not created
 /// where there is none.
 pub fn progress_of(ledger: &Path, batch: &str) -> SentSoFar {
     if !ledger.exists() {

@@ -72,7 +72,7 @@ pub fn normalize_digest(text: &str) -> Option<String> {
 
 /// The plan digest that a person approves (`paybatch validate`) and `paybatch run
 /// --expect-digest` insists on: SHA-256 over a version tag, the batch name, the environment name
-/// and the content hash ([`validate::content_hash`]) of every valid row in input order. Each part
+/// and the content hash ([`crate::input::rules::content_hash`]) of every valid row in input order. Each part
 /// is length-prefixed, so no choice of names can make two plans collide. Carried-through
 /// columns, line numbers and invalid rows do not count: the digest covers exactly what would be
 /// paid. Built row by row while the file is checked.
@@ -94,7 +94,7 @@ impl PlanDigest {
         self.0.update(b"\n");
     }
 
-    /// Adds a valid row, by its content hash ([`validate::content_hash`]).
+    /// Adds a valid row, by its content hash ([`crate::input::rules::content_hash`]).
     pub fn row(&mut self, spec: &RowSpec) {
         self.put("row", &rules::content_hash(spec));
     }
@@ -278,7 +278,7 @@ pub struct FileChanged {
 }
 
 /// The second pass: reads `path` again and hands `each` every row as the ledger records it,
-/// with its spec when it is valid (without its cells: [`handed_on`]). Invalid rows are found again as the first pass found them
+/// with its spec when it is valid (without its cells: `handed_on`). Invalid rows are found again as the first pass found them
 /// (the same checks in the same order; only for a file that had problems), and recorded with
 /// every one of their problems. Fails with [`FileChanged`] (after the last row) when the file is
 /// not the one [`scan`] read: the caller must then undo what `each` did.
@@ -493,7 +493,7 @@ fn overlapped<T: Send, E>(
     })
 }
 
-/// [`read_again`] on a thread of its own ([`overlapped`]). The same guarantee: a
+/// [`read_again`] on a thread of its own (`overlapped`). The same guarantee: a
 /// [`FileChanged`] comes after the last row, and the caller must undo what `each` did.
 pub fn read_again_in_parallel<E: From<FileChanged>>(
     scan: &Scan,

@@ -296,7 +296,7 @@ impl Ledger {
         )
     }
 
-    /// The ledger's latest converted order of a currency pair ([`latest_conversion_in`]).
+    /// The ledger's latest converted order of a currency pair (`latest_conversion_in`).
     pub fn latest_conversion(
         &self,
         base_url: &str,

@@ -314,7 +314,7 @@ impl Tally {
 
     /// The number of the batch's latest merge ([`crate::ledger::Ledger::merges`]): the plan
     /// digest is then the one `validate` shows for the latest file, made of the rows it had and
-    /// of the orders followed for the rows it no longer had ([`scan::plan_digest`]). Without it
+    /// of the orders followed for the rows it no longer had ([`crate::input::scan::plan_digest`]). Without it
     /// every row counts as in the file.
     pub fn latest_merge(&mut self, merges: i64) {
         self.latest_merge = Some(merges);

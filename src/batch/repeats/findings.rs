@@ -121,7 +121,7 @@ pub struct Repeats {
     pub decision: OnRepeat,
     pub rows: Vec<Repeat>,
     pub files: Vec<RepeatedFile>,
-    /// The first likely repeats ([`ALIKE_LISTED`]); `likely_total` counts them all.
+    /// The first likely repeats (`ALIKE_LISTED`); `likely_total` counts them all.
     pub likely: Vec<LikelyRepeat>,
     pub likely_total: usize,
 }

@@ -40,7 +40,7 @@ pub struct ServiceRead {
 
 /// Reads the service's order list back over its idempotency window (30 days and a margin,
 /// [`window::window_since`]), and the full order of each entry whose description was cut where
-/// it would tell its batch or its first row (at most [`MAX_FULL_READS`]).
+/// it would tell its batch or its first row (at most `MAX_FULL_READS`).
 pub async fn read_service(
     client: &crate::api::Client,
     batch: &str,
@@ -115,7 +115,7 @@ pub struct AtTheService {
 /// a lost ledger), with how to adopt them; orders still processing that the ledger does not
 /// know (the list shows nothing of them: they may be this batch's, being paid elsewhere now,
 /// exit 5); orders whose batch or rows could not be told. The rows of other batches' orders
-/// are kept for the file to be checked against ([`Earlier::with_service`]).
+/// are kept for the file to be checked against ([`super::Earlier::with_service`]).
 pub fn check_service(
     read: ServiceRead,
     ledger: &Ledger,
