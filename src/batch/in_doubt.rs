@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use crate::ledger::{self, OrderRecord, OrderState};
 
-pub use super::options::DEFAULT_IN_DOUBT_HOURS;
+/// Hours an order may be in doubt before it is looked up at the service (`--in-doubt-hours`).
+pub const DEFAULT_IN_DOUBT_HOURS: f64 = 24.0;
 
 /// The window of `hours` (a number `--in-doubt-hours` accepts: finite, not negative).
 pub fn window_of_hours(hours: f64) -> Duration {
