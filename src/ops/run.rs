@@ -79,18 +79,7 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Op
         }
     }
     let products = catalog_for(&mut ledger, &conn, opts, &reporter).await?;
-    // What the ledger's other batches hold, and for a batch new to the ledger what the
-    // service's order list holds that the ledger does not know: a row they have is never paid
-    // again unnoticed.
-    let (mut earlier, unsent) = repeats::earlier_for(
-        &ledger,
-        &opts.environment.recorded_base_url(),
-        existing.as_ref(),
-    )?;
-    if unsent {
-        let read = repeats::read_service(&conn.client, &batch_name).await?;
-        earlier = service_checked(&ledger, earlier, read, opts, &reporter)?;
-    }
+    let earlier = earlier_of(&mut ledger, &conn, existing.as_ref(), opts, &reporter).await?;
     let earlier = Arc::new(earlier);
     let options = ValidateOptions {
         allow_duplicates: opts.allow_duplicates,
@@ -134,6 +123,25 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Op
         ending,
     )
     .await
+}
+
+/// What the ledger's other batches hold, and for a batch new to the ledger what the service's
+/// order list holds that the ledger does not know: a row they have is never paid again
+/// unnoticed.
+async fn earlier_of(
+    ledger: &mut Ledger,
+    conn: &Connection,
+    existing: Option<&ledger::BatchRecord>,
+    opts: &RunOptions,
+    reporter: &Reporter,
+) -> Result<Earlier, OpError> {
+    let (earlier, unsent) =
+        repeats::earlier_for(&*ledger, &opts.environment.recorded_base_url(), existing)?;
+    if !unsent {
+        return Ok(earlier);
+    }
+    let read = repeats::read_service(&conn.client, &opts.batch_name()).await?;
+    service_checked(&*ledger, earlier, read, opts, reporter)
 }
 
 /// What the service's order list holds ([`repeats::read_service`]) against the ledger: a
