@@ -200,51 +200,16 @@ async fn merge_file(
             once
         }
         None => {
-            let (scanned, (drawn, kinds), repeats) =
-                first_pass(opts, products, options, (&ledger, earlier), reporter)?;
-            // What the ledger holds for rows the file does not have: intents never sent to
-            // cancel, orders sent to follow (part of the plan digest).
-            let outside = outside_file(&ledger, existing.as_ref(), &scanned)?;
-            check_digest(
-                opts,
-                &ledger,
-                &scanned,
-                (&outside, &repeats),
-                (products, options),
-                reporter,
-            )?;
-            // The balances are read before the ledger is written (no request while the merge
-            // is open); whether they are enough is decided once the merge knows what is new
-            // to pay.
-            // The converted rows are estimated meanwhile (those the service does not estimate
-            // are priced from the ledger by the pre-flight).
-            let (balances, prices) = tokio::join!(
-                funds::read_balances(&conn.client, drawn),
-                funds::estimate(&conn.client, kinds)
-            );
-            let batch = open_batch(&mut ledger, existing, opts, &scanned, conn, reporter)?;
-            // What a person decided about the repeats is on the batch before its rows are.
-            if let Some(note) = repeats.note() {
-                ledger.record_batch_note(batch.id, &note)?;
-            }
-            failpoint::hit("before_intent");
-            let merged = plan::merge_and_plan(
+            two_passes(
                 &mut ledger,
-                &batch,
-                &scanned,
-                options,
-                products,
-                funds::Funds { balances, prices },
-                repeats.skipped(),
-                &outside.to_cancel,
+                existing,
+                earlier,
                 opts,
-            )?;
-            MergedFile {
-                scanned,
-                batch,
-                merged,
-                written: None,
-            }
+                (products, options),
+                conn,
+                reporter,
+            )
+            .await?
         }
     };
     let MergedFile {
@@ -253,6 +218,64 @@ async fn merge_file(
     tell_plan(merged, opts, scanned.valid_rows, reporter);
     tracing::info!("merge and plan, committed: {:.2?}", merging.elapsed());
     Ok((ledger, merged_file))
+}
+
+/// The two passes over the file of a batch the one pass could not plan: the first checks every
+/// row (and the approved digest), the balances are read, then the second merges and plans.
+async fn two_passes(
+    ledger: &mut Ledger,
+    existing: Option<ledger::BatchRecord>,
+    earlier: &Arc<Earlier>,
+    opts: &RunOptions,
+    (products, options): (&[Product], &ValidateOptions),
+    conn: &Connection,
+    reporter: &Reporter,
+) -> Result<MergedFile, OpError> {
+    let (scanned, (drawn, kinds), repeats) =
+        first_pass(opts, products, options, (&*ledger, earlier), reporter)?;
+    // What the ledger holds for rows the file does not have: intents never sent to
+    // cancel, orders sent to follow (part of the plan digest).
+    let outside = outside_file(&*ledger, existing.as_ref(), &scanned)?;
+    check_digest(
+        opts,
+        &ledger,
+        &scanned,
+        (&outside, &repeats),
+        (products, options),
+        reporter,
+    )?;
+    // The balances are read before the ledger is written (no request while the merge
+    // is open); whether they are enough is decided once the merge knows what is new
+    // to pay.
+    // The converted rows are estimated meanwhile (those the service does not estimate
+    // are priced from the ledger by the pre-flight).
+    let (balances, prices) = tokio::join!(
+        funds::read_balances(&conn.client, drawn),
+        funds::estimate(&conn.client, kinds)
+    );
+    let batch = open_batch(ledger, existing, opts, &scanned, conn, reporter)?;
+    // What a person decided about the repeats is on the batch before its rows are.
+    if let Some(note) = repeats.note() {
+        ledger.record_batch_note(batch.id, &note)?;
+    }
+    failpoint::hit("before_intent");
+    let merged = plan::merge_and_plan(
+        ledger,
+        &batch,
+        &scanned,
+        options,
+        products,
+        funds::Funds { balances, prices },
+        repeats.skipped(),
+        &outside.to_cancel,
+        opts,
+    )?;
+    Ok(MergedFile {
+        scanned,
+        batch,
+        merged,
+        written: None,
+    })
 }
 
 /// How a run ends: why it is incomplete, if it is, and the result file of a run that only
