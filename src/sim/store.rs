@@ -367,6 +367,36 @@ fn set_balance(tx: &Transaction<'_>, currency: &str, amount: Decimal) -> Result<
     Ok(())
 }
 
+/// The state's connection: a private file in WAL mode with full syncs (or memory), foreign keys
+/// on.
+fn connect(path: Option<&Path>) -> std::result::Result<Connection, String> {
+    if let Some(p) = path {
+        // The state holds payout links (bearer instruments): private file, and SQLite gives
+        // its WAL and shared-memory files the same mode.
+        create_private(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    let conn = match path {
+        Some(p) => Connection::open(p),
+        None => Connection::open_in_memory(),
+    }
+    .map_err(|e| e.to_string())?;
+    conn.busy_timeout(Duration::from_secs(5))
+        .map_err(|e| e.to_string())?;
+    if path.is_some() {
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(|e| e.to_string())?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(format!(
+                "cannot switch the state file to WAL mode (got {mode})"
+            ));
+        }
+    }
+    conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
+        .map_err(|e| e.to_string())?;
+    Ok(conn)
+}
+
 impl Store {
     /// Opens (or creates) the state with the default payout-link settings.
     #[cfg(test)]
@@ -392,30 +422,7 @@ impl Store {
         initial: &Initial<'_>,
         serving: bool,
     ) -> std::result::Result<Store, String> {
-        if let Some(p) = path {
-            // The state holds payout links (bearer instruments): private file, and SQLite gives
-            // its WAL and shared-memory files the same mode.
-            create_private(p).map_err(|e| format!("{}: {e}", p.display()))?;
-        }
-        let mut conn = match path {
-            Some(p) => Connection::open(p),
-            None => Connection::open_in_memory(),
-        }
-        .map_err(|e| e.to_string())?;
-        conn.busy_timeout(Duration::from_secs(5))
-            .map_err(|e| e.to_string())?;
-        if path.is_some() {
-            let mode: String = conn
-                .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-                .map_err(|e| e.to_string())?;
-            if !mode.eq_ignore_ascii_case("wal") {
-                return Err(format!(
-                    "cannot switch the state file to WAL mode (got {mode})"
-                ));
-            }
-        }
-        conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
-            .map_err(|e| e.to_string())?;
+        let mut conn = connect(path)?;
         let generation: u64;
         Migrations::new(vec![M::up(SCHEMA_V1)])
             .to_latest(&mut conn)
