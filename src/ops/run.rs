@@ -238,7 +238,7 @@ async fn two_passes(
     let outside = outside_file(&*ledger, existing.as_ref(), &scanned)?;
     check_digest(
         opts,
-        &ledger,
+        ledger,
         &scanned,
         (&outside, &repeats),
         (products, options),
