@@ -22,9 +22,8 @@ use super::retry;
 /// Bodies larger than this are refused (a hostile or broken answer), never buffered whole.
 pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 
-/// The longest `Retry-After` honoured: a longer one (a broken or hostile answer) is read as
-/// this, so that no answer can make paybatch wait for hours while it holds the ledger.
-pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+/// The longest `Retry-After` honoured (kept with the waits in [`retry`]).
+pub use super::retry::MAX_RETRY_AFTER;
 
 #[derive(Debug, Clone)]
 pub struct ClientConfig {

@@ -8,8 +8,11 @@ use std::time::Duration;
 
 use rand::Rng;
 
-use super::client::MAX_RETRY_AFTER;
 use super::error::ApiError;
+
+/// The longest `Retry-After` honoured: a longer one (a broken or hostile answer) is read as
+/// this, so that no answer can make paybatch wait for hours while it holds the ledger.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// The least wait after a 429 (too many requests), whatever the service's `Retry-After` says.
 pub const RATE_LIMITED_FLOOR: Duration = Duration::from_secs(5);

@@ -85,7 +85,7 @@ fn put_value(out: &mut Vec<u8>, value: &[u8]) {
 
 /// The rows of a plan, written as the file is read ([`PlanRows::add`] for each valid row, in
 /// file order), kept compressed. Each column's values are gathered in a buffer and handed to
-/// its compressor [`CHUNK`] bytes at a time (a call to the compressor per value costs more than
+/// its compressor `CHUNK` bytes at a time (a call to the compressor per value costs more than
 /// compressing it).
 pub struct PlanRows {
     rows: u64,
@@ -209,7 +209,7 @@ fn read_value(r: &mut impl BufRead, into: &mut Vec<u8>) -> std::io::Result<()> {
     Ok(())
 }
 
-/// A row of a kept plan: its reference, line and encoded fields ([`encoded_fields`]).
+/// A row of a kept plan: its reference, line and encoded fields (`encoded_fields`).
 pub struct KeptRow {
     pub reference: String,
     pub line: u64,

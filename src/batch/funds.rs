@@ -14,8 +14,8 @@ use crate::api::{ApiError, Client};
 use crate::input::rules::RowSpec;
 use crate::ledger::{self, Ledger, OrderState, RowState, StoredSpec};
 
-use super::outcome::RunError;
-use super::stage::Hold;
+use super::outcome::OpError;
+use super::send_context::ServiceStop;
 
 /// Added to what a rate read from the ledger gives (3 %): the rate moves between the ledger's
 /// last converted order of a currency pair and the orders of this batch.
@@ -475,15 +475,15 @@ pub fn check(
     need: &BTreeMap<String, Decimal>,
     converted: &BTreeMap<String, ConvertedCost>,
     balances: &mut BTreeMap<String, Result<Decimal, ApiError>>,
-) -> Result<Vec<BalanceCheck>, RunError> {
+) -> Result<Vec<BalanceCheck>, OpError> {
     let currencies: BTreeSet<&String> = need.keys().chain(converted.keys()).collect();
     let mut checks = Vec::new();
     for currency in currencies {
         let available = match balances.remove(currency) {
             Some(Ok(available)) => available,
-            Some(Err(e)) => return Err(RunError::from_api(e)),
+            Some(Err(e)) => return Err(OpError::from_api(e)),
             None => {
-                return Err(RunError::Ledger(ledger::LedgerError::Corrupt(format!(
+                return Err(OpError::Ledger(ledger::LedgerError::Corrupt(format!(
                     "the balance of {currency} was not read"
                 ))));
             }
@@ -559,7 +559,7 @@ impl Unpaid {
         ledger: &Ledger,
         batch: &ledger::BatchRecord,
         products: &[Product],
-    ) -> Result<Self, RunError> {
+    ) -> Result<Self, OpError> {
         let by_code: HashMap<&str, &Product> =
             products.iter().map(|p| (p.code.as_str(), p)).collect();
         let mut unpaid = Unpaid::default();
@@ -580,7 +580,7 @@ impl Unpaid {
         Ok(unpaid)
     }
 
-    fn add(&mut self, row: &ledger::HeldRow, by_code: &HashMap<&str, &Product>) {
+    fn add(&mut self, row: &ledger::UnpaidRow, by_code: &HashMap<&str, &Product>) {
         self.all += 1;
         if row.row_state == RowState::Rejected {
             self.refused += 1;
@@ -610,13 +610,13 @@ impl Unpaid {
 /// What the service stopped in this run, for a person: per balance too low, the rows it left
 /// unpaid, what they need, what the balance has and how much is missing; for the account's
 /// spending limit, the rows left unpaid. With what to do next.
-pub fn held_lines(
+pub fn stopped_lines(
     ledger: &Ledger,
     batch: &ledger::BatchRecord,
     products: &[Product],
-    held: &BTreeMap<Hold, String>,
+    stopped: &BTreeMap<ServiceStop, String>,
     balances: &BTreeMap<String, Option<Decimal>>,
-) -> Result<Vec<String>, RunError> {
+) -> Result<Vec<String>, OpError> {
     let unpaid = Unpaid::of(ledger, batch, products)?;
     let then = if unpaid.refused > 0 {
         format!(
@@ -627,14 +627,14 @@ pub fn held_lines(
         "then run the same command again".to_string()
     };
     let mut lines = Vec::new();
-    if let Some(why) = held.get(&Hold::Account) {
+    if let Some(why) = stopped.get(&ServiceStop::Account) {
         lines.push(format!(
             "the service stopped ordering for this account ({why}): {} rows not paid; ask the account's owner to raise its spending limit, {then}",
             unpaid.all
         ));
     }
-    for (what, why) in held {
-        let Hold::Balance(currency) = what else {
+    for (what, why) in stopped {
+        let ServiceStop::Balance(currency) = what else {
             continue;
         };
         let available = balances.get(currency).copied().flatten();

@@ -2,13 +2,14 @@
 //! sent longer ago than the in-doubt window (`--in-doubt-hours` of `run`, `reconcile` and
 //! `status`, [`DEFAULT_IN_DOUBT_HOURS`] by default). A run does not send such an intent again
 //! blindly (reconciliation looks it up), reconciliation may give its key up
-//! ([`super::reconcile::policy::key_is_spent`]), and `status` sends it to reconciliation.
+//! (`reconcile::policy::key_is_spent`), and `status` sends it to reconciliation.
 
 use std::time::Duration;
 
 use crate::ledger::{self, OrderRecord, OrderState};
 
-pub use super::options::DEFAULT_IN_DOUBT_HOURS;
+/// Hours an order may be in doubt before it is looked up at the service (`--in-doubt-hours`).
+pub const DEFAULT_IN_DOUBT_HOURS: f64 = 24.0;
 
 /// The window of `hours` (a number `--in-doubt-hours` accepts: finite, not negative).
 pub fn window_of_hours(hours: f64) -> Duration {

@@ -15,14 +15,15 @@ pub const DEFAULT_CONCURRENCY: usize = 8;
 pub const DEFAULT_POLL_TIMEOUT_SECS: u64 = 30 * 60;
 /// Sends of one order within one run by default (`--send-tries`).
 pub const DEFAULT_SEND_TRIES: u32 = 8;
-/// Hours an order may be in doubt before it is looked up at the service (`--in-doubt-hours`).
-pub const DEFAULT_IN_DOUBT_HOURS: f64 = 24.0;
+/// Hours an order may be in doubt before it is looked up at the service (`--in-doubt-hours`),
+/// kept with the rule it is for.
+pub use super::in_doubt::DEFAULT_IN_DOUBT_HOURS;
 
 /// The longest `--poll-timeout`: a week.
 pub const MAX_POLL_TIMEOUT_SECS: u64 = 7 * 24 * 3600;
 
 /// Default pace of order creation: the service's published limit, order creations in any
-/// sliding minute (see [`Pacer`]).
+/// sliding minute (see [`super::pace::Pacer`]).
 pub const DEFAULT_ORDER_RATE: u32 = 300;
 
 /// `--items-per-order`: `auto` (the default) or a number of rows, 1 to 200.

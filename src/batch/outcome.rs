@@ -1,4 +1,4 @@
-//! How a run ends: the error that stopped it ([`RunError`], with the help a person needs), what
+//! How a run ends: the error that stopped it ([`OpError`], with the help a person needs), what
 //! kind of stop it was ([`Failure`]), and the summary of a run that went to its end
 //! ([`RunSummary`], [`Outcome`]). The command line maps these to exit codes; nothing here knows
 //! them.
@@ -17,8 +17,10 @@ use crate::ledger::{Ledger, LedgerError, RowState};
 
 use crate::ledger::lock::LockError;
 
+/// The error every operation returns (`run`, `validate`, `retry`, `reconcile`, `payouts`, ...),
+/// with the help a person needs.
 #[derive(Debug, thiserror::Error)]
-pub enum RunError {
+pub enum OpError {
     #[error("{0}")]
     Usage(#[from] UsageError),
     #[error(transparent)]
@@ -54,9 +56,9 @@ pub enum RunError {
     Io { path: PathBuf, message: String },
 }
 
-impl From<scan::FileChanged> for RunError {
+impl From<scan::FileChanged> for OpError {
     fn from(e: scan::FileChanged) -> Self {
-        RunError::Refused {
+        OpError::Refused {
             message: e.to_string(),
             help: "run again once nothing writes to the file".into(),
         }
@@ -90,23 +92,23 @@ pub enum Outcome {
     Incomplete,
 }
 
-impl RunError {
+impl OpError {
     /// An error of the service: the key, environment or version refused ([`is_auth_error`]),
     /// or another.
     pub fn from_api(e: ApiError) -> Self {
         if is_auth_error(&e) {
-            RunError::Auth(e)
+            OpError::Auth(e)
         } else {
-            RunError::Api(e)
+            OpError::Api(e)
         }
     }
 
     pub fn failure(&self) -> Failure {
         match self {
-            RunError::Usage(_) | RunError::Binding { .. } | RunError::Auth(_) => Failure::Usage,
-            RunError::Locked(LockError::Held { .. }) => Failure::Locked,
-            RunError::Invalid { .. } | RunError::Refused { .. } => Failure::Invalid,
-            RunError::Unsettled { .. } => Failure::Incomplete,
+            OpError::Usage(_) | OpError::Binding { .. } | OpError::Auth(_) => Failure::Usage,
+            OpError::Locked(LockError::Held { .. }) => Failure::Locked,
+            OpError::Invalid { .. } | OpError::Refused { .. } => Failure::Invalid,
+            OpError::Unsettled { .. } => Failure::Incomplete,
             _ if self.is_transient() => Failure::Incomplete,
             _ => Failure::Unexpected,
         }
@@ -117,46 +119,46 @@ impl RunError {
     pub fn is_transient(&self) -> bool {
         use super::reconcile::ReconcileError;
         match self {
-            RunError::Api(e)
-            | RunError::Catalog(CatalogError::Api(e))
-            | RunError::Reconcile(ReconcileError::Api(e)) => e.is_transient(),
+            OpError::Api(e)
+            | OpError::Catalog(CatalogError::Api(e))
+            | OpError::Reconcile(ReconcileError::Api(e)) => e.is_transient(),
             _ => false,
         }
     }
 
     pub fn help(&self) -> Option<String> {
         match self {
-            RunError::Usage(c) => Some(c.help().to_string()).filter(|h| !h.is_empty()),
-            RunError::Locked(LockError::Held { .. }) => Some(
+            OpError::Usage(c) => Some(c.help().to_string()).filter(|h| !h.is_empty()),
+            OpError::Locked(LockError::Held { .. }) => Some(
                 "wait for the other run to finish; a killed run releases the lock by itself".into(),
             ),
-            RunError::Refused { help, .. }
-            | RunError::Binding { help, .. }
-            | RunError::Conflict { help, .. }
-            | RunError::Unsettled { help, .. } => Some(help.clone()),
-            RunError::Auth(e) if e.kind() == "version_removed" || e.status() == Some(410) => {
+            OpError::Refused { help, .. }
+            | OpError::Binding { help, .. }
+            | OpError::Conflict { help, .. }
+            | OpError::Unsettled { help, .. } => Some(help.clone()),
+            OpError::Auth(e) if e.kind() == "version_removed" || e.status() == Some(410) => {
                 Some(format!(
                     "paybatch asks for the service's API version {}, which the service has switched off: nothing more was sent; install a paybatch release that speaks a current version, then run the same command again",
                     crate::api::models::API_VERSION
                 ))
             }
-            RunError::Auth(e) if e.kind() == "invalid_version" => Some(format!(
+            OpError::Auth(e) if e.kind() == "invalid_version" => Some(format!(
                 "the service does not know the API version {} that paybatch asks for: check the base URL, or update paybatch",
                 crate::api::models::API_VERSION
             )),
-            RunError::Auth(_) => Some(
+            OpError::Auth(_) => Some(
                 "check that the key was copied completely, that it belongs to this environment, and that it was not revoked (paybatch ping)".into(),
             ),
-            RunError::Invalid { problems, .. } if problems.all_file_level() => {
+            OpError::Invalid { problems, .. } if problems.all_file_level() => {
                 Some("fix the file as said above (encoding, header row, rows) and run again".into())
             }
-            RunError::Invalid { .. } => Some(
+            OpError::Invalid { .. } => Some(
                 "fix the rows above and run again; --skip-invalid pays the valid rows and marks the others INVALID".into(),
             ),
             _ if self.is_transient() => Some(
                 "nothing is lost: check the service's address and the network (paybatch ping), then run the same command again to resume".into(),
             ),
-            RunError::Reconcile(_) => {
+            OpError::Reconcile(_) => {
                 Some("check the key and environment with `paybatch ping`".into())
             }
             _ => None,
@@ -181,7 +183,7 @@ pub struct RunSummary {
     pub debited: BTreeMap<(String, String), Decimal>,
     /// What the service stopped during the run and a person must settle (a balance too low,
     /// the account's spending limit): one line each, with what is missing and what to do.
-    pub held: Vec<String>,
+    pub stopped: Vec<String>,
     /// The batch's valid rows per delivery (`EMAIL`, `PAYOUT_LINK`).
     pub per_delivery: BTreeMap<String, i64>,
     /// COMPLETED rows whose order could not be confirmed as the one sent (the service's answer
@@ -195,13 +197,13 @@ impl RunSummary {
     }
 
     /// Completed when every row is; needs a person when rows failed, were rejected, invalid or
-    /// mismatched, or the service stopped a balance or the account ([`RunSummary::held`]);
+    /// mismatched, or the service stopped a balance or the account ([`RunSummary::stopped`]);
     /// incomplete while rows are not finished.
     pub fn outcome(&self) -> Outcome {
         let unfinished = self.count(RowState::Pending)
             + self.count(RowState::Planned)
             + self.count(RowState::Submitted);
-        if !self.held.is_empty() {
+        if !self.stopped.is_empty() {
             Outcome::NeedsAPerson
         } else if unfinished > 0 || self.incomplete_reason.is_some() {
             Outcome::Incomplete
@@ -240,7 +242,7 @@ pub fn summarize(
     environment: &Environment,
     result_path: PathBuf,
     incomplete_reason: Option<String>,
-) -> Result<RunSummary, RunError> {
+) -> Result<RunSummary, OpError> {
     let counts: BTreeMap<RowState, i64> = ledger.row_counts(batch_id)?.into_iter().collect();
     let mut totals: BTreeMap<String, (Decimal, Decimal)> = BTreeMap::new();
     for (currency, face, price) in ledger.completed_amounts(batch_id)? {
@@ -271,7 +273,7 @@ pub fn summarize(
         counts,
         totals,
         incomplete_reason,
-        held: Vec::new(),
+        stopped: Vec::new(),
     })
 }
 

@@ -208,7 +208,7 @@ pub fn neutralize(cell: &str) -> Cow<'_, str> {
 }
 
 /// Writes the result file at `path`: `headers` then [`RESULT_COLUMNS`], one row per line, every
-/// cell as [`result_cell`] writes it. Atomic, and mode 0600 even when it replaces an existing file.
+/// cell as `result_cell` writes it. Atomic, and mode 0600 even when it replaces an existing file.
 pub fn write_results(
     path: &Path,
     headers: &[String],

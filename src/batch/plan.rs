@@ -1,646 +1,556 @@
-//! Turning validated rows into orders: the deterministic idempotency key and the exact body.
-//! Both are committed to the ledger before the first send and never rebuilt afterwards.
+//! Planning: the second pass over the file merges every row into the ledger and puts the rows
+//! to pay into orders, grouped by how they are paid and priced, each order's key and exact body
+//! committed with its rows in one transaction before anything is sent.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use uuid::Uuid;
+use rust_decimal::Decimal;
 
-use crate::api::models::{
-    DistributionMethod, DistributionType, NewOrder, NewOrderItem, PaymentMethod, PaymentMethodType,
-    ProductSelection,
-};
+use crate::api::ApiError;
+use crate::api::models::{ExecutionMode, Product};
+use crate::input::rules::{CatalogIndex, Problem, RowSpec, ValidateOptions};
+use crate::input::scan;
+use crate::ledger::merge::ToPlan;
+use crate::ledger::{self, IncomingRow, Ledger, LedgerError, PlannedOrder};
 
-use crate::input::rules::RowSpec;
-use crate::ledger::RowKey;
+use super::funds::{self, is_converted, row_card};
+use super::options::{RunOptions, per_order};
+use super::order_body;
+use super::outcome::OpError;
+use super::repeats::{Earlier, Noticed};
 
-/// The namespace of paybatch's UUID v5 idempotency keys.
-pub const KEY_NAMESPACE: Uuid = Uuid::from_u128(0x6f1c_2a4e_58b3_4d0e_9a71_c3e2_5b8d_0f47);
-
-/// UUID v5 of (environment, batch, row reference, attempt): the same row and attempt always get
-/// the same key; a retry (next attempt) gets a new one.
-pub fn idempotency_key(environment: &str, batch: &str, reference: &str, attempt: i64) -> String {
-    let mut name = key_prefix(environment, batch);
-    push_part(&mut name, reference);
-    push_part(&mut name, &attempt.to_string());
-    Uuid::new_v5(&KEY_NAMESPACE, name.as_bytes()).to_string()
+/// What merging and planning the file did.
+pub struct Merged {
+    pub report: ledger::MergeReport,
+    /// New orders planned.
+    pub orders: usize,
+    /// New rows planned alone in sync orders because the service converts their currency.
+    pub converted_rows: usize,
+    /// What the new rows draw on each balance, for the person running the batch.
+    pub balance_lines: Vec<String>,
+    /// Balances that may be short for converted rows no one could price, said plainly.
+    pub balance_warnings: Vec<String>,
+    /// Rows read in one pass that may pay what another batch paid lately (checked once the
+    /// plan is committed: a warning).
+    pub noticed: Noticed,
 }
 
-/// Each part is length-prefixed, so no choice of names can make two key inputs collide.
-fn push_part(name: &mut String, part: &str) {
-    name.push_str(&part.len().to_string());
-    name.push(':');
-    name.push_str(part);
+/// How a group of rows is paid and priced. Every item of an order is priced in one currency,
+/// the payment currency, except an order of one row paid from the balance of another currency
+/// (embedded FX).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct PaidBy {
+    payment_currency: String,
+    /// The card, or `None`: the balance of the payment currency.
+    card: Option<String>,
+    /// The currency the products are priced in: part of the key only (rows priced in another
+    /// currency never share an order), never read on its own.
+    #[allow(dead_code)]
+    priced_in: String,
 }
 
-fn key_prefix(environment: &str, batch: &str) -> String {
-    let mut name = String::from("paybatch-key-v1/");
-    push_part(&mut name, environment);
-    push_part(&mut name, batch);
-    name
+/// A row waiting for its order.
+struct Waiting {
+    /// As the ledger records it.
+    row: IncomingRow,
+    /// How it is planned.
+    to_plan: ToPlan,
+    /// What it pays.
+    spec: RowSpec,
 }
 
-/// The key of an order of several rows: UUID v5 of (environment, batch, every row reference and
-/// attempt in item order). An order of one row gets that row's [`idempotency_key`].
-pub fn order_key(environment: &str, batch: &str, rows: &[(&str, i64)]) -> String {
-    match rows {
-        [(reference, attempt)] => idempotency_key(environment, batch, reference, *attempt),
-        many => {
-            let mut name = key_prefix(environment, batch);
-            push_part(&mut name, "order");
-            for (reference, attempt) in many {
-                push_part(&mut name, reference);
-                push_part(&mut name, &attempt.to_string());
+/// The rows of one open order and whether its `metadata` can still name one more.
+#[derive(Default)]
+struct OpenOrder {
+    rows: Vec<Waiting>,
+    fit: order_body::MetadataFit,
+    /// The bytes of its rows ([`IncomingRow::size`]).
+    bytes: usize,
+}
+
+/// The bytes of rows ([`IncomingRow::size`]) the open orders may hold in all: past it, the
+/// order a row has just joined is planned with the rows it has. Narrow rows never reach it
+/// (200 rows an order of a few hundred bytes each); very wide ones (a hundred thousand
+/// columns carried through, hundreds of KiB a row) make smaller orders instead of holding
+/// hundreds of rows.
+const OPEN_BYTES: usize = 16 << 20;
+
+/// Where each payment method's rows wait until they fill an order: rows are grouped by how
+/// they are paid and priced ([`PaidBy`]), in input order, `per_order` at most an order, and
+/// only as many as the order's `metadata` can name ([`order_body::MetadataFit`]). A converted row
+/// ([`is_converted`]) is an order of its own, in sync mode.
+struct Groups<'f> {
+    per_order: usize,
+    open: HashMap<PaidBy, OpenOrder>,
+    /// The groups in the order of their first row.
+    order: Vec<PaidBy>,
+    environment: &'f str,
+    batch: &'f str,
+    mode: ExecutionMode,
+    planned: usize,
+    /// Rows planned alone in sync orders because the service converts their currency.
+    converted_rows: usize,
+    /// The bytes of the rows of every open order.
+    open_bytes: usize,
+}
+
+impl Groups<'_> {
+    /// Adds a row to its group; plans the group's order when it is full.
+    fn push(
+        &mut self,
+        merge: &mut ledger::merge::Merge<'_>,
+        key: PaidBy,
+        row: Waiting,
+    ) -> Result<(), OpError> {
+        if is_converted(&row.spec, key.card.as_deref()) {
+            self.converted_rows += 1;
+            return self.plan(merge, &key, vec![row], ExecutionMode::Sync);
+        }
+        let (reference, attempt) = (row.row.reference.clone(), row.to_plan.attempt);
+        let full = self
+            .open
+            .get(&key)
+            .is_some_and(|g| !g.fit.is_empty() && !g.fit.admits(&reference, attempt));
+        if full {
+            self.plan_open(merge, &key)?;
+        }
+        let group = match self.open.get_mut(&key) {
+            Some(g) => g,
+            None => {
+                self.order.push(key.clone());
+                self.open.entry(key.clone()).or_default()
             }
-            Uuid::new_v5(&KEY_NAMESPACE, name.as_bytes()).to_string()
+        };
+        let bytes = row.row.size();
+        group.fit.add(&reference, attempt);
+        group.rows.push(row);
+        group.bytes += bytes;
+        self.open_bytes += bytes;
+        if group.rows.len() >= self.per_order || self.open_bytes > OPEN_BYTES {
+            self.plan_open(merge, &key)?;
         }
+        Ok(())
     }
-}
 
-/// How an order names its batch and its rows, within the service's published limits: a
-/// `description` of at most 128 characters (the only field the order list shows of a finished
-/// order), and at most 20 `metadata` pairs, keys of at most 40 characters, values of at most 200
-/// (shown only by `GET /order/{id}` of a finished order). A PROCESSING order shows neither.
-///
-/// - `description`: `paybatch KEY batch=NAME row=REF` (or `rows=FIRST (+N more)`), cut to 128
-///   characters; the idempotency key comes first, so it survives any cut. With the ledger, the
-///   key names the intent, and the ledger names its rows.
-/// - `metadata`: `paybatch_batch` (the batch name, or `sha256:HEX` of a name longer than 200
-///   characters), `paybatch_attempts` (one number when every row has the same attempt, else runs
-///   such as `1*150,2*50`) and the row references joined by `|` in item order, in pieces of 200
-///   characters under `paybatch_rows`, `paybatch_rows_2` .. `paybatch_rows_18` (3,600
-///   characters: 200 references of up to 17 characters). Without the ledger
-///   (`reconcile --rebuild`), a finished order names its rows by itself: an order takes a row
-///   only while its references fit ([`MetadataFit`]).
-pub const MAX_DESCRIPTION: usize = 128;
-/// Most `metadata` pairs, longest key and longest value the service accepts.
-pub const MAX_METADATA_PAIRS: usize = 20;
-pub const MAX_METADATA_KEY: usize = 40;
-pub const MAX_METADATA_VALUE: usize = 200;
-/// Pairs that carry row references: all but the batch and the attempts.
-const ROW_PAIRS: usize = MAX_METADATA_PAIRS - 2;
-/// Characters of `|`-joined references an order can carry.
-pub const ROWS_BUDGET: usize = ROW_PAIRS * MAX_METADATA_VALUE;
-
-const META_BATCH: &str = "paybatch_batch";
-const META_ATTEMPTS: &str = "paybatch_attempts";
-const META_ROWS: &str = "paybatch_rows";
-
-/// The metadata key of the `n`th piece (from 1) of the references.
-fn rows_key(n: usize) -> String {
-    if n == 1 {
-        META_ROWS.to_string()
-    } else {
-        format!("{META_ROWS}_{n}")
+    /// Plans the open order of `key` with the rows it has.
+    fn plan_open(
+        &mut self,
+        merge: &mut ledger::merge::Merge<'_>,
+        key: &PaidBy,
+    ) -> Result<(), OpError> {
+        let group = self
+            .open
+            .get_mut(key)
+            .map(std::mem::take)
+            .unwrap_or_default();
+        self.open_bytes = self.open_bytes.saturating_sub(group.bytes);
+        self.plan(merge, key, group.rows, self.mode)
     }
-}
 
-/// How `metadata` names a batch: the name, or a hash of a name too long for one value.
-pub fn batch_tag(batch: &str) -> String {
-    if batch.chars().count() <= MAX_METADATA_VALUE {
-        batch.to_string()
-    } else {
-        use sha2::{Digest, Sha256};
-        format!("sha256:{}", hex::encode(Sha256::digest(batch.as_bytes())))
-    }
-}
-
-/// `description`: the idempotency key first, then the batch and the rows, for the service's
-/// order list and for the person who reads the account's orders.
-pub fn description(key: &str, batch: &str, references: &[&str]) -> String {
-    let text = match references {
-        [one] => format!("paybatch {key} batch={batch} row={one}"),
-        [first, rest @ ..] => format!(
-            "paybatch {key} batch={batch} rows={first} (+{} more)",
-            rest.len()
-        ),
-        [] => format!("paybatch {key} batch={batch}"),
-    };
-    truncate_chars(&text, MAX_DESCRIPTION)
-}
-
-/// The idempotency key a paybatch `description` starts with.
-pub fn key_in_description(description: &str) -> Option<&str> {
-    let rest = description.strip_prefix("paybatch ")?;
-    let key = rest.get(..36)?;
-    let ends = rest[36..].is_empty() || rest[36..].starts_with(' ');
-    (ends && Uuid::parse_str(key).is_ok()).then_some(key)
-}
-
-/// Whether a `description` is as long as the service keeps one, so that it may have been cut
-/// (a description of exactly [`MAX_DESCRIPTION`] characters is taken as cut: nothing tells).
-pub fn description_may_be_cut(description: &str) -> bool {
-    description.chars().count() >= MAX_DESCRIPTION
-}
-
-/// Whether a `description` names a batch (see [`batch_named_by`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BatchNaming {
-    /// It names the batch.
-    Names,
-    /// It was cut inside the batch name, and what is left is the beginning of this batch's
-    /// name: it may be this batch's.
-    MayName,
-    /// Another batch's, or not paybatch's.
-    Other,
-}
-
-/// Whether `description` names `batch`: paybatch's `paybatch KEY batch=NAME ...`, or the older
-/// `paybatch batch=NAME row=REF`. A description cut by the service's limit inside the name
-/// [`BatchNaming::MayName`] every batch whose name goes on from where it was cut.
-pub fn batch_named_by(description: &str, batch: &str) -> BatchNaming {
-    let cut = description_may_be_cut(description);
-    let named = match key_in_description(description) {
-        Some(key) => {
-            let head = format!("paybatch {key} batch={batch}");
-            (
-                description == head || description.starts_with(&format!("{head} ")),
-                head,
-            )
+    /// Plans what is left in every group.
+    fn finish(&mut self, merge: &mut ledger::merge::Merge<'_>) -> Result<(), OpError> {
+        for key in std::mem::take(&mut self.order) {
+            let rows = self.open.remove(&key).unwrap_or_default().rows;
+            if !rows.is_empty() {
+                self.plan(merge, &key, rows, self.mode)?;
+            }
         }
-        None => {
-            // The older form always went on with the row.
-            let head = format!("paybatch batch={batch} ");
-            (description.starts_with(&head), head)
-        }
-    };
-    match named {
-        (true, _) => BatchNaming::Names,
-        (false, head) if cut && head.starts_with(description) => BatchNaming::MayName,
-        _ => BatchNaming::Other,
+        Ok(())
     }
-}
 
-/// What a paybatch `description` says (see [`description`], and the older `paybatch
-/// batch=NAME row=REF`), each part as written, and perhaps cut by the service's limit.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DescriptionParts<'a> {
-    /// The idempotency key (none in the older form).
-    pub key: Option<&'a str>,
-    /// The batch name, as far as it is written. A name that itself holds ` row=` or ` rows=`
-    /// is split at the last of them: [`batch_named_by`] tells for a name known beforehand.
-    pub batch: Option<&'a str>,
-    /// The first row's reference (`row=REF`, or `FIRST` of `rows=FIRST (+N more)`), as far as
-    /// it is written.
-    pub first_reference: Option<&'a str>,
-    /// The description may have been cut ([`description_may_be_cut`]).
-    pub cut: bool,
-    /// The first row's reference may not be whole: the description may have been cut inside
-    /// it or before it.
-    pub first_reference_cut: bool,
-}
-
-/// Reads a description written by paybatch; `None` when it does not start with `paybatch `.
-pub fn read_description(description: &str) -> Option<DescriptionParts<'_>> {
-    let after = description.strip_prefix("paybatch ")?;
-    let cut = description_may_be_cut(description);
-    let key = key_in_description(description);
-    let rest = match key {
-        Some(k) => {
-            let tail = &after[k.len()..];
-            tail.strip_prefix(' ').unwrap_or(tail)
-        }
-        None => after,
-    };
-    let mut parts = DescriptionParts {
-        key,
-        batch: None,
-        first_reference: None,
-        cut,
-        first_reference_cut: false,
-    };
-    let Some(named) = rest.strip_prefix("batch=") else {
-        return Some(parts);
-    };
-    // A reference holds no `=`, so the last ` row=` or ` rows=` starts the rows.
-    let one = named
-        .rfind(" row=")
-        .map(|at| (at, at + " row=".len(), false));
-    let many = named
-        .rfind(" rows=")
-        .map(|at| (at, at + " rows=".len(), true));
-    let split = match (one, many) {
-        (Some(a), Some(b)) => Some(if a.0 > b.0 { a } else { b }),
-        (a, b) => a.or(b),
-    };
-    let Some((at, from, several)) = split else {
-        parts.batch = Some(named);
-        parts.first_reference_cut = cut;
-        return Some(parts);
-    };
-    parts.batch = Some(&named[..at]);
-    let text = &named[from..];
-    let (first, whole) = match text.find(" (+") {
-        Some(end) if several => (&text[..end], true),
-        _ => (text, !cut),
-    };
-    parts.first_reference = (!first.is_empty()).then_some(first);
-    parts.first_reference_cut = !whole;
-    Some(parts)
-}
-
-/// The attempts of an order's rows as `metadata` writes them: `N` when all are `N`, else runs.
-fn attempts_text(attempts: impl IntoIterator<Item = i64>) -> String {
-    let mut runs: Vec<(i64, usize)> = Vec::new();
-    for a in attempts {
-        match runs.last_mut() {
-            Some((last, n)) if *last == a => *n += 1,
-            _ => runs.push((a, 1)),
-        }
-    }
-    match runs.as_slice() {
-        [] => String::new(),
-        [(a, _)] => a.to_string(),
-        many => many
+    /// One order: its deterministic key and exact body, recorded with its rows.
+    fn plan(
+        &mut self,
+        merge: &mut ledger::merge::Merge<'_>,
+        paid_by: &PaidBy,
+        rows: Vec<Waiting>,
+        mode: ExecutionMode,
+    ) -> Result<(), OpError> {
+        let (currency, card) = (&paid_by.payment_currency, &paid_by.card);
+        let payment = order_body::payment_method(currency, card.as_deref());
+        let items: Vec<(&RowSpec, i64)> =
+            rows.iter().map(|w| (&w.spec, w.to_plan.attempt)).collect();
+        let keyed: Vec<(&str, i64)> = rows
             .iter()
-            .map(|(a, n)| format!("{a}*{n}"))
-            .collect::<Vec<_>>()
-            .join(","),
-    }
-}
-
-/// Reads [`attempts_text`] back for `count` rows (and the older `1|1|2` form).
-fn attempts_of(text: &str, count: usize) -> Option<Vec<i64>> {
-    let text = text.trim();
-    if text.contains('|') {
-        let all: Option<Vec<i64>> = text.split('|').map(|a| a.parse().ok()).collect();
-        return all.filter(|a| a.len() == count);
-    }
-    if !text.contains('*') {
-        let a: i64 = text.parse().ok()?;
-        return Some(vec![a; count]);
-    }
-    let mut out = Vec::new();
-    for run in text.split(',') {
-        let (a, n) = run.split_once('*')?;
-        let (a, n): (i64, usize) = (a.parse().ok()?, n.parse().ok()?);
-        if n > count.saturating_sub(out.len()) {
-            return None;
-        }
-        out.extend(std::iter::repeat_n(a, n));
-    }
-    (out.len() == count).then_some(out)
-}
-
-/// Whether the rows of an order still fit in its `metadata`: an order takes a row only while
-/// the references (and the attempts) it names fit the service's limits.
-#[derive(Debug, Clone, Default)]
-pub struct MetadataFit {
-    /// Characters of the `|`-joined references so far.
-    rows_chars: usize,
-    attempts: Vec<i64>,
-}
-
-impl MetadataFit {
-    pub fn admits(&self, reference: &str, attempt: i64) -> bool {
-        let sep = usize::from(!self.attempts.is_empty());
-        if self.rows_chars + sep + reference.chars().count() > ROWS_BUDGET {
-            return false;
-        }
-        let attempts = self.attempts.iter().copied().chain([attempt]);
-        attempts_text(attempts).chars().count() <= MAX_METADATA_VALUE
-    }
-
-    pub fn add(&mut self, reference: &str, attempt: i64) {
-        let sep = usize::from(!self.attempts.is_empty());
-        self.rows_chars += sep + reference.chars().count();
-        self.attempts.push(attempt);
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.attempts.is_empty()
-    }
-}
-
-/// The `metadata` of an order of `rows` (reference, attempt) of `batch`.
-pub fn metadata(batch: &str, rows: &[(&str, i64)]) -> BTreeMap<String, String> {
-    let mut m = BTreeMap::new();
-    m.insert(META_BATCH.to_string(), batch_tag(batch));
-    m.insert(
-        META_ATTEMPTS.to_string(),
-        attempts_text(rows.iter().map(|(_, a)| *a)),
-    );
-    let joined: Vec<char> = rows
-        .iter()
-        .map(|(r, _)| *r)
-        .collect::<Vec<_>>()
-        .join("|")
-        .chars()
-        .collect();
-    for (i, piece) in joined.chunks(MAX_METADATA_VALUE).enumerate() {
-        m.insert(rows_key(i + 1), piece.iter().collect());
-    }
-    m
-}
-
-/// The rows (reference, attempt) an order's `metadata` names, in item order, when it is an
-/// order of `batch`. `None` when it is not paybatch's or not `batch`'s.
-pub fn rows_in_metadata(batch: &str, m: &BTreeMap<String, String>) -> Option<Vec<RowKey>> {
-    if m.get(META_BATCH)? != &batch_tag(batch) {
-        return None;
-    }
-    let refs = references_in_metadata(m);
-    if refs.is_empty() {
-        return None;
-    }
-    let attempts = match m.get(META_ATTEMPTS) {
-        Some(text) => attempts_of(text, refs.len())?,
-        None => vec![1; refs.len()],
-    };
-    Some(
-        refs.into_iter()
-            .zip(attempts)
-            .map(|(reference, attempt)| RowKey::new(reference, attempt))
-            .collect(),
-    )
-}
-
-/// The row references an order's `metadata` names, in item order, whatever its batch.
-pub fn references_in_metadata(m: &BTreeMap<String, String>) -> Vec<String> {
-    let mut joined = String::new();
-    for n in 1..=ROW_PAIRS + 1 {
-        match m.get(&rows_key(n)) {
-            Some(piece) => joined.push_str(piece),
-            None => break,
-        }
-    }
-    if joined.is_empty() {
-        return Vec::new();
-    }
-    joined.split('|').map(str::to_string).collect()
-}
-
-/// The attempts an order's `metadata` names for its `count` rows, in item order; `None` when
-/// it names none, or not one for each row.
-pub fn attempts_in_metadata(m: &BTreeMap<String, String>, count: usize) -> Option<Vec<i64>> {
-    attempts_of(m.get(META_ATTEMPTS)?, count)
-}
-
-/// The batch an order's `metadata` names (its [`batch_tag`]), if it is paybatch's.
-pub fn batch_in_metadata(m: &BTreeMap<String, String>) -> Option<&str> {
-    m.get(META_BATCH).map(String::as_str)
-}
-
-fn truncate_chars(text: &str, max: usize) -> String {
-    text.chars().take(max).collect()
-}
-
-/// How an order is paid: from the balance in `currency`, or by `card` in `currency`.
-pub fn payment_method(currency: &str, card: Option<&str>) -> PaymentMethod {
-    match card {
-        Some(card) => PaymentMethod {
-            kind: PaymentMethodType::Card,
-            card_id: Some(card.to_string()),
-            currency: Some(currency.to_string()),
-        },
-        None => PaymentMethod {
-            kind: PaymentMethodType::AccountBalance,
-            card_id: None,
-            currency: Some(currency.to_string()),
-        },
-    }
-}
-
-/// The exact body of the order `key` paying `rows` (one item per row, in this order) with
-/// `payment`.
-pub fn order_body(
-    key: &str,
-    batch: &str,
-    payment: &PaymentMethod,
-    rows: &[(&RowSpec, i64)],
-) -> Result<Vec<u8>, serde_json::Error> {
-    let items = rows
-        .iter()
-        .map(|(row, _)| NewOrderItem {
-            face_value: row.face_value,
-            distribution_method: DistributionMethod {
-                kind: row.distribution,
-                email_address: match row.distribution {
-                    DistributionType::Email => row.email.clone(),
-                    _ => None,
-                },
-                template_id: None,
-            },
-            products: ProductSelection::of(&row.product_codes),
-        })
-        .collect();
-    let named: Vec<(&str, i64)> = rows
-        .iter()
-        .map(|(r, a)| (r.reference.as_str(), *a))
-        .collect();
-    let refs: Vec<&str> = named.iter().map(|(r, _)| *r).collect();
-    let body = NewOrder {
-        payment_method: payment.clone(),
-        items,
-        description: Some(description(key, batch, &refs)),
-        metadata: Some(metadata(batch, &named)),
-    };
-    serde_json::to_vec(&body)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keys_are_deterministic_and_change_with_each_part() {
-        let k = idempotency_key("sim", "nov", "EMP-1", 1);
-        assert_eq!(k, idempotency_key("sim", "nov", "EMP-1", 1));
-        assert_ne!(k, idempotency_key("sim", "nov", "EMP-1", 2));
-        assert_ne!(k, idempotency_key("production", "nov", "EMP-1", 1));
-        assert_ne!(k, idempotency_key("sim", "dec", "EMP-1", 1));
-        assert_ne!(k, idempotency_key("sim", "nov", "EMP-2", 1));
-        // No ambiguity from joining: ("a b", "c") differs from ("a", "b c").
-        assert_ne!(
-            idempotency_key("sim", "a\u{1f}b", "c", 1),
-            idempotency_key("sim", "a", "b\u{1f}c", 1)
-        );
-    }
-
-    #[test]
-    fn order_keys_of_one_row_are_row_keys_and_groups_differ_by_member() {
-        assert_eq!(
-            order_key("sim", "nov", &[("EMP-1", 1)]),
-            idempotency_key("sim", "nov", "EMP-1", 1)
-        );
-        let ab = order_key("sim", "nov", &[("A", 1), ("B", 1)]);
-        assert_eq!(ab, order_key("sim", "nov", &[("A", 1), ("B", 1)]));
-        assert_ne!(ab, order_key("sim", "nov", &[("A", 1), ("B", 2)]));
-        assert_ne!(ab, order_key("sim", "nov", &[("B", 1), ("A", 1)]));
-        assert_ne!(ab, order_key("sim", "nov", &[("A", 1)]));
-    }
-
-    const KEY: &str = "0b5e3c1e-7d59-5d43-9a55-2b1f0a9e3c11";
-
-    #[test]
-    fn description_fits_the_service_limit_and_keeps_the_key() {
-        let long = "x".repeat(300);
-        let d = description(KEY, &long, &["r"]);
-        assert_eq!(d.chars().count(), MAX_DESCRIPTION);
-        assert_eq!(key_in_description(&d), Some(KEY));
-        assert_eq!(
-            description(KEY, "nov", &["EMP-1"]),
-            format!("paybatch {KEY} batch=nov row=EMP-1")
-        );
-        assert_eq!(
-            description(KEY, "nov", &["A", "B", "C"]),
-            format!("paybatch {KEY} batch=nov rows=A (+2 more)")
-        );
-        assert_eq!(key_in_description("paybatch batch=nov row=EMP-1"), None);
-        assert_eq!(key_in_description(&format!("paybatch {KEY}x")), None);
-    }
-
-    #[test]
-    fn a_description_names_its_batch_even_when_cut_inside_the_name() {
-        let d = description(KEY, "nov", &["EMP-1"]);
-        assert_eq!(batch_named_by(&d, "nov"), BatchNaming::Names);
-        assert_eq!(batch_named_by(&d, "no"), BatchNaming::Other);
-        assert_eq!(batch_named_by(&d, "nov-2"), BatchNaming::Other);
-        let head = format!("paybatch {KEY} batch=nov");
-        assert_eq!(batch_named_by(&head, "nov"), BatchNaming::Names);
-        // The older form.
-        let old = "paybatch batch=nov row=EMP-1";
-        assert_eq!(batch_named_by(old, "nov"), BatchNaming::Names);
-        assert_eq!(batch_named_by(old, "nov row=EMP"), BatchNaming::Other);
-        assert_eq!(
-            batch_named_by("paybatch batch=nov", "nov"),
-            BatchNaming::Other
-        );
-        // Cut inside the name: every batch whose name goes on from there may be it; a short
-        // description is never taken for cut.
-        let long = format!("nov-{}", "x".repeat(150));
-        let d = description(KEY, &long, &["EMP-1"]);
-        assert_eq!(batch_named_by(&d, &long), BatchNaming::MayName);
-        assert_eq!(
-            batch_named_by(&d, &format!("{long}-more")),
-            BatchNaming::MayName
-        );
-        assert_eq!(batch_named_by(&d, "nov"), BatchNaming::Other);
-        assert_eq!(
-            batch_named_by(&format!("paybatch {KEY} batch=no"), "nov"),
-            BatchNaming::Other
-        );
-        let old_cut: String = format!("paybatch batch={long} row=EMP-1")
-            .chars()
-            .take(128)
+            .map(|w| (w.row.reference.as_str(), w.to_plan.attempt))
             .collect();
-        assert_eq!(batch_named_by(&old_cut, &long), BatchNaming::MayName);
-        assert_eq!(batch_named_by("Team lunch", "nov"), BatchNaming::Other);
+        let key = order_body::order_key(self.environment, self.batch, &keyed);
+        let body = order_body::order_body(&key, self.batch, &payment, &items).map_err(|e| {
+            OpError::Refused {
+                message: format!("cannot encode an order of batch {}: {e}", self.batch),
+                help: String::new(),
+            }
+        })?;
+        let order = PlannedOrder {
+            idempotency_key: key,
+            body,
+            mode: mode.into(),
+            payment_currency: currency.clone(),
+            payment_method: payment.kind,
+            card_id: card.clone(),
+        };
+        let members: Vec<(&IncomingRow, ToPlan)> =
+            rows.iter().map(|w| (&w.row, w.to_plan)).collect();
+        merge.plan(&order, &members)?;
+        self.planned += 1;
+        Ok(())
     }
+}
 
-    #[test]
-    fn descriptions_are_read_back_in_parts() {
-        fn parts(d: &str) -> DescriptionParts<'_> {
-            read_description(d).expect("paybatch's")
+/// The balances read for the pre-flight, by currency.
+pub type Balances = BTreeMap<String, Result<Decimal, ApiError>>;
+
+/// Rows merged into the ledger and put into orders as they come, until the merge is closed.
+struct Planning<'r> {
+    by_code: HashMap<&'r str, &'r Product>,
+    need: funds::Need,
+    groups: Groups<'r>,
+    card_id: Option<&'r str>,
+    /// Told of each currency whose balance the new rows draw on, the first time they do.
+    first_drawn: Option<&'r dyn Fn(&str)>,
+    /// The currencies whose balances the new rows draw on.
+    drawn: BTreeSet<String>,
+    /// The service's address as the ledger records it (whose converted orders give rates).
+    base_url: String,
+    /// Rows left out because other batches have them (`--skip-repeats`), with why.
+    skipped: HashMap<String, String>,
+}
+
+impl<'r> Planning<'r> {
+    fn new(opts: &'r RunOptions, batch: &'r str, products: &'r [Product], per: usize) -> Self {
+        Planning {
+            by_code: products.iter().map(|p| (p.code.as_str(), p)).collect(),
+            need: funds::Need::default(),
+            groups: Groups {
+                per_order: per,
+                open: HashMap::new(),
+                order: Vec::new(),
+                environment: opts.environment.name(),
+                batch,
+                mode: opts.mode,
+                planned: 0,
+                converted_rows: 0,
+                open_bytes: 0,
+            },
+            card_id: opts.card_id.as_deref(),
+            first_drawn: None,
+            drawn: BTreeSet::new(),
+            base_url: opts.environment.recorded_base_url(),
+            skipped: HashMap::new(),
         }
-        let one = description(KEY, "nov", &["EMP 1"]);
-        let p = parts(&one);
-        assert_eq!(
-            (
-                p.key,
-                p.batch,
-                p.first_reference,
-                p.cut,
-                p.first_reference_cut
-            ),
-            (Some(KEY), Some("nov"), Some("EMP 1"), false, false)
-        );
-        let two = description(KEY, "nov", &["A", "B"]);
-        let p = parts(&two);
-        assert_eq!(
-            (p.first_reference, p.first_reference_cut),
-            (Some("A"), false)
-        );
-        let p = parts("paybatch batch=nov rows=A (+1 more)");
-        assert_eq!(
-            (p.key, p.batch, p.first_reference),
-            (None, Some("nov"), Some("A"))
-        );
-        let none = format!("paybatch {KEY} batch=nov");
-        let p = parts(&none);
-        assert_eq!(
-            (p.batch, p.first_reference, p.first_reference_cut),
-            (Some("nov"), None, false)
-        );
-        // Cut right after `row=`: nothing of the reference, which is unknown.
-        let d = format!("paybatch {KEY} batch={} row=EMP-1", "b".repeat(71));
-        let d: String = d.chars().take(MAX_DESCRIPTION).collect();
-        assert!(d.ends_with(" row="));
-        let p = parts(&d);
-        assert_eq!((p.first_reference, p.first_reference_cut), (None, true));
-        // Not paybatch's, or nothing after the key.
-        assert_eq!(read_description("Team lunch"), None);
-        let p = parts("paybatch says hello");
-        assert_eq!((p.key, p.batch, p.first_reference), (None, None, None));
     }
 
-    /// Every order the planner can make keeps to the published metadata limits, and its
-    /// metadata gives its rows back.
-    #[test]
-    fn metadata_keeps_to_the_published_limits_and_names_every_row() {
-        let long_ref = "R".repeat(100);
-        for (reference, attempts) in [
-            ("EMP-000123", vec![1; 200]),
-            (long_ref.as_str(), vec![1; 200]),
-            ("EMP-7", (0..200).map(|i| 1 + (i % 2)).collect::<Vec<i64>>()),
-        ] {
-            let mut fit = MetadataFit::default();
-            let mut rows: Vec<RowKey> = Vec::new();
-            for (i, a) in attempts.iter().enumerate() {
-                let r = format!("{reference}-{i}");
-                if !fit.admits(&r, *a) {
-                    break;
+    /// Merges one row of the file; a row to pay goes into its group's order.
+    fn take(
+        &mut self,
+        merge: &mut ledger::merge::Merge<'_>,
+        mut row: IncomingRow,
+        spec: Option<RowSpec>,
+    ) -> Result<(), OpError> {
+        if spec.is_some()
+            && let Some(why) = self.skipped.get(&row.reference)
+        {
+            row.skipped = true;
+            row.error_message = Some(why.clone());
+        }
+        let Some(to_plan) = merge.row(&row)? else {
+            return Ok(());
+        };
+        let spec = spec.ok_or_else(|| {
+            OpError::Ledger(LedgerError::Corrupt(format!(
+                "row `{}` is to be paid but has no valid spec",
+                row.reference
+            )))
+        })?;
+        let card = row_card(&spec, self.card_id).map(str::to_string);
+        // A row planned again (its intent, never sent, cancelled) was counted by the pre-flight
+        // that planned it, as every intent not sent yet is.
+        if !to_plan.again {
+            self.need.add(&spec, card.as_deref(), &self.by_code);
+            if card.is_none() && !self.drawn.contains(&spec.payment_currency) {
+                self.drawn.insert(spec.payment_currency.clone());
+                if let Some(tell) = self.first_drawn {
+                    tell(&spec.payment_currency);
                 }
-                fit.add(&r, *a);
-                rows.push(RowKey::new(r, *a));
             }
-            assert!(!rows.is_empty());
-            let named: Vec<(&str, i64)> = rows.iter().map(RowKey::named).collect();
-            let m = metadata(&"b".repeat(250), &named);
-            assert!(m.len() <= MAX_METADATA_PAIRS, "{} pairs", m.len());
-            for (k, v) in &m {
-                assert!(k.chars().count() <= MAX_METADATA_KEY, "{k}");
-                assert!(v.chars().count() <= MAX_METADATA_VALUE, "{k}: {}", v.len());
-            }
-            let back = rows_in_metadata(&"b".repeat(250), &m).expect("its rows");
-            assert_eq!(back, rows);
-            assert!(rows_in_metadata("other", &m).is_none());
         }
-        // References of up to 17 characters: all 200 rows of a full order fit; one more
-        // character, and the order closes earlier.
-        let mut fit = MetadataFit::default();
-        for i in 0..200 {
-            let r = format!("EMP-2026-11-{i:05}");
-            assert_eq!(r.len(), 17);
-            assert!(fit.admits(&r, 1), "row {i}");
-            fit.add(&r, 1);
-        }
-        let mut fit = MetadataFit::default();
-        let fits = (0..200)
-            .take_while(|i| {
-                let r = format!("EMP-2026-11-X{i:05}");
-                let ok = fit.admits(&r, 1);
-                fit.add(&r, 1);
-                ok
-            })
-            .count();
-        assert_eq!(
-            fits,
-            (3600 + 1) / 19,
-            "n references of 18 characters take 19 n - 1"
-        );
+        let key = PaidBy {
+            payment_currency: spec.payment_currency.clone(),
+            card,
+            priced_in: spec.currency.clone(),
+        };
+        let waiting = Waiting { row, to_plan, spec };
+        self.groups.push(merge, key, waiting)
     }
 
-    #[test]
-    fn attempts_are_written_short_and_read_back() {
-        assert_eq!(attempts_text([1, 1, 1]), "1");
-        assert_eq!(attempts_text([1, 1, 2, 1]), "1*2,2*1,1*1");
-        assert_eq!(attempts_of("1", 3), Some(vec![1, 1, 1]));
-        assert_eq!(attempts_of("1*2,2*1,1*1", 4), Some(vec![1, 1, 2, 1]));
-        assert_eq!(attempts_of("1|2", 2), Some(vec![1, 2]));
-        assert_eq!(attempts_of("1*2", 3), None);
-        assert_eq!(attempts_of("1*999999999999", 3), None);
-        // A run long enough to overflow an addition is refused, never a panic.
-        assert_eq!(attempts_of("1*1,1*18446744073709551615", 2), None);
-        assert_eq!(attempts_of("x", 1), None);
+    /// Plans what is left, then commits the merge, unless a submitted row changed or the
+    /// balances (`read_funds` of the currencies the new rows draw on, with the kinds of
+    /// converted rows among them priced) cannot pay the new rows; then nothing is committed.
+    fn close(
+        mut self,
+        mut merge: ledger::merge::Merge<'_>,
+        input: &std::path::Path,
+        read_funds: impl FnOnce(Vec<String>, Vec<funds::ConvertedKind>) -> funds::Funds,
+    ) -> Result<Merged, OpError> {
+        self.groups.finish(&mut merge)?;
+        let report = merge.close()?.clone();
+        if !report.changed_after_submission.is_empty() {
+            return Err(OpError::Invalid {
+                input: input.to_path_buf(),
+                problems: changed_after_submission(&report),
+            });
+        }
+        if !report.cancelled.is_empty() {
+            // Intents cancelled and their rows planned again, not committed yet: a stop here
+            // leaves the plan as it was.
+            crate::failpoint::hit("before_cancel_commit");
+        }
+        let mut funds = read_funds(
+            self.drawn.iter().cloned().collect(),
+            self.need.converted.keys().cloned().collect(),
+        );
+        // The converted rows the service did not estimate, priced from the ledger's rates.
+        let base_url = &self.base_url;
+        funds
+            .prices
+            .price_from_ledger(self.need.converted.keys(), |pay, product| {
+                merge.latest_conversion(base_url, pay, product)
+            })?;
+        let (balance_lines, balance_warnings) = preflight(&self.need, &mut funds)?;
+        let committing = std::time::Instant::now();
+        let report = merge.commit()?;
+        tracing::info!("committed: {:.2?}", committing.elapsed());
+        Ok(Merged {
+            report,
+            orders: self.groups.planned,
+            converted_rows: self.groups.converted_rows,
+            balance_lines,
+            balance_warnings,
+            noticed: Noticed::default(),
+        })
     }
+}
+
+/// The second pass over the file (see [`scan`]): merges every row into the batch and plans
+/// the rows to pay into orders, in one transaction. The intents `cancelling` (never sent,
+/// holding a row the file no longer has: [`ledger::Ledger::orders_outside_file`]) are
+/// cancelled in the same transaction, their rows still in the file planned again as they come.
+/// The rows of `skipped` (reference -> why) are recorded SKIPPED, never planned. Nothing is
+/// committed when a submitted row changed, when the balances cannot pay the new rows, or when
+/// the file changed since it was checked.
+#[allow(clippy::too_many_arguments)]
+pub fn merge_and_plan(
+    ledger: &mut Ledger,
+    batch: &ledger::BatchRecord,
+    scanned: &scan::Scan,
+    options: &ValidateOptions,
+    products: &[Product],
+    funds: funds::Funds,
+    skipped: HashMap<String, String>,
+    cancelling: &BTreeSet<i64>,
+    opts: &RunOptions,
+) -> Result<Merged, OpError> {
+    let mut planning = Planning::new(
+        opts,
+        &batch.name,
+        products,
+        per_order(opts, scanned.valid_rows.saturating_sub(skipped.len())),
+    );
+    planning.skipped = skipped;
+    let mut merge =
+        ledger.merge_sized(batch.id, ledger::merge::Planning::Plan, scanned.valid_rows)?;
+    merge.cancelling(cancelling)?;
+    // The second pass finds the invalid rows again with the same checks as the first.
+    let index = CatalogIndex::new(products.to_vec());
+    let merging = std::time::Instant::now();
+    scan::read_again_in_parallel(scanned, &opts.input, &index, options, |row, spec| {
+        planning.take(&mut merge, row, spec)
+    })?;
+    tracing::info!(
+        "second pass: rows read and recorded: {:.2?}",
+        merging.elapsed()
+    );
+    planning.close(merge, &opts.input, |_, _| funds)
+}
+
+/// A batch new to the ledger, read once: its file is read, checked, merged and planned in
+/// one pass and one transaction that also creates the batch (`new`); `expected_rows` is the
+/// number of rows the file is thought to have (for `--items-per-order auto`). Returns `None`,
+/// with nothing recorded, as soon as a row has a problem, the file changes while it is read,
+/// or its number of rows gives another number of rows an order than `expected_rows` did: the
+/// caller reads the file in two passes, which say every problem; so it does as soon as a row
+/// may repeat what another batch of the ledger has, or the file is one another batch was made
+/// from (`earlier`): the two passes say which and what to do. Rows that may pay what another
+/// batch paid lately are noticed ([`Merged::noticed`]) and checked after the commit. `cells`, when given, is
+/// handed each row's cells on the reading thread. `first_drawn` is told of each currency whose
+/// balance the new rows draw on, the first time they do (its balance can be read meanwhile).
+/// `read_balances` is given what the pass found
+/// and the currencies its new rows draw on, with the merge still open; the pre-flight and the
+/// commit follow.
+#[allow(clippy::too_many_arguments)]
+pub fn plan_in_one_pass(
+    ledger: &mut Ledger,
+    new: &ledger::NewBatch<'_>,
+    earlier: &Earlier,
+    options: &ValidateOptions,
+    products: &[Product],
+    expected_rows: usize,
+    cells: Option<&mut dyn scan::OnValidRow>,
+    first_drawn: &dyn Fn(&str),
+    read_funds: impl FnOnce(&scan::Scan, Vec<String>, Vec<funds::ConvertedKind>) -> funds::Funds,
+    opts: &RunOptions,
+) -> Result<Option<(scan::Scan, Merged)>, OpError> {
+    /// Why the pass stopped before the end of the file.
+    enum OnePassStop {
+        Failed(OpError),
+        /// More rows than expected already give another number of rows an order, or a row
+        /// may repeat another batch's: the two passes go on.
+        TwoPasses,
+    }
+    let per = per_order(opts, expected_rows);
+    let mut planning = Planning::new(opts, new.name, products, per);
+    planning.first_drawn = Some(first_drawn);
+    let mut merge = ledger.merge_new(new, expected_rows)?;
+    let index = CatalogIndex::new(products.to_vec());
+    let merging = std::time::Instant::now();
+    let mut rows = 0usize;
+    let mut noticed = Noticed::default();
+    let read = scan::read_once_in_parallel(
+        &opts.input,
+        opts.delimiter,
+        &index,
+        options,
+        cells,
+        |row, spec| {
+            rows += 1;
+            // The rows an order takes never fall as the rows grow: past this, the pass
+            // cannot end with the number it started with.
+            if per_order(opts, rows) > per {
+                return Err(OnePassStop::TwoPasses);
+            }
+            // A row another batch may have is looked up (a 32-bit hash is only a candidate).
+            if let Some(s) = &spec
+                && earlier.may_repeat(&s.reference)
+            {
+                let repeat = earlier
+                    .repeat_of(&s.reference, s.line, |b| merge.earlier_row(b, &s.reference))
+                    .map_err(|e| OnePassStop::Failed(e.into()))?;
+                if repeat.is_some() {
+                    return Err(OnePassStop::TwoPasses);
+                }
+            }
+            if let Some(s) = &spec {
+                noticed.note(earlier, s);
+            }
+            planning
+                .take(&mut merge, row, spec)
+                .map_err(OnePassStop::Failed)
+        },
+    );
+    let read = match read {
+        Ok(read) => read,
+        Err(OnePassStop::TwoPasses) => None,
+        Err(OnePassStop::Failed(e)) => return Err(e),
+    };
+    tracing::info!(
+        "one pass: rows read, checked and recorded: {:.2?}",
+        merging.elapsed()
+    );
+    let Some(scanned) = read.filter(|s| {
+        per_order(opts, s.valid_rows) == per && earlier.files_like(&s.file_hash).is_empty()
+    }) else {
+        return Ok(None);
+    };
+    merge.record_input(&scanned.file_hash, &scanned.headers)?;
+    let mut merged = planning.close(merge, &opts.input, |drawn, kinds| {
+        read_funds(&scanned, drawn, kinds)
+    })?;
+    merged.noticed = noticed;
+    Ok(Some((scanned, merged)))
+}
+
+/// The rows of the file that changed after they were submitted: a submitted payout cannot be
+/// changed.
+fn changed_after_submission(report: &ledger::MergeReport) -> crate::input::rules::Problems {
+    report
+        .changed_after_submission
+        .iter()
+        .map(|(reference, line, state)| {
+            changed_after_submission_problem(reference, *line as u64, *state)
+        })
+        .collect()
+}
+
+/// The problem of row `reference` (at `line`) of the file, changed after it was submitted (it
+/// is `state` in the ledger): what `run` refuses and `validate` lists, in the same words.
+pub fn changed_after_submission_problem(
+    reference: &str,
+    line: u64,
+    state: ledger::RowState,
+) -> Problem {
+    let mut p = Problem::file(
+        line,
+        format!(
+            "row `{reference}` changed after it was submitted (it is {state}); a submitted payout cannot be changed"
+        ),
+    )
+    .with_value(reference)
+    .with_help("restore the row as it was, or give the new payout a new reference");
+    p.column_name = Some("reference".into());
+    p
+}
+
+/// The balance pre-flight of the rows about to be planned ([`funds::check`]): what each balance
+/// has and what the new rows need (the converted ones at what they were priced), or why
+/// nothing can be submitted. A balance that may be short for converted rows no one could price
+/// is said plainly, and does not stop the run.
+fn preflight(
+    need: &funds::Need,
+    funds: &mut funds::Funds,
+) -> Result<(Vec<String>, Vec<String>), OpError> {
+    let costs = funds
+        .prices
+        .costs(need.converted.iter().map(|(kind, rows)| (kind, *rows)));
+    let checks = funds::check(&need.from_balance, &costs, &mut funds.balances)?;
+    let mut lines: Vec<String> = Vec::new();
+    let mut warnings: Vec<String> = Vec::new();
+    for c in &checks {
+        let converted = &c.converted;
+        let mut line = format!(
+            "balance {}: {} available, {} needed",
+            c.currency, c.available, c.needed
+        );
+        if converted.rows > converted.unpriced_rows {
+            line.push_str(&format!(
+                " (of it, {} for {} rows converted from other currencies, {})",
+                converted.priced,
+                converted.rows - converted.unpriced_rows,
+                converted
+                    .priced_by
+                    .iter()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ));
+        }
+        lines.push(line);
+        if let Some(warning) = c.may_be_short() {
+            warnings.push(format!("the balance may be short: {warning}"));
+        }
+    }
+    let short: Vec<String> = checks
+        .iter()
+        .filter(|c| !c.enough)
+        .map(funds::BalanceCheck::short_words)
+        .collect();
+    if !short.is_empty() {
+        return Err(OpError::Refused {
+            message: format!(
+                "the balance is too low; nothing was submitted:\n  {}",
+                short.join("\n  ")
+            ),
+            help: "top up the account, or pay fewer rows (split the file), then run again".into(),
+        });
+    }
+    Ok((lines, warnings))
 }

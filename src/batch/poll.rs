@@ -15,9 +15,9 @@ use crate::failpoint;
 use crate::ledger::OrderState;
 
 use super::options::RunOptions;
-use super::outcome::{RunError, is_auth_error};
+use super::outcome::{OpError, is_auth_error};
 use super::progress::Phase;
-use super::stage::{Stage, ToPoll, record_terminal};
+use super::send_context::{SendContext, ToPoll, record_terminal};
 
 /// How long the newest order counts as young: the waits between looks grow as
 /// [`retry::POLLING_YOUNG`] until then (most orders finish within seconds: each is seen within
@@ -34,7 +34,7 @@ pub type Accepted = mpsc::UnboundedReceiver<ToPoll>;
 
 /// The orders being polled and when to look at them next.
 struct Poller<'s> {
-    stage: &'s Stage,
+    context: &'s SendContext,
     /// Service order id -> ledger order id.
     waiting: HashMap<String, i64>,
     /// Rounds in a row the order list did not show an order.
@@ -85,12 +85,12 @@ impl Poller<'_> {
 /// not show is asked for directly every other round. Returns why the run is incomplete, if it
 /// is.
 pub async fn poll_all(
-    stage: &Arc<Stage>,
+    context: &Arc<SendContext>,
     batch_id: i64,
     opts: &RunOptions,
     mut incoming: Option<Accepted>,
-) -> Result<Option<String>, RunError> {
-    let accepted = stage
+) -> Result<Option<String>, OpError> {
+    let accepted = context
         .ledger()
         .order_heads_in_state(batch_id, OrderState::Accepted)?;
     let waiting: HashMap<String, i64> = accepted
@@ -101,14 +101,14 @@ pub async fn poll_all(
         return Ok(None);
     }
     if !waiting.is_empty() {
-        stage.reporter.line(format!(
+        context.reporter.line(format!(
             "polling {} orders until they complete",
             waiting.len()
         ));
     }
     let mut poller = Poller {
-        stage,
-        phase: stage.reporter.phase(waiting.len() as u64, "poll"),
+        context,
+        phase: context.reporter.phase(waiting.len() as u64, "poll"),
         waiting,
         unseen_rounds: HashMap::new(),
         interval: retry::POLLING.first,
@@ -175,14 +175,14 @@ async fn take_incoming(rx: &mut Accepted, poller: &mut Poller<'_>) -> bool {
 
 /// One look at the waiting orders: the order list, then the full orders that are terminal (or
 /// that the list did not show for two rounds), each terminal one checked and recorded.
-async fn round(poller: &mut Poller<'_>) -> Result<(), RunError> {
-    let stage = poller.stage;
-    let (mut to_fetch, seen) = match list_statuses(&stage.client, &poller.waiting).await {
+async fn round(poller: &mut Poller<'_>) -> Result<(), OpError> {
+    let context = poller.context;
+    let (mut to_fetch, seen) = match list_statuses(&context.client, &poller.waiting).await {
         Ok(found) => found,
-        Err(e) if is_auth_error(&e) => return Err(RunError::Auth(e)),
+        Err(e) if is_auth_error(&e) => return Err(OpError::Auth(e)),
         Err(e) => {
             poller.slow_down(&e);
-            stage.reporter.warn(format!(
+            context.reporter.warn(format!(
                 "cannot read the order list ({e}); asking order by order"
             ));
             (Vec::new(), std::collections::HashSet::new())
@@ -200,7 +200,7 @@ async fn round(poller: &mut Poller<'_>) -> Result<(), RunError> {
             to_fetch.push(id.clone());
         }
     }
-    let client = &stage.client;
+    let client = &context.client;
     // Each full order is recorded as it comes, while the next ones are still being read.
     let mut fetched = futures::stream::iter(to_fetch.into_iter().map(|id| async move {
         let result: Result<OrderView, ApiError> = client.order(&id).await;
@@ -211,20 +211,20 @@ async fn round(poller: &mut Poller<'_>) -> Result<(), RunError> {
         let Some(&order_id) = poller.waiting.get(&id) else {
             continue;
         };
-        stage.ledger().count_poll(order_id)?;
+        context.ledger().count_poll(order_id)?;
         match result {
             Ok(OrderView::Done(full)) => {
-                record_terminal(stage, order_id, &full, 200)?;
+                record_terminal(context, order_id, &full, 200)?;
                 poller.waiting.remove(&id);
                 poller.unseen_rounds.remove(&id);
                 poller.phase.inc(1);
             }
             Ok(OrderView::Processing(_)) => {}
-            Err(e) if is_auth_error(&e) => return Err(RunError::Auth(e)),
+            Err(e) if is_auth_error(&e) => return Err(OpError::Auth(e)),
             Err(e) => {
                 poller.slow_down(&e);
                 if !e.is_transient() {
-                    stage
+                    context
                         .reporter
                         .warn(format!("order {id}: {e}; it will be asked again"));
                 }

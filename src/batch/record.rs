@@ -11,7 +11,7 @@ use crate::ledger::{
     StoredSpec, Transition,
 };
 
-use super::plan;
+use super::order_body;
 use super::verify;
 
 /// What the paying balance (or card) was charged for `item` (of a row priced in
@@ -227,7 +227,8 @@ fn items_as_sent(
             .map_err(|e| vec![format!("the order's batch cannot be read: {e}")])?
             .map(|b| b.name)
             .unwrap_or_default();
-        let payment = plan::payment_method(&record.payment_currency, record.card_id.as_deref());
+        let payment =
+            order_body::payment_method(&record.payment_currency, record.card_id.as_deref());
         let specs: Vec<Option<&str>> = rows.iter().map(|r| r.spec.as_deref()).collect();
         let named: Vec<(&str, i64)> = rows
             .iter()

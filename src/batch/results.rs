@@ -6,7 +6,7 @@ use std::path::Path;
 use crate::ledger::payouts::PayoutNote;
 use crate::ledger::{Ledger, LedgerError, OrderLabel, RowRecord, RowState, Specs};
 
-use super::outcome::RunError;
+use super::outcome::OpError;
 use super::output::{ResultLine, ResultWriter};
 
 /// Lines handed from the ledger's side to the writing thread at a time, at most.
@@ -89,14 +89,14 @@ impl Drop for InBackground {
 
 /// Writes the result file from the ledger: one line per row of the current input file, in
 /// input order, streamed from the ledger. The ledger is read on the calling thread while a
-/// thread of its own formats and writes the lines ([`InBackground`]).
+/// thread of its own formats and writes the lines (`InBackground`).
 pub fn write_result_file(
     ledger: &Ledger,
     batch_id: i64,
     headers: &[String],
     path: &Path,
-) -> Result<(), RunError> {
-    let io_error = |e: std::io::Error| RunError::Io {
+) -> Result<(), OpError> {
+    let io_error = |e: std::io::Error| OpError::Io {
         path: path.to_path_buf(),
         message: e.to_string(),
     };
@@ -106,7 +106,7 @@ pub fn write_result_file(
         if lines.push(result_line(r, order, note)) {
             Ok(())
         } else {
-            Err(RunError::Io {
+            Err(OpError::Io {
                 path: path.to_path_buf(),
                 message: "the result file could not be written".into(),
             })
@@ -164,9 +164,9 @@ fn result_line(r: RowRecord, order: Option<OrderLabel>, note: Option<PayoutNote>
 }
 
 /// The result file of a `--plan-only` run of a batch new to the ledger, written while its one
-/// pass reads the file ([`crate::input::scan::Cells`]): every row PLANNED and paid as its order
-/// will be (its card, or the balance of its payment currency), which is what the ledger holds
-/// once the plan is committed. Written by a thread of its own ([`InBackground`]); the file
+/// pass reads the file ([`crate::input::scan::OnValidRow`]): every row PLANNED and paid as its
+/// order will be (its card, or the balance of its payment currency), which is what the ledger holds
+/// once the plan is committed. Written by a thread of its own (`InBackground`); the file
 /// takes the place of the last one only through [`PlannedLines::finish`], once the plan is
 /// committed. Any failure here only means the file is written from the ledger instead.
 pub struct PlannedLines {
@@ -196,7 +196,7 @@ impl PlannedLines {
     }
 }
 
-impl crate::input::scan::Cells for PlannedLines {
+impl crate::input::scan::OnValidRow for PlannedLines {
     fn start(&mut self, headers: &[String]) {
         match ResultWriter::create(&self.path, headers) {
             Ok(out) => self.lines = Some(InBackground::start(out)),

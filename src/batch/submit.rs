@@ -15,10 +15,10 @@ use crate::ledger::{self, Ledger, LedgerError, OrderRecord, OrderState, Transiti
 
 use super::in_doubt;
 use super::options::RunOptions;
-use super::outcome::{RunError, is_auth_error};
+use super::outcome::{OpError, is_auth_error};
 use super::pace::{self, Pacer};
 use super::record;
-use super::stage::{Stage, holds, record_terminal};
+use super::send_context::{SendContext, record_terminal, service_stop};
 
 /// Intents read from the ledger at a time (a batch can hold a million).
 const INTENT_CHUNK: i64 = 4096;
@@ -27,8 +27,8 @@ const INTENT_CHUNK: i64 = 4096;
 pub fn each_intent(
     ledger: &Ledger,
     batch_id: i64,
-    mut visit: impl FnMut(ledger::IntentHead) -> Result<(), RunError>,
-) -> Result<(), RunError> {
+    mut visit: impl FnMut(ledger::IntentHead) -> Result<(), OpError>,
+) -> Result<(), OpError> {
     let mut after = 0;
     loop {
         let chunk = ledger.intent_heads(batch_id, after, INTENT_CHUNK)?;
@@ -47,7 +47,7 @@ pub fn count_intents(
     ledger: &Ledger,
     batch_id: i64,
     window: Duration,
-) -> Result<(usize, usize), RunError> {
+) -> Result<(usize, usize), OpError> {
     let (mut all, mut stale_ones) = (0, 0);
     each_intent(ledger, batch_id, |head| {
         all += 1;
@@ -61,7 +61,7 @@ pub fn count_intents(
 
 /// When this ledger's orders were sent within the service's rate window, as instants of this
 /// process: they count against the window of this run.
-pub fn recent_sends(ledger: &Ledger) -> Result<Vec<tokio::time::Instant>, RunError> {
+pub fn recent_sends(ledger: &Ledger) -> Result<Vec<tokio::time::Instant>, OpError> {
     let window = chrono::Duration::from_std(pace::WINDOW + Duration::from_secs(1))
         .unwrap_or_else(|_| chrono::Duration::seconds(61));
     let now = chrono::Utc::now();
@@ -88,15 +88,15 @@ enum Sent {
         kept: bool,
     },
     /// Not sent: the service stopped what it is paid by earlier in this run.
-    Held,
-    Stop(RunError),
+    Stopped,
+    Stop(OpError),
 }
 
 /// Rows named in a warning at most; the others are counted.
 const NAMED_ROWS: usize = 5;
 
 /// The rows of some orders, for a person: `order of row R-1`, `orders of rows and 3
-/// more (4 orders)`. `references` are the first rows (at most [`NAMED_ROWS`] are named), `rows`
+/// more (4 orders)`. `references` are the first rows (at most `NAMED_ROWS` are named), `rows`
 /// how many there are in all.
 pub fn orders_of_rows(references: &[String], rows: usize, orders: usize) -> String {
     let named: Vec<&str> = references
@@ -131,9 +131,9 @@ struct Unsent {
 }
 
 impl Unsent {
-    fn add(&mut self, stage: &Stage, order_id: i64) {
+    fn add(&mut self, context: &SendContext, order_id: i64) {
         self.orders += 1;
-        if let Ok(rows) = stage.ledger().rows_of_order(order_id) {
+        if let Ok(rows) = context.ledger().rows_of_order(order_id) {
             self.rows += rows.len();
             for row in rows {
                 if self.references.len() < NAMED_ROWS {
@@ -151,7 +151,7 @@ impl Unsent {
 
 /// What the sending of a batch keeps track of.
 struct Sending<'a> {
-    stage: &'a Arc<Stage>,
+    context: &'a Arc<SendContext>,
     batch_id: i64,
     opts: &'a RunOptions,
     limiter: Arc<Pacer>,
@@ -161,22 +161,22 @@ struct Sending<'a> {
     waiting: std::collections::VecDeque<i64>,
     after: i64,
     read_all: bool,
-    stop: Option<RunError>,
+    stop: Option<OpError>,
     /// Orders without a usable answer, per reason.
     gave_up: BTreeMap<String, Unsent>,
     /// In-doubt orders older than the in-doubt window: not re-sent before reconciling.
     stale: Unsent,
-    held_back: usize,
+    not_sent: usize,
 }
 
 impl Sending<'_> {
     /// Starts sends until `--concurrency` are in flight (none once the service has kept the
     /// run waiting too long, or the run must stop).
-    fn fill(&mut self) -> Result<(), RunError> {
+    fn fill(&mut self) -> Result<(), OpError> {
         let concurrency = self.opts.concurrency.max(1);
         let tries = self.opts.max_send_tries.max(1);
         while self.stop.is_none()
-            && !self.stage.patience.is_exhausted()
+            && !self.context.patience.is_exhausted()
             && self.tasks.len() < concurrency
         {
             if self.waiting.is_empty() && !self.read_all {
@@ -186,27 +186,27 @@ impl Sending<'_> {
             let Some(id) = self.waiting.pop_front() else {
                 break;
             };
-            let stage = self.stage.clone();
+            let context = self.context.clone();
             let limiter = self.limiter.clone();
             self.tasks.spawn(async move {
-                let order = match stage.ledger().order(id) {
+                let order = match context.ledger().order(id) {
                     Ok(Some(order)) => order,
                     Ok(None) => {
                         let e =
                             LedgerError::Corrupt(format!("order {id} vanished from the ledger"));
-                        return (id, Sent::Stop(RunError::Ledger(e)));
+                        return (id, Sent::Stop(OpError::Ledger(e)));
                     }
                     Err(e) => return (id, Sent::Stop(e.into())),
                 };
-                (id, submit_one(&stage, &limiter, order, tries).await)
+                (id, submit_one(&context, &limiter, order, tries).await)
             });
         }
         Ok(())
     }
 
-    fn read_chunk(&mut self) -> Result<(), RunError> {
+    fn read_chunk(&mut self) -> Result<(), OpError> {
         let chunk = self
-            .stage
+            .context
             .ledger()
             .intent_heads(self.batch_id, self.after, INTENT_CHUNK)?;
         self.read_all = chunk.is_empty();
@@ -214,7 +214,7 @@ impl Sending<'_> {
             self.after = head.id;
             let window = self.opts.in_doubt_window;
             if in_doubt::too_long(head.sends, head.first_sent_at.as_deref(), window) {
-                self.stale.add(self.stage, head.id);
+                self.stale.add(self.context, head.id);
             } else {
                 self.waiting.push_back(head.id);
             }
@@ -226,17 +226,17 @@ impl Sending<'_> {
     fn joined(
         &mut self,
         joined: Result<(i64, Sent), tokio::task::JoinError>,
-    ) -> Result<(), RunError> {
+    ) -> Result<(), OpError> {
         match joined {
             Ok((_, Sent::Recorded)) => {}
-            Ok((_, Sent::Held)) => self.held_back += 1,
+            Ok((_, Sent::Stopped)) => self.not_sent += 1,
             Ok((id, Sent::GaveUp { why, detail, kept })) => {
                 let unsent = self.gave_up.entry(why).or_default();
                 unsent.kept |= kept;
                 if unsent.detail.is_empty() {
                     unsent.detail = detail;
                 }
-                unsent.add(self.stage, id);
+                unsent.add(self.context, id);
             }
             Ok((_, Sent::Stop(e))) => {
                 if self.stop.is_none() {
@@ -246,7 +246,7 @@ impl Sending<'_> {
             }
             Err(e) if e.is_cancelled() => {}
             Err(e) => {
-                return Err(RunError::Refused {
+                return Err(OpError::Refused {
                     message: format!("a submission task failed: {e}"),
                     help: String::new(),
                 });
@@ -257,7 +257,7 @@ impl Sending<'_> {
 
     /// One warning per reason the run could not finish sending some orders.
     fn warn_unsent(&self) {
-        let reporter = &self.stage.reporter;
+        let reporter = &self.context.reporter;
         if self.stale.orders > 0 {
             reporter.warn(format!(
                 "{} sent longer ago than the in-doubt window without an answer recorded: not re-sent blindly; run `paybatch reconcile --batch {}`",
@@ -288,29 +288,29 @@ impl Sending<'_> {
 }
 
 /// Sends every intent of the batch. Returns why the run is incomplete when the service kept it
-/// waiting past its patience ([`Patience`]): the orders not sent stay intents for the next run.
+/// waiting past its patience ([`super::send_context::Patience`]): the orders not sent stay intents for the next run.
 pub async fn submit_all(
-    stage: &Arc<Stage>,
+    context: &Arc<SendContext>,
     batch_id: i64,
     opts: &RunOptions,
-) -> Result<Option<String>, RunError> {
-    let (intents, stale_ones) = count_intents(&stage.ledger(), batch_id, opts.in_doubt_window)?;
+) -> Result<Option<String>, OpError> {
+    let (intents, stale_ones) = count_intents(&context.ledger(), batch_id, opts.in_doubt_window)?;
     if intents == 0 {
         return Ok(None);
     }
-    let earlier = recent_sends(&stage.ledger())?;
+    let earlier = recent_sends(&context.ledger())?;
     if !earlier.is_empty() {
-        stage.reporter.line(format!(
+        context.reporter.line(format!(
             "{} orders sent from this ledger in the last minute count against the service's limit of {} a minute",
             earlier.len(),
             opts.order_rate
         ));
     }
     let count = intents - stale_ones;
-    let phase = stage.reporter.phase(count as u64, "submit");
-    stage.reporter.line(format!("submitting {count} orders"));
+    let phase = context.reporter.phase(count as u64, "submit");
+    context.reporter.line(format!("submitting {count} orders"));
     let mut sending = Sending {
-        stage,
+        context,
         batch_id,
         opts,
         limiter: Arc::new(Pacer::new(opts.order_rate, &earlier)),
@@ -321,7 +321,7 @@ pub async fn submit_all(
         stop: None,
         gave_up: BTreeMap::new(),
         stale: Unsent::default(),
-        held_back: 0,
+        not_sent: 0,
     };
     loop {
         sending.fill()?;
@@ -337,18 +337,18 @@ pub async fn submit_all(
     }
     sending.warn_unsent();
     let gave_up: usize = sending.gave_up.values().map(|u| u.orders).sum();
-    if stage.patience.is_exhausted() {
+    if context.patience.is_exhausted() {
         return Ok(Some(format!(
             "the service kept asking to wait (429, server errors, no answer) for longer than --poll-timeout {}s without an answer recorded; {gave_up} orders were sent without an answer, the others not yet",
             opts.poll_timeout.as_secs()
         )));
     }
-    let held_back = sending.held_back;
-    stage.reporter.line(format!(
+    let not_sent = sending.not_sent;
+    context.reporter.line(format!(
         "submitted: {} orders answered, {gave_up} without an answer yet{}",
-        count - gave_up - held_back,
-        if held_back > 0 {
-            format!(", {held_back} not sent (see below)")
+        count - gave_up - not_sent,
+        if not_sent > 0 {
+            format!(", {not_sent} not sent (see below)")
         } else {
             String::new()
         }
@@ -358,29 +358,34 @@ pub async fn submit_all(
 
 /// Sends one order (its recorded key and bytes) until the service answers it, refuses it, or
 /// the tries or the run's patience run out.
-async fn submit_one(stage: &Stage, limiter: &Pacer, order: OrderRecord, tries: u32) -> Sent {
+async fn submit_one(
+    context: &SendContext,
+    limiter: &Pacer,
+    order: OrderRecord,
+    tries: u32,
+) -> Sent {
     let mode = order.mode.execution();
     let mut last = String::new();
     let mut server_error = false;
     for attempt in 0..tries {
         limiter.ready().await;
-        if stage.is_held(&order) {
-            return Sent::Held;
+        if context.is_stopped(&order) {
+            return Sent::Stopped;
         }
-        if let Err(e) = stage.ledger().mark_sending(order.id) {
+        if let Err(e) = context.ledger().mark_sending(order.id) {
             return Sent::Stop(e.into());
         }
         failpoint::hit("after_mark_sending");
-        let result = stage
+        let result = context
             .client
             .create_order(&order.idempotency_key, &order.body, mode)
             .await;
         failpoint::hit("after_send");
         match result {
             Ok(outcome) => {
-                let recorded = record_created(stage, &order, outcome);
+                let recorded = record_created(context, &order, outcome);
                 failpoint::hit("after_record");
-                return answered(stage, recorded);
+                return answered(context, recorded);
             }
             Err(e) if e.is_transient() => {
                 last = format!("{}: {}", e.kind(), e.message());
@@ -389,11 +394,12 @@ async fn submit_one(stage: &Stage, limiter: &Pacer, order: OrderRecord, tries: u
                     attempt,
                     last_try: attempt + 1 >= tries,
                 };
-                if let Some(sent) = wait_to_resend(stage, limiter, &order, &e, pause, &last).await {
+                if let Some(sent) = wait_to_resend(context, limiter, &order, &e, pause, &last).await
+                {
                     return sent;
                 }
             }
-            Err(e) => return refused(stage, &order, e),
+            Err(e) => return refused(context, &order, e),
         }
     }
     Sent::GaveUp {
@@ -404,10 +410,10 @@ async fn submit_one(stage: &Stage, limiter: &Pacer, order: OrderRecord, tries: u
 }
 
 /// An answer recorded (or the ledger failing to record it).
-fn answered(stage: &Stage, recorded: Result<(), RunError>) -> Sent {
+fn answered(context: &SendContext, recorded: Result<(), OpError>) -> Sent {
     match recorded {
         Ok(()) => {
-            stage.patience.progress();
+            context.patience.progress();
             Sent::Recorded
         }
         Err(e) => Sent::Stop(e),
@@ -426,16 +432,17 @@ struct Pause {
 /// [`retry::SENDS`]).
 /// Returns what the order came to when it must not be tried again in this run.
 async fn wait_to_resend(
-    stage: &Stage,
+    context: &SendContext,
     limiter: &Pacer,
     order: &OrderRecord,
     e: &ApiError,
     pause: Pause,
     last: &str,
 ) -> Option<Sent> {
-    if let Err(le) = stage
-        .ledger()
-        .record_send_error(order.id, e.status(), e.kind(), &e.message())
+    if let Err(le) =
+        context
+            .ledger()
+            .record_send_error(order.id, e.status(), e.kind(), &e.message())
     {
         return Some(Sent::Stop(le.into()));
     }
@@ -446,11 +453,11 @@ async fn wait_to_resend(
     } else {
         Duration::ZERO
     });
-    if !stage.patience.allows(longest) {
+    if !context.patience.allows(longest) {
         return Some(Sent::GaveUp {
             why: format!(
                 ": the service asks to wait longer than the run waits without an answer (--poll-timeout {}s)",
-                stage.patience.timeout.as_secs()
+                context.patience.timeout.as_secs()
             ),
             detail: format!("{}s more, {last}", longest.as_secs()),
             kept: false,
@@ -468,14 +475,14 @@ async fn wait_to_resend(
 /// The service refused the order for good: a refused key stops the run; another body under
 /// the key needs a person; any other refusal rejects the order's rows with the service's reason
 /// (and a balance too low or the account's spending limit holds back what it covers).
-fn refused(stage: &Stage, order: &OrderRecord, e: ApiError) -> Sent {
+fn refused(context: &SendContext, order: &OrderRecord, e: ApiError) -> Sent {
     if is_auth_error(&e) {
-        return Sent::Stop(RunError::Auth(e));
+        return Sent::Stop(OpError::Auth(e));
     }
     if e.kind() == "idempotency_validation_error" {
         // The service holds another body under this key: whatever it created must be looked
         // at by a person; marking the rows REJECTED could lead to paying twice.
-        return Sent::Stop(RunError::Conflict {
+        return Sent::Stop(OpError::Conflict {
             message: format!(
                 "the service holds a different request under idempotency key {} (order {} of the ledger): {}",
                 order.idempotency_key,
@@ -491,11 +498,11 @@ fn refused(stage: &Stage, order: &OrderRecord, e: ApiError) -> Sent {
             "; the service no longer lists card payments (its published API takes ACCOUNT_BALANCE only): pay these rows from a balance (drop --card-id or the card_id cell), then `paybatch retry`",
         );
     }
-    if let Some(what) = holds(&e, order) {
-        stage.hold(what, format!("{}: {}", e.kind(), e.message()));
+    if let Some(what) = service_stop(&e, order) {
+        context.stop(what, format!("{}: {}", e.kind(), e.message()));
     }
     let cause = format!("service refused the order: {}", e.kind());
-    let recorded = stage.ledger().transition_order(
+    let recorded = context.ledger().transition_order(
         order.id,
         Transition {
             http_status: e.status(),
@@ -503,14 +510,14 @@ fn refused(stage: &Stage, order: &OrderRecord, e: ApiError) -> Sent {
             ..Transition::to(OrderState::Rejected, &cause)
         },
     );
-    answered(stage, recorded.map_err(RunError::from))
+    answered(context, recorded.map_err(OpError::from))
 }
 
 fn record_created(
-    stage: &Stage,
+    context: &SendContext,
     order: &OrderRecord,
     outcome: CreateOutcome,
-) -> Result<(), RunError> {
+) -> Result<(), OpError> {
     match outcome {
         CreateOutcome::Accepted(a) => {
             let response = serde_json::to_string(&a).ok();
@@ -519,13 +526,13 @@ fn record_created(
                 response: response.as_deref(),
                 keep_response: true,
             };
-            accept(stage, order, &a.id, answer)
+            accept(context, order, &a.id, answer)
         }
         // A sync answer is COMPLETED in the published contract; one that says FAILED is read
         // again (`GET /order/{id}`) before its rows are marked FAILED, for `retry` would pay
         // them again under a new key.
         CreateOutcome::Order(full) if full.status == OrderStatus::Completed => {
-            record_terminal(stage, order.id, &full, 200)
+            record_terminal(context, order.id, &full, 200)
         }
         CreateOutcome::Order(full) => {
             let response = serde_json::to_string(&full).ok();
@@ -534,7 +541,7 @@ fn record_created(
                 response: response.as_deref(),
                 keep_response: false,
             };
-            accept(stage, order, &full.id, answer)
+            accept(context, order, &full.id, answer)
         }
     }
 }
@@ -551,12 +558,12 @@ struct Answer<'a> {
 /// Records the order the service accepted as `service_id` (a MISMATCH when that id is already
 /// another intent's) and hands it to the polling.
 fn accept(
-    stage: &Stage,
+    context: &SendContext,
     order: &OrderRecord,
     service_id: &str,
     answer: Answer<'_>,
-) -> Result<(), RunError> {
-    let mut ledger = stage.ledger();
+) -> Result<(), OpError> {
+    let mut ledger = context.ledger();
     if let Some(why) = record::id_of_another_order(&ledger, order.id, service_id)? {
         record::record_mismatch(
             &mut ledger,
@@ -578,7 +585,7 @@ fn accept(
         },
     )?;
     drop(ledger);
-    stage.tell_accepted(service_id, order.id);
+    context.tell_accepted(service_id, order.id);
     Ok(())
 }
 

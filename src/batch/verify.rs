@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use rust_decimal::Decimal;
 
-use super::plan;
+use super::order_body;
 use crate::api::decimal::parse_decimal_text;
 use crate::api::models::{
     DistributionMethod, NewOrder, NewOrderItem, Order, OrderItem, OrderStatus, PaymentMethod,
@@ -87,8 +87,8 @@ pub fn body_of_rows(
     let order = NewOrder {
         payment_method: payment,
         items,
-        description: Some(plan::description(owner.key, owner.batch, &references)),
-        metadata: Some(plan::metadata(owner.batch, owner.rows)),
+        description: Some(order_body::description(owner.key, owner.batch, &references)),
+        metadata: Some(order_body::metadata(owner.batch, owner.rows)),
     };
     serde_json::to_vec(&order).map_err(|e| e.to_string())
 }
@@ -404,16 +404,16 @@ fn item_differences(
 /// What a finished order's `description` and `metadata` say of whose order it is, against
 /// the ones sent: whether either names it as sent, and how they name another order. Only what
 /// the answer carries is compared: a service may leave either out, and a description is cut at
-/// [`plan::MAX_DESCRIPTION`] characters.
+/// [`order_body::MAX_DESCRIPTION`] characters.
 fn ownership(sent: &NewOrder, answer: &Order) -> (bool, Vec<String>) {
     // A description names the order when it holds at least its key or its batch.
     let by_description = sent.description.as_deref().and_then(|sent| {
         fn key_of(d: &str) -> Option<&str> {
-            plan::read_description(d).and_then(|p| p.key)
+            order_body::read_description(d).and_then(|p| p.key)
         }
         let answered = answer.description.as_deref().filter(|d| {
             !d.trim().is_empty()
-                && plan::read_description(d).is_none_or(|p| p.key.is_some() || p.batch.is_some())
+                && order_body::read_description(d).is_none_or(|p| p.key.is_some() || p.batch.is_some())
                 // What is left of ours names the order only while it holds our whole key.
                 && (*d == sent || !sent.starts_with(d) || key_of(d).is_some_and(|k| Some(k) == key_of(sent)))
         })?;
@@ -444,12 +444,12 @@ fn description_differences(sent: &str, answered: &str) -> Vec<String> {
     if sent.starts_with(answered) {
         return Vec::new();
     }
-    let Some(a) = plan::read_description(answered) else {
+    let Some(a) = order_body::read_description(answered) else {
         return vec![format!(
             "its description {answered:?} is not paybatch's: another order's"
         )];
     };
-    let Some(s) = plan::read_description(sent) else {
+    let Some(s) = order_body::read_description(sent) else {
         return Vec::new();
     };
     if let (Some(ka), Some(ks)) = (a.key, s.key)
@@ -499,10 +499,10 @@ fn metadata_differences(
     sent: &BTreeMap<String, String>,
     answered: &BTreeMap<String, String>,
 ) -> Vec<String> {
-    let Some(batch) = plan::batch_in_metadata(answered) else {
+    let Some(batch) = order_body::batch_in_metadata(answered) else {
         return vec!["its metadata names no paybatch batch: another order's".into()];
     };
-    if let Some(sent_batch) = plan::batch_in_metadata(sent)
+    if let Some(sent_batch) = order_body::batch_in_metadata(sent)
         && batch != sent_batch
     {
         return vec![format!(
@@ -510,8 +510,8 @@ fn metadata_differences(
         )];
     }
     // Only what the answer holds: metadata without the row pieces names no rows.
-    let rows = plan::references_in_metadata(answered);
-    let sent_rows = plan::references_in_metadata(sent);
+    let rows = order_body::references_in_metadata(answered);
+    let sent_rows = order_body::references_in_metadata(sent);
     if !rows.is_empty() && rows != sent_rows {
         return vec![format!(
             "its metadata names rows {}, sent {}: another order's",
@@ -519,7 +519,7 @@ fn metadata_differences(
             shown_references(&sent_rows)
         )];
     }
-    let attempts = |m| plan::attempts_in_metadata(m, sent_rows.len());
+    let attempts = |m| order_body::attempts_in_metadata(m, sent_rows.len());
     let answered_attempts = answered.get("paybatch_attempts");
     if answered_attempts.is_some() && attempts(answered) != attempts(sent) {
         return vec![format!(
@@ -975,17 +975,17 @@ mod tests {
     /// metadata.
     fn named_body() -> Vec<u8> {
         let mut sent: NewOrder = serde_json::from_str(BODY).expect("a body");
-        sent.description = Some(plan::description(KEY, "nov", &["A", "B"]));
-        sent.metadata = Some(plan::metadata("nov", &[("A", 1), ("B", 1)]));
+        sent.description = Some(order_body::description(KEY, "nov", &["A", "B"]));
+        sent.metadata = Some(order_body::metadata("nov", &[("A", 1), ("B", 1)]));
         serde_json::to_vec(&sent).expect("a body")
     }
 
     /// The answer naming the order as `named_body` sent it, changed by `change`.
     fn named_answer(change: impl FnOnce(&mut serde_json::Value)) -> Result<Verified, Vec<String>> {
         let mut a = answer();
-        a["description"] = plan::description(KEY, "nov", &["A", "B"]).into();
-        a["metadata"] =
-            serde_json::to_value(plan::metadata("nov", &[("A", 1), ("B", 1)])).expect("metadata");
+        a["description"] = order_body::description(KEY, "nov", &["A", "B"]).into();
+        a["metadata"] = serde_json::to_value(order_body::metadata("nov", &[("A", 1), ("B", 1)]))
+            .expect("metadata");
         a["transaction_detail"] = serde_json::json!({"USD": {"value": "34.79", "fx": null}});
         change(&mut a);
         let order: Order = serde_json::from_value(a).expect("an order");
@@ -1044,11 +1044,12 @@ mod tests {
             batch: "nov",
             rows: &[("A", 1), ("B", 1)],
         };
-        let body = body_of_rows(plan::payment_method("USD", None), &specs, &owner).expect("a body");
+        let body =
+            body_of_rows(order_body::payment_method("USD", None), &specs, &owner).expect("a body");
         let mut a = answer();
-        a["description"] = plan::description(KEY, "nov", &["A", "B"]).into();
-        a["metadata"] =
-            serde_json::to_value(plan::metadata("nov", &[("A", 1), ("B", 1)])).expect("metadata");
+        a["description"] = order_body::description(KEY, "nov", &["A", "B"]).into();
+        a["metadata"] = serde_json::to_value(order_body::metadata("nov", &[("A", 1), ("B", 1)]))
+            .expect("metadata");
         let order: Order = serde_json::from_value(a.clone()).expect("an order");
         assert_eq!(check(&body, &rows(), &order).map(|v| v.confirmed), Ok(true));
         a["description"] = "paybatch batch=nov rows=A (+1 more)".into();
@@ -1068,13 +1069,14 @@ mod tests {
         let other = format!("{long}-2");
         let rows_sent: &[(&str, i64)] = &[("A", 2), ("B", 2)];
         let mut sent: NewOrder = serde_json::from_str(BODY).expect("a body");
-        sent.description = Some(plan::description(KEY, &long, &["A", "B"]));
-        sent.metadata = Some(plan::metadata(&long, rows_sent));
+        sent.description = Some(order_body::description(KEY, &long, &["A", "B"]));
+        sent.metadata = Some(order_body::metadata(&long, rows_sent));
         let body = serde_json::to_vec(&sent).expect("a body");
         let answered = |batch: &str, named: &[(&str, i64)]| {
             let mut a = answer();
-            a["description"] = plan::description(KEY, batch, &["A", "B"]).into();
-            a["metadata"] = serde_json::to_value(plan::metadata(batch, named)).expect("metadata");
+            a["description"] = order_body::description(KEY, batch, &["A", "B"]).into();
+            a["metadata"] =
+                serde_json::to_value(order_body::metadata(batch, named)).expect("metadata");
             let order: Order = serde_json::from_value(a).expect("an order");
             check(&body, &rows(), &order)
         };
@@ -1101,12 +1103,12 @@ mod tests {
     #[test]
     fn an_order_named_as_another_is_a_mismatch() {
         type Change = Box<dyn FnOnce(&mut serde_json::Value)>;
-        let other_rows = plan::metadata("nov", &[("A", 1), ("C", 1)]);
+        let other_rows = order_body::metadata("nov", &[("A", 1), ("C", 1)]);
         let cases: Vec<(&str, Change)> = vec![
             (
                 "its description names idempotency key 7c1d2e3f",
                 Box::new(|a| {
-                    a["description"] = plan::description(OTHER_KEY, "nov", &["A", "B"]).into()
+                    a["description"] = order_body::description(OTHER_KEY, "nov", &["A", "B"]).into()
                 }),
             ),
             (

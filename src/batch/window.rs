@@ -17,7 +17,7 @@ use crate::api::client::{PageQuery, read_retrying_until};
 use crate::api::models::{OrderStatus, OrderSummary};
 use crate::api::{ApiError, Client};
 
-use super::plan::{self, BatchNaming};
+use super::order_body::{self, BatchNaming};
 
 /// Pages of the list read at most: 400 pages of [`PAGE_SIZE`], 200,000 orders. A window that
 /// holds more is read as far as that and marked incomplete ([`ServiceWindow::complete`]).
@@ -100,7 +100,7 @@ impl ListedOrder {
                 description: None,
             });
         };
-        let parts = plan::read_description(&description)?;
+        let parts = order_body::read_description(&description)?;
         Some(ListedOrder {
             id: entry.id,
             status: entry.status,
@@ -123,7 +123,7 @@ impl ListedOrder {
     /// Whether its description names `batch` (or, cut inside the name, may name it).
     pub fn naming(&self, batch: &str) -> BatchNaming {
         match &self.description {
-            Some(d) => plan::batch_named_by(d, batch),
+            Some(d) => order_body::batch_named_by(d, batch),
             None => BatchNaming::Other,
         }
     }
@@ -364,7 +364,7 @@ mod tests {
         let one = listed(finished(
             "O-1",
             3,
-            Some(&plan::description(KEY, "nov", &["EMP-1"])),
+            Some(&order_body::description(KEY, "nov", &["EMP-1"])),
         ));
         assert_eq!(one.key.as_deref(), Some(KEY));
         assert_eq!(one.batch.as_deref(), Some("nov"));
@@ -375,7 +375,11 @@ mod tests {
         let many = listed(finished(
             "O-2",
             3,
-            Some(&plan::description(KEY, "nov 2026", &["A 1", "B", "C"])),
+            Some(&order_body::description(
+                KEY,
+                "nov 2026",
+                &["A 1", "B", "C"],
+            )),
         ));
         assert_eq!(many.batch.as_deref(), Some("nov 2026"));
         assert_eq!(many.first_reference.as_deref(), Some("A 1"));
@@ -390,7 +394,7 @@ mod tests {
         let odd = listed(finished(
             "O-4",
             3,
-            Some(&plan::description(KEY, "a row=b", &["R"])),
+            Some(&order_body::description(KEY, "a row=b", &["R"])),
         ));
         assert_eq!(odd.batch.as_deref(), Some("a row=b"));
         assert_eq!(odd.first_reference.as_deref(), Some("R"));
@@ -400,7 +404,7 @@ mod tests {
     fn cut_descriptions_say_what_they_may_have_lost() {
         // Cut inside the first reference of one row.
         let reference = "R".repeat(100);
-        let d = plan::description(KEY, "nov", &[&reference]);
+        let d = order_body::description(KEY, "nov", &[&reference]);
         let o = listed(finished("O-1", 3, Some(&d)));
         assert!(o.description_cut && o.first_reference_cut);
         assert_eq!(
@@ -409,14 +413,14 @@ mod tests {
         );
         // Cut inside `(+N more)`: the first reference is whole.
         let first = "F".repeat(60);
-        let d = plan::description(KEY, "nov", &[&first, "x", "y"]);
+        let d = order_body::description(KEY, "nov", &[&first, "x", "y"]);
         assert_eq!(d.chars().count(), 128);
         let o = listed(finished("O-2", 3, Some(&d)));
         assert!(o.description_cut && !o.first_reference_cut);
         assert_eq!(o.first_reference.as_deref(), Some(first.as_str()));
         // Cut inside the batch name: no reference at all.
         let long = "b".repeat(200);
-        let d = plan::description(KEY, &long, &["EMP-1"]);
+        let d = order_body::description(KEY, &long, &["EMP-1"]);
         let o = listed(finished("O-3", 3, Some(&d)));
         assert!(o.first_reference_cut);
         assert_eq!(o.first_reference, None);
@@ -439,7 +443,7 @@ mod tests {
         assert_eq!(p.naming("nov"), BatchNaming::Other);
         // A processing entry that shows its description (the older list) is read as any.
         let mut shown = processing("O-5");
-        shown.description = Some(plan::description(KEY, "nov", &["EMP-1"]));
+        shown.description = Some(order_body::description(KEY, "nov", &["EMP-1"]));
         let shown = listed(shown);
         assert!(!shown.is_unnamed());
         assert_eq!(shown.naming("nov"), BatchNaming::Names);
@@ -464,26 +468,42 @@ mod tests {
         let w = window(vec![
             processing("O-P1"),
             processing("O-P2"),
-            finished("O-9", 9, Some(&plan::description(KEY, "nov", &["EMP-1"]))),
+            finished(
+                "O-9",
+                9,
+                Some(&order_body::description(KEY, "nov", &["EMP-1"])),
+            ),
             finished(
                 "O-8",
                 8,
-                Some(&plan::description(KEY2, "nov", &["EMP-2", "EMP-3"])),
+                Some(&order_body::description(KEY2, "nov", &["EMP-2", "EMP-3"])),
             ),
             finished("O-7", 7, Some("paybatch batch=nov row=EMP-4")),
-            finished("O-6", 6, Some(&plan::description(KEY, &long, &["EMP-5"]))),
-            finished("O-5", 5, Some(&plan::description(KEY, "dec", &["EMP-6"]))),
+            finished(
+                "O-6",
+                6,
+                Some(&order_body::description(KEY, &long, &["EMP-5"])),
+            ),
+            finished(
+                "O-5",
+                5,
+                Some(&order_body::description(KEY, "dec", &["EMP-6"])),
+            ),
             finished(
                 "O-4",
                 4,
-                Some(&plan::description(KEY, "dec", &["OTHER", "EMP-7"])),
+                Some(&order_body::description(KEY, "dec", &["OTHER", "EMP-7"])),
             ),
-            finished("O-3", 3, Some(&plan::description(KEY, "nov-2", &["EMP-8"]))),
+            finished(
+                "O-3",
+                3,
+                Some(&order_body::description(KEY, "nov-2", &["EMP-8"])),
+            ),
             finished("O-2", 2, Some("Team lunch EMP-1")),
             finished(
                 "O-1",
                 1,
-                Some(&plan::description(KEY, &"d".repeat(80), &["EMP-9"])),
+                Some(&order_body::description(KEY, &"d".repeat(80), &["EMP-9"])),
             ),
         ]);
         let file = |r: &str| r.starts_with("EMP-");
@@ -524,7 +544,7 @@ mod tests {
                 finished(
                     &format!("O-{day}"),
                     day,
-                    Some(&plan::description(KEY, "nov", &[&r])),
+                    Some(&order_body::description(KEY, "nov", &[&r])),
                 )
             })
             .collect();

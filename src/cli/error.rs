@@ -2,7 +2,7 @@
 //! process exits. Commands return it (`?` turns the operations' errors into one); `main` prints
 //! it once, `error: ...` then `help: ...`, and exits with its code.
 
-use crate::batch::outcome::{Failure, RunError};
+use crate::batch::outcome::{Failure, OpError};
 use crate::environment::UsageError;
 use crate::exit::Exit;
 use crate::input::problem::Problems;
@@ -113,10 +113,10 @@ impl From<StatusError> for CliError {
     }
 }
 
-impl From<RunError> for CliError {
-    fn from(e: RunError) -> Self {
+impl From<OpError> for CliError {
+    fn from(e: OpError) -> Self {
         let mut error = CliError::new(exit_of(e.failure()), e.to_string(), e.help().as_deref());
-        if let RunError::Invalid { problems, .. } = e {
+        if let OpError::Invalid { problems, .. } = e {
             error.problems = Some(Box::new(problems));
         }
         error
@@ -149,7 +149,7 @@ mod tests {
                 Some("use --env sim")
             )
         );
-        let e = CliError::from(RunError::Refused {
+        let e = CliError::from(OpError::Refused {
             message: "the file changed".into(),
             help: "validate again".into(),
         });

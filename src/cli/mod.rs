@@ -3,7 +3,7 @@
 //! did its work (a run with failed rows did), a [`CliError`] when it could not; `main` prints
 //! the error once.
 //!
-//! Every line printed goes through [`crate::text`]: [`outln!`] and [`errln!`] for a line on
+//! Every line printed goes through [`crate::text`]: `outln!` and `errln!` for a line on
 //! stdout or stderr (its control characters escaped: a batch name, a cell, an order id or a
 //! product name from the service cannot drive the terminal; and what is or looks like an API
 //! key hidden: a cell or a reference can hold one), [`print_error`] and [`print_problem`] for
@@ -94,7 +94,7 @@ pub mod history;
 pub mod man;
 pub mod payouts;
 pub mod ping;
-pub mod plan;
+pub mod plan_args;
 pub mod progress;
 pub mod reconcile;
 pub mod report;

@@ -238,43 +238,49 @@ fn print_summary(s: &PayoutSummary, to_stderr: bool, all: bool) {
             &format!("  reissued after their link expired: {} rows", s.reissued),
         );
     }
-    if s.expiring > 0 {
-        let named = s
-            .expiring_rows
-            .iter()
-            .take(NAMED)
-            .map(|e| format!("{} ({})", e.reference, e.expires_at))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let more = s.expiring.saturating_sub(NAMED);
-        let more = if more > 0 {
-            format!(" and {more} more")
-        } else {
-            String::new()
-        };
-        say(
-            to_stderr,
-            &format!(
-                "  expiring within {} days: {} links: {named}{more}",
-                s.expiring_within_days, s.expiring
-            ),
-        );
-        if !all {
-            say(
-                to_stderr,
-                &format!(
-                    "  the list to remind them: paybatch payouts --batch {} --list expiring --out expiring.csv",
-                    shell_word(&s.batch)
-                ),
-            );
-        }
-    }
+    print_expiring(s, to_stderr, all);
     for n in &s.not_read {
         say(
             to_stderr,
             &format!(
                 "  order {}: {}; its links keep their last known status",
                 n.order_id, n.reason
+            ),
+        );
+    }
+}
+
+/// The links expiring soon, named up to a few, and how to list them all.
+fn print_expiring(s: &PayoutSummary, to_stderr: bool, all: bool) {
+    if s.expiring == 0 {
+        return;
+    }
+    let named = s
+        .expiring_rows
+        .iter()
+        .take(NAMED)
+        .map(|e| format!("{} ({})", e.reference, e.expires_at))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let more = s.expiring.saturating_sub(NAMED);
+    let more = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    say(
+        to_stderr,
+        &format!(
+            "  expiring within {} days: {} links: {named}{more}",
+            s.expiring_within_days, s.expiring
+        ),
+    );
+    if !all {
+        say(
+            to_stderr,
+            &format!(
+                "  the list to remind them: paybatch payouts --batch {} --list expiring --out expiring.csv",
+                shell_word(&s.batch)
             ),
         );
     }
@@ -401,7 +407,7 @@ enum ListError {
     #[error("{0}")]
     Csv(#[from] csv::Error),
     #[error("{0}")]
-    Run(#[from] crate::batch::outcome::RunError),
+    Run(#[from] crate::batch::outcome::OpError),
 }
 
 impl From<crate::ledger::LedgerError> for ListError {

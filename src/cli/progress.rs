@@ -29,8 +29,8 @@ struct State {
     quiet: bool,
     /// Bars are drawn (stderr is a terminal that can draw them, and not quiet).
     bars: Option<MultiProgress>,
-    /// Warnings held back when quiet (see [`Console::take_held`]).
-    held: Vec<String>,
+    /// Warnings held back when quiet (see [`Console::take_held_back`]).
+    held_back: Vec<String>,
     phases: BTreeMap<&'static str, Running>,
 }
 
@@ -50,7 +50,7 @@ impl Console {
             state: Arc::new(Mutex::new(State {
                 quiet,
                 bars,
-                held: Vec::new(),
+                held_back: Vec::new(),
                 phases: BTreeMap::new(),
             })),
         };
@@ -66,8 +66,8 @@ impl Console {
     }
 
     /// The warnings held back so far (none unless quiet), oldest first.
-    pub fn take_held(&self) -> Vec<String> {
-        std::mem::take(&mut self.lock().held)
+    pub fn take_held_back(&self) -> Vec<String> {
+        std::mem::take(&mut self.lock().held_back)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -145,7 +145,7 @@ impl Progress for Console {
         let line = format!("warning: {}", escape_message(msg));
         let mut state = self.lock();
         if state.quiet {
-            state.held.push(line);
+            state.held_back.push(line);
         } else {
             Console::print(&state, &line);
         }

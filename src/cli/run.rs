@@ -15,7 +15,7 @@ use crate::environment::Environment;
 use crate::exit::Exit;
 
 use super::CliError;
-use super::plan::{PlanArgs, delivery_counts};
+use super::plan_args::{PlanArgs, delivery_counts};
 use super::progress::Console;
 
 /// The long help of the command (`--help`).
@@ -188,7 +188,7 @@ pub async fn execute(args: RunArgs, quiet: bool) -> Result<Exit, CliError> {
     // Quiet: the warnings held back matter only when the run does not end well.
     let ended_well = matches!(&outcome, Ok(s) if s.outcome() == Outcome::Completed);
     if !ended_well {
-        for line in console.take_held() {
+        for line in console.take_held_back() {
             errln!("{line}");
         }
     }
@@ -233,7 +233,7 @@ const STOP_GRACE: Duration = Duration::from_secs(3);
 /// The run was stopped by a signal: the operation was dropped at its next wait (a send whose
 /// answer did not come stays in doubt and is re-sent with its key by the next run). Says what
 /// the ledger holds and gives the signal's exit code.
-fn interrupted(opts: &RunOptions, signal: super::signals::Stop, json: bool) -> Exit {
+fn interrupted(opts: &RunOptions, signal: super::signals::StopSignal, json: bool) -> Exit {
     // A result file being written (a plan-only run writes it while it reads) is not left.
     crate::batch::output::remove_unfinished();
     let progress = super::signals::progress_of(&opts.ledger, &opts.batch_name());
@@ -351,13 +351,13 @@ fn print_summary(s: &RunSummary, quiet: bool) {
             .collect();
         outln!("  rows in orders: {}", parts.join(", "));
     }
-    for line in &s.held {
+    for line in &s.stopped {
         outln!("  stopped: {line}");
     }
     outln!("result file: {}", s.result_path.display());
     let verdict = match outcome {
         Outcome::Completed => "every row completed".to_string(),
-        Outcome::NeedsAPerson if !s.held.is_empty() => {
+        Outcome::NeedsAPerson if !s.stopped.is_empty() => {
             "the service stopped part of the batch (see `stopped` above); nothing is lost".to_string()
         }
         Outcome::NeedsAPerson => "finished with failed, rejected, invalid or mismatched rows (see the result file; `paybatch status` says what to do)".to_string(),

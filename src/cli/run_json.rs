@@ -14,7 +14,7 @@ use crate::ops::retry::Retried;
 
 use super::CliError;
 use super::InOrder;
-use super::signals::{Progress, Stop};
+use super::signals::{SentSoFar, StopSignal};
 
 /// Rows per state, in the states' order.
 fn rows(counts: &BTreeMap<RowState, i64>) -> InOrder<&'static str, i64> {
@@ -104,7 +104,7 @@ pub fn summary(s: &RunSummary, code: i32) -> Summary<'_> {
         },
         result_file: s.result_path.display().to_string(),
         incomplete_reason: s.incomplete_reason.as_deref(),
-        stopped: &s.held,
+        stopped: &s.stopped,
     }
 }
 
@@ -214,8 +214,8 @@ pub struct Interrupted<'a> {
 
 pub fn interrupted<'a>(
     opts: &'a RunOptions,
-    progress: &'a Progress,
-    signal: Stop,
+    progress: &'a SentSoFar,
+    signal: StopSignal,
 ) -> Interrupted<'a> {
     // Unknown (null) when the ledger could not be read: never a count of zero.
     let sent = match progress.unread {

@@ -13,30 +13,30 @@ use crate::ledger::{Ledger, SendProgress};
 
 /// The signal that stopped a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stop {
+pub enum StopSignal {
     Interrupt,
     Terminate,
 }
 
-impl Stop {
+impl StopSignal {
     pub fn exit(self) -> Exit {
         match self {
-            Stop::Interrupt => Exit::Interrupted,
-            Stop::Terminate => Exit::Terminated,
+            StopSignal::Interrupt => Exit::Interrupted,
+            StopSignal::Terminate => Exit::Terminated,
         }
     }
 
     pub fn word(self) -> &'static str {
         match self {
-            Stop::Interrupt => "interrupted",
-            Stop::Terminate => "terminated",
+            StopSignal::Interrupt => "interrupted",
+            StopSignal::Terminate => "terminated",
         }
     }
 
     pub fn name(self) -> &'static str {
         match self {
-            Stop::Interrupt => "SIGINT",
-            Stop::Terminate => "SIGTERM",
+            StopSignal::Interrupt => "SIGINT",
+            StopSignal::Terminate => "SIGTERM",
         }
     }
 }
@@ -58,10 +58,10 @@ impl Listener {
     }
 
     /// The next signal caught.
-    pub async fn next(&mut self) -> Stop {
+    pub async fn next(&mut self) -> StopSignal {
         tokio::select! {
-            Some(()) = recv(&mut self.interrupt) => Stop::Interrupt,
-            Some(()) = recv(&mut self.terminate) => Stop::Terminate,
+            Some(()) = recv(&mut self.interrupt) => StopSignal::Interrupt,
+            Some(()) = recv(&mut self.terminate) => StopSignal::Terminate,
             else => std::future::pending().await,
         }
     }
@@ -82,14 +82,14 @@ async fn recv(signal: &mut Option<Signal>) -> Option<()> {
 
 /// How far a batch got, read from the ledger after the stop (none when there is no ledger or
 /// no such batch yet: nothing was sent).
-pub struct Progress {
+pub struct SentSoFar {
     pub sent: Option<SendProgress>,
     /// Why how far the batch got could not be read (the ledger stayed busy, or could not be
     /// opened): then nothing is said of what was sent.
     pub unread: Option<String>,
 }
 
-impl Progress {
+impl SentSoFar {
     /// `114 orders sent, 186 rows not sent yet`.
     pub fn describe(&self) -> String {
         if let Some(why) = &self.unread {
@@ -121,11 +121,11 @@ impl Progress {
 /// writing or being rolled back, holds the ledger until it ends.
 const PROGRESS_WAIT: Duration = Duration::from_secs(5);
 
-/// Reads how far `batch` got, waiting [`PROGRESS_WAIT`] at most. The ledger is not created
+/// Reads how far `batch` got, waiting `PROGRESS_WAIT` at most. The ledger is not created
 /// where there is none.
-pub fn progress_of(ledger: &Path, batch: &str) -> Progress {
+pub fn progress_of(ledger: &Path, batch: &str) -> SentSoFar {
     if !ledger.exists() {
-        return Progress {
+        return SentSoFar {
             sent: None,
             unread: None,
         };
@@ -137,12 +137,12 @@ pub fn progress_of(ledger: &Path, batch: &str) -> Progress {
         let _ = tell.send(read_progress(&path, &name));
     });
     match told.recv_timeout(PROGRESS_WAIT) {
-        Ok(Ok(sent)) => Progress { sent, unread: None },
-        Ok(Err(e)) => Progress {
+        Ok(Ok(sent)) => SentSoFar { sent, unread: None },
+        Ok(Err(e)) => SentSoFar {
             sent: None,
             unread: Some(e.to_string()),
         },
-        Err(_) => Progress {
+        Err(_) => SentSoFar {
             sent: None,
             unread: Some(format!(
                 "the ledger stayed busy for {} s",

@@ -15,7 +15,7 @@ use crate::money::display_amount as amount;
 use crate::ops::preview::{self, BalanceCheck, Preview, TakenOut};
 use crate::text::shell_word;
 
-use super::plan::{PlanArgs, delivery_counts};
+use super::plan_args::{PlanArgs, delivery_counts};
 use super::{CliError, print_error};
 
 /// The long help of the command (`--help`).

@@ -38,16 +38,8 @@ pub fn content_hash(row: &RowSpec) -> String {
     put("payment_currency", &[&row.payment_currency]);
     put("country", &[row.country.as_deref().unwrap_or("")]);
     put("card_id", &[row.card_id.as_deref().unwrap_or("")]);
-    let digest = h.finalize();
-    let mut out = String::with_capacity(64);
-    for b in digest {
-        out.push(char::from(HEX[usize::from(b >> 4)]));
-        out.push(char::from(HEX[usize::from(b & 15)]));
-    }
-    out
+    hex::encode(h.finalize())
 }
-
-const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// `n` in decimal digits, written at the end of `buf` (no allocation: nine a row).
 fn decimal_digits(mut n: usize, buf: &mut [u8; 20]) -> &[u8] {

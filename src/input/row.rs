@@ -56,13 +56,13 @@ pub struct RowSpec {
 }
 
 /// Names the known columns of one record, for problems.
-struct Cells<'a> {
+struct NamedCells<'a> {
     columns: &'a ColumnMap,
     rec: &'a RawRecord,
     problems: Vec<Problem>,
 }
 
-impl Cells<'_> {
+impl NamedCells<'_> {
     fn get(&self, index: usize) -> &str {
         self.rec.fields.get(index).map_or("", String::as_str)
     }
@@ -91,7 +91,7 @@ pub fn parse_record(
     rec: &RawRecord,
     opts: &ValidateOptions,
 ) -> Result<RowSpec, Vec<Problem>> {
-    let mut c = Cells {
+    let mut c = NamedCells {
         columns,
         rec,
         problems: Vec::new(),
@@ -154,7 +154,7 @@ pub fn parse_record(
     }
 }
 
-fn parse_reference(c: &mut Cells) -> Option<String> {
+fn parse_reference(c: &mut NamedCells) -> Option<String> {
     let i = c.columns.reference;
     let v = c.get(i).to_string();
     let example = "e.g. `EMP-1042-2026-11`";
@@ -206,7 +206,7 @@ fn parse_reference(c: &mut Cells) -> Option<String> {
     Some(v)
 }
 
-fn parse_codes(c: &mut Cells) -> Option<Vec<String>> {
+fn parse_codes(c: &mut NamedCells) -> Option<Vec<String>> {
     let i = c.columns.product_code;
     let v = c.get(i).to_string();
     if v.is_empty() {
@@ -243,7 +243,7 @@ fn parse_codes(c: &mut Cells) -> Option<Vec<String>> {
     Some(codes)
 }
 
-fn parse_currency(c: &mut Cells) -> Option<String> {
+fn parse_currency(c: &mut NamedCells) -> Option<String> {
     let i = c.columns.currency;
     let v = c.get(i).to_string();
     if v.is_empty() {
@@ -273,7 +273,7 @@ fn parse_currency(c: &mut Cells) -> Option<String> {
     None
 }
 
-fn parse_face_value(c: &mut Cells, currency: Option<&str>) -> Option<Decimal> {
+fn parse_face_value(c: &mut NamedCells, currency: Option<&str>) -> Option<Decimal> {
     let i = c.columns.face_value;
     let v = c.get(i).to_string();
     let amount = match parse_amount(&v) {
@@ -385,7 +385,7 @@ pub fn email_problem(s: &str) -> Option<String> {
     None
 }
 
-fn parse_email(c: &mut Cells) -> Option<String> {
+fn parse_email(c: &mut NamedCells) -> Option<String> {
     let i = c.columns.email?;
     let v = c.get(i).to_string();
     if v.is_empty() {
@@ -407,7 +407,7 @@ fn parse_email(c: &mut Cells) -> Option<String> {
     Some(v)
 }
 
-fn parse_distribution(c: &mut Cells, has_email: bool) -> Option<DistributionType> {
+fn parse_distribution(c: &mut NamedCells, has_email: bool) -> Option<DistributionType> {
     let written = c.opt(c.columns.distribution).to_string();
     let kind = if written.is_empty() {
         if has_email {
@@ -470,7 +470,7 @@ fn parse_distribution(c: &mut Cells, has_email: bool) -> Option<DistributionType
 }
 
 fn parse_payment_currency(
-    c: &mut Cells,
+    c: &mut NamedCells,
     currency: Option<&str>,
     opts: &ValidateOptions,
 ) -> Option<String> {
@@ -535,7 +535,7 @@ fn parse_payment_currency(
     None
 }
 
-fn parse_country(c: &mut Cells) -> Option<String> {
+fn parse_country(c: &mut NamedCells) -> Option<String> {
     let i = c.columns.country?;
     let v = c.get(i).to_string();
     if v.is_empty() {
@@ -559,7 +559,7 @@ fn parse_country(c: &mut Cells) -> Option<String> {
     None
 }
 
-fn parse_card_id(c: &mut Cells) -> Option<String> {
+fn parse_card_id(c: &mut NamedCells) -> Option<String> {
     let i = c.columns.card_id?;
     let v = c.get(i).to_string();
     if v.is_empty() {

@@ -72,7 +72,7 @@ pub fn normalize_digest(text: &str) -> Option<String> {
 
 /// The plan digest that a person approves (`paybatch validate`) and `paybatch run
 /// --expect-digest` insists on: SHA-256 over a version tag, the batch name, the environment name
-/// and the content hash ([`validate::content_hash`]) of every valid row in input order. Each part
+/// and the content hash ([`crate::input::rules::content_hash`]) of every valid row in input order. Each part
 /// is length-prefixed, so no choice of names can make two plans collide. Carried-through
 /// columns, line numbers and invalid rows do not count: the digest covers exactly what would be
 /// paid. Built row by row while the file is checked.
@@ -94,7 +94,7 @@ impl PlanDigest {
         self.0.update(b"\n");
     }
 
-    /// Adds a valid row, by its content hash ([`validate::content_hash`]).
+    /// Adds a valid row, by its content hash ([`crate::input::rules::content_hash`]).
     pub fn row(&mut self, spec: &RowSpec) {
         self.put("row", &rules::content_hash(spec));
     }
@@ -278,7 +278,7 @@ pub struct FileChanged {
 }
 
 /// The second pass: reads `path` again and hands `each` every row as the ledger records it,
-/// with its spec when it is valid (without its cells: [`handed_on`]). Invalid rows are found again as the first pass found them
+/// with its spec when it is valid (without its cells: `handed_on`). Invalid rows are found again as the first pass found them
 /// (the same checks in the same order; only for a file that had problems), and recorded with
 /// every one of their problems. Fails with [`FileChanged`] (after the last row) when the file is
 /// not the one [`scan`] read: the caller must then undo what `each` did.
@@ -430,15 +430,15 @@ const CHUNK_ROWS: usize = 1024;
 const CHUNK_BYTES: usize = 1 << 20;
 
 /// Why the reading thread stopped early.
-enum Stop {
+enum ReaderStop {
     Changed(FileChanged),
     /// The recording side stopped (it has its own error).
     Closed,
 }
 
-impl From<FileChanged> for Stop {
+impl From<FileChanged> for ReaderStop {
     fn from(e: FileChanged) -> Self {
-        Stop::Changed(e)
+        ReaderStop::Changed(e)
     }
 }
 
@@ -450,9 +450,9 @@ type Given = (IncomingRow, Option<RowSpec>);
 /// them. Returns what `read` returned, unless `each` failed first (then the reading stops at
 /// its next chunk).
 fn overlapped<T: Send, E>(
-    read: impl FnOnce(&mut dyn FnMut(Given) -> Result<(), Stop>) -> Result<T, Stop> + Send,
+    read: impl FnOnce(&mut dyn FnMut(Given) -> Result<(), ReaderStop>) -> Result<T, ReaderStop> + Send,
     mut each: impl FnMut(IncomingRow, Option<RowSpec>) -> Result<(), E>,
-) -> Result<Result<T, Stop>, E> {
+) -> Result<Result<T, ReaderStop>, E> {
     std::thread::scope(|threads| {
         let (to_record, chunks) = std::sync::mpsc::sync_channel::<Vec<Given>>(4);
         let reader = threads.spawn(move || {
@@ -464,12 +464,12 @@ fn overlapped<T: Send, E>(
                 if chunk.len() == CHUNK_ROWS || bytes >= CHUNK_BYTES {
                     let full = std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK_ROWS));
                     bytes = 0;
-                    to_record.send(full).map_err(|_| Stop::Closed)?;
+                    to_record.send(full).map_err(|_| ReaderStop::Closed)?;
                 }
                 Ok(())
             })?;
             if !chunk.is_empty() {
-                to_record.send(chunk).map_err(|_| Stop::Closed)?;
+                to_record.send(chunk).map_err(|_| ReaderStop::Closed)?;
             }
             Ok(out)
         });
@@ -493,7 +493,7 @@ fn overlapped<T: Send, E>(
     })
 }
 
-/// [`read_again`] on a thread of its own ([`overlapped`]). The same guarantee: a
+/// [`read_again`] on a thread of its own (`overlapped`). The same guarantee: a
 /// [`FileChanged`] comes after the last row, and the caller must undo what `each` did.
 pub fn read_again_in_parallel<E: From<FileChanged>>(
     scan: &Scan,
@@ -508,8 +508,8 @@ pub fn read_again_in_parallel<E: From<FileChanged>>(
     )?;
     match read {
         Ok(()) => Ok(()),
-        Err(Stop::Changed(e)) => Err(e.into()),
-        Err(Stop::Closed) => Err(FileChanged {
+        Err(ReaderStop::Changed(e)) => Err(e.into()),
+        Err(ReaderStop::Closed) => Err(FileChanged {
             path: path.display().to_string(),
             reason: "the reading stopped before the end".into(),
         }
@@ -519,7 +519,7 @@ pub fn read_again_in_parallel<E: From<FileChanged>>(
 
 /// What else the reading thread of [`read_once_in_parallel`] does with each valid row: it is
 /// told the header, then each row's cells (in file order) with its spec.
-pub trait Cells: Send {
+pub trait OnValidRow: Send {
     fn start(&mut self, headers: &[String]);
     fn row(&mut self, fields: Vec<String>, spec: &RowSpec);
 }
@@ -561,7 +561,7 @@ pub fn read_once_in_parallel<E>(
     delimiter: Option<u8>,
     catalog: &CatalogIndex,
     options: &ValidateOptions,
-    cells: Option<&mut dyn Cells>,
+    cells: Option<&mut dyn OnValidRow>,
     each: impl FnMut(IncomingRow, Option<RowSpec>) -> Result<(), E>,
 ) -> Result<Option<Scan>, E> {
     let Some(before) = stamp(path) else {

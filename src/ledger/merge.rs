@@ -77,7 +77,7 @@ impl super::Ledger {
         self.merge_sized(batch_id, planning, 0)
     }
 
-    /// [`Ledger::merge`] of a file of about `rows` rows (see [`RollbackJournal`]).
+    /// [`Ledger::merge`] of a file of about `rows` rows (see `RollbackJournal`).
     pub fn merge_sized(
         &mut self,
         batch_id: i64,
@@ -92,7 +92,7 @@ impl super::Ledger {
 
     /// Creates batch `b` and starts merging its first input file into it, in one
     /// transaction: a merge that is dropped leaves no trace of the batch either. Its input hash
-    /// is recorded once the file is read ([`Merge::record_input_hash`]).
+    /// is recorded once the file is read ([`Merge::record_input`]).
     pub fn merge_new(&mut self, b: &super::NewBatch<'_>, rows: usize) -> Result<Merge<'_>> {
         let ledger: &Ledger = self;
         let journal = RollbackJournal::for_rows(ledger, rows);
@@ -306,7 +306,7 @@ impl Merge<'_> {
     }
 
     /// The ledger's latest converted order of a currency pair, read in this transaction
-    /// ([`super::latest_conversion_in`]).
+    /// (`super::latest_conversion_in`).
     pub fn latest_conversion(
         &self,
         base_url: &str,

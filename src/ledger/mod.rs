@@ -39,7 +39,7 @@ pub use payouts::{PayoutLife, PayoutStatus};
 pub use row_key::RowKey;
 use rows::latest_conversion_in;
 pub use rows::{
-    Conversion, HeldRow, IncomingRow, MergeReport, OrderLabel, RowRecord, SeenRow, Specs,
+    Conversion, IncomingRow, MergeReport, OrderLabel, RowRecord, SeenRow, Specs, UnpaidRow,
 };
 pub use spec::StoredSpec;
 pub use state::{OrderState, RowState, row_state_for};

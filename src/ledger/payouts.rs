@@ -1,7 +1,7 @@
 //! The life of each paid row's payout link after its order COMPLETED (migration 010): its
 //! status as the service last reported it (ACTIVE, CLAIMED, CANCELLED, EXPIRED), since when,
 //! when the link expires, and when it was read. Written when the order completes
-//! ([`record_at_completion`], beside the row's own transition) and by `paybatch payouts`
+//! (`record_at_completion`, beside the row's own transition) and by `paybatch payouts`
 //! ([`Ledger::record_payout_reads`]); each change of status is an event (subject `payout`), so
 //! the history of a link is kept. `paybatch retry --expired` ([`Ledger::reissue_expired`]) keeps
 //! an expired attempt's outcome here and makes its row payable again at the next attempt.

@@ -17,7 +17,7 @@ impl RowKey {
         }
     }
 
-    /// As an order's key and `metadata` take it ([`crate::batch::plan::order_key`]).
+    /// As an order's key and `metadata` take it ([`crate::batch::order_body::order_key`]).
     pub fn named(&self) -> (&str, i64) {
         (self.reference.as_str(), self.attempt)
     }

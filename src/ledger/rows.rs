@@ -157,7 +157,7 @@ const ROW_COLUMNS: &str = "rows.id, rows.reference, rows.position, rows.line, ro
 
 /// A PLANNED or REJECTED row with what its order says ([`Ledger::visit_planned_or_refused`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HeldRow {
+pub struct UnpaidRow {
     pub row_state: RowState,
     pub error_type: Option<String>,
     /// The row's validated content (JSON), as recorded.
@@ -296,7 +296,7 @@ impl Ledger {
         )
     }
 
-    /// The ledger's latest converted order of a currency pair ([`latest_conversion_in`]).
+    /// The ledger's latest converted order of a currency pair (`latest_conversion_in`).
     pub fn latest_conversion(
         &self,
         base_url: &str,
@@ -378,7 +378,7 @@ impl Ledger {
     pub fn visit_planned_or_refused(
         &self,
         batch_id: i64,
-        mut visit: impl FnMut(&HeldRow),
+        mut visit: impl FnMut(&UnpaidRow),
     ) -> Result<()> {
         let mut stmt = self
             .conn
@@ -390,7 +390,7 @@ impl Ledger {
             .map_err(sqlerr(&self.path))?;
         let mut cursor = stmt.query([batch_id]).map_err(sqlerr(&self.path))?;
         while let Some(r) = cursor.next().map_err(sqlerr(&self.path))? {
-            visit(&HeldRow {
+            visit(&UnpaidRow {
                 row_state: r.get(0).map_err(sqlerr(&self.path))?,
                 error_type: r.get(1).map_err(sqlerr(&self.path))?,
                 spec: r.get(2).map_err(sqlerr(&self.path))?,

@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 use crate::api::ApiError;
 use crate::api::models::{Order, OrderStatus, OrderView};
-use crate::batch::outcome::{RunError, is_auth_error};
+use crate::batch::outcome::{OpError, is_auth_error};
 use crate::batch::progress::Reporter;
 use crate::batch::record::payout_life;
 use crate::environment::{Connection, Environment, UsageError};
@@ -121,11 +121,11 @@ pub struct Expiring {
 }
 
 /// The batches a call reads: the one named, or every batch of the environment.
-fn batches_to_read(ledger: &Ledger, opts: &PayoutsOptions) -> Result<Vec<BatchRecord>, RunError> {
+fn batches_to_read(ledger: &Ledger, opts: &PayoutsOptions) -> Result<Vec<BatchRecord>, OpError> {
     match &opts.batch {
         Some(name) => match ledger.batch(name)? {
             Some(b) => Ok(vec![b]),
-            None => Err(RunError::Usage(UsageError::new(
+            None => Err(OpError::Usage(UsageError::new(
                 format!("no batch `{name}` in {}", opts.ledger.display()),
                 "`paybatch status` lists the ledger's batches",
             ))),
@@ -168,9 +168,9 @@ pub async fn payouts(
     opts: &PayoutsOptions,
     within_days: u32,
     reporter: &Reporter,
-) -> Result<Vec<PayoutSummary>, RunError> {
+) -> Result<Vec<PayoutSummary>, OpError> {
     if !opts.ledger.exists() {
-        return Err(RunError::Usage(UsageError::new(
+        return Err(OpError::Usage(UsageError::new(
             format!("no ledger at {}", opts.ledger.display()),
             "pass --ledger PATH, the ledger the batch was run with",
         )));
@@ -233,7 +233,7 @@ async fn read_batch(
     batch: &BatchRecord,
     pace: &ReadPace,
     reporter: &Reporter,
-) -> Result<BatchRead, RunError> {
+) -> Result<BatchRead, OpError> {
     let orders = ledger.orders_to_follow(batch.id)?;
     let mut read = BatchRead::default();
     if orders.is_empty() {
@@ -250,7 +250,7 @@ async fn read_batch(
         phase.inc(1);
         let order_view = match answer {
             Ok(view) => view,
-            Err(e) if is_auth_error(&e) => return Err(RunError::Auth(e)),
+            Err(e) if is_auth_error(&e) => return Err(OpError::Auth(e)),
             Err(e) => {
                 read.not_read.push(NotRead {
                     order_id: order.service_order_id.clone(),
@@ -368,7 +368,7 @@ pub fn summarize(
     batch: &BatchRecord,
     within_days: u32,
     now: DateTime<Utc>,
-) -> Result<PayoutSummary, RunError> {
+) -> Result<PayoutSummary, OpError> {
     let mut s = PayoutSummary {
         batch: batch.name.clone(),
         environment: batch.environment.clone(),
@@ -387,7 +387,7 @@ pub fn summarize(
     }
     s.reissued = ledger.reissued_rows(batch.id)?;
     let horizon = now + chrono::Duration::days(i64::from(within_days));
-    ledger.visit_payout_rows::<RunError>(batch.id, false, |row| {
+    ledger.visit_payout_rows::<OpError>(batch.id, false, |row| {
         let value = match row.status {
             Some(PayoutStatus::Active) => {
                 if expires_by(&row, horizon) {
@@ -520,18 +520,18 @@ pub fn listed_rows(
     expiring_within: Option<u32>,
     now: DateTime<Utc>,
     mut each: impl FnMut(PayoutRow) -> std::io::Result<()>,
-) -> Result<usize, RunError> {
+) -> Result<usize, OpError> {
     let horizon = expiring_within.map(|d| now + chrono::Duration::days(i64::from(d)));
     let mut n = 0;
     let path: &Path = ledger.path();
     let path = path.to_path_buf();
-    ledger.visit_payout_rows::<RunError>(batch.id, true, |row| {
+    ledger.visit_payout_rows::<OpError>(batch.id, true, |row| {
         let by_status = row.status.as_ref().is_some_and(|s| statuses.contains(s));
         let by_expiry = horizon
             .is_some_and(|h| row.status == Some(PayoutStatus::Active) && expires_by(&row, h));
         if by_status || by_expiry {
             n += 1;
-            each(row).map_err(|e| RunError::Io {
+            each(row).map_err(|e| OpError::Io {
                 path: path.clone(),
                 message: e.to_string(),
             })?;

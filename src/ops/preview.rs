@@ -15,9 +15,9 @@ use crate::api::Client;
 use crate::api::models::Product;
 use crate::batch::approved::{PlanContext, PlanRows};
 use crate::batch::funds::{self, ConvertedKind, row_card, row_price};
-use crate::batch::grouping::changed_after_submission_problem;
 use crate::batch::options::RunOptions;
-use crate::batch::outcome::RunError;
+use crate::batch::outcome::OpError;
+use crate::batch::plan::changed_after_submission_problem;
 use crate::batch::repeats::{self, OnRepeat, Repeats};
 use crate::catalog::CatalogSource;
 use crate::environment::Connection;
@@ -137,7 +137,7 @@ pub async fn check_balances(
     client: &Client,
     totals: &mut Totals,
     latest: impl FnMut(&str, &str) -> Result<Option<Conversion>, LedgerError>,
-) -> Result<Vec<BalanceCheck>, RunError> {
+) -> Result<Vec<BalanceCheck>, OpError> {
     let kinds = || {
         totals
             .per_payment_currency
@@ -333,7 +333,7 @@ fn read_file(
     options: &ValidateOptions,
     checker: &mut repeats::Checker<'_>,
     plan: &mut PlanRows,
-) -> Result<(Result<scan::Scan, Problem>, Totals, Vec<Changed>), RunError> {
+) -> Result<(Result<scan::Scan, Problem>, Totals, Vec<Changed>), OpError> {
     let batch_name = opts.batch_name();
     let mut totals = Totals::default();
     let mut lookup_error = None;
@@ -385,7 +385,7 @@ fn read_file(
 /// Runs every check of `paybatch run` on `opts.input` without paying or recording anything but
 /// the catalog cache. `Err` for what stops a run before the file is read (configuration, the
 /// batch bound elsewhere, the service refusing the key, the ledger).
-pub async fn preview(opts: &RunOptions) -> Result<Preview, RunError> {
+pub async fn preview(opts: &RunOptions) -> Result<Preview, OpError> {
     let batch_name = opts.batch_name();
     check_input(&opts.input)?;
     let mut ledger = Ledger::open(&opts.ledger)?;
@@ -488,7 +488,7 @@ fn approve(
     opts: &RunOptions,
     (outside, file, input_hash): (&crate::ledger::OutsideFile, Option<String>, &str),
     plan: PlanRows,
-) -> Result<(), RunError> {
+) -> Result<(), OpError> {
     let Some(file) = file.filter(|_| preview.is_valid()) else {
         return Ok(());
     };

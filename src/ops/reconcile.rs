@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::batch::options::RunOptions;
-use crate::batch::outcome::RunError;
+use crate::batch::outcome::OpError;
 use crate::batch::progress::Reporter;
 use crate::batch::reconcile::{self, ReconcileReport};
 use crate::environment::{Connection, Environment, UsageError};
@@ -50,7 +50,7 @@ pub struct Reconciled {
 pub async fn reconcile_batch(
     opts: &ReconcileOptions,
     reporter: &Reporter,
-) -> Result<Reconciled, RunError> {
+) -> Result<Reconciled, OpError> {
     let _lock = LedgerLock::acquire(&opts.ledger)?;
     let mut ledger = Ledger::open(&opts.ledger)?;
     let conn = Connection::open(
@@ -78,7 +78,7 @@ pub async fn reconcile_batch(
         ),
         (Some(b), _) => (b, false),
         (None, _) => {
-            return Err(RunError::Usage(UsageError::new(
+            return Err(OpError::Usage(UsageError::new(
                 format!("no batch `{}` in {}", opts.batch, opts.ledger.display()),
                 "if the ledger was lost, pass --rebuild FILE (the batch's input file) to restore it from the service",
             )));
@@ -120,7 +120,7 @@ pub async fn rebuild(
     file: &Path,
     existing: Option<BatchRecord>,
     reporter: &Reporter,
-) -> Result<BatchRecord, RunError> {
+) -> Result<BatchRecord, OpError> {
     let mut run = RunOptions::new(file);
     run.batch = Some(opts.batch.clone());
     run.environment = opts.environment.clone();
@@ -131,19 +131,18 @@ pub async fn rebuild(
         default_payment_currency: opts.payment_currency.clone(),
     };
     let catalog = CatalogIndex::new(products);
-    let scanned = scan::scan(file, None, &catalog, &options, None, |_| {}).map_err(|p| {
-        RunError::Invalid {
+    let scanned =
+        scan::scan(file, None, &catalog, &options, None, |_| {}).map_err(|p| OpError::Invalid {
             input: file.to_path_buf(),
             problems: Problems::from_iter([p]),
-        }
-    })?;
+        })?;
     if let Some(b) = &existing {
         super::start::check_binding(b, conn)?;
     }
     let batch = open_batch(ledger, existing, &run, &scanned, conn, &Reporter::silent())?;
     let mut merge = ledger.merge(batch.id, Planning::RecordPending)?;
     scan::read_again(&scanned, file, &catalog, &options, |row, _| {
-        merge.row(&row).map(drop).map_err(RunError::from)
+        merge.row(&row).map(drop).map_err(OpError::from)
     })?;
     merge.close()?;
     merge.commit()?;

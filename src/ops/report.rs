@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::batch::outcome::RunError;
+use crate::batch::outcome::OpError;
 use crate::batch::{options, results};
 use crate::environment::Environment;
 use crate::ledger::{BatchRecord, Ledger, LedgerError, Specs};
@@ -19,11 +19,7 @@ pub fn default_result_path(batch: &BatchRecord) -> PathBuf {
 }
 
 /// Writes the result file of `batch` at `path` (atomically, mode 0600).
-pub fn write_result_file(
-    ledger: &Ledger,
-    batch: &BatchRecord,
-    path: &Path,
-) -> Result<(), RunError> {
+pub fn write_result_file(ledger: &Ledger, batch: &BatchRecord, path: &Path) -> Result<(), OpError> {
     results::write_result_file(ledger, batch.id, &batch.headers, path)
 }
 
@@ -33,8 +29,8 @@ pub fn copy_result_file(
     ledger: &Ledger,
     batch: &BatchRecord,
     out: &mut dyn Write,
-) -> Result<(), RunError> {
-    let io = |path: &Path, e: std::io::Error| RunError::Io {
+) -> Result<(), OpError> {
+    let io = |path: &Path, e: std::io::Error| OpError::Io {
         path: path.to_path_buf(),
         message: e.to_string(),
     };
@@ -55,7 +51,7 @@ pub fn write_html(
     batch: &BatchRecord,
     path: &Path,
     mut tally: Tally,
-) -> Result<(), RunError> {
+) -> Result<(), OpError> {
     tally.latest_merge(ledger.merges(batch.id)?);
     if let Some((_, note)) = ledger.batch_notes(batch.id, "repeats ")?.last() {
         tally.repeats_decided(note);
@@ -76,7 +72,7 @@ pub fn write_html(
             tally.add_order_outside(&key, &body);
         }
     }
-    let io = |message: String| RunError::Io {
+    let io = |message: String| OpError::Io {
         path: path.to_path_buf(),
         message,
     };

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use rust_decimal::Decimal;
 
-use crate::batch::outcome::{RunError, debited_totals};
+use crate::batch::outcome::{OpError, debited_totals};
 use crate::environment::UsageError;
 use crate::ledger::lock::LedgerLock;
 use crate::ledger::{Ledger, RowState};
@@ -28,7 +28,7 @@ pub struct Retried {
 
 /// Makes the FAILED and REJECTED rows of `batch` (only `references`, when given) payable
 /// again ([`retry_rows`] with [`RetryRows::Failed`]).
-pub fn retry(ledger_path: &Path, batch: &str, references: &[String]) -> Result<Retried, RunError> {
+pub fn retry(ledger_path: &Path, batch: &str, references: &[String]) -> Result<Retried, OpError> {
     retry_rows(ledger_path, batch, references, RetryRows::Failed)
 }
 
@@ -50,9 +50,9 @@ pub fn retry_rows(
     batch: &str,
     references: &[String],
     which: RetryRows,
-) -> Result<Retried, RunError> {
+) -> Result<Retried, OpError> {
     if !ledger_path.exists() {
-        return Err(RunError::Usage(UsageError::new(
+        return Err(OpError::Usage(UsageError::new(
             format!("no ledger at {}", ledger_path.display()),
             "pass --ledger PATH, the ledger the batch was run with",
         )));
@@ -60,7 +60,7 @@ pub fn retry_rows(
     let _lock = LedgerLock::acquire(ledger_path)?;
     let mut ledger = Ledger::open(ledger_path)?;
     let Some(record) = ledger.batch(batch)? else {
-        return Err(RunError::Usage(UsageError::new(
+        return Err(OpError::Usage(UsageError::new(
             format!("no batch `{batch}` in {}", ledger_path.display()),
             "`paybatch run` names a batch after its file unless --batch is given",
         )));

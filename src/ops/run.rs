@@ -21,14 +21,14 @@ use std::time::Instant;
 use crate::api::Client;
 use crate::api::models::Product;
 use crate::batch::funds;
-use crate::batch::grouping::{self, Merged};
 use crate::batch::options::{RunOptions, default_result_path};
-use crate::batch::outcome::{RunError, RunSummary, summarize};
+use crate::batch::outcome::{OpError, RunSummary, summarize};
 use crate::batch::output::ResultWriter;
+use crate::batch::plan::{self, Merged};
 use crate::batch::progress::Reporter;
 use crate::batch::repeats::{self, Earlier, Repeats};
 use crate::batch::results::{PlannedLines, write_result_file};
-use crate::batch::stage::{Hold, Patience, Stage, deadline_in};
+use crate::batch::send_context::{Patience, SendContext, ServiceStop, deadline_in};
 use crate::batch::{poll, reconcile, submit};
 use crate::catalog;
 use crate::environment::Connection;
@@ -49,7 +49,7 @@ use super::start::{
 };
 
 /// Runs a batch to the end (or as far as it can go), resuming whatever the ledger holds.
-pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, RunError> {
+pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, OpError> {
     let batch_name = opts.batch_name();
     reporter.line(format!(
         "paybatch run: {} | batch {batch_name} | ledger {}",
@@ -79,18 +79,7 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         }
     }
     let products = catalog_for(&mut ledger, &conn, opts, &reporter).await?;
-    // What the ledger's other batches hold, and for a batch new to the ledger what the
-    // service's order list holds that the ledger does not know: a row they have is never paid
-    // again unnoticed.
-    let (mut earlier, unsent) = repeats::earlier_for(
-        &ledger,
-        &opts.environment.recorded_base_url(),
-        existing.as_ref(),
-    )?;
-    if unsent {
-        let read = repeats::read_service(&conn.client, &batch_name).await?;
-        earlier = service_checked(&ledger, earlier, read, opts, &reporter)?;
-    }
+    let earlier = earlier_of(&mut ledger, &conn, existing.as_ref(), opts, &reporter).await?;
     let earlier = Arc::new(earlier);
     let options = ValidateOptions {
         allow_duplicates: opts.allow_duplicates,
@@ -111,21 +100,21 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
     failpoint::hit("after_intent");
     reconcile_stale(&mut ledger, &conn.client, &batch, opts, &reporter).await?;
 
-    let stage = Arc::new(Stage {
+    let context = Arc::new(SendContext {
         ledger: Mutex::new(ledger),
         client: conn.client.with_deadline(None),
         reporter,
-        held: Mutex::new(BTreeMap::new()),
+        stopped: Mutex::new(BTreeMap::new()),
         patience: Patience::new(opts.poll_timeout),
         accepted: Mutex::new(None),
     });
-    let incomplete = send_and_poll(&stage, batch.id, opts).await?;
+    let incomplete = send_and_poll(&context, batch.id, opts).await?;
     let ending = Ending {
         incomplete,
         written,
     };
     finish(
-        &stage,
+        &context,
         &conn.client,
         &batch,
         &products,
@@ -134,6 +123,25 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Ru
         ending,
     )
     .await
+}
+
+/// What the ledger's other batches hold, and for a batch new to the ledger what the service's
+/// order list holds that the ledger does not know: a row they have is never paid again
+/// unnoticed.
+async fn earlier_of(
+    ledger: &mut Ledger,
+    conn: &Connection,
+    existing: Option<&ledger::BatchRecord>,
+    opts: &RunOptions,
+    reporter: &Reporter,
+) -> Result<Earlier, OpError> {
+    let (earlier, unsent) =
+        repeats::earlier_for(&*ledger, &opts.environment.recorded_base_url(), existing)?;
+    if !unsent {
+        return Ok(earlier);
+    }
+    let read = repeats::read_service(&conn.client, &opts.batch_name()).await?;
+    service_checked(&*ledger, earlier, read, opts, reporter)
 }
 
 /// What the service's order list holds ([`repeats::read_service`]) against the ledger: a
@@ -145,7 +153,7 @@ fn service_checked(
     read: repeats::ServiceRead,
     opts: &RunOptions,
     reporter: &Reporter,
-) -> Result<Earlier, RunError> {
+) -> Result<Earlier, OpError> {
     let at = repeats::check_service(read, ledger, &opts.batch_name(), &opts.input)?;
     let (head, warnings) = at.lines();
     reporter.line(head);
@@ -170,7 +178,7 @@ async fn merge_file(
     options: &ValidateOptions,
     conn: &Connection,
     reporter: &Reporter,
-) -> Result<(Ledger, MergedFile), RunError> {
+) -> Result<(Ledger, MergedFile), OpError> {
     let merging = Instant::now();
     let (mut ledger, once) = plan_once(
         ledger,
@@ -192,51 +200,16 @@ async fn merge_file(
             once
         }
         None => {
-            let (scanned, (drawn, kinds), repeats) =
-                first_pass(opts, products, options, (&ledger, earlier), reporter)?;
-            // What the ledger holds for rows the file does not have: intents never sent to
-            // cancel, orders sent to follow (part of the plan digest).
-            let outside = outside_file(&ledger, existing.as_ref(), &scanned)?;
-            check_digest(
-                opts,
-                &ledger,
-                &scanned,
-                (&outside, &repeats),
-                (products, options),
-                reporter,
-            )?;
-            // The balances are read before the ledger is written (no request while the merge
-            // is open); whether they are enough is decided once the merge knows what is new
-            // to pay.
-            // The converted rows are estimated meanwhile (those the service does not estimate
-            // are priced from the ledger by the pre-flight).
-            let (balances, prices) = tokio::join!(
-                funds::read_balances(&conn.client, drawn),
-                funds::estimate(&conn.client, kinds)
-            );
-            let batch = open_batch(&mut ledger, existing, opts, &scanned, conn, reporter)?;
-            // What a person decided about the repeats is on the batch before its rows are.
-            if let Some(note) = repeats.note() {
-                ledger.record_batch_note(batch.id, &note)?;
-            }
-            failpoint::hit("before_intent");
-            let merged = grouping::merge_and_plan(
+            two_passes(
                 &mut ledger,
-                &batch,
-                &scanned,
-                options,
-                products,
-                funds::Funds { balances, prices },
-                repeats.skipped(),
-                &outside.to_cancel,
+                existing,
+                earlier,
                 opts,
-            )?;
-            MergedFile {
-                scanned,
-                batch,
-                merged,
-                written: None,
-            }
+                (products, options),
+                conn,
+                reporter,
+            )
+            .await?
         }
     };
     let MergedFile {
@@ -245,6 +218,64 @@ async fn merge_file(
     tell_plan(merged, opts, scanned.valid_rows, reporter);
     tracing::info!("merge and plan, committed: {:.2?}", merging.elapsed());
     Ok((ledger, merged_file))
+}
+
+/// The two passes over the file of a batch the one pass could not plan: the first checks every
+/// row (and the approved digest), the balances are read, then the second merges and plans.
+async fn two_passes(
+    ledger: &mut Ledger,
+    existing: Option<ledger::BatchRecord>,
+    earlier: &Arc<Earlier>,
+    opts: &RunOptions,
+    (products, options): (&[Product], &ValidateOptions),
+    conn: &Connection,
+    reporter: &Reporter,
+) -> Result<MergedFile, OpError> {
+    let (scanned, (drawn, kinds), repeats) =
+        first_pass(opts, products, options, (&*ledger, earlier), reporter)?;
+    // What the ledger holds for rows the file does not have: intents never sent to
+    // cancel, orders sent to follow (part of the plan digest).
+    let outside = outside_file(&*ledger, existing.as_ref(), &scanned)?;
+    check_digest(
+        opts,
+        ledger,
+        &scanned,
+        (&outside, &repeats),
+        (products, options),
+        reporter,
+    )?;
+    // The balances are read before the ledger is written (no request while the merge
+    // is open); whether they are enough is decided once the merge knows what is new
+    // to pay.
+    // The converted rows are estimated meanwhile (those the service does not estimate
+    // are priced from the ledger by the pre-flight).
+    let (balances, prices) = tokio::join!(
+        funds::read_balances(&conn.client, drawn),
+        funds::estimate(&conn.client, kinds)
+    );
+    let batch = open_batch(ledger, existing, opts, &scanned, conn, reporter)?;
+    // What a person decided about the repeats is on the batch before its rows are.
+    if let Some(note) = repeats.note() {
+        ledger.record_batch_note(batch.id, &note)?;
+    }
+    failpoint::hit("before_intent");
+    let merged = plan::merge_and_plan(
+        ledger,
+        &batch,
+        &scanned,
+        options,
+        products,
+        funds::Funds { balances, prices },
+        repeats.skipped(),
+        &outside.to_cancel,
+        opts,
+    )?;
+    Ok(MergedFile {
+        scanned,
+        batch,
+        merged,
+        written: None,
+    })
 }
 
 /// How a run ends: why it is incomplete, if it is, and the result file of a run that only
@@ -256,19 +287,19 @@ struct Ending {
 
 /// `--out` names a file the run may write: not stdout (the run's stdout is its summary), not the
 /// ledger or one of its files, not the input.
-fn check_out(opts: &RunOptions) -> Result<(), RunError> {
+fn check_out(opts: &RunOptions) -> Result<(), OpError> {
     let Some(out) = &opts.out else {
         return Ok(());
     };
     let help = "give --out another file (the result file holds payout links: keep it private)";
     if out.as_os_str() == "-" {
-        return Err(RunError::Usage(crate::environment::UsageError::new(
+        return Err(OpError::Usage(crate::environment::UsageError::new(
             "run writes its result file to a file, not to stdout (`--out -`)",
             "after the run, `paybatch report --batch NAME --out -` prints the result file on stdout",
         )));
     }
     match crate::batch::output::output_clash(out, &opts.ledger, &[&opts.input]) {
-        Some(why) => Err(RunError::Usage(crate::environment::UsageError::new(
+        Some(why) => Err(OpError::Usage(crate::environment::UsageError::new(
             format!("--out {why}: writing the result file there would destroy it"),
             help,
         ))),
@@ -289,7 +320,7 @@ async fn catalog_for(
     conn: &Connection,
     opts: &RunOptions,
     reporter: &Reporter,
-) -> Result<Vec<Product>, RunError> {
+) -> Result<Vec<Product>, OpError> {
     let (products, source) = load_catalog(ledger, conn, opts).await?;
     reporter.line(format!(
         "catalog: {} products ({})",
@@ -313,7 +344,7 @@ struct MergedFile {
     written: Option<ResultWriter>,
 }
 
-/// A batch new to the ledger is read once ([`grouping::plan_in_one_pass`]) when its file
+/// A batch new to the ledger is read once ([`plan::plan_in_one_pass`]) when its file
 /// turns out valid: checking, recording and planning in one pass, the batch created in the
 /// same transaction. `None`, with nothing recorded, when the batch exists, when a plan digest
 /// is expected, or when the file has a problem: the file is then read in two passes.
@@ -332,7 +363,7 @@ async fn plan_once(
     options: &ValidateOptions,
     conn: &Connection,
     reporter: &Reporter,
-) -> Result<(Ledger, Option<MergedFile>), RunError> {
+) -> Result<(Ledger, Option<MergedFile>), OpError> {
     if exists || opts.expect_digest.is_some() {
         return Ok((ledger, None));
     }
@@ -377,7 +408,7 @@ async fn plan_once(
         let _ = give.send(funds);
     }
     let (ledger, once) = job.await.map_err(|e| {
-        RunError::Ledger(ledger::LedgerError::Corrupt(format!(
+        OpError::Ledger(ledger::LedgerError::Corrupt(format!(
             "the reading of the file stopped unexpectedly: {e}"
         )))
     })?;
@@ -411,7 +442,7 @@ async fn fund_the_pass(
         reads.start(&conn.client, currency.clone());
     }
     let (mut read, prices) = tokio::join!(reads.finish(), funds::estimate(&conn.client, kinds));
-    let balances: grouping::Balances = drawn
+    let balances: plan::Balances = drawn
         .into_iter()
         .filter_map(|currency| read.remove(&currency).map(|b| (currency, b)))
         .collect();
@@ -449,7 +480,7 @@ impl OnePass {
         ledger: &mut Ledger,
         ask: tokio::sync::oneshot::Sender<Asked>,
         given: std::sync::mpsc::Receiver<funds::Funds>,
-    ) -> Result<Option<MergedFile>, RunError> {
+    ) -> Result<Option<MergedFile>, OpError> {
         let opts = &self.opts;
         let name = opts.batch_name();
         let origin = BatchOrigin::of(opts);
@@ -459,14 +490,14 @@ impl OnePass {
         let mut lines = opts
             .plan_only
             .then(|| PlannedLines::new(&result_path(opts), opts.card_id.as_deref()));
-        let once = grouping::plan_in_one_pass(
+        let once = plan::plan_in_one_pass(
             ledger,
             &new,
             &self.earlier,
             &self.options,
             &self.products,
             self.expected_rows,
-            lines.as_mut().map(|l| l as &mut dyn scan::Cells),
+            lines.as_mut().map(|l| l as &mut dyn scan::OnValidRow),
             &|currency| {
                 // The run reads the balance meanwhile (unless it was stopped).
                 let _ = self.early.send(currency.to_string());
@@ -491,7 +522,7 @@ impl OnePass {
             return Ok(None);
         };
         let batch = ledger.batch(&name)?.ok_or_else(|| {
-            RunError::Ledger(ledger::LedgerError::Corrupt(format!(
+            OpError::Ledger(ledger::LedgerError::Corrupt(format!(
                 "batch {name} vanished after it was committed"
             )))
         })?;
@@ -524,7 +555,7 @@ fn first_pass(
     options: &ValidateOptions,
     (ledger, earlier): (&Ledger, &Earlier),
     reporter: &Reporter,
-) -> Result<(scan::Scan, Drawn, Repeats), RunError> {
+) -> Result<(scan::Scan, Drawn, Repeats), OpError> {
     let batch_name = opts.batch_name();
     let index = CatalogIndex::new(products.to_vec());
     let by_code: std::collections::HashMap<&str, &Product> =
@@ -559,7 +590,7 @@ fn first_pass(
             }
         },
     )
-    .map_err(|p| RunError::Invalid {
+    .map_err(|p| OpError::Invalid {
         input: opts.input.clone(),
         problems: Problems::from_iter([p]),
     })?;
@@ -569,7 +600,7 @@ fn first_pass(
     tracing::info!("first pass (read and check): {:.2?}", started.elapsed());
     tell_validated(scanned.rows, scanned.valid_rows, reporter);
     if !scanned.problems.is_empty() && !opts.skip_invalid {
-        return Err(RunError::Invalid {
+        return Err(OpError::Invalid {
             input: opts.input.clone(),
             problems: scanned.problems,
         });
@@ -596,7 +627,7 @@ async fn reconcile_stale(
     batch: &ledger::BatchRecord,
     opts: &RunOptions,
     reporter: &Reporter,
-) -> Result<(), RunError> {
+) -> Result<(), OpError> {
     let (_, stale) = submit::count_intents(ledger, batch.id, opts.in_doubt_window)?;
     if stale == 0 {
         return Ok(());
@@ -632,19 +663,19 @@ async fn reconcile_stale(
 /// moment the service accepts it, so a batch sent in one burst is known seconds after its last
 /// order finishes. Returns why the run is incomplete, if it is.
 async fn send_and_poll(
-    stage: &Arc<Stage>,
+    context: &Arc<SendContext>,
     batch_id: i64,
     opts: &RunOptions,
-) -> Result<Option<String>, RunError> {
+) -> Result<Option<String>, OpError> {
     if opts.plan_only {
         return Ok(Some(
             "--plan-only: the orders are planned, not sent".to_string(),
         ));
     }
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    *stage.accepted.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
-    let polling = poll::poll_all(stage, batch_id, opts, Some(rx));
-    let sending = submit::submit_all(stage, batch_id, opts);
+    *context.accepted.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
+    let polling = poll::poll_all(context, batch_id, opts, Some(rx));
+    let sending = submit::submit_all(context, batch_id, opts);
     tokio::pin!(polling, sending);
     // The polling is polled first: it reads the orders the ledger already has as accepted
     // before the first send.
@@ -653,12 +684,12 @@ async fn send_and_poll(
         polled = &mut polling => {
             // The polling ends before the sending only when it must stop the run (a refused
             // key): the sends in flight stay in doubt and the next run resolves them.
-            stage.sending_ended();
+            context.sending_ended();
             return polled;
         }
         sent = &mut sending => sent,
     };
-    stage.sending_ended();
+    context.sending_ended();
     match sent? {
         // The service kept the sending waiting past its patience: the orders it accepted are
         // still polled (the order list is not rate limited like creation), up to --poll-timeout,
@@ -670,7 +701,7 @@ async fn send_and_poll(
 
 /// After the sending and polling: what the service stopped, the result file, the summary.
 async fn finish(
-    stage: &Stage,
+    context: &SendContext,
     client: &Client,
     batch: &ledger::BatchRecord,
     products: &[Product],
@@ -680,29 +711,33 @@ async fn finish(
         incomplete,
         written,
     }: Ending,
-) -> Result<RunSummary, RunError> {
-    let held_by_service = stage.held.lock().unwrap_or_else(|p| p.into_inner()).clone();
+) -> Result<RunSummary, OpError> {
+    let stopped_by_service = context
+        .stopped
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
     // The balances the service found too low, as they are now (read before the ledger is
     // taken: no lock is held across a request).
     let mut balances_now = BTreeMap::new();
-    for what in held_by_service.keys() {
-        if let Hold::Balance(currency) = what {
+    for what in stopped_by_service.keys() {
+        if let ServiceStop::Balance(currency) = what {
             let balance = client.balance(currency).await.map(|b| b.balance);
             balances_now.insert(currency.clone(), balance.ok());
         }
     }
-    let ledger = stage.ledger();
-    let held = if held_by_service.is_empty() {
+    let ledger = context.ledger();
+    let stopped = if stopped_by_service.is_empty() {
         Vec::new()
     } else {
-        funds::held_lines(&ledger, batch, products, &held_by_service, &balances_now)?
+        funds::stopped_lines(&ledger, batch, products, &stopped_by_service, &balances_now)?
     };
     let result_path = result_path(opts);
     let writing = Instant::now();
     match written {
         // Only planned, nothing changed since: the file written while the file was read.
-        Some(out) if opts.plan_only && held.is_empty() => {
-            out.finish().map_err(|e| RunError::Io {
+        Some(out) if opts.plan_only && stopped.is_empty() => {
+            out.finish().map_err(|e| OpError::Io {
                 path: result_path.clone(),
                 message: e.to_string(),
             })?;
@@ -718,7 +753,7 @@ async fn finish(
         result_path,
         incomplete,
     )?;
-    Ok(RunSummary { held, ..summary })
+    Ok(RunSummary { stopped, ..summary })
 }
 
 /// A batch rebuilt while orders it could not attribute were still processing: its rows without
@@ -731,7 +766,7 @@ async fn settle_rebuilt(
     batch: &ledger::BatchRecord,
     opts: &RunOptions,
     reporter: &Reporter,
-) -> Result<(), RunError> {
+) -> Result<(), OpError> {
     reporter.line(format!(
         "batch {} was rebuilt while some orders were still processing: reconciling before anything is planned",
         batch.name
@@ -743,7 +778,7 @@ async fn settle_rebuilt(
     if r.unattributed.is_empty() {
         return Ok(());
     }
-    Err(RunError::Unsettled {
+    Err(OpError::Unsettled {
         message: format!(
             "{} orders of the account are still processing and cannot be attributed yet; they may hold rows of batch {} that the rebuilt ledger has without an order, so nothing was planned or sent",
             r.unattributed.len(),

@@ -7,7 +7,7 @@ use std::path::Path;
 use crate::api::models::Product;
 use crate::batch::approved::{PlanContext, RepeatsKept};
 use crate::batch::options::RunOptions;
-use crate::batch::outcome::{RunError, is_auth_error};
+use crate::batch::outcome::{OpError, is_auth_error};
 use crate::batch::progress::Reporter;
 use crate::batch::repeats::Repeats;
 use crate::catalog::{self, CatalogError};
@@ -21,7 +21,7 @@ pub async fn load_catalog(
     ledger: &mut Ledger,
     conn: &Connection,
     opts: &RunOptions,
-) -> Result<(Vec<Product>, catalog::CatalogSource), RunError> {
+) -> Result<(Vec<Product>, catalog::CatalogSource), OpError> {
     catalog::load(
         ledger,
         &conn.client,
@@ -31,17 +31,17 @@ pub async fn load_catalog(
     )
     .await
     .map_err(|e| match e {
-        CatalogError::Api(api) if is_auth_error(&api) => RunError::Auth(api),
-        other => RunError::Catalog(other),
+        CatalogError::Api(api) if is_auth_error(&api) => OpError::Auth(api),
+        other => OpError::Catalog(other),
     })
 }
 
 /// An existing batch is resumed only with the environment, address and key it was started with.
-pub fn check_binding(b: &ledger::BatchRecord, conn: &Connection) -> Result<(), RunError> {
+pub fn check_binding(b: &ledger::BatchRecord, conn: &Connection) -> Result<(), OpError> {
     let env = &conn.environment;
     let base = env.recorded_base_url();
     if b.environment != env.name() || b.base_url != base {
-        return Err(RunError::Binding {
+        return Err(OpError::Binding {
             message: format!(
                 "batch `{}` belongs to environment {} ({}), not {} ({})",
                 b.name,
@@ -54,7 +54,7 @@ pub fn check_binding(b: &ledger::BatchRecord, conn: &Connection) -> Result<(), R
         });
     }
     if b.key_fingerprint != conn.key_fingerprint {
-        return Err(RunError::Binding {
+        return Err(OpError::Binding {
             message: format!(
                 "batch `{}` was started with another API key ({}; this run uses {})",
                 b.name, b.key_fingerprint, conn.key_fingerprint
@@ -71,7 +71,7 @@ pub fn outside_file(
     ledger: &Ledger,
     batch: Option<&ledger::BatchRecord>,
     scanned: &scan::Scan,
-) -> Result<ledger::OutsideFile, RunError> {
+) -> Result<ledger::OutsideFile, OpError> {
     match batch {
         Some(b) => Ok(ledger.orders_outside_file(b.id, |r| scanned.has_reference(r))?),
         None => Ok(ledger::OutsideFile::default()),
@@ -88,7 +88,7 @@ pub fn plan_and_context(
     outside: &ledger::OutsideFile,
     file: String,
     repeats: &Repeats,
-) -> Result<(String, PlanContext), RunError> {
+) -> Result<(String, PlanContext), OpError> {
     let orders = orders_outside(ledger, outside)?;
     let context = PlanContext {
         rows_digest: file.clone(),
@@ -103,11 +103,11 @@ pub fn plan_and_context(
 pub fn orders_outside(
     ledger: &Ledger,
     outside: &ledger::OutsideFile,
-) -> Result<scan::OrdersOutside, RunError> {
+) -> Result<scan::OrdersOutside, OpError> {
     let mut orders = scan::OrdersOutside::default();
     for &id in &outside.followed {
         let (key, body) = ledger.order_key_and_body(id)?.ok_or_else(|| {
-            RunError::Ledger(ledger::LedgerError::Corrupt(format!(
+            OpError::Ledger(ledger::LedgerError::Corrupt(format!(
                 "order {id} vanished while it was read"
             )))
         })?;
@@ -124,7 +124,7 @@ pub fn open_batch(
     scanned: &scan::Scan,
     conn: &Connection,
     reporter: &Reporter,
-) -> Result<ledger::BatchRecord, RunError> {
+) -> Result<ledger::BatchRecord, OpError> {
     let input_path = opts.input.display().to_string();
     let batch_name = opts.batch_name();
     Ok(match existing {
@@ -188,7 +188,7 @@ impl BatchOrigin {
 
 /// The input file can be read: checked before anything is made (ledger, lock, simulator
 /// state). A missing or unreadable file is a usage error.
-pub fn check_input(path: &Path) -> Result<(), RunError> {
+pub fn check_input(path: &Path) -> Result<(), OpError> {
     let help = "check the file's path (a relative path starts from the current directory) and that this user can read it";
     // The kind of file is read before it is opened: opening a FIFO would wait for a writer.
     match std::fs::metadata(path).and_then(|m| {
@@ -199,11 +199,11 @@ pub fn check_input(path: &Path) -> Result<(), RunError> {
         }
     }) {
         Ok(m) if m.is_file() => Ok(()),
-        Ok(_) => Err(RunError::Usage(UsageError::new(
+        Ok(_) => Err(OpError::Usage(UsageError::new(
             format!("{} is not a file", path.display()),
             help,
         ))),
-        Err(e) => Err(RunError::Usage(UsageError::new(
+        Err(e) => Err(OpError::Usage(UsageError::new(
             format!("cannot read {}: {e}", path.display()),
             help,
         ))),

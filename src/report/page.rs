@@ -27,7 +27,7 @@ use crate::input::scan;
 use crate::ledger::{BatchRecord, RowState};
 use crate::money::display_amount;
 
-use super::tally::{Breakdown, Charge, Digest, RowView, SHOWN, Tally, Total, color};
+use super::tally::{Breakdown, Charge, Digest, ReportRow, SHOWN, Tally, Total, color};
 
 /// The template of the page, compiled into the program.
 const TEMPLATE: &str = include_str!("page.html");
@@ -500,7 +500,7 @@ fn amount_lines(lines: &[(&str, Option<RowState>, &str, &Total)]) -> Vec<AmountL
         .collect()
 }
 
-fn row_line(v: &RowView) -> RowLine {
+fn row_line(v: &ReportRow) -> RowLine {
     RowLine {
         line: v.line,
         reference: v.reference.clone(),

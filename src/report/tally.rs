@@ -46,7 +46,7 @@ pub(super) fn color(state: RowState) -> &'static str {
 
 /// One row as the report shows it: what was asked and what happened, never the payout link.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct RowView {
+pub(super) struct ReportRow {
     pub(super) line: i64,
     pub(super) reference: String,
     pub(super) products: String,
@@ -66,7 +66,7 @@ fn parsed_spec(row: &RowRecord) -> Option<StoredSpec<'static>> {
     row.spec.as_deref().and_then(|s| StoredSpec::parse(s).ok())
 }
 
-fn row_view(headers: &[String], row: &RowRecord) -> RowView {
+fn row_view(headers: &[String], row: &RowRecord) -> ReportRow {
     let spec = parsed_spec(row);
     let cell = |canonical: &str| -> String {
         headers
@@ -93,7 +93,7 @@ fn row_view(headers: &[String], row: &RowRecord) -> RowView {
     let price = (row.state == RowState::Completed)
         .then(|| row.price.as_deref().and_then(parse_decimal_text))
         .flatten();
-    RowView {
+    ReportRow {
         line: row.line,
         reference: row.reference.clone(),
         products,
@@ -146,7 +146,7 @@ pub(super) struct Total {
 }
 
 impl Total {
-    fn add(&mut self, v: &RowView) {
+    fn add(&mut self, v: &ReportRow) {
         self.rows += 1;
         self.face_value += v.face_value.unwrap_or_default();
         if v.state == RowState::Completed {
@@ -191,7 +191,7 @@ pub(super) struct Claims {
 }
 
 impl Claims {
-    fn add(&mut self, v: &RowView, status: Option<&PayoutStatus>) {
+    fn add(&mut self, v: &ReportRow, status: Option<&PayoutStatus>) {
         self.paid += 1;
         let face = v.face_value.unwrap_or_default();
         match status {
@@ -226,9 +226,9 @@ pub struct Tally {
     pub(super) by_state: BTreeMap<String, BTreeMap<RowState, Total>>,
     pub(super) breakdowns: Vec<Breakdown>,
     pub(super) counts: BTreeMap<RowState, usize>,
-    pub(super) attention: Vec<RowView>,
+    pub(super) attention: Vec<ReportRow>,
     /// Completed rows whose order could not be confirmed as the one sent.
-    pub(super) unconfirmed: Vec<RowView>,
+    pub(super) unconfirmed: Vec<ReportRow>,
     pub(super) digest: Digest,
     /// The batch's latest merge ([`Tally::latest_merge`]): rows of an earlier one are no longer
     /// in the file.
@@ -345,7 +345,7 @@ impl Tally {
 
     /// The number of the batch's latest merge ([`crate::ledger::Ledger::merges`]): the plan
     /// digest is then the one `validate` shows for the latest file, made of the rows it had and
-    /// of the orders followed for the rows it no longer had ([`scan::plan_digest`]). Without it
+    /// of the orders followed for the rows it no longer had ([`crate::input::scan::plan_digest`]). Without it
     /// every row counts as in the file.
     pub fn latest_merge(&mut self, merges: i64) {
         self.latest_merge = Some(merges);
@@ -420,7 +420,7 @@ impl Tally {
         }
     }
 
-    fn add_charge(&mut self, row: &RowRecord, v: &RowView, order: Option<&OrderLabel>) {
+    fn add_charge(&mut self, row: &RowRecord, v: &ReportRow, order: Option<&OrderLabel>) {
         let debited = row.debited_amount.as_deref().and_then(parse_decimal_text);
         let (RowState::Completed, Some(amount), Some(currency)) =
             (row.state, debited, &row.debited_currency)

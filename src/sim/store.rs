@@ -12,7 +12,7 @@ use std::str::FromStr;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension, Row, Statement, Transaction, params};
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use rusqlite_migration::{M, Migrations};
 use rust_decimal::Decimal;
 
@@ -20,65 +20,17 @@ use super::life::PayoutLife;
 use crate::api::models::{OrderStatus, PaymentMethod, PaymentMethodType, ProductSelection};
 use crate::files::create_private;
 
+mod rows;
+mod schema;
+pub(crate) use rows::iso_from_ms;
+use rows::{
+    INSERT_ITEM, INSERT_ORDER, ORDER_COLUMNS, conversion, dec_at, insert_item, insert_order,
+    items_of, order_from_row, to_json,
+};
+use schema::SCHEMA_V1;
+
 /// How long the service keeps an idempotency record.
 pub const IDEMPOTENCY_TTL_MS: i64 = 30 * 24 * 60 * 60 * 1000;
-
-const SCHEMA_V1: &str = "
-CREATE TABLE meta (
-    key   TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);
-CREATE TABLE balances (
-    currency TEXT PRIMARY KEY,
-    amount   TEXT NOT NULL
-);
-CREATE TABLE orders (
-    seq             INTEGER PRIMARY KEY AUTOINCREMENT,
-    id              TEXT NOT NULL UNIQUE,
-    key_fingerprint TEXT NOT NULL,
-    idempotency_key TEXT NOT NULL,
-    status          TEXT NOT NULL,
-    outcome         TEXT NOT NULL,
-    created_at      TEXT NOT NULL,
-    created_ms      INTEGER NOT NULL,
-    due_ms          INTEGER NOT NULL,
-    completed_at    TEXT,
-    description     TEXT,
-    metadata        TEXT NOT NULL,
-    payment_method  TEXT NOT NULL,
-    currency        TEXT NOT NULL,
-    total_price     TEXT NOT NULL,
-    total_discount  TEXT NOT NULL,
-    fx              TEXT NOT NULL,
-    message         TEXT
-);
-CREATE INDEX orders_processing ON orders (status, due_ms);
-CREATE INDEX orders_by_key ON orders (key_fingerprint, seq);
-CREATE TABLE items (
-    order_id            TEXT NOT NULL REFERENCES orders (id),
-    position            INTEGER NOT NULL,
-    id                  TEXT NOT NULL UNIQUE,
-    distribution_method TEXT NOT NULL,
-    products            TEXT NOT NULL,
-    face_value          TEXT NOT NULL,
-    price               TEXT NOT NULL,
-    currency            TEXT NOT NULL,
-    discount_multiplier TEXT NOT NULL,
-    payout_url          TEXT NOT NULL,
-    expiry_months       INTEGER NOT NULL,
-    PRIMARY KEY (order_id, position)
-);
-CREATE TABLE idempotency (
-    key_fingerprint TEXT NOT NULL,
-    idempotency_key TEXT NOT NULL,
-    body_sha256     TEXT NOT NULL,
-    status_code     INTEGER NOT NULL,
-    response        BLOB NOT NULL,
-    created_ms      INTEGER NOT NULL,
-    order_id        TEXT,
-    PRIMARY KEY (key_fingerprint, idempotency_key)
-);
-";
 
 /// What a new state starts with: the account's balances and payout-link settings, and the
 /// seed of the links' lives.
@@ -199,148 +151,7 @@ pub(crate) struct Store {
     generation: u64,
 }
 
-type Result<T> = std::result::Result<T, rusqlite::Error>;
-
-fn conversion(e: impl std::error::Error + Send + Sync + 'static) -> rusqlite::Error {
-    rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
-}
-
-fn dec_at(row: &Row<'_>, idx: usize) -> Result<Decimal> {
-    let text: String = row.get(idx)?;
-    Decimal::from_str(&text).map_err(conversion)
-}
-
-fn json_at<T: serde::de::DeserializeOwned>(row: &Row<'_>, idx: usize) -> Result<T> {
-    let text: String = row.get(idx)?;
-    serde_json::from_str(&text).map_err(conversion)
-}
-
-fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
-    serde_json::to_string(value).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
-}
-
-fn status_from(text: &str) -> OrderStatus {
-    match text {
-        "PROCESSING" => OrderStatus::Processing,
-        "COMPLETED" => OrderStatus::Completed,
-        "FAILED" => OrderStatus::Failed,
-        _ => OrderStatus::Unknown,
-    }
-}
-
-/// ISO 8601 UTC with milliseconds, from ms since the epoch.
-pub(crate) fn iso_from_ms(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .unwrap_or_default()
-        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-}
-
-const ORDER_COLUMNS: &str = "seq, id, key_fingerprint, idempotency_key, status, outcome, \
-     created_at, created_ms, due_ms, completed_at, description, metadata, payment_method, \
-     currency, total_price, total_discount, fx, message";
-
-fn order_from_row(row: &Row<'_>) -> Result<OrderRow> {
-    let status: String = row.get(4)?;
-    let outcome: String = row.get(5)?;
-    let fx: String = row.get(16)?;
-    Ok(OrderRow {
-        seq: row.get(0)?,
-        id: row.get(1)?,
-        key_fingerprint: row.get(2)?,
-        idempotency_key: row.get(3)?,
-        status: status_from(&status),
-        outcome: status_from(&outcome),
-        created_at: row.get(6)?,
-        created_ms: row.get(7)?,
-        due_ms: row.get(8)?,
-        completed_at: row.get(9)?,
-        description: row.get(10)?,
-        metadata: json_at(row, 11)?,
-        payment_method: json_at(row, 12)?,
-        currency: row.get(13)?,
-        total_price: dec_at(row, 14)?,
-        total_discount: dec_at(row, 15)?,
-        fx: serde_json::from_str(&fx).map_err(conversion)?,
-        message: row.get(17)?,
-        items: Vec::new(),
-    })
-}
-
-const INSERT_ORDER: &str = "INSERT INTO orders (id, key_fingerprint, idempotency_key, status, \
-     outcome, created_at, created_ms, due_ms, completed_at, description, metadata, payment_method, \
-     currency, total_price, total_discount, fx, message) VALUES \
-     (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)";
-
-const INSERT_ITEM: &str = "INSERT INTO items (order_id, position, id, distribution_method, \
-     products, face_value, price, currency, discount_multiplier, payout_url, expiry_months) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
-
-fn insert_order(stmt: &mut Statement<'_>, order: &OrderRow) -> Result<()> {
-    stmt.execute(params![
-        order.id,
-        order.key_fingerprint,
-        order.idempotency_key,
-        order.status.as_str(),
-        order.outcome.as_str(),
-        order.created_at,
-        order.created_ms,
-        order.due_ms,
-        order.completed_at,
-        order.description,
-        to_json(&order.metadata)?,
-        to_json(&order.payment_method)?,
-        order.currency,
-        order.total_price.to_string(),
-        order.total_discount.to_string(),
-        to_json(&order.fx)?,
-        order.message,
-    ])?;
-    Ok(())
-}
-
-fn insert_item(
-    stmt: &mut Statement<'_>,
-    order_id: &str,
-    position: usize,
-    item: &ItemRow,
-) -> Result<()> {
-    stmt.execute(params![
-        order_id,
-        position as i64,
-        item.id,
-        to_json(&item.distribution_method)?,
-        to_json(&item.products)?,
-        item.face_value.to_string(),
-        item.price.to_string(),
-        item.currency,
-        item.discount_multiplier.to_string(),
-        item.payout_url,
-        item.expiry_months,
-    ])?;
-    Ok(())
-}
-
-fn items_of(conn: &Connection, order_id: &str) -> Result<Vec<ItemRow>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT id, distribution_method, products, face_value, price, currency, \
-         discount_multiplier, payout_url, expiry_months FROM items WHERE order_id = ?1 \
-         ORDER BY position",
-    )?;
-    let rows = stmt.query_map([order_id], |row| {
-        Ok(ItemRow {
-            id: row.get(0)?,
-            distribution_method: json_at(row, 1)?,
-            products: json_at(row, 2)?,
-            face_value: dec_at(row, 3)?,
-            price: dec_at(row, 4)?,
-            currency: row.get(5)?,
-            discount_multiplier: dec_at(row, 6)?,
-            payout_url: row.get(7)?,
-            expiry_months: row.get(8)?,
-        })
-    })?;
-    rows.collect()
-}
+pub(super) type Result<T> = std::result::Result<T, rusqlite::Error>;
 
 fn balance_in(tx: &Connection, currency: &str) -> Result<Decimal> {
     let text: Option<String> = tx
@@ -365,6 +176,36 @@ fn set_balance(tx: &Transaction<'_>, currency: &str, amount: Decimal) -> Result<
         params![currency, amount.to_string()],
     )?;
     Ok(())
+}
+
+/// The state's connection: a private file in WAL mode with full syncs (or memory), foreign keys
+/// on.
+fn connect(path: Option<&Path>) -> std::result::Result<Connection, String> {
+    if let Some(p) = path {
+        // The state holds payout links (bearer instruments): private file, and SQLite gives
+        // its WAL and shared-memory files the same mode.
+        create_private(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    let conn = match path {
+        Some(p) => Connection::open(p),
+        None => Connection::open_in_memory(),
+    }
+    .map_err(|e| e.to_string())?;
+    conn.busy_timeout(Duration::from_secs(5))
+        .map_err(|e| e.to_string())?;
+    if path.is_some() {
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(|e| e.to_string())?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(format!(
+                "cannot switch the state file to WAL mode (got {mode})"
+            ));
+        }
+    }
+    conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
+        .map_err(|e| e.to_string())?;
+    Ok(conn)
 }
 
 impl Store {
@@ -392,30 +233,7 @@ impl Store {
         initial: &Initial<'_>,
         serving: bool,
     ) -> std::result::Result<Store, String> {
-        if let Some(p) = path {
-            // The state holds payout links (bearer instruments): private file, and SQLite gives
-            // its WAL and shared-memory files the same mode.
-            create_private(p).map_err(|e| format!("{}: {e}", p.display()))?;
-        }
-        let mut conn = match path {
-            Some(p) => Connection::open(p),
-            None => Connection::open_in_memory(),
-        }
-        .map_err(|e| e.to_string())?;
-        conn.busy_timeout(Duration::from_secs(5))
-            .map_err(|e| e.to_string())?;
-        if path.is_some() {
-            let mode: String = conn
-                .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-                .map_err(|e| e.to_string())?;
-            if !mode.eq_ignore_ascii_case("wal") {
-                return Err(format!(
-                    "cannot switch the state file to WAL mode (got {mode})"
-                ));
-            }
-        }
-        conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
-            .map_err(|e| e.to_string())?;
+        let mut conn = connect(path)?;
         let generation: u64;
         Migrations::new(vec![M::up(SCHEMA_V1)])
             .to_latest(&mut conn)

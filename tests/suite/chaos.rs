@@ -417,7 +417,7 @@ async fn scenario_with(seed: u64, extra: Vec<String>) -> Result<Seen, String> {
     //    or a swapped answer kept it from being created (the row is then held for a person).
     let mut items_per_ref: HashMap<String, Vec<&SimOrderRecord>> = HashMap::new();
     for o in &truth {
-        for r in paybatch::batch::plan::references_in_metadata(&o.metadata) {
+        for r in paybatch::batch::order_body::references_in_metadata(&o.metadata) {
             items_per_ref.entry(r).or_default().push(o);
         }
     }
@@ -746,7 +746,8 @@ async fn kept_error_scenario(seed: u64) -> Result<Seen, String> {
             .iter()
             .filter(|o| o.status != paybatch::api::OrderStatus::Failed)
             .filter(|o| {
-                paybatch::batch::plan::references_in_metadata(&o.metadata).contains(&row.reference)
+                paybatch::batch::order_body::references_in_metadata(&o.metadata)
+                    .contains(&row.reference)
             })
             .collect();
         if live.len() != 1 {
@@ -1104,7 +1105,9 @@ async fn payout_life_scenario(seed: u64) -> Result<Seen, String> {
         let live = orders
             .iter()
             .filter(|o| o.status != paybatch::api::OrderStatus::Failed)
-            .filter(|o| paybatch::batch::plan::references_in_metadata(&o.metadata).contains(r))
+            .filter(|o| {
+                paybatch::batch::order_body::references_in_metadata(&o.metadata).contains(r)
+            })
             .count();
         let row = rows.iter().find(|row| &row.reference == r);
         let completed = row.is_some_and(|row| row.state == RowState::Completed);

@@ -5,7 +5,7 @@
 //! docs/reliability.md, "What these tests do not show".)
 
 use paybatch::api::models::{NewOrder, Order};
-use paybatch::batch::plan;
+use paybatch::batch::order_body;
 use paybatch::batch::verify::{SentRow, check};
 
 const BODY: &str = r#"{"payment_method":{"type":"ACCOUNT_BALANCE","currency":"USD"},"items":[
@@ -25,8 +25,8 @@ fn rows() -> Vec<SentRow> {
 
 fn body() -> Vec<u8> {
     let mut sent: NewOrder = serde_json::from_str(BODY).expect("a body");
-    sent.description = Some(plan::description(KEY, "nov", &["A", "B"]));
-    sent.metadata = Some(plan::metadata("nov", &[("A", 1), ("B", 1)]));
+    sent.description = Some(order_body::description(KEY, "nov", &["A", "B"]));
+    sent.metadata = Some(order_body::metadata("nov", &[("A", 1), ("B", 1)]));
     serde_json::to_vec(&sent).expect("a body")
 }
 
@@ -35,8 +35,8 @@ fn answer(change: impl FnOnce(&mut serde_json::Value)) -> Result<bool, Vec<Strin
         "id": "O-1", "status": "COMPLETED",
         "payment_method": {"type": "ACCOUNT_BALANCE", "currency": "USD"},
         "currency": "USD", "total_price": "34.79", "total_discount": "0.71",
-        "description": plan::description(KEY, "nov", &["A", "B"]),
-        "metadata": plan::metadata("nov", &[("A", 1), ("B", 1)]),
+        "description": order_body::description(KEY, "nov", &["A", "B"]),
+        "metadata": order_body::metadata("nov", &[("A", 1), ("B", 1)]),
         "items": [
             {"id": "E-1", "distribution_method": {"type": "EMAIL", "email_address": "a@b.example"},
              "products": {"type": "SINGLE", "value": "AMZ-US"}, "face_value": "10.00",
@@ -104,14 +104,14 @@ fn a_description_cut_to_nothing_does_not_confirm() {
 fn other_orders_are_mismatches() {
     let other = "7c1d2e3f-0a1b-5c2d-8e3f-4a5b6c7d8e9f";
     let meta = |b: &str, rows: &[(&str, i64)]| {
-        serde_json::to_value(plan::metadata(b, rows)).expect("metadata")
+        serde_json::to_value(order_body::metadata(b, rows)).expect("metadata")
     };
     type Change = Box<dyn FnOnce(&mut serde_json::Value)>;
     let cases: Vec<(&str, Change)> = vec![
         (
             "other key, our metadata",
             Box::new(move |a| {
-                a["description"] = plan::description(other, "nov", &["A", "B"]).into()
+                a["description"] = order_body::description(other, "nov", &["A", "B"]).into()
             }),
         ),
         (
@@ -129,7 +129,7 @@ fn other_orders_are_mismatches() {
         (
             "batch NOV",
             Box::new(move |a| {
-                a["description"] = plan::description(KEY, "NOV", &["A", "B"]).into();
+                a["description"] = order_body::description(KEY, "NOV", &["A", "B"]).into();
                 a["metadata"] = meta("NOV", &[("A", 1), ("B", 1)]);
             }),
         ),

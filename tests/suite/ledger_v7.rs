@@ -390,7 +390,7 @@ async fn orders_of_every_size_from_1_to_60_put_each_row_at_its_item_of_the_body(
             let body: serde_json::Value = serde_json::from_slice(&body).expect("body");
             let metadata: BTreeMap<String, String> =
                 serde_json::from_value(body["metadata"].clone()).expect("metadata");
-            let references = paybatch::batch::plan::references_in_metadata(&metadata);
+            let references = paybatch::batch::order_body::references_in_metadata(&metadata);
             let items = body["items"].as_array().expect("items");
             assert_eq!(references.len(), items.len(), "n={n} order {id}");
             sizes.push(items.len());

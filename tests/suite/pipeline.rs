@@ -31,7 +31,7 @@ async fn run_with_env(
 fn orders_per_reference(sim: &SimHandle) -> HashMap<String, Vec<String>> {
     let mut out: HashMap<String, Vec<String>> = HashMap::new();
     for order in sim.orders() {
-        for reference in paybatch::batch::plan::references_in_metadata(&order.metadata) {
+        for reference in paybatch::batch::order_body::references_in_metadata(&order.metadata) {
             out.entry(reference)
                 .or_default()
                 .push(order.status.as_str().to_string());

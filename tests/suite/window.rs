@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use paybatch::api::{ApiKey, Client, ClientConfig, ExecutionMode};
-use paybatch::batch::plan;
+use paybatch::batch::order_body;
 use paybatch::batch::window::{self, ServiceWindow};
 use paybatch::sim::{self, SeedOrders, SimConfig, SimHandle};
 use serde_json::json;
@@ -88,24 +88,48 @@ async fn the_window_is_read_back_to_its_start_and_finds_the_batch_and_the_files_
     let c = client(&sim);
     let sync = ExecutionMode::Sync;
     let long = format!("payroll-{}", "x".repeat(100));
-    let a = place(&c, K1, &plan::description(K1, "nov", &["EMP-1"]), sync).await;
+    let a = place(
+        &c,
+        K1,
+        &order_body::description(K1, "nov", &["EMP-1"]),
+        sync,
+    )
+    .await;
     let b = place(
         &c,
         K2,
-        &plan::description(K2, "nov", &["EMP-2", "EMP-3"]),
+        &order_body::description(K2, "nov", &["EMP-2", "EMP-3"]),
         sync,
     )
     .await;
     let old = place(&c, "k-old", "paybatch batch=nov row=EMP-4", sync).await;
-    let cut = place(&c, K3, &plan::description(K3, &long, &["EMP-5"]), sync).await;
-    let dec = place(&c, K4, &plan::description(K4, "dec", &["EMP-6"]), sync).await;
-    place(&c, K5, &plan::description(K5, "dec", &["OTHER-1"]), sync).await;
+    let cut = place(
+        &c,
+        K3,
+        &order_body::description(K3, &long, &["EMP-5"]),
+        sync,
+    )
+    .await;
+    let dec = place(
+        &c,
+        K4,
+        &order_body::description(K4, "dec", &["EMP-6"]),
+        sync,
+    )
+    .await;
+    place(
+        &c,
+        K5,
+        &order_body::description(K5, "dec", &["OTHER-1"]),
+        sync,
+    )
+    .await;
     place(&c, "k-lunch", "Team lunch", sync).await;
     let async_mode = ExecutionMode::Async;
     let p1 = place(
         &c,
         K6,
-        &plan::description(K6, "nov", &["EMP-7"]),
+        &order_body::description(K6, "nov", &["EMP-7"]),
         async_mode,
     )
     .await;
@@ -193,7 +217,7 @@ async fn a_read_stops_at_its_page_cap_or_at_the_first_older_order() {
     place(
         &c,
         K1,
-        &plan::description(K1, "nov", &["EMP-1"]),
+        &order_body::description(K1, "nov", &["EMP-1"]),
         ExecutionMode::Async,
     )
     .await;

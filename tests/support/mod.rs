@@ -262,7 +262,7 @@ pub fn service_orders_per_reference(
 ) -> std::collections::BTreeMap<String, Vec<(String, String)>> {
     let mut out: std::collections::BTreeMap<String, Vec<(String, String)>> = Default::default();
     for order in sim.orders() {
-        for reference in paybatch::batch::plan::references_in_metadata(&order.metadata) {
+        for reference in paybatch::batch::order_body::references_in_metadata(&order.metadata) {
             out.entry(reference)
                 .or_default()
                 .push((order.id.clone(), order.status.as_str().to_string()));

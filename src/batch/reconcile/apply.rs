@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::api::Client;
 use crate::api::client::read_retrying_until;
 use crate::api::models::{OrderStatus, OrderView};
-use crate::batch::plan;
+use crate::batch::order_body;
 use crate::ledger::{
     BatchRecord, Ledger, OrderRecord, OrderState, RowKey, RowState, StoredSpec, Transition,
 };
@@ -23,7 +23,7 @@ use super::report::ReconcileReport;
 /// has changed it so far (in a dry run too, where nothing is written), so that each decision
 /// sees the outcome of the ones before it.
 #[derive(Debug, Clone)]
-struct RowView {
+struct RowSoFar {
     id: i64,
     state: RowState,
     attempt: i64,
@@ -33,7 +33,7 @@ struct RowView {
 
 /// The references of the rows each ledger order holds, as this reconciliation sees them now
 /// (read once: a batch can hold a million rows and as many intents).
-fn members_by_order(views: &HashMap<String, RowView>) -> HashMap<i64, Vec<String>> {
+fn members_by_order(views: &HashMap<String, RowSoFar>) -> HashMap<i64, Vec<String>> {
     let mut by_order: HashMap<i64, Vec<String>> = HashMap::new();
     for (reference, v) in views {
         if let Some(id) = v.order_id {
@@ -44,7 +44,7 @@ fn members_by_order(views: &HashMap<String, RowView>) -> HashMap<i64, Vec<String
 }
 
 /// The rows of each of the ledger's orders that still holds rows, by key and by service id.
-fn known_orders(views: &HashMap<String, RowView>, orders: &[OrderRecord]) -> KnownOrders {
+fn known_orders(views: &HashMap<String, RowSoFar>, orders: &[OrderRecord]) -> KnownOrders {
     let by_order = members_by_order(views);
     let mut known = KnownOrders::default();
     for o in orders {
@@ -65,10 +65,10 @@ fn known_orders(views: &HashMap<String, RowView>, orders: &[OrderRecord]) -> Kno
 
 /// The rows (reference, view) of the ledger's order `order_id`, from [`members_by_order`].
 fn members_of<'a>(
-    views: &'a HashMap<String, RowView>,
+    views: &'a HashMap<String, RowSoFar>,
     by_order: &'a HashMap<i64, Vec<String>>,
     order_id: i64,
-) -> Vec<(&'a String, &'a RowView)> {
+) -> Vec<(&'a String, &'a RowSoFar)> {
     by_order
         .get(&order_id)
         .into_iter()
@@ -144,7 +144,7 @@ pub(super) struct Reconciliation<'a> {
     batch: &'a BatchRecord,
     dry_run: bool,
     /// The batch's rows, by reference.
-    views: HashMap<String, RowView>,
+    views: HashMap<String, RowSoFar>,
     /// The batch's orders, as the ledger held them when reconciliation began.
     orders: Vec<OrderRecord>,
     /// The state of each of the ledger's orders, as reconciliation has changed it.
@@ -164,11 +164,11 @@ impl<'a> Reconciliation<'a> {
         batch: &'a BatchRecord,
         dry_run: bool,
     ) -> Result<Self, ReconcileError> {
-        let views: HashMap<String, RowView> = ledger
+        let views: HashMap<String, RowSoFar> = ledger
             .rows(batch.id)?
             .into_iter()
             .map(|r| {
-                let view = RowView {
+                let view = RowSoFar {
                     id: r.id,
                     state: r.state,
                     attempt: r.attempt,
@@ -332,8 +332,8 @@ impl<'a> Reconciliation<'a> {
 
     /// The ledger's rows of the service's order `f`, in its order; none when the ledger lacks
     /// some of them, which are reported as unknown rows.
-    fn rows_of(&mut self, f: &FoundOrder) -> Option<Vec<RowView>> {
-        let members: Vec<RowView> = f
+    fn rows_of(&mut self, f: &FoundOrder) -> Option<Vec<RowSoFar>> {
+        let members: Vec<RowSoFar> = f
             .rows
             .iter()
             .filter_map(|k| self.views.get(&k.reference).cloned())
@@ -353,7 +353,7 @@ impl<'a> Reconciliation<'a> {
 
     /// The ledger's intent that an order of `members` at `attempts` answers: the intent holding
     /// all of them, at the same attempts.
-    fn intent_answered(&self, members: &[RowView], attempts: &[i64]) -> Option<i64> {
+    fn intent_answered(&self, members: &[RowSoFar], attempts: &[i64]) -> Option<i64> {
         let intent = members[0].order_id.filter(|id| {
             self.order_states.get(id) == Some(&OrderState::Intent)
                 && members.iter().all(|v| v.order_id == Some(*id))
@@ -401,7 +401,7 @@ impl<'a> Reconciliation<'a> {
     async fn adopt(
         &mut self,
         f: &FoundOrder,
-        members: &[RowView],
+        members: &[RowSoFar],
         attempts: &[i64],
     ) -> Result<(), ReconcileError> {
         let mut new_order = None;
@@ -412,7 +412,7 @@ impl<'a> Reconciliation<'a> {
                 .zip(attempts)
                 .map(|(k, a)| (k.reference.as_str(), *a))
                 .collect();
-            let key = plan::order_key(&self.batch.environment, &self.batch.name, &keyed);
+            let key = order_body::order_key(&self.batch.environment, &self.batch.name, &keyed);
             let currency = members[0]
                 .spec
                 .as_deref()
@@ -524,7 +524,7 @@ impl<'a> Reconciliation<'a> {
 
 /// Whether rows (`members`) can take an order of theirs at `attempts`: rows not ordered yet,
 /// or FAILED or REJECTED at an earlier attempt.
-fn rows_can_take(members: &[RowView], attempts: &[i64]) -> bool {
+fn rows_can_take(members: &[RowSoFar], attempts: &[i64]) -> bool {
     let fresh = members
         .iter()
         .zip(attempts)

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use crate::api::Client;
 use crate::api::client::{PageQuery, read_retrying_until};
 use crate::api::models::{OrderStatus, OrderSummary, OrderView};
-use crate::batch::plan;
+use crate::batch::order_body;
 use crate::ledger::RowKey;
 
 use super::ReconcileError;
@@ -65,11 +65,13 @@ fn owner_of(
     description: Option<&str>,
 ) -> Owner {
     if let Some(m) = metadata
-        && plan::batch_in_metadata(m).is_some()
+        && order_body::batch_in_metadata(m).is_some()
     {
-        return match plan::rows_in_metadata(batch, m) {
+        return match order_body::rows_in_metadata(batch, m) {
             Some(rows) => Owner::Rows(rows),
-            None if plan::batch_in_metadata(m) == Some(plan::batch_tag(batch).as_str()) => {
+            None if order_body::batch_in_metadata(m)
+                == Some(order_body::batch_tag(batch).as_str()) =>
+            {
                 Owner::Look
             }
             None => Owner::Foreign,
@@ -89,9 +91,9 @@ fn owner_of(
     if let Some(rows) = rows_in_old_description(batch, d) {
         return Owner::Rows(rows);
     }
-    match plan::batch_named_by(d, batch) {
-        plan::BatchNaming::Names | plan::BatchNaming::MayName => Owner::Look,
-        plan::BatchNaming::Other => Owner::Foreign,
+    match order_body::batch_named_by(d, batch) {
+        order_body::BatchNaming::Names | order_body::BatchNaming::MayName => Owner::Look,
+        order_body::BatchNaming::Other => Owner::Foreign,
     }
 }
 
@@ -129,7 +131,7 @@ pub async fn find_orders(
         let by_key = s
             .description
             .as_deref()
-            .and_then(plan::key_in_description)
+            .and_then(order_body::key_in_description)
             .and_then(|k| known.by_key.get(k));
         if let Some(rows) = by_key.or_else(|| known.by_service_id.get(&s.id)) {
             found.push(FoundOrder {

@@ -3,9 +3,9 @@
 //! service's order list answers "was this row already ordered?" even when the ledger was lost,
 //! restored from an old backup, or holds an intent whose outcome is unknown.
 //!
-//! One room each: finding the service's orders of a batch and naming their rows ([`find`]),
-//! applying what was found to the ledger ([`apply`]), when an in-doubt intent's key may be given
-//! up ([`policy`]), and the report of what was found and done ([`report`]).
+//! One room each: finding the service's orders of a batch and naming their rows (`find`),
+//! applying what was found to the ledger (`apply`), when an in-doubt intent's key may be given
+//! up (`policy`), and the report of what was found and done (`report`).
 
 use std::time::Duration;
 

@@ -160,7 +160,7 @@ fn alike_of(spec: &RowSpec) -> Option<Alike> {
 const NOTICED_KEPT: usize = 10_000;
 
 /// The rows a batch read in one pass may be likely repeats of ([`Earlier::may_resemble`]):
-/// the first [`NOTICED_KEPT`] with what they pay, then a count. Checked against the ledger
+/// the first `NOTICED_KEPT` with what they pay, then a count. Checked against the ledger
 /// after the pass ([`Checker::likely_of`]): a warning does not stop the pass.
 #[derive(Debug, Default)]
 pub struct Noticed {

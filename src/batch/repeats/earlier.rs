@@ -103,7 +103,7 @@ impl Earlier {
         self
     }
 
-    /// Whether another batch may have this reference (a hash found; [`Earlier::repeats`]
+    /// Whether another batch may have this reference (a hash found; [`Earlier::repeat_of`]
     /// tells).
     pub fn may_repeat(&self, reference: &str) -> bool {
         self.service.contains_key(reference)

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::ledger::RowState;
 
-use crate::batch::outcome::RunError;
+use crate::batch::outcome::OpError;
 
 /// Likely repeats listed one by one; the rest are counted.
 pub(super) const ALIKE_LISTED: usize = 20;
@@ -121,7 +121,7 @@ pub struct Repeats {
     pub decision: OnRepeat,
     pub rows: Vec<Repeat>,
     pub files: Vec<RepeatedFile>,
-    /// The first likely repeats ([`ALIKE_LISTED`]); `likely_total` counts them all.
+    /// The first likely repeats (`ALIKE_LISTED`); `likely_total` counts them all.
     pub likely: Vec<LikelyRepeat>,
     pub likely_total: usize,
 }
@@ -237,7 +237,7 @@ impl Repeats {
     }
 
     /// The error of a run that refuses its repeats: nothing was sent.
-    pub fn refusal(&self, batch: &str) -> RunError {
+    pub fn refusal(&self, batch: &str) -> OpError {
         let what = match (self.rows.len(), self.files.is_empty()) {
             (0, _) => "its file was already made into another batch".to_string(),
             (n, true) => format!("{n} of its rows are already in other batches"),
@@ -255,7 +255,7 @@ impl Repeats {
              not paid yet, run again with --skip-repeats; to pay the repeats again too, \
              with --allow-repeats (`paybatch history --reference REF` shows each payout)"
         };
-        RunError::Refused {
+        OpError::Refused {
             message: format!(
                 "batch {} repeats what other batches already have: {what}; nothing was submitted:\n  {}",
                 crate::text::escape(batch),

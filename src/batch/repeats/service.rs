@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use futures::StreamExt;
 
 use super::findings::short_date;
-use crate::batch::outcome::{self, RunError};
-use crate::batch::{plan, window};
+use crate::batch::outcome::{self, OpError};
+use crate::batch::{order_body, window};
 use crate::ledger::Ledger;
 
 /// Full orders read at most to tell what the order list does not show of them: whose batch an
@@ -20,11 +20,11 @@ const MAX_FULL_READS: usize = 200;
 const FULL_READS_AT_ONCE: usize = 16;
 
 /// A refused key or version (exit 2) apart from a service that failed.
-fn refused_or_failed(e: crate::api::ApiError) -> RunError {
+fn refused_or_failed(e: crate::api::ApiError) -> OpError {
     if outcome::is_auth_error(&e) {
-        RunError::Auth(e)
+        OpError::Auth(e)
     } else {
-        RunError::Api(e)
+        OpError::Api(e)
     }
 }
 
@@ -40,11 +40,11 @@ pub struct ServiceRead {
 
 /// Reads the service's order list back over its idempotency window (30 days and a margin,
 /// [`window::window_since`]), and the full order of each entry whose description was cut where
-/// it would tell its batch or its first row (at most [`MAX_FULL_READS`]).
+/// it would tell its batch or its first row (at most `MAX_FULL_READS`).
 pub async fn read_service(
     client: &crate::api::Client,
     batch: &str,
-) -> Result<ServiceRead, RunError> {
+) -> Result<ServiceRead, OpError> {
     let since = window::window_since(chrono::Utc::now(), None);
     let window = window::read_window(client, since)
         .await
@@ -53,7 +53,7 @@ pub async fn read_service(
     let mut to_read = Vec::new();
     for o in &window.orders {
         let unclear = !o.is_unnamed()
-            && (o.naming(batch) == plan::BatchNaming::MayName || o.first_reference_cut);
+            && (o.naming(batch) == order_body::BatchNaming::MayName || o.first_reference_cut);
         if !unclear {
             continue;
         }
@@ -80,8 +80,8 @@ pub async fn read_service(
                 full.insert(
                     id,
                     (
-                        plan::batch_in_metadata(&m).map(str::to_string),
-                        plan::references_in_metadata(&m),
+                        order_body::batch_in_metadata(&m).map(str::to_string),
+                        order_body::references_in_metadata(&m),
                     ),
                 );
             }
@@ -115,13 +115,13 @@ pub struct AtTheService {
 /// a lost ledger), with how to adopt them; orders still processing that the ledger does not
 /// know (the list shows nothing of them: they may be this batch's, being paid elsewhere now,
 /// exit 5); orders whose batch or rows could not be told. The rows of other batches' orders
-/// are kept for the file to be checked against ([`Earlier::with_service`]).
+/// are kept for the file to be checked against ([`super::Earlier::with_service`]).
 pub fn check_service(
     read: ServiceRead,
     ledger: &Ledger,
     batch: &str,
     input: &std::path::Path,
-) -> Result<AtTheService, RunError> {
+) -> Result<AtTheService, OpError> {
     let ServiceRead {
         window,
         full,
@@ -136,7 +136,7 @@ pub fn check_service(
             known.insert(o.id.clone());
         }
     }
-    let tag = plan::batch_tag(batch);
+    let tag = order_body::batch_tag(batch);
     let mut ours = Vec::new();
     let mut rows = HashMap::new();
     let mut first_rows_only = 0;
@@ -148,11 +148,11 @@ pub fn check_service(
         }
         let read = full.get(&o.id);
         let names_batch = match (o.naming(batch), read) {
-            (plan::BatchNaming::Names, _) => true,
-            (plan::BatchNaming::MayName, Some((t, _))) => t.as_deref() == Some(tag.as_str()),
+            (order_body::BatchNaming::Names, _) => true,
+            (order_body::BatchNaming::MayName, Some((t, _))) => t.as_deref() == Some(tag.as_str()),
             // Not read: counted in `untold`.
-            (plan::BatchNaming::MayName, None) => false,
-            (plan::BatchNaming::Other, _) => false,
+            (order_body::BatchNaming::MayName, None) => false,
+            (order_body::BatchNaming::Other, _) => false,
         };
         if names_batch {
             ours.push(o);
@@ -197,7 +197,7 @@ fn refuse_what_cannot_be_told(
     untold: usize,
     batch: &str,
     input: &std::path::Path,
-) -> Result<(), RunError> {
+) -> Result<(), OpError> {
     if !ours.is_empty() {
         let first = ours
             .iter()
@@ -205,7 +205,7 @@ fn refuse_what_cannot_be_told(
             .min()
             .map(|t| t.format("%Y-%m-%d").to_string())
             .unwrap_or_else(|| "unknown".into());
-        return Err(RunError::Refused {
+        return Err(OpError::Refused {
             message: format!(
                 "batch {} already has {} orders at the service (first {first}) that this ledger does not know; nothing was submitted",
                 crate::text::escape(batch),
@@ -219,7 +219,7 @@ fn refuse_what_cannot_be_told(
         });
     }
     if processing > 0 {
-        return Err(RunError::Unsettled {
+        return Err(OpError::Unsettled {
             message: format!(
                 "{processing} orders are still processing at the service, and this ledger does not know them: the service shows nothing of them but their id, so they may be this batch's, being paid from another ledger now; nothing was submitted"
             ),
@@ -227,7 +227,7 @@ fn refuse_what_cannot_be_told(
         });
     }
     if untold > 0 {
-        return Err(RunError::Refused {
+        return Err(OpError::Refused {
             message: format!(
                 "{untold} orders at the service show too little to tell whether they are this batch's or hold its rows (a description cut by a long batch name, more than {MAX_FULL_READS} to read whole, or still processing); nothing was submitted"
             ),

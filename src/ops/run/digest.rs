@@ -6,7 +6,7 @@ use std::time::Instant;
 use crate::api::models::Product;
 use crate::batch::approved::{self, PlanContext};
 use crate::batch::options::RunOptions;
-use crate::batch::outcome::RunError;
+use crate::batch::outcome::OpError;
 use crate::batch::progress::Reporter;
 use crate::batch::repeats::Repeats;
 use crate::input::rules::{CatalogIndex, ValidateOptions};
@@ -25,14 +25,14 @@ pub(super) fn check_digest(
     (outside, repeats): (&ledger::OutsideFile, &Repeats),
     catalog: (&[Product], &ValidateOptions),
     reporter: &Reporter,
-) -> Result<(), RunError> {
+) -> Result<(), OpError> {
     let (Some(expected), Some(file)) = (&opts.expect_digest, &scanned.digest) else {
         return Ok(());
     };
     let (actual, context) = plan_and_context(ledger, outside, file.clone(), repeats)?;
     if !scan::digests_match(expected, &actual) {
         let changed = since_approved(opts, ledger, expected, &context, catalog)?;
-        return Err(RunError::Refused {
+        return Err(OpError::Refused {
             message: format!(
                 "the file no longer matches the approved plan: expected {expected}, the file gives {actual}; nothing was submitted\n{}",
                 changed.join("\n")
@@ -55,7 +55,7 @@ fn since_approved(
     expected: &str,
     context: &PlanContext,
     (products, options): (&[Product], &ValidateOptions),
-) -> Result<Vec<String>, RunError> {
+) -> Result<Vec<String>, OpError> {
     let expected = scan::normalize_digest(expected).unwrap_or_else(|| expected.to_string());
     let Some(plan) = ledger.approved_plan(&expected)? else {
         return Ok(vec![format!(

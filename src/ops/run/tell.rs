@@ -2,8 +2,8 @@
 //! rows taken out of the file, the orders and how fast they go out.
 
 use crate::api::models::ExecutionMode;
-use crate::batch::grouping::Merged;
 use crate::batch::options::{ItemsPerOrder, RunOptions, per_order};
+use crate::batch::plan::Merged;
 use crate::batch::progress::Reporter;
 use crate::batch::repeats::{self, Repeats};
 use crate::ledger;

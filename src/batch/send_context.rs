@@ -9,18 +9,18 @@ use crate::api::models::Order;
 use crate::api::{ApiError, Client};
 use crate::ledger::{Ledger, OrderRecord};
 
-use super::outcome::RunError;
+use super::outcome::OpError;
 use super::progress::Reporter;
 use super::record;
 
-/// Shared state of the submit and poll stages.
-pub struct Stage {
+/// The send context: the state the submit and poll stages share.
+pub struct SendContext {
     pub ledger: Mutex<Ledger>,
     pub client: Client,
     pub reporter: Reporter,
-    /// What the service stopped ([`Hold`]), with the service's words. Orders it covers are not
-    /// sent in this run.
-    pub held: Mutex<BTreeMap<Hold, String>>,
+    /// What the service stopped ([`ServiceStop`]), with the service's words. Orders it covers
+    /// are not sent in this run.
+    pub stopped: Mutex<BTreeMap<ServiceStop, String>>,
     pub patience: Patience,
     /// Where the sending tells the polling of each order the service accepted (see
     /// [`super::poll::Accepted`]); none when nothing polls while sending.
@@ -38,19 +38,19 @@ pub struct ToPoll {
 
 /// What the service stopped for the rest of a run.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Hold {
+pub enum ServiceStop {
     /// The account (ordering restricted: its spending limit): every order.
     Account,
     /// The balance of this currency (too low): the orders paid from it.
     Balance(String),
 }
 
-impl Hold {
-    /// Whether this hold stops `order`.
+impl ServiceStop {
+    /// Whether this stop covers `order`.
     pub fn covers(&self, order: &OrderRecord) -> bool {
         match self {
-            Hold::Account => true,
-            Hold::Balance(currency) => {
+            ServiceStop::Account => true,
+            ServiceStop::Balance(currency) => {
                 order.card_id.is_none() && order.payment_currency == *currency
             }
         }
@@ -59,11 +59,11 @@ impl Hold {
 
 /// What a refusal of one order stops for the rest of the run: the account when the service
 /// restricts ordering (its spending limit), a balance when it is too low.
-pub fn holds(e: &ApiError, order: &OrderRecord) -> Option<Hold> {
+pub fn service_stop(e: &ApiError, order: &OrderRecord) -> Option<ServiceStop> {
     match e.kind() {
-        "ordering_restricted" => Some(Hold::Account),
+        "ordering_restricted" => Some(ServiceStop::Account),
         "insufficient_funds" | "insufficient_balance" if order.card_id.is_none() => {
-            Some(Hold::Balance(order.payment_currency.clone()))
+            Some(ServiceStop::Balance(order.payment_currency.clone()))
         }
         _ => None,
     }
@@ -123,11 +123,11 @@ pub fn deadline_in(timeout: Duration) -> Option<tokio::time::Instant> {
     tokio::time::Instant::now().checked_add(timeout)
 }
 
-impl Stage {
+impl SendContext {
     /// Whether the service stopped what `order` is paid by, earlier in this run.
-    pub fn is_held(&self, order: &OrderRecord) -> bool {
-        let held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-        held.keys().any(|hold| hold.covers(order))
+    pub fn is_stopped(&self, order: &OrderRecord) -> bool {
+        let stopped = self.stopped.lock().unwrap_or_else(|p| p.into_inner());
+        stopped.keys().any(|stop| stop.covers(order))
     }
 
     /// The service accepted ledger order `order_id` as `service_id`: the polling looks at it.
@@ -151,9 +151,9 @@ impl Stage {
             .take();
     }
 
-    pub fn hold(&self, what: Hold, why: String) {
-        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-        held.entry(what).or_insert(why);
+    pub fn stop(&self, what: ServiceStop, why: String) {
+        let mut stopped = self.stopped.lock().unwrap_or_else(|p| p.into_inner());
+        stopped.entry(what).or_insert(why);
     }
 
     pub fn ledger(&self) -> std::sync::MutexGuard<'_, Ledger> {
@@ -165,11 +165,11 @@ impl Stage {
 
 /// Checks a finished order against what was sent and records it.
 pub fn record_terminal(
-    stage: &Stage,
+    context: &SendContext,
     order_id: i64,
     order: &Order,
     http: u16,
-) -> Result<(), RunError> {
-    record::record_terminal_in(&mut stage.ledger(), order_id, order, http)?;
+) -> Result<(), OpError> {
+    record::record_terminal_in(&mut context.ledger(), order_id, order, http)?;
     Ok(())
 }
