@@ -6,6 +6,7 @@
 //! variables and files of paybatch (the end of `paybatch --help`; EXIT STATUS, ENVIRONMENT and
 //! FILES of `paybatch.1`).
 
+use std::io::IsTerminal;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
@@ -463,11 +464,20 @@ pub fn execute(args: ManArgs) -> Result<Exit, CliError> {
     let mut cmd = super::Cli::command().disable_help_subcommand(true);
     cmd.build();
     let result = match &args.out_dir {
+        None if io::stdout().is_terminal() => match through_pager(&cmd) {
+            Some(shown) => shown,
+            None => render(&cmd, "", &mut io::stdout().lock()),
+        },
         None => render(&cmd, "", &mut io::stdout().lock()),
         Some(dir) => std::fs::create_dir_all(dir)
             .and_then(|()| write_pages(&cmd, "", dir))
             .map(|()| eprintln!("manual pages written to {}", dir.display())),
     };
+    // A reader that went away (`paybatch man | head`) is not an error.
+    let result = result.or_else(|e| match e.kind() {
+        io::ErrorKind::BrokenPipe if args.out_dir.is_none() => Ok(()),
+        _ => Err(e),
+    });
     result.map_err(|e| {
         CliError::new(
             Exit::Unexpected,
@@ -478,6 +488,33 @@ pub fn execute(args: ManArgs) -> Result<Exit, CliError> {
         )
     })?;
     Ok(Exit::Ok)
+}
+
+/// On a terminal the page is shown as a manual page is, through `man -l -` (which formats it
+/// and pages it); `None` when `man` cannot be started (the roff is then printed as it is).
+fn through_pager(cmd: &clap::Command) -> Option<io::Result<()>> {
+    let mut page = Vec::new();
+    if let Err(e) = render(cmd, "", &mut page) {
+        return Some(Err(e));
+    }
+    let mut man = std::process::Command::new("man")
+        .args(["-l", "-"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .ok()?;
+    let written = man
+        .stdin
+        .take()
+        .map(|mut stdin| stdin.write_all(&page))
+        .unwrap_or(Ok(()));
+    let waited = man.wait();
+    Some(match (written, waited) {
+        // The reader quit the pager before the page was all written: not an error.
+        (Err(e), _) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        (Err(e), _) => Err(e),
+        (Ok(()), Err(e)) => Err(e),
+        (Ok(()), Ok(_)) => Ok(()),
+    })
 }
 
 /// Writes the page of `cmd` (at `path`) and of each of its commands into `dir`.

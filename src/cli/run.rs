@@ -43,6 +43,10 @@ pub struct RunArgs {
     /// exits 5 ("run again to resume"), and the next run sends them.
     #[arg(long)]
     pub plan_only: bool,
+    /// Not a flag of `run` (it pays): refused with where to look instead, `paybatch validate`
+    /// or `--plan-only`.
+    #[arg(long, hide = true)]
+    pub dry_run: bool,
     /// Create orders synchronously (one item per order) instead of asynchronously.
     #[arg(long)]
     pub sync: bool,
@@ -133,6 +137,16 @@ impl RunArgs {
 }
 
 pub async fn execute(args: RunArgs, quiet: bool) -> Result<Exit, CliError> {
+    if args.dry_run {
+        return Err(stopped(
+            &args,
+            None,
+            CliError::usage(
+                "`paybatch run` has no --dry-run: it pays",
+                "`paybatch validate FILE` checks the file against the catalog, prices it and shows its plan digest without paying or recording anything; `paybatch run FILE --plan-only` records the planned orders in the ledger and sends nothing",
+            ),
+        ));
+    }
     let mut opts = match args.options() {
         Ok(o) => o,
         Err(e) => return Err(stopped(&args, None, e.into())),

@@ -109,3 +109,25 @@ async fn the_manual_has_exit_status_environment_files_and_examples() {
     assert!(report.contains(".SH EXAMPLES"), "{report}");
     assert!(report.contains("paybatch report \\-\\-batch"), "{report}");
 }
+
+/// `run --dry-run` is not a flag: it is refused (exit 2) before anything is read or made, with
+/// where to look instead, not clap's tip about values.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_dry_run_points_to_validate_and_plan_only() {
+    let ws = Workspace::new();
+    ws.write(
+        "b.csv",
+        "reference,product_code,face_value,currency\nR-1,AMZ-US,10.00,USD\n",
+    );
+    let out = paybatch(ws.dir.path(), &["run", "b.csv", "--dry-run"], &[]).await;
+    let said = crate::support::stderr_of(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(said.contains("paybatch validate"), "{said}");
+    assert!(said.contains("--plan-only"), "{said}");
+    assert!(!said.contains("as a value"), "{said}");
+    assert!(!ws.ledger().exists(), "nothing made");
+    let json = paybatch(ws.dir.path(), &["run", "b.csv", "--dry-run", "--json"], &[]).await;
+    let value: serde_json::Value =
+        serde_json::from_str(stdout(&json).trim()).expect("the refusal as JSON");
+    assert_eq!(value["exit_code"], 2, "{value}");
+}

@@ -102,9 +102,16 @@ async fn output_into_a_closed_pipe_is_no_panic() {
         "status",
         "status --batch nov",
         "history --reference EMP-1042-2026-11",
+        "payouts --batch nov --no-read --list ACTIVE",
+        "man",
     ] {
         // The reader is gone before paybatch writes (`true` reads nothing).
-        let script = format!("set -o pipefail; '{BIN}' {command} --ledger '{ledger}' | true");
+        let ledger_flag = if command == "man" {
+            String::new()
+        } else {
+            format!("--ledger '{ledger}'")
+        };
+        let script = format!("set -o pipefail; '{BIN}' {command} {ledger_flag} | true");
         let out = tokio::process::Command::new("bash")
             .args(["-c", &script])
             .current_dir(ws.dir.path())
