@@ -189,7 +189,12 @@ pub struct RunSummary {
     /// COMPLETED rows whose order could not be confirmed as the one sent (the service's answer
     /// named neither its key nor its batch).
     pub unconfirmed: i64,
+    /// The first INVALID rows, named with their problems ([`INVALID_NAMED`] at most).
+    pub invalid: Vec<String>,
 }
+
+/// INVALID rows named in a summary, at most (the result file has every one).
+pub const INVALID_NAMED: i64 = 5;
 
 impl RunSummary {
     pub fn count(&self, state: RowState) -> i64 {
@@ -262,8 +267,14 @@ pub fn summarize(
     }
     let per_delivery = ledger.rows_per_delivery(batch_id)?.into_iter().collect();
     let unconfirmed = ledger.completed_rows_noted(batch_id, super::record::UNCONFIRMED_TYPE)?;
+    let invalid = if counts.get(&RowState::Invalid).copied().unwrap_or(0) > 0 {
+        ledger.first_invalid_rows(batch_id, INVALID_NAMED)?
+    } else {
+        Vec::new()
+    };
     Ok(RunSummary {
         unconfirmed,
+        invalid,
         paid_by,
         debited,
         per_delivery,

@@ -351,6 +351,24 @@ fn print_summary(s: &RunSummary, quiet: bool) {
     if !s.per_delivery.is_empty() {
         outln!("  rows per delivery: {}", delivery_counts(&s.per_delivery));
     }
+    if !s.invalid.is_empty() {
+        let all = s.count(crate::ledger::RowState::Invalid);
+        let more = all - s.invalid.len() as i64;
+        outln!(
+            "  INVALID, not paid ({all}; each with its problem in the result file's error_message){}:",
+            if more > 0 {
+                format!(", the first {}", s.invalid.len())
+            } else {
+                String::new()
+            }
+        );
+        for row in &s.invalid {
+            outln!("    {row}");
+        }
+        if more > 0 {
+            outln!("    and {more} more");
+        }
+    }
     if s.unconfirmed > 0 {
         outln!(
             "  unconfirmed: {} COMPLETED rows, their orders not confirmed as the ones sent (the service's answer named neither key nor batch; error_type order_unconfirmed in the result file)",

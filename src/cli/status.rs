@@ -408,6 +408,17 @@ fn print_detail(d: &Detail, next: &[String]) {
     for step in next {
         outln!("next: {step}");
     }
+    if !d.invalid.is_empty() {
+        let all = d.by_state().get(&RowState::Invalid).copied().unwrap_or(0);
+        outln!("INVALID rows (every one with its problem in the result file's error_message):");
+        for row in &d.invalid {
+            outln!("  {row}");
+        }
+        let more = all - d.invalid.len() as i64;
+        if more > 0 {
+            outln!("  and {more} more");
+        }
+    }
 }
 
 /// The paid rows per payout link status, and when they were read.

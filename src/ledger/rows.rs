@@ -330,6 +330,26 @@ impl Ledger {
         )
     }
 
+    /// The first `limit` INVALID rows of a batch in input order, each named as a person reads
+    /// it: `line 4 (R-1): what is wrong` (the ledger keeps each row's problem as its error).
+    pub fn first_invalid_rows(&self, batch_id: i64, limit: i64) -> Result<Vec<String>> {
+        self.select_all(
+            "SELECT line, reference, error_message FROM rows
+             WHERE batch_id = ?1 AND state = 'INVALID'
+             ORDER BY position, id LIMIT ?2",
+            params![batch_id, limit],
+            |r| {
+                let line: i64 = r.get(0)?;
+                let reference: String = r.get(1)?;
+                let problem: Option<String> = r.get(2)?;
+                Ok(match problem {
+                    Some(p) => format!("line {line} ({reference}): {p}"),
+                    None => format!("line {line} ({reference})"),
+                })
+            },
+        )
+    }
+
     /// Rows in orders, per way of paying: (card id, payment currency, rows), in that order.
     pub fn rows_per_payment(&self, batch_id: i64) -> Result<Vec<(Option<String>, String, i64)>> {
         // Summed here, one order at a time: a GROUP BY would sort every order of the batch in

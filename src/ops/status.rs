@@ -104,6 +104,8 @@ pub struct Detail {
     /// An intent sent longer ago than this without an answer has been in doubt too long
     /// ([`crate::batch::in_doubt`]): it is for reconciliation.
     pub in_doubt_window: Duration,
+    /// The first INVALID rows, named with their problems.
+    pub invalid: Vec<String>,
 }
 
 /// The batch called `name` in detail, its orders in doubt too long by the default window
@@ -135,6 +137,7 @@ pub fn batch_with_window(
         *payouts.entry(name).or_default() += n;
     }
     let payouts_read_at = ledger.payouts_read_at(b.id)?;
+    let invalid = ledger.first_invalid_rows(b.id, crate::batch::outcome::INVALID_NAMED)?;
     Ok(Detail {
         batch: b,
         counts,
@@ -146,6 +149,7 @@ pub fn batch_with_window(
         payouts,
         payouts_read_at,
         in_doubt_window,
+        invalid,
     })
 }
 

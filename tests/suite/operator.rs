@@ -971,3 +971,22 @@ async fn completions_and_the_manual_come_from_the_same_definitions() {
         assert!(ws.path("man1").join(page).exists(), "{page}");
     }
 }
+
+/// `run --skip-invalid` and `status` name the INVALID rows (the first five, with their line,
+/// reference and problem, then how many more) and say the result file has every one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_invalid_rows_are_named_with_their_problems() {
+    let ws = Workspace::new();
+    ws.copy(SAMPLE_MISTAKES, "bad.csv");
+    let run = paybatch_in(ws.dir.path(), &["run", "bad.csv", "--skip-invalid"], &[]).await;
+    assert_eq!(run.status.code(), Some(4), "{}", output_of(&run));
+    let first = "line 2 (EMP-2001-2026-11): product `AMZ-UK` is not in the catalog";
+    let said = stdout_of(&run);
+    assert!(said.contains(first), "{said}");
+    assert!(said.contains("error_message"), "{said}");
+    assert!(said.contains("and 3 more"), "{said}");
+    let status = paybatch_in(ws.dir.path(), &["status", "--batch", "bad"], &[]).await;
+    let said = stdout_of(&status);
+    assert!(said.contains(first), "{said}");
+    assert!(said.contains("and 3 more"), "{said}");
+}
