@@ -379,9 +379,12 @@ fn print_summary(s: &RunSummary, quiet: bool) {
         let parts: Vec<String> = s
             .paid_by
             .iter()
-            .map(|(method, n)| format!("{n} by {method}"))
+            .map(|(method, n)| match method.strip_prefix("balance ") {
+                Some(currency) => format!("{n} rows from the {currency} balance"),
+                None => format!("{n} rows by {method}"),
+            })
             .collect();
-        outln!("  rows in orders: {}", parts.join(", "));
+        outln!("  paid from: {}", parts.join(", "));
     }
     for line in &s.stopped {
         outln!("  stopped: {line}");

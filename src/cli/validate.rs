@@ -377,7 +377,7 @@ fn print_counts(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
     if p.totals.already_submitted > 0 {
         put!(
             out,
-            "already in the ledger beyond PENDING (not paid again, not counted below): {} rows",
+            "already sent or paid by this batch (not paid again, not counted below): {} rows",
             p.totals.already_submitted
         )?;
     }

@@ -321,7 +321,9 @@ async fn run_pays_only_the_plan_whose_digest_was_approved() {
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(
-        text.contains("beyond PENDING (not paid again, not counted below): 12 rows"),
+        text.contains(
+            "already sent or paid by this batch (not paid again, not counted below): 12 rows"
+        ),
         "{text}"
     );
     assert!(text.contains("nothing to pay"), "{text}");
