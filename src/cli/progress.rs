@@ -13,8 +13,12 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use crate::batch::progress::{Progress, Reporter};
 use crate::text::shown_message as escape_message;
 
-/// How often a phase says how far it got without a terminal.
+/// How often a phase says how far it got without a terminal, when it got further.
 pub const QUIET_TICK: Duration = Duration::from_secs(10);
+
+/// Without a terminal, a phase that got no further says so at most this often (a cron log
+/// gets one line a minute while the run waits, not the same line every ten seconds).
+pub const STILL_TICK: Duration = Duration::from_secs(60);
 
 /// A phase under way.
 struct Running {
@@ -22,7 +26,22 @@ struct Running {
     done: u64,
     started: Instant,
     last_line: Instant,
+    /// How far the phase had got at its last line (none yet: `None`).
+    said: Option<u64>,
     bar: Option<ProgressBar>,
+}
+
+impl Running {
+    /// Whether a line is due at `now` without a terminal: [`QUIET_TICK`] after the last one when
+    /// the phase got further since, [`STILL_TICK`] when it did not.
+    fn line_due(&self, now: Instant) -> bool {
+        let since = now.duration_since(self.last_line);
+        if self.said == Some(self.done) {
+            since >= STILL_TICK
+        } else {
+            since >= QUIET_TICK
+        }
+    }
 }
 
 struct State {
@@ -100,8 +119,9 @@ impl Console {
                     let mut state = state.lock().unwrap_or_else(|p| p.into_inner());
                     let now = Instant::now();
                     for (what, phase) in state.phases.iter_mut() {
-                        if now.duration_since(phase.last_line) >= tick {
+                        if now.duration_since(phase.last_line) >= tick && phase.line_due(now) {
                             phase.last_line = now;
+                            phase.said = Some(phase.done);
                             eprintln!("{}", progress_line(what, phase, now));
                         }
                     }
@@ -185,6 +205,7 @@ impl Progress for Console {
                 done: 0,
                 started: now,
                 last_line: now,
+                said: None,
                 bar,
             },
         );
@@ -233,6 +254,7 @@ mod tests {
             done: 120,
             started: start,
             last_line: start,
+            said: None,
             bar: None,
         };
         let line = progress_line("submit", &phase, start + Duration::from_secs(40));
@@ -245,5 +267,31 @@ mod tests {
             progress_line("poll", &idle, start + Duration::from_secs(12)),
             "poll: 0/300 orders finished, 12 s"
         );
+    }
+
+    /// Without a terminal a line comes every ten seconds while the phase gets further, and once
+    /// a minute while it does not (`poll: 3/3 orders finished` is not said five times).
+    #[test]
+    fn a_line_is_due_when_the_phase_got_further_or_a_minute_passed() {
+        let start = Instant::now();
+        let mut phase = Running {
+            len: 3,
+            done: 3,
+            started: start,
+            last_line: start,
+            said: None,
+            bar: None,
+        };
+        assert!(phase.line_due(start + QUIET_TICK), "the first line");
+        phase.said = Some(3);
+        assert!(!phase.line_due(start + QUIET_TICK), "nothing changed");
+        assert!(!phase.line_due(start + Duration::from_secs(50)));
+        assert!(
+            phase.line_due(start + STILL_TICK),
+            "still waiting, once a minute"
+        );
+        phase.said = Some(2);
+        assert!(phase.line_due(start + QUIET_TICK), "it got further");
+        assert!(!phase.line_due(start + Duration::from_secs(9)));
     }
 }
