@@ -145,6 +145,19 @@ fn print_batches(batches: &[BatchCounts], ledger: &Path) {
             c.batch.created_at,
             states_text(&c.counts)
         );
+        if !c.charged.is_empty() {
+            let amounts: Vec<String> = c
+                .charged
+                .iter()
+                .map(|(currency, amount)| {
+                    format!(
+                        "{currency} {}",
+                        crate::money::display_amount(*amount, currency)
+                    )
+                })
+                .collect();
+            outln!("{:<width$}  charged: {}", "", amounts.join(", "));
+        }
     }
     outln!();
     outln!("details of one batch: paybatch status --batch NAME");

@@ -62,6 +62,9 @@ pub fn find_batch(ledger: &Ledger, name: &str) -> Result<BatchRecord, StatusErro
 pub struct BatchCounts {
     pub batch: BatchRecord,
     pub counts: Vec<(RowState, i64)>,
+    /// What left the account per currency for the batch (balances and cards together, both
+    /// attempts of a reissued row).
+    pub charged: BTreeMap<String, Decimal>,
 }
 
 impl BatchCounts {
@@ -77,7 +80,16 @@ pub fn batches(ledger: &Ledger) -> Result<Vec<BatchCounts>, LedgerError> {
         .into_iter()
         .map(|batch| {
             let counts = ledger.row_counts(batch.id)?;
-            Ok(BatchCounts { batch, counts })
+            let mut charged: BTreeMap<String, Decimal> = BTreeMap::new();
+            for ((_, currency), amount) in crate::batch::outcome::debited_totals(ledger, batch.id)?
+            {
+                *charged.entry(currency).or_default() += amount;
+            }
+            Ok(BatchCounts {
+                batch,
+                counts,
+                charged,
+            })
         })
         .collect()
 }

@@ -992,3 +992,18 @@ async fn the_invalid_rows_are_named_with_their_problems() {
     assert!(said.contains(first), "{said}");
     assert!(said.contains("and 3 more"), "{said}");
 }
+
+/// The list of batches says, under each batch, what left the account per currency.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_batch_list_shows_what_each_batch_charged_per_currency() {
+    let ws = Workspace::new();
+    ws.copy(SAMPLE, "nov.csv");
+    let run = paybatch_in(ws.dir.path(), &["run", "nov.csv"], &[]).await;
+    assert_eq!(run.status.code(), Some(0), "{}", output_of(&run));
+    let status = paybatch_in(ws.dir.path(), &["status"], &[]).await;
+    let said = stdout_of(&status);
+    assert!(
+        said.contains("charged: CAD 75.00, EUR 170.00, GBP 37.19, USD 298.94"),
+        "{said}"
+    );
+}
