@@ -121,7 +121,7 @@ impl ResultLine {
 /// What the result file holds in a cell: [`neutralize`]d, as [`crate::text::cell`] shows it;
 /// a payout link that is not [`plain_link`] gets `'` before it, so that no spreadsheet takes
 /// it for a link.
-fn result_cell(cell: &str, is_link: bool) -> Cow<'_, str> {
+pub fn result_cell(cell: &str, is_link: bool) -> Cow<'_, str> {
     let shown = crate::text::cell(cell);
     if is_link && !cell.is_empty() && !plain_link(cell) {
         return Cow::Owned(format!("'{shown}"));

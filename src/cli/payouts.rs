@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use serde::Serialize;
 
-use crate::batch::output::{PrivateFile, neutralize, output_clash, plain_link};
+use crate::batch::output::{PrivateFile, output_clash, result_cell};
 use crate::exit::Exit;
 use crate::input::columns::canonical_column;
 use crate::ledger::payouts::PayoutRow;
@@ -526,25 +526,15 @@ fn list_line(
     let link = args
         .with_links
         .then(|| row.payout_url.clone().unwrap_or_default());
-    let mut out: Vec<String> = cells.iter().map(|c| safe_cell(c)).collect();
+    let cell = |c: &str, is_link: bool| result_cell(c, is_link).into_owned();
+    let mut out: Vec<String> = cells.iter().map(|c| cell(c, false)).collect();
     if let Some(link) = link {
-        let shown = crate::text::cell(&link).into_owned();
-        out.push(if link.is_empty() || plain_link(&link) {
-            shown
-        } else {
-            format!("'{shown}")
-        });
+        out.push(cell(&link, true));
     }
     out.extend(
         others
             .iter()
-            .map(|(i, _)| safe_cell(row.fields.get(*i).map_or("", String::as_str))),
+            .map(|(i, _)| cell(row.fields.get(*i).map_or("", String::as_str), false)),
     );
     out
-}
-
-/// A cell as the result file writes it: escaped, and neutralised for spreadsheets.
-fn safe_cell(cell: &str) -> String {
-    let shown = crate::text::cell(cell);
-    neutralize(&shown).into_owned()
 }

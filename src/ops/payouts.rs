@@ -291,7 +291,10 @@ async fn read_retrying(
         if let Err(e) = &answer
             && e.is_rate_limited()
         {
-            pace.throttled(e.retry_after().unwrap_or(Duration::from_secs(5)));
+            pace.throttled(
+                e.retry_after()
+                    .unwrap_or(crate::api::retry::RATE_LIMITED_FLOOR),
+            );
         }
         answer
     })
@@ -499,7 +502,7 @@ impl ReadPace {
     pub fn throttled(&self, wait: Duration) {
         let mut s = self.lock();
         s.interval = (s.interval * 2).min(Duration::from_secs(1));
-        let until = Instant::now() + wait.max(Duration::from_secs(5));
+        let until = Instant::now() + wait.max(crate::api::retry::RATE_LIMITED_FLOOR);
         if until > s.next {
             s.next = until;
         }
