@@ -319,15 +319,60 @@ fn ungroup(t: &str) -> String {
         .collect()
 }
 
-/// An amount written with at least its currency's decimal places, for people (`75` CAD as
-/// `75.00`; JPY without decimals). Never rounds: a longer scale is kept.
-pub fn display_amount(value: Decimal, currency: &str) -> String {
-    let mut v = value;
+/// An amount with its currency's decimal places, the form every output shows it in (text, CSV
+/// and JSON): at least them (`75` CAD is `75.00`), and zeros beyond them dropped (`3000.00` JPY
+/// is `3000`). Never rounds: a digit that is not zero is kept (`12.345` USD stays `12.345`).
+pub fn in_currency(value: Decimal, currency: &str) -> Decimal {
     let places = minor_units(currency);
+    let mut v = value;
+    if v.scale() > places {
+        let trimmed = v.normalize();
+        v = if trimmed.scale() < places {
+            let mut t = trimmed;
+            t.rescale(places);
+            t
+        } else {
+            trimmed
+        };
+    }
     if v.scale() < places {
         v.rescale(places);
     }
-    v.to_string()
+    v
+}
+
+/// [`in_currency`] as text, for CSV and JSON: no grouping (`99999925.00`).
+pub fn display_amount(value: Decimal, currency: &str) -> String {
+    in_currency(value, currency).to_string()
+}
+
+/// [`in_currency`] as text for people: thousands grouped with commas (`99,999,925.00`,
+/// `-1,250` JPY). Never in a file or JSON a program reads.
+pub fn human_amount(value: Decimal, currency: &str) -> String {
+    group_thousands(&display_amount(value, currency))
+}
+
+/// Groups the whole part of a plain decimal text by thousands with commas.
+fn group_thousands(plain: &str) -> String {
+    let (sign, digits) = plain
+        .strip_prefix('-')
+        .map_or(("", plain), |rest| ("-", rest));
+    let (whole, fraction) = digits
+        .split_once('.')
+        .map_or((digits, None), |(w, f)| (w, Some(f)));
+    let mut grouped = String::with_capacity(plain.len() + whole.len() / 3);
+    grouped.push_str(sign);
+    for (i, c) in whole.chars().enumerate() {
+        if i > 0 && (whole.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(c);
+    }
+    if let Some(f) = fraction {
+        grouped.push('.');
+        grouped.push_str(f);
+    }
+    grouped
 }
 
 #[cfg(test)]
@@ -339,6 +384,32 @@ mod tests {
             Ok(d) => d.to_string(),
             Err(e) => panic!("{s:?} refused: {e}"),
         }
+    }
+
+    #[test]
+    fn amounts_have_their_currencys_places_and_never_lose_a_digit() {
+        let d = |t: &str| Decimal::from_str_exact(t).expect("a decimal");
+        assert_eq!(display_amount(d("75"), "CAD"), "75.00");
+        assert_eq!(display_amount(d("75.5"), "CAD"), "75.50");
+        assert_eq!(display_amount(d("3000.00"), "JPY"), "3000");
+        assert_eq!(display_amount(d("2910"), "JPY"), "2910");
+        assert_eq!(display_amount(d("12.3450"), "USD"), "12.345");
+        assert_eq!(display_amount(d("12.3000"), "USD"), "12.30");
+        assert_eq!(display_amount(d("12.345"), "BHD"), "12.345");
+        assert_eq!(display_amount(d("0"), "EUR"), "0.00");
+        assert_eq!(display_amount(d("-4.1"), "EUR"), "-4.10");
+    }
+
+    #[test]
+    fn people_read_thousands_grouped() {
+        let d = |t: &str| Decimal::from_str_exact(t).expect("a decimal");
+        assert_eq!(human_amount(d("99999925"), "CAD"), "99,999,925.00");
+        assert_eq!(human_amount(d("100000000.00"), "USD"), "100,000,000.00");
+        assert_eq!(human_amount(d("999.99"), "USD"), "999.99");
+        assert_eq!(human_amount(d("1000"), "JPY"), "1,000");
+        assert_eq!(human_amount(d("-1250.5"), "EUR"), "-1,250.50");
+        assert_eq!(human_amount(d("123456.789"), "BHD"), "123,456.789");
+        assert_eq!(human_amount(d("0.5"), "GBP"), "0.50");
     }
 
     #[test]

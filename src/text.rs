@@ -115,6 +115,15 @@ pub fn distance_within(a: &str, b: &str, max: usize) -> Option<usize> {
     Some(strsim::levenshtein(&a, b)).filter(|d| *d <= max)
 }
 
+/// `1 row`, `2 rows`: a count of rows in words.
+pub fn rows<N: std::fmt::Display + PartialEq + From<u8>>(n: N) -> String {
+    if n == N::from(1) {
+        "1 row".to_string()
+    } else {
+        format!("{n} rows")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -476,10 +476,6 @@ pub fn what_changed(
     out
 }
 
-fn rows_word(n: usize) -> &'static str {
-    if n == 1 { "row" } else { "rows" }
-}
-
 /// The rows added, removed and changed; `elsewhere`: the plan was approved for another batch or
 /// environment (which alone makes the rows' digest differ).
 fn row_lines(rows: &RowDifferences, elsewhere: bool, out: &mut Vec<String>) {
@@ -489,11 +485,7 @@ fn row_lines(rows: &RowDifferences, elsewhere: bool, out: &mut Vec<String>) {
         }
     };
     if rows.added.count > 0 {
-        out.push(format!(
-            "  {} {} added:",
-            rows.added.count,
-            rows_word(rows.added.count)
-        ));
+        out.push(format!("  {} added:", crate::text::rows(rows.added.count)));
         for (reference, line) in &rows.added.first {
             out.push(format!("    `{}` (line {line})", show(reference)));
         }
@@ -501,9 +493,8 @@ fn row_lines(rows: &RowDifferences, elsewhere: bool, out: &mut Vec<String>) {
     }
     if rows.removed.count > 0 {
         out.push(format!(
-            "  {} {} removed:",
-            rows.removed.count,
-            rows_word(rows.removed.count)
+            "  {} removed:",
+            crate::text::rows(rows.removed.count)
         ));
         for (reference, line) in &rows.removed.first {
             out.push(format!("    `{}` (was line {line})", show(reference)));
@@ -512,9 +503,8 @@ fn row_lines(rows: &RowDifferences, elsewhere: bool, out: &mut Vec<String>) {
     }
     if rows.changed.count > 0 {
         out.push(format!(
-            "  {} {} changed:",
-            rows.changed.count,
-            rows_word(rows.changed.count)
+            "  {} changed:",
+            crate::text::rows(rows.changed.count)
         ));
         for (reference, line, fields) in &rows.changed.first {
             out.push(format!(
@@ -561,9 +551,8 @@ fn repeats_lines(was: &RepeatsKept, now: &RepeatsKept, out: &mut Vec<String>) {
     let decision = |d: &Option<String>| d.clone().unwrap_or_else(|| "no decision".to_string());
     let count = |r: &RepeatsKept| {
         format!(
-            "{} {} other batches have{}",
-            r.rows,
-            rows_word(r.rows),
+            "{} other batches have{}",
+            crate::text::rows(r.rows),
             if r.files > 0 {
                 ", the file itself made into another batch"
             } else {

@@ -13,6 +13,7 @@ use crate::api::models::{Product, ProductSelection};
 use crate::api::{ApiError, Client};
 use crate::input::rules::RowSpec;
 use crate::ledger::{self, Ledger, OrderState, RowState, StoredSpec};
+use crate::money::{human_amount, in_currency};
 
 use super::outcome::OpError;
 use super::send_context::ServiceStop;
@@ -45,12 +46,13 @@ impl BalanceCheck {
     /// and how much is missing.
     pub fn short_words(&self) -> String {
         let c = &self.converted;
+        let h = |amount: Decimal| human_amount(amount, &self.currency);
         let of_it = if c.rows > c.unpriced_rows {
             format!(
-                " ({} for the rows priced in {cur}, {} for {} rows converted from other currencies, {})",
-                self.needed - c.priced,
-                c.priced,
-                c.rows - c.unpriced_rows,
+                " ({} for the rows priced in {cur}, {} for {} converted from other currencies, {})",
+                h(self.needed - c.priced),
+                h(c.priced),
+                crate::text::rows(c.rows - c.unpriced_rows),
                 c.priced_by.iter().cloned().collect::<Vec<_>>().join("; "),
                 cur = self.currency,
             )
@@ -60,9 +62,9 @@ impl BalanceCheck {
         format!(
             "{}: need {}{of_it}, available {}, short by {}",
             self.currency,
-            self.needed,
-            self.available,
-            self.needed - self.available
+            h(self.needed),
+            h(self.available),
+            h(self.needed - self.available)
         )
     }
 
@@ -76,11 +78,11 @@ impl BalanceCheck {
         let prices: Vec<String> = c
             .unpriced
             .iter()
-            .map(|(cur, price)| format!("{price} {cur}"))
+            .map(|(cur, price)| format!("{} {cur}", human_amount(*price, cur)))
             .collect();
         let cur = &self.currency;
-        let left = self.available - self.needed;
-        let at_most = if left.is_zero() {
+        let left = human_amount(self.available - self.needed, cur);
+        let at_most = if self.available == self.needed {
             "nothing is left for them: each is refused and the balance is short by all they cost"
                 .to_string()
         } else {
@@ -488,12 +490,16 @@ pub fn check(
                 ))));
             }
         };
-        let converted = converted.get(currency).cloned().unwrap_or_default();
+        let mut converted = converted.get(currency).cloned().unwrap_or_default();
         let needed = need.get(currency).copied().unwrap_or_default() + converted.priced;
+        converted.priced = in_currency(converted.priced, currency);
+        for (cur, price) in converted.unpriced.iter_mut() {
+            *price = in_currency(*price, cur);
+        }
         checks.push(BalanceCheck {
             currency: currency.clone(),
-            needed,
-            available,
+            needed: in_currency(needed, currency),
+            available: in_currency(available, currency),
             enough: available >= needed,
             converted,
         });
@@ -657,17 +663,22 @@ fn balance_line(
         .get(currency)
         .cloned()
         .unwrap_or_default();
+    let h = |amount: Decimal| human_amount(amount, currency);
     let has = match &available {
-        Some(available) => format!("the balance has {available} {currency}"),
+        Some(available) => format!("the balance has {} {currency}", h(*available)),
         None => "the balance could not be read".to_string(),
     };
     let money = match (&available, rows - converted) {
         (_, 0) => has,
         (Some(available), _) if *available < need => format!(
-            "those priced in {currency} need {need} {currency}, {has}: {} {currency} missing",
-            need - available
+            "those priced in {currency} need {} {currency}, {has}: {} {currency} missing",
+            h(need),
+            h(need - available)
         ),
-        (_, _) => format!("those priced in {currency} need {need} {currency}, {has}"),
+        (_, _) => format!(
+            "those priced in {currency} need {} {currency}, {has}",
+            h(need)
+        ),
     };
     let fx = if converted > 0 {
         format!(

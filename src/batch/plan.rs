@@ -516,15 +516,18 @@ fn preflight(
     let mut warnings: Vec<String> = Vec::new();
     for c in &checks {
         let converted = &c.converted;
+        let h = |amount| crate::money::human_amount(amount, &c.currency);
         let mut line = format!(
             "balance {}: {} available, {} needed",
-            c.currency, c.available, c.needed
+            c.currency,
+            h(c.available),
+            h(c.needed)
         );
         if converted.rows > converted.unpriced_rows {
             line.push_str(&format!(
-                " (of it, {} for {} rows converted from other currencies, {})",
-                converted.priced,
-                converted.rows - converted.unpriced_rows,
+                " (of it, {} for {} converted from other currencies, {})",
+                h(converted.priced),
+                crate::text::rows(converted.rows - converted.unpriced_rows),
                 converted
                     .priced_by
                     .iter()

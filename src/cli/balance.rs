@@ -83,7 +83,11 @@ pub async fn execute(args: BalanceArgs) -> Result<Exit, CliError> {
     }
     outln!("{:<8} {:>18}", "CURRENCY", "BALANCE");
     for b in &balances {
-        outln!("{:<8} {:>18}", b.currency, b.balance);
+        outln!(
+            "{:<8} {:>18}",
+            b.currency,
+            crate::money::human_amount(b.balance, &b.currency)
+        );
     }
     Ok(Exit::Ok)
 }

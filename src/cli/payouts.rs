@@ -172,8 +172,10 @@ fn values_text(values: &BTreeMap<String, payouts::Value>) -> String {
         .iter()
         .map(|(currency, v)| {
             format!(
-                "{currency} {} face value in {} rows (price {})",
-                v.face_value, v.rows, v.price
+                "{currency} {} face value in {} (price {})",
+                crate::money::human_amount(v.face_value, currency),
+                crate::text::rows(v.rows),
+                crate::money::human_amount(v.price, currency)
             )
         })
         .collect::<Vec<_>>()

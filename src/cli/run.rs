@@ -13,6 +13,7 @@ use crate::batch::options::{self, RunOptions};
 use crate::batch::outcome::{Outcome, RunSummary};
 use crate::environment::Environment;
 use crate::exit::Exit;
+use crate::money::human_amount;
 
 use super::CliError;
 use super::plan_args::{PlanArgs, delivery_counts};
@@ -339,13 +340,22 @@ fn print_summary(s: &RunSummary, quiet: bool) {
         outln!("  completed totals:");
         outln!("  {:<8} {:>14} {:>14}", "currency", "face value", "price");
         for (cur, (face, price)) in &s.totals {
-            outln!("  {:<8} {:>14} {:>14}", cur, face, price);
+            outln!(
+                "  {:<8} {:>14} {:>14}",
+                cur,
+                human_amount(*face, cur),
+                human_amount(*price, cur)
+            );
         }
     }
     if !s.debited.is_empty() {
         outln!("  charged (what left each balance, conversions included):");
         for ((payer, currency), amount) in &s.debited {
-            outln!("  {:<20} {:>14} {currency}", payer, amount);
+            outln!(
+                "  {:<20} {:>14} {currency}",
+                payer,
+                human_amount(*amount, currency)
+            );
         }
     }
     if !s.per_delivery.is_empty() {
@@ -380,8 +390,8 @@ fn print_summary(s: &RunSummary, quiet: bool) {
             .paid_by
             .iter()
             .map(|(method, n)| match method.strip_prefix("balance ") {
-                Some(currency) => format!("{n} rows from the {currency} balance"),
-                None => format!("{n} rows by {method}"),
+                Some(currency) => format!("{} from the {currency} balance", crate::text::rows(*n)),
+                None => format!("{} by {method}", crate::text::rows(*n)),
             })
             .collect();
         outln!("  paid from: {}", parts.join(", "));

@@ -1,5 +1,6 @@
 //! `--json` of `run` and `retry`: one JSON object on stdout at the end, for scripts and cron
-//! jobs. Amounts are strings, exactly as recorded (never floating point). Each object is a
+//! jobs. Amounts are strings with their currency's decimal places (never floating point, never
+//! rounded). Each object is a
 //! struct: its fields are the keys, in the order they are printed.
 
 use std::collections::BTreeMap;
@@ -10,6 +11,7 @@ use serde::Serialize;
 use crate::batch::options::RunOptions;
 use crate::batch::outcome::{Outcome, RunSummary};
 use crate::ledger::RowState;
+use crate::money::display_amount;
 use crate::ops::retry::Retried;
 
 use super::CliError;
@@ -36,7 +38,7 @@ fn per_paying_balance(debited: &BTreeMap<(String, String), Decimal>) -> Vec<Paid
         .map(|((payer, currency), amount)| PaidFrom {
             paid_by: payer,
             currency,
-            amount: amount.to_string(),
+            amount: display_amount(*amount, currency),
         })
         .collect()
 }
@@ -94,8 +96,8 @@ pub fn summary(s: &RunSummary, code: i32) -> Summary<'_> {
                     .iter()
                     .map(|(currency, (face, price))| {
                         let totals = FaceAndPrice {
-                            face_value: face.to_string(),
-                            price: price.to_string(),
+                            face_value: display_amount(*face, currency),
+                            price: display_amount(*price, currency),
                         };
                         (currency.as_str(), totals)
                     })

@@ -98,6 +98,8 @@ struct BatchJson<'a> {
     created_at: &'a str,
     rows: i64,
     states: InOrder<&'static str, i64>,
+    /// What left the balances (and cards), per currency, with the currency's decimals.
+    charged: InOrder<&'a str, String>,
 }
 
 fn batches_json(batches: &[BatchCounts]) -> Vec<BatchJson<'_>> {
@@ -113,6 +115,15 @@ fn batches_json(batches: &[BatchCounts]) -> Vec<BatchJson<'_>> {
                 created_at: &b.created_at,
                 rows: c.rows(),
                 states: counts_map(&c.counts),
+                charged: InOrder(
+                    c.charged
+                        .iter()
+                        .map(|(currency, amount)| {
+                            let amount = crate::money::display_amount(*amount, currency);
+                            (currency.as_str(), amount)
+                        })
+                        .collect(),
+                ),
             }
         })
         .collect()
@@ -152,7 +163,7 @@ fn print_batches(batches: &[BatchCounts], ledger: &Path) {
                 .map(|(currency, amount)| {
                     format!(
                         "{currency} {}",
-                        crate::money::display_amount(*amount, currency)
+                        crate::money::human_amount(*amount, currency)
                     )
                 })
                 .collect();
@@ -343,7 +354,7 @@ fn detail_json<'a>(d: &'a Detail, next: &'a [String]) -> DetailJson<'a> {
             .map(|((payer, currency), amount)| ChargedJson {
                 by: payer,
                 currency,
-                amount: amount.to_string(),
+                amount: crate::money::display_amount(*amount, currency),
             })
             .collect(),
         repeats: d
@@ -403,6 +414,7 @@ fn print_detail(d: &Detail, next: &[String]) {
     if !d.charged.is_empty() {
         outln!("charged (what left each balance, conversions included):");
         for ((payer, currency), amount) in &d.charged {
+            let amount = crate::money::human_amount(*amount, currency);
             outln!("  {payer:<20} {amount:>14} {currency}");
         }
     }

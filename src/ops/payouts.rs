@@ -418,8 +418,8 @@ pub fn summarize(
         Ok(())
     })?;
     for (currency, v) in s.outstanding.iter_mut().chain(s.expired.iter_mut()) {
-        v.face_value = with_places(v.face_value, currency);
-        v.price = with_places(v.price, currency);
+        v.face_value = crate::money::in_currency(v.face_value, currency);
+        v.price = crate::money::in_currency(v.price, currency);
     }
     s.expiring_rows.sort_by(|a, b| {
         a.expires_at
@@ -428,15 +428,6 @@ pub fn summarize(
     });
     s.expiring = s.expiring_rows.len();
     Ok(s)
-}
-
-/// An amount with at least its currency's decimal places (`75` CAD as `75.00`), never rounded.
-fn with_places(mut amount: Decimal, currency: &str) -> Decimal {
-    let places = crate::money::minor_units(currency);
-    if amount.scale() < places {
-        amount.rescale(places);
-    }
-    amount
 }
 
 /// The name under which rows never read are counted.

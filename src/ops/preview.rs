@@ -27,6 +27,7 @@ use crate::input::scan;
 use crate::ledger::approved::NewApprovedPlan;
 use crate::ledger::lock::LedgerLock;
 use crate::ledger::{Conversion, Ledger, LedgerError, RowState, SeenRow};
+use crate::money::in_currency;
 
 use super::start::{check_binding, check_input, load_catalog, outside_file, plan_and_context};
 
@@ -100,7 +101,8 @@ impl Totals {
         if let Some(card) = row_card(spec, default_card) {
             let entry = self.per_card.entry(card.to_string()).or_default();
             entry.0 += 1;
-            *entry.1.entry(spec.currency.clone()).or_default() += price;
+            let sum = entry.1.entry(spec.currency.clone()).or_default();
+            *sum = in_currency(*sum + price, &spec.currency);
         } else {
             let cur = self
                 .per_payment_currency
@@ -108,9 +110,10 @@ impl Totals {
                 .or_default();
             cur.rows += 1;
             if spec.currency == spec.payment_currency {
-                cur.price += price;
+                cur.price = in_currency(cur.price + price, &spec.currency);
             } else {
-                *cur.converted.entry(spec.currency.clone()).or_default() += price;
+                let sum = cur.converted.entry(spec.currency.clone()).or_default();
+                *sum = in_currency(*sum + price, &spec.currency);
                 *cur.converted_rows
                     .entry(ConvertedKind::of(spec, by_code))
                     .or_default() += 1;
@@ -124,8 +127,8 @@ impl Totals {
                 ..ProductTotal::default()
             });
         product.rows += 1;
-        product.face_value += spec.face_value;
-        product.price += price;
+        product.face_value = in_currency(product.face_value + spec.face_value, &spec.currency);
+        product.price = in_currency(product.price + price, &spec.currency);
     }
 }
 
@@ -157,7 +160,7 @@ pub async fn check_balances(
             continue;
         };
         if cost.unpriced_rows == 0 {
-            t.converted_estimate = Some(cost.priced);
+            t.converted_estimate = Some(in_currency(cost.priced, currency));
             t.converted_note = Some(
                 cost.priced_by
                     .iter()

@@ -158,7 +158,7 @@ async fn without_any_price_validate_says_plainly_how_short_the_balance_may_be() 
     assert_eq!(checked.status.code(), Some(0), "{text}");
     assert!(
         text.contains(
-            "warning: the balance may be short: USD: 3 rows converted from 8730 JPY are not \
+            "warning: the balance may be short: USD: 3 rows converted from 8,730 JPY are not \
              priced here (the service offers no estimate here (POST /order/estimate; its \
              playground does not), and the ledger has no order converted from USD to JPY): \
              55.50 USD is left for them; if they cost more, the run stops part-way and the \

@@ -277,10 +277,12 @@ async fn every_json_output_keeps_its_keys() {
     assert_keys(
         "status",
         &out,
-        &["[].states"],
+        &["[].states", "[].charged"],
         &[
             "[].base_url",
             "[].batch",
+            "[].charged",
+            "[].charged.*",
             "[].created_at",
             "[].environment",
             "[].input",

@@ -88,7 +88,7 @@ async fn validate_shows_totals_and_a_stable_digest_and_creates_no_batch() {
     assert!(text.contains("to pay, per payment currency:"), "{text}");
     assert!(text.contains("to pay, per product:"), "{text}");
     // The JPY row is paid from USD: converted by the service, not part of the USD check.
-    assert!(text.contains("plus 2910 JPY converted"), "{text}");
+    assert!(text.contains("plus 2,910 JPY converted"), "{text}");
     assert!(
         text.contains("balance: enough in every payment currency"),
         "{text}"
@@ -628,7 +628,7 @@ async fn balance_shows_the_accounts_balances() {
     for cur in ["CAD", "EUR", "GBP", "USD"] {
         assert!(
             text.lines()
-                .any(|l| l.starts_with(cur) && l.ends_with("100000.00")),
+                .any(|l| l.starts_with(cur) && l.ends_with("100,000.00")),
             "{cur}: {text}"
         );
     }
@@ -1006,4 +1006,86 @@ async fn the_batch_list_shows_what_each_batch_charged_per_currency() {
         said.contains("charged: CAD 75.00, EUR 170.00, GBP 37.19, USD 298.94"),
         "{said}"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// amounts
+
+/// Every amount has its currency's decimals (CAD 2, JPY 0), in text and JSON alike; people's
+/// text groups thousands, JSON never does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn amounts_have_their_currencys_decimals_and_people_read_them_grouped() {
+    let ws = Workspace::new();
+    ws.copy(SAMPLE, "nov.csv");
+    let validated = paybatch_in(ws.dir.path(), &["validate", "nov.csv", "--json"], &[]).await;
+    assert_eq!(
+        validated.status.code(),
+        Some(0),
+        "{}",
+        output_of(&validated)
+    );
+    let v = json(&validated);
+    let paypal = &v["totals"]["per_product"]["PAYPAL-CA"];
+    assert_eq!(
+        (&paypal["face_value"], &paypal["price"]),
+        (&"75.00".into(), &"75.00".into())
+    );
+    assert_eq!(v["totals"]["per_product"]["UBER-JP"]["face_value"], "3000");
+    assert_eq!(v["totals"]["per_payment_currency"]["CAD"]["price"], "75.00");
+    let cad = v["balance"]
+        .as_array()
+        .and_then(|b| b.iter().find(|b| b["currency"] == "CAD"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        (&cad["needed"], &cad["available"]),
+        (&"75.00".into(), &"100000000.00".into())
+    );
+
+    let run = paybatch_in(ws.dir.path(), &["run", "nov.csv"], &[]).await;
+    let said = output_of(&run);
+    assert_eq!(run.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains("balance CAD: 100,000,000.00 available, 75.00 needed"),
+        "{said}"
+    );
+    let totals = |cur: &str| {
+        said.lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .find(|w| w.len() == 3 && w[0] == cur)
+            .unwrap_or_default()
+    };
+    assert_eq!(totals("CAD"), ["CAD", "75.00", "75.00"], "{said}");
+    assert_eq!(totals("JPY"), ["JPY", "3,000", "2,910"], "{said}");
+    assert!(said.contains("1 row from the CAD balance"), "{said}");
+
+    let balance = paybatch_in(ws.dir.path(), &["balance"], &[]).await;
+    assert!(
+        stdout_of(&balance).contains("99,999,925.00"),
+        "{}",
+        output_of(&balance)
+    );
+    let balance = paybatch_in(ws.dir.path(), &["balance", "--json"], &[]).await;
+    assert!(
+        json(&balance)["balances"]
+            .as_array()
+            .is_some_and(|b| b.iter().any(|b| b["balance"] == "99999925.00")),
+        "{}",
+        output_of(&balance)
+    );
+    let list = paybatch_in(ws.dir.path(), &["status", "--json"], &[]).await;
+    assert_eq!(
+        json(&list)[0]["charged"]["CAD"],
+        "75.00",
+        "{}",
+        output_of(&list)
+    );
+
+    let again = Workspace::new();
+    again.copy(SAMPLE, "nov.csv");
+    let run = paybatch_in(again.dir.path(), &["run", "nov.csv", "--json"], &[]).await;
+    assert_eq!(run.status.code(), Some(0), "{}", output_of(&run));
+    let per_currency = &json(&run)["totals"]["per_product_currency"];
+    assert_eq!(per_currency["CAD"]["face_value"], "75.00");
+    assert_eq!(per_currency["JPY"]["face_value"], "3000");
 }

@@ -602,7 +602,7 @@ async fn validate_says_plainly_that_converted_rows_are_not_estimated_here() {
     let text = format!("{}{}", stdout_of(&out), stderr(&out));
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(
-        text.contains("plus 2910 JPY converted by the service at order time: 19.50 USD (estimated by the service)"),
+        text.contains("plus 2,910 JPY converted by the service at order time: 19.50 USD (estimated by the service)"),
         "{text}"
     );
     assert!(!text.contains("offers no estimate"), "{text}");
@@ -633,7 +633,7 @@ async fn insufficient_funds_stops_that_balance_and_says_what_is_missing() {
     assert_eq!(out.status.code(), Some(4), "{err}");
     assert!(
         err.contains(
-            "the balance may be short: USD: 3 rows converted from 8730 JPY are not priced here"
+            "the balance may be short: USD: 3 rows converted from 8,730 JPY are not priced here"
         ),
         "{err}"
     );
