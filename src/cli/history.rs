@@ -196,7 +196,9 @@ fn print_history(h: &History, ledger: &str) {
             let amounts = h
                 .paid_face_value()
                 .iter()
-                .map(|(currency, amount)| format!("{amount} {currency}"))
+                .map(|(currency, amount)| {
+                    format!("{} {currency}", crate::money::human_amount(*amount, currency))
+                })
                 .collect::<Vec<_>>()
                 .join(" + ");
             outln!(
