@@ -197,7 +197,10 @@ fn print_history(h: &History, ledger: &str) {
                 .paid_face_value()
                 .iter()
                 .map(|(currency, amount)| {
-                    format!("{} {currency}", crate::money::human_amount(*amount, currency))
+                    format!(
+                        "{} {currency}",
+                        crate::money::human_amount(*amount, currency)
+                    )
                 })
                 .collect::<Vec<_>>()
                 .join(" + ");

@@ -334,11 +334,6 @@ impl Ledger {
             .map_err(sqlerr(&self.path))
     }
 
-    /// Whether any COMPLETED row of the batch has a link that is not final, or never read.
-    pub fn has_links_to_follow(&self, batch_id: i64) -> Result<bool> {
-        Ok(!self.orders_to_follow(batch_id)?.is_empty())
-    }
-
     /// Visits the batch's COMPLETED rows in input order, each with its link's last known life;
     /// one row in memory at a time. With `cells`, a row's input cells are read too.
     pub fn visit_payout_rows<E: From<super::LedgerError>>(

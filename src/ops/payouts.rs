@@ -180,10 +180,14 @@ pub async fn payouts(
     let batches = batches_to_read(&ledger, opts)?;
     let mut reads: HashMap<i64, BatchRead> = HashMap::new();
     if !opts.offline {
-        let to_read: Vec<&BatchRecord> = batches
-            .iter()
-            .filter(|b| ledger.has_links_to_follow(b.id).unwrap_or(true))
-            .collect();
+        // Each batch's orders with links to follow, asked once: they are what is read.
+        let mut to_read: Vec<(&BatchRecord, Vec<FollowedOrder>)> = Vec::new();
+        for b in &batches {
+            let orders = ledger.orders_to_follow(b.id)?;
+            if !orders.is_empty() {
+                to_read.push((b, orders));
+            }
+        }
         if !to_read.is_empty() {
             let conn = Connection::open_for_reading(
                 opts.environment.clone(),
@@ -196,7 +200,7 @@ pub async fn payouts(
                 .client
                 .with_deadline(Instant::now().checked_add(opts.timeout));
             let pace = ReadPace::new(opts.reads_per_second);
-            for b in to_read {
+            for (b, orders) in to_read {
                 if opts.batch.is_some() {
                     crate::ops::start::check_binding(b, &conn)?;
                 } else if crate::ops::start::check_binding(b, &conn).is_err() {
@@ -206,7 +210,7 @@ pub async fn payouts(
                     ));
                     continue;
                 }
-                let read = read_batch(&mut ledger, &client, b, &pace, reporter).await?;
+                let read = read_batch(&mut ledger, &client, b, orders, &pace, reporter).await?;
                 reads.insert(b.id, read);
             }
         }
@@ -226,15 +230,16 @@ pub async fn payouts(
     Ok(out)
 }
 
-/// Reads each order of `batch` with links to follow, once, and records what it says.
+/// Reads each of `orders` (those of `batch` with links to follow), once, and records what it
+/// says.
 async fn read_batch(
     ledger: &mut Ledger,
     client: &crate::api::Client,
     batch: &BatchRecord,
+    orders: Vec<FollowedOrder>,
     pace: &ReadPace,
     reporter: &Reporter,
 ) -> Result<BatchRead, OpError> {
-    let orders = ledger.orders_to_follow(batch.id)?;
     let mut read = BatchRead::default();
     if orders.is_empty() {
         return Ok(read);

@@ -297,29 +297,7 @@ async fn one_run(
             kill_after = Some(Duration::from_millis(rng.gen_range(30..2500)));
         }
     }
-    seen.runs += 1;
-    let mut child = cmd.spawn().expect("paybatch starts");
-    let mut stderr = child.stderr.take().expect("stderr");
-    let collect = tokio::spawn(async move {
-        let mut text = String::new();
-        let _ = tokio::io::AsyncReadExt::read_to_string(&mut stderr, &mut text).await;
-        text
-    });
-    let status = match kill_after {
-        Some(delay) => match tokio::time::timeout(delay, child.wait()).await {
-            Ok(status) => status.expect("wait"),
-            Err(_) => {
-                child.start_kill().expect("SIGKILL");
-                seen.kills += 1;
-                child.wait().await.expect("wait after kill")
-            }
-        },
-        None => tokio::time::timeout(Duration::from_secs(120), child.wait())
-            .await
-            .expect("a run ends within 120 s")
-            .expect("wait"),
-    };
-    let text = collect.await.unwrap_or_default();
+    let (status, text) = spawn_until(cmd, kill_after, seen).await;
     if status.code().is_none() && text.contains("fail point") {
         seen.aborts += 1;
     }
@@ -821,16 +799,35 @@ async fn one_command(
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(true);
+    let delay = kill_within.map(|ms| Duration::from_millis(rng.gen_range(1..ms.max(2))));
+    let (status, text) = spawn_until(cmd, delay, seen).await;
+    (status.code(), text)
+}
+
+/// Starts `cmd` (its one piped output read whole) and counts it as a run; SIGKILLs it after
+/// `kill_after` when given (unless it ended before), else waits for it at most 120 s. Returns
+/// how it ended and what its piped output said.
+async fn spawn_until(
+    mut cmd: Command,
+    kill_after: Option<Duration>,
+    seen: &mut Seen,
+) -> (std::process::ExitStatus, String) {
     seen.runs += 1;
     let mut child = cmd.spawn().expect("paybatch starts");
-    let mut stdout = child.stdout.take().expect("stdout");
+    let piped: Option<Box<dyn tokio::io::AsyncRead + Unpin + Send>> =
+        match (child.stdout.take(), child.stderr.take()) {
+            (Some(out), _) => Some(Box::new(out)),
+            (None, Some(err)) => Some(Box::new(err)),
+            (None, None) => None,
+        };
     let collect = tokio::spawn(async move {
         let mut text = String::new();
-        let _ = tokio::io::AsyncReadExt::read_to_string(&mut stdout, &mut text).await;
+        if let Some(mut piped) = piped {
+            let _ = tokio::io::AsyncReadExt::read_to_string(&mut piped, &mut text).await;
+        }
         text
     });
-    let delay = kill_within.map(|ms| Duration::from_millis(rng.gen_range(1..ms.max(2))));
-    let status = match delay {
+    let status = match kill_after {
         Some(delay) => match tokio::time::timeout(delay, child.wait()).await {
             Ok(status) => status.expect("wait"),
             Err(_) => {
@@ -844,7 +841,7 @@ async fn one_command(
             .expect("a command ends within 120 s")
             .expect("wait"),
     };
-    (status.code(), collect.await.unwrap_or_default())
+    (status, collect.await.unwrap_or_default())
 }
 
 /// The simulator's own account of every payout link: (order id, item id) -> status.
