@@ -172,6 +172,8 @@ pub struct RunSummary {
     pub batch: String,
     pub environment: Environment,
     pub result_path: PathBuf,
+    /// The layout the result file was written in, and what chose it.
+    pub result_format: crate::file_format::ResultFormat,
     pub counts: BTreeMap<RowState, i64>,
     /// Completed rows: (currency, face value total, price total).
     pub totals: BTreeMap<String, (Decimal, Decimal)>,
@@ -280,6 +282,7 @@ pub fn summarize(
         per_delivery,
         batch: batch.to_string(),
         environment: environment.clone(),
+        result_format: ledger.result_format(batch_id)?,
         result_path,
         counts,
         totals,

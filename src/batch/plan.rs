@@ -461,7 +461,11 @@ pub fn plan_in_one_pass(
     }) else {
         return Ok(None);
     };
-    merge.record_input(&scanned.file_hash, &scanned.headers)?;
+    merge.record_input(
+        &scanned.file_hash,
+        &scanned.headers,
+        opts.formats(scanned.format, true),
+    )?;
     let mut merged = planning.close(merge, &opts.input, |drawn, kinds| {
         read_funds(&scanned, drawn, kinds)
     })?;
