@@ -199,6 +199,16 @@ pub struct RunSummary {
 pub const INVALID_NAMED: i64 = 5;
 
 impl RunSummary {
+    /// The result file's path, then its layout when it is not plain CSV
+    /// (`` nov.result.csv (`;`, BOM, CRLF: as the input) ``).
+    pub fn result_file(&self) -> String {
+        format!(
+            "{}{}",
+            self.result_path.display(),
+            self.result_format.note()
+        )
+    }
+
     pub fn count(&self, state: RowState) -> i64 {
         self.counts.get(&state).copied().unwrap_or(0)
     }

@@ -392,11 +392,7 @@ fn print_summary(s: &RunSummary, quiet: bool) {
     for line in &s.stopped {
         outln!("  stopped: {line}");
     }
-    outln!(
-        "result file: {}{}",
-        s.result_path.display(),
-        s.result_format.note()
-    );
+    outln!("result file: {}", s.result_file());
     let verdict = match outcome {
         Outcome::Completed => "every row completed".to_string(),
         Outcome::NeedsAPerson if !s.stopped.is_empty() => {
