@@ -59,6 +59,24 @@ fn every_line_ends_crlf(bytes: &[u8]) -> bool {
     !lines.is_empty() && lines.iter().all(|l| l.ends_with(b"\r\n"))
 }
 
+/// `assert_eq!` of two byte strings, shown as text when they differ.
+macro_rules! assert_bytes {
+    ($got:expr, $want:expr $(,)?) => {
+        assert_bytes!($got, $want, "{}", stringify!($got))
+    };
+    ($got:expr, $want:expr, $($what:tt)+) => {{
+        let got: &[u8] = &$got;
+        let want: &[u8] = &$want;
+        assert!(
+            got == want,
+            "{}\n--- got\n{:?}\n--- expected\n{:?}",
+            format!($($what)+),
+            String::from_utf8_lossy(got),
+            String::from_utf8_lossy(want)
+        );
+    }};
+}
+
 fn no_crlf(bytes: &[u8]) -> bool {
     !bytes.windows(2).any(|w| w == b"\r\n")
 }
@@ -137,7 +155,7 @@ async fn a_semicolon_bom_crlf_input_gets_its_result_file_in_the_same_layout() {
     }
 
     // `report` rebuilds the same bytes, to a file and on stdout, also once the input is gone.
-    assert_eq!(rebuilt(&ws, &[]).await, result, "report --out");
+    assert_bytes!(rebuilt(&ws, &[]).await, result, "report --out");
     let on_stdout = pb(&ws, &["report", "--batch", "nov", "--out", "-"]).await;
     assert_eq!(
         on_stdout.status.code(),
@@ -145,13 +163,13 @@ async fn a_semicolon_bom_crlf_input_gets_its_result_file_in_the_same_layout() {
         "{}",
         output_of(&on_stdout)
     );
-    assert_eq!(on_stdout.stdout, result, "report --out -");
+    assert_bytes!(on_stdout.stdout, result, "report --out -");
     std::fs::remove_file(ws.path("nov.csv")).expect("input removed");
     std::fs::remove_file(ws.path("nov.SIMULATED.result.csv")).expect("result removed");
-    assert_eq!(rebuilt(&ws, &[]).await, result, "without the input file");
+    assert_bytes!(rebuilt(&ws, &[]).await, result, "without the input file");
     let out = pb(&ws, &["report", "--batch", "nov"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
-    assert_eq!(result_of(&ws), result, "report beside the input");
+    assert_bytes!(result_of(&ws), result, "report beside the input");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -166,11 +184,10 @@ async fn each_out_format_writes_exactly_its_bytes() {
         ("tsv", b'\t', false, false),
     ] {
         let got = rebuilt(&ws, &["--out-format", format]).await;
-        assert_eq!(
+        assert_bytes!(
             got,
             written(&rows, delimiter, crlf, bom),
-            "--out-format {format}:\n{}",
-            String::from_utf8_lossy(&got)
+            "--out-format {format}"
         );
     }
     let semicolon = rebuilt(&ws, &["--out-format", "excel-semicolon"]).await;
@@ -180,7 +197,7 @@ async fn each_out_format_writes_exactly_its_bytes() {
         String::from_utf8_lossy(&csv).contains(&format!(",{WITH_SEMICOLON},")),
         "not quoted where `;` is not the delimiter"
     );
-    assert_eq!(
+    assert_bytes!(
         rebuilt(&ws, &["--out-format", "same"]).await,
         result_of(&ws)
     );
@@ -193,12 +210,12 @@ async fn each_out_format_writes_exactly_its_bytes() {
         stdout(&out)
     );
     let tsv = written(&rows, b'\t', false, false);
-    assert_eq!(result_of(&ws), tsv);
+    assert_bytes!(result_of(&ws), tsv);
     run_nov(&ws, &[]).await;
-    assert_eq!(result_of(&ws), tsv, "resumed: the recorded layout");
-    assert_eq!(rebuilt(&ws, &[]).await, tsv, "report: the recorded layout");
+    assert_bytes!(result_of(&ws), tsv, "resumed: the recorded layout");
+    assert_bytes!(rebuilt(&ws, &[]).await, tsv, "report: the recorded layout");
     let out = run_nov(&ws, &["--out-format", "csv"]).await;
-    assert_eq!(result_of(&ws), written(&rows, b',', false, false));
+    assert_bytes!(result_of(&ws), written(&rows, b',', false, false));
     assert!(
         stdout(&out).contains("result file: nov.SIMULATED.result.csv\n"),
         "plain CSV is not named: {}",
@@ -267,13 +284,13 @@ async fn a_batch_without_a_recorded_layout_stays_plain_csv() {
     .expect("forget the layouts");
     drop(conn);
     let plain = written(&rows, b',', false, false);
-    assert_eq!(rebuilt(&ws, &[]).await, plain);
-    assert_eq!(rebuilt(&ws, &["--out-format", "same"]).await, plain);
+    assert_bytes!(rebuilt(&ws, &[]).await, plain);
+    assert_bytes!(rebuilt(&ws, &["--out-format", "same"]).await, plain);
     let out = pb(&ws, &["report", "--batch", "nov", "--out", "-"]).await;
-    assert_eq!(out.stdout, plain, "{}", stderr(&out));
+    assert_bytes!(out.stdout, plain, "{}", stderr(&out));
     // Resumed without --out-format, it keeps what it always wrote.
     run_nov(&ws, &[]).await;
-    assert_eq!(result_of(&ws), plain);
+    assert_bytes!(result_of(&ws), plain);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -333,5 +350,5 @@ async fn a_plan_only_run_writes_its_planned_rows_in_the_inputs_layout() {
     let status = col(&rows[0], "status");
     assert_eq!(rows.len(), sample_rows().len());
     assert!(rows[1..].iter().all(|r| r[status] == "PLANNED"), "{rows:?}");
-    assert_eq!(rebuilt(&ws, &[]).await, result, "as report rebuilds it");
+    assert_bytes!(rebuilt(&ws, &[]).await, result, "as report rebuilds it");
 }
