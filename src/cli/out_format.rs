@@ -9,8 +9,8 @@ use crate::file_format::OutFormat;
 
 /// The help line of `--out-format` (the values follow, each with what it writes).
 pub const HELP: &str = "The layout of the CSV file written: its delimiter, byte-order mark (BOM) \
-and line ends. By default as the batch's input file (a batch resumed keeps the layout it \
-recorded, unless --out-format is given again)";
+and line ends. By default the batch's: as its input file, unless a run chose another with \
+--out-format (recorded with the batch: a resumed run keeps it unless --out-format is given again)";
 
 impl ValueEnum for OutFormat {
     fn value_variants<'a>() -> &'a [Self] {
