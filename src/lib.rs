@@ -8,6 +8,7 @@ pub mod cli;
 pub mod environment;
 pub mod exit;
 pub mod failpoint;
+pub mod file_format;
 pub mod files;
 pub mod input;
 pub mod ledger;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::api::models::ExecutionMode;
 use crate::catalog;
 use crate::environment::Environment;
+use crate::file_format::{FileFormat, OutFormat, ResultFormat};
 use crate::ledger;
 
 /// Orders in flight at once by default (`--concurrency`).
@@ -120,6 +121,9 @@ pub struct RunOptions {
     /// What to do with rows other batches of the ledger already have (`--allow-repeats`,
     /// `--skip-repeats`; refused by default).
     pub on_repeat: super::repeats::OnRepeat,
+    /// `--out-format`: the layout of the result file; `None` keeps the batch's (a new batch:
+    /// the input's).
+    pub out_format: Option<OutFormat>,
 }
 
 impl RunOptions {
@@ -132,6 +136,7 @@ impl RunOptions {
             environment: Environment::Sim,
             api_key_file: None,
             delimiter: None,
+            out_format: None,
             skip_invalid: false,
             allow_duplicates: false,
             default_payment_currency: None,
@@ -155,6 +160,18 @@ impl RunOptions {
         self.batch
             .clone()
             .unwrap_or_else(|| default_batch_name(&self.input))
+    }
+
+    /// The layouts the batch records of an input file of layout `input`: the input's, and the
+    /// result file's when this run chooses it: `--out-format` resolved against the input, or
+    /// for a batch `new` to the ledger the input's own. A batch resumed without `--out-format`
+    /// keeps the one it recorded.
+    pub fn formats(&self, input: FileFormat, new: bool) -> ledger::Formats {
+        let chosen = self.out_format.or(new.then_some(OutFormat::Same));
+        ledger::Formats {
+            input,
+            result: chosen.map(|c| ResultFormat::of(c, Some(input))),
+        }
     }
 }
 

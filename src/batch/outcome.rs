@@ -172,6 +172,8 @@ pub struct RunSummary {
     pub batch: String,
     pub environment: Environment,
     pub result_path: PathBuf,
+    /// The layout the result file was written in, and what chose it.
+    pub result_format: crate::file_format::ResultFormat,
     pub counts: BTreeMap<RowState, i64>,
     /// Completed rows: (currency, face value total, price total).
     pub totals: BTreeMap<String, (Decimal, Decimal)>,
@@ -197,6 +199,16 @@ pub struct RunSummary {
 pub const INVALID_NAMED: i64 = 5;
 
 impl RunSummary {
+    /// The result file's path, then its layout when it is not plain CSV
+    /// (`` nov.result.csv (`;`, BOM, CRLF: as the input) ``).
+    pub fn result_file(&self) -> String {
+        format!(
+            "{}{}",
+            self.result_path.display(),
+            self.result_format.note()
+        )
+    }
+
     pub fn count(&self, state: RowState) -> i64 {
         self.counts.get(&state).copied().unwrap_or(0)
     }
@@ -280,6 +292,7 @@ pub fn summarize(
         per_delivery,
         batch: batch.to_string(),
         environment: environment.clone(),
+        result_format: ledger.result_format(batch_id)?,
         result_path,
         counts,
         totals,

@@ -13,6 +13,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
 
+use crate::file_format::FileFormat;
 use crate::files;
 
 /// The columns the result file adds after the input columns.
@@ -207,14 +208,16 @@ pub fn neutralize(cell: &str) -> Cow<'_, str> {
     }
 }
 
-/// Writes the result file at `path`: `headers` then [`RESULT_COLUMNS`], one row per line, every
-/// cell as `result_cell` writes it. Atomic, and mode 0600 even when it replaces an existing file.
+/// Writes the result file at `path` in layout `format`: `headers` then [`RESULT_COLUMNS`], one
+/// row per line, every cell as `result_cell` writes it. Atomic, and mode 0600 even when it
+/// replaces an existing file.
 pub fn write_results(
     path: &Path,
     headers: &[String],
+    format: FileFormat,
     lines: impl IntoIterator<Item = ResultLine>,
 ) -> io::Result<()> {
-    let mut w = ResultWriter::create(path, headers)?;
+    let mut w = ResultWriter::create(path, headers, format)?;
     for line in lines {
         w.write(&line)?;
     }
@@ -336,15 +339,14 @@ pub struct ResultWriter {
 }
 
 impl ResultWriter {
-    pub fn create(path: &Path, headers: &[String]) -> io::Result<Self> {
+    /// Starts the file at `path` in layout `format` (its BOM, delimiter and line ends), with
+    /// its header line: `headers`, then [`RESULT_COLUMNS`].
+    pub fn create(path: &Path, headers: &[String], format: FileFormat) -> io::Result<Self> {
         let file = PrivateFile::create(path)?;
-        let mut csv =
-            csv::WriterBuilder::new()
-                .flexible(false)
-                .from_writer(io::BufWriter::with_capacity(
-                    256 * 1024,
-                    file.file().try_clone()?,
-                ));
+        let mut csv = format.writer(io::BufWriter::with_capacity(
+            256 * 1024,
+            file.file().try_clone()?,
+        ))?;
         let header_cells = headers
             .iter()
             .map(String::as_str)
@@ -485,7 +487,7 @@ mod tests {
         plain.payout_url = Some("https://example.com/p/def".into());
         let mut odd = line(&["R3", "x"], "COMPLETED");
         odd.payout_url = Some("javascript:alert(1)".into());
-        write_results(&path, &headers, [done, plain, odd]).unwrap();
+        write_results(&path, &headers, FileFormat::CSV, [done, plain, odd]).unwrap();
         let bytes = std::fs::read(&path).unwrap();
         let text = String::from_utf8(bytes).unwrap();
         assert!(
@@ -535,7 +537,7 @@ mod tests {
         let mut failed = line(&["R2", "multi\nline, with comma"], "FAILED");
         failed.error_type = Some("validation".into());
         failed.error_message = Some("@bad".into());
-        write_results(&path, &headers, [done, failed]).unwrap();
+        write_results(&path, &headers, FileFormat::CSV, [done, failed]).unwrap();
 
         let rows = read(&path);
         assert_eq!(rows.len(), 3);
@@ -554,23 +556,73 @@ mod tests {
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 
+    #[test]
+    fn every_layout_neutralises_the_same_cells_and_quotes_its_own_delimiter() {
+        use crate::file_format::OutFormat;
+        let dir = tempfile::tempdir().unwrap();
+        let headers = vec!["reference".to_string(), "note".to_string()];
+        let mut done = line(&["R1", "=1+1"], "COMPLETED");
+        done.payout_url = Some("javascript:x".into());
+        let semi = line(&["R2", "a;b, c\td"], "FAILED");
+        let mut read_as = Vec::new();
+        for f in OutFormat::ALL {
+            let format = f.resolve(None);
+            let path = dir.path().join(format!("{f}.csv"));
+            write_results(&path, &headers, format, [done.clone(), semi.clone()]).unwrap();
+            let bytes = std::fs::read(&path).unwrap();
+            assert_eq!(
+                bytes.starts_with(crate::file_format::BOM),
+                format.bom(),
+                "{f}"
+            );
+            let crlf = bytes.windows(2).filter(|w| w == b"\r\n").count();
+            let lf = bytes.iter().filter(|b| **b == b'\n').count();
+            let want_crlf = format.line_end() == crate::file_format::LineEnd::Crlf;
+            assert_eq!((lf, crlf), (3, if want_crlf { 3 } else { 0 }), "{f}");
+            let body = &bytes[if format.bom() { 3 } else { 0 }..];
+            let mut r = csv::ReaderBuilder::new()
+                .has_headers(false)
+                .delimiter(format.delimiter())
+                .from_reader(body);
+            let rows: Vec<Vec<String>> = r
+                .records()
+                .map(|r| r.unwrap().iter().map(str::to_string).collect())
+                .collect();
+            assert_eq!(rows[1][1], "'=1+1", "{f}");
+            assert_eq!(rows[1][5], "'javascript:x", "{f}");
+            assert_eq!(rows[2][1], "a;b, c\td", "{f}");
+            read_as.push(rows);
+        }
+        assert!(
+            read_as.windows(2).all(|w| w[0] == w[1]),
+            "the same cells in every layout"
+        );
+        let semicolon = std::fs::read_to_string(dir.path().join("excel-semicolon.csv")).unwrap();
+        assert!(semicolon.contains("\"a;b, c\td\""), "{semicolon}");
+        let tsv = std::fs::read_to_string(dir.path().join("tsv.csv")).unwrap();
+        assert!(tsv.contains("\"a;b, c\td\""), "{tsv}");
+    }
+
     #[cfg(unix)]
     #[test]
     fn the_file_is_private_even_when_it_replaces_another() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out.csv");
-        std::fs::write(&path, "old").unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-        write_results(
-            &path,
-            &["reference".to_string()],
-            [line(&["R1"], "COMPLETED")],
-        )
-        .unwrap();
-        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o600);
-        assert!(std::fs::read_to_string(&path).unwrap().contains("R1"));
+        for f in crate::file_format::OutFormat::ALL {
+            std::fs::write(&path, "old").unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+            write_results(
+                &path,
+                &["reference".to_string()],
+                f.resolve(None),
+                [line(&["R1"], "COMPLETED")],
+            )
+            .unwrap();
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{f}");
+            assert!(std::fs::read_to_string(&path).unwrap().contains("R1"));
+        }
     }
 
     #[test]
@@ -581,6 +633,7 @@ mod tests {
         let err = write_results(
             &path,
             &["a".to_string(), "b".to_string()],
+            FileFormat::CSV,
             [line(&["x"], "OK")],
         )
         .unwrap_err();
@@ -611,6 +664,7 @@ mod tests {
         write_results(
             &path,
             &["reference".to_string()],
+            FileFormat::CSV,
             [line(&["R1"], "COMPLETED")],
         )
         .unwrap();
@@ -631,7 +685,7 @@ mod tests {
         let path = dir.path().join("sub");
         std::fs::create_dir(&path).unwrap();
         let target = path.join("r.csv");
-        write_results(&target, &[], [line(&[], "SKIPPED")]).unwrap();
+        write_results(&target, &[], FileFormat::CSV, [line(&[], "SKIPPED")]).unwrap();
         assert_eq!(read(&target)[1][0], "SKIPPED");
     }
 }

@@ -461,12 +461,23 @@ pub fn plan_in_one_pass(
     }) else {
         return Ok(None);
     };
-    merge.record_input(&scanned.file_hash, &scanned.headers)?;
+    record_file(&merge, &scanned, opts)?;
     let mut merged = planning.close(merge, &opts.input, |drawn, kinds| {
         read_funds(&scanned, drawn, kinds)
     })?;
     merged.noticed = noticed;
     Ok(Some((scanned, merged)))
+}
+
+/// Records the file the one pass read in its merge: hash, headers and layouts (the batch is
+/// new to the ledger: its result file is as `--out-format` says, else as the input).
+fn record_file(
+    merge: &ledger::merge::Merge<'_>,
+    scanned: &scan::Scan,
+    opts: &RunOptions,
+) -> Result<(), OpError> {
+    let formats = opts.formats(scanned.format, true);
+    Ok(merge.record_input(&scanned.file_hash, &scanned.headers, formats)?)
 }
 
 /// The rows of the file that changed after they were submitted: a submitted payout cannot be

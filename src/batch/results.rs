@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use crate::file_format::{FileFormat, OutFormat};
 use crate::ledger::payouts::PayoutNote;
 use crate::ledger::{Ledger, LedgerError, OrderLabel, RowRecord, RowState, Specs};
 
@@ -88,19 +89,21 @@ impl Drop for InBackground {
 }
 
 /// Writes the result file from the ledger: one line per row of the current input file, in
-/// input order, streamed from the ledger. The ledger is read on the calling thread while a
-/// thread of its own formats and writes the lines (`InBackground`).
+/// input order, streamed from the ledger, in layout `format`. The ledger is read on the calling
+/// thread while a thread of its own formats and writes the lines (`InBackground`).
 pub fn write_result_file(
     ledger: &Ledger,
     batch_id: i64,
     headers: &[String],
     path: &Path,
+    format: FileFormat,
 ) -> Result<(), OpError> {
     let io_error = |e: std::io::Error| OpError::Io {
         path: path.to_path_buf(),
         message: e.to_string(),
     };
-    let mut lines = InBackground::start(ResultWriter::create(path, headers).map_err(io_error)?);
+    let mut lines =
+        InBackground::start(ResultWriter::create(path, headers, format).map_err(io_error)?);
     let read = ledger.visit_result_rows(batch_id, Specs::Skip, |r, order| {
         let note = payout_note_of(ledger, &r)?;
         if lines.push(result_line(r, order, note)) {
@@ -172,16 +175,20 @@ fn result_line(r: RowRecord, order: Option<OrderLabel>, note: Option<PayoutNote>
 pub struct PlannedLines {
     path: std::path::PathBuf,
     card_id: Option<String>,
+    /// `--out-format`, resolved against the file's layout once it is known (`None`: the
+    /// file's own, as a new batch records it).
+    out_format: Option<OutFormat>,
     lines: Option<InBackground>,
     count: usize,
     failed: bool,
 }
 
 impl PlannedLines {
-    pub fn new(path: &Path, card_id: Option<&str>) -> Self {
+    pub fn new(path: &Path, card_id: Option<&str>, out_format: Option<OutFormat>) -> Self {
         PlannedLines {
             path: path.to_path_buf(),
             card_id: card_id.map(str::to_string),
+            out_format,
             lines: None,
             count: 0,
             failed: false,
@@ -197,8 +204,12 @@ impl PlannedLines {
 }
 
 impl crate::input::scan::OnValidRow for PlannedLines {
-    fn start(&mut self, headers: &[String]) {
-        match ResultWriter::create(&self.path, headers) {
+    fn start(&mut self, headers: &[String], input: FileFormat) {
+        let format = self
+            .out_format
+            .unwrap_or(OutFormat::Same)
+            .resolve(Some(input));
+        match ResultWriter::create(&self.path, headers, format) {
             Ok(out) => self.lines = Some(InBackground::start(out)),
             Err(e) => {
                 tracing::info!("the result file is written at the end ({e})");

@@ -92,6 +92,7 @@ pub mod config;
 pub mod error;
 pub mod history;
 pub mod man;
+pub mod out_format;
 pub mod payouts;
 pub mod ping;
 pub mod plan_args;

@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use crate::batch::output::{PrivateFile, output_clash, result_cell};
 use crate::exit::Exit;
+use crate::file_format::FileFormat;
 use crate::input::columns::canonical_column;
 use crate::ledger::payouts::PayoutRow;
 use crate::ledger::{Ledger, PayoutStatus, StoredSpec};
@@ -37,6 +38,9 @@ job to alert on. --list writes the rows in a state as CSV (stdout, or --out FILE
 with their links only with --with-links. `paybatch retry --batch NAME --expired` reissues the \
 expired ones.";
 
+/// The help line of `--out-format` here.
+const LIST_FORMAT_HELP: &str = "With --list: the layout of the CSV written (delimiter, byte-order mark, line ends). With --out FILE, by default as the batch's result file (as its input file, unless --out-format chose otherwise; plain CSV when the batches listed differ); on stdout, plain CSV";
+
 #[derive(Debug, Args)]
 pub struct PayoutsArgs {
     /// The batch whose payout links to follow.
@@ -56,6 +60,8 @@ pub struct PayoutsArgs {
     /// With --list: write the CSV here (mode 0600) instead of stdout.
     #[arg(long, value_name = "FILE", requires = "list")]
     pub out: Option<PathBuf>,
+    #[arg(long, value_enum, value_name = "FORMAT", requires = "list", help = LIST_FORMAT_HELP)]
+    pub out_format: Option<crate::file_format::OutFormat>,
     /// With --list: add each row's payout link (a bearer instrument: whoever holds it can
     /// redeem it).
     #[arg(long, requires = "list")]
@@ -377,10 +383,11 @@ fn write_list(
         )
     };
     let ledger = crate::ops::status::open_existing(&args.service.ledger)?;
+    let format = list_format(&ledger, args, summaries)?;
     match &args.out {
         Some(path) => {
             let file = PrivateFile::create(path).map_err(|e| failed(path, &e))?;
-            let n = write_rows(&ledger, args, summaries, now, file.file())
+            let n = write_rows(&ledger, args, summaries, now, format, file.file())
                 .map_err(|e| failed(path, &e))?;
             file.commit().map_err(|e| failed(path, &e))?;
             errln!(
@@ -393,7 +400,14 @@ fn write_list(
                 }
             );
         }
-        None => match write_rows(&ledger, args, summaries, now, std::io::stdout().lock()) {
+        None => match write_rows(
+            &ledger,
+            args,
+            summaries,
+            now,
+            format,
+            std::io::stdout().lock(),
+        ) {
             Ok(_) => {}
             Err(ListError::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
             Err(e) => return Err(failed(Path::new("(stdout)"), &e)),
@@ -418,12 +432,39 @@ impl From<crate::ledger::LedgerError> for ListError {
     }
 }
 
-/// Writes the header and the selected rows; returns how many rows were written.
+/// The layout of the list: `--out-format` (`same`: as each batch's input), else with `--out
+/// FILE` as the batches' result files, on stdout plain CSV; batches of different layouts are
+/// listed as plain CSV.
+fn list_format(
+    ledger: &Ledger,
+    args: &PayoutsArgs,
+    summaries: &[PayoutSummary],
+) -> Result<FileFormat, CliError> {
+    if args.out.is_none() && args.out_format.is_none() {
+        return Ok(FileFormat::CSV);
+    }
+    let mut formats: Vec<FileFormat> = Vec::new();
+    for s in summaries {
+        if let Some(batch) = ledger.batch(&s.batch)? {
+            let format = crate::ops::report::result_format(&batch, args.out_format).format;
+            if !formats.contains(&format) {
+                formats.push(format);
+            }
+        }
+    }
+    Ok(match formats.as_slice() {
+        [one] => *one,
+        _ => FileFormat::CSV,
+    })
+}
+
+/// Writes the header and the selected rows in `format`; returns how many rows were written.
 fn write_rows(
     ledger: &Ledger,
     args: &PayoutsArgs,
     summaries: &[PayoutSummary],
     now: chrono::DateTime<chrono::Utc>,
+    format: FileFormat,
     out: impl Write,
 ) -> Result<usize, ListError> {
     let statuses: Vec<PayoutStatus> = args
@@ -438,7 +479,7 @@ fn write_rows(
         .list
         .contains(&Listed::Expiring)
         .then_some(args.expiring_within);
-    let mut csv = csv::Writer::from_writer(out);
+    let mut csv = format.writer(out)?;
     let mut written = 0;
     let mut header_done = false;
     for s in summaries {

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use crate::exit::Exit;
+use crate::file_format::ResultFormat;
 use crate::ledger::{BatchRecord, Ledger};
 use crate::ops::{report, status};
 use crate::report::Tally;
@@ -19,8 +20,10 @@ pub const LONG_ABOUT: &str = "Rebuild a batch's result file from the ledger, at 
 it, after the result file was lost), and/or write an HTML report of the batch.\n\nWithout --out \
 or --html the result CSV is written where `paybatch run` writes it: beside the input file (its \
 path as the run recorded it, so relative to the current directory when it was given relative). \
-`--out -` writes it on stdout (messages stay on stderr). With --html only, only the HTML page is \
-written.\n\nThe HTML page is for the finance lead who signs the batch off: what left each paying \
+`--out -` writes it on stdout (messages stay on stderr). It is written in the layout the batch \
+recorded (as its input file by default: delimiter, byte-order mark, line ends), so it is the file \
+`run` wrote, byte for byte, even once the input file is gone; --out-format writes another. With \
+--html only, only the HTML page is written.\n\nThe HTML page is for the finance lead who signs the batch off: what left each paying \
 balance (conversions included) and the plan digest first, then the rows per currency and status, \
 per product and per any column of the file (--group-by), the rows that need attention with their \
 reasons, and the technical details last. It is self-contained (no script, nothing fetched), opens \
@@ -38,6 +41,8 @@ pub struct ReportArgs {
     /// Write a one-page HTML report here (no payout links).
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    #[arg(long, value_enum, value_name = "FORMAT", help = super::out_format::HELP)]
+    pub out_format: Option<crate::file_format::OutFormat>,
     /// In the HTML report, a breakdown per value of this input column (repeatable).
     #[arg(long, value_name = "COLUMN", requires = "html")]
     pub group_by: Vec<String>,
@@ -76,7 +81,8 @@ pub async fn execute(args: ReportArgs, quiet: bool) -> Result<Exit, CliError> {
         (None, None) => Some(report::default_result_path(&batch)),
     };
     if let Some(path) = &csv_path {
-        write_csv(&ledger, &batch, path, quiet)?;
+        let format = report::result_format(&batch, args.out_format);
+        write_csv(&ledger, &batch, path, format, quiet)?;
     }
     if let Some(path) = &args.html {
         write_html(&ledger, &batch, path, tally, quiet)?;
@@ -93,12 +99,13 @@ fn write_csv(
     ledger: &Ledger,
     batch: &BatchRecord,
     path: &Path,
+    format: ResultFormat,
     quiet: bool,
 ) -> Result<(), CliError> {
     let written = if is_stdout(path) {
-        report::copy_result_file(ledger, batch, &mut std::io::stdout().lock())
+        report::copy_result_file_as(ledger, batch, format, &mut std::io::stdout().lock())
     } else {
-        report::write_result_file(ledger, batch, path)
+        report::write_result_file_as(ledger, batch, path, format)
     };
     written.map_err(|e| {
         CliError::new(
@@ -109,9 +116,10 @@ fn write_csv(
     })?;
     if !quiet && !is_stdout(path) {
         errln!(
-            "result file of batch {}: {} (mode 0600: it holds payout links)",
+            "result file of batch {}: {}{} (mode 0600: it holds payout links)",
             batch.name,
-            path.display()
+            path.display(),
+            format.note()
         );
     }
     Ok(())

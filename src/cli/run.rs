@@ -40,6 +40,8 @@ pub struct RunArgs {
     /// Where to write the result CSV (default: beside the input).
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    #[arg(long, value_enum, value_name = "FORMAT", help = super::out_format::HELP)]
+    pub out_format: Option<crate::file_format::OutFormat>,
     /// Validate and commit the planned orders (keys and bodies) to the ledger, send nothing;
     /// exits 5 ("run again to resume"), and the next run sends them.
     #[arg(long)]
@@ -114,6 +116,7 @@ impl RunArgs {
     fn options(&self) -> Result<RunOptions, crate::environment::UsageError> {
         let mut o = self.plan.options()?;
         o.out = self.out.clone();
+        o.out_format = self.out_format;
         o.plan_only = self.plan_only;
         o.mode = if self.sync {
             ExecutionMode::Sync
@@ -399,7 +402,7 @@ fn print_summary(s: &RunSummary, quiet: bool) {
     for line in &s.stopped {
         outln!("  stopped: {line}");
     }
-    outln!("result file: {}", s.result_path.display());
+    outln!("result file: {}", s.result_file());
     let verdict = match outcome {
         Outcome::Completed => "every row completed".to_string(),
         Outcome::NeedsAPerson if !s.stopped.is_empty() => {

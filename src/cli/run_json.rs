@@ -76,6 +76,9 @@ pub struct Summary<'a> {
     unconfirmed_rows: i64,
     totals: Totals<'a>,
     result_file: String,
+    /// The result file's layout and what chose it: `{"delimiter": ";", "bom": true,
+    /// "line_end": "CRLF", "chosen": "same"}`.
+    result_format: &'a crate::file_format::ResultFormat,
     incomplete_reason: Option<&'a str>,
     stopped: &'a [String],
 }
@@ -105,6 +108,7 @@ pub fn summary(s: &RunSummary, code: i32) -> Summary<'_> {
             ),
         },
         result_file: s.result_path.display().to_string(),
+        result_format: &s.result_format,
         incomplete_reason: s.incomplete_reason.as_deref(),
         stopped: &s.stopped,
     }

@@ -552,6 +552,8 @@ mod tests {
             base_url: base_url.into(),
             key_fingerprint: String::new(),
             created_at: String::new(),
+            input_format: None,
+            result_format: None,
         }
     }
 

@@ -12,6 +12,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use sha2::{Digest, Sha256};
 
+use crate::file_format::{FileFormat, LineEnd};
+
 /// The columns a reader finds, also under the reader's path.
 pub use super::columns::{ColumnMap, KNOWN_COLUMNS, canonical_column, normalize_header};
 use super::problem::Problem;
@@ -52,6 +54,10 @@ pub struct BatchReader {
     headers: Vec<String>,
     columns: ColumnMap,
     delimiter: u8,
+    /// Whether the file starts with a UTF-8 byte-order mark.
+    bom: bool,
+    /// How the first line (the header) ends.
+    line_end: LineEnd,
     /// The first data record, read while opening (to refuse a file without rows).
     pending: Option<Result<RawRecord, Problem>>,
     record: csv::ByteRecord,
@@ -101,10 +107,12 @@ impl BatchReader {
                 "save it as UTF-8 (in Excel: Save As > \"CSV UTF-8 (Comma delimited)\")",
             ));
         }
-        if head.starts_with(&[0xEF, 0xBB, 0xBF]) {
+        let bom = head.starts_with(crate::file_format::BOM);
+        if bom {
             head.drain(..3);
         }
         let delimiter = opts.delimiter.unwrap_or_else(|| sniff_delimiter(&head));
+        let line_end = first_line_ending(&head);
         let tapped = Arc::new(Mutex::new(Tapped::default()));
         let source = Tap {
             inner: Box::new(Cursor::new(head).chain(inner)),
@@ -123,6 +131,8 @@ impl BatchReader {
             headers: Vec::new(),
             columns: ColumnMap::default(),
             delimiter,
+            bom,
+            line_end,
             pending: None,
             record: csv::ByteRecord::new(),
             done: false,
@@ -164,6 +174,12 @@ impl BatchReader {
     /// The delimiter in use (given or detected).
     pub fn delimiter(&self) -> u8 {
         self.delimiter
+    }
+
+    /// The file's layout: its delimiter, whether it starts with a byte-order mark, and how its
+    /// first line ends (a file mixing line ends is taken as its first line ends).
+    pub fn format(&self) -> FileFormat {
+        FileFormat::new(self.delimiter, self.bom, self.line_end).unwrap_or(FileFormat::CSV)
     }
 
     /// The next data record; `None` at the end. A problem with one record does not end the
@@ -528,7 +544,7 @@ fn check_field(raw: &[u8], line: u64, index: usize) -> Result<String, Problem> {
 }
 
 fn check_delimiter(d: u8) -> Result<(), Problem> {
-    if !d.is_ascii() || matches!(d, b'"' | b'\r' | b'\n' | 0) || d.is_ascii_alphanumeric() {
+    if !crate::file_format::usable_delimiter(d) {
         return Err(Problem::file(
             0,
             format!("`{}` cannot be used as the delimiter", d.escape_ascii()),
@@ -553,7 +569,10 @@ fn read_head(inner: &mut Box<dyn Read + Send>) -> Result<Vec<u8>, Problem> {
             return Ok(head);
         }
         head.extend_from_slice(&chunk[..n]);
-        if head.len() >= SNIFF_LIMIT || first_line_end(&head).is_some() {
+        // A `\r` last may be the first half of a `\r\n`: the next byte says.
+        let line_read =
+            first_line_end(&head).is_some_and(|i| head[i] == b'\n' || i + 1 < head.len());
+        if head.len() >= SNIFF_LIMIT || line_read {
             return Ok(head);
         }
     }
@@ -572,6 +591,14 @@ fn first_line_end(data: &[u8]) -> Option<usize> {
         }
     }
     None
+}
+
+/// How the first non-blank line ends: CRLF when with `\r\n`, else LF (a lone `\r` too).
+fn first_line_ending(head: &[u8]) -> LineEnd {
+    match first_line_end(head) {
+        Some(i) if head[i..].starts_with(b"\r\n") => LineEnd::Crlf,
+        _ => LineEnd::Lf,
+    }
 }
 
 /// The candidate that splits the first non-blank line into the most fields (ties: the earlier
@@ -729,6 +756,43 @@ mod tests {
             assert!(e.message.contains("UTF-16"), "{e}");
             assert!(e.help.as_deref().unwrap_or("").contains("UTF-8"));
         }
+    }
+
+    #[test]
+    fn the_layout_is_the_delimiter_bom_and_first_line_end() {
+        let format = |data: &[u8]| {
+            BatchReader::from_bytes(data.to_vec(), &InputOptions::default())
+                .unwrap()
+                .format()
+        };
+        let excel =
+            format(b"\xEF\xBB\xBFreference;product_code;face_value;currency\r\nR;A;1;USD\r\n");
+        assert_eq!(
+            (excel.delimiter(), excel.bom(), excel.line_end()),
+            (b';', true, LineEnd::Crlf)
+        );
+        let tsv = format(b"reference\tproduct_code\tface_value\tcurrency\nR\tA\t1\tUSD\n");
+        assert_eq!(
+            (tsv.delimiter(), tsv.bom(), tsv.line_end()),
+            (b'\t', false, LineEnd::Lf)
+        );
+        // Mixed line ends: as the first line (blank lines before it do not count).
+        let mixed =
+            format(b"\n\nreference,product_code,face_value,currency\r\nR,A,1,USD\nS,A,1,USD\n");
+        assert_eq!(mixed.line_end(), LineEnd::Crlf);
+        let mixed = format(b"reference,product_code,face_value,currency\nR,A,1,USD\r\n");
+        assert_eq!(mixed.line_end(), LineEnd::Lf);
+        // A lone `\r` is LF's kind: not CRLF.
+        let cr = format(b"reference,product_code,face_value,currency\rR,A,1,USD\r");
+        assert_eq!(cr.line_end(), LineEnd::Lf);
+        // The `\r\n` of the header split across two reads of the file.
+        let mut header = String::from("reference,product_code,face_value,currency,");
+        while header.len() < 8191 {
+            header.push('x');
+        }
+        let data = format!("{header}\r\nR,A,1,USD,\r\n");
+        assert_eq!(data.as_bytes()[8191], b'\r');
+        assert_eq!(format(data.as_bytes()).line_end(), LineEnd::Crlf);
     }
 
     #[test]

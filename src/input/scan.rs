@@ -30,8 +30,9 @@ use super::rules::{
 pub struct Scan {
     pub headers: Vec<String>,
     pub columns: ColumnMap,
-    /// The delimiter in use (given or detected); the second pass uses the same.
-    pub delimiter: u8,
+    /// The file's layout: its delimiter (given or detected; the second pass uses the same), BOM
+    /// and line ends.
+    pub format: crate::file_format::FileFormat,
     /// SHA-256 (hex) of the whole file.
     pub file_hash: String,
     pub rows: usize,
@@ -162,7 +163,7 @@ pub fn scan(
     let mut reader = BatchReader::open(path, &InputOptions { delimiter })?;
     let headers = reader.headers().to_vec();
     let columns = reader.columns().clone();
-    let delimiter = reader.delimiter();
+    let format = reader.format();
     let mut validator = Validator::new(catalog, options.clone());
     let mut digest = digest_of.map(|(batch, env)| PlanDigest::new(batch, env));
     let mut rows = 0;
@@ -188,7 +189,7 @@ pub fn scan(
     Ok(Scan {
         headers,
         columns,
-        delimiter,
+        format,
         file_hash,
         rows,
         valid_rows,
@@ -343,7 +344,7 @@ fn open_again(scan: &Scan, path: &Path) -> Result<BatchReader, String> {
     let reader = BatchReader::open(
         path,
         &InputOptions {
-            delimiter: Some(scan.delimiter),
+            delimiter: Some(scan.format.delimiter()),
         },
     )
     .map_err(|p| p.message)?;
@@ -520,7 +521,8 @@ pub fn read_again_in_parallel<E: From<FileChanged>>(
 /// What else the reading thread of [`read_once_in_parallel`] does with each valid row: it is
 /// told the header, then each row's cells (in file order) with its spec.
 pub trait OnValidRow: Send {
-    fn start(&mut self, headers: &[String]);
+    /// The file's header and layout, before its first row.
+    fn start(&mut self, headers: &[String], format: crate::file_format::FileFormat);
     fn row(&mut self, fields: Vec<String>, spec: &RowSpec);
 }
 
@@ -577,7 +579,7 @@ pub fn read_once_in_parallel<E>(
             let mut validator = Validator::new(catalog, options.clone());
             let mut cells = cells;
             if let Some(c) = cells.as_deref_mut() {
-                c.start(&headers);
+                c.start(&headers, reader.format());
             }
             let mut rows = 0usize;
             for next in reader.by_ref() {
@@ -593,14 +595,14 @@ pub fn read_once_in_parallel<E>(
                 }
                 rows += 1;
             }
-            let delimiter = reader.delimiter();
+            let format = reader.format();
             let Ok(file_hash) = reader.finish() else {
                 return Ok(None);
             };
             Ok(Some(Scan {
                 headers,
                 columns,
-                delimiter,
+                format,
                 file_hash,
                 rows,
                 valid_rows: rows,
@@ -826,14 +828,14 @@ mod tests {
                 once.rows,
                 once.valid_rows,
                 &once.file_hash,
-                once.delimiter
+                once.format
             ),
             (
                 &first.headers,
                 first.rows,
                 first.valid_rows,
                 &first.file_hash,
-                first.delimiter
+                first.format
             )
         );
         assert!(once.problems.is_empty());

@@ -5,6 +5,7 @@ use std::path::Path;
 use rusqlite::{OptionalExtension, Transaction, params};
 
 use super::{Ledger, LedgerError, Result, begin, commit, event, exec, now, sqlerr};
+use crate::file_format::{FileFormat, ResultFormat};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchRecord {
@@ -17,6 +18,27 @@ pub struct BatchRecord {
     pub base_url: String,
     pub key_fingerprint: String,
     pub created_at: String,
+    /// The layout of the input file last merged; `None` in a batch of an earlier version.
+    pub input_format: Option<FileFormat>,
+    /// The layout of the result file and what chose it; `None` in a batch of an earlier
+    /// version, whose result file is plain CSV ([`BatchRecord::result_format_or_earlier`]).
+    pub result_format: Option<ResultFormat>,
+}
+
+impl BatchRecord {
+    /// The layout of the batch's result file: as recorded, or plain CSV for a batch of an
+    /// earlier version.
+    pub fn result_format_or_earlier(&self) -> ResultFormat {
+        self.result_format.unwrap_or(ResultFormat::EARLIER)
+    }
+}
+
+/// The layouts a batch records of its latest input file: the input's, and the result file's
+/// when it is chosen now (a new batch, or `--out-format` given); `None` keeps the one recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Formats {
+    pub input: FileFormat,
+    pub result: Option<ResultFormat>,
 }
 
 #[derive(Debug, Clone)]
@@ -28,6 +50,8 @@ pub struct NewBatch<'a> {
     pub environment: &'a str,
     pub base_url: &'a str,
     pub key_fingerprint: &'a str,
+    /// `None` while the file is not read yet ([`super::Merge::record_input`] records them).
+    pub formats: Option<Formats>,
 }
 
 /// How far the sending of a batch got ([`Ledger::send_progress`]).
@@ -43,7 +67,7 @@ impl Ledger {
         self.conn
             .query_row(
                 "SELECT id, name, input_path, input_hash, headers, environment, base_url,
-                        key_fingerprint, created_at FROM batches WHERE name = ?1",
+                        key_fingerprint, created_at, input_format, result_format FROM batches WHERE name = ?1",
                 [name],
                 batch_from_row,
             )
@@ -55,7 +79,7 @@ impl Ledger {
         self.conn
             .query_row(
                 "SELECT id, name, input_path, input_hash, headers, environment, base_url,
-                        key_fingerprint, created_at FROM batches WHERE id = ?1",
+                        key_fingerprint, created_at, input_format, result_format FROM batches WHERE id = ?1",
                 [id],
                 batch_from_row,
             )
@@ -66,7 +90,7 @@ impl Ledger {
     pub fn batches(&self) -> Result<Vec<BatchRecord>> {
         self.select_all(
             "SELECT id, name, input_path, input_hash, headers, environment, base_url,
-                    key_fingerprint, created_at FROM batches ORDER BY id",
+                    key_fingerprint, created_at, input_format, result_format FROM batches ORDER BY id",
             [],
             batch_from_row,
         )
@@ -80,13 +104,14 @@ impl Ledger {
             .ok_or_else(|| LedgerError::Corrupt("batch vanished after insert".into()))
     }
 
-    /// Records the latest input file of a batch (path, hash, headers).
+    /// Records the latest input file of a batch (path, hash, headers, layouts).
     pub fn update_batch_input(
         &mut self,
         batch_id: i64,
         input_path: &str,
         input_hash: &str,
         headers: &[String],
+        formats: Formats,
     ) -> Result<()> {
         let headers = serde_json::to_string(headers).unwrap_or_else(|_| "[]".into());
         let tx = begin(&mut self.conn, &self.path)?;
@@ -97,7 +122,15 @@ impl Ledger {
              WHERE id = ?1",
             params![batch_id, input_path, input_hash, headers, now()],
         )?;
+        record_formats(&tx, &self.path, batch_id, &formats)?;
         commit(tx, &self.path)
+    }
+
+    /// The layout of the batch's result file (see [`BatchRecord::result_format_or_earlier`]).
+    pub fn result_format(&self, batch_id: i64) -> Result<ResultFormat> {
+        Ok(self
+            .batch_by_id(batch_id)?
+            .map_or(ResultFormat::EARLIER, |b| b.result_format_or_earlier()))
     }
 
     /// How many merges of an input file the batch has had: the rows of the latest file have
@@ -178,8 +211,33 @@ pub(super) fn insert_batch(tx: &Transaction<'_>, path: &Path, b: &NewBatch<'_>) 
         ],
     )?;
     let id = tx.last_insert_rowid();
+    if let Some(formats) = &b.formats {
+        record_formats(tx, path, id, formats)?;
+    }
     event(tx, id, "batch", id, None, Some("CREATED"), "batch created").map_err(sqlerr(path))?;
     Ok(id)
+}
+
+/// Records the layouts of a batch's latest input file, in `tx`: the input's, and the result
+/// file's when one is chosen.
+pub(super) fn record_formats(
+    tx: &Transaction<'_>,
+    path: &Path,
+    batch_id: i64,
+    formats: &Formats,
+) -> Result<()> {
+    exec(
+        tx,
+        path,
+        "UPDATE batches SET input_format = ?2, result_format = COALESCE(?3, result_format)
+         WHERE id = ?1",
+        params![
+            batch_id,
+            formats.input.to_stored(),
+            formats.result.map(|r| r.to_stored())
+        ],
+    )
+    .map(drop)
 }
 
 fn batch_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<BatchRecord> {
@@ -194,5 +252,18 @@ fn batch_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<BatchRecord> {
         base_url: r.get(6)?,
         key_fingerprint: r.get(7)?,
         created_at: r.get(8)?,
+        input_format: stored_format(r.get(9)?, FileFormat::from_stored),
+        result_format: stored_format(r.get(10)?, ResultFormat::from_stored),
     })
+}
+
+/// A layout as recorded; one that cannot be read is taken as none recorded (the result file is
+/// then plain CSV), and said in the log.
+fn stored_format<T>(text: Option<String>, read: impl Fn(&str) -> Option<T>) -> Option<T> {
+    let text = text?;
+    let read = read(&text);
+    if read.is_none() {
+        tracing::warn!("a batch's recorded file layout cannot be read: {text}");
+    }
+    read
 }

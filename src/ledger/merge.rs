@@ -151,17 +151,22 @@ impl<'l> Merge<'l> {
         self.batch_id
     }
 
-    /// Records the hash and headers of the input file the merge read (a batch made by
+    /// Records the hash, headers and layouts of the input file the merge read (a batch made by
     /// [`super::Ledger::merge_new`] is created before its file is read to the end).
-    pub fn record_input(&self, input_hash: &str, headers: &[String]) -> Result<()> {
+    pub fn record_input(
+        &self,
+        input_hash: &str,
+        headers: &[String],
+        formats: super::Formats,
+    ) -> Result<()> {
         let headers = serde_json::to_string(headers).unwrap_or_else(|_| "[]".into());
         exec(
             &self.tx,
             self.path,
             "UPDATE batches SET input_hash = ?2, headers = ?3 WHERE id = ?1",
             params![self.batch_id, input_hash, headers],
-        )
-        .map(drop)
+        )?;
+        super::batches::record_formats(&self.tx, self.path, self.batch_id, &formats)
     }
 
     /// The intents this merge cancels: intents never sent that hold a row the file no longer
@@ -615,6 +620,7 @@ mod tests {
                 environment: "sim",
                 base_url: "embedded-simulator",
                 key_fingerprint: "sha256:0",
+                formats: None,
             })
             .expect("batch");
         (dir, ledger, batch.id)

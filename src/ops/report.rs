@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::batch::outcome::OpError;
 use crate::batch::{options, results};
 use crate::environment::Environment;
+use crate::file_format::{OutFormat, ResultFormat};
 use crate::ledger::{BatchRecord, Ledger, LedgerError, Specs};
 use crate::report::{self, Tally};
 
@@ -18,16 +19,48 @@ pub fn default_result_path(batch: &BatchRecord) -> PathBuf {
     options::default_result_path(Path::new(&batch.input_path), &environment)
 }
 
-/// Writes the result file of `batch` at `path` (atomically, mode 0600).
-pub fn write_result_file(ledger: &Ledger, batch: &BatchRecord, path: &Path) -> Result<(), OpError> {
-    results::write_result_file(ledger, batch.id, &batch.headers, path)
+/// The layout the result file of `batch` is written in: `asked` (`--out-format`, resolved
+/// against the input file's layout as the batch recorded it), else the one the batch recorded,
+/// so the file is the one `run` wrote (plain CSV for a batch of an earlier version).
+pub fn result_format(batch: &BatchRecord, asked: Option<OutFormat>) -> ResultFormat {
+    match asked {
+        Some(chosen) => ResultFormat::of(chosen, batch.input_format),
+        None => batch.result_format_or_earlier(),
+    }
 }
 
-/// Writes the result file of `batch` to `out`: built as the file is (a private file, mode
-/// 0600, in a private temporary directory that is removed afterwards), then copied.
+/// Writes the result file of `batch` at `path` (atomically, mode 0600), in the layout the batch
+/// recorded: the file `run` wrote.
+pub fn write_result_file(ledger: &Ledger, batch: &BatchRecord, path: &Path) -> Result<(), OpError> {
+    write_result_file_as(ledger, batch, path, result_format(batch, None))
+}
+
+/// Writes the result file of `batch` at `path` in `format` (atomically, mode 0600).
+pub fn write_result_file_as(
+    ledger: &Ledger,
+    batch: &BatchRecord,
+    path: &Path,
+    format: ResultFormat,
+) -> Result<(), OpError> {
+    results::write_result_file(ledger, batch.id, &batch.headers, path, format.format)
+}
+
+/// Writes the result file of `batch` to `out`, in the layout the batch recorded (see
+/// [`copy_result_file_as`]).
 pub fn copy_result_file(
     ledger: &Ledger,
     batch: &BatchRecord,
+    out: &mut dyn Write,
+) -> Result<(), OpError> {
+    copy_result_file_as(ledger, batch, result_format(batch, None), out)
+}
+
+/// Writes the result file of `batch` to `out` in `format`: built as the file is (a private
+/// file, mode 0600, in a private temporary directory that is removed afterwards), then copied.
+pub fn copy_result_file_as(
+    ledger: &Ledger,
+    batch: &BatchRecord,
+    format: ResultFormat,
     out: &mut dyn Write,
 ) -> Result<(), OpError> {
     let io = |path: &Path, e: std::io::Error| OpError::Io {
@@ -36,7 +69,7 @@ pub fn copy_result_file(
     };
     let dir = tempfile::tempdir().map_err(|e| io(Path::new("(temporary directory)"), e))?;
     let path = dir.path().join("result.csv");
-    results::write_result_file(ledger, batch.id, &batch.headers, &path)?;
+    results::write_result_file(ledger, batch.id, &batch.headers, &path, format.format)?;
     let mut file = std::fs::File::open(&path).map_err(|e| io(&path, e))?;
     std::io::copy(&mut file, out)
         .and_then(|_| out.flush())

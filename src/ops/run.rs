@@ -485,11 +485,11 @@ impl OnePass {
         let name = opts.batch_name();
         let origin = BatchOrigin::of(opts);
         // The file's hash and headers are recorded at the end of the pass.
-        let new = origin.new_batch(opts, &self.fingerprint, "", &[]);
+        let new = origin.new_batch(opts, &self.fingerprint, "", &[], None);
         // A run that only plans writes its result file while it reads.
-        let mut lines = opts
-            .plan_only
-            .then(|| PlannedLines::new(&result_path(opts), opts.card_id.as_deref()));
+        let mut lines = opts.plan_only.then(|| {
+            PlannedLines::new(&result_path(opts), opts.card_id.as_deref(), opts.out_format)
+        });
         let once = plan::plan_in_one_pass(
             ledger,
             &new,
@@ -733,6 +733,7 @@ async fn finish(
         funds::stopped_lines(&ledger, batch, products, &stopped_by_service, &balances_now)?
     };
     let result_path = result_path(opts);
+    let result_format = ledger.result_format(batch.id)?;
     let writing = Instant::now();
     match written {
         // Only planned, nothing changed since: the file written while the file was read.
@@ -742,7 +743,13 @@ async fn finish(
                 message: e.to_string(),
             })?;
         }
-        _ => write_result_file(&ledger, batch.id, &scanned.headers, &result_path)?,
+        _ => write_result_file(
+            &ledger,
+            batch.id,
+            &scanned.headers,
+            &result_path,
+            result_format.format,
+        )?,
     }
     tracing::info!("result file: {:.2?}", writing.elapsed());
     let summary = summarize(

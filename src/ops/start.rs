@@ -129,7 +129,13 @@ pub fn open_batch(
     let batch_name = opts.batch_name();
     Ok(match existing {
         Some(b) => {
-            ledger.update_batch_input(b.id, &input_path, &scanned.file_hash, &scanned.headers)?;
+            ledger.update_batch_input(
+                b.id,
+                &input_path,
+                &scanned.file_hash,
+                &scanned.headers,
+                opts.formats(scanned.format, false),
+            )?;
             reporter.line(format!(
                 "resuming batch {batch_name} (created {})",
                 b.created_at
@@ -143,6 +149,7 @@ pub fn open_batch(
                 &conn.key_fingerprint,
                 &scanned.file_hash,
                 &scanned.headers,
+                Some(opts.formats(scanned.format, true)),
             ))?
         }
     })
@@ -166,13 +173,14 @@ impl BatchOrigin {
     }
 
     /// The batch to create for `opts`, started with the key of `key_fingerprint`, from a file
-    /// of `input_hash` with `headers`.
+    /// of `input_hash` with `headers` and layouts `formats` (`None`: recorded once read).
     pub fn new_batch<'a>(
         &'a self,
         opts: &'a RunOptions,
         key_fingerprint: &'a str,
         input_hash: &'a str,
         headers: &'a [String],
+        formats: Option<ledger::Formats>,
     ) -> ledger::NewBatch<'a> {
         ledger::NewBatch {
             name: &self.name,
@@ -182,6 +190,7 @@ impl BatchOrigin {
             environment: opts.environment.name(),
             base_url: &self.base_url,
             key_fingerprint,
+            formats,
         }
     }
 }

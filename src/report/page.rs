@@ -589,6 +589,8 @@ mod tests {
             base_url: "embedded-simulator".into(),
             key_fingerprint: "sha256:0123456789abcdef".into(),
             created_at: "2026-11-01T10:00:00.000Z".into(),
+            input_format: None,
+            result_format: None,
         }
     }
 

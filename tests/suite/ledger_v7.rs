@@ -70,11 +70,13 @@ fn row_states(ledger: &Path) -> BTreeMap<String, i64> {
 }
 
 /// Takes a ledger back to schema version 6, as the previous release left it: no delivery
-/// column, the index on (batch, state), no approved plans.
+/// column, the index on (batch, state), no approved plans, no payouts, no recorded layouts.
 fn back_to_schema_6(ledger: &Path) {
     db(ledger)
         .execute_batch(
-            "DROP TABLE payouts;
+            "ALTER TABLE batches DROP COLUMN result_format;
+             ALTER TABLE batches DROP COLUMN input_format;
+             DROP TABLE payouts;
              ALTER TABLE batches DROP COLUMN payouts_read_at;
              DROP TABLE approved_plans;
              DROP INDEX rows_paid_likeness;
@@ -172,7 +174,7 @@ async fn a_schema_6_ledger_interrupted_mid_batch_resumes_and_counts_the_same_del
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .expect("version");
     assert_eq!(
-        version, 10,
+        version, 11,
         "the first command that opens it migrates it to the latest"
     );
     assert_eq!(rows_whose_delivery_differs(&ledger), []);

@@ -42,6 +42,7 @@ mod readonly;
 mod reconcile;
 mod repeats;
 mod report;
+mod result_format;
 mod security;
 mod sim_cli;
 mod sim_endpoints;

@@ -95,6 +95,8 @@ mod tests {
             base_url: base_url.into(),
             key_fingerprint: "sha256:0".into(),
             created_at: ledger::now(),
+            input_format: None,
+            result_format: None,
         };
         let one = Some("1");
         let second = Duration::from_secs(1);
