@@ -322,7 +322,8 @@ async fn a_ledger_of_schema_8_keeps_plans_once_migrated() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let conn = rusqlite::Connection::open(ws.ledger()).expect("open");
     conn.execute_batch(
-        "DROP TABLE payouts; ALTER TABLE batches DROP COLUMN payouts_read_at;
+        "DROP TABLE approvals; DROP TABLE payouts;
+         ALTER TABLE batches DROP COLUMN payouts_read_at;
          DROP TABLE approved_plans; PRAGMA user_version = 8;",
     )
     .expect("schema 8");
@@ -334,7 +335,7 @@ async fn a_ledger_of_schema_8_keeps_plans_once_migrated() {
         .expect("open")
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .expect("version");
-    assert_eq!(version, 10);
+    assert_eq!(version, 11);
     ws.write(
         "f.csv",
         &rows(1..=8, |i, c| {

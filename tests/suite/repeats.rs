@@ -254,7 +254,8 @@ async fn a_ledger_of_the_previous_schema_knows_what_it_paid_once_migrated() {
     rusqlite::Connection::open(ws.ledger())
         .expect("ledger")
         .execute_batch(
-            "DROP TABLE payouts;
+            "DROP TABLE approvals;
+             DROP TABLE payouts;
              ALTER TABLE batches DROP COLUMN payouts_read_at;
              DROP TABLE approved_plans;
              DROP INDEX rows_paid_likeness;
