@@ -308,6 +308,7 @@ pub async fn submit_all(
     }
     let count = intents - stale_ones;
     let phase = context.reporter.phase(count as u64, "submit");
+    phase.limit(opts.order_rate);
     context.reporter.line(format!("submitting {count} orders"));
     let mut sending = Sending {
         context,
