@@ -219,9 +219,9 @@ impl Progress for Console {
         );
     }
 
-    fn limit(&self, what: &'static str, per_minute: u32) {
+    fn limit(&self, what: &'static str, per_minute: u32, earlier: &[Instant]) {
         if let Some(phase) = self.lock().phases.get_mut(what) {
-            phase.time_left.limit_per_minute(per_minute);
+            phase.time_left.limit_per_minute(per_minute, earlier);
         }
     }
 
@@ -287,18 +287,19 @@ mod tests {
             progress_line("poll", &mut idle, start + Duration::from_secs(12)),
             "poll: 0/300 orders finished, 12 s"
         );
-        // The sending waits on the rate limit (an earlier run filled the window): the line
-        // still says how long is left, at the limit's pace.
+        // The sending waits on the rate limit (an earlier run filled the window as the phase
+        // began): the line still says how long is left, as the window frees (300 at 61 s, the
+        // other 300 at 122 s).
         let mut waiting = Running {
             len: 600,
             done: 0,
             time_left: TimeLeft::new(start),
             ..idle
         };
-        waiting.time_left.limit_per_minute(300);
+        waiting.time_left.limit_per_minute(300, &[start; 300]);
         assert_eq!(
             progress_line("submit", &mut waiting, start + Duration::from_secs(20)),
-            "submit: 0/600 orders sent, 20 s, about 120 s left"
+            "submit: 0/600 orders sent, 20 s, about 102 s left"
         );
     }
 
