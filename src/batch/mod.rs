@@ -21,6 +21,7 @@ pub mod repeats;
 pub mod results;
 pub mod send_context;
 pub mod submit;
+pub mod time_left;
 pub mod verify;
 pub mod window;
 

@@ -16,7 +16,7 @@ use tokio::time::Instant;
 pub const WINDOW: Duration = Duration::from_secs(60);
 /// Added to the window: a send leaves here before it reaches the service, and the network can
 /// make two sends a minute apart here arrive less than a minute apart there.
-const MARGIN: Duration = Duration::from_secs(1);
+pub const MARGIN: Duration = Duration::from_secs(1);
 /// After a 429, the limit becomes this share of the sends the window held.
 const AFTER_429: f64 = 0.9;
 /// No 429 lowers the limit below this: a window holding fewer sends than any limit the service

@@ -21,6 +21,13 @@ pub trait Progress: Send + Sync {
     fn advance(&self, what: &'static str, n: u64);
     /// The phase `what` has `n` steps more than it started with (orders joining the polling).
     fn grow(&self, what: &'static str, n: u64);
+    /// The phase `what` goes at most `per_minute` steps in any sliding minute (the sending: the
+    /// service's rate limit), `earlier` steps made before it counting against the window (an
+    /// earlier run's sends), which its estimate of the time left goes by
+    /// ([`crate::batch::time_left`]). Nothing by default.
+    fn limit(&self, what: &'static str, per_minute: u32, earlier: &[std::time::Instant]) {
+        let _ = (what, per_minute, earlier);
+    }
     /// The phase `what` ended.
     fn phase_end(&self, what: &'static str);
 }
@@ -97,6 +104,12 @@ impl Phase {
 
     pub fn grow(&self, n: u64) {
         self.progress.grow(self.what, n);
+    }
+
+    /// The phase goes at most `per_minute` steps in any sliding minute, `earlier` steps
+    /// counting against it ([`Progress::limit`]).
+    pub fn limit(&self, per_minute: u32, earlier: &[std::time::Instant]) {
+        self.progress.limit(self.what, per_minute, earlier);
     }
 
     pub fn finish(mut self) {

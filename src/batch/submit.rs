@@ -308,6 +308,8 @@ pub async fn submit_all(
     }
     let count = intents - stale_ones;
     let phase = context.reporter.phase(count as u64, "submit");
+    let sent_before: Vec<std::time::Instant> = earlier.iter().map(|t| t.into_std()).collect();
+    phase.limit(opts.order_rate, &sent_before);
     context.reporter.line(format!("submitting {count} orders"));
     let mut sending = Sending {
         context,

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::batch::progress::{Progress, Reporter};
+use crate::batch::time_left::TimeLeft;
 use crate::text::shown_message as escape_message;
 
 /// How often a phase says how far it got without a terminal, when it got further.
@@ -28,6 +29,8 @@ struct Running {
     last_line: Instant,
     /// How far the phase had got at its last line (none yet: `None`).
     said: Option<u64>,
+    /// How long it has left, as its lines say it.
+    time_left: TimeLeft,
     bar: Option<ProgressBar>,
 }
 
@@ -133,8 +136,10 @@ impl Console {
     }
 }
 
-/// `submit: 120/300 orders, 45 s, 2.7/s, about 67 s left`.
-fn progress_line(what: &str, phase: &Running, now: Instant) -> String {
+/// `submit: 120/300 orders sent, 45 s, 2.7/s, about 67 s left`: the rate since the phase
+/// started, the time left as [`TimeLeft`] estimates it (while the sending waits on the rate
+/// limit too, and without jumping back).
+fn progress_line(what: &str, phase: &mut Running, now: Instant) -> String {
     let elapsed = now.duration_since(phase.started).as_secs_f64();
     let unit = match what {
         "submit" => "orders sent",
@@ -147,8 +152,10 @@ fn progress_line(what: &str, phase: &Running, now: Instant) -> String {
     );
     if phase.done > 0 && elapsed > 0.0 {
         let rate = phase.done as f64 / elapsed;
-        let left = phase.len.saturating_sub(phase.done) as f64 / rate;
-        line.push_str(&format!(", {rate:.1}/s, about {left:.0} s left"));
+        line.push_str(&format!(", {rate:.1}/s"));
+    }
+    if let Some(left) = phase.time_left.estimate(now, phase.done, phase.len) {
+        line.push_str(&format!(", about {:.0} s left", left.as_secs_f64()));
     }
     line
 }
@@ -206,15 +213,23 @@ impl Progress for Console {
                 started: now,
                 last_line: now,
                 said: None,
+                time_left: TimeLeft::new(now),
                 bar,
             },
         );
+    }
+
+    fn limit(&self, what: &'static str, per_minute: u32, earlier: &[Instant]) {
+        if let Some(phase) = self.lock().phases.get_mut(what) {
+            phase.time_left.limit_per_minute(per_minute, earlier);
+        }
     }
 
     fn advance(&self, what: &'static str, n: u64) {
         let mut state = self.lock();
         if let Some(phase) = state.phases.get_mut(what) {
             phase.done += n;
+            phase.time_left.observe(Instant::now(), phase.done);
             if let Some(bar) = &phase.bar {
                 bar.inc(n);
             }
@@ -249,23 +264,42 @@ mod tests {
     #[test]
     fn a_progress_line_says_how_far_and_how_long() {
         let start = Instant::now();
-        let phase = Running {
+        let mut phase = Running {
             len: 300,
             done: 120,
             started: start,
             last_line: start,
             said: None,
+            time_left: TimeLeft::new(start),
             bar: None,
         };
-        let line = progress_line("submit", &phase, start + Duration::from_secs(40));
+        let line = progress_line("submit", &mut phase, start + Duration::from_secs(40));
         assert_eq!(
             line,
             "submit: 120/300 orders sent, 40 s, 3.0/s, about 60 s left"
         );
-        let idle = Running { done: 0, ..phase };
+        let mut idle = Running {
+            done: 0,
+            time_left: TimeLeft::new(start),
+            ..phase
+        };
         assert_eq!(
-            progress_line("poll", &idle, start + Duration::from_secs(12)),
+            progress_line("poll", &mut idle, start + Duration::from_secs(12)),
             "poll: 0/300 orders finished, 12 s"
+        );
+        // The sending waits on the rate limit (an earlier run filled the window as the phase
+        // began): the line still says how long is left, as the window frees (300 at 61 s, the
+        // other 300 at 122 s).
+        let mut waiting = Running {
+            len: 600,
+            done: 0,
+            time_left: TimeLeft::new(start),
+            ..idle
+        };
+        waiting.time_left.limit_per_minute(300, &[start; 300]);
+        assert_eq!(
+            progress_line("submit", &mut waiting, start + Duration::from_secs(20)),
+            "submit: 0/600 orders sent, 20 s, about 102 s left"
         );
     }
 
@@ -280,6 +314,7 @@ mod tests {
             started: start,
             last_line: start,
             said: None,
+            time_left: TimeLeft::new(start),
             bar: None,
         };
         assert!(phase.line_due(start + QUIET_TICK), "the first line");

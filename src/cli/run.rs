@@ -216,7 +216,7 @@ pub async fn execute(args: RunArgs, quiet: bool) -> Result<Exit, CliError> {
             if args.json {
                 super::out_json(&super::run_json::summary(&summary, exit.code()));
             } else {
-                print_summary(&summary, quiet);
+                print_summary(&summary, quiet, opts.expect_digest.as_deref());
             }
             Ok(exit)
         }
@@ -256,15 +256,24 @@ fn interrupted(opts: &RunOptions, signal: super::signals::StopSignal, json: bool
     crate::batch::output::remove_unfinished();
     let progress = super::signals::progress_of(&opts.ledger, &opts.batch_name());
     let line = format!(
-        "{}: {}; nothing is lost; run the same command again to resume",
+        "{}: {}; nothing is lost; run the same command again{} to resume",
         signal.word(),
-        progress.describe()
+        progress.describe(),
+        held_to(opts.expect_digest.as_deref())
     );
     errln!("{line}");
     if json {
         super::out_json(&super::run_json::interrupted(opts, &progress, signal));
     }
     signal.exit()
+}
+
+/// How the advice to run the same command again keeps the approved plan a run was held to
+/// (given, or confirmed on a terminal): ` (with --expect-digest DIGEST)`, else nothing.
+fn held_to(digest: Option<&str>) -> String {
+    digest
+        .map(|d| format!(" (with --expect-digest {d})"))
+        .unwrap_or_default()
 }
 
 /// On a terminal, before a production run: shows what will be paid (rows, totals per currency,
@@ -324,7 +333,9 @@ pub fn ask_batch_name(
     Ok(answer.trim() == batch)
 }
 
-fn print_summary(s: &RunSummary, quiet: bool) {
+/// The run's summary on stdout; `approved`: the plan digest the run was held to, which the
+/// advice to resume keeps.
+fn print_summary(s: &RunSummary, quiet: bool, approved: Option<&str>) {
     let outcome = s.outcome();
     if quiet && outcome == Outcome::Completed {
         return;
@@ -410,11 +421,12 @@ fn print_summary(s: &RunSummary, quiet: bool) {
         }
         Outcome::NeedsAPerson => "finished with failed, rejected, invalid or mismatched rows (see the result file; `paybatch status` says what to do)".to_string(),
         Outcome::Incomplete => format!(
-            "incomplete{}: run the same command again to resume",
+            "incomplete{}: run the same command again{} to resume",
             s.incomplete_reason
                 .as_deref()
                 .map(|r| format!(" ({r})"))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            held_to(approved)
         ),
     };
     let code = super::outcome_exit(outcome).code();
@@ -423,7 +435,17 @@ fn print_summary(s: &RunSummary, quiet: bool) {
 
 #[cfg(test)]
 mod tests {
-    use super::ask_batch_name;
+    use super::{ask_batch_name, held_to};
+
+    #[test]
+    fn the_advice_to_resume_keeps_the_approved_digest() {
+        let digest = format!("sha256:{}", "0f".repeat(32));
+        assert_eq!(
+            held_to(Some(&digest)),
+            format!(" (with --expect-digest {digest})")
+        );
+        assert_eq!(held_to(None), "");
+    }
 
     #[test]
     fn production_is_confirmed_only_by_the_batch_name() {

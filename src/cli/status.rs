@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::batch::in_doubt;
 use crate::environment::Environment;
 use crate::exit::Exit;
-use crate::ledger::{BatchRecord, EventRecord, RowState};
+use crate::ledger::{BatchRecord, EventRecord, RowState, approvals};
 use crate::ops::status::{self, BatchCounts, Detail, InFlight};
 use crate::text::shell_word;
 
@@ -69,6 +69,7 @@ pub async fn execute(args: StatusArgs) -> Result<Exit, CliError> {
                 &d.by_state(),
                 &d.in_flight(),
                 args.in_doubt_hours,
+                d.approved_digest(),
             );
             if args.json {
                 super::out_json(&detail_json(&d, &next));
@@ -202,13 +203,16 @@ pub fn human_age(d: chrono::Duration) -> String {
     }
 }
 
-/// What to do next with a batch, most urgent first.
+/// What to do next with a batch, most urgent first. The command that resumes a batch whose
+/// runs were held to an approved plan keeps that plan (`approved`, the latest recorded digest):
+/// an approved run from cron resumes as approved.
 fn next_steps(
     ledger: &Path,
     b: &BatchRecord,
     counts: &BTreeMap<RowState, i64>,
     flights: &[InFlight<'_>],
     in_doubt_hours: f64,
+    approved: Option<&str>,
 ) -> Vec<String> {
     let n = |s: RowState| counts.get(&s).copied().unwrap_or(0);
     // The commands are to be copied into a shell: every argument is quoted for it.
@@ -226,6 +230,11 @@ fn next_steps(
         Ok(Environment::Custom(url)) => run.push_str(&format!(" --base-url {}", shell_word(&url))),
         Ok(env) => run.push_str(&format!(" --env {}", env.name())),
         Err(_) => {}
+    }
+    // Paying rows other batches have changes the plan: that run is approved anew.
+    let with_repeats = format!("{run} --allow-repeats");
+    if let Some(digest) = approved {
+        run.push_str(&format!(" --expect-digest {}", shell_word(digest)));
     }
     let mut steps = Vec::new();
     if flights.iter().any(|f| f.in_doubt_too_long) {
@@ -253,8 +262,13 @@ fn next_steps(
     }
     if n(RowState::Skipped) > 0 {
         steps.push(format!(
-            "{} rows are SKIPPED: other batches of this ledger have them (which: paybatch report --batch {name}); nothing to do, unless they must be paid again: then {run} --allow-repeats",
+            "{} rows are SKIPPED: other batches of this ledger have them (which: paybatch report --batch {name}); nothing to do, unless they must be paid again: then {with_repeats}{}",
             n(RowState::Skipped),
+            if approved.is_some() {
+                " (a plan that pays them is another plan: paybatch validate shows its digest to approve)"
+            } else {
+                ""
+            },
         ));
     }
     if n(RowState::Invalid) > 0 {
@@ -293,7 +307,19 @@ struct DetailJson<'a> {
     payouts_read_at: Option<&'a str>,
     in_flight: Vec<InFlightJson<'a>>,
     events: Vec<EventJson<'a>>,
+    /// The runs held to an approved plan (`run --expect-digest`), oldest first.
+    approvals: Vec<ApprovalJson<'a>>,
     next: &'a [String],
+}
+
+/// A run held to an approved plan: the whole digest, when, by whom, where, which run.
+#[derive(Serialize)]
+struct ApprovalJson<'a> {
+    digest: &'a str,
+    approved_at: &'a str,
+    user: &'a str,
+    host: &'a str,
+    run: &'a str,
 }
 
 /// What left one balance.
@@ -377,6 +403,17 @@ fn detail_json<'a>(d: &'a Detail, next: &'a [String]) -> DetailJson<'a> {
                 cause: &e.cause,
             })
             .collect(),
+        approvals: d
+            .approvals
+            .iter()
+            .map(|a| ApprovalJson {
+                digest: &a.digest,
+                approved_at: &a.approved_at,
+                user: &a.user,
+                host: &a.host,
+                run: &a.run,
+            })
+            .collect(),
         next,
     }
 }
@@ -406,6 +443,7 @@ fn print_detail(d: &Detail, next: &[String]) {
     outln!("  input:       {} (sha256 {})", b.input_path, b.input_hash);
     outln!("  created:     {}", b.created_at);
     outln!("  key:         {}", b.key_fingerprint);
+    print_approvals(d);
     outln!();
     outln!("rows: {}", d.rows());
     for (state, n) in &d.counts {
@@ -443,6 +481,32 @@ fn print_detail(d: &Detail, next: &[String]) {
         if more > 0 {
             outln!("  and {more} more");
         }
+    }
+}
+
+/// Approvals listed one by one (the earlier ones are counted).
+const LISTED_APPROVALS: usize = 10;
+
+/// The runs held to an approved plan, newest last, or that there is none. Who and where are
+/// text a person controls: the line is escaped as every line of the command.
+fn print_approvals(d: &Detail) {
+    if d.approvals.is_empty() {
+        outln!("  approval:    {}", approvals::NO_APPROVAL);
+        return;
+    }
+    outln!("  approvals:   runs held to --expect-digest, oldest first");
+    let earlier = d.approvals.len().saturating_sub(LISTED_APPROVALS);
+    if earlier > 0 {
+        outln!("    ({earlier} earlier)");
+    }
+    for a in &d.approvals[earlier..] {
+        outln!(
+            "    {}  {}  {}  (run {})",
+            crate::input::scan::short_digest(&a.digest),
+            a.approved_at,
+            a.by(),
+            a.run
+        );
     }
 }
 
@@ -566,6 +630,7 @@ mod tests {
             &counts,
             &[],
             24.0,
+            None,
         );
         assert!(
             sim[0].contains("paybatch run nov.csv --batch nov --env sim"),
@@ -577,6 +642,7 @@ mod tests {
             &counts,
             &[],
             24.0,
+            None,
         );
         assert!(
             custom[0].contains("--ledger other.db --base-url http://127.0.0.1:9/v2"),
@@ -589,8 +655,38 @@ mod tests {
             &done,
             &[],
             24.0,
+            None,
         );
         assert!(steps[0].starts_with("nothing to do"), "{steps:?}");
+    }
+
+    /// A batch whose runs were held to an approved plan is resumed held to it (the latest
+    /// digest recorded); rows to pay again with `--allow-repeats` make another plan.
+    #[test]
+    fn the_resume_advice_of_an_approved_batch_keeps_its_digest() {
+        let digest = format!("sha256:{}", "ab".repeat(32));
+        let counts: BTreeMap<RowState, i64> = [(RowState::Pending, 2), (RowState::Skipped, 1)]
+            .into_iter()
+            .collect();
+        let steps = next_steps(
+            Path::new("paybatch.db"),
+            &batch("sim", "embedded-simulator"),
+            &counts,
+            &[],
+            24.0,
+            Some(&digest),
+        );
+        assert!(
+            steps[0].contains(&format!(
+                "(paybatch run nov.csv --batch nov --env sim --expect-digest {digest})"
+            )),
+            "{steps:?}"
+        );
+        assert!(
+            steps[1].contains("paybatch run nov.csv --batch nov --env sim --allow-repeats (")
+                && steps[1].contains("paybatch validate shows its digest"),
+            "{steps:?}"
+        );
     }
 
     #[test]
@@ -605,7 +701,14 @@ mod tests {
         ]
         .into_iter()
         .collect();
-        let steps = next_steps(Path::new("ledgers/our ledger.db"), &b, &counts, &[], 24.0);
+        let steps = next_steps(
+            Path::new("ledgers/our ledger.db"),
+            &b,
+            &counts,
+            &[],
+            24.0,
+            None,
+        );
         let run = "paybatch run 'my batches/nov'\\''s.csv' --batch 'nov $HOME; rm -rf x' \
                    --ledger 'ledgers/our ledger.db' --base-url 'http://127.0.0.1:9/v2?a=1&b=2'";
         assert!(steps[0].contains(run), "{steps:?}");
@@ -618,7 +721,7 @@ mod tests {
             "{steps:?}"
         );
         let done: BTreeMap<RowState, i64> = [(RowState::Completed, 1)].into_iter().collect();
-        let steps = next_steps(Path::new("paybatch.db"), &b, &done, &[], 24.0);
+        let steps = next_steps(Path::new("paybatch.db"), &b, &done, &[], 24.0, None);
         assert!(
             steps[0].ends_with("paybatch report --batch 'nov $HOME; rm -rf x'"),
             "{steps:?}"
@@ -684,6 +787,7 @@ mod tests {
                 &pending,
                 &flights,
                 args.in_doubt_hours,
+                None,
             );
             let reconcile = format!(
                 "orders have been in doubt for more than {} hours: paybatch reconcile --batch nov",

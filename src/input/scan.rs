@@ -71,6 +71,13 @@ pub fn normalize_digest(text: &str) -> Option<String> {
         .then(|| format!("sha256:{}", hex_part.to_ascii_lowercase()))
 }
 
+/// A digest shortened as paybatch shortens digests elsewhere (key fingerprints): `sha256:` and
+/// its first 16 hex digits. Text that is not a digest is shortened the same way.
+pub fn short_digest(digest: &str) -> String {
+    let hex_part = digest.strip_prefix("sha256:").unwrap_or(digest);
+    format!("sha256:{}", hex_part.chars().take(16).collect::<String>())
+}
+
 /// The plan digest that a person approves (`paybatch validate`) and `paybatch run
 /// --expect-digest` insists on: SHA-256 over a version tag, the batch name, the environment name
 /// and the content hash ([`crate::input::rules::content_hash`]) of every valid row in input order. Each part

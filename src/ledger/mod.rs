@@ -5,6 +5,7 @@
 //! transaction, committed with `synchronous=FULL` before the network call it prepares; the
 //! transitions allowed are listed in [`state`]. See docs/ledger.md.
 
+pub mod approvals;
 pub mod approved;
 mod batches;
 mod catalog_cache;

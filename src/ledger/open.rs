@@ -124,6 +124,7 @@ fn migrations() -> Migrations<'static> {
         M::up(include_str!("../../migrations/009_approved_plans.sql")),
         M::up(include_str!("../../migrations/010_payouts.sql")),
         M::up(include_str!("../../migrations/011_result_format.sql")),
+        M::up(include_str!("../../migrations/012_approvals.sql")),
     ])
 }
 

@@ -86,6 +86,7 @@ pub fn write_html(
     mut tally: Tally,
 ) -> Result<(), OpError> {
     tally.latest_merge(ledger.merges(batch.id)?);
+    tally.approvals(ledger.approvals(batch.id)?);
     if let Some((_, note)) = ledger.batch_notes(batch.id, "repeats ")?.last() {
         tally.repeats_decided(note);
     }

@@ -38,6 +38,7 @@ use crate::input::scan;
 use crate::ledger::lock::LedgerLock;
 use crate::ledger::{self, Ledger};
 
+mod approval;
 mod digest;
 mod tell;
 
@@ -236,7 +237,7 @@ async fn two_passes(
     // What the ledger holds for rows the file does not have: intents never sent to
     // cancel, orders sent to follow (part of the plan digest).
     let outside = outside_file(&*ledger, existing.as_ref(), &scanned)?;
-    check_digest(
+    let approved = check_digest(
         opts,
         ledger,
         &scanned,
@@ -254,6 +255,10 @@ async fn two_passes(
         funds::estimate(&conn.client, kinds)
     );
     let batch = open_batch(ledger, existing, opts, &scanned, conn, reporter)?;
+    // The approval this run is held to is on record before anything of the run is sent.
+    if let Some(digest) = &approved {
+        approval::record(ledger, &batch, digest, reporter)?;
+    }
     // What a person decided about the repeats is on the batch before its rows are.
     if let Some(note) = repeats.note() {
         ledger.record_batch_note(batch.id, &note)?;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use rust_decimal::Decimal;
 
 use crate::batch::in_doubt;
+use crate::ledger::approvals::Approval;
 use crate::ledger::{
     BatchRecord, EventRecord, Ledger, LedgerError, OrderRecord, OrderState, RowState,
 };
@@ -118,6 +119,8 @@ pub struct Detail {
     pub in_doubt_window: Duration,
     /// The first INVALID rows, named with their problems.
     pub invalid: Vec<String>,
+    /// The runs held to an approved plan (`run --expect-digest`), oldest first.
+    pub approvals: Vec<Approval>,
 }
 
 /// The batch called `name` in detail, its orders in doubt too long by the default window
@@ -150,6 +153,7 @@ pub fn batch_with_window(
     }
     let payouts_read_at = ledger.payouts_read_at(b.id)?;
     let invalid = ledger.first_invalid_rows(b.id, crate::batch::outcome::INVALID_NAMED)?;
+    let approvals = ledger.approvals(b.id)?;
     Ok(Detail {
         batch: b,
         counts,
@@ -162,12 +166,19 @@ pub fn batch_with_window(
         payouts_read_at,
         in_doubt_window,
         invalid,
+        approvals,
     })
 }
 
 impl Detail {
     pub fn rows(&self) -> i64 {
         self.counts.iter().map(|(_, n)| n).sum()
+    }
+
+    /// The digest the batch's latest run was held to, if its runs were held to one: a run
+    /// that resumes the batch keeps it (`--expect-digest`).
+    pub fn approved_digest(&self) -> Option<&str> {
+        self.approvals.last().map(|a| a.digest.as_str())
     }
 
     /// Rows per state, by state.

@@ -24,6 +24,7 @@ use serde::Serialize;
 
 use crate::batch::output::PrivateFile;
 use crate::input::scan;
+use crate::ledger::approvals::{Approval, NO_APPROVAL};
 use crate::ledger::{BatchRecord, RowState};
 use crate::money::display_amount;
 
@@ -256,7 +257,7 @@ pub fn render_tally(
             .filter_map(|s| tally.counts.get(s))
             .sum(),
         balances: balances(&tally.charged),
-        facts: facts(batch, tally.rows, &digest),
+        facts: facts(batch, tally.rows, &digest, &tally.approvals),
         claims,
         reissued: tally
             .reissued
@@ -382,11 +383,16 @@ fn money(amount: Decimal, currency: &str) -> String {
     format!("{} {currency}", display_amount(amount, currency))
 }
 
-/// The facts of the batch a finance lead compares with what was approved.
+/// Approvals named one by one on the page (the earlier ones are counted).
+const LISTED_APPROVALS: usize = 10;
+
+/// The facts of the batch a finance lead compares with what was approved: beside the plan
+/// digest, the runs held to an approved one (digest, when, user@host, run), or that none was.
 fn facts<'a>(
     batch: &'a BatchRecord,
     rows: usize,
     digest: &Result<String, String>,
+    approvals: &[Approval],
 ) -> Vec<Fact<'a>> {
     let environment = match batch.environment.as_str() {
         "sim" => "SIMULATED (embedded simulator)".to_string(),
@@ -397,13 +403,31 @@ fn facts<'a>(
         Ok(d) => d.clone(),
         Err(why) => format!("not known: {why}"),
     };
-    vec![
+    let mut facts = vec![
         fact("Batch", &batch.name),
         fact("Environment", &environment),
         fact("Created", &batch.created_at),
         fact("Rows", &rows.to_string()),
         fact("Plan digest", &digest),
-    ]
+    ];
+    if approvals.is_empty() {
+        facts.push(fact("Approval", NO_APPROVAL));
+    }
+    let earlier = approvals.len().saturating_sub(LISTED_APPROVALS);
+    if earlier > 0 {
+        facts.push(fact("Approved", &format!("{earlier} earlier runs")));
+    }
+    for a in &approvals[earlier..] {
+        let approved = format!(
+            "{} at {} by {} (run {})",
+            scan::short_digest(&a.digest),
+            a.approved_at,
+            a.by(),
+            a.run
+        );
+        facts.push(fact("Approved", &approved));
+    }
+    facts
 }
 
 fn fact<'a>(name: &'a str, value: &str) -> Fact<'a> {

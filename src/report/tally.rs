@@ -13,6 +13,7 @@ use crate::api::decimal::parse_decimal_text;
 use crate::input::reader::{ColumnMap, canonical_column, normalize_header};
 use crate::input::rules::{RowSpec, content_hash};
 use crate::input::scan::{OrdersOutside, PlanDigest};
+use crate::ledger::approvals::Approval;
 use crate::ledger::payouts::PayoutNote;
 use crate::ledger::{BatchRecord, OrderLabel, PayoutStatus, RowRecord, RowState, StoredSpec};
 
@@ -241,6 +242,8 @@ pub struct Tally {
     pub(super) claims: Vec<BTreeMap<(String, String), Claims>>,
     /// Rows whose expired link was reissued, with the attempt it replaced.
     pub(super) reissued: Vec<Reissued>,
+    /// The runs held to an approved plan, oldest first ([`Tally::approvals`]).
+    pub(super) approvals: Vec<Approval>,
 }
 
 /// A row paid again because the link of an earlier attempt expired (`retry --expired`).
@@ -294,7 +297,13 @@ impl Tally {
             outside_digest: OrdersOutside::default(),
             claims: vec![BTreeMap::new()],
             reissued: Vec::new(),
+            approvals: Vec::new(),
         }
+    }
+
+    /// The runs of the batch held to an approved plan (shown beside the plan digest).
+    pub fn approvals(&mut self, approvals: Vec<Approval>) {
+        self.approvals = approvals;
     }
 
     /// Counts the payout link of a COMPLETED row as last read (`status`, `None` before a first

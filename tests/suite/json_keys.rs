@@ -192,7 +192,16 @@ async fn every_json_output_keeps_its_keys() {
         ],
     );
 
-    let out = run_file(&ws, &sim, "nov.csv", &["--json"], &[]).await;
+    // Held to its approved plan: its approval is on record (`status --batch`).
+    let digest = plan_digest(&ws, &base, "nov.csv").await;
+    let out = run_file(
+        &ws,
+        &sim,
+        "nov.csv",
+        &["--json", "--expect-digest", &digest],
+        &[],
+    )
+    .await;
     assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
     assert_keys("run", &out, RUN_MAPS, RUN_KEYS);
 
@@ -297,6 +306,7 @@ async fn every_json_output_keeps_its_keys() {
         ],
     );
     let one_batch = [
+        "approvals",
         "base_url",
         "batch",
         "charged",
@@ -332,6 +342,11 @@ async fn every_json_output_keeps_its_keys() {
     assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
     let mut paid = one_batch.to_vec();
     paid.extend([
+        "approvals[].approved_at",
+        "approvals[].digest",
+        "approvals[].host",
+        "approvals[].run",
+        "approvals[].user",
         "charged[].amount",
         "charged[].by",
         "charged[].currency",

@@ -11,6 +11,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod approval_record;
 mod approved;
 mod cancelled_intents;
 mod cards;

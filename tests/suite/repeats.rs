@@ -254,7 +254,8 @@ async fn a_ledger_of_the_previous_schema_knows_what_it_paid_once_migrated() {
     rusqlite::Connection::open(ws.ledger())
         .expect("ledger")
         .execute_batch(
-            "ALTER TABLE batches DROP COLUMN result_format;
+            "DROP TABLE approvals;
+             ALTER TABLE batches DROP COLUMN result_format;
              ALTER TABLE batches DROP COLUMN input_format;
              DROP TABLE payouts;
              ALTER TABLE batches DROP COLUMN payouts_read_at;

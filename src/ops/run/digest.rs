@@ -17,7 +17,8 @@ use crate::ops::start::plan_and_context;
 /// `--expect-digest`: only the plan a person approved is paid (checked before the ledger
 /// batch is touched). The digest is the one `validate` shows: the file's, with the orders the
 /// ledger follows for rows the file does not have (`outside`). A refusal says what changed
-/// since the plan was approved, when the ledger kept it ([`since_approved`]).
+/// since the plan was approved, when the ledger kept it ([`since_approved`]). Returns the
+/// approved digest when the run is held to one (the file gave it), for the run to record.
 pub(super) fn check_digest(
     opts: &RunOptions,
     ledger: &Ledger,
@@ -25,9 +26,9 @@ pub(super) fn check_digest(
     (outside, repeats): (&ledger::OutsideFile, &Repeats),
     catalog: (&[Product], &ValidateOptions),
     reporter: &Reporter,
-) -> Result<(), OpError> {
+) -> Result<Option<String>, OpError> {
     let (Some(expected), Some(file)) = (&opts.expect_digest, &scanned.digest) else {
-        return Ok(());
+        return Ok(None);
     };
     let (actual, context) = plan_and_context(ledger, outside, file.clone(), repeats)?;
     if !scan::digests_match(expected, &actual) {
@@ -43,7 +44,7 @@ pub(super) fn check_digest(
     reporter.line(format!(
         "plan digest: {actual} (matches the approved digest)"
     ));
-    Ok(())
+    Ok(Some(actual))
 }
 
 /// What changed since the plan approved with `expected` (kept by `validate` in this ledger):
