@@ -94,6 +94,7 @@ mod tests {
             environment: "sim",
             base_url: "embedded-simulator",
             key_fingerprint: "",
+            formats: None,
         };
         let nov = ledger.create_batch(&new("nov")).expect("batch");
         let dec = ledger.create_batch(&new("dec")).expect("batch");

@@ -25,13 +25,16 @@ pub(super) fn record(
     };
     let at = ledger.record_approval(batch.id, &approval)?;
     reporter.line(format!(
-        "approval on record: {} at {at} by {user}@{host} (run {run})",
-        crate::input::scan::short_digest(digest)
+        "approval on record: {} at {at} by {}@{} (run {run})",
+        crate::input::scan::short_digest(digest),
+        crate::text::escape(&user),
+        crate::text::escape(&host)
     ));
     Ok(())
 }
 
-/// Who runs this: the login name (`$USER`, else `$LOGNAME`), else the numeric user id.
+/// Who runs this: the login name (`$USER`, else `$LOGNAME`), else the name `/etc/passwd`
+/// gives the user id, else the numeric user id.
 pub fn login_name() -> String {
     ["USER", "LOGNAME"]
         .iter()
@@ -43,7 +46,23 @@ pub fn login_name() -> String {
 
 #[cfg(unix)]
 fn user_id() -> String {
-    rustix::process::getuid().as_raw().to_string()
+    let uid = rustix::process::getuid().as_raw().to_string();
+    std::fs::read_to_string("/etc/passwd")
+        .ok()
+        .and_then(|passwd| name_of_uid(&passwd, &uid))
+        .unwrap_or(uid)
+}
+
+/// The name of the user whose id is `uid` in the text of an `/etc/passwd`
+/// (`name:password:uid:...` lines).
+#[cfg(unix)]
+fn name_of_uid(passwd: &str, uid: &str) -> Option<String> {
+    passwd.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        let name = fields.next()?;
+        let id = fields.nth(1)?;
+        (id == uid && !name.is_empty()).then(|| name.to_string())
+    })
 }
 
 #[cfg(not(unix))]
@@ -72,4 +91,19 @@ fn system_host_name() -> String {
 #[cfg(not(unix))]
 fn system_host_name() -> String {
     std::env::var("COMPUTERNAME").unwrap_or_default()
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::name_of_uid;
+
+    #[test]
+    fn a_user_id_is_named_as_the_password_file_names_it() {
+        let passwd =
+            "root:x:0:0:root:/root:/bin/bash\nfinance:x:1000:1000::/home/finance:/bin/sh\n";
+        assert_eq!(name_of_uid(passwd, "1000").as_deref(), Some("finance"));
+        assert_eq!(name_of_uid(passwd, "0").as_deref(), Some("root"));
+        assert_eq!(name_of_uid(passwd, "42"), None);
+        assert_eq!(name_of_uid("broken line\n::7", "7"), None);
+    }
 }
