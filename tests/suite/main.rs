@@ -37,6 +37,7 @@ mod operator_day;
 mod ops;
 mod outputs;
 mod payouts;
+mod period_report;
 mod pipeline;
 mod readonly;
 mod reconcile;
