@@ -755,6 +755,16 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_of_many_failed_rows_lists_a_thousand_and_says_how_many_more() {
+        let rows: Vec<RowRecord> = (0..super::super::tally::LISTED_ROWS + 5)
+            .map(|i| row(&format!("R-{i}"), RowState::Failed, None, Some("refused")))
+            .collect();
+        let page = render(&batch("sim"), &rows, "l.db", "now", "0.1.0");
+        assert!(page.contains("And 5 more: the result file has every row."));
+        assert_eq!(page.matches("invalid: refused").count(), 1000);
+    }
+
+    #[test]
     fn production_is_labelled_and_simulated_is_not_claimed() {
         let page = render(&batch("production"), &[], "l.db", "now", "0.1.0");
         assert!(page.contains("PRODUCTION"));

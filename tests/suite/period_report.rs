@@ -491,6 +491,25 @@ async fn a_reissued_row_is_in_the_journal_once_per_attempt_charged() {
     assert_eq!(orders.len(), 4 + reissued, "each attempt its own order");
     let total = lines.iter().find(|l| &l[6] == "TOTAL").expect("a total");
     assert_eq!(dec(&total[3]), dec("9.80") * Decimal::from(4 + reissued));
+    // What left the balance, on the batch's page and in its --json, counts both attempts too.
+    let out = pb(
+        &ws,
+        &["report", "--batch", "b", "--json", "--html", "b.html"],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let json = json_of(&out);
+    assert_eq!(
+        dec(json["balances"][0]["charged"].as_str().expect("charged")),
+        dec(&total[3])
+    );
+    assert_eq!(json["products"][0]["rows"], serde_json::json!(4 + reissued));
+    let page = std::fs::read_to_string(ws.path("b.html")).expect("the page");
+    assert!(
+        page.contains(&format!("{} USD", &total[3])),
+        "{}",
+        &total[3]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
