@@ -300,11 +300,12 @@ fn mode(path: &std::path::Path) -> u32 {
 async fn the_period_csv_has_a_batch_column_and_the_journal_adds_up_to_the_ledger() {
     let ws = Workspace::new();
     three_batches(&ws).await;
-    // A fourth batch in the period with other columns (no cost_center, a department).
+    // A fourth batch in the period with another column (a department), and a cost centre
+    // that a spreadsheet would run as a formula.
     pay(
         &ws,
         "extra",
-        "reference,product_code,face_value,currency,department\nX-1,AMZ-US,30.00,USD,Sales\n",
+        "reference,product_code,face_value,currency,department,cost_center\nX-1,AMZ-US,30.00,USD,Sales,=SUM(A1)\n",
     )
     .await;
     complete_at(&ws, "extra", "2026-10-20T08:00:00.000Z");
@@ -355,7 +356,12 @@ async fn the_period_csv_has_a_batch_column_and_the_journal_adds_up_to_the_ledger
     assert_eq!(per_batch("sep"), 0, "completed before the period");
     assert_eq!(lines.len(), 11);
     let extra = lines.iter().find(|l| &l[0] == "extra").expect("extra");
-    assert_eq!((&extra[cc], &extra[dept]), ("", "Sales"));
+    assert_eq!((&extra[cc], &extra[dept]), ("'=SUM(A1)", "Sales"));
+    let oct = lines.iter().find(|l| &l[0] == "oct").expect("oct");
+    assert_eq!(
+        &oct[dept], "",
+        "blank where a batch's file lacks the column"
+    );
 
     // The journal: a plain CSV, one line per paid row, then its totals.
     let mut reader = csv::Reader::from_path(ws.path("journal.csv")).expect("the journal");
@@ -381,6 +387,8 @@ async fn the_period_csv_has_a_batch_column_and_the_journal_adds_up_to_the_ledger
     let journal: Vec<csv::StringRecord> = reader.records().map(|r| r.expect("a line")).collect();
     let (totals, paid): (Vec<_>, Vec<_>) = journal.iter().partition(|l| &l[6] == "TOTAL");
     assert_eq!(paid.len(), 11);
+    let extra = paid.iter().find(|l| &l[1] == "extra").expect("extra");
+    assert_eq!(&extra[4], "'=SUM(A1)", "a formula is written as text");
     let mut summed: BTreeMap<String, Decimal> = BTreeMap::new();
     for line in &paid {
         assert!(
