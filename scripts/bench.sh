@@ -26,6 +26,11 @@
 #                                          `paybatch payouts` on a paid batch of ROWS rows in
 #                                          ITEMS-row orders, at 100 ms latency: time, reads per
 #                                          order, reads a second; then a second call
+#   scripts/bench.sh period [ROWS] [RUNS] [BATCHES]
+#                                          `report --since` over BATCHES monthly batches of ROWS
+#                                          rows (one paid, its rows copied in SQL under other
+#                                          names and dates) writing --out, --html and --journal,
+#                                          against BATCHES x `report --batch NAME --out`
 #   scripts/bench.sh smoke                 tiny versions of every mode (CI: checks they work)
 # Polling (5: status requests per order) is printed by naive and large.
 # Needs: cargo, python3, sqlite3, curl, jq, bc (Debian packages).
@@ -488,6 +493,76 @@ payouts_cost() {
   echo "payouts: rows=$rows items-per-order=$items orders=$orders took=${t}s reads=$reads reads-per-order=$(ratio "$reads" "$orders") reads-per-second=$rate second-call-reads=$again"
 }
 
+# A period's report against one report per batch. One batch of ROWS rows is paid (200 items an
+# order, no rate limit); its batch, orders, rows and payouts are then copied in SQL BATCHES - 1
+# times under other names, keys and order ids, and each batch is made to complete on the 15th
+# of its own month of 2026 (the report only reads). Then, RUNS times each, in turns: `report
+# --since 2026-01-01 --until 2026-12-31` writing the period's CSV, HTML page and journal, and
+# BATCHES x `report --batch NAME --out` (one batch's result file each).
+period_cost() {
+  local rows=${1:-100000} runs=${2:-3} batches=${3:-12} k i t peak
+  local -a ours=() theirs=() peaks=()
+  "$gen" "$rows" > "$work/batch.csv"
+  start_sim --rate-limit 0 --processing-min-ms 0 --processing-max-ms 50
+  k=$(key_file)
+  rm -f "$work"/ledger.db*
+  "$bin" run "$work/batch.csv" --batch m01 --base-url "$base" --api-key-file "$k" \
+    --ledger "$work/ledger.db" --items-per-order 200 --order-rate 1000000 --quiet \
+    > /dev/null 2>&1 || true
+  stop_sim
+  python3 - "$work/ledger.db" "$batches" <<'PY'
+import sqlite3, sys
+db, batches = sqlite3.connect(sys.argv[1]), int(sys.argv[2])
+def columns(table):
+    return [r[1] for r in db.execute(f"PRAGMA table_info({table})")]
+def copy(table, where, changed):
+    cols = columns(table)
+    picked = ", ".join(changed.get(c, c) for c in cols)
+    db.execute(f"INSERT INTO {table} ({', '.join(cols)}) SELECT {picked} FROM {table} WHERE {where}")
+(src,) = db.execute("SELECT id FROM batches WHERE name = 'm01'").fetchone()
+step = 10 ** 8
+for m in range(2, batches + 1):
+    name, off = f"m{m:02d}", m * step
+    copy("batches", f"id = {src}", {"id": f"id + {off}", "name": f"'{name}'"})
+    bid = src + off
+    copy("orders", f"batch_id = {src}", {"id": f"id + {off}", "batch_id": str(bid),
+         "idempotency_key": f"idempotency_key || '-{name}'",
+         "service_order_id": f"service_order_id || '-{name}'"})
+    copy("rows", f"batch_id = {src}", {"id": f"id + {off}", "batch_id": str(bid),
+         "order_id": f"order_id + {off}"})
+    copy("payouts", f"batch_id = {src}", {"row_id": f"row_id + {off}", "batch_id": str(bid),
+         "order_id": f"order_id + {off}"})
+for m in range(1, batches + 1):
+    at = f"2026-{(m - 1) % 12 + 1:02d}-15T12:00:00.000Z"
+    (bid,) = db.execute("SELECT id FROM batches WHERE name = ?", (f"m{m:02d}",)).fetchone()
+    db.execute("UPDATE orders SET finished_at = ? WHERE batch_id = ? AND finished_at IS NOT NULL", (at, bid))
+    db.execute("UPDATE rows SET completed_at = ? WHERE batch_id = ? AND completed_at IS NOT NULL", (at, bid))
+db.commit()
+PY
+  local paid
+  paid=$(sqlite3 "$work/ledger.db" "select count(*) from rows where state = 'COMPLETED'")
+  for i in $(seq 1 "$runs"); do
+    read -r t peak < <(peak_and_time "$bin" report --since 2026-01-01 --until 2026-12-31 \
+      --ledger "$work/ledger.db" --out "$work/period.csv" --html "$work/period.html" \
+      --journal "$work/journal.csv" --group-by department --quiet)
+    ours+=("$t"); peaks+=("$peak")
+    echo "  period run $i: ${t}s peak=$((peak / 1024))MB" >&2
+    t=$(wall bash -c 'for n in $(seq -f "m%02g" 1 "$3"); do "$1" report --batch "$n" --ledger "$2" --out "$4/one.csv" --quiet || exit 1; done' \
+      _ "$bin" "$work/ledger.db" "$batches" "$work")
+    theirs+=("$t")
+    echo "  per-batch run $i: ${t}s" >&2
+  done
+  local lines journal_lines
+  lines=$(( $(wc -l < "$work/period.csv") - 1 ))
+  journal_lines=$(grep -vc ',TOTAL,' "$work/journal.csv" || true)
+  if [ "$lines" -ne $(( rows * batches )) ]; then
+    echo "period: the period CSV has $lines lines for $(( rows * batches )) rows" >&2; return 1
+  fi
+  local mo mt mp
+  mo=$(median "${ours[@]}"); mt=$(median "${theirs[@]}"); mp=$(median "${peaks[@]}")
+  echo "period: batches=$batches rows=$((rows * batches)) paid=$paid journal-lines=$((journal_lines - 1)) period-report(--out --html --journal)=${mo}s per-batch-reports(${batches}x --out)=${mt}s ratio=$(ratio "$mo" "$mt")x peak=$((mp / 1024))MB"
+}
+
 case "$mode" in
   naive) naive_vs "${2:-300}" "${3:-3}" ;;
   large | e2e) large "${2:-100000}" "${3:-3}" ;;
@@ -499,6 +574,7 @@ case "$mode" in
   wide) wide "${2:-600}" "${3:-120000}" ;;
   approved) approved_cost "${2:-1000000}"; stop_sim ;;
   payouts) payouts_cost "${2:-100000}" "${3:-200}" ;;
+  period) period_cost "${2:-100000}" "${3:-3}" "${4:-12}" ;;
   smoke)
     local_cost 2000; stop_sim
     repeat_cost 2000 1; stop_sim
@@ -509,6 +585,7 @@ case "$mode" in
     window_read 1200 1
     wide 20 2000
     approved_cost 2000; stop_sim
-    payouts_cost 400 20 ;;
-  *) echo "usage: $0 naive|large|backtoback|local|repeats|pacing|window|wide|approved|payouts|smoke [N...]" >&2; exit 2 ;;
+    payouts_cost 400 20
+    period_cost 300 1 3 ;;
+  *) echo "usage: $0 naive|large|backtoback|local|repeats|pacing|window|wide|approved|payouts|period|smoke [N...]" >&2; exit 2 ;;
 esac

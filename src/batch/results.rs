@@ -21,7 +21,7 @@ const CHUNK_BYTES: usize = 1 << 20;
 /// A result file written by a thread of its own: lines are handed to it a chunk at a time.
 /// Dropped before [`InBackground::end`], the writer is told there is no more and joined, and
 /// the unfinished file is removed before the drop returns.
-struct InBackground {
+pub(crate) struct InBackground {
     chunk: Vec<ResultLine>,
     /// The bytes of the lines of `chunk`.
     bytes: usize,
@@ -30,7 +30,7 @@ struct InBackground {
 }
 
 impl InBackground {
-    fn start(out: ResultWriter) -> Self {
+    pub(crate) fn start(out: ResultWriter) -> Self {
         let (to_write, chunks) = std::sync::mpsc::sync_channel::<Vec<ResultLine>>(4);
         let writer = std::thread::spawn(move || {
             let mut out = out;
@@ -50,7 +50,7 @@ impl InBackground {
     }
 
     /// Adds a line; `false` when the writer has stopped (its error comes with [`Self::end`]).
-    fn push(&mut self, line: ResultLine) -> bool {
+    pub(crate) fn push(&mut self, line: ResultLine) -> bool {
         self.bytes += line.size();
         self.chunk.push(line);
         if self.chunk.len() < CHUNK_LINES && self.bytes < CHUNK_BYTES {
@@ -65,7 +65,7 @@ impl InBackground {
 
     /// Hands over what is left and waits for the writer: the file written to the end, not yet
     /// in place ([`ResultWriter::finish`]), or the writer's error.
-    fn end(mut self) -> std::io::Result<ResultWriter> {
+    pub(crate) fn end(mut self) -> std::io::Result<ResultWriter> {
         if let Some(tx) = self.to_write.take()
             && !self.chunk.is_empty()
         {
@@ -132,7 +132,11 @@ pub fn payout_note_of(ledger: &Ledger, r: &RowRecord) -> Result<Option<PayoutNot
 }
 
 /// The result file's line of row `r`, in `order`, with its link's last known life.
-fn result_line(r: RowRecord, order: Option<OrderLabel>, note: Option<PayoutNote>) -> ResultLine {
+pub(crate) fn result_line(
+    r: RowRecord,
+    order: Option<OrderLabel>,
+    note: Option<PayoutNote>,
+) -> ResultLine {
     let note = note.unwrap_or_default();
     let status = match r.state {
         RowState::Planned => "PLANNED".to_string(),

@@ -99,6 +99,7 @@ pub mod plan_args;
 pub mod progress;
 pub mod reconcile;
 pub mod report;
+pub mod report_period;
 pub mod retry;
 pub mod run;
 pub mod run_json;

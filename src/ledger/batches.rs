@@ -62,7 +62,51 @@ pub struct SendProgress {
     pub rows_not_sent: i64,
 }
 
+/// Whether a batch has finished, and when ([`Ledger::batch_completion`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Completion {
+    /// Rows not final yet (PENDING, PLANNED or SUBMITTED).
+    pub rows_not_final: i64,
+    /// When the last of its orders sent was answered final (COMPLETED, FAILED, REJECTED or
+    /// MISMATCH), as the ledger recorded it; `None` when none was.
+    pub last_final_at: Option<String>,
+}
+
+impl Completion {
+    /// When the batch completed: the time its last order became final, once no row is left
+    /// to finish; `None` while a row is not final, or when no order was ever answered.
+    pub fn completed_at(&self) -> Option<&str> {
+        (self.rows_not_final == 0)
+            .then_some(self.last_final_at.as_deref())
+            .flatten()
+    }
+}
+
 impl Ledger {
+    /// Whether the batch has finished and when its last order became final.
+    pub fn batch_completion(&self, batch_id: i64) -> Result<Completion> {
+        let rows_not_final: i64 = self
+            .conn
+            .prepare_cached(
+                "SELECT COUNT(*) FROM rows
+                 WHERE batch_id = ?1 AND state IN ('PENDING', 'PLANNED', 'SUBMITTED')",
+            )
+            .and_then(|mut st| st.query_row([batch_id], |r| r.get(0)))
+            .map_err(sqlerr(&self.path))?;
+        let last_final_at: Option<String> = self
+            .conn
+            .prepare_cached(
+                "SELECT MAX(finished_at) FROM orders
+                 WHERE batch_id = ?1 AND state IN ('COMPLETED', 'FAILED', 'REJECTED', 'MISMATCH')",
+            )
+            .and_then(|mut st| st.query_row([batch_id], |r| r.get(0)))
+            .map_err(sqlerr(&self.path))?;
+        Ok(Completion {
+            rows_not_final,
+            last_final_at,
+        })
+    }
+
     pub fn batch(&self, name: &str) -> Result<Option<BatchRecord>> {
         self.conn
             .query_row(

@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, Transaction};
 
 use batches::insert_batch;
-pub use batches::{BatchRecord, Formats, NewBatch, SendProgress};
+pub use batches::{BatchRecord, Completion, Formats, NewBatch, SendProgress};
 pub use columns::{Json, OrderMode, UnknownText};
 pub use events::EventRecord;
 use events::event;

@@ -141,6 +141,15 @@ pub struct PayoutNote {
     pub reissue_of: Option<ReissuedAttempt>,
 }
 
+/// An earlier attempt of a row that was paid, then reissued because its link expired: the
+/// row as that attempt left it (state COMPLETED; its item, link, price, charge and completion
+/// as kept in `payouts`; its cells and recorded content), and the order that paid it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EarlierCharge {
+    pub row: super::RowRecord,
+    pub order: Option<super::OrderLabel>,
+}
+
 /// Records, inside the transaction that completes a row, the life its order's answer gave its
 /// link.
 pub(super) fn record_at_completion(
@@ -375,6 +384,74 @@ impl Ledger {
             })()
             .map_err(sqlerr(&self.path))?;
             visit(row)?;
+        }
+        Ok(())
+    }
+
+    /// Visits the attempts of the batch's rows that were paid and then reissued because their
+    /// link expired (what they charged is kept in `payouts`), in row and attempt order.
+    pub fn visit_earlier_charges<E: From<super::LedgerError>>(
+        &self,
+        batch_id: i64,
+        mut visit: impl FnMut(EarlierCharge) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT r.id, r.reference, r.position, r.line, r.fields, r.spec, r.content_hash,
+                        r.merged, p.attempt, p.item_id, p.payout_url, p.price, p.completed_at,
+                        p.debited_amount, p.debited_currency,
+                        o.service_order_id, o.payment_method, o.payment_currency, o.card_id
+                 FROM payouts p JOIN rows r ON r.id = p.row_id
+                 LEFT JOIN orders o ON o.id = p.order_id
+                 WHERE p.batch_id = ?1 AND p.reissued_at IS NOT NULL
+                 ORDER BY r.position, r.id, p.attempt",
+            )
+            .map_err(sqlerr(&self.path))?;
+        let mut cursor = stmt.query([batch_id]).map_err(sqlerr(&self.path))?;
+        while let Some(r) = cursor.next().map_err(sqlerr(&self.path))? {
+            let earlier = (|| -> rusqlite::Result<EarlierCharge> {
+                let fields: String = r.get(4)?;
+                let payment_method: Option<crate::api::models::PaymentMethodType> = r.get(16)?;
+                let payment_currency: Option<String> = r.get(17)?;
+                let order = match (payment_method, payment_currency) {
+                    (Some(payment_method), Some(payment_currency)) => Some(super::OrderLabel {
+                        service_order_id: r.get(15)?,
+                        payment_method,
+                        payment_currency,
+                        card_id: r.get(18)?,
+                    }),
+                    _ => None,
+                };
+                Ok(EarlierCharge {
+                    row: super::RowRecord {
+                        id: r.get(0)?,
+                        reference: r.get(1)?,
+                        position: r.get(2)?,
+                        line: r.get(3)?,
+                        fields: serde_json::from_str(&fields).unwrap_or_default(),
+                        spec: r.get(5)?,
+                        content_hash: r.get(6)?,
+                        state: super::RowState::Completed,
+                        attempt: r.get(8)?,
+                        order_id: None,
+                        item_index: None,
+                        item_id: r.get(9)?,
+                        payout_url: r.get(10)?,
+                        price: r.get(11)?,
+                        discount: None,
+                        error_type: None,
+                        error_message: None,
+                        completed_at: r.get(12)?,
+                        debited_amount: r.get(13)?,
+                        debited_currency: r.get(14)?,
+                        merged: r.get(7)?,
+                    },
+                    order,
+                })
+            })()
+            .map_err(sqlerr(&self.path))?;
+            visit(earlier)?;
         }
         Ok(())
     }

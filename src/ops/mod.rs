@@ -8,11 +8,13 @@
 //!   [`reconcile::rebuild`] of a lost ledger from the service and the input file;
 //! - [`retry::retry`]: failed and rejected rows made payable again under new keys;
 //! - [`report`]: the result file (to a file or any writer) and the HTML report of a batch;
+//! - [`period`]: the batches completed in a period: one result file, totals, a journal;
 //! - [`history::history`]: every payout to one recipient or reference, across all batches;
 //! - [`status`]: what the ledger says of every batch, or of one in detail.
 
 pub mod history;
 pub mod payouts;
+pub mod period;
 pub mod preview;
 pub mod reconcile;
 pub mod report;

@@ -77,6 +77,34 @@ pub fn copy_result_file_as(
     Ok(())
 }
 
+/// Counts in `tally` what the earlier attempts of the batch's reissued rows charged.
+fn add_earlier_charges(
+    ledger: &Ledger,
+    batch: &BatchRecord,
+    tally: &mut Tally,
+) -> Result<(), LedgerError> {
+    ledger.visit_earlier_charges(batch.id, |earlier| {
+        tally.add_earlier_charge(&earlier);
+        Ok::<(), LedgerError>(())
+    })
+}
+
+/// What `batch` cost, where finance books it (`report --batch NAME --json`): what left each
+/// balance, the costs per product and per each column `tally` was asked for
+/// ([`Tally::group_by`]).
+pub fn batch_costs(
+    ledger: &Ledger,
+    batch: &BatchRecord,
+    mut tally: Tally,
+) -> Result<report::period::BatchCostsJson, OpError> {
+    ledger.visit_result_rows(batch.id, Specs::Read, |row, order| {
+        tally.add(&row, order.as_ref());
+        Ok::<(), LedgerError>(())
+    })?;
+    add_earlier_charges(ledger, batch, &mut tally)?;
+    Ok(report::period::batch_json(batch, &tally))
+}
+
 /// Writes the HTML report of `batch` at `path` (mode 0600), with the breakdowns `tally` was
 /// asked for ([`Tally::group_by`]).
 pub fn write_html(
@@ -98,6 +126,7 @@ pub fn write_html(
         }
         Ok::<(), LedgerError>(())
     })?;
+    add_earlier_charges(ledger, batch, &mut tally)?;
     // The orders followed for rows the latest file no longer had are part of the plan digest,
     // as `validate` made it.
     let outside: Vec<i64> = tally.orders_outside().collect();

@@ -2,7 +2,10 @@
 //! ledger's rows ([`tally`]: counts and totals as plain data) by a template ([`page`]: the
 //! markup, every value escaped by the engine's one formatter).
 
+pub mod costs;
+pub mod journal;
 pub mod page;
+pub mod period;
 pub mod tally;
 
 pub use page::{PageError, escape, render_tally, write_private};

@@ -28,11 +28,22 @@ use crate::ledger::approvals::{Approval, NO_APPROVAL};
 use crate::ledger::{BatchRecord, RowState};
 use crate::money::display_amount;
 
+use super::costs::CostLine;
 use super::tally::{Breakdown, Charge, Digest, ReportRow, SHOWN, Tally, Total, color};
 
 /// The template of the page, compiled into the program.
 const TEMPLATE: &str = include_str!("page.html");
 const TEMPLATE_NAME: &str = "page.html";
+
+/// The template of a period's page ([`super::period`]).
+pub(super) const PERIOD_TEMPLATE: &str = "period.html";
+
+/// The templates the pages include (the style, the costs tables), and the period's page.
+const PARTS: [(&str, &str); 3] = [
+    ("style.html", include_str!("style.html")),
+    ("costs.html", include_str!("costs.html")),
+    (PERIOD_TEMPLATE, include_str!("period.html")),
+];
 
 /// Why the page could not be made: a defect of the template, never of the batch's data (values
 /// are data to the engine, never template text).
@@ -77,7 +88,7 @@ fn escape_formatter(
 /// The engine as the page uses it: the template's line breaks around `{% %}` tags dropped (the
 /// page reads as the template does), a name the template uses but the data lacks an error,
 /// and [`escape`] for every value.
-fn engine() -> Result<Environment<'static>, PageError> {
+pub(super) fn engine() -> Result<Environment<'static>, PageError> {
     let mut env = Environment::new();
     env.set_syntax(
         SyntaxConfig::builder()
@@ -94,6 +105,9 @@ fn engine() -> Result<Environment<'static>, PageError> {
         env.remove_filter(filter);
     }
     env.add_template(TEMPLATE_NAME, TEMPLATE)?;
+    for (name, template) in PARTS {
+        env.add_template(name, template)?;
+    }
     Ok(env)
 }
 
@@ -106,12 +120,16 @@ struct Page<'a> {
     summary: String,
     unfinished: usize,
     balances: Vec<Balance>,
+    costs: Vec<CostTable>,
     facts: Vec<Fact<'a>>,
     tables: Vec<Table>,
     claims: Vec<ClaimsTable>,
     reissued: Vec<ReissuedLine>,
+    reissued_more: usize,
     attention: Vec<RowLine>,
+    attention_more: usize,
     unconfirmed: Vec<RowLine>,
+    unconfirmed_more: usize,
     technical: Vec<Fact<'a>>,
     version: &'a str,
 }
@@ -123,9 +141,39 @@ struct Fact<'a> {
     value: String,
 }
 
+/// What the paid rows cost per product, or per value of a column: face value, price and
+/// discount in the product's currency, charged in the paying balance's, and the effective rate
+/// of a conversion.
+#[derive(Serialize)]
+pub(super) struct CostTable {
+    /// What follows "per" in the heading.
+    pub(super) heading: String,
+    /// The name of the first column.
+    pub(super) column: String,
+    pub(super) lines: Vec<CostLine>,
+}
+
+/// The costs tables of a tally: per product, then per `--group-by` column.
+pub(super) fn cost_tables(tally: &Tally) -> Vec<CostTable> {
+    tally
+        .costs()
+        .map(|(column, costs)| {
+            let (heading, column) = match column {
+                None => ("product".to_string(), "Product".to_string()),
+                Some(name) => (name.to_lowercase(), name.to_string()),
+            };
+            CostTable {
+                heading,
+                column,
+                lines: costs.shown(),
+            }
+        })
+        .collect()
+}
+
 /// What one payer (a card, or the balance of a currency) was charged, per product currency.
 #[derive(Serialize)]
-struct Balance {
+pub(super) struct Balance {
     payer: String,
     lines: Vec<BalanceLine>,
     /// Shown when the payer paid for products of more than one currency.
@@ -133,7 +181,7 @@ struct Balance {
 }
 
 #[derive(Serialize)]
-struct BalanceLine {
+pub(super) struct BalanceLine {
     what: String,
     rows: usize,
     face_value: String,
@@ -141,7 +189,7 @@ struct BalanceLine {
 }
 
 #[derive(Serialize)]
-struct BalanceTotal {
+pub(super) struct BalanceTotal {
     rows: usize,
     charged: String,
 }
@@ -241,6 +289,7 @@ pub fn render_tally(
     version: &str,
 ) -> Result<String, PageError> {
     let claims = claims_tables(&tally);
+    let costs = cost_tables(&tally);
     let digest = match tally.digest {
         Digest::Building(d) => Ok(scan::plan_digest(d.finish(), tally.outside_digest)),
         Digest::Unknown(why) => Err(why),
@@ -257,10 +306,13 @@ pub fn render_tally(
             .filter_map(|s| tally.counts.get(s))
             .sum(),
         balances: balances(&tally.charged),
+        costs,
         facts: facts(batch, tally.rows, &digest, &tally.approvals),
         claims,
+        reissued_more: tally.reissued.more,
         reissued: tally
             .reissued
+            .rows
             .iter()
             .map(|r| ReissuedLine {
                 line: r.line,
@@ -276,8 +328,10 @@ pub fn render_tally(
             })
             .collect(),
         tables,
-        attention: tally.attention.iter().map(row_line).collect(),
-        unconfirmed: tally.unconfirmed.iter().map(row_line).collect(),
+        attention: tally.attention.rows.iter().map(row_line).collect(),
+        attention_more: tally.attention.more,
+        unconfirmed: tally.unconfirmed.rows.iter().map(row_line).collect(),
+        unconfirmed_more: tally.unconfirmed.more,
         technical: technical(batch, ledger_path, generated_at, version),
         version,
     };
@@ -352,7 +406,9 @@ fn summary(counts: &BTreeMap<RowState, usize>) -> String {
 }
 
 /// What left each paying balance, conversions included: what a finance lead signs off.
-fn balances(charged: &BTreeMap<(String, String), BTreeMap<String, Charge>>) -> Vec<Balance> {
+pub(super) fn balances(
+    charged: &BTreeMap<(String, String), BTreeMap<String, Charge>>,
+) -> Vec<Balance> {
     charged
         .iter()
         .map(|((payer, currency), per_product)| Balance {
@@ -722,6 +778,16 @@ mod tests {
         let page = render(&batch("sim"), &[failed], "l.db", "now", "0.1.0");
         assert!(!page.contains("98.76"), "{page}");
         assert!(page.contains("invalid: the order failed"), "{page}");
+    }
+
+    #[test]
+    fn a_batch_of_many_failed_rows_lists_a_thousand_and_says_how_many_more() {
+        let rows: Vec<RowRecord> = (0..super::super::tally::LISTED_ROWS + 5)
+            .map(|i| row(&format!("R-{i}"), RowState::Failed, None, Some("refused")))
+            .collect();
+        let page = render(&batch("sim"), &rows, "l.db", "now", "0.1.0");
+        assert!(page.contains("And 5 more: the result file has every row."));
+        assert_eq!(page.matches("invalid: refused").count(), 1000);
     }
 
     #[test]

@@ -10,12 +10,46 @@ use std::collections::{BTreeMap, BTreeSet};
 use rust_decimal::Decimal;
 
 use crate::api::decimal::parse_decimal_text;
+use crate::ledger::payouts::EarlierCharge;
+
+use super::costs::{CostKey, Costs};
 use crate::input::reader::{ColumnMap, canonical_column, normalize_header};
 use crate::input::rules::{RowSpec, content_hash};
 use crate::input::scan::{OrdersOutside, PlanDigest};
 use crate::ledger::approvals::Approval;
 use crate::ledger::payouts::PayoutNote;
 use crate::ledger::{BatchRecord, OrderLabel, PayoutStatus, RowRecord, RowState, StoredSpec};
+
+/// The rows a list of the page (rows that need attention, paid rows not confirmed, rows
+/// reissued) holds at most: a tally keeps totals, not rows, and the page says how many more
+/// there are (the result file has every one).
+pub const LISTED_ROWS: usize = 1000;
+
+/// A list of rows kept up to [`LISTED_ROWS`], and how many more there were.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Listed<T> {
+    pub(super) rows: Vec<T>,
+    pub(super) more: usize,
+}
+
+impl<T> Default for Listed<T> {
+    fn default() -> Self {
+        Listed {
+            rows: Vec::new(),
+            more: 0,
+        }
+    }
+}
+
+impl<T> Listed<T> {
+    fn push(&mut self, row: T) {
+        if self.rows.len() < LISTED_ROWS {
+            self.rows.push(row);
+        } else {
+            self.more += 1;
+        }
+    }
+}
 
 /// The row states the report shows, in the order of the chart and the tables (REMOVED rows are
 /// not part of the batch any more, as in the result file).
@@ -168,6 +202,14 @@ pub(super) struct Charge {
     pub(super) charged: Decimal,
 }
 
+impl Charge {
+    pub(super) fn merge(&mut self, other: &Charge) {
+        self.rows += other.rows;
+        self.face_value += other.face_value;
+        self.charged += other.charged;
+    }
+}
+
 /// A breakdown of the rows by the value of one column, per currency.
 pub(super) struct Breakdown {
     /// The column as the file names it (`None`: the products).
@@ -227,9 +269,14 @@ pub struct Tally {
     pub(super) by_state: BTreeMap<String, BTreeMap<RowState, Total>>,
     pub(super) breakdowns: Vec<Breakdown>,
     pub(super) counts: BTreeMap<RowState, usize>,
-    pub(super) attention: Vec<ReportRow>,
+    pub(super) attention: Listed<ReportRow>,
     /// Completed rows whose order could not be confirmed as the one sent.
-    pub(super) unconfirmed: Vec<ReportRow>,
+    pub(super) unconfirmed: Listed<ReportRow>,
+    /// Per breakdown (products first, then each `--group-by` column): what the paid rows
+    /// cost, each attempt charged ([`Tally::add_earlier_charge`]) included.
+    pub(super) costs: Vec<Costs>,
+    /// Whether the plan digest is rebuilt (a batch's page); a period's tally has no digest.
+    pub(super) plan: bool,
     pub(super) digest: Digest,
     /// The batch's latest merge ([`Tally::latest_merge`]): rows of an earlier one are no longer
     /// in the file.
@@ -241,7 +288,7 @@ pub struct Tally {
     /// the life of the paid rows' links ([`Tally::add_payout`]).
     pub(super) claims: Vec<BTreeMap<(String, String), Claims>>,
     /// Rows whose expired link was reissued, with the attempt it replaced.
-    pub(super) reissued: Vec<Reissued>,
+    pub(super) reissued: Listed<Reissued>,
     /// The runs held to an approved plan, oldest first ([`Tally::approvals`]).
     pub(super) approvals: Vec<Approval>,
 }
@@ -269,7 +316,7 @@ fn payer(order: Option<&OrderLabel>, currency: &str) -> String {
 }
 
 /// The index of `wanted` among `headers`: the same name, else the same once normalised.
-fn column_index(headers: &[String], wanted: &str) -> Option<usize> {
+pub fn column_index(headers: &[String], wanted: &str) -> Option<usize> {
     headers.iter().position(|h| h == wanted).or_else(|| {
         let n = normalize_header(wanted);
         headers.iter().position(|h| normalize_header(h) == n)
@@ -289,14 +336,16 @@ impl Tally {
                 lines: BTreeMap::new(),
             }],
             counts: BTreeMap::new(),
-            attention: Vec::new(),
-            unconfirmed: Vec::new(),
+            attention: Listed::default(),
+            unconfirmed: Listed::default(),
+            costs: vec![Costs::default()],
+            plan: true,
             digest: Digest::Building(PlanDigest::new(&batch.name, &batch.environment)),
             latest_merge: None,
             outside: BTreeSet::new(),
             outside_digest: OrdersOutside::default(),
             claims: vec![BTreeMap::new()],
-            reissued: Vec::new(),
+            reissued: Listed::default(),
             approvals: Vec::new(),
         }
     }
@@ -304,6 +353,54 @@ impl Tally {
     /// The runs of the batch held to an approved plan (shown beside the plan digest).
     pub fn approvals(&mut self, approvals: Vec<Approval>) {
         self.approvals = approvals;
+    }
+
+    /// An empty tally of `batch` as part of a period: totals only, no plan digest.
+    pub fn for_period(batch: &BatchRecord) -> Self {
+        Tally {
+            plan: false,
+            digest: Digest::Unknown("a period has no plan digest".to_string()),
+            ..Tally::new(batch)
+        }
+    }
+
+    /// What the paid attempts cost per product (`None`) and per `--group-by` column (its
+    /// name as the file has it), in the order asked.
+    pub fn costs(&self) -> impl Iterator<Item = (Option<&str>, &Costs)> {
+        self.breakdowns
+            .iter()
+            .zip(&self.costs)
+            .map(|(b, c)| (b.column.as_ref().map(|(name, _)| name.as_str()), c))
+    }
+
+    /// What left each payer (a card, or a balance) in its currency, per product currency.
+    pub(super) fn charges(
+        &self,
+    ) -> impl Iterator<Item = (&(String, String), &BTreeMap<String, Charge>)> {
+        self.charged.iter()
+    }
+
+    /// The rows counted (REMOVED rows aside).
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// The rows counted in `state`.
+    pub fn rows_in(&self, state: RowState) -> usize {
+        self.counts.get(&state).copied().unwrap_or_default()
+    }
+
+    /// Counts what an earlier attempt of a row charged, kept when its expired link was
+    /// reissued (`retry --expired`): what left the balance, and the costs, count every
+    /// attempt paid.
+    /// Returns the row's products as the page names them.
+    pub fn add_earlier_charge(&mut self, earlier: &EarlierCharge) -> String {
+        let mut row = earlier.row.clone();
+        row.state = RowState::Completed;
+        let v = row_view(&self.headers, &row);
+        self.add_charge(&row, &v, earlier.order.as_ref());
+        self.add_cost(&row, &v);
+        v.products
     }
 
     /// Counts the payout link of a COMPLETED row as last read (`status`, `None` before a first
@@ -384,22 +481,40 @@ impl Tally {
             lines: BTreeMap::new(),
         });
         self.claims.push(BTreeMap::new());
+        self.costs.push(Costs::default());
         Ok(())
     }
 
+    /// Adds a breakdown per value of the input column `column`, whose values are all empty
+    /// when the file does not have it (a period's batches need not all have it).
+    pub fn group_by_or_blank(&mut self, column: &str) {
+        if self.group_by(column).is_err() {
+            self.breakdowns.push(Breakdown {
+                column: Some((column.to_string(), usize::MAX)),
+                lines: BTreeMap::new(),
+            });
+            self.claims.push(BTreeMap::new());
+            self.costs.push(Costs::default());
+        }
+    }
+
     /// Counts one row of the batch, with the order that holds it (REMOVED rows are not part
-    /// of the batch any more).
-    pub fn add(&mut self, row: &RowRecord, order: Option<&OrderLabel>) {
+    /// of the batch any more). Returns the row's products as the page names them (`A|B`).
+    pub fn add(&mut self, row: &RowRecord, order: Option<&OrderLabel>) -> String {
         if row.state == RowState::Removed {
-            return;
+            return String::new();
         }
         let v = row_view(&self.headers, row);
+        let products = v.products.clone();
         self.rows += 1;
         self.add_charge(row, &v, order);
-        if self.latest_merge.is_none_or(|m| row.merged == m) {
-            self.add_to_digest(row);
-        } else if let Some(order) = row.order_id {
-            self.outside.insert(order);
+        self.add_cost(row, &v);
+        if self.plan {
+            if self.latest_merge.is_none_or(|m| row.merged == m) {
+                self.add_to_digest(row);
+            } else if let Some(order) = row.order_id {
+                self.outside.insert(order);
+            }
         }
         *self.counts.entry(v.state).or_default() += 1;
         let currency = if v.currency.is_empty() {
@@ -426,6 +541,41 @@ impl Tally {
             && row.error_type.as_deref() == Some(crate::batch::record::UNCONFIRMED_TYPE)
         {
             self.unconfirmed.push(v);
+        }
+        products
+    }
+
+    /// Counts the cost of a COMPLETED row (an attempt paid) per product and per column.
+    fn add_cost(&mut self, row: &RowRecord, v: &ReportRow) {
+        if row.state != RowState::Completed {
+            return;
+        }
+        let charged = row.debited_amount.as_deref().and_then(parse_decimal_text);
+        let product_currency = if v.currency.is_empty() {
+            "?".to_string()
+        } else {
+            v.currency.clone()
+        };
+        let charged_currency = row
+            .debited_currency
+            .clone()
+            .filter(|_| charged.is_some())
+            .unwrap_or_else(|| "?".to_string());
+        for (b, costs) in self.breakdowns.iter().zip(self.costs.iter_mut()) {
+            let value = match &b.column {
+                None => v.products.clone(),
+                Some((_, i)) => row.fields.get(*i).cloned().unwrap_or_default(),
+            };
+            costs.add(
+                CostKey {
+                    value,
+                    product_currency: product_currency.clone(),
+                    charged_currency: charged_currency.clone(),
+                },
+                v.face_value.unwrap_or_default(),
+                v.price.unwrap_or_default(),
+                charged.unwrap_or_default(),
+            );
         }
     }
 

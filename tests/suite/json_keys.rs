@@ -600,6 +600,121 @@ async fn every_json_output_keeps_its_keys() {
     );
 }
 
+/// The keys of a line of costs (`report --json`), under `at`.
+fn cost_line_keys(at: &str) -> Vec<String> {
+    [
+        "charged",
+        "charged_currency",
+        "discount",
+        "effective_rate",
+        "face_value",
+        "price",
+        "product_currency",
+        "rows",
+        "value",
+    ]
+    .iter()
+    .map(|k| format!("{at}.{k}"))
+    .collect()
+}
+
+/// The keys `report --json` shares between a batch and a period.
+fn costs_keys() -> Vec<String> {
+    let mut keys: Vec<String> = [
+        "balances",
+        "balances[].charged",
+        "balances[].currency",
+        "balances[].lines",
+        "balances[].lines[].charged",
+        "balances[].lines[].face_value",
+        "balances[].lines[].product_currency",
+        "balances[].lines[].rows",
+        "balances[].payer",
+        "balances[].rows",
+        "groups",
+        "groups[].column",
+        "groups[].lines",
+        "paid_rows",
+        "products",
+        "rows",
+    ]
+    .iter()
+    .map(|k| k.to_string())
+    .collect();
+    keys.extend(cost_line_keys("products[]"));
+    keys.extend(cost_line_keys("groups[].lines[]"));
+    keys
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn report_json_keeps_its_keys() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    let base = sim.base_url();
+    ws.copy(SAMPLE, "nov.csv");
+    let ledger = ws.ledger();
+    let ledger = ledger.to_str().expect("utf-8 path");
+    let out = against_url(&ws, &base, &["run", "nov.csv", "-q"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+
+    let out = paybatch_in(
+        ws.dir.path(),
+        &[
+            "report",
+            "--batch",
+            "nov",
+            "--ledger",
+            ledger,
+            "--json",
+            "--group-by",
+            "department",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    let mut expected = costs_keys();
+    expected.extend(["batch", "environment"].map(String::from));
+    let expected: Vec<&str> = expected.iter().map(String::as_str).collect();
+    assert_keys("report --batch", &out, &[], &expected);
+
+    let out = paybatch_in(
+        ws.dir.path(),
+        &[
+            "report",
+            "--since",
+            "2000-01-01",
+            "--ledger",
+            ledger,
+            "--json",
+            "--group-by",
+            "department",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    let mut expected = costs_keys();
+    expected.extend(
+        [
+            "batches",
+            "batches[].charged",
+            "batches[].charged[].amount",
+            "batches[].charged[].currency",
+            "batches[].completed_at",
+            "batches[].name",
+            "batches[].paid_rows",
+            "batches[].rows",
+            "since",
+            "unfinished",
+            "until",
+        ]
+        .map(String::from),
+    );
+    let expected: Vec<&str> = expected.iter().map(String::as_str).collect();
+    assert_keys("report --since", &out, &[], &expected);
+}
+
 /// A run stopped by SIGINT while it reads its file: the object says how far it got.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_json_of_an_interrupted_run_keeps_its_keys() {

@@ -38,6 +38,7 @@ mod operator_day;
 mod ops;
 mod outputs;
 mod payouts;
+mod period_report;
 mod pipeline;
 mod readonly;
 mod reconcile;

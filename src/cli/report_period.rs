@@ -1,0 +1,148 @@
+//! `paybatch report --since DATE [--until DATE]`: every batch completed in a period, into one
+//! result CSV (`--out`), one HTML page (`--html`), a JSON object (`--json`) and an accounting
+//! journal (`--journal`). Part of `report`, whose arguments give [`PeriodArgs`].
+
+use std::path::{Path, PathBuf};
+
+use chrono::NaiveDate;
+
+use crate::exit::Exit;
+use crate::ledger::Ledger;
+use crate::ops::period::{self, Outputs, Written};
+
+use super::CliError;
+
+/// What `report --since` was asked.
+#[derive(Debug, Clone)]
+pub struct PeriodArgs {
+    pub since: NaiveDate,
+    pub until: Option<NaiveDate>,
+    pub out: Option<PathBuf>,
+    pub out_format: Option<crate::file_format::OutFormat>,
+    pub html: Option<PathBuf>,
+    pub json: bool,
+    pub journal: Option<PathBuf>,
+    pub group_by: Vec<String>,
+    /// The ledger's path, as given.
+    pub ledger: PathBuf,
+}
+
+/// Whether `--out` names stdout.
+pub(super) fn is_stdout(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+/// Refuses an output that is the ledger, one of its files, or one of the `inputs`.
+pub(super) fn refuse_clashes(
+    outputs: &[(&str, &Option<PathBuf>)],
+    ledger: &Path,
+    inputs: &[&Path],
+) -> Result<(), CliError> {
+    for (flag, path) in outputs {
+        let Some(path) = path.as_ref().filter(|p| !is_stdout(p)) else {
+            continue;
+        };
+        if let Some(why) = crate::batch::output::output_clash(path, ledger, inputs) {
+            return Err(CliError::usage(
+                format!("{flag} {why}: writing there would destroy it"),
+                "give it another file",
+            ));
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn execute(ledger: &Ledger, args: PeriodArgs, quiet: bool) -> Result<Exit, CliError> {
+    let since = args.since;
+    let until = args
+        .until
+        .unwrap_or_else(|| chrono::Utc::now().date_naive());
+    if since > until {
+        return Err(CliError::usage(
+            format!("the period starts after it ends: --since {since} is after --until {until}"),
+            "give a --since on or before --until (--until defaults to today, UTC)",
+        ));
+    }
+    if args.out.is_none() && args.html.is_none() && args.journal.is_none() && !args.json {
+        return Err(CliError::usage(
+            "a period has no default file: say what to write",
+            "give --out FILE (or - for stdout), --html FILE, --journal FILE or --json",
+        ));
+    }
+    let unexpected = |e: crate::batch::outcome::OpError| {
+        CliError::new(
+            Exit::Unexpected,
+            e.to_string(),
+            Some("check that the directory exists and is writable"),
+        )
+    };
+    let selection = period::select(ledger, since, until).map_err(unexpected)?;
+    let inputs: Vec<std::path::PathBuf> = selection
+        .batches
+        .iter()
+        .map(|c| std::path::PathBuf::from(&c.batch.input_path))
+        .collect();
+    let inputs: Vec<&std::path::Path> = inputs.iter().map(|p| p.as_path()).collect();
+    refuse_clashes(
+        &[
+            ("--out", &args.out),
+            ("--html", &args.html),
+            ("--journal", &args.journal),
+        ],
+        &args.ledger,
+        &inputs,
+    )?;
+    for (batch, rows) in &selection.unfinished {
+        errln!(
+            "warning: batch {} is not finished ({rows} rows left to finish): it is left out of the period",
+            batch.name
+        );
+    }
+    let outputs = Outputs {
+        out: args.out.clone(),
+        out_format: args.out_format,
+        html: args.html.clone(),
+        journal: args.journal.clone(),
+    };
+    let written = period::write_period(
+        ledger,
+        &selection,
+        &since.to_string(),
+        &until.to_string(),
+        &args.group_by,
+        &outputs,
+        &mut std::io::stdout().lock(),
+    )
+    .map_err(unexpected)?;
+    if written.not_booked > 0 {
+        errln!(
+            "warning: {} paid rows have no charge recorded in the ledger (paid before the ledger recorded charges): they are not in the journal",
+            written.not_booked
+        );
+    }
+    if !quiet {
+        tell_written(&args, since, until, &written);
+    }
+    if args.json {
+        super::out_json(&written.totals.json());
+    }
+    Ok(Exit::Ok)
+}
+
+/// What was written where (on stderr).
+fn tell_written(args: &PeriodArgs, since: NaiveDate, until: NaiveDate, written: &Written) {
+    errln!(
+        "period {since} to {until}: {} batches completed",
+        written.totals.batches().len()
+    );
+    let said = [
+        (&args.out, "result file (mode 0600: it holds payout links)"),
+        (&args.html, "HTML report (no payout links)"),
+        (&args.journal, "journal (mode 0600)"),
+    ];
+    for (path, what) in said {
+        if let Some(path) = path.as_ref().filter(|p| !is_stdout(p)) {
+            errln!("{what}: {}", path.display());
+        }
+    }
+}

@@ -1,0 +1,297 @@
+//! What a batch and a period of batches cost, as finance books it: the `--json` objects of
+//! `paybatch report` and the period's HTML page. A period's totals are the sum of its
+//! batches' tallies ([`PeriodTally::absorb`]): totals per balance, per product and per
+//! `--group-by` column, and a line per batch; never its rows.
+
+use std::collections::BTreeMap;
+
+use minijinja::Value;
+use minijinja::value::Serde;
+use rust_decimal::Decimal;
+use serde::Serialize;
+
+use crate::ledger::{BatchRecord, RowState};
+use crate::money::display_amount;
+
+use super::costs::{CostLine, Costs};
+use super::page::{Balance, CostTable, PERIOD_TEMPLATE, PageError, balances, engine};
+use super::tally::{Charge, Tally};
+
+/// What left one payer (a card, or a balance) as `--json` says it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BalanceJson {
+    /// `balance USD`, or `card ID`.
+    pub payer: String,
+    pub currency: String,
+    pub rows: usize,
+    pub charged: String,
+    /// Per product currency (a conversion when it is not the balance's).
+    pub lines: Vec<BalanceLineJson>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BalanceLineJson {
+    pub product_currency: String,
+    pub rows: usize,
+    pub face_value: String,
+    pub charged: String,
+}
+
+/// The costs per value of one `--group-by` column.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GroupJson {
+    pub column: String,
+    pub lines: Vec<CostLine>,
+}
+
+/// `paybatch report --batch NAME --json`: what the batch cost, where finance books it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BatchCostsJson {
+    pub batch: String,
+    pub environment: String,
+    pub rows: usize,
+    /// Rows COMPLETED.
+    pub paid_rows: usize,
+    pub balances: Vec<BalanceJson>,
+    pub products: Vec<CostLine>,
+    pub groups: Vec<GroupJson>,
+}
+
+/// An amount and its currency.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AmountJson {
+    pub currency: String,
+    pub amount: String,
+}
+
+/// A batch of a period: when it completed, its rows and what it charged per currency.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PeriodBatch {
+    pub name: String,
+    pub completed_at: String,
+    pub rows: usize,
+    pub paid_rows: usize,
+    pub charged: Vec<AmountJson>,
+}
+
+/// `paybatch report --since DATE --json`: the period's totals and its batches.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PeriodJson {
+    pub since: String,
+    pub until: String,
+    pub batches: Vec<PeriodBatch>,
+    /// Batches not finished, left out of the period.
+    pub unfinished: Vec<String>,
+    pub rows: usize,
+    pub paid_rows: usize,
+    pub balances: Vec<BalanceJson>,
+    pub products: Vec<CostLine>,
+    pub groups: Vec<GroupJson>,
+}
+
+type Charged = BTreeMap<(String, String), BTreeMap<String, Charge>>;
+
+fn balances_json(charged: &Charged) -> Vec<BalanceJson> {
+    charged
+        .iter()
+        .map(|((payer, currency), per_product)| BalanceJson {
+            payer: payer.clone(),
+            currency: currency.clone(),
+            rows: per_product.values().map(|c| c.rows).sum(),
+            charged: display_amount(per_product.values().map(|c| c.charged).sum(), currency),
+            lines: per_product
+                .iter()
+                .map(|(product_currency, c)| BalanceLineJson {
+                    product_currency: product_currency.clone(),
+                    rows: c.rows,
+                    face_value: display_amount(c.face_value, product_currency),
+                    charged: display_amount(c.charged, currency),
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+fn groups_json<'a>(costs: impl Iterator<Item = (Option<&'a str>, &'a Costs)>) -> Vec<GroupJson> {
+    costs
+        .filter_map(|(column, costs)| {
+            Some(GroupJson {
+                column: column?.to_string(),
+                lines: costs.shown(),
+            })
+        })
+        .collect()
+}
+
+/// The `--json` object of one batch, from its tally.
+pub fn batch_json(batch: &BatchRecord, tally: &Tally) -> BatchCostsJson {
+    BatchCostsJson {
+        batch: batch.name.clone(),
+        environment: batch.environment.clone(),
+        rows: tally.rows(),
+        paid_rows: tally.rows_in(RowState::Completed),
+        balances: balances_json(&tally.charged),
+        products: tally
+            .costs()
+            .next()
+            .map(|(_, c)| c.shown())
+            .unwrap_or_default(),
+        groups: groups_json(tally.costs()),
+    }
+}
+
+/// The totals of a period: the sum of its batches' tallies, and a line per batch.
+pub struct PeriodTally {
+    since: String,
+    until: String,
+    charged: Charged,
+    /// Products first, then each `--group-by` column as asked.
+    costs: Vec<(Option<String>, Costs)>,
+    batches: Vec<PeriodBatch>,
+    unfinished: Vec<String>,
+    rows: usize,
+    paid_rows: usize,
+}
+
+impl PeriodTally {
+    /// An empty period from `since` to `until` (dates as given), with the costs per each
+    /// column of `group_by`.
+    pub fn new(since: &str, until: &str, group_by: &[String]) -> Self {
+        let mut costs = vec![(None, Costs::default())];
+        costs.extend(group_by.iter().map(|c| (Some(c.clone()), Costs::default())));
+        PeriodTally {
+            since: since.to_string(),
+            until: until.to_string(),
+            charged: BTreeMap::new(),
+            costs,
+            batches: Vec::new(),
+            unfinished: Vec::new(),
+            rows: 0,
+            paid_rows: 0,
+        }
+    }
+
+    /// Names a batch left out because it is not finished.
+    pub fn unfinished(&mut self, name: &str) {
+        self.unfinished.push(name.to_string());
+    }
+
+    /// Adds a batch of the period, completed at `completed_at`, counted in `tally` (made
+    /// with [`Tally::group_by_or_blank`] for each column of the period, in the same order).
+    pub fn absorb(&mut self, name: &str, completed_at: &str, tally: &Tally) {
+        let mut per_currency: BTreeMap<String, Decimal> = BTreeMap::new();
+        for (key, per_product) in tally.charges() {
+            let mine = self.charged.entry(key.clone()).or_default();
+            for (product_currency, c) in per_product {
+                mine.entry(product_currency.clone()).or_default().merge(c);
+                *per_currency.entry(key.1.clone()).or_default() += c.charged;
+            }
+        }
+        for ((_, mine), (_, theirs)) in self.costs.iter_mut().zip(tally.costs()) {
+            mine.merge(theirs);
+        }
+        let paid_rows = tally.rows_in(RowState::Completed);
+        self.rows += tally.rows();
+        self.paid_rows += paid_rows;
+        self.batches.push(PeriodBatch {
+            name: name.to_string(),
+            completed_at: completed_at.to_string(),
+            rows: tally.rows(),
+            paid_rows,
+            charged: per_currency
+                .into_iter()
+                .map(|(currency, amount)| AmountJson {
+                    amount: display_amount(amount, &currency),
+                    currency,
+                })
+                .collect(),
+        });
+    }
+
+    /// The batches of the period so far.
+    pub fn batches(&self) -> &[PeriodBatch] {
+        &self.batches
+    }
+
+    /// The period's `--json` object.
+    pub fn json(&self) -> PeriodJson {
+        PeriodJson {
+            since: self.since.clone(),
+            until: self.until.clone(),
+            batches: self.batches.clone(),
+            unfinished: self.unfinished.clone(),
+            rows: self.rows,
+            paid_rows: self.paid_rows,
+            balances: balances_json(&self.charged),
+            products: self
+                .costs
+                .first()
+                .map(|(_, c)| c.shown())
+                .unwrap_or_default(),
+            groups: groups_json(self.costs.iter().map(|(c, costs)| (c.as_deref(), costs))),
+        }
+    }
+
+    /// The period's HTML page: what left each balance, the costs per product and per column,
+    /// a line per batch. No payout link (the tallies hold none).
+    pub fn render(
+        &self,
+        environments: &str,
+        ledger_path: &str,
+        generated_at: &str,
+        version: &str,
+    ) -> Result<String, PageError> {
+        let costs: Vec<CostTable> = self
+            .costs
+            .iter()
+            .map(|(column, costs)| {
+                let (heading, column) = match column {
+                    None => ("product".to_string(), "Product".to_string()),
+                    Some(name) => (name.to_lowercase(), name.clone()),
+                };
+                CostTable {
+                    heading,
+                    column,
+                    lines: costs.shown(),
+                }
+            })
+            .collect();
+        let page = PeriodPage {
+            since: &self.since,
+            until: &self.until,
+            environments,
+            rows: self.rows,
+            paid_rows: self.paid_rows,
+            balances: balances(&self.charged),
+            costs,
+            batches: &self.batches,
+            unfinished: &self.unfinished,
+            ledger: ledger_path,
+            generated_at,
+            version,
+        };
+        let env = engine()?;
+        let page = env
+            .get_template(PERIOD_TEMPLATE)?
+            .render(Value::from(Serde(&page)))?;
+        Ok(page)
+    }
+}
+
+/// The period page's data, in the template's order.
+#[derive(Serialize)]
+struct PeriodPage<'a> {
+    since: &'a str,
+    until: &'a str,
+    /// The environments of the batches (`sim`, `production`, ...), joined.
+    environments: &'a str,
+    rows: usize,
+    paid_rows: usize,
+    balances: Vec<Balance>,
+    costs: Vec<CostTable>,
+    batches: &'a [PeriodBatch],
+    unfinished: &'a [String],
+    ledger: &'a str,
+    generated_at: &'a str,
+    version: &'a str,
+}
