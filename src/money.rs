@@ -352,6 +352,21 @@ pub fn human_amount(value: Decimal, currency: &str) -> String {
     group_thousands(&display_amount(value, currency))
 }
 
+/// `text` with the amount it starts with grouped by thousands (`99999925.00 USD` reads
+/// `99,999,925.00 USD`); text that does not start with an amount is left as it is.
+pub fn grouped_text(text: &str) -> String {
+    let digits_end = text
+        .char_indices()
+        .find(|&(i, c)| !(c.is_ascii_digit() || c == '.' || (i == 0 && c == '-')))
+        .map_or(text.len(), |(i, _)| i);
+    let (amount, rest) = text.split_at(digits_end);
+    let stands_alone = rest.is_empty() || rest.starts_with(' ');
+    if !stands_alone || Decimal::from_str_exact(amount).is_err() {
+        return text.to_string();
+    }
+    format!("{}{rest}", group_thousands(amount))
+}
+
 /// Groups the whole part of a plain decimal text by thousands with commas.
 fn group_thousands(plain: &str) -> String {
     let (sign, digits) = plain
@@ -410,6 +425,13 @@ mod tests {
         assert_eq!(human_amount(d("-1250.5"), "EUR"), "-1,250.50");
         assert_eq!(human_amount(d("123456.789"), "BHD"), "123,456.789");
         assert_eq!(human_amount(d("0.5"), "GBP"), "0.50");
+        assert_eq!(grouped_text("99999925.00 USD"), "99,999,925.00 USD");
+        assert_eq!(grouped_text("3000"), "3,000");
+        assert_eq!(grouped_text("-1250.50 EUR"), "-1,250.50 EUR");
+        assert_eq!(grouped_text("12.5%"), "12.5%");
+        assert_eq!(grouped_text("n/a"), "n/a");
+        assert_eq!(grouped_text("2026-11-30"), "2026-11-30");
+        assert_eq!(grouped_text(""), "");
     }
 
     #[test]

@@ -99,6 +99,8 @@ pub(super) fn engine() -> Result<Environment<'static>, PageError> {
     );
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     env.set_formatter(escape_formatter);
+    // Amounts are for people on the page: thousands grouped (`99,999,925.00 USD`).
+    env.add_filter("grouped", |text: String| crate::money::grouped_text(&text));
     // The engine's own escaping filters know nothing of keys or control characters, and `safe`
     // would let a value bypass `escape`: the template has no use for them.
     for filter in ["escape", "e", "safe"] {

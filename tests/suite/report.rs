@@ -97,7 +97,7 @@ async fn the_html_report_opens_with_what_left_each_balance_and_the_plan_digest()
         balances.contains("JPY products, converted to USD"),
         "{balances}"
     );
-    assert!(balances.contains("3000 JPY"), "{balances}");
+    assert!(balances.contains("3,000 JPY"), "{balances}");
 
     // The plan digest is the one `validate` shows for the same file.
     let out = against_url(&ws, &sim.base_url(), &["validate", "nov.csv"]).await;
@@ -137,7 +137,7 @@ async fn group_by_breaks_the_rows_down_per_value_of_a_column() {
     );
     assert!(
         section.contains(
-            "<td>JPY</td><td>Engineering</td><td class=\"num\">1</td><td class=\"num\">3000</td>"
+            "<td>JPY</td><td>Engineering</td><td class=\"num\">1</td><td class=\"num\">3,000</td>"
         ),
         "{section}"
     );
