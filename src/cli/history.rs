@@ -299,7 +299,12 @@ fn cell(value: Option<&str>) -> String {
 
 fn amount(value: Option<&str>, currency: Option<&str>) -> String {
     match (value, currency) {
-        (Some(v), Some(c)) => cell(Some(&format!("{v} {c}"))),
+        (Some(v), Some(c)) => {
+            // An amount the ledger recorded is shown with its currency's places, grouped.
+            let shown = crate::api::decimal::parse_decimal_text(v)
+                .map_or_else(|| v.to_string(), |d| crate::money::human_amount(d, c));
+            cell(Some(&format!("{shown} {c}")))
+        }
         (Some(v), None) => cell(Some(v)),
         _ => "-".into(),
     }

@@ -100,7 +100,7 @@ async fn a_person_paid_in_two_batches_is_found_in_both_in_any_case() {
         let text = stdout(&out);
         let first = text.lines().next().unwrap_or_default();
         assert!(
-            first.contains("paid 2 times: 15 EUR + 10.00 USD face value")
+            first.contains("paid 2 times: 15.00 EUR + 10.00 USD face value")
                 && first.contains("in batch dec"),
             "{text}"
         );
@@ -162,7 +162,7 @@ async fn a_reference_is_found_with_its_batch_and_no_link() {
     assert!(
         text.lines()
             .next()
-            .is_some_and(|l| l.contains("paid 1 time: 25 USD face value")),
+            .is_some_and(|l| l.contains("paid 1 time: 25.00 USD face value")),
         "{text}"
     );
     let nov = table_lines(&text, "nov");

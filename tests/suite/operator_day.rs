@@ -204,7 +204,7 @@ async fn run_json_is_one_object_with_rows_totals_and_the_result_file() {
     );
     assert_eq!(
         v["totals"]["per_product_currency"]["GBP"]["face_value"],
-        "10"
+        "10.00"
     );
     let paid: Vec<&str> = v["totals"]["per_paying_balance"]
         .as_array()
