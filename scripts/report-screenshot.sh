@@ -22,12 +22,16 @@ trap 'rm -rf "$work" "$profile"' EXIT
 cp samples/recipients.csv "$work/"
 (
   cd "$work"
-  "$bin" --quiet run recipients.csv --ledger paybatch.db
+  # Approved as a finance team does: the digest validate shows, then the run held to it.
+  digest=$("$bin" validate recipients.csv --ledger paybatch.db 2>/dev/null |
+    sed -n 's/^plan digest: \(sha256:[0-9a-f]*\).*/\1/p')
+  "$bin" --quiet run recipients.csv --ledger paybatch.db --expect-digest "$digest"
   "$bin" --quiet report --batch recipients --ledger paybatch.db --html report.html \
     --group-by department
 )
-# The window is as tall as the page, so that the picture shows all of it.
+# The window is as tall as the page (about 4,700 px with the costs and claims tables), so
+# that the picture shows all of it.
 "$browser" --headless --no-sandbox --disable-gpu --disable-quic --disable-background-networking \
   --disable-component-update --disable-sync --no-first-run --user-data-dir="$profile" \
-  --screenshot="$out" --window-size=1200,2650 "file://$work/report.html" 2>/dev/null
+  --screenshot="$out" --window-size=1200,4700 "file://$work/report.html" 2>/dev/null
 echo "wrote $out"
