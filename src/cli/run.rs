@@ -161,26 +161,7 @@ pub async fn execute(args: RunArgs, quiet: bool) -> Result<Exit, CliError> {
         return Err(stopped(&args, Some(&opts), e.into()));
     }
     if opts.environment == Environment::Production && !args.yes {
-        let terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
-        if !terminal {
-            let e = CliError::usage(
-                "--env production pays real money, and there is no terminal to confirm the run",
-                "pass --yes (from cron, together with --expect-digest DIGEST from `paybatch validate`), or run it in a terminal and confirm by typing the batch name",
-            );
-            return Err(stopped(&args, Some(&opts), e));
-        }
-        if let Err(e) = confirm_production(&mut opts).await {
-            if args.json {
-                super::out_json(&super::run_json::refused(
-                    Some(&opts),
-                    &args.plan.file,
-                    e.exit.code(),
-                    "not confirmed",
-                    "",
-                ));
-            }
-            return Err(e);
-        }
+        confirmed_on_a_terminal(&args, &mut opts).await?;
     }
     let console = Console::new(quiet);
     // Signals are caught from here on; the run goes on a task of its own, so that a signal is
@@ -228,6 +209,32 @@ pub async fn execute(args: RunArgs, quiet: bool) -> Result<Exit, CliError> {
             Err(e)
         }
     }
+}
+
+/// A production run without `--yes`: confirmed by a person on a terminal (who types the batch
+/// name), or refused.
+async fn confirmed_on_a_terminal(args: &RunArgs, opts: &mut RunOptions) -> Result<(), CliError> {
+    let terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    if !terminal {
+        let e = CliError::usage(
+            "--env production pays real money, and there is no terminal to confirm the run",
+            "pass --yes (from cron, together with --expect-digest DIGEST from `paybatch validate`), or run it in a terminal and confirm by typing the batch name",
+        );
+        return Err(stopped(args, Some(opts), e));
+    }
+    if let Err(e) = confirm_production(opts).await {
+        if args.json {
+            super::out_json(&super::run_json::refused(
+                Some(opts),
+                &args.plan.file,
+                e.exit.code(),
+                "not confirmed",
+                "",
+            ));
+        }
+        return Err(e);
+    }
+    Ok(())
 }
 
 /// A run refused before it started: with `--json`, the object says so too. Returns the error.
@@ -350,49 +357,11 @@ fn print_summary(s: &RunSummary, quiet: bool, approved: Option<&str>) {
     for (state, n) in &s.counts {
         outln!("  {:<12} {:>8}", state.as_str(), n);
     }
-    if !s.totals.is_empty() {
-        outln!("  completed totals:");
-        outln!("  {:<8} {:>14} {:>14}", "currency", "face value", "price");
-        for (cur, (face, price)) in &s.totals {
-            outln!(
-                "  {:<8} {:>14} {:>14}",
-                cur,
-                human_amount(*face, cur),
-                human_amount(*price, cur)
-            );
-        }
-    }
-    if !s.debited.is_empty() {
-        outln!("  charged (what left each balance, conversions included):");
-        for ((payer, currency), amount) in &s.debited {
-            outln!(
-                "  {:<20} {:>14} {currency}",
-                payer,
-                human_amount(*amount, currency)
-            );
-        }
-    }
+    print_money(s);
     if !s.per_delivery.is_empty() {
         outln!("  rows per delivery: {}", delivery_counts(&s.per_delivery));
     }
-    if !s.invalid.is_empty() {
-        let all = s.count(crate::ledger::RowState::Invalid);
-        let more = all - s.invalid.len() as i64;
-        outln!(
-            "  INVALID, not paid ({all}; each with its problem in the result file's error_message){}:",
-            if more > 0 {
-                format!(", the first {}", s.invalid.len())
-            } else {
-                String::new()
-            }
-        );
-        for row in &s.invalid {
-            outln!("    {row}");
-        }
-        if more > 0 {
-            outln!("    and {more} more");
-        }
-    }
+    print_invalid(s);
     if s.unconfirmed > 0 {
         outln!(
             "  unconfirmed: {} COMPLETED rows, their orders not confirmed as the ones sent (the service's answer named neither key nor batch; error_type order_unconfirmed in the result file)",
@@ -431,6 +400,55 @@ fn print_summary(s: &RunSummary, quiet: bool, approved: Option<&str>) {
     };
     let code = super::outcome_exit(outcome).code();
     outln!("paybatch run: {verdict} (exit {code})");
+}
+
+/// The completed totals per product currency and what left each balance, amounts grouped.
+fn print_money(s: &RunSummary) {
+    if !s.totals.is_empty() {
+        outln!("  completed totals:");
+        outln!("  {:<8} {:>14} {:>14}", "currency", "face value", "price");
+        for (cur, (face, price)) in &s.totals {
+            outln!(
+                "  {:<8} {:>14} {:>14}",
+                cur,
+                human_amount(*face, cur),
+                human_amount(*price, cur)
+            );
+        }
+    }
+    if !s.debited.is_empty() {
+        outln!("  charged (what left each balance, conversions included):");
+        for ((payer, currency), amount) in &s.debited {
+            outln!(
+                "  {:<20} {:>14} {currency}",
+                payer,
+                human_amount(*amount, currency)
+            );
+        }
+    }
+}
+
+/// The first INVALID rows with their problems, and how many more.
+fn print_invalid(s: &RunSummary) {
+    if s.invalid.is_empty() {
+        return;
+    }
+    let all = s.count(crate::ledger::RowState::Invalid);
+    let more = all - s.invalid.len() as i64;
+    outln!(
+        "  INVALID, not paid ({all}; each with its problem in the result file's error_message){}:",
+        if more > 0 {
+            format!(", the first {}", s.invalid.len())
+        } else {
+            String::new()
+        }
+    );
+    for row in &s.invalid {
+        outln!("    {row}");
+    }
+    if more > 0 {
+        outln!("    and {more} more");
+    }
 }
 
 #[cfg(test)]
