@@ -323,3 +323,66 @@ async fn the_resume_command_of_a_skip_invalid_run_resumes_it() {
         stderr_of(&resumed)
     );
 }
+
+/// `--group-by` naming a column no batch of the period has (a typo: `cost_centre`): the
+/// period's journal is written with that column blank on every line, exit 0 and no warning,
+/// where `report --batch` refuses the same name (exit 2). Expected: refused, or at least
+/// said.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a period's --group-by of a column no batch has is not refused"]
+async fn a_period_group_by_of_a_column_no_batch_has_is_refused() {
+    let ws = Workspace::new();
+    pay(&ws, "b", TWO_ROWS).await;
+    let single = pb(
+        &ws,
+        &[
+            "report",
+            "--batch",
+            "b",
+            "--json",
+            "--group-by",
+            "cost_centre",
+        ],
+    )
+    .await;
+    assert_eq!(single.status.code(), Some(2), "{}", stderr_of(&single));
+    let mut args = vec!["report"];
+    args.extend(PERIOD);
+    args.extend(["--journal", "j.csv", "--group-by", "cost_centre"]);
+    let out = pb(&ws, &args).await;
+    let said = stderr_of(&out).contains("cost_centre");
+    assert!(
+        out.status.code() == Some(2) || said,
+        "exit {:?}, nothing said: {}",
+        out.status.code(),
+        stderr_of(&out)
+    );
+}
+
+/// An input file with a column named `batch` (a purchase order's batch, say): the period's
+/// result CSV starts with its own `batch` column and carries the input's as a second column
+/// of the same name, so a reader by header name (a spreadsheet lookup, Python's DictReader)
+/// takes the input's value for the batch. Expected: the header names each column once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the period's batch column can share its name with an input column"]
+async fn the_period_csv_names_each_column_once() {
+    let ws = Workspace::new();
+    pay(
+        &ws,
+        "b",
+        "reference,product_code,face_value,currency,batch\nR-1,AMZ-US,10.00,USD,PO-77\n",
+    )
+    .await;
+    let mut args = vec!["report"];
+    args.extend(PERIOD);
+    args.extend(["--out", "p.csv"]);
+    let out = pb(&ws, &args).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let mut reader = csv::Reader::from_path(ws.path("p.csv")).expect("the period's CSV");
+    let header = reader.headers().expect("a header").clone();
+    let names: Vec<&str> = header.iter().collect();
+    let mut unique = names.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), names.len(), "a name twice in {names:?}");
+}
