@@ -13,6 +13,7 @@ mod support;
 
 mod approval_record;
 mod approved;
+mod attack27;
 mod cancelled_intents;
 mod cards;
 mod chaos;
