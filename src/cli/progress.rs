@@ -121,11 +121,13 @@ impl Console {
                     let Some(state) = weak.upgrade() else { return };
                     let mut state = state.lock().unwrap_or_else(|p| p.into_inner());
                     let now = Instant::now();
+                    let sending = state.phases.contains_key("submit");
                     for (what, phase) in state.phases.iter_mut() {
                         if now.duration_since(phase.last_line) >= tick && phase.line_due(now) {
                             phase.last_line = now;
                             phase.said = Some(phase.done);
-                            eprintln!("{}", progress_line(what, phase, now));
+                            let more_to_come = sending && *what == "poll";
+                            eprintln!("{}", progress_line(what, phase, now, more_to_come));
                         }
                     }
                 }
@@ -138,11 +140,13 @@ impl Console {
 
 /// `submit: 120/300 orders sent, 45 s, 2.7/s, about 67 s left`: the rate since the phase
 /// started, the time left as [`TimeLeft`] estimates it (while the sending waits on the rate
-/// limit too, and without jumping back).
-fn progress_line(what: &str, phase: &mut Running, now: Instant) -> String {
+/// limit too, and without jumping back). `more_to_come`: the phase's length is only what was
+/// started so far (the polling while orders are still being sent): it has no time left to say.
+fn progress_line(what: &str, phase: &mut Running, now: Instant, more_to_come: bool) -> String {
     let elapsed = now.duration_since(phase.started).as_secs_f64();
     let unit = match what {
         "submit" => "orders sent",
+        "poll" if more_to_come => "orders finished of those sent so far",
         "poll" => "orders finished",
         _ => "done",
     };
@@ -154,7 +158,10 @@ fn progress_line(what: &str, phase: &mut Running, now: Instant) -> String {
         let rate = phase.done as f64 / elapsed;
         line.push_str(&format!(", {rate:.1}/s"));
     }
-    if let Some(left) = phase.time_left.estimate(now, phase.done, phase.len) {
+    let estimate = (!more_to_come)
+        .then(|| phase.time_left.estimate(now, phase.done, phase.len))
+        .flatten();
+    if let Some(left) = estimate {
         line.push_str(&format!(", about {:.0} s left", left.as_secs_f64()));
     }
     line
@@ -273,7 +280,7 @@ mod tests {
             time_left: TimeLeft::new(start),
             bar: None,
         };
-        let line = progress_line("submit", &mut phase, start + Duration::from_secs(40));
+        let line = progress_line("submit", &mut phase, start + Duration::from_secs(40), false);
         assert_eq!(
             line,
             "submit: 120/300 orders sent, 40 s, 3.0/s, about 60 s left"
@@ -284,7 +291,7 @@ mod tests {
             ..phase
         };
         assert_eq!(
-            progress_line("poll", &mut idle, start + Duration::from_secs(12)),
+            progress_line("poll", &mut idle, start + Duration::from_secs(12), false),
             "poll: 0/300 orders finished, 12 s"
         );
         // The sending waits on the rate limit (an earlier run filled the window as the phase
@@ -298,8 +305,36 @@ mod tests {
         };
         waiting.time_left.limit_per_minute(300, &[start; 300]);
         assert_eq!(
-            progress_line("submit", &mut waiting, start + Duration::from_secs(20)),
+            progress_line(
+                "submit",
+                &mut waiting,
+                start + Duration::from_secs(20),
+                false
+            ),
             "submit: 0/600 orders sent, 20 s, about 102 s left"
+        );
+    }
+
+    /// While orders are still being sent, the polling has finished all it was given so far but
+    /// not the batch: it says so, and gives no time left (not `60/60 ... about 0 s left`).
+    #[test]
+    fn the_polling_while_sending_goes_on_has_no_time_left() {
+        let start = Instant::now();
+        let mut polled = Running {
+            len: 60,
+            done: 60,
+            started: start,
+            last_line: start,
+            said: None,
+            time_left: TimeLeft::new(start),
+            bar: None,
+        };
+        polled
+            .time_left
+            .observe(start + Duration::from_secs(30), 60);
+        assert_eq!(
+            progress_line("poll", &mut polled, start + Duration::from_secs(60), true),
+            "poll: 60/60 orders finished of those sent so far, 60 s, 1.0/s"
         );
     }
 
