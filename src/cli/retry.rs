@@ -77,7 +77,8 @@ pub async fn execute(args: RetryArgs) -> Result<Exit, CliError> {
             "the same file, fixed"
         };
         errln!(
-            "next: paybatch run FILE --batch {} ({file})",
+            "next: paybatch run {} --batch {} ({file})",
+            crate::text::shell_word(&retried.input_path),
             crate::text::shell_word(&args.batch)
         );
     }

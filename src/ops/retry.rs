@@ -18,6 +18,8 @@ pub struct Retried {
     pub batch: String,
     /// The environment the batch belongs to (`sim`, `playground`, `production`).
     pub environment: String,
+    /// The batch's input file, as its latest run recorded the path.
+    pub input_path: String,
     /// The references made payable again, in ledger order.
     pub references: Vec<String>,
     /// The batch's rows per state, after the retry.
@@ -73,6 +75,7 @@ pub fn retry_rows(
     Ok(Retried {
         batch: record.name.clone(),
         environment: record.environment.clone(),
+        input_path: record.input_path.clone(),
         references,
         counts: ledger.row_counts(record.id)?.into_iter().collect(),
         debited: debited_totals(&ledger, record.id)?,

@@ -106,6 +106,12 @@ async fn a_failed_order_fails_all_its_rows_and_retry_regroups_them_with_new_keys
     let sim = restart_sim(sim, fast_config(Some(state))).await;
     let retry = retry_batch(&ws, "g").await;
     assert_eq!(retry.status.code(), Some(0), "{}", stderr(&retry));
+    // The next command names the batch's own file, as the run recorded it.
+    assert!(
+        stderr(&retry).contains("next: paybatch run g.csv --batch g"),
+        "{}",
+        stderr(&retry)
+    );
     let out = run(&ws, &sim, &["--items-per-order", "6"], &[]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let orders = sim.orders();

@@ -15,7 +15,9 @@ pub(super) fn record(
     digest: &str,
     reporter: &Reporter,
 ) -> Result<(), OpError> {
-    let (user, host) = (login_name(), host_name());
+    // What the machine says, kept to a name's length: a user or host name of thousands of
+    // characters is not a name.
+    let (user, host) = (bounded(login_name()), bounded(host_name()));
     let run = ulid::Ulid::new().to_string();
     let approval = NewApproval {
         digest,
@@ -31,6 +33,18 @@ pub(super) fn record(
         crate::text::escape(&host)
     ));
     Ok(())
+}
+
+/// The longest user or host name recorded, in characters (longer ones are cut, with `…`).
+const NAME_CHARS: usize = 256;
+
+fn bounded(name: String) -> String {
+    if name.chars().count() <= NAME_CHARS {
+        return name;
+    }
+    let mut cut: String = name.chars().take(NAME_CHARS - 1).collect();
+    cut.push('…');
+    cut
 }
 
 /// Who runs this: the login name (`$USER`, else `$LOGNAME`), else the name `/etc/passwd`
@@ -96,6 +110,15 @@ fn system_host_name() -> String {
 #[cfg(all(test, unix))]
 mod tests {
     use super::name_of_uid;
+
+    #[test]
+    fn a_name_of_thousands_of_characters_is_cut() {
+        let long = "u".repeat(5038);
+        let cut = super::bounded(long);
+        assert_eq!(cut.chars().count(), super::NAME_CHARS);
+        assert!(cut.ends_with('…'));
+        assert_eq!(super::bounded("finance".into()), "finance");
+    }
 
     #[test]
     fn a_user_id_is_named_as_the_password_file_names_it() {
