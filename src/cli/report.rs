@@ -45,9 +45,11 @@ left to finish; a batch still unfinished is named in a warning and left out. Giv
 of --out FILE|- (one result CSV of every batch, a `batch` column first, the input columns of \
 all the batches), --html FILE (totals per balance, product and --group-by column, and a line \
 per batch), --json, and --journal FILE (the accounting journal: one line per paid row and \
-attempt, `date,batch,balance_currency,debit_amount,<group>,product,reference,order_id`, where \
-the group column is the first --group-by column, else cost_center when the batches have one; \
-then one line per balance currency with `TOTAL` as reference and its total).\n\nReads the ledger only (a ledger of an earlier paybatch is first brought to this version's schema); a ledger that does not exist is an error (exit 2), never created.";
+attempt, `line,date,environment,batch,status,balance_currency,debit_amount,<group>,product,\
+reference,order_id`, where the group column is the first --group-by column, else cost_center \
+when the batches have one; then one `total` line per environment and balance currency). The \
+journal and what left each balance book every paid attempt whose order became final in the \
+period, whichever batch it belongs to, MISMATCH rows included.\n\nReads the ledger only (a ledger of an earlier paybatch is first brought to this version's schema); a ledger that does not exist is an error (exit 2), never created.";
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
@@ -71,7 +73,8 @@ pub struct ReportArgs {
     /// Print what the batch or period cost as one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
-    /// A period's accounting journal (CSV): one line per paid row, totals per balance currency.
+    /// A period's accounting journal (CSV): one line per paid attempt, totals per environment
+    /// and balance currency.
     #[arg(long, value_name = "FILE", requires = "since")]
     pub journal: Option<PathBuf>,
     /// Costs and breakdowns per value of this input column (repeatable; with --html, --json

@@ -92,6 +92,12 @@ pub(super) fn execute(ledger: &Ledger, args: PeriodArgs, quiet: bool) -> Result<
         &args.ledger,
         &inputs,
     )?;
+    if let Some(why) = period::missing_group(&args.group_by, &selection.batches) {
+        return Err(CliError::usage(
+            why,
+            "--group-by takes the name of a column of the input files",
+        ));
+    }
     for (batch, rows) in &selection.unfinished {
         errln!(
             "warning: batch {} is not finished ({rows} rows left to finish): it is left out of the period",
@@ -118,6 +124,12 @@ pub(super) fn execute(ledger: &Ledger, args: PeriodArgs, quiet: bool) -> Result<
         errln!(
             "warning: {} paid rows have no charge recorded in the ledger (paid before the ledger recorded charges): they are not in the journal",
             written.not_booked
+        );
+    }
+    if written.mismatch_not_booked > 0 {
+        errln!(
+            "warning: {} MISMATCH rows were charged by orders whose answer does not say what they cost: they cannot be booked in the journal; compare them with the account's orders",
+            written.mismatch_not_booked
         );
     }
     if !quiet {

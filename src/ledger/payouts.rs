@@ -389,7 +389,8 @@ impl Ledger {
     }
 
     /// Visits the attempts of the batch's rows that were paid and then reissued because their
-    /// link expired (what they charged is kept in `payouts`), in row and attempt order.
+    /// link expired (what they charged is kept in `payouts`), in row and attempt order. An
+    /// attempt's `completed_at` is when its order became final.
     pub fn visit_earlier_charges<E: From<super::LedgerError>>(
         &self,
         batch_id: i64,
@@ -399,7 +400,8 @@ impl Ledger {
             .conn
             .prepare_cached(
                 "SELECT r.id, r.reference, r.position, r.line, r.fields, r.spec, r.content_hash,
-                        r.merged, p.attempt, p.item_id, p.payout_url, p.price, p.completed_at,
+                        r.merged, p.attempt, p.item_id, p.payout_url, p.price,
+                        COALESCE(o.finished_at, p.completed_at),
                         p.debited_amount, p.debited_currency,
                         o.service_order_id, o.payment_method, o.payment_currency, o.card_id
                  FROM payouts p JOIN rows r ON r.id = p.row_id

@@ -1,8 +1,10 @@
 //! The accounting journal of a period: a CSV a spreadsheet or an accounting tool imports
-//! without edits. One line per paid attempt of a row (`date`, `batch`, `balance_currency`,
-//! `debit_amount`, the group column when there is one, `product`, `reference`, `order_id`),
-//! then one total line per balance currency: `reference` is `TOTAL`, `date`, `batch` and the
-//! rest blank. Amounts are plain decimals (`.`, the currency's decimals, no grouping); every
+//! without edits. One `payment` line per paid attempt of a row (`line`, `date`,
+//! `environment`, `batch`, `status`, `balance_currency`, `debit_amount`, the group column when
+//! there is one, `product`, `reference`, `order_id`), then one `total` line per environment and
+//! balance currency: `line` is `total`, `reference` is `TOTAL`, `date`, `batch` and the rest
+//! blank. Money of one environment is never added to another's: a rehearsal on the simulator
+//! has its own totals. Amounts are plain decimals (`.`, the currency's decimals, no grouping); every
 //! cell is written as the result file writes it ([`result_cell`]: formulas neutralised,
 //! control characters shown). Written atomically with mode 0600 (a [`PrivateFile`]).
 
@@ -19,12 +21,23 @@ use crate::money::display_amount;
 /// The `reference` of a total line.
 pub const TOTAL: &str = "TOTAL";
 
+/// The `line` of a paid attempt.
+pub const PAYMENT_LINE: &str = "payment";
+
+/// The `line` of a total line.
+pub const TOTAL_LINE: &str = "total";
+
 /// One paid attempt of a row, as the journal books it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JournalLine<'a> {
     /// When it completed (RFC 3339): its UTC date is written.
     pub completed_at: &'a str,
+    /// The batch's environment (`sim`, `playground`, `production`, `custom`).
+    pub environment: &'a str,
     pub batch: &'a str,
+    /// The row's state: `COMPLETED`, or `MISMATCH` (the service completed an order that is
+    /// not the one sent: charged, for a person to check).
+    pub status: &'a str,
     pub currency: &'a str,
     /// What left the balance, as the ledger recorded it.
     pub amount: &'a str,
@@ -40,9 +53,12 @@ pub struct Journal {
     file: PrivateFile,
     csv: csv::Writer<BufWriter<std::fs::File>>,
     group: bool,
-    /// Balance currency -> (lines, total).
-    totals: BTreeMap<String, (usize, Decimal)>,
+    /// (environment, balance currency) -> (lines, total).
+    totals: BTreeMap<(String, String), (usize, Decimal)>,
 }
+
+/// Where the group column's cell is among a line's cells.
+const GROUP_CELL: usize = 7;
 
 fn csv_to_io(e: csv::Error) -> io::Error {
     io::Error::other(e.to_string())
@@ -68,7 +84,15 @@ impl Journal {
                     256 * 1024,
                     file.file().try_clone()?,
                 ));
-        let mut header = vec!["date", "batch", "balance_currency", "debit_amount"];
+        let mut header = vec![
+            "line",
+            "date",
+            "environment",
+            "batch",
+            "status",
+            "balance_currency",
+            "debit_amount",
+        ];
         if let Some(g) = group {
             header.push(g);
         }
@@ -94,14 +118,20 @@ impl Journal {
                 ),
             )
         })?;
-        let total = self.totals.entry(line.currency.to_string()).or_default();
+        let total = self
+            .totals
+            .entry((line.environment.to_string(), line.currency.to_string()))
+            .or_default();
         total.0 += 1;
         total.1 += amount;
         let date = utc_date(line.completed_at);
         let amount = display_amount(amount, line.currency);
         self.write(&[
+            PAYMENT_LINE,
             &date,
+            line.environment,
             line.batch,
+            line.status,
             line.currency,
             &amount,
             line.group,
@@ -111,9 +141,10 @@ impl Journal {
         ])
     }
 
-    fn write(&mut self, cells: &[&str; 8]) -> io::Result<()> {
+    /// Writes one line; `cells` in the header's order, the group column's cell included.
+    fn write(&mut self, cells: &[&str; 11]) -> io::Result<()> {
         for (i, cell) in cells.iter().enumerate() {
-            if i == 4 && !self.group {
+            if i == GROUP_CELL && !self.group {
                 continue;
             }
             self.csv
@@ -123,20 +154,36 @@ impl Journal {
         self.csv.write_record(None::<&[u8]>).map_err(csv_to_io)
     }
 
-    /// The totals per balance currency so far: (currency, lines, total).
-    pub fn totals(&self) -> impl Iterator<Item = (&str, usize, Decimal)> {
-        self.totals.iter().map(|(c, (n, t))| (c.as_str(), *n, *t))
+    /// The totals per environment and balance currency so far: (environment, currency,
+    /// lines, total).
+    pub fn totals(&self) -> impl Iterator<Item = (&str, &str, usize, Decimal)> {
+        self.totals
+            .iter()
+            .map(|((e, c), (n, t))| (e.as_str(), c.as_str(), *n, *t))
     }
 
-    /// Writes a total line per balance currency, makes the file durable and puts it in place.
+    /// Writes a total line per environment and balance currency, makes the file durable and
+    /// puts it in place.
     pub fn finish(mut self) -> io::Result<()> {
-        let totals: Vec<(String, String)> = self
+        let totals: Vec<(String, String, String)> = self
             .totals
             .iter()
-            .map(|(c, (_, t))| (c.clone(), display_amount(*t, c)))
+            .map(|((e, c), (_, t))| (e.clone(), c.clone(), display_amount(*t, c)))
             .collect();
-        for (currency, total) in &totals {
-            self.write(&["", "", currency, total, "", "", TOTAL, ""])?;
+        for (environment, currency, total) in &totals {
+            self.write(&[
+                TOTAL_LINE,
+                "",
+                environment,
+                "",
+                "",
+                currency,
+                total,
+                "",
+                "",
+                TOTAL,
+                "",
+            ])?;
         }
         let mut buf = self
             .csv
@@ -150,6 +197,47 @@ impl Journal {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn line<'a>(environment: &'a str, reference: &'a str, amount: &'a str) -> JournalLine<'a> {
+        JournalLine {
+            completed_at: "2026-10-15T12:00:00.000Z",
+            environment,
+            batch: "b",
+            status: "COMPLETED",
+            currency: "USD",
+            amount,
+            group: "",
+            product: "AMZ-US",
+            reference,
+            order_id: "ord_1",
+        }
+    }
+
+    #[test]
+    fn totals_are_per_environment_and_a_total_line_is_marked_as_one() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let path = dir.path().join("j.csv");
+        let mut journal = Journal::create(&path, None).expect("created");
+        journal.add(&line("sim", "TOTAL", "9.80")).expect("booked");
+        journal
+            .add(&line("production", "R-1", "10.00"))
+            .expect("booked");
+        journal.add(&line("sim", "R-2", "0.20")).expect("booked");
+        journal.finish().expect("written");
+        let text = std::fs::read_to_string(&path).expect("read");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "line,date,environment,batch,status,balance_currency,debit_amount,product,reference,order_id",
+                "payment,2026-10-15,sim,b,COMPLETED,USD,9.80,AMZ-US,TOTAL,ord_1",
+                "payment,2026-10-15,production,b,COMPLETED,USD,10.00,AMZ-US,R-1,ord_1",
+                "payment,2026-10-15,sim,b,COMPLETED,USD,0.20,AMZ-US,R-2,ord_1",
+                "total,,production,,,USD,10.00,,TOTAL,",
+                "total,,sim,,,USD,10.00,,TOTAL,",
+            ]
+        );
+    }
 
     #[test]
     fn dates_are_utc() {

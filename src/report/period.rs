@@ -1,7 +1,9 @@
 //! What a batch and a period of batches cost, as finance books it: the `--json` objects of
-//! `paybatch report` and the period's HTML page. A period's totals are the sum of its
-//! batches' tallies ([`PeriodTally::absorb`]): totals per balance, per product and per
-//! `--group-by` column, and a line per batch; never its rows.
+//! `paybatch report` and the period's HTML page. A period's costs are the sum of its batches'
+//! tallies ([`PeriodTally::absorb`]): totals per product and per `--group-by` column, and a
+//! line per batch; never its rows. What left each balance is what the journal books
+//! ([`PeriodTally::book`]): every paid attempt whose order became final in the period, per
+//! environment, so that a rehearsal's money is never added to another environment's.
 
 use std::collections::BTreeMap;
 
@@ -35,6 +37,17 @@ pub struct BalanceLineJson {
     pub rows: usize,
     pub face_value: String,
     pub charged: String,
+}
+
+/// What one booking of the journal took from a balance: `rows` paid attempts of products in
+/// `product_currency` worth `face_value`, `charged` in `balance_currency`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Paid<'a> {
+    pub rows: usize,
+    pub product_currency: &'a str,
+    pub face_value: Decimal,
+    pub balance_currency: &'a str,
+    pub charged: Decimal,
 }
 
 /// The costs per value of one `--group-by` column.
@@ -74,6 +87,16 @@ pub struct PeriodBatch {
     pub charged: Vec<AmountJson>,
 }
 
+/// What left one payer of one environment in a period, as `--json` says it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PeriodBalanceJson {
+    /// `sim`, `playground`, `production` or `custom`: amounts of different environments are
+    /// never added.
+    pub environment: String,
+    #[serde(flatten)]
+    pub balance: BalanceJson,
+}
+
 /// `paybatch report --since DATE --json`: the period's totals and its batches.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PeriodJson {
@@ -84,7 +107,7 @@ pub struct PeriodJson {
     pub unfinished: Vec<String>,
     pub rows: usize,
     pub paid_rows: usize,
-    pub balances: Vec<BalanceJson>,
+    pub balances: Vec<PeriodBalanceJson>,
     pub products: Vec<CostLine>,
     pub groups: Vec<GroupJson>,
 }
@@ -144,7 +167,8 @@ pub fn batch_json(batch: &BatchRecord, tally: &Tally) -> BatchCostsJson {
 pub struct PeriodTally {
     since: String,
     until: String,
-    charged: Charged,
+    /// Environment -> what left each payer, as the journal books it.
+    charged: BTreeMap<String, Charged>,
     /// Products first, then each `--group-by` column as asked.
     costs: Vec<(Option<String>, Costs)>,
     batches: Vec<PeriodBatch>,
@@ -176,14 +200,29 @@ impl PeriodTally {
         self.unfinished.push(name.to_string());
     }
 
+    /// Counts what left `payer` (`balance USD`, `card ID`) of `environment` for paid
+    /// attempts: the period's balances hold what its journal books.
+    pub fn book(&mut self, environment: &str, payer: &str, paid: &Paid<'_>) {
+        self.charged
+            .entry(environment.to_string())
+            .or_default()
+            .entry((payer.to_string(), paid.balance_currency.to_string()))
+            .or_default()
+            .entry(paid.product_currency.to_string())
+            .or_default()
+            .merge(&Charge {
+                rows: paid.rows,
+                face_value: paid.face_value,
+                charged: paid.charged,
+            });
+    }
+
     /// Adds a batch of the period, completed at `completed_at`, counted in `tally` (made
     /// with [`Tally::group_by_or_blank`] for each column of the period, in the same order).
     pub fn absorb(&mut self, name: &str, completed_at: &str, tally: &Tally) {
         let mut per_currency: BTreeMap<String, Decimal> = BTreeMap::new();
         for (key, per_product) in tally.charges() {
-            let mine = self.charged.entry(key.clone()).or_default();
-            for (product_currency, c) in per_product {
-                mine.entry(product_currency.clone()).or_default().merge(c);
+            for c in per_product.values() {
                 *per_currency.entry(key.1.clone()).or_default() += c.charged;
             }
         }
@@ -222,7 +261,18 @@ impl PeriodTally {
             unfinished: self.unfinished.clone(),
             rows: self.rows,
             paid_rows: self.paid_rows,
-            balances: balances_json(&self.charged),
+            balances: self
+                .charged
+                .iter()
+                .flat_map(|(environment, charged)| {
+                    balances_json(charged)
+                        .into_iter()
+                        .map(|balance| PeriodBalanceJson {
+                            environment: environment.clone(),
+                            balance,
+                        })
+                })
+                .collect(),
             products: self
                 .costs
                 .first()
@@ -262,7 +312,14 @@ impl PeriodTally {
             environments,
             rows: self.rows,
             paid_rows: self.paid_rows,
-            balances: balances(&self.charged),
+            balances: self
+                .charged
+                .iter()
+                .map(|(environment, charged)| EnvironmentBalances {
+                    environment: environment.clone(),
+                    balances: balances(charged),
+                })
+                .collect(),
             costs,
             batches: &self.batches,
             unfinished: &self.unfinished,
@@ -287,11 +344,19 @@ struct PeriodPage<'a> {
     environments: &'a str,
     rows: usize,
     paid_rows: usize,
-    balances: Vec<Balance>,
+    /// Per environment, in name order.
+    balances: Vec<EnvironmentBalances>,
     costs: Vec<CostTable>,
     batches: &'a [PeriodBatch],
     unfinished: &'a [String],
     ledger: &'a str,
     generated_at: &'a str,
     version: &'a str,
+}
+
+/// What left the balances of one environment.
+#[derive(Serialize)]
+struct EnvironmentBalances {
+    environment: String,
+    balances: Vec<Balance>,
 }

@@ -308,7 +308,7 @@ pub(super) struct Reissued {
 }
 
 /// How the page names what paid: a card, or the balance of a currency.
-fn payer(order: Option<&OrderLabel>, currency: &str) -> String {
+pub fn payer(order: Option<&OrderLabel>, currency: &str) -> String {
     match order.and_then(|o| o.card_id.as_deref()) {
         Some(card) => format!("card {card}"),
         None => format!("balance {currency}"),

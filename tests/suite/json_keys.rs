@@ -697,6 +697,7 @@ async fn report_json_keeps_its_keys() {
     let mut expected = costs_keys();
     expected.extend(
         [
+            "balances[].environment",
             "batches",
             "batches[].charged",
             "batches[].charged[].amount",

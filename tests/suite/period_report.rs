@@ -374,8 +374,11 @@ async fn the_period_csv_has_a_batch_column_and_the_journal_adds_up_to_the_ledger
     assert_eq!(
         header,
         [
+            "line",
             "date",
+            "environment",
             "batch",
+            "status",
             "balance_currency",
             "debit_amount",
             "cost_center",
@@ -385,29 +388,33 @@ async fn the_period_csv_has_a_batch_column_and_the_journal_adds_up_to_the_ledger
         ]
     );
     let journal: Vec<csv::StringRecord> = reader.records().map(|r| r.expect("a line")).collect();
-    let (totals, paid): (Vec<_>, Vec<_>) = journal.iter().partition(|l| &l[6] == "TOTAL");
+    let (totals, paid): (Vec<_>, Vec<_>) = journal.iter().partition(|l| &l[0] == "total");
     assert_eq!(paid.len(), 11);
-    let extra = paid.iter().find(|l| &l[1] == "extra").expect("extra");
-    assert_eq!(&extra[4], "'=SUM(A1)", "a formula is written as text");
+    let extra = paid.iter().find(|l| &l[3] == "extra").expect("extra");
+    assert_eq!(&extra[7], "'=SUM(A1)", "a formula is written as text");
     let mut summed: BTreeMap<String, Decimal> = BTreeMap::new();
     for line in &paid {
         assert!(
-            ["2026-10-15", "2026-10-20", "2026-11-01"].contains(&&line[0]),
+            ["2026-10-15", "2026-10-20", "2026-11-01"].contains(&&line[1]),
             "{line:?}"
         );
-        assert!(!line[7].is_empty(), "an order id");
-        assert!(!line[3].contains(','), "no grouping");
-        *summed.entry(line[2].to_string()).or_default() += dec(&line[3]);
+        assert_eq!(
+            (&line[0], &line[2], &line[4]),
+            ("payment", "sim", "COMPLETED")
+        );
+        assert!(!line[10].is_empty(), "an order id");
+        assert!(!line[6].contains(','), "no grouping");
+        *summed.entry(line[5].to_string()).or_default() += dec(&line[6]);
     }
     let totals: BTreeMap<String, Decimal> = totals
         .iter()
         .map(|l| {
             assert_eq!(
-                (&l[0], &l[1]),
-                ("", ""),
-                "a total line has no date or batch"
+                (&l[1], &l[2], &l[3]),
+                ("", "sim", ""),
+                "a total line has no date or batch, and its environment"
             );
-            (l[2].to_string(), dec(&l[3]))
+            (l[5].to_string(), dec(&l[6]))
         })
         .collect();
     assert_eq!(summed, totals);
@@ -493,12 +500,12 @@ async fn a_reissued_row_is_in_the_journal_once_per_attempt_charged() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     let mut reader = csv::Reader::from_path(ws.path("j.csv")).expect("the journal");
     let lines: Vec<csv::StringRecord> = reader.records().map(|r| r.expect("a line")).collect();
-    let paid: Vec<_> = lines.iter().filter(|l| &l[6] != "TOTAL").collect();
+    let paid: Vec<_> = lines.iter().filter(|l| &l[0] == "payment").collect();
     assert_eq!(paid.len(), 4 + reissued, "every attempt charged");
-    let orders: std::collections::BTreeSet<&str> = paid.iter().map(|l| &l[7]).collect();
+    let orders: std::collections::BTreeSet<&str> = paid.iter().map(|l| &l[10]).collect();
     assert_eq!(orders.len(), 4 + reissued, "each attempt its own order");
-    let total = lines.iter().find(|l| &l[6] == "TOTAL").expect("a total");
-    assert_eq!(dec(&total[3]), dec("9.80") * Decimal::from(4 + reissued));
+    let total = lines.iter().find(|l| &l[0] == "total").expect("a total");
+    assert_eq!(dec(&total[6]), dec("9.80") * Decimal::from(4 + reissued));
     // What left the balance, on the batch's page and in its --json, counts both attempts too.
     let out = pb(
         &ws,
@@ -509,14 +516,14 @@ async fn a_reissued_row_is_in_the_journal_once_per_attempt_charged() {
     let json = json_of(&out);
     assert_eq!(
         dec(json["balances"][0]["charged"].as_str().expect("charged")),
-        dec(&total[3])
+        dec(&total[6])
     );
     assert_eq!(json["products"][0]["rows"], serde_json::json!(4 + reissued));
     let page = std::fs::read_to_string(ws.path("b.html")).expect("the page");
     assert!(
-        page.contains(&format!("{} USD", &total[3])),
+        page.contains(&format!("{} USD", &total[6])),
         "{}",
-        &total[3]
+        &total[6]
     );
 }
 
