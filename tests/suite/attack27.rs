@@ -121,7 +121,6 @@ async fn a_journal_to_dash_is_not_a_file_named_dash() {
 /// completed" although nothing was paid. Without `--expect-digest` the same kill leaves no
 /// batch. Expected: status says to run again (with the digest).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a batch killed after its approval is said completed"]
 async fn a_run_killed_after_its_approval_is_not_said_completed() {
     let ws = Workspace::new();
     ws.write("b.csv", TWO_ROWS);
@@ -288,7 +287,6 @@ async fn a_period_never_adds_simulated_charges_to_another_environments() {
 /// with exit 3 ("nothing was submitted", though an order was) and the batch stays unfinished.
 /// Expected: the printed command resumes the batch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "the resume command drops --skip-invalid"]
 async fn the_resume_command_of_a_skip_invalid_run_resumes_it() {
     let ws = Workspace::new();
     ws.write(
