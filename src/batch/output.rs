@@ -368,10 +368,7 @@ impl PrivateFile {
         // The error names the target (as the caller gives it), not the temporary file.
         let tmp = builder
             .tempfile_in(dir)
-            .map_err(|e| match e.raw_os_error() {
-                Some(code) => io::Error::from_raw_os_error(code),
-                None => io::Error::new(e.kind(), e.kind().to_string()),
-            })?;
+            .map_err(|e| temporary_error(&e, dir))?;
         // Also under an umask that the builder's mode does not override.
         files::set_private(tmp.as_file())?;
         // Marks it as being written (see `remove_stale_temporaries`); a file system without
@@ -399,6 +396,23 @@ impl PrivateFile {
         #[cfg(unix)]
         File::open(&self.dir)?.sync_all()?;
         Ok(())
+    }
+}
+
+/// Why the temporary file of an output could not be made in `dir`, without its name (which
+/// the caller does not know: it names the target).
+fn temporary_error(e: &io::Error, dir: &Path) -> io::Error {
+    let os = std::error::Error::source(e)
+        .and_then(|s| s.downcast_ref::<io::Error>())
+        .and_then(io::Error::raw_os_error)
+        .or(e.raw_os_error());
+    match (e.kind(), os) {
+        (io::ErrorKind::NotFound, _) => io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("the directory {} does not exist", dir.display()),
+        ),
+        (_, Some(code)) => io::Error::from_raw_os_error(code),
+        (kind, None) => io::Error::new(kind, kind.to_string()),
     }
 }
 
@@ -808,7 +822,8 @@ mod tests {
             .err()
             .expect("no directory to write in");
         assert_eq!(err.kind(), io::ErrorKind::NotFound);
-        assert!(!err.to_string().contains(".tmp"), "{err}");
+        assert!(!err.to_string().contains(".j.csv."), "{err}");
+        assert!(err.to_string().contains("nodir does not exist"), "{err}");
     }
 
     #[test]
