@@ -124,9 +124,25 @@ pub fn rows<N: std::fmt::Display + PartialEq + From<u8>>(n: N) -> String {
     }
 }
 
+/// `1 batch`, `2 batches`: a count of things in words, `one` or `many` as `n` says.
+pub fn count<N: std::fmt::Display + PartialEq + From<u8>>(n: N, one: &str, many: &str) -> String {
+    if n == N::from(1) {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_say_one_thing_or_many() {
+        assert_eq!(count(1usize, "batch", "batches"), "1 batch");
+        assert_eq!(count(0usize, "batch", "batches"), "0 batches");
+        assert_eq!(count(2i64, "batch", "batches"), "2 batches");
+    }
 
     #[test]
     fn control_characters_and_bidi_overrides_are_shown_not_obeyed() {

@@ -150,10 +150,61 @@ pub fn plain_link(url: &str) -> bool {
             .any(|c| c.is_whitespace() || crate::text::is_unsafe(c))
 }
 
-/// Why a file asked for as output (`--out`, `--html`) must not be written: it is the ledger,
-/// one of its side files (`-wal`, `-shm`, the lock), or an input file, compared by their
+/// What `path` is when it exists and is not a regular file: a symbolic link (never followed),
+/// a directory, a device, a fifo or a socket. An output is written as a new file renamed over
+/// its target, which would put a regular file in place of any of them (as root, in place of
+/// `/dev/null` for the whole machine): such a target is refused. `None` when `path` does not
+/// exist or is a regular file.
+pub fn not_a_regular_file(path: &Path) -> Option<&'static str> {
+    let kind = std::fs::symlink_metadata(path).ok()?.file_type();
+    if kind.is_file() {
+        return None;
+    }
+    if kind.is_symlink() {
+        return Some("a symbolic link");
+    }
+    if kind.is_dir() {
+        return Some("a directory");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if kind.is_char_device() {
+            return Some("a character device");
+        }
+        if kind.is_block_device() {
+            return Some("a block device");
+        }
+        if kind.is_fifo() {
+            return Some("a fifo (named pipe)");
+        }
+        if kind.is_socket() {
+            return Some("a socket");
+        }
+    }
+    Some("not a regular file")
+}
+
+/// Whether `a` and `b` name the same file: their canonical paths are equal (a link, `..` or
+/// another spelling is the same file), or, when one cannot be made canonical, their text is.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    let canonical = |p: &Path| crate::ledger::canonical_path(p).ok();
+    match (canonical(a), canonical(b)) {
+        (Some(a), Some(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+/// Why a file asked for as output (`--out`, `--html`, `--journal`) must not be written: it is
+/// the ledger, one of its side files (`-wal`, `-shm`, the lock), an input file, or one of the
+/// `results` (the result files of batches, which hold their payout links), compared by their
 /// canonical paths (a link, `..` or another spelling is the same file). `None` when it may be.
-pub fn output_clash(out: &Path, ledger: &Path, inputs: &[&Path]) -> Option<String> {
+pub fn output_clash(
+    out: &Path,
+    ledger: &Path,
+    inputs: &[&Path],
+    results: &[&Path],
+) -> Option<String> {
     let canonical = |p: &Path| crate::ledger::canonical_path(p).ok();
     let target = canonical(out)?;
     if let Some(l) = canonical(ledger) {
@@ -188,6 +239,14 @@ pub fn output_clash(out: &Path, ledger: &Path, inputs: &[&Path]) -> Option<Strin
     for input in inputs {
         if canonical(input).is_some_and(|i| i == target) {
             return Some(format!("{} is the input file", out.display()));
+        }
+    }
+    for result in results {
+        if canonical(result).is_some_and(|r| r == target) {
+            return Some(format!(
+                "{} is the result file of a batch (its payout links)",
+                out.display()
+            ));
         }
     }
     None
@@ -277,7 +336,15 @@ pub fn remove_unfinished() {
 }
 
 impl PrivateFile {
+    /// Starts the file that will replace `path`; a `path` that exists and is not a regular
+    /// file ([`not_a_regular_file`]) is refused before anything is written.
     pub fn create(path: &Path) -> io::Result<Self> {
+        if let Some(what) = not_a_regular_file(path) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("it is {what}: only a regular file is replaced by an output"),
+            ));
+        }
         let dir = match path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p,
             _ => Path::new("."),
@@ -298,7 +365,10 @@ impl PrivateFile {
             use std::os::unix::fs::PermissionsExt;
             builder.permissions(std::fs::Permissions::from_mode(files::PRIVATE_MODE));
         }
-        let tmp = builder.tempfile_in(dir)?;
+        // The error names the target (as the caller gives it), not the temporary file.
+        let tmp = builder
+            .tempfile_in(dir)
+            .map_err(|e| temporary_error(&e, dir))?;
         // Also under an umask that the builder's mode does not override.
         files::set_private(tmp.as_file())?;
         // Marks it as being written (see `remove_stale_temporaries`); a file system without
@@ -326,6 +396,23 @@ impl PrivateFile {
         #[cfg(unix)]
         File::open(&self.dir)?.sync_all()?;
         Ok(())
+    }
+}
+
+/// Why the temporary file of an output could not be made in `dir`, without its name (which
+/// the caller does not know: it names the target).
+fn temporary_error(e: &io::Error, dir: &Path) -> io::Error {
+    let os = std::error::Error::source(e)
+        .and_then(|s| s.downcast_ref::<io::Error>())
+        .and_then(io::Error::raw_os_error)
+        .or(e.raw_os_error());
+    match (e.kind(), os) {
+        (io::ErrorKind::NotFound, _) => io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("the directory {} does not exist", dir.display()),
+        ),
+        (_, Some(code)) => io::Error::from_raw_os_error(code),
+        (kind, None) => io::Error::new(kind, kind.to_string()),
     }
 }
 
@@ -677,6 +764,80 @@ mod tests {
         }
         drop(live);
         assert!(!live_tmp.exists());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_target_that_is_not_a_regular_file_is_refused_before_anything_is_written() {
+        use std::os::unix::fs::FileTypeExt;
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target.csv");
+        std::fs::write(&target, "kept").unwrap();
+        let link = dir.path().join("link.csv");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let fifo = dir.path().join("fifo.csv");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo runs");
+        assert!(made.success());
+        let sub = dir.path().join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        for (path, what) in [
+            (&link, "a symbolic link"),
+            (&fifo, "a fifo (named pipe)"),
+            (&sub, "a directory"),
+        ] {
+            assert_eq!(not_a_regular_file(path), Some(what));
+            let err = write_results(path, &[], FileFormat::CSV, [line(&[], "SKIPPED")])
+                .err()
+                .unwrap_or_else(|| panic!("{what} was written over"));
+            assert!(err.to_string().contains(what), "{err}");
+        }
+        assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
+        assert!(
+            std::fs::symlink_metadata(&fifo)
+                .unwrap()
+                .file_type()
+                .is_fifo()
+        );
+        assert!(sub.is_dir());
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "kept");
+        // Nothing else was created (no temporary file left either).
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 4);
+        assert_eq!(not_a_regular_file(&target), None);
+        assert_eq!(not_a_regular_file(&dir.path().join("absent.csv")), None);
+        // A device is refused without being opened or written.
+        let null = Path::new("/dev/null");
+        assert_eq!(not_a_regular_file(null), Some("a character device"));
+        assert!(PrivateFile::create(null).is_err());
+        let kind = std::fs::symlink_metadata(null).unwrap().file_type();
+        assert!(kind.is_char_device(), "/dev/null is still a device");
+    }
+
+    #[test]
+    fn a_file_in_a_missing_directory_names_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = PrivateFile::create(&dir.path().join("nodir").join("j.csv"))
+            .err()
+            .expect("no directory to write in");
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
+        assert!(!err.to_string().contains(".j.csv."), "{err}");
+        assert!(err.to_string().contains("nodir does not exist"), "{err}");
+    }
+
+    #[test]
+    fn a_result_file_is_a_clash() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = dir.path().join("paybatch.db");
+        let result = dir.path().join("b.SIMULATED.result.csv");
+        std::fs::write(&result, "links").unwrap();
+        let spelled = dir.path().join(".").join("b.SIMULATED.result.csv");
+        let why = output_clash(&spelled, &ledger, &[], &[result.as_path()]);
+        assert!(why.is_some_and(|w| w.contains("result file")));
+        assert_eq!(output_clash(&spelled, &ledger, &[], &[]), None);
+        assert!(same_file(&spelled, &result));
+        assert!(!same_file(&spelled, &ledger));
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use serde::Serialize;
 
-use crate::batch::output::{PrivateFile, output_clash, result_cell};
+use crate::batch::output::{PrivateFile, not_a_regular_file, output_clash, result_cell};
 use crate::exit::Exit;
 use crate::file_format::FileFormat;
 use crate::input::columns::canonical_column;
@@ -113,11 +113,22 @@ pub async fn execute(args: PayoutsArgs, quiet: bool) -> Result<Exit, CliError> {
         ));
     }
     if let Some(out) = &args.out
-        && let Some(clash) = output_clash(out, &args.service.ledger, &[])
+        && let Some(clash) = output_clash(out, &args.service.ledger, &[], &[])
     {
         return Err(CliError::usage(
             format!("refusing to write the list over {clash}"),
             "pass another --out FILE",
+        ));
+    }
+    if let Some(out) = &args.out
+        && let Some(what) = not_a_regular_file(out)
+    {
+        return Err(CliError::usage(
+            format!(
+                "--out {} is {what}: writing the list would replace that with a regular file",
+                out.display()
+            ),
+            "pass --out the path of a regular file",
         ));
     }
     let opts = PayoutsOptions {

@@ -44,7 +44,7 @@ orders was answered final (COMPLETED, FAILED, REJECTED or MISMATCH), once none o
 left to finish; a batch still unfinished is named in a warning and left out. Give at least one \
 of --out FILE|- (one result CSV of every batch, a `batch` column first, the input columns of \
 all the batches), --html FILE (totals per balance, product and --group-by column, and a line \
-per batch), --json, and --journal FILE (the accounting journal: one line per paid row and \
+per batch), --json, and --journal FILE|- (the accounting journal, `-` for stdout: one line per paid row and \
 attempt, `line,date,environment,batch,status,balance_currency,debit_amount,<group>,product,\
 reference,order_id`, where the group column is the first --group-by column, else cost_center \
 when the batches have one; then one `total` line per environment and balance currency). The \
@@ -73,8 +73,8 @@ pub struct ReportArgs {
     /// Print what the batch or period cost as one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
-    /// A period's accounting journal (CSV): one line per paid attempt, totals per environment
-    /// and balance currency.
+    /// A period's accounting journal (CSV), `-` for stdout: one line per paid attempt, totals
+    /// per environment and balance currency.
     #[arg(long, value_name = "FILE", requires = "since")]
     pub journal: Option<PathBuf>,
     /// Costs and breakdowns per value of this input column (repeatable; with --html, --json
@@ -147,12 +147,22 @@ fn report_batch(
     let batch = status::find_batch(ledger, name)?;
     // A bad --group-by is refused before anything is written.
     let tally = tally_of(&batch, &args.group_by)?;
-    // No output may be the ledger, one of its files, or the batch's input file.
+    // No output may be a link or a special file, the other output, the ledger, one of its
+    // files, or the batch's input file; the HTML page may not be its result file either (the
+    // result CSV may: it is rebuilt).
     let input = std::path::PathBuf::from(&batch.input_path);
     refuse_clashes(
         &[("--out", &args.out), ("--html", &args.html)],
         &args.service.ledger,
         &[input.as_path()],
+        &[],
+    )?;
+    let result = report::default_result_path(&batch);
+    refuse_clashes(
+        &[("--html", &args.html)],
+        &args.service.ledger,
+        &[input.as_path()],
+        &[result.as_path()],
     )?;
     let csv_path = match (&args.out, &args.html, args.json) {
         (Some(out), _, _) => Some(out.clone()),

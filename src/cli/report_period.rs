@@ -32,20 +32,55 @@ pub(super) fn is_stdout(path: &Path) -> bool {
     path.as_os_str() == "-"
 }
 
-/// Refuses an output that is the ledger, one of its files, or one of the `inputs`.
+/// Refuses, before anything is written: an output that is the ledger, one of its files, one of
+/// the `inputs` or one of the `results` (result files of batches), two outputs at one path (the
+/// second would replace the first), and an output that exists and is not a regular file (its
+/// atomic write would replace a symbolic link, a device or a fifo with a regular file).
 pub(super) fn refuse_clashes(
     outputs: &[(&str, &Option<PathBuf>)],
     ledger: &Path,
     inputs: &[&Path],
+    results: &[&Path],
 ) -> Result<(), CliError> {
-    for (flag, path) in outputs {
-        let Some(path) = path.as_ref().filter(|p| !is_stdout(p)) else {
-            continue;
-        };
-        if let Some(why) = crate::batch::output::output_clash(path, ledger, inputs) {
+    let files: Vec<(&str, &Path)> = outputs
+        .iter()
+        .filter_map(|(flag, path)| Some((*flag, path.as_deref().filter(|p| !is_stdout(p))?)))
+        .collect();
+    for (flag, path) in &files {
+        if let Some(why) = crate::batch::output::output_clash(path, ledger, inputs, results) {
             return Err(CliError::usage(
                 format!("{flag} {why}: writing there would destroy it"),
                 "give it another file",
+            ));
+        }
+    }
+    for (i, (flag, path)) in files.iter().enumerate() {
+        if let Some((other, _)) = files[i + 1..]
+            .iter()
+            .find(|(_, p)| crate::batch::output::same_file(path, p))
+        {
+            return Err(CliError::usage(
+                format!(
+                    "{flag} and {other} both name {}: one would replace the other",
+                    path.display()
+                ),
+                "give each output a file of its own",
+            ));
+        }
+    }
+    for (flag, path) in &files {
+        if let Some(what) = crate::batch::output::not_a_regular_file(path) {
+            let help = if *flag == "--html" {
+                "give the path of a regular file"
+            } else {
+                "give the path of a regular file; `-` writes to stdout"
+            };
+            return Err(CliError::usage(
+                format!(
+                    "{flag} {} is {what}: writing there would replace it with a regular file",
+                    path.display()
+                ),
+                help,
             ));
         }
     }
@@ -69,6 +104,16 @@ pub(super) fn execute(ledger: &Ledger, args: PeriodArgs, quiet: bool) -> Result<
             "give --out FILE (or - for stdout), --html FILE, --journal FILE or --json",
         ));
     }
+    let journal_on_stdout = args.journal.as_deref().is_some_and(is_stdout);
+    if journal_on_stdout && (args.json || args.out.as_deref().is_some_and(is_stdout)) {
+        return Err(CliError::usage(
+            format!(
+                "--journal - and {} would both print on stdout",
+                if args.json { "--json" } else { "--out -" }
+            ),
+            "write one of them to a file (--journal FILE, --out FILE)",
+        ));
+    }
     let unexpected = |e: crate::batch::outcome::OpError| {
         CliError::new(
             Exit::Unexpected,
@@ -83,6 +128,15 @@ pub(super) fn execute(ledger: &Ledger, args: PeriodArgs, quiet: bool) -> Result<
         .map(|c| std::path::PathBuf::from(&c.batch.input_path))
         .collect();
     let inputs: Vec<&std::path::Path> = inputs.iter().map(|p| p.as_path()).collect();
+    // The result files of the period's batches, finished or not: none is replaced.
+    let results: Vec<PathBuf> = selection
+        .batches
+        .iter()
+        .map(|c| &c.batch)
+        .chain(selection.unfinished.iter().map(|(b, _)| b))
+        .map(crate::ops::report::default_result_path)
+        .collect();
+    let results: Vec<&Path> = results.iter().map(PathBuf::as_path).collect();
     refuse_clashes(
         &[
             ("--out", &args.out),
@@ -91,6 +145,7 @@ pub(super) fn execute(ledger: &Ledger, args: PeriodArgs, quiet: bool) -> Result<
         ],
         &args.ledger,
         &inputs,
+        &results,
     )?;
     if let Some(why) = period::missing_group(&args.group_by, &selection.batches) {
         return Err(CliError::usage(
@@ -104,11 +159,26 @@ pub(super) fn execute(ledger: &Ledger, args: PeriodArgs, quiet: bool) -> Result<
             batch.name
         );
     }
+    // The journal on stdout is built as the file is (a private file in a private temporary
+    // directory, removed afterwards), then copied.
+    let temporary = match journal_on_stdout {
+        true => Some(tempfile::tempdir().map_err(|e| {
+            unexpected(crate::batch::outcome::OpError::Io {
+                path: PathBuf::from("(temporary directory)"),
+                message: e.to_string(),
+            })
+        })?),
+        false => None,
+    };
+    let journal = match &temporary {
+        Some(dir) => Some(dir.path().join("journal.csv")),
+        None => args.journal.clone(),
+    };
     let outputs = Outputs {
         out: args.out.clone(),
         out_format: args.out_format,
         html: args.html.clone(),
-        journal: args.journal.clone(),
+        journal: journal.clone(),
     };
     let written = period::write_period(
         ledger,
@@ -120,6 +190,9 @@ pub(super) fn execute(ledger: &Ledger, args: PeriodArgs, quiet: bool) -> Result<
         &mut std::io::stdout().lock(),
     )
     .map_err(unexpected)?;
+    if let (Some(_), Some(path)) = (&temporary, &journal) {
+        copy_to_stdout(path).map_err(unexpected)?;
+    }
     if written.not_booked > 0 {
         errln!(
             "warning: {} paid rows have no charge recorded in the ledger (paid before the ledger recorded charges): they are not in the journal",
@@ -141,11 +214,29 @@ pub(super) fn execute(ledger: &Ledger, args: PeriodArgs, quiet: bool) -> Result<
     Ok(Exit::Ok)
 }
 
+/// Copies the file at `path` on stdout.
+fn copy_to_stdout(path: &Path) -> Result<(), crate::batch::outcome::OpError> {
+    use std::io::Write;
+    let at = |path: &Path| {
+        let path = path.to_path_buf();
+        move |e: std::io::Error| crate::batch::outcome::OpError::Io {
+            path,
+            message: e.to_string(),
+        }
+    };
+    let mut file = std::fs::File::open(path).map_err(at(path))?;
+    let mut stdout = std::io::stdout().lock();
+    std::io::copy(&mut file, &mut stdout)
+        .and_then(|_| stdout.flush())
+        .map_err(at(Path::new("(output)")))?;
+    Ok(())
+}
+
 /// What was written where (on stderr).
 fn tell_written(args: &PeriodArgs, since: NaiveDate, until: NaiveDate, written: &Written) {
     errln!(
-        "period {since} to {until}: {} batches completed",
-        written.totals.batches().len()
+        "period {since} to {until}: {} completed",
+        crate::text::count(written.totals.batches().len(), "batch", "batches")
     );
     let said = [
         (&args.out, "result file (mode 0600: it holds payout links)"),

@@ -231,6 +231,11 @@ fn next_steps(
         Ok(env) => run.push_str(&format!(" --env {}", env.name())),
         Err(_) => {}
     }
+    // A file with invalid rows is only run with --skip-invalid (a run without it refuses the
+    // file): the batch's INVALID rows say its runs had it.
+    if n(RowState::Invalid) > 0 {
+        run.push_str(" --skip-invalid");
+    }
     // Paying rows other batches have changes the plan: that run is approved anew.
     let with_repeats = format!("{run} --allow-repeats");
     if let Some(digest) = approved {
@@ -276,6 +281,12 @@ fn next_steps(
             "{} rows are INVALID: fix them in {} and run the same command again (paybatch validate {input} shows the problems)",
             n(RowState::Invalid),
             b.input_path,
+        ));
+    }
+    if counts.values().all(|n| *n == 0) && flights.is_empty() {
+        // A run stopped before it recorded a row (after its approval, say): nothing was paid.
+        steps.push(format!(
+            "nothing was planned yet: run the same command again to start the batch ({run})"
         ));
     }
     if steps.is_empty() {
@@ -685,6 +696,49 @@ mod tests {
         assert!(
             steps[1].contains("paybatch run nov.csv --batch nov --env sim --allow-repeats (")
                 && steps[1].contains("paybatch validate shows its digest"),
+            "{steps:?}"
+        );
+    }
+
+    /// A batch with INVALID rows was run with --skip-invalid: the command that resumes it
+    /// keeps it, or the run refuses the file.
+    #[test]
+    fn the_resume_advice_of_a_batch_with_invalid_rows_skips_them() {
+        let counts: BTreeMap<RowState, i64> = [(RowState::Planned, 1), (RowState::Invalid, 1)]
+            .into_iter()
+            .collect();
+        let steps = next_steps(
+            Path::new("paybatch.db"),
+            &batch("sim", "embedded-simulator"),
+            &counts,
+            &[],
+            24.0,
+            Some("sha256:ab"),
+        );
+        assert!(
+            steps[0].contains(
+                "(paybatch run nov.csv --batch nov --env sim --skip-invalid --expect-digest sha256:ab)"
+            ),
+            "{steps:?}"
+        );
+    }
+
+    /// A batch on record without a row (its run stopped after its approval, before it planned
+    /// anything) is not done: nothing was paid.
+    #[test]
+    fn a_batch_without_rows_is_started_again_not_said_completed() {
+        let steps = next_steps(
+            Path::new("paybatch.db"),
+            &batch("sim", "embedded-simulator"),
+            &BTreeMap::new(),
+            &[],
+            24.0,
+            Some("sha256:ab"),
+        );
+        assert_eq!(steps.len(), 1, "{steps:?}");
+        assert!(
+            steps[0].starts_with("nothing was planned yet")
+                && steps[0].contains("--expect-digest sha256:ab)"),
             "{steps:?}"
         );
     }

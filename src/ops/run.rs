@@ -291,22 +291,34 @@ struct Ending {
 }
 
 /// `--out` names a file the run may write: not stdout (the run's stdout is its summary), not the
-/// ledger or one of its files, not the input.
+/// ledger or one of its files, not the input. The result file (`--out` or the default beside
+/// the input) is not a symbolic link or a special file, which its atomic write would replace.
 fn check_out(opts: &RunOptions) -> Result<(), OpError> {
-    let Some(out) = &opts.out else {
-        return Ok(());
-    };
-    let help = "give --out another file (the result file holds payout links: keep it private)";
-    if out.as_os_str() == "-" {
-        return Err(OpError::Usage(crate::environment::UsageError::new(
-            "run writes its result file to a file, not to stdout (`--out -`)",
-            "after the run, `paybatch report --batch NAME --out -` prints the result file on stdout",
-        )));
+    if let Some(out) = &opts.out {
+        let help = "give --out another file (the result file holds payout links: keep it private)";
+        if out.as_os_str() == "-" {
+            return Err(OpError::Usage(crate::environment::UsageError::new(
+                "run writes its result file to a file, not to stdout (`--out -`)",
+                "after the run, `paybatch report --batch NAME --out -` prints the result file on stdout",
+            )));
+        }
+        if let Some(why) =
+            crate::batch::output::output_clash(out, &opts.ledger, &[&opts.input], &[])
+        {
+            return Err(OpError::Usage(crate::environment::UsageError::new(
+                format!("--out {why}: writing the result file there would destroy it"),
+                help,
+            )));
+        }
     }
-    match crate::batch::output::output_clash(out, &opts.ledger, &[&opts.input]) {
-        Some(why) => Err(OpError::Usage(crate::environment::UsageError::new(
-            format!("--out {why}: writing the result file there would destroy it"),
-            help,
+    let target = result_path(opts);
+    match crate::batch::output::not_a_regular_file(&target) {
+        Some(what) => Err(OpError::Usage(crate::environment::UsageError::new(
+            format!(
+                "the result file {} is {what}: writing it would replace that with a regular file",
+                target.display()
+            ),
+            "give --out the path of a regular file",
         ))),
         None => Ok(()),
     }

@@ -33,7 +33,6 @@ const PERIOD: [&str; 4] = ["--since", "2000-01-01", "--until", "2100-12-31"];
 /// /dev/null`) replaces the device node for the whole machine. Expected: the link is kept
 /// (written through, or the path refused).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "the journal's atomic write replaces a symbolic link"]
 async fn a_journal_through_a_symbolic_link_keeps_the_link() {
     let ws = Workspace::new();
     pay(&ws, "b", TWO_ROWS).await;
@@ -57,7 +56,6 @@ async fn a_journal_through_a_symbolic_link_keeps_the_link() {
 /// `--out` and `--journal` (or `--html`) at the same path: both are reported written, the
 /// second replaces the first. Expected: refused (exit 2), as `--out` on the ledger is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "two outputs of one report at the same path are not refused"]
 async fn two_outputs_of_a_period_at_one_path_are_refused() {
     let ws = Workspace::new();
     pay(&ws, "b", TWO_ROWS).await;
@@ -78,7 +76,6 @@ async fn two_outputs_of_a_period_at_one_path_are_refused() {
 /// `--journal` onto a batch's result file (the payout links) replaces it with the journal.
 /// Expected: refused, as the ledger and the input file are.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "the journal may replace a batch's result file"]
 async fn a_journal_onto_a_batch_result_file_is_refused() {
     let ws = Workspace::new();
     pay(&ws, "b", TWO_ROWS).await;
@@ -100,7 +97,6 @@ async fn a_journal_onto_a_batch_result_file_is_refused() {
 /// `--journal -` writes a file named `-`, where `--out -` writes on stdout. Expected: the
 /// journal on stdout, or `-` refused; never a file named `-`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "--journal - writes a file named -"]
 async fn a_journal_to_dash_is_not_a_file_named_dash() {
     let ws = Workspace::new();
     pay(&ws, "b", TWO_ROWS).await;
@@ -121,7 +117,6 @@ async fn a_journal_to_dash_is_not_a_file_named_dash() {
 /// completed" although nothing was paid. Without `--expect-digest` the same kill leaves no
 /// batch. Expected: status says to run again (with the digest).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a batch killed after its approval is said completed"]
 async fn a_run_killed_after_its_approval_is_not_said_completed() {
     let ws = Workspace::new();
     ws.write("b.csv", TWO_ROWS);
@@ -295,7 +290,6 @@ async fn a_period_never_adds_simulated_charges_to_another_environments() {
 /// with exit 3 ("nothing was submitted", though an order was) and the batch stays unfinished.
 /// Expected: the printed command resumes the batch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "the resume command drops --skip-invalid"]
 async fn the_resume_command_of_a_skip_invalid_run_resumes_it() {
     let ws = Workspace::new();
     ws.write(

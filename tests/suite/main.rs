@@ -37,6 +37,7 @@ mod one_pass;
 mod operator;
 mod operator_day;
 mod ops;
+mod output_targets;
 mod outputs;
 mod payouts;
 mod period_report;
