@@ -13,7 +13,6 @@ mod support;
 
 mod approval_record;
 mod approved;
-mod attack27;
 mod cancelled_intents;
 mod cards;
 mod chaos;
@@ -21,6 +20,7 @@ mod client_contract;
 mod converted_preflight;
 mod csv_input;
 mod fast_defaults;
+mod finance_edges;
 mod fuzz_input;
 mod header_hint;
 mod help;

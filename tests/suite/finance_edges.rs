@@ -1,7 +1,7 @@
-//! Reproductions of what the finance outputs of issue 27 get wrong (the period report and its
-//! journal, the approval record), through the binary on the embedded simulator and a real
-//! ledger. Each test states what is expected and fails on the current code: they are
-//! `#[ignore]`d until the fix lands (`cargo test --test suite attack27:: -- --ignored`).
+//! The edges of the finance outputs (the period report and its journal, the outputs' targets,
+//! the approval record and the advice to resume), through the binary on the embedded simulator
+//! and a real ledger: money booked once, in its period and environment, and no file replaced
+//! that is not the output's own.
 
 use std::str::FromStr;
 
