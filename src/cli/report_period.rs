@@ -87,11 +87,13 @@ pub(super) fn refuse_clashes(
     Ok(())
 }
 
-pub(super) fn execute(ledger: &Ledger, args: PeriodArgs, quiet: bool) -> Result<Exit, CliError> {
-    let since = args.since;
-    let until = args
-        .until
-        .unwrap_or_else(|| chrono::Utc::now().date_naive());
+/// What a period cannot be asked: a start after its end, no output at all, two outputs on
+/// stdout.
+fn refuse_what_cannot_be(
+    args: &PeriodArgs,
+    since: NaiveDate,
+    until: NaiveDate,
+) -> Result<(), CliError> {
     if since > until {
         return Err(CliError::usage(
             format!("the period starts after it ends: --since {since} is after --until {until}"),
@@ -114,21 +116,21 @@ pub(super) fn execute(ledger: &Ledger, args: PeriodArgs, quiet: bool) -> Result<
             "write one of them to a file (--journal FILE, --out FILE)",
         ));
     }
-    let unexpected = |e: crate::batch::outcome::OpError| {
-        CliError::new(
-            Exit::Unexpected,
-            e.to_string(),
-            Some("check that the directory exists and is writable"),
-        )
-    };
-    let selection = period::select(ledger, since, until).map_err(unexpected)?;
-    let inputs: Vec<std::path::PathBuf> = selection
+    Ok(())
+}
+
+/// What the period's batches forbid: an output over the ledger, an input file or a result
+/// file of one of them (finished or not), and a `--group-by` column none of them has.
+fn refuse_for_the_batches(
+    args: &PeriodArgs,
+    selection: &period::Selection,
+) -> Result<(), CliError> {
+    let inputs: Vec<PathBuf> = selection
         .batches
         .iter()
-        .map(|c| std::path::PathBuf::from(&c.batch.input_path))
+        .map(|c| PathBuf::from(&c.batch.input_path))
         .collect();
-    let inputs: Vec<&std::path::Path> = inputs.iter().map(|p| p.as_path()).collect();
-    // The result files of the period's batches, finished or not: none is replaced.
+    let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
     let results: Vec<PathBuf> = selection
         .batches
         .iter()
@@ -153,6 +155,41 @@ pub(super) fn execute(ledger: &Ledger, args: PeriodArgs, quiet: bool) -> Result<
             "--group-by takes the name of a column of the input files",
         ));
     }
+    Ok(())
+}
+
+/// The paid rows the journal could not book, said.
+fn warn_not_booked(written: &period::Written) {
+    if written.not_booked > 0 {
+        errln!(
+            "warning: {} paid rows have no charge recorded in the ledger (paid before the ledger recorded charges): they are not in the journal",
+            written.not_booked
+        );
+    }
+    if written.mismatch_not_booked > 0 {
+        errln!(
+            "warning: {} MISMATCH rows were charged by orders whose answer does not say what they cost: they cannot be booked in the journal; compare them with the account's orders",
+            written.mismatch_not_booked
+        );
+    }
+}
+
+pub(super) fn execute(ledger: &Ledger, args: PeriodArgs, quiet: bool) -> Result<Exit, CliError> {
+    let since = args.since;
+    let until = args
+        .until
+        .unwrap_or_else(|| chrono::Utc::now().date_naive());
+    refuse_what_cannot_be(&args, since, until)?;
+    let journal_on_stdout = args.journal.as_deref().is_some_and(is_stdout);
+    let unexpected = |e: crate::batch::outcome::OpError| {
+        CliError::new(
+            Exit::Unexpected,
+            e.to_string(),
+            Some("check that the directory exists and is writable"),
+        )
+    };
+    let selection = period::select(ledger, since, until).map_err(unexpected)?;
+    refuse_for_the_batches(&args, &selection)?;
     for (batch, rows) in &selection.unfinished {
         errln!(
             "warning: batch {} is not finished ({rows} rows left to finish): it is left out of the period",
@@ -193,18 +230,7 @@ pub(super) fn execute(ledger: &Ledger, args: PeriodArgs, quiet: bool) -> Result<
     if let (Some(_), Some(path)) = (&temporary, &journal) {
         copy_to_stdout(path).map_err(unexpected)?;
     }
-    if written.not_booked > 0 {
-        errln!(
-            "warning: {} paid rows have no charge recorded in the ledger (paid before the ledger recorded charges): they are not in the journal",
-            written.not_booked
-        );
-    }
-    if written.mismatch_not_booked > 0 {
-        errln!(
-            "warning: {} MISMATCH rows were charged by orders whose answer does not say what they cost: they cannot be booked in the journal; compare them with the account's orders",
-            written.mismatch_not_booked
-        );
-    }
+    warn_not_booked(&written);
     if !quiet {
         tell_written(&args, since, until, &written);
     }

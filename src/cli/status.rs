@@ -203,19 +203,11 @@ pub fn human_age(d: chrono::Duration) -> String {
     }
 }
 
-/// What to do next with a batch, most urgent first. The command that resumes a batch whose
-/// runs were held to an approved plan keeps that plan (`approved`, the latest recorded digest):
-/// an approved run from cron resumes as approved.
-fn next_steps(
-    ledger: &Path,
-    b: &BatchRecord,
-    counts: &BTreeMap<RowState, i64>,
-    flights: &[InFlight<'_>],
-    in_doubt_hours: f64,
-    approved: Option<&str>,
-) -> Vec<String> {
-    let n = |s: RowState| counts.get(&s).copied().unwrap_or(0);
-    // The commands are to be copied into a shell: every argument is quoted for it.
+/// The command that runs the batch again, to be copied into a shell (every argument quoted for
+/// it): its file, name, ledger and environment, and `--skip-invalid` when the batch has
+/// `invalid` rows (a run without it refuses the file: the batch's INVALID rows say its runs had
+/// it).
+fn run_command(ledger: &Path, b: &BatchRecord, invalid: bool) -> String {
     let name = shell_word(&b.name);
     let input = shell_word(&b.input_path);
     let mut run = format!("paybatch run {input} --batch {name}");
@@ -231,11 +223,27 @@ fn next_steps(
         Ok(env) => run.push_str(&format!(" --env {}", env.name())),
         Err(_) => {}
     }
-    // A file with invalid rows is only run with --skip-invalid (a run without it refuses the
-    // file): the batch's INVALID rows say its runs had it.
-    if n(RowState::Invalid) > 0 {
+    if invalid {
         run.push_str(" --skip-invalid");
     }
+    run
+}
+
+/// What to do next with a batch, most urgent first. The command that resumes a batch whose
+/// runs were held to an approved plan keeps that plan (`approved`, the latest recorded digest):
+/// an approved run from cron resumes as approved.
+fn next_steps(
+    ledger: &Path,
+    b: &BatchRecord,
+    counts: &BTreeMap<RowState, i64>,
+    flights: &[InFlight<'_>],
+    in_doubt_hours: f64,
+    approved: Option<&str>,
+) -> Vec<String> {
+    let n = |s: RowState| counts.get(&s).copied().unwrap_or(0);
+    let name = shell_word(&b.name);
+    let input = shell_word(&b.input_path);
+    let mut run = run_command(ledger, b, n(RowState::Invalid) > 0);
     // Paying rows other batches have changes the plan: that run is approved anew.
     let with_repeats = format!("{run} --allow-repeats");
     if let Some(digest) = approved {

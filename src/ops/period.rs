@@ -208,8 +208,6 @@ pub fn write_period(
         totals.unfinished(&b.name);
     }
     let headers = union_headers(&selection.batches);
-    let mut csv_headers = vec![batch_column(&headers)];
-    csv_headers.extend(headers.iter().cloned());
     // The CSV on stdout is built as the file is, in a private temporary directory.
     let temporary = match &outputs.out {
         Some(p) if p.as_os_str() == "-" => {
@@ -222,14 +220,7 @@ pub fn write_period(
         (None, out) => out.clone(),
     };
     let mut lines = match &csv_path {
-        Some(path) => Some(InBackground::start(
-            ResultWriter::create(
-                path,
-                &csv_headers,
-                period_format(&selection.batches, outputs.out_format),
-            )
-            .map_err(io_at(path))?,
-        )),
+        Some(path) => Some(start_csv(path, &headers, selection, outputs)?),
         None => None,
     };
     let group = journal_group(group_by, &selection.batches);
@@ -256,20 +247,7 @@ pub fn write_period(
             .totals
             .absorb(&completed.batch.name, &completed.at, &reading.tally);
     }
-    // The paid attempts of the period in batches that completed in another one (or have not
-    // finished): their money is booked where it left the balance.
-    let selected: BTreeSet<i64> = selection.batches.iter().map(|c| c.batch.id).collect();
-    for batch in charged_around(ledger, since, until)? {
-        if selected.contains(&batch.id) {
-            continue;
-        }
-        let completed = Completed {
-            at: String::new(),
-            batch,
-        };
-        let mut reading = BatchReading::new(ledger, &completed, &headers, group.as_deref());
-        reading.book_only(&mut booking)?;
-    }
+    book_charged_elsewhere(ledger, selection, &headers, group.as_deref(), &mut booking)?;
     let (not_booked, mismatch_not_booked) = (booking.not_booked, booking.mismatch_not_booked);
     if let (Some(lines), Some(path)) = (lines, &csv_path) {
         lines
@@ -281,10 +259,7 @@ pub fn write_period(
         journal.finish().map_err(io_at(path))?;
     }
     if let (Some(_), Some(path)) = (&temporary, &csv_path) {
-        let mut file = std::fs::File::open(path).map_err(io_at(path))?;
-        std::io::copy(&mut file, stdout)
-            .and_then(|_| stdout.flush())
-            .map_err(io_at(Path::new("(output)")))?;
+        copy_out(path, stdout)?;
     }
     if let Some(path) = &outputs.html {
         write_page(ledger, selection, &totals, path)?;
@@ -294,6 +269,54 @@ pub fn write_period(
         not_booked,
         mismatch_not_booked,
     })
+}
+
+/// Starts the period's result CSV at `path`: the batch column, then `headers`, in the layout
+/// [`period_format`] gives.
+fn start_csv(
+    path: &Path,
+    headers: &[String],
+    selection: &Selection,
+    outputs: &Outputs,
+) -> Result<InBackground, OpError> {
+    let mut csv_headers = vec![batch_column(headers)];
+    csv_headers.extend(headers.iter().cloned());
+    let format = period_format(&selection.batches, outputs.out_format);
+    let writer = ResultWriter::create(path, &csv_headers, format).map_err(io_at(path))?;
+    Ok(InBackground::start(writer))
+}
+
+/// The paid attempts of the period in batches that completed in another period (or have not
+/// finished): their money is booked where it left the balance, in this period.
+fn book_charged_elsewhere(
+    ledger: &Ledger,
+    selection: &Selection,
+    headers: &[String],
+    group: Option<&str>,
+    booking: &mut Booking<'_, '_>,
+) -> Result<(), OpError> {
+    let selected: BTreeSet<i64> = selection.batches.iter().map(|c| c.batch.id).collect();
+    for batch in charged_around(ledger, booking.since, booking.until)? {
+        if selected.contains(&batch.id) {
+            continue;
+        }
+        let completed = Completed {
+            at: String::new(),
+            batch,
+        };
+        let mut reading = BatchReading::new(ledger, &completed, headers, group);
+        reading.book_only(booking)?;
+    }
+    Ok(())
+}
+
+/// Copies the finished file at `path` to `out` (the CSV asked on stdout).
+fn copy_out(path: &Path, out: &mut dyn Write) -> Result<(), OpError> {
+    let mut file = std::fs::File::open(path).map_err(io_at(path))?;
+    std::io::copy(&mut file, out)
+        .and_then(|_| out.flush())
+        .map_err(io_at(Path::new("(output)")))?;
+    Ok(())
 }
 
 /// The batches with an order that became final around the period (a day more on each side:
