@@ -38,9 +38,11 @@ const TEMPLATE_NAME: &str = "page.html";
 /// The template of a period's page ([`super::period`]).
 pub(super) const PERIOD_TEMPLATE: &str = "period.html";
 
-/// The templates the pages include (the style, the costs tables), and the period's page.
-const PARTS: [(&str, &str); 3] = [
+/// The templates the pages include (the style, the balances and costs tables), and the period's
+/// page.
+const PARTS: [(&str, &str); 4] = [
     ("style.html", include_str!("style.html")),
+    ("balances.html", include_str!("balances.html")),
     ("costs.html", include_str!("costs.html")),
     (PERIOD_TEMPLATE, include_str!("period.html")),
 ];
