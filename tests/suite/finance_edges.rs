@@ -28,10 +28,9 @@ const TWO_ROWS: &str = "reference,product_code,face_value,currency,cost_center\n
 /// A whole-ledger period: every batch paid by the test is in it.
 const PERIOD: [&str; 4] = ["--since", "2000-01-01", "--until", "2100-12-31"];
 
-/// `--journal` naming a symbolic link (as `/dev/stdout` is) replaces the link with a regular
-/// file instead of writing where it points: as root, `--journal /dev/stdout` (or `--out
-/// /dev/null`) replaces the device node for the whole machine. Expected: the link is kept
-/// (written through, or the path refused).
+/// `--journal` naming a symbolic link (as `/dev/stdout` is) is refused before anything is
+/// written: the link is kept, never replaced by a regular file (as root, a rename over
+/// `/dev/stdout` or `/dev/null` would replace the device for the whole machine).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_journal_through_a_symbolic_link_keeps_the_link() {
     let ws = Workspace::new();
@@ -53,8 +52,8 @@ async fn a_journal_through_a_symbolic_link_keeps_the_link() {
     );
 }
 
-/// `--out` and `--journal` (or `--html`) at the same path: both are reported written, the
-/// second replaces the first. Expected: refused (exit 2), as `--out` on the ledger is.
+/// `--out` and `--journal` (or `--html`) at the same path are refused (exit 2) before anything
+/// is written: one output would silently replace the other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_outputs_of_a_period_at_one_path_are_refused() {
     let ws = Workspace::new();
@@ -73,8 +72,8 @@ async fn two_outputs_of_a_period_at_one_path_are_refused() {
     }
 }
 
-/// `--journal` onto a batch's result file (the payout links) replaces it with the journal.
-/// Expected: refused, as the ledger and the input file are.
+/// `--journal` onto a batch's result file (the payout links) is refused, as the ledger and the
+/// input file are.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_journal_onto_a_batch_result_file_is_refused() {
     let ws = Workspace::new();
@@ -94,8 +93,7 @@ async fn a_journal_onto_a_batch_result_file_is_refused() {
     );
 }
 
-/// `--journal -` writes a file named `-`, where `--out -` writes on stdout. Expected: the
-/// journal on stdout, or `-` refused; never a file named `-`.
+/// `--journal -` writes the journal on stdout, as `--out -` does: never a file named `-`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_journal_to_dash_is_not_a_file_named_dash() {
     let ws = Workspace::new();
@@ -112,10 +110,9 @@ async fn a_journal_to_dash_is_not_a_file_named_dash() {
     );
 }
 
-/// A run held to `--expect-digest` and killed after its approval line, before any intent:
-/// the batch is on record with no row, and `status` says "nothing to do: every row
-/// completed" although nothing was paid. Without `--expect-digest` the same kill leaves no
-/// batch. Expected: status says to run again (with the digest).
+/// A run held to `--expect-digest` and killed after its approval line, before any intent: the
+/// batch is on record with no row, and `status` says to run again (with the digest), never
+/// "nothing to do: every row completed".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_killed_after_its_approval_is_not_said_completed() {
     let ws = Workspace::new();
@@ -192,10 +189,9 @@ async fn journal_total(
         .map(|l| Decimal::from_str(&l["debit_amount"]).expect("a decimal"))
 }
 
-/// A batch paid in October whose expired links are reissued in a later month: the October
-/// journal, written again, loses the October charges (the batch now completes in the later
-/// month, and the period takes batches by completion). Expected: what left a balance in
-/// October stays in October's journal.
+/// A batch paid in October whose expired links are reissued in a later month: October's
+/// journal, written again, keeps the October charges (each paid attempt is booked in the
+/// period its order became final, not by when the batch last completed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reissue_in_a_later_month_keeps_the_earlier_charges_in_their_month() {
     let ws = Workspace::new();
@@ -228,10 +224,8 @@ async fn a_reissue_in_a_later_month_keeps_the_earlier_charges_in_their_month() {
 
 /// A ledger that holds a rehearsal on the embedded simulator and a batch paid at another
 /// service (here a standalone simulator, environment `custom`; in real use production): the
-/// period's journal and `--json` add both into one `USD` total, with no column saying which
-/// environment a line is from; the page names both environments and still adds them.
-/// Expected: simulated money is never added to another environment's (left out of the
-/// period unless asked for, or totalled per environment).
+/// period's journal names each line's environment and totals per environment and currency, and
+/// `--json` keeps the balances apart: simulated money is never added to another environment's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_period_never_adds_simulated_charges_to_another_environments() {
     let ws = Workspace::new();
@@ -286,9 +280,7 @@ async fn a_period_never_adds_simulated_charges_to_another_environments() {
 }
 
 /// A run with `--skip-invalid --expect-digest` killed after it sent an order: the resume
-/// command `status` prints keeps `--expect-digest` but not `--skip-invalid`, so pasted it stops
-/// with exit 3 ("nothing was submitted", though an order was) and the batch stays unfinished.
-/// Expected: the printed command resumes the batch.
+/// command `status` prints keeps both flags, and pasted as it is it resumes the batch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_resume_command_of_a_skip_invalid_run_resumes_it() {
     let ws = Workspace::new();
@@ -325,10 +317,8 @@ async fn the_resume_command_of_a_skip_invalid_run_resumes_it() {
     );
 }
 
-/// `--group-by` naming a column no batch of the period has (a typo: `cost_centre`): the
-/// period's journal is written with that column blank on every line, exit 0 and no warning,
-/// where `report --batch` refuses the same name (exit 2). Expected: refused, or at least
-/// said.
+/// `--group-by` naming a column no batch of the period has (a typo: `cost_centre`) is refused
+/// (exit 2) naming the columns the batches have, as `report --batch` refuses it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_period_group_by_of_a_column_no_batch_has_is_refused() {
     let ws = Workspace::new();
@@ -360,9 +350,8 @@ async fn a_period_group_by_of_a_column_no_batch_has_is_refused() {
 }
 
 /// An input file with a column named `batch` (a purchase order's batch, say): the period's
-/// result CSV starts with its own `batch` column and carries the input's as a second column
-/// of the same name, so a reader by header name (a spreadsheet lookup, Python's DictReader)
-/// takes the input's value for the batch. Expected: the header names each column once.
+/// result CSV names its own column `paybatch_batch`, so each header names one column and a
+/// reader by header name (a spreadsheet lookup, Python's DictReader) reads the right one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_period_csv_names_each_column_once() {
     let ws = Workspace::new();
@@ -402,9 +391,8 @@ async fn usd_balance(ws: &Workspace, base: &str) -> Decimal {
 }
 
 /// A service that completes the orders (the money leaves the balance) but answers their items
-/// without payout links: the rows are MISMATCH, and what left the balance is not in the
-/// period's journal (no line, no total, no warning, exit 0). Expected: what the balance lost
-/// is in the finance outputs (booked, or named as charged and unconfirmed).
+/// without payout links: the rows are MISMATCH, and what left the balance is booked in the
+/// period's journal, marked `MISMATCH`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_left_for_mismatch_rows_is_in_the_journal() {
     use std::sync::Arc;
