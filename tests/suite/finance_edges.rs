@@ -7,11 +7,8 @@ use std::str::FromStr;
 
 use rust_decimal::Decimal;
 
-use crate::support::{Workspace, paybatch_in, stderr_of, stdout_of};
-
-async fn pb(ws: &Workspace, args: &[&str]) -> std::process::Output {
-    paybatch_in(ws.dir.path(), args, &[]).await
-}
+use crate::support::paybatch_ws as pb;
+use crate::support::{Workspace, links_expire_after, paybatch_in, stderr_of, stdout_of};
 
 /// Pays `csv` as batch `name` on the embedded simulator.
 async fn pay(ws: &Workspace, name: &str, csv: &str) {
@@ -195,19 +192,7 @@ async fn journal_total(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reissue_in_a_later_month_keeps_the_earlier_charges_in_their_month() {
     let ws = Workspace::new();
-    let setup = pb(
-        &ws,
-        &[
-            "sim",
-            "account",
-            "--link-expiry-days",
-            "10",
-            "--claim-share",
-            "0",
-        ],
-    )
-    .await;
-    assert!(setup.status.success(), "{}", stderr_of(&setup));
+    links_expire_after(&ws, "10", "0").await;
     pay(&ws, "b", TWO_ROWS).await;
     complete_at(&ws, "b", "2026-10-15T12:00:00.000Z");
     let october = journal_total(&ws, "2026-10-01", "2026-10-31", "USD").await;

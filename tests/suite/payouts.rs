@@ -6,8 +6,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::support::paybatch_ws as pb;
 use crate::support::{
-    Workspace, against_url, col, fast_config, paybatch_in, read_csv, restart_sim, start_sim,
+    Workspace, against_url, col, fast_config, links_expire_after, read_csv, restart_sim, start_sim,
     stderr_of, stdout_of,
 };
 use serde_json::Value;
@@ -22,10 +23,6 @@ fn batch_csv(rows: usize) -> String {
         ));
     }
     csv
-}
-
-async fn pb(ws: &Workspace, args: &[&str]) -> std::process::Output {
-    paybatch_in(ws.dir.path(), args, &[]).await
 }
 
 /// `paybatch payouts --batch b --json`, with its exit code.
@@ -239,19 +236,7 @@ async fn links_are_followed_until_final_as_the_simulator_counts_them_and_read_on
 async fn the_expired_rows_are_listed_exactly_and_each_reissued_and_paid_once_more() {
     let ws = Workspace::new();
     ws.write("b.csv", &batch_csv(30));
-    let setup = pb(
-        &ws,
-        &[
-            "sim",
-            "account",
-            "--link-expiry-days",
-            "10",
-            "--claim-share",
-            "0.4",
-        ],
-    )
-    .await;
-    assert!(setup.status.success(), "{}", stderr_of(&setup));
+    links_expire_after(&ws, "10", "0.4").await;
     let run = pb(&ws, &["run", "b.csv", "--batch", "b", "-q"]).await;
     assert_eq!(run.status.code(), Some(0), "{}", stderr_of(&run));
 
@@ -420,18 +405,7 @@ async fn the_expired_rows_are_listed_exactly_and_each_reissued_and_paid_once_mor
 async fn links_expiring_soon_make_exit_7_and_are_listed_with_their_references() {
     let ws = Workspace::new();
     ws.write("b.csv", &batch_csv(6));
-    pb(
-        &ws,
-        &[
-            "sim",
-            "account",
-            "--link-expiry-days",
-            "10",
-            "--claim-share",
-            "0",
-        ],
-    )
-    .await;
+    links_expire_after(&ws, "10", "0").await;
     let run = pb(&ws, &["run", "b.csv", "--batch", "b", "-q"]).await;
     assert_eq!(run.status.code(), Some(0), "{}", stderr_of(&run));
     let (json, code) = payouts_json(&ws, &[]).await;

@@ -11,11 +11,8 @@ use std::str::FromStr;
 use rust_decimal::Decimal;
 use serde_json::Value;
 
-use crate::support::{Workspace, paybatch_in, stderr_of, stdout_of};
-
-async fn pb(ws: &Workspace, args: &[&str]) -> std::process::Output {
-    paybatch_in(ws.dir.path(), args, &[]).await
-}
+use crate::support::paybatch_ws as pb;
+use crate::support::{Workspace, links_expire_after, stderr_of, stdout_of};
 
 fn dec(text: &str) -> Decimal {
     Decimal::from_str(text).unwrap_or_else(|e| panic!("{text:?} is not a decimal: {e}"))
@@ -458,19 +455,7 @@ async fn the_period_csv_has_a_batch_column_and_the_journal_adds_up_to_the_ledger
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reissued_row_is_in_the_journal_once_per_attempt_charged() {
     let ws = Workspace::new();
-    let setup = pb(
-        &ws,
-        &[
-            "sim",
-            "account",
-            "--link-expiry-days",
-            "10",
-            "--claim-share",
-            "0",
-        ],
-    )
-    .await;
-    assert!(setup.status.success(), "{}", stderr_of(&setup));
+    links_expire_after(&ws, "10", "0").await;
     let mut csv = String::from("reference,product_code,face_value,currency,cost_center\n");
     for i in 1..=4 {
         csv.push_str(&format!("R-{i},AMZ-US,10.00,USD,CC-{i}\n"));

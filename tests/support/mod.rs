@@ -180,6 +180,30 @@ pub async fn paybatch_in(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> st
         .expect("paybatch ran")
 }
 
+/// `paybatch ARGS` in the workspace's directory: the embedded simulator and the default ledger
+/// there, unless `args` say otherwise.
+pub async fn paybatch_ws(ws: &Workspace, args: &[&str]) -> std::process::Output {
+    paybatch_in(ws.dir.path(), args, &[]).await
+}
+
+/// The embedded simulator's account of the workspace: payout links expire `days` days after
+/// their order finished, and `claim_share` of them are claimed before.
+pub async fn links_expire_after(ws: &Workspace, days: &str, claim_share: &str) {
+    let setup = paybatch_ws(
+        ws,
+        &[
+            "sim",
+            "account",
+            "--link-expiry-days",
+            days,
+            "--claim-share",
+            claim_share,
+        ],
+    )
+    .await;
+    assert!(setup.status.success(), "{}", stderr_of(&setup));
+}
+
 /// The paybatch binary in `dir` with `args`, the caller's paybatch settings (key, environment,
 /// ledger, fail point, proxies) removed, plus `envs`.
 fn command(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> tokio::process::Command {
