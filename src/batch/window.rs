@@ -33,6 +33,12 @@ pub const IDEMPOTENCY_DAYS: i64 = 30;
 /// behind the service's.
 pub const CLOCK_MARGIN_HOURS: i64 = 24;
 
+/// How much newer than an entry listed before it an entry may be and still be in order: orders
+/// created at once (a batch sends many in parallel) may be listed a moment apart from their
+/// `created_at`. Far less than any read's overlap ([`CLOCK_MARGIN_HOURS`], and the hour a later
+/// read starts before the last one ended).
+pub const ORDER_SLACK_SECONDS: i64 = 300;
+
 /// Examples kept per group of [`WindowMatches`].
 pub const MAX_EXAMPLES: usize = 5;
 
@@ -139,12 +145,18 @@ pub struct ServiceWindow {
     pub pages: usize,
     /// How far back the window was to be read.
     pub since: DateTime<Utc>,
-    /// The list was read back to `since` or to its end; false when the page cap
-    /// ([`MAX_WINDOW_PAGES`]) was reached first, or the list stopped moving on.
+    /// The list was read to one of its documented ends: back past `since`, or its last page.
+    /// False when the read stopped anywhere else ([`ServiceWindow::odd`] says why).
     pub complete: bool,
     /// Finished entries listed without a description (never paybatch's, which always writes
     /// one, unless the list leaves it out).
     pub undescribed: usize,
+    /// Why the read stopped before a documented end: an entry out of order, a cursor given
+    /// twice, the page cap ([`MAX_WINDOW_PAGES`]) reached.
+    pub odd: Option<String>,
+    /// The newest `created_at` listed, and the oldest read so far.
+    pub newest: Option<DateTime<Utc>>,
+    pub oldest: Option<DateTime<Utc>>,
 }
 
 /// The orders of one group of [`WindowMatches`].
@@ -252,10 +264,14 @@ pub async fn read_window(client: &Client, since: DateTime<Utc>) -> Result<Servic
 }
 
 /// Reads the order list newest first, [`PAGE_SIZE`] orders a page following the `after`
-/// cursor, until an entry created before `since` is seen, the list ends, or `max_pages` pages
-/// were read (then the window is not [`ServiceWindow::complete`]). A read the service answers
-/// with a transient error is tried again ([`read_retrying_until`], within the client's
-/// deadline). Only paybatch's entries and the PROCESSING ones are kept, parsed.
+/// cursor, until one of its documented ends: the last page (no `after` cursor), or a page
+/// holding an entry created before `since` whose entries are all in the documented order
+/// (newest first, within [`ORDER_SLACK_SECONDS`]). An empty page with a cursor is read on. Anything else ends the read
+/// without reaching an end, and the window says why ([`ServiceWindow::odd`]): an entry listed
+/// after a newer one, a finished entry whose `created_at` cannot be read, a cursor given
+/// twice, `max_pages` pages read. A read the service answers with a transient error is tried
+/// again ([`read_retrying_until`], within the client's deadline). Only paybatch's entries and
+/// the PROCESSING ones are kept, parsed.
 pub async fn read_window_pages(
     client: &Client,
     since: DateTime<Utc>,
@@ -267,33 +283,33 @@ pub async fn read_window_pages(
         since,
         complete: false,
         undescribed: 0,
+        odd: None,
+        newest: None,
+        oldest: None,
     };
     let mut query = PageQuery {
         limit: Some(PAGE_SIZE),
         ..Default::default()
     };
-    while window.pages < max_pages {
+    let mut cursors = std::collections::HashSet::new();
+    loop {
+        if window.pages >= max_pages {
+            window.odd = Some(format!(
+                "{} pages read, the most one read takes (at most {} orders a page)",
+                window.pages, PAGE_SIZE
+            ));
+            break;
+        }
         let page = read_retrying_until(client.deadline(), || client.orders(&query)).await?;
         window.pages += 1;
-        let empty = page.items.is_empty();
-        let mut older = false;
-        for entry in page.items {
-            let created = entry
-                .created_at
-                .as_deref()
-                .and_then(|t| DateTime::parse_from_rfc3339(t).ok());
-            if created.is_some_and(|at| at < since) {
-                older = true;
+        let older = match window.take_page(page.items) {
+            Ok(older) => older,
+            Err(odd) => {
+                window.odd = Some(odd);
                 break;
             }
-            if entry.description.is_none() && entry.status.is_terminal() {
-                window.undescribed += 1;
-            }
-            if let Some(kept) = ListedOrder::from_entry(entry) {
-                window.orders.push(kept);
-            }
-        }
-        if older || empty {
+        };
+        if older {
             window.complete = true;
             break;
         }
@@ -302,12 +318,76 @@ pub async fn read_window_pages(
                 window.complete = true;
                 break;
             }
-            // The same page again: the list does not move on.
-            Some(after) if Some(&after) == query.after.as_ref() => break,
-            Some(after) => query.after = Some(after),
+            Some(after) => {
+                if !cursors.insert(after.clone()) {
+                    window.odd = Some(format!(
+                        "page {} gave a cursor it had given before: the list does not move on",
+                        window.pages
+                    ));
+                    break;
+                }
+                query.after = Some(after);
+            }
         }
     }
     Ok(window)
+}
+
+impl ServiceWindow {
+    /// Takes one page's entries, newest first: whether it reached an entry created before
+    /// `since` (the entries from there on are not kept), or why the page is not in the
+    /// documented order.
+    fn take_page(&mut self, items: Vec<OrderSummary>) -> Result<bool, String> {
+        let mut older = false;
+        for entry in items {
+            let created = match entry.created_at.as_deref() {
+                Some(t) => match DateTime::parse_from_rfc3339(t) {
+                    Ok(at) => Some(at.with_timezone(&Utc)),
+                    Err(_) => {
+                        return Err(format!(
+                            "order {} is listed with a created_at that cannot be read ({})",
+                            crate::text::escape(&entry.id),
+                            crate::text::escape(t)
+                        ));
+                    }
+                },
+                None if entry.status.is_terminal() => {
+                    return Err(format!(
+                        "finished order {} is listed without its created_at",
+                        crate::text::escape(&entry.id)
+                    ));
+                }
+                None => None,
+            };
+            if let Some(at) = created {
+                if let Some(before) = self.oldest
+                    && at > before + chrono::Duration::seconds(ORDER_SLACK_SECONDS)
+                {
+                    return Err(format!(
+                        "order {} (created {}) is listed after an order created {}: the list is to be newest first",
+                        crate::text::escape(&entry.id),
+                        at.to_rfc3339(),
+                        before.to_rfc3339()
+                    ));
+                }
+                self.oldest = Some(self.oldest.map_or(at, |o| o.min(at)));
+                self.newest = Some(self.newest.map_or(at, |n| n.max(at)));
+                if at < self.since {
+                    older = true;
+                }
+            }
+            if older {
+                continue;
+            }
+            if entry.description.is_none() && entry.status.is_terminal() {
+                self.undescribed += 1;
+            }
+            if let Some(kept) = ListedOrder::from_entry(entry) {
+                self.orders.push(kept);
+            }
+        }
+        Ok(older)
+    }
 }
 
 #[cfg(test)]
@@ -459,6 +539,9 @@ mod tests {
             since: DateTime::<Utc>::MIN_UTC,
             complete: true,
             undescribed: 0,
+            odd: None,
+            newest: None,
+            oldest: None,
         }
     }
 

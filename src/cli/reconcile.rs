@@ -127,6 +127,12 @@ fn print_report(r: &ReconcileReport, dry_run: bool, json: bool) {
             "  order {id} of this batch at the service does not say its rows yet (still processing?): no in-doubt key is given up until it does"
         );
     }
+    for key in &r.released {
+        let verb = if dry_run { "would cancel" } else { "cancelled" };
+        outln!(
+            "  {verb} intent {key}: the service never created it and has its rows in orders another ledger made; those are recorded for them instead"
+        );
+    }
     for key in &r.superseded {
         let verb = if dry_run { "would mark" } else { "marked" };
         outln!(

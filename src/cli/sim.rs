@@ -286,6 +286,11 @@ pub struct ServeArgs {
     /// the clock of the state).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub clock_offset: Option<Duration>,
+    /// Make the first page of the order list odd, as the published contract does not describe
+    /// it: `empty` (no entry, a cursor to read on) or `old-first` (the account's oldest order
+    /// listed first, out of order), to try a client's read of the list.
+    #[arg(long, value_name = "KIND", value_enum)]
+    pub odd_first_page: Option<crate::sim::OddList>,
 }
 
 /// A duration written as numbers with units, d (days), h, m or s: `30d`, `1d12h`, `90m`.
@@ -397,6 +402,7 @@ impl ServeArgs {
                 link_expiry_days: self.link_expiry_days,
             },
             clock_offset: self.clock_offset,
+            odd_list: self.odd_first_page,
             faults: Faults {
                 latency: Duration::from_millis(self.latency_ms),
                 latency_jitter: Duration::from_millis(self.latency_jitter_ms),

@@ -20,6 +20,7 @@ pub mod payouts;
 pub mod repeats;
 mod row_key;
 mod rows;
+pub mod service_orders;
 pub mod spec;
 pub mod state;
 mod transitions;

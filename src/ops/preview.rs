@@ -410,17 +410,16 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, OpError> {
     };
     let index = CatalogIndex::new(products.clone());
     let by_code: HashMap<&str, &Product> = products.iter().map(|p| (p.code.as_str(), p)).collect();
-    let (mut earlier, unsent) = repeats::earlier_for(
-        &ledger,
+    let (earlier, at) = repeats::against_service(
+        &mut ledger,
+        &conn.client,
         &opts.environment.recorded_base_url(),
+        &batch_name,
         existing.as_ref(),
-    )?;
-    if unsent {
-        let read = repeats::read_service(&conn.client, &batch_name).await?;
-        let at = repeats::check_service(read, &ledger, &batch_name, &opts.input)?;
-        preview.service = Some(at.lines());
-        earlier = earlier.with_service(&at);
-    }
+        &opts.input,
+    )
+    .await?;
+    preview.service = Some(at.lines());
     let mut checker = repeats::Checker::new(&ledger, &earlier, opts.on_repeat);
     let mut plan = PlanRows::default();
     let (scanned, totals, changed) = read_file(

@@ -126,9 +126,10 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Op
     .await
 }
 
-/// What the ledger's other batches hold, and for a batch new to the ledger what the service's
-/// order list holds that the ledger does not know: a row they have is never paid again
-/// unnoticed.
+/// What the ledger's other batches hold, and what the service holds that the ledger does not
+/// know, read since this ledger last read it: before every run that may send (a new batch, a
+/// resume, a retry, a reissue, rows appended), so that a row another ledger paid meanwhile is
+/// never paid again unnoticed. Said to the person running the batch.
 async fn earlier_of(
     ledger: &mut Ledger,
     conn: &Connection,
@@ -136,33 +137,22 @@ async fn earlier_of(
     opts: &RunOptions,
     reporter: &Reporter,
 ) -> Result<Earlier, OpError> {
-    let (earlier, unsent) =
-        repeats::earlier_for(&*ledger, &opts.environment.recorded_base_url(), existing)?;
-    if !unsent {
-        return Ok(earlier);
-    }
-    let read = repeats::read_service(&conn.client, &opts.batch_name()).await?;
-    service_checked(&*ledger, earlier, read, opts, reporter)
-}
-
-/// What the service's order list holds ([`repeats::read_service`]) against the ledger: a
-/// refusal, or the other batches' orders added to what the rows are checked against. Said to
-/// the person running the batch.
-fn service_checked(
-    ledger: &Ledger,
-    earlier: Earlier,
-    read: repeats::ServiceRead,
-    opts: &RunOptions,
-    reporter: &Reporter,
-) -> Result<Earlier, OpError> {
-    let at = repeats::check_service(read, ledger, &opts.batch_name(), &opts.input)?;
+    let (earlier, at) = repeats::against_service(
+        ledger,
+        &conn.client,
+        &opts.environment.recorded_base_url(),
+        &opts.batch_name(),
+        existing,
+        &opts.input,
+    )
+    .await?;
     let (head, warnings) = at.lines();
     reporter.line(head);
     for w in warnings {
         reporter.warn(w);
     }
     failpoint::hit("after_service_check");
-    Ok(earlier.with_service(&at))
+    Ok(earlier)
 }
 
 /// Merges the file into the ledger and plans its new rows into orders: one transaction,
@@ -236,7 +226,16 @@ async fn two_passes(
         first_pass(opts, products, options, (&*ledger, earlier), reporter)?;
     // What the ledger holds for rows the file does not have: intents never sent to
     // cancel, orders sent to follow (part of the plan digest).
-    let outside = outside_file(&*ledger, existing.as_ref(), &scanned)?;
+    let mut outside = outside_file(&*ledger, existing.as_ref(), &scanned)?;
+    // Rows planned but never sent that another ledger paid since, skipped by --skip-repeats:
+    // their intents are cancelled, and their other rows planned again without them.
+    if let Some(b) = &existing {
+        for reference in repeats.skipped().keys() {
+            if let Some(intent) = ledger.unsent_intent_of(b.id, reference)? {
+                outside.to_cancel.insert(intent);
+            }
+        }
+    }
     let approved = check_digest(
         opts,
         ledger,

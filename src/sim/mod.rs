@@ -102,7 +102,21 @@ pub struct SimConfig {
     /// Moves the state's clock this far ahead of the wall clock at the start (never back: a
     /// state whose clock is already further is refused).
     pub clock_offset: Option<Duration>,
+    /// The first page of the order list made odd in a way the published contract does not
+    /// describe (`None`: as documented).
+    pub odd_list: Option<OddList>,
     pub faults: Faults,
+}
+
+/// An odd first page of the order list (`sim serve --odd-first-page`), for a client's read of
+/// the list to be tried against: it must read on, or say that it could not reach an end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OddList {
+    /// The first page holds no entry, with an `after` cursor to the newest order.
+    Empty,
+    /// The first page starts with the account's oldest order, out of the documented order
+    /// (newest first).
+    OldFirst,
 }
 
 impl Default for SimConfig {
@@ -129,6 +143,7 @@ impl Default for SimConfig {
             seed_orders: None,
             payout_life: PayoutLife::default(),
             clock_offset: None,
+            odd_list: None,
             faults: Faults::default(),
         }
     }

@@ -48,6 +48,7 @@ mod repeats;
 mod report;
 mod result_format;
 mod security;
+mod service_ledger;
 mod sim_cli;
 mod sim_endpoints;
 mod sim_faults;

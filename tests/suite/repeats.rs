@@ -254,7 +254,10 @@ async fn a_ledger_of_the_previous_schema_knows_what_it_paid_once_migrated() {
     rusqlite::Connection::open(ws.ledger())
         .expect("ledger")
         .execute_batch(
-            "DROP TABLE approvals;
+            "DROP TABLE service_orders;
+             DROP TABLE service_order_rows;
+             DROP TABLE service_reads;
+             DROP TABLE approvals;
              ALTER TABLE batches DROP COLUMN result_format;
              ALTER TABLE batches DROP COLUMN input_format;
              DROP TABLE payouts;
@@ -434,7 +437,15 @@ async fn orders_still_processing_that_the_ledger_does_not_know_hold_a_new_batch_
     let posts = order_posts(&sim);
     let second = Workspace::new();
     second.copy(SAMPLE, "recipients.csv");
-    let out = run_file(&second, &sim, "recipients.csv", &["--batch", "copy"], &[]).await;
+    // It waits for them (at most --poll-timeout), then refuses.
+    let out = run_file(
+        &second,
+        &sim,
+        "recipients.csv",
+        &["--batch", "copy", "--poll-timeout", "3"],
+        &[],
+    )
+    .await;
     assert_eq!(out.status.code(), Some(5), "{}", output_of(&out));
     assert!(stderr_of(&out).contains("still processing at the service"));
     assert_eq!(order_posts(&sim), posts, "nothing sent");

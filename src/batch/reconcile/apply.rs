@@ -267,6 +267,68 @@ impl<'a> Reconciliation<'a> {
         Ok(())
     }
 
+    /// Intents whose rows the service has, at their attempt, in orders the ledger does not
+    /// know that do not answer them (another ledger's, which grouped the rows otherwise and so
+    /// used other keys): cancelled, their rows back to PENDING, so that those orders are
+    /// adopted for them ([`Reconciliation::take_order`]) and nothing is paid twice. An intent
+    /// in doubt (marked sent, no answer recorded) is released only when every order of the
+    /// batch at the service could be read: then none of them answers it, so its key created
+    /// nothing, and sending it again would pay its rows twice.
+    pub(super) fn release_unsent_intents(
+        &mut self,
+        service: &AtService,
+    ) -> Result<(), ReconcileError> {
+        let by_order = members_by_order(&self.views);
+        // An intent that may have been sent is released only when the list showed every
+        // order of the batch whole: none of them can be its own.
+        let list_is_whole = self.report.unattributed.is_empty();
+        for o in &self.orders {
+            let never_sent = o.sends == 0 && o.last_sent_at.is_none();
+            if o.state != OrderState::Intent
+                || !(never_sent || list_is_whole)
+                || self.order_states.get(&o.id) != Some(&OrderState::Intent)
+            {
+                continue;
+            }
+            let members = members_of(&self.views, &by_order, o.id);
+            let mine: HashSet<RowKey> = members
+                .iter()
+                .map(|(r, v)| RowKey::new(r.as_str(), v.attempt))
+                .collect();
+            let unknown = |f: &&FoundOrder| !self.by_service_id.contains_key(f.id.as_str());
+            let same_rows =
+                |f: &&FoundOrder| f.rows.iter().cloned().collect::<HashSet<_>>() == mine;
+            // An order of exactly its rows is its own answer (the same grouping gives the
+            // same key): recorded on it, never released.
+            let answered = service.found.iter().filter(unknown).any(|f| same_rows(&f));
+            let elsewhere = service
+                .found
+                .iter()
+                .filter(unknown)
+                .any(|f| f.rows.iter().any(|k| mine.contains(k)));
+            if members.is_empty() || answered || !elsewhere {
+                continue;
+            }
+            self.claimed_orders.insert(o.id);
+            self.report.released.push(o.idempotency_key.clone());
+            let refs: Vec<String> = members.iter().map(|(r, _)| (*r).clone()).collect();
+            if !self.dry_run {
+                self.ledger.release_intent(
+                    o.id,
+                    "reconcile: its rows are in orders another ledger made; never sent",
+                )?;
+            }
+            self.order_states.insert(o.id, OrderState::Cancelled);
+            for r in refs {
+                if let Some(v) = self.views.get_mut(&r) {
+                    v.state = RowState::Pending;
+                    v.order_id = None;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Takes the service's order `f` into the ledger: brings a known order's status up to
     /// date, records an order on the intent it answers, or adopts it for its rows when they can
     /// take it; reports what only a person can settle.

@@ -69,6 +69,7 @@ pub async fn reconcile(
     let service = work.list_service_orders().await?;
     work.report_duplicates(&service);
     work.supersede_intents(&service)?;
+    work.release_unsent_intents(&service)?;
     for f in &service.found {
         work.take_order(f, &service).await?;
     }

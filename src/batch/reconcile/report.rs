@@ -28,6 +28,9 @@ pub struct ReconcileReport {
     /// Intents of an earlier attempt than one the service has an order for, never answered:
     /// marked REJECTED, never to be sent (keys).
     pub superseded: Vec<String>,
+    /// Intents never sent whose rows the service has in another ledger's orders (another
+    /// grouping, another machine): cancelled, their rows left to those orders (keys).
+    pub released: Vec<String>,
 }
 
 impl ReconcileReport {
@@ -40,6 +43,7 @@ impl ReconcileReport {
             && self.unknown_rows.is_empty()
             && self.duplicates.is_empty()
             && self.superseded.is_empty()
+            && self.released.is_empty()
             && self.unattached.is_empty()
     }
 

@@ -54,6 +54,9 @@ impl<'l> Checker<'l> {
             // A row this batch already planned, paid or refused is not paid again by this run;
             // one it skipped (and is allowed now), or has not planned, is checked again.
             let state = self.ledger.row_state(this, &spec.reference)?;
+            if state == Some(RowState::Planned) {
+                return self.planned_here(this, spec);
+            }
             if state.is_some_and(|s| {
                 !matches!(
                     s,
@@ -75,6 +78,31 @@ impl<'l> Checker<'l> {
             self.resemble(spec, l)?;
         }
         Ok(false)
+    }
+
+    /// A row this batch planned, its intent not answered yet: an order of another batch at the
+    /// service that this ledger learned of since the row was planned (another ledger paid it
+    /// meanwhile) makes it a repeat; what was known when it was planned was checked then. When
+    /// its own intent may have been sent (in doubt), it cannot be skipped by itself.
+    fn planned_here(&mut self, this: i64, spec: &RowSpec) -> Result<bool, LedgerError> {
+        let Some((planned_at, never_sent)) =
+            self.ledger.planned_intent_of(this, &spec.reference)?
+        else {
+            return Ok(false);
+        };
+        match self
+            .earlier
+            .learned_since(&spec.reference, spec.line, &planned_at)
+        {
+            Some(mut repeat) => {
+                if !never_sent {
+                    repeat.state = EarlierState::AtTheServiceInDoubtHere;
+                }
+                self.repeats.rows.push(repeat);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
     }
 
     /// Records a likely repeat when a paid row of another batch pays the same.

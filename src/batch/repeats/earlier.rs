@@ -11,7 +11,6 @@ use crate::ledger::{BatchRecord, Ledger, LedgerError};
 
 use super::findings::{EarlierState, Repeat};
 use super::hashes::Hashes;
-use super::service::AtTheService;
 
 /// How far back a recipient paid the same thing makes a row a likely repeat.
 pub const ALIKE_WINDOW_DAYS: i64 = 35;
@@ -32,9 +31,8 @@ pub struct Earlier {
     pub(super) this: Option<i64>,
     pub(super) this_name: String,
     pub(super) skipped_here: std::collections::HashSet<String>,
-    /// Rows of other batches' orders at the service that this ledger does not know, by
-    /// reference: (batch, created).
-    service: HashMap<String, (String, String)>,
+    /// Rows of other batches' orders at the service that this ledger does not know.
+    service: ServiceRows,
     /// The start of the window of likely repeats (RFC 3339).
     pub(super) since: String,
 }
@@ -93,22 +91,78 @@ impl Earlier {
             batches,
             this,
             since,
-            service: HashMap::new(),
+            service: ServiceRows::default(),
         })
     }
 
-    /// Adds what the service's order list holds of other batches ([`AtTheService`]).
-    pub fn with_service(mut self, at: &AtTheService) -> Self {
-        self.service = at.rows.clone();
-        self
+    /// Adds the rows of other batches' orders that the service holds and this ledger does not
+    /// know (learned by [`super::sync_service`]), for the service at `base_url`; the orders of
+    /// `batch` itself are refused before ([`super::check_service`]).
+    pub fn with_service(
+        mut self,
+        ledger: &Ledger,
+        base_url: &str,
+        batch: &str,
+    ) -> Result<Self, LedgerError> {
+        let tag = crate::batch::order_body::batch_tag(batch);
+        let mut orders: HashMap<String, u32> = HashMap::new();
+        let mut service = ServiceRows::default();
+        ledger.visit_service_rows(base_url, |row| {
+            if row.batch_tag.as_deref() == Some(tag.as_str()) {
+                return;
+            }
+            let next = u32::try_from(service.orders.len()).unwrap_or(u32::MAX);
+            let index = *orders
+                .entry(row.service_order_id.clone())
+                .or_insert_with(|| {
+                    service.orders.push(ForeignOrder {
+                        batch: row.batch_tag.clone().unwrap_or_default(),
+                        created_at: row.created_at.clone().unwrap_or_default(),
+                        read_at: row.read_at.clone(),
+                        whole: row.rows_whole,
+                    });
+                    next
+                });
+            service
+                .rows
+                .push((self.keys.hash_one(row.reference.as_str()), index));
+        })?;
+        service.rows.sort_unstable();
+        service.rows.shrink_to_fit();
+        self.service = service;
+        Ok(self)
     }
 
     /// Whether another batch may have this reference (a hash found; [`Earlier::repeat_of`]
     /// tells).
     pub fn may_repeat(&self, reference: &str) -> bool {
-        self.service.contains_key(reference)
+        self.service_has(reference)
             || !self.references.is_empty()
                 && self.references.contains(short_hash(&self.keys, reference))
+    }
+
+    /// Whether an order of another batch at the service that this ledger does not know has
+    /// this reference.
+    fn service_has(&self, reference: &str) -> bool {
+        !self.service.rows.is_empty() && self.service.find(self.keys.hash_one(reference)).is_some()
+    }
+
+    /// The repeat of a row of this batch planned at `planned_at` (an intent never sent) that an
+    /// order of another batch at the service holds, learned by this ledger after the row was
+    /// planned: what the check at planning could not see.
+    pub fn learned_since(&self, reference: &str, line: u64, planned_at: &str) -> Option<Repeat> {
+        let hash = self.keys.hash_one(reference);
+        self.service
+            .all(hash)
+            .find(|o| o.read_at.as_str() > planned_at)
+            .map(|o| Repeat {
+                reference: reference.to_string(),
+                line,
+                batch: o.batch.clone(),
+                batch_created_at: o.created_at.clone(),
+                state: o.state(),
+                completed_at: None,
+            })
     }
 
     /// Where another batch has this reference in a state that makes it a repeat ([`Repeat`]),
@@ -123,13 +177,13 @@ impl Earlier {
         if !self.may_repeat(reference) {
             return Ok(None);
         }
-        if let Some((batch, _)) = self.service.get(reference) {
+        if let Some(o) = self.service.find(self.keys.hash_one(reference)) {
             return Ok(Some(Repeat {
                 reference: reference.to_string(),
                 line,
-                batch: batch.clone(),
-                batch_created_at: String::new(),
-                state: EarlierState::AtTheService,
+                batch: o.batch.clone(),
+                batch_created_at: o.created_at.clone(),
+                state: o.state(),
                 completed_at: None,
             }));
         }
@@ -182,20 +236,50 @@ impl Earlier {
     }
 }
 
-/// What a batch is checked against ([`Earlier`]), and whether the service's order list is to
-/// be read as well: until anything of the batch has left (a batch new to the ledger, one only
-/// planned, one stopped before its first send), another ledger may be paying it.
-pub fn earlier_for(
-    ledger: &Ledger,
-    base_url: &str,
-    existing: Option<&BatchRecord>,
-) -> Result<(Earlier, bool), LedgerError> {
-    let earlier = Earlier::load(ledger, base_url, existing.map(|b| b.id))?;
-    let unsent = match existing {
-        None => true,
-        Some(b) => !ledger.has_sent(b.id)?,
-    };
-    Ok((earlier, unsent))
+/// The rows of other batches' orders at the service that this ledger does not know: a keyed
+/// 64-bit hash of each reference with its order (16 bytes a row; a hash found stands for the
+/// reference: two references of one hash are taken as one, which refuses, never pays).
+#[derive(Default)]
+struct ServiceRows {
+    /// (hash of the reference, index in `orders`), sorted.
+    rows: Vec<(u64, u32)>,
+    orders: Vec<ForeignOrder>,
+}
+
+/// An order of another batch at the service, as a repeat names it.
+struct ForeignOrder {
+    batch: String,
+    created_at: String,
+    read_at: String,
+    /// Its rows are all known (else only its first row is).
+    whole: bool,
+}
+
+impl ForeignOrder {
+    /// How a repeat of one of its rows is named.
+    fn state(&self) -> EarlierState {
+        if self.whole {
+            EarlierState::AtTheService
+        } else {
+            EarlierState::AtTheServiceFirstRow
+        }
+    }
+}
+
+impl ServiceRows {
+    /// Every order with a row of this hash.
+    fn all(&self, hash: u64) -> impl Iterator<Item = &ForeignOrder> {
+        let start = self.rows.partition_point(|(h, _)| *h < hash);
+        self.rows[start..]
+            .iter()
+            .take_while(move |(h, _)| *h == hash)
+            .filter_map(|(_, i)| self.orders.get(*i as usize))
+    }
+
+    /// The first order with a row of this hash.
+    fn find(&self, hash: u64) -> Option<&ForeignOrder> {
+        self.all(hash).next()
+    }
 }
 
 /// A 32-bit keyed hash of a reference.

@@ -54,8 +54,14 @@ pub enum EarlierState {
     /// MISMATCH: its order finished, not as sent; money may have left.
     NeedsAPerson,
     /// A row of an order at the service that this ledger does not know (another ledger's,
-    /// another machine's).
+    /// another machine's), every row of which is known.
     AtTheService,
+    /// The first row of such an order, answered without its metadata: its other rows are not
+    /// known.
+    AtTheServiceFirstRow,
+    /// Such a row that this batch planned in an order it may have sent (in doubt): only a
+    /// reconciliation tells which of the two orders the service has.
+    AtTheServiceInDoubtHere,
     /// Skipped by this batch before, as a repeat: skipped again unless a person allows it.
     SkippedBefore,
 }
@@ -80,6 +86,12 @@ impl EarlierState {
             EarlierState::Planned => "planned",
             EarlierState::NeedsAPerson => "held for a person",
             EarlierState::AtTheService => "ordered at the service, unknown to this ledger",
+            EarlierState::AtTheServiceInDoubtHere => {
+                "ordered at the service by another ledger, while this batch's own order of it is in doubt"
+            }
+            EarlierState::AtTheServiceFirstRow => {
+                "ordered at the service, unknown to this ledger (the first row of an order whose other rows the service did not name)"
+            }
             EarlierState::SkippedBefore => "skipped before as a repeat",
         }
     }
@@ -132,20 +144,21 @@ impl Repeats {
         !self.rows.is_empty() || !self.files.is_empty()
     }
 
-    /// Whether the run stops here: repeats without a decision, or rows of another ledger's
-    /// orders to skip (the service shows only some rows of such an order: the others would be
-    /// paid again).
+    /// Whether the run stops here: repeats without a decision, or rows to skip of another
+    /// ledger's orders whose other rows the service did not name (they would be paid again).
     pub fn refuses(&self) -> bool {
         self.any() && (self.decision == OnRepeat::Refuse || self.skips_unknown_orders())
     }
 
-    /// `--skip-repeats` of rows known only from orders of another ledger.
+    /// `--skip-repeats` of rows of another ledger's orders of which only the first row is known.
     fn skips_unknown_orders(&self) -> bool {
         self.decision == OnRepeat::Skip
-            && self
-                .rows
-                .iter()
-                .any(|r| r.state == EarlierState::AtTheService)
+            && self.rows.iter().any(|r| {
+                matches!(
+                    r.state,
+                    EarlierState::AtTheServiceFirstRow | EarlierState::AtTheServiceInDoubtHere
+                )
+            })
     }
 
     /// The rows the run leaves out (`--skip-repeats`).
@@ -246,8 +259,9 @@ impl Repeats {
             ),
         };
         let help = if self.skips_unknown_orders() {
-            "the rows of another ledger's orders cannot be skipped one by one (the service's \
-             list shows an order's first row only): reconcile the batch that has them into \
+            "rows of another ledger's orders that the service answered without their metadata \
+             (only their first rows are known), or that this batch's own orders in doubt may \
+             also hold, cannot be skipped one by one: reconcile the batch that has them into \
              this ledger first (`paybatch reconcile --batch NAME --rebuild FILE`), then \
              --skip-repeats skips exactly what it paid; or pay them again with --allow-repeats"
         } else {

@@ -24,6 +24,31 @@ mod hashes;
 mod service;
 
 pub use check::{Checker, Noticed};
-pub use earlier::{ALIKE_WINDOW_DAYS, Earlier, earlier_for};
+pub use earlier::{ALIKE_WINDOW_DAYS, Earlier};
 pub use findings::{EarlierState, LikelyRepeat, OnRepeat, Repeat, RepeatedFile, Repeats};
-pub use service::{AtTheService, ServiceRead, check_service, read_service};
+pub use service::{AtTheService, ServiceSync, check_service, sync_service};
+
+/// What a batch about to send is checked against: the ledger's other batches, and the service's
+/// orders this ledger does not know, read since its last read ([`sync_service`]) and refused
+/// when they are this batch's ([`check_service`]). Made before every run that may send: a new
+/// batch, a resume, a retry, a reissue, rows appended.
+pub async fn against_service(
+    ledger: &mut crate::ledger::Ledger,
+    client: &crate::api::Client,
+    base_url: &str,
+    batch: &str,
+    existing: Option<&crate::ledger::BatchRecord>,
+    input: &std::path::Path,
+) -> Result<(Earlier, AtTheService), crate::batch::outcome::OpError> {
+    let sync = sync_service(ledger, client, base_url).await?;
+    let at = check_service(
+        sync,
+        ledger,
+        base_url,
+        (batch, existing.map(|b| b.id)),
+        input,
+    )?;
+    let earlier = Earlier::load(ledger, base_url, existing.map(|b| b.id))?
+        .with_service(ledger, base_url, batch)?;
+    Ok((earlier, at))
+}

@@ -1,215 +1,296 @@
-//! The service's order list, read before a batch sends anything ([`read_service`]), against the
-//! ledger ([`check_service`]): orders of this batch another ledger made are refused; the rows of
-//! other batches' orders are kept for the file to be checked against.
+//! The service as the ledger every machine shares, row by row: before a run sends anything,
+//! the order list is read since this ledger last read it ([`sync_service`]), every finished
+//! order of paybatch's that the ledger does not know is read whole once (its metadata names
+//! every row) and kept in the ledger for ever (`ledger::service_orders`); then
+//! [`check_service`] refuses orders of this batch another ledger made, and hands the rows of
+//! other batches' orders to the check of the file's rows ([`super::Earlier::with_service`]).
+//!
+//! A read that did not reach one of the list's documented ends has proved nothing: it refuses
+//! to send (exit 5), saying how far it got and what was odd.
 
-use std::collections::HashMap;
+use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use futures::StreamExt;
 
 use super::findings::short_date;
+use crate::api::Client;
+use crate::api::client::read_retrying_until;
+use crate::api::models::{Order, OrderView};
 use crate::batch::outcome::{self, OpError};
 use crate::batch::{order_body, window};
 use crate::ledger::Ledger;
-
-/// Full orders read at most to tell what the order list does not show of them: whose batch an
-/// order is when its description was cut inside the name, which rows it holds when its first
-/// row was cut. Past this, such orders are a refusal: they cannot be told.
-const MAX_FULL_READS: usize = 200;
+use crate::ledger::service_orders::LearnedOrder;
 
 /// Full orders read at once.
 const FULL_READS_AT_ONCE: usize = 16;
 
-/// A refused key or version (exit 2) apart from a service that failed.
-fn refused_or_failed(e: crate::api::ApiError) -> OpError {
+/// A later read starts this far before where the last one ended: an order the list shows a
+/// little late is not missed.
+pub const READ_OVERLAP_MINUTES: i64 = 60;
+
+/// How long a read waits, at most (and never past `--poll-timeout`), for orders of the account
+/// that are still processing and that this ledger does not know (the list shows nothing of
+/// them but their id) to finish.
+pub const PROCESSING_WAIT: Duration = Duration::from_secs(60);
+
+/// A refused key or version (exit 2) apart from a service that could not be read (exit 5: the
+/// check proved nothing, nothing was sent).
+fn refused_or_unread(e: crate::api::ApiError, what: &str) -> OpError {
     if outcome::is_auth_error(&e) {
         OpError::Auth(e)
     } else {
-        OpError::Api(e)
+        OpError::Unsettled {
+            message: format!(
+                "cannot read {what}: {e}; without it no row can be checked against what other ledgers paid, so nothing was submitted"
+            ),
+            help: "run the same command again once the service answers".into(),
+        }
     }
 }
 
-/// What the service's order list holds, read before a batch sends anything ([`read_service`]),
-/// with the full orders read where the list says too little.
-pub struct ServiceRead {
-    window: window::ServiceWindow,
-    /// Full orders read: service id -> (batch tag of its metadata, its references).
-    full: HashMap<String, (Option<String>, Vec<String>)>,
-    /// Orders that needed a full read and got none (past [`MAX_FULL_READS`], or processing).
-    untold: usize,
+/// What one read of the service's order list did ([`sync_service`]).
+#[derive(Debug, Clone, Default)]
+pub struct ServiceSync {
+    /// Pages of the order list read.
+    pub pages: usize,
+    /// How far back this read went (RFC 3339); whether it was the first of this ledger (30
+    /// days and a margin back) or went back to where the last one ended.
+    pub since: String,
+    pub first_read: bool,
+    /// Orders of other ledgers read whole by this read.
+    pub learned: usize,
+    /// Orders of other ledgers this ledger knows in all, and of them those known only by the
+    /// first row their description names (the service gave no metadata).
+    pub foreign_orders: i64,
+    pub first_rows_only: i64,
 }
 
-/// Reads the service's order list back over its idempotency window (30 days and a margin,
-/// [`window::window_since`]), and the full order of each entry whose description was cut where
-/// it would tell its batch or its first row (at most `MAX_FULL_READS`).
-pub async fn read_service(
-    client: &crate::api::Client,
-    batch: &str,
-) -> Result<ServiceRead, OpError> {
-    let since = window::window_since(chrono::Utc::now(), None);
-    let window = window::read_window(client, since)
+/// Reads the order list of the service `client` talks to (recorded as `base_url`) since this
+/// ledger last read it (the first time: the service's idempotency window and a margin), reads
+/// whole each finished order of paybatch's that the ledger does not know, waits a while for
+/// unknown orders still processing, and keeps what it learned in the ledger (durably, before
+/// anything is sent). Refused (exit 5): a read that stopped before a documented end, a page or
+/// an order that could not be read, unknown orders still processing after the wait.
+pub async fn sync_service(
+    ledger: &mut Ledger,
+    client: &Client,
+    base_url: &str,
+) -> Result<ServiceSync, OpError> {
+    let mark = ledger.service_read_mark(base_url)?;
+    let since = mark
+        .as_ref()
+        .and_then(|m| DateTime::parse_from_rfc3339(&m.read_to).ok())
+        .map(|t| t.with_timezone(&Utc) - chrono::Duration::minutes(READ_OVERLAP_MINUTES));
+    let first_read = since.is_none();
+    let since = since.unwrap_or_else(|| window::window_since(Utc::now(), None));
+    let listed = window::read_window(client, since)
         .await
-        .map_err(refused_or_failed)?;
-    let mut untold = 0;
+        .map_err(|e| refused_or_unread(e, "the service's order list"))?;
+    if !listed.complete {
+        return Err(incomplete(&listed));
+    }
     let mut to_read = Vec::new();
-    for o in &window.orders {
-        let unclear = !o.is_unnamed()
-            && (o.naming(batch) == order_body::BatchNaming::MayName || o.first_reference_cut);
-        if !unclear {
-            continue;
-        }
-        if to_read.len() >= MAX_FULL_READS || !o.status.is_terminal() {
-            untold += 1;
+    for o in &listed.orders {
+        let known = if o.is_unnamed() {
+            ledger.knows_order(None, &o.id)?
         } else {
+            ledger.knows_order(o.key.as_deref(), &o.id)?
+        };
+        if !known && !ledger.learned_order(base_url, &o.id)? {
             to_read.push(o.id.clone());
         }
     }
-    // A few at a time, as the polling reads finished orders.
-    let reads: Vec<_> = futures::stream::iter(to_read.into_iter().map(|id| async move {
-        let view =
-            crate::api::client::read_retrying_until(client.deadline(), || client.order(&id)).await;
-        (id, view)
+    let reads = read_whole(client, to_read).await;
+    let mut learned = Vec::new();
+    let mut processing = Vec::new();
+    let mut unread = None;
+    for (id, view) in reads {
+        match view {
+            Ok(OrderView::Done(order)) => {
+                let key = order
+                    .description
+                    .as_deref()
+                    .and_then(order_body::key_in_description);
+                if ledger.knows_order(key, &order.id)? {
+                    continue;
+                }
+                if let Some(l) = learned_order(&order) {
+                    learned.push(l);
+                }
+            }
+            Ok(OrderView::Processing(_)) => processing.push(id),
+            Err(e) if outcome::is_auth_error(&e) => return Err(OpError::Auth(e)),
+            Err(e) => unread = unread.or(Some((id, e))),
+        }
+    }
+    // Kept even when the read refuses: a finished order never changes, and is not read again.
+    let whole = processing.is_empty() && unread.is_none();
+    let read_to = listed
+        .newest
+        .filter(|_| whole)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
+    ledger.record_service_read(base_url, &learned, read_to.as_deref(), listed.pages)?;
+    if let Some((id, e)) = unread {
+        return Err(refused_or_unread(
+            e,
+            &format!("order {} at the service", crate::text::escape(&id)),
+        ));
+    }
+    if !processing.is_empty() {
+        return Err(still_processing(&processing));
+    }
+    let (foreign_orders, first_rows_only) = ledger.service_order_counts(base_url)?;
+    Ok(ServiceSync {
+        pages: listed.pages,
+        since: since.to_rfc3339(),
+        first_read,
+        learned: learned.len(),
+        foreign_orders,
+        first_rows_only,
+    })
+}
+
+/// Reads each order whole, a few at a time; an order still processing is read again, a little
+/// later each time, for at most [`PROCESSING_WAIT`].
+async fn read_whole(
+    client: &Client,
+    ids: Vec<String>,
+) -> Vec<(String, Result<OrderView, crate::api::ApiError>)> {
+    let wait = tokio::time::Instant::now() + PROCESSING_WAIT;
+    // Never past the run's own patience (`--poll-timeout`).
+    let until = client.deadline().map_or(wait, |d| d.min(wait));
+    futures::stream::iter(ids.into_iter().map(|id| async move {
+        let mut pause = Duration::from_millis(250);
+        loop {
+            let view = read_retrying_until(client.deadline(), || client.order(&id)).await;
+            let waiting = matches!(view, Ok(OrderView::Processing(_)));
+            if !waiting || tokio::time::Instant::now() + pause > until {
+                return (id, view);
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(5));
+        }
     }))
     .buffer_unordered(FULL_READS_AT_ONCE)
     .collect()
-    .await;
-    let mut full = HashMap::new();
-    for (id, view) in reads {
-        match view.map_err(refused_or_failed)? {
-            crate::api::models::OrderView::Done(order) => {
-                let m = order.metadata.clone().unwrap_or_default();
-                full.insert(
-                    id,
-                    (
-                        order_body::batch_in_metadata(&m).map(str::to_string),
-                        order_body::references_in_metadata(&m),
-                    ),
-                );
-            }
-            crate::api::models::OrderView::Processing(_) => untold += 1,
-        }
+    .await
+}
+
+/// A finished order as this ledger keeps it, or `None` when it is not paybatch's (its metadata
+/// names no batch and its description is not paybatch's).
+fn learned_order(order: &Order) -> Option<LearnedOrder> {
+    let meta = order.metadata.clone().unwrap_or_default();
+    let described = order
+        .description
+        .as_deref()
+        .and_then(order_body::read_description);
+    let tag = order_body::batch_in_metadata(&meta).map(str::to_string);
+    let references = order_body::references_in_metadata(&meta);
+    let (rows, rows_whole) = if tag.is_some() && !references.is_empty() {
+        let attempts = order_body::attempts_in_metadata(&meta, references.len());
+        let rows = references
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| (r, attempts.as_ref().and_then(|a| a.get(i).copied())))
+            .collect();
+        (rows, true)
+    } else {
+        let first = described
+            .as_ref()
+            .filter(|d| !d.first_reference_cut)
+            .and_then(|d| d.first_reference)
+            .map(|r| (r.to_string(), None));
+        (first.into_iter().collect(), false)
+    };
+    if tag.is_none() && described.is_none() {
+        return None;
     }
-    Ok(ServiceRead {
-        window,
-        full,
-        untold,
+    let tag = tag.or_else(|| {
+        described
+            .as_ref()
+            .filter(|d| d.first_reference.is_some() || !d.cut)
+            .and_then(|d| d.batch)
+            .map(order_body::batch_tag)
+    });
+    Some(LearnedOrder {
+        service_order_id: order.id.clone(),
+        key: described.as_ref().and_then(|d| d.key).map(str::to_string),
+        batch_tag: tag,
+        status: order.status.as_str().to_string(),
+        created_at: order.created_at.clone(),
+        rows,
+        rows_whole,
     })
 }
 
-/// What the service's order list holds that this ledger does not know ([`check_service`]).
+/// The refusal of a read that stopped before a documented end of the list.
+fn incomplete(listed: &window::ServiceWindow) -> OpError {
+    let reached = listed
+        .oldest
+        .map(|t| format!(" back to orders created {}", t.to_rfc3339()))
+        .unwrap_or_default();
+    OpError::Unsettled {
+        message: format!(
+            "the service's order list was read {} page{}{reached} and stopped before its end: {}; a read that did not reach an end proves nothing, so nothing was submitted",
+            listed.pages,
+            if listed.pages == 1 { "" } else { "s" },
+            listed.odd.as_deref().unwrap_or("no end was reached"),
+        ),
+        help: "run the same command again in a minute; if it stays, the service's order list is not as documented: ask the service's support".into(),
+    }
+}
+
+/// The refusal of orders still processing that this ledger does not know.
+fn still_processing(ids: &[String]) -> OpError {
+    let named: Vec<String> = ids
+        .iter()
+        .take(5)
+        .map(|id| crate::text::escape(id).into_owned())
+        .collect();
+    OpError::Unsettled {
+        message: format!(
+            "{} orders are still processing at the service after a wait, and this ledger does not know them ({}{}): the service shows nothing of them but their id, so they may hold this batch's rows, being paid from another ledger now; nothing was submitted",
+            ids.len(),
+            named.join(", "),
+            if ids.len() > named.len() { ", ..." } else { "" }
+        ),
+        help: "run the same command again once they finish (in a minute or two): the service then shows whose they are".into(),
+    }
+}
+
+/// What the service holds that this ledger does not know, against the batch about to send
+/// ([`check_service`]).
 #[derive(Debug, Clone, Default)]
 pub struct AtTheService {
-    /// Rows of other batches' orders, by reference: (batch, created).
-    pub(super) rows: HashMap<String, (String, String)>,
-    /// Of `rows`, those known from an order's first row only (its other rows are not known).
-    pub first_rows_only: usize,
-    /// Pages of the order list read, and paybatch's orders among them.
-    pub pages: usize,
-    pub orders: usize,
-    /// How far back the list was read (RFC 3339), and whether it was read that far.
-    pub since: String,
-    pub complete: bool,
+    pub sync: ServiceSync,
 }
 
-/// What [`read_service`] read, against the ledger. Refused: orders the ledger does not know
-/// that name the batch (another ledger's run of it: a colleague's laptop, a second cron host,
-/// a lost ledger), with how to adopt them; orders still processing that the ledger does not
-/// know (the list shows nothing of them: they may be this batch's, being paid elsewhere now,
-/// exit 5); orders whose batch or rows could not be told. The rows of other batches' orders
-/// are kept for the file to be checked against ([`super::Earlier::with_service`]).
+/// Refuses (exit 3) when the service holds orders of `batch` that this ledger does not know:
+/// another ledger's run of it (a colleague's laptop, a second cron host, a lost ledger), with
+/// how to adopt them. The rows of other batches' orders are checked row by row later
+/// ([`super::Earlier::with_service`]).
 pub fn check_service(
-    read: ServiceRead,
+    sync: ServiceSync,
     ledger: &Ledger,
-    batch: &str,
+    base_url: &str,
+    (batch, batch_id): (&str, Option<i64>),
     input: &std::path::Path,
 ) -> Result<AtTheService, OpError> {
-    let ServiceRead {
-        window,
-        full,
-        untold,
-    } = read;
-    let mut known = std::collections::HashSet::new();
-    for o in &window.orders {
-        if !o.is_unnamed() && ledger.knows_order(o.key.as_deref(), &o.id)? {
-            known.insert(o.id.clone());
-        }
-        if o.is_unnamed() && ledger.knows_order(None, &o.id)? {
-            known.insert(o.id.clone());
-        }
-    }
-    let tag = order_body::batch_tag(batch);
-    let mut ours = Vec::new();
-    let mut rows = HashMap::new();
-    let mut first_rows_only = 0;
-    let mut processing = 0;
-    for o in window.orders.iter().filter(|o| !known.contains(&o.id)) {
-        if o.is_unnamed() {
-            processing += 1;
-            continue;
-        }
-        let read = full.get(&o.id);
-        let names_batch = match (o.naming(batch), read) {
-            (order_body::BatchNaming::Names, _) => true,
-            (order_body::BatchNaming::MayName, Some((t, _))) => t.as_deref() == Some(tag.as_str()),
-            // Not read: counted in `untold`.
-            (order_body::BatchNaming::MayName, None) => false,
-            (order_body::BatchNaming::Other, _) => false,
-        };
-        if names_batch {
-            ours.push(o);
-            continue;
-        }
-        let created = o.created_at.map(|t| t.to_rfc3339()).unwrap_or_default();
-        let other = o.batch.clone().unwrap_or_default();
-        match read {
-            Some((t, references)) if !references.is_empty() => {
-                let other = t.clone().unwrap_or(other);
-                for r in references {
-                    rows.entry(r.clone())
-                        .or_insert_with(|| (other.clone(), created.clone()));
-                }
-            }
-            _ if o.first_reference_cut => {}
-            _ => {
-                if let Some(r) = &o.first_reference {
-                    first_rows_only += 1;
-                    rows.entry(r.clone())
-                        .or_insert_with(|| (other.clone(), created.clone()));
-                }
-            }
-        }
-    }
-    refuse_what_cannot_be_told(&ours, processing, untold, batch, input)?;
-    Ok(AtTheService {
-        rows,
-        first_rows_only,
-        pages: window.pages,
-        orders: window.orders.len(),
-        since: window.since.to_rfc3339(),
-        complete: window.complete,
-    })
-}
-
-/// The refusals of [`check_service`]: orders of this batch the ledger does not know (`ours`),
-/// unknown orders still processing, orders that could not be told (`untold`).
-fn refuse_what_cannot_be_told(
-    ours: &[&window::ListedOrder],
-    processing: usize,
-    untold: usize,
-    batch: &str,
-    input: &std::path::Path,
-) -> Result<(), OpError> {
+    let ours = ledger.service_orders_of_batch(base_url, &order_body::batch_tag(batch), batch_id)?;
     if !ours.is_empty() {
         let first = ours
             .iter()
-            .filter_map(|o| o.created_at)
+            .filter_map(|(_, at)| at.as_deref())
             .min()
-            .map(|t| t.format("%Y-%m-%d").to_string())
+            .map(|t| short_date(t).to_string())
             .unwrap_or_else(|| "unknown".into());
         return Err(OpError::Refused {
             message: format!(
-                "batch {} already has {} orders at the service (first {first}) that this ledger does not know; nothing was submitted",
+                "batch {} already has {} orders at the service (first {first}, e.g. {}) that this ledger does not know; nothing was submitted",
                 crate::text::escape(batch),
-                ours.len()
+                ours.len(),
+                crate::text::escape(&ours[0].0)
             ),
             help: format!(
                 "adopt them with `paybatch reconcile --batch {} --rebuild {}`, then run the same command: it pays only what is missing; if this is another batch that shares the name, give it its own with --batch NAME",
@@ -218,45 +299,35 @@ fn refuse_what_cannot_be_told(
             ),
         });
     }
-    if processing > 0 {
-        return Err(OpError::Unsettled {
-            message: format!(
-                "{processing} orders are still processing at the service, and this ledger does not know them: the service shows nothing of them but their id, so they may be this batch's, being paid from another ledger now; nothing was submitted"
-            ),
-            help: "run the same command again once they finish (in a minute or two): the service then shows whose they are".into(),
-        });
-    }
-    if untold > 0 {
-        return Err(OpError::Refused {
-            message: format!(
-                "{untold} orders at the service show too little to tell whether they are this batch's or hold its rows (a description cut by a long batch name, more than {MAX_FULL_READS} to read whole, or still processing); nothing was submitted"
-            ),
-            help: "run again in a minute; if it stays, give the batch a shorter --batch name, or reconcile the batches they belong to into this ledger (paybatch reconcile --batch NAME --rebuild FILE)".into(),
-        });
-    }
-    Ok(())
+    Ok(AtTheService { sync })
 }
 
 impl AtTheService {
     /// What the read found, for the person running the batch: one line, then warnings.
     pub fn lines(&self) -> (String, Vec<String>) {
+        let s = &self.sync;
         let head = format!(
-            "service: {} page{} of its order list read back to {} ({} of paybatch's orders, none of this batch){}",
-            self.pages,
-            if self.pages == 1 { "" } else { "s" },
-            short_date(&self.since),
-            self.orders,
-            if self.complete {
-                ""
+            "service: {} page{} of its order list read back to {}{}; {} orders of other ledgers known row by row{}",
+            s.pages,
+            if s.pages == 1 { "" } else { "s" },
+            short_date(&s.since),
+            if s.first_read {
+                " (the first read of this ledger)"
             } else {
-                "; the list holds more than is read: older orders were not checked"
+                " (where the last read ended)"
+            },
+            s.foreign_orders,
+            if s.learned > 0 {
+                format!(", {} read whole now", s.learned)
+            } else {
+                String::new()
             }
         );
         let mut warnings = Vec::new();
-        if self.first_rows_only > 0 {
+        if s.first_rows_only > 0 {
             warnings.push(format!(
-                "{} orders of other batches at the service are unknown to this ledger; the list shows only their first rows, which the file's rows are compared with",
-                self.first_rows_only
+                "{} orders of other ledgers at the service were answered without their metadata: only their first rows are known, which the file's rows are compared with",
+                s.first_rows_only
             ));
         }
         (head, warnings)

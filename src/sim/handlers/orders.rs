@@ -18,8 +18,8 @@ use super::answers::{
 use super::context::enter;
 use super::query::{Position, Query, cursor, pagination};
 use crate::api::models::{OrderStatus, Pagination};
-use crate::sim::orders;
 use crate::sim::store::Towards;
+use crate::sim::{OddList, orders};
 
 /// A page of the order list.
 #[derive(Serialize)]
@@ -68,9 +68,34 @@ pub(super) async fn list_orders(
                 .older
                 .then(|| page.orders.last().map(|o| o.seq))
                 .flatten();
-            let items: Vec<orders::ListEntry<'_>> = page
-                .orders
+            let first_page = at.is_none() && towards == Towards::Older;
+            let odd = sim.config.odd_list.filter(|_| first_page);
+            let oldest = match odd {
+                Some(OddList::OldFirst) => sim
+                    .store
+                    .orders_page(&ctx.fp, None, Towards::Newer, 1)
+                    .map_err(internal)?
+                    .orders
+                    .into_iter()
+                    .next(),
+                _ => None,
+            };
+            if odd == Some(OddList::Empty)
+                && let Some(newest) = page.orders.first()
+            {
+                // Nothing on the page, and a cursor from which the next page starts at the
+                // newest order.
+                let pagination = pagination(
+                    limit,
+                    None,
+                    Some(cursor(ORDER_CURSOR, &(newest.seq + 1).to_string())),
+                );
+                let items = Vec::new();
+                return Ok(json(200, &OrderListPage { items, pagination }));
+            }
+            let items: Vec<orders::ListEntry<'_>> = oldest
                 .iter()
+                .chain(page.orders.iter())
                 .map(|o| orders::list_entry(o, sim.config.list_metadata))
                 .collect();
             let pagination = pagination(

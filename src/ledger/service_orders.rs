@@ -1,0 +1,452 @@
+//! What the service holds of paybatch's orders that this ledger did not make (another ledger's,
+//! another machine's, a lost ledger's), row by row: each finished order read whole once and kept
+//! for ever (a finished order never changes), and how far each service's order list has been
+//! read. Every row about to be paid is checked against these rows (`batch::repeats`).
+
+use rusqlite::{OptionalExtension, params};
+
+use super::repeats::service_address;
+use super::{Ledger, Result, begin, commit, exec, sqlerr};
+
+/// A finished order of paybatch's at the service that this ledger did not make, as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LearnedOrder {
+    pub service_order_id: String,
+    /// The idempotency key its description names (none in the older form).
+    pub key: Option<String>,
+    /// The batch as its metadata names it ([`crate::batch::order_body::batch_tag`] form), or
+    /// as its description does when it has no metadata.
+    pub batch_tag: Option<String>,
+    pub status: String,
+    /// The service's `created_at`.
+    pub created_at: Option<String>,
+    /// Its rows, in item order: (reference, attempt when the order says).
+    pub rows: Vec<(String, Option<i64>)>,
+    /// Whether `rows` are all of its rows (its metadata named them), or only the first that its
+    /// description names.
+    pub rows_whole: bool,
+}
+
+/// A row of an order at the service that this ledger did not make.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceRow {
+    pub service_order_id: String,
+    pub key: Option<String>,
+    pub batch_tag: Option<String>,
+    pub created_at: Option<String>,
+    /// When this ledger learned of it (this machine's clock).
+    pub read_at: String,
+    pub reference: String,
+    pub attempt: Option<i64>,
+    /// Whether its order's rows are all known (its metadata named them), or only its first.
+    pub rows_whole: bool,
+}
+
+/// How far a service's order list has been read ([`Ledger::service_read_mark`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadMark {
+    /// Every order the service created up to this time (its clock) is known.
+    pub read_to: String,
+    /// When that read was made (this machine's clock).
+    pub read_at: String,
+}
+
+/// The statement every look-up of [`ServiceRow`]s starts with: rows of orders this ledger
+/// still does not know (neither by service id nor by key: an order adopted since is its own).
+const SERVICE_ROWS: &str =
+    "SELECT o.service_order_id, o.idempotency_key, o.batch_tag, o.created_at,
+        o.read_at, r.reference, r.attempt, o.rows_whole
+   FROM service_order_rows r
+   JOIN service_orders o ON o.service = r.service AND o.service_order_id = r.service_order_id
+  WHERE r.service = ?1
+    AND NOT EXISTS (SELECT 1 FROM orders m WHERE m.service_order_id = o.service_order_id)
+    AND (o.idempotency_key IS NULL
+         OR NOT EXISTS (SELECT 1 FROM orders m WHERE m.idempotency_key = o.idempotency_key))";
+
+fn service_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ServiceRow> {
+    Ok(ServiceRow {
+        service_order_id: r.get(0)?,
+        key: r.get(1)?,
+        batch_tag: r.get(2)?,
+        created_at: r.get(3)?,
+        read_at: r.get(4)?,
+        reference: r.get(5)?,
+        attempt: r.get(6)?,
+        rows_whole: r.get(7)?,
+    })
+}
+
+impl Ledger {
+    /// How far the order list of the service at `base_url` has been read, if ever.
+    pub fn service_read_mark(&self, base_url: &str) -> Result<Option<ReadMark>> {
+        self.conn
+            .prepare_cached("SELECT read_to, read_at FROM service_reads WHERE service = ?1")
+            .and_then(|mut st| {
+                st.query_row(params![service_address(base_url)], |r| {
+                    Ok(ReadMark {
+                        read_to: r.get(0)?,
+                        read_at: r.get(1)?,
+                    })
+                })
+                .optional()
+            })
+            .map_err(sqlerr(&self.path))
+    }
+
+    /// Whether the order `service_order_id` of the service at `base_url` was read whole already.
+    pub fn learned_order(&self, base_url: &str, service_order_id: &str) -> Result<bool> {
+        self.conn
+            .prepare_cached(
+                "SELECT 1 FROM service_orders WHERE service = ?1 AND service_order_id = ?2",
+            )
+            .and_then(|mut st| st.exists(params![service_address(base_url), service_order_id]))
+            .map_err(sqlerr(&self.path))
+    }
+
+    /// Keeps the orders learned from the service at `base_url` and, when the read reached its
+    /// end with nothing left untold, moves its mark to `read_to`: one transaction, durable
+    /// before anything is sent on what it says. `pages` and the count are kept for `status`.
+    pub fn record_service_read(
+        &mut self,
+        base_url: &str,
+        learned: &[LearnedOrder],
+        read_to: Option<&str>,
+        pages: usize,
+    ) -> Result<()> {
+        let service = service_address(base_url);
+        let at = super::now();
+        let path = self.path.clone();
+        let tx = begin(&mut self.conn, &path)?;
+        for o in learned {
+            exec(
+                &tx,
+                &path,
+                "INSERT OR IGNORE INTO service_orders (service, service_order_id, idempotency_key,
+                     batch_tag, status, created_at, read_at, rows_whole)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![
+                    service,
+                    o.service_order_id,
+                    o.key,
+                    o.batch_tag,
+                    o.status,
+                    o.created_at,
+                    at,
+                    o.rows_whole
+                ],
+            )?;
+            for (i, (reference, attempt)) in o.rows.iter().enumerate() {
+                exec(
+                    &tx,
+                    &path,
+                    "INSERT OR IGNORE INTO service_order_rows (service, service_order_id,
+                         item_index, reference, attempt)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![
+                        service,
+                        o.service_order_id,
+                        i64::try_from(i).unwrap_or(i64::MAX),
+                        reference,
+                        attempt
+                    ],
+                )?;
+            }
+        }
+        if let Some(read_to) = read_to {
+            exec(
+                &tx,
+                &path,
+                "INSERT INTO service_reads (service, read_to, read_at, pages, learned)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (service) DO UPDATE SET
+                    read_to = max(read_to, excluded.read_to), read_at = excluded.read_at,
+                    pages = excluded.pages, learned = excluded.learned",
+                params![
+                    service,
+                    read_to,
+                    at,
+                    i64::try_from(pages).unwrap_or(i64::MAX),
+                    i64::try_from(learned.len()).unwrap_or(i64::MAX)
+                ],
+            )?;
+        }
+        commit(tx, &path)
+    }
+
+    /// The orders at the service at `base_url` that this ledger does not know, whose batch is
+    /// `batch_tag`, and that may pay a row of it the ledger would pay: another ledger's run of
+    /// the batch. Left out: FAILED orders (nothing was paid), and orders whose every row the
+    /// batch (`batch_id`, when the ledger has it) holds at a later attempt (history: a failed
+    /// or expired attempt retried since).
+    pub fn service_orders_of_batch(
+        &self,
+        base_url: &str,
+        batch_tag: &str,
+        batch_id: Option<i64>,
+    ) -> Result<Vec<(String, Option<String>)>> {
+        self.select_all(
+            "SELECT o.service_order_id, o.created_at FROM service_orders o
+              WHERE o.service = ?1 AND o.batch_tag = ?2 AND o.status != 'FAILED'
+                AND NOT EXISTS (SELECT 1 FROM orders m WHERE m.service_order_id = o.service_order_id)
+                AND (o.idempotency_key IS NULL
+                     OR NOT EXISTS (SELECT 1 FROM orders m WHERE m.idempotency_key = o.idempotency_key))
+                AND (NOT EXISTS (SELECT 1 FROM service_order_rows r
+                                  WHERE r.service = o.service
+                                    AND r.service_order_id = o.service_order_id)
+                     OR EXISTS (SELECT 1 FROM service_order_rows r
+                                 WHERE r.service = o.service
+                                   AND r.service_order_id = o.service_order_id
+                                   AND NOT EXISTS (SELECT 1 FROM rows x
+                                                    WHERE x.batch_id = ?3
+                                                      AND x.reference = r.reference
+                                                      AND r.attempt IS NOT NULL
+                                                      AND x.attempt > r.attempt)))
+              ORDER BY o.created_at, o.service_order_id",
+            params![service_address(base_url), batch_tag, batch_id.unwrap_or(-1)],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+    }
+
+    /// The rows with `reference` of the orders at the service at `base_url` that this ledger
+    /// does not know, oldest first.
+    pub fn service_rows(&self, base_url: &str, reference: &str) -> Result<Vec<ServiceRow>> {
+        self.select_all(
+            &format!("{SERVICE_ROWS} AND r.reference = ?2 ORDER BY o.created_at"),
+            params![service_address(base_url), reference],
+            service_row,
+        )
+    }
+
+    /// Visits every row of the orders at the service at `base_url` that this ledger does not
+    /// know, order by order (for what a file's rows are looked up in).
+    pub fn visit_service_rows(
+        &self,
+        base_url: &str,
+        mut visit: impl FnMut(&ServiceRow),
+    ) -> Result<()> {
+        let err = sqlerr(&self.path);
+        let mut st = self
+            .conn
+            .prepare_cached(&format!("{SERVICE_ROWS} ORDER BY o.service_order_id"))
+            .map_err(&err)?;
+        let mut rows = st.query(params![service_address(base_url)]).map_err(&err)?;
+        while let Some(r) = rows.next().map_err(&err)? {
+            visit(&service_row(r).map_err(&err)?);
+        }
+        Ok(())
+    }
+
+    /// How many orders of the service at `base_url` this ledger learned, and of them those
+    /// known only by their first row.
+    pub fn service_order_counts(&self, base_url: &str) -> Result<(i64, i64)> {
+        self.conn
+            .prepare_cached(
+                "SELECT count(*), coalesce(sum(rows_whole = 0), 0) FROM service_orders
+                  WHERE service = ?1",
+            )
+            .and_then(|mut st| {
+                st.query_row(params![service_address(base_url)], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })
+            })
+            .map_err(sqlerr(&self.path))
+    }
+
+    /// When the row `reference` of the batch was planned, while it is PLANNED in an intent not
+    /// answered yet (the intent's `created_at`), and whether that intent was ever sent; `None`
+    /// otherwise.
+    pub fn planned_intent_of(
+        &self,
+        batch_id: i64,
+        reference: &str,
+    ) -> Result<Option<(String, bool)>> {
+        self.conn
+            .prepare_cached(
+                "SELECT o.created_at, o.sends = 0 AND o.last_sent_at IS NULL
+                   FROM rows r JOIN orders o ON o.id = r.order_id
+                  WHERE r.batch_id = ?1 AND r.reference = ?2 AND r.state = 'PLANNED'
+                    AND o.state = 'INTENT'",
+            )
+            .and_then(|mut st| {
+                st.query_row(params![batch_id, reference], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()
+            })
+            .map_err(sqlerr(&self.path))
+    }
+
+    /// The intent never sent that holds the row `reference` of the batch, PLANNED.
+    pub fn unsent_intent_of(&self, batch_id: i64, reference: &str) -> Result<Option<i64>> {
+        self.conn
+            .prepare_cached(
+                "SELECT o.id FROM rows r JOIN orders o ON o.id = r.order_id
+                  WHERE r.batch_id = ?1 AND r.reference = ?2 AND r.state = 'PLANNED'
+                    AND o.state = 'INTENT' AND o.sends = 0 AND o.last_sent_at IS NULL",
+            )
+            .and_then(|mut st| {
+                st.query_row(params![batch_id, reference], |r| r.get(0))
+                    .optional()
+            })
+            .map_err(sqlerr(&self.path))
+    }
+
+    /// Cancels an intent whose rows another ledger's orders pay, and which the service never
+    /// turned into an order (reconciliation tells): in one transaction, the order CANCELLED
+    /// (never to be sent again) and its rows back to PENDING (no longer in an order), with
+    /// their events. Refused for any order that is not an intent.
+    pub fn release_intent(&mut self, order_id: i64, cause: &str) -> Result<()> {
+        let path = self.path.clone();
+        let tx = begin(&mut self.conn, &path)?;
+        let batch_id: Option<i64> = tx
+            .prepare_cached("SELECT batch_id FROM orders WHERE id = ?1 AND state = 'INTENT'")
+            .and_then(|mut st| st.query_row(params![order_id], |r| r.get(0)).optional())
+            .map_err(sqlerr(&path))?;
+        let Some(batch_id) = batch_id else {
+            return Err(super::LedgerError::Transition {
+                subject: "order",
+                id: order_id,
+                from: "not an intent".into(),
+                to: "CANCELLED".into(),
+            });
+        };
+        exec(
+            &tx,
+            &path,
+            "UPDATE orders SET state = 'CANCELLED', finished_at = ?2 WHERE id = ?1",
+            params![order_id, super::now()],
+        )?;
+        super::event(
+            &tx,
+            batch_id,
+            "order",
+            order_id,
+            Some("INTENT"),
+            Some("CANCELLED"),
+            cause,
+        )
+        .map_err(sqlerr(&path))?;
+        let rows: Vec<i64> = tx
+            .prepare_cached("SELECT id FROM rows WHERE order_id = ?1 AND state = 'PLANNED'")
+            .and_then(|mut st| {
+                st.query_map(params![order_id], |r| r.get(0))?
+                    .collect::<rusqlite::Result<Vec<i64>>>()
+            })
+            .map_err(sqlerr(&path))?;
+        for row in rows {
+            exec(
+                &tx,
+                &path,
+                "UPDATE rows SET state = 'PENDING', order_id = NULL, item_index = NULL
+                  WHERE id = ?1",
+                params![row],
+            )?;
+            super::event(
+                &tx,
+                batch_id,
+                "row",
+                row,
+                Some("PLANNED"),
+                Some("PENDING"),
+                cause,
+            )
+            .map_err(sqlerr(&path))?;
+        }
+        commit(tx, &path)
+    }
+
+    /// The rows of this batch about to be sent for the first time: PLANNED in an intent never
+    /// sent, with when they were planned (the intent's `created_at`).
+    pub fn unsent_rows(&self, batch_id: i64) -> Result<Vec<(String, i64, String)>> {
+        self.select_all(
+            "SELECT r.reference, r.attempt, o.created_at FROM rows r
+               JOIN orders o ON o.id = r.order_id
+              WHERE r.batch_id = ?1 AND r.state = 'PLANNED' AND o.state = 'INTENT'
+                AND o.sends = 0 AND o.last_sent_at IS NULL
+              ORDER BY r.position",
+            params![batch_id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn learned(id: &str, batch: &str, rows: &[&str]) -> LearnedOrder {
+        LearnedOrder {
+            service_order_id: id.into(),
+            key: Some(format!("key-{id}")),
+            batch_tag: Some(batch.into()),
+            status: "COMPLETED".into(),
+            created_at: Some("2026-11-20T10:00:00Z".into()),
+            rows: rows.iter().map(|r| (r.to_string(), Some(1))).collect(),
+            rows_whole: true,
+        }
+    }
+
+    #[test]
+    fn learned_orders_are_kept_once_and_the_mark_only_moves_forward() {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut ledger = Ledger::open(&dir.path().join("l.db")).expect("ledger");
+        let url = "http://127.0.0.1:9/v2/";
+        assert_eq!(ledger.service_read_mark(url).expect("mark"), None);
+        let a = learned("O-1", "nov", &["A", "B", "C"]);
+        ledger
+            .record_service_read(
+                url,
+                std::slice::from_ref(&a),
+                Some("2026-11-20T10:00:00Z"),
+                1,
+            )
+            .expect("record");
+        // Read again: the same order is not kept twice; an earlier mark does not move it back.
+        ledger
+            .record_service_read(url, &[a], Some("2026-11-19T10:00:00Z"), 1)
+            .expect("record");
+        let mark = ledger
+            .service_read_mark("HTTP://127.0.0.1:9/v2")
+            .expect("mark");
+        assert_eq!(
+            mark.map(|m| m.read_to).as_deref(),
+            Some("2026-11-20T10:00:00Z")
+        );
+        assert!(ledger.learned_order(url, "O-1").expect("learned"));
+        assert_eq!(ledger.service_order_counts(url).expect("counts"), (1, 0));
+        let rows = ledger.service_rows(url, "B").expect("rows");
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].service_order_id, "O-1");
+        assert_eq!(rows[0].batch_tag.as_deref(), Some("nov"));
+        let mut all = Vec::new();
+        ledger
+            .visit_service_rows(url, |r| all.push(r.reference.clone()))
+            .expect("visit");
+        assert_eq!(all, ["A", "B", "C"]);
+        assert_eq!(
+            ledger
+                .service_orders_of_batch(url, "nov", None)
+                .expect("of batch")
+                .len(),
+            1
+        );
+        // Another service's orders are its own.
+        assert!(
+            ledger
+                .service_rows("http://127.0.0.1:10/v2", "B")
+                .expect("rows")
+                .is_empty()
+        );
+        // A read that did not reach its end keeps what it learned and leaves the mark.
+        ledger
+            .record_service_read(url, &[learned("O-2", "dec", &["D"])], None, 3)
+            .expect("record");
+        assert_eq!(ledger.service_order_counts(url).expect("counts"), (2, 0));
+        assert_eq!(
+            ledger
+                .service_read_mark(url)
+                .expect("mark")
+                .map(|m| m.read_to)
+                .as_deref(),
+            Some("2026-11-20T10:00:00Z")
+        );
+    }
+}
