@@ -49,7 +49,9 @@ pub enum OrderState {
     Mismatch,
     /// An intent never sent (`sends = 0`) holding a row that a later version of the input file
     /// no longer has: never to be sent. Its rows left it: the row taken out is REMOVED, the
-    /// others PENDING, to be planned again under new keys.
+    /// others PENDING, to be planned again under new keys. Also an intent whose rows orders of
+    /// another ledger pay, which the service never created (reconciliation): its rows PENDING,
+    /// to take those orders.
     Cancelled,
 }
 
@@ -184,7 +186,8 @@ impl OrderState {
                 | (Intent, Mismatch)
                 | (Accepted, Mismatch)
                 // Never sent (`sends = 0`, checked by the ledger), and a row of it is no
-                // longer in the input file.
+                // longer in the input file; or never created by the service, its rows paid by
+                // another ledger's orders (reconciliation).
                 | (Intent, Cancelled)
         )
     }

@@ -520,6 +520,137 @@ async fn scenario_with(seed: u64, extra: Vec<String>) -> Result<Seen, String> {
     Ok(seen)
 }
 
+/// Two ledgers on one simulator, as two machines of one team: the same file (the same batch),
+/// one row an order on one, several on the other, so that their keys differ and only the
+/// service's orders, read row by row, keep a row from being paid twice. Each run may be killed
+/// at random or aborted at a fail point; a ledger refused because the other one has orders of
+/// the batch reconciles them in (`reconcile --rebuild`), as its advice says, and runs again.
+/// Every row ends paid exactly once, and both ledgers say so.
+async fn two_ledger_scenario(seed: u64) -> Result<Seen, String> {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x2_1ed6_e45);
+    let top = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let dirs = [top.path().join("a"), top.path().join("b")];
+    let mut refs = Vec::new();
+    for (i, d) in dirs.iter().enumerate() {
+        std::fs::create_dir(d).map_err(|e| e.to_string())?;
+        key_file(d);
+        // The same rows on both machines (drawn from a generator of the same seed).
+        let mut same = StdRng::seed_from_u64(seed);
+        let (_, r) = write_batch(d, &mut same);
+        if i == 0 {
+            refs = r;
+        }
+    }
+    // No failed orders: a failed row waits for a person's retry, which is not this scenario.
+    let extra = vec!["--failure-rate".to_string(), "0".to_string()];
+    let (mut sim, faults) = SimProcess::start(top.path(), &mut rng, seed, &extra, false).await;
+    let shapes = [
+        vec!["--items-per-order".to_string(), "1".to_string()],
+        vec![
+            "--items-per-order".to_string(),
+            rng.gen_range(2..=5).to_string(),
+        ],
+    ];
+    let mut seen = Seen::with_shape(&["two-ledgers".to_string()]);
+    let deadline = Instant::now() + Duration::from_secs(150);
+    let mut done = [false, false];
+    let mut chaos_runs = [rng.gen_range(1..4), rng.gen_range(1..4)];
+    for _ in 0..60 {
+        if done.iter().all(|d| *d) || Instant::now() > deadline {
+            break;
+        }
+        let mut which = rng.gen_range(0..2);
+        if done[which] {
+            which = 1 - which;
+        }
+        let chaos = chaos_runs[which] > 0;
+        chaos_runs[which] = chaos_runs[which].saturating_sub(1);
+        let (code, stderr) = one_run(
+            &dirs[which],
+            &sim.base_url,
+            &shapes[which],
+            &mut rng,
+            chaos,
+            &mut seen,
+            &[],
+        )
+        .await;
+        match code {
+            Some(0) => done[which] = true,
+            None | Some(5) => {}
+            Some(3) if stderr.contains("reconcile --batch batch --rebuild") => {
+                let args = [
+                    "reconcile",
+                    "--batch",
+                    "batch",
+                    "--rebuild",
+                    "batch.csv",
+                    "--base-url",
+                    sim.base_url.as_str(),
+                    "--api-key-file",
+                    "api.key",
+                    "--ledger",
+                    "ledger.db",
+                ];
+                let (rc, said) = one_command(&dirs[which], &args, &mut rng, None, &mut seen).await;
+                if !matches!(rc, Some(0) | Some(5)) {
+                    return Err(format!(
+                        "seed {seed}: reconcile of ledger {which} exited {rc:?} (faults {faults:?}):\n{said}"
+                    ));
+                }
+            }
+            Some(other) => {
+                return Err(format!(
+                    "seed {seed}: ledger {which} exited {other} (faults {faults:?}, {:?}):\n{stderr}",
+                    shapes[which]
+                ));
+            }
+        }
+    }
+    if !done.iter().all(|d| *d) {
+        return Err(format!(
+            "seed {seed}: the two ledgers did not both finish (faults {faults:?}, {shapes:?})"
+        ));
+    }
+    let truth: Vec<SimOrderRecord> = sim.orders().await;
+    let mut per_ref: HashMap<String, Vec<&SimOrderRecord>> = HashMap::new();
+    for o in &truth {
+        for r in paybatch::batch::order_body::references_in_metadata(&o.metadata) {
+            per_ref.entry(r).or_default().push(o);
+        }
+    }
+    for r in &refs {
+        let live: Vec<&str> = per_ref
+            .get(r)
+            .map(|l| {
+                l.iter()
+                    .filter(|o| o.status != paybatch::api::OrderStatus::Failed)
+                    .map(|o| o.id.as_str())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if live.len() != 1 {
+            return Err(format!(
+                "seed {seed}: row {r} has {} live orders {live:?} (faults {faults:?}, {shapes:?})",
+                live.len()
+            ));
+        }
+    }
+    for (i, d) in dirs.iter().enumerate() {
+        let (rows, _) = read_ledger(d, seed)?;
+        if let Some(r) = rows.iter().find(|r| r.state != RowState::Completed) {
+            return Err(format!(
+                "seed {seed}: ledger {i} has row {} {}",
+                r.reference, r.state
+            ));
+        }
+    }
+    add_fault_counts(&sim, &mut seen).await;
+    let _ = sim.child.start_kill();
+    let _ = sim.child.wait().await;
+    Ok(seen)
+}
+
 /// The batch's rows and orders in the scenario's ledger.
 fn read_ledger(
     dir: &Path,
@@ -1255,5 +1386,19 @@ async fn chaos_payouts_and_reissues_killed_at_random_leave_every_link_right_and_
     assert!(
         total.reissued > 0,
         "some links must expire and be reissued: {total:?}"
+    );
+}
+
+/// `PAYBATCH_CHAOS_TWO_LEDGER_SCENARIOS` (default 6) of [`two_ledger_scenario`], from
+/// `PAYBATCH_CHAOS_SEED`: two ledgers of one batch on one simulator, grouped differently,
+/// killed at random, reconciling each other's orders in: every row paid exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_two_ledgers_on_one_simulator_pay_every_row_exactly_once() {
+    let count = env_number("PAYBATCH_CHAOS_TWO_LEDGER_SCENARIOS", 6);
+    let first = env_number("PAYBATCH_CHAOS_SEED", 1);
+    let total = run_scenarios(first, count, two_ledger_scenario).await;
+    assert!(
+        total.kills + total.aborts > 0,
+        "the suite must actually kill runs: {total:?}"
     );
 }
