@@ -393,17 +393,7 @@ fn contradiction(row: &FollowedRow, life: &PayoutLife, now: DateTime<Utc>) -> Op
             crate::text::shown(life.status.as_str())
         ));
     }
-    if life.status != PayoutStatus::Expired {
-        return None;
-    }
-    let time = |t: &Option<String>| {
-        t.as_deref()
-            .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
-            .map(|t| t.with_timezone(&Utc))
-    };
-    let expiry = time(&life.expires_at)?;
-    let answered = time(&life.since).map_or(now, |since| since.max(now));
-    (expiry > answered).then(|| {
+    crate::batch::record::expired_ahead(life, now).then(|| {
         format!(
             "the answer says the payout link of row {reference} EXPIRED, yet its expiry date {} is still ahead",
             crate::text::shown(life.expires_at.as_deref().unwrap_or_default())

@@ -743,3 +743,51 @@ async fn a_link_read_expired_then_claimed_is_not_reissued_nor_paid_twice() {
     assert_eq!(counts_of(&json)["EXPIRED"], 4, "{json}");
     sim.shutdown().await;
 }
+
+/// A service that answers a finished order's links EXPIRED with their expiry date decades ahead,
+/// from the first answer: the run completes the rows but records no link status from that
+/// answer (never read), `retry --expired` reissues nothing, and `payouts` does not believe it
+/// (exit 5).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_answer_with_its_expiry_ahead_at_completion_is_not_recorded() {
+    use std::sync::Arc;
+    let sim = start_sim(fast_config(None)).await;
+    let rewrite: crate::support::rewriting::Rewrite = Arc::new(|method, path, status, json| {
+        if *method == axum::http::Method::GET
+            && path.starts_with("/order/")
+            && status == 200
+            && json["status"] == "COMPLETED"
+            && let Some(items) = json["items"].as_array_mut()
+        {
+            for item in items {
+                item["payout"]["status"] = Value::from("EXPIRED");
+                item["payout"]["expiry_date"] = Value::from("2099-01-01T00:00:00.000Z");
+            }
+        }
+    });
+    let base = crate::support::rewriting::start(&sim, rewrite).await;
+    let ws = Workspace::new();
+    ws.write("b.csv", &batch_csv(3));
+    let run = against_url(&ws, &base, &["run", "b.csv", "--batch", "b", "-q"]).await;
+    assert_eq!(run.status.code(), Some(0), "{}", stderr_of(&run));
+    let offline = against_url(
+        &ws,
+        &base,
+        &["payouts", "--batch", "b", "--json", "--no-read"],
+    )
+    .await;
+    let offline: Value = serde_json::from_str(stdout_of(&offline).trim()).expect("payouts JSON");
+    assert_eq!(counts_of(&offline).get("NOT_READ"), Some(&3), "{offline}");
+    assert_eq!(counts_of(&offline).get("EXPIRED"), Some(&0), "{offline}");
+    let retried = against_url(
+        &ws,
+        &base,
+        &["retry", "--batch", "b", "--expired", "--json"],
+    )
+    .await;
+    let retried: Value = serde_json::from_str(stdout_of(&retried).trim()).expect("retry JSON");
+    assert_eq!(retried["retried"], serde_json::json!([]), "{retried}");
+    let (read, code) = payouts_at(&ws, &base).await;
+    assert_eq!(code, Some(5), "{read}");
+    assert_eq!(counts_of(&read).get("NOT_READ"), Some(&3), "{read}");
+}
