@@ -47,8 +47,8 @@ pub async fn execute(args: RetryArgs) -> Result<Exit, CliError> {
     for n in &retried.not_read {
         errln!(
             "order {}: {}; its rows whose link was read EXPIRED are not reissued (they keep their last believed status)",
-            crate::text::shown(&n.order_id),
-            crate::text::shown(&n.reason)
+            n.order_id,
+            n.reason
         );
     }
     if retried.references.is_empty() && args.expired && retried.not_read.is_empty() {

@@ -3,8 +3,9 @@
 //! call, paced ([`ReadPace`]) and retried as the run's polls are (429, 5xx, a deadline); what
 //! each item's `payout` says is recorded in the ledger (`payouts`, a change being an event), and
 //! the batch is summed up: rows per status, value outstanding and expired per currency, links
-//! expiring soon. An answer is believed only for the order and the links the ledger recorded;
-//! a read that fails or is not believed leaves the last known status and is said.
+//! expiring soon. An answer is believed only for the order and the links the ledger recorded,
+//! and only when it agrees with itself and with the final statuses read before; a read that
+//! fails or is not believed leaves the last known status and is said.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
