@@ -292,9 +292,30 @@ fn item_outcomes(
                 _ => None,
             },
             debited: charged.map(|(amount, currency)| (amount.to_string(), currency)),
-            payout: payout_life(item),
+            // A link answered EXPIRED before its expiry date is not believed: left unread, for
+            // `paybatch payouts` to read again.
+            payout: payout_life(item).filter(|l| !expired_ahead(l, chrono::Utc::now())),
         })
         .collect()
+}
+
+/// Whether `life` says its link EXPIRED with an `expiry_date` later than the time of the answer
+/// (the later of `now` and the answer's own `status_updated_at`): a link cannot expire before
+/// its expiry date, so such an answer contradicts itself and is not believed.
+pub fn expired_ahead(life: &PayoutLife, now: chrono::DateTime<chrono::Utc>) -> bool {
+    if life.status != PayoutStatus::Expired {
+        return false;
+    }
+    let time = |t: &Option<String>| {
+        t.as_deref()
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| t.with_timezone(&chrono::Utc))
+    };
+    let Some(expiry) = time(&life.expires_at) else {
+        return false;
+    };
+    let answered = time(&life.since).map_or(now, |since| since.max(now));
+    expiry > answered
 }
 
 /// The life of an item's payout link as an answer gives it (`payout.status`, since when,

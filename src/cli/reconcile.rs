@@ -84,6 +84,7 @@ struct ReportJson<'a> {
     updated: &'a [(String, String, String)],
     unknown_rows: &'a [(String, String)],
     duplicates: &'a [(String, Vec<String>)],
+    reissued: &'a [(String, String)],
     superseded: &'a [String],
     unattached: &'a [(String, String)],
 }
@@ -100,6 +101,7 @@ fn print_report(r: &ReconcileReport, dry_run: bool, json: bool) {
             updated: &r.updated,
             unknown_rows: &r.unknown_rows,
             duplicates: &r.duplicates,
+            reissued: &r.reissued,
             superseded: &r.superseded,
             unattached: &r.unattached,
         });
@@ -150,6 +152,11 @@ fn print_report(r: &ReconcileReport, dry_run: bool, json: bool) {
     for (reference, id) in &r.unattached {
         outln!(
             "  ALERT: order {id} pays row {reference}, which the ledger cannot attach it to (the row is INVALID or REMOVED there, or has another order); when rebuilding, give the options the batch ran with (--payment-currency)"
+        );
+    }
+    for (reference, id) in &r.reissued {
+        outln!(
+            "  reissued: order {id} of row {reference}, whose payout link was read EXPIRED and reissued (not a second live order)"
         );
     }
     for (reference, ids) in &r.duplicates {

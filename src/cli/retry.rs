@@ -1,6 +1,7 @@
 //! `paybatch retry --batch NAME`: after a person fixed the cause, make FAILED and REJECTED rows
 //! eligible again. Each gets the next attempt number, hence a new idempotency key; nothing is
-//! retried automatically. The next `paybatch run` pays them.
+//! retried automatically. The next `paybatch run` pays them. `--expired` reissues the rows whose
+//! payout link expired, once the service still says so.
 
 use clap::Args;
 
@@ -16,9 +17,11 @@ pub struct RetryArgs {
     /// Only these row references (repeatable); default every FAILED and REJECTED row.
     #[arg(long = "reference", value_name = "REF")]
     pub references: Vec<String>,
-    /// Reissue instead the rows whose payout link EXPIRED (as `paybatch payouts` last read it):
-    /// each gets a new attempt and key, and the next `paybatch run` pays it again. A link that is
-    /// ACTIVE, CLAIMED or CANCELLED, or never read, is never reissued.
+    /// Reissue instead the rows whose payout link EXPIRED (as `paybatch payouts` last read it),
+    /// once their order, read again at the service, still says so: each gets a new attempt and
+    /// key, and the next `paybatch run` pays it again. A link that is ACTIVE, CLAIMED or
+    /// CANCELLED, or never read, is never reissued; nor is one whose order cannot be read or
+    /// believed now (exit 5).
     #[arg(long)]
     pub expired: bool,
     /// Print one JSON object on stdout at the end: batch, environment, exit code, the rows
@@ -30,21 +33,9 @@ pub struct RetryArgs {
 }
 
 pub async fn execute(args: RetryArgs) -> Result<Exit, CliError> {
-    use crate::ops::retry::RetryRows;
-    let which = if args.expired {
-        RetryRows::Expired
-    } else {
-        RetryRows::Failed
-    };
-    let retried = match crate::ops::retry::retry_rows(
-        &args.service.ledger,
-        &args.batch,
-        &args.references,
-        which,
-    ) {
+    let retried = match retry(&args).await {
         Ok(r) => r,
         Err(e) => {
-            let e = CliError::from(e);
             if args.json {
                 let failed = super::run_json::retry_failed(&args.batch, &e);
                 outln!("{}", serde_json::to_string(&failed).unwrap_or_default());
@@ -53,16 +44,23 @@ pub async fn execute(args: RetryArgs) -> Result<Exit, CliError> {
         }
     };
     let batch = crate::text::shown(&args.batch);
-    if retried.references.is_empty() && args.expired {
+    for n in &retried.not_read {
+        errln!(
+            "order {}: {}; its rows whose link was read EXPIRED are not reissued (they keep their last believed status)",
+            n.order_id,
+            n.reason
+        );
+    }
+    if retried.references.is_empty() && args.expired && retried.not_read.is_empty() {
         errln!(
             "batch {batch}: no row whose payout link was read EXPIRED (`paybatch payouts --batch {}` reads them)",
             crate::text::shell_word(&args.batch)
         );
-    } else if retried.references.is_empty() {
+    } else if retried.references.is_empty() && !args.expired {
         errln!("batch {batch}: no FAILED or REJECTED rows to retry");
-    } else {
+    } else if !retried.references.is_empty() {
         let what = if args.expired {
-            "rows whose link expired are payable again (reissued with a new attempt)"
+            "rows whose link the service still reads EXPIRED are payable again (reissued with a new attempt)"
         } else {
             "rows eligible again with a new attempt"
         };
@@ -82,10 +80,37 @@ pub async fn execute(args: RetryArgs) -> Result<Exit, CliError> {
             crate::text::shell_word(&args.batch)
         );
     }
+    // An order not read or not believed: its rows wait for a person or a later read.
+    let exit = if retried.not_read.is_empty() {
+        Exit::Ok
+    } else {
+        Exit::Incomplete
+    };
     if args.json {
-        super::out_json(&super::run_json::retried(&retried, Exit::Ok.code()));
+        super::out_json(&super::run_json::retried(&retried, exit.code()));
     }
-    Ok(Exit::Ok)
+    Ok(exit)
+}
+
+/// The retry the flags ask for: of FAILED and REJECTED rows, or with `--expired` of the rows
+/// whose link expired, read once more at the service.
+async fn retry(args: &RetryArgs) -> Result<crate::ops::retry::Retried, CliError> {
+    if !args.expired {
+        return Ok(crate::ops::retry::retry(
+            &args.service.ledger,
+            &args.batch,
+            &args.references,
+        )?);
+    }
+    let opts = crate::ops::retry::ReissueOptions {
+        ledger: args.service.ledger.clone(),
+        batch: args.batch.clone(),
+        references: args.references.clone(),
+        environment: args.service.environment()?,
+        api_key_file: args.service.api_key_file.clone(),
+    };
+    let console = super::progress::Console::new(false);
+    Ok(crate::ops::retry::reissue_expired(&opts, &console.reporter()).await?)
 }
 
 /// References named on the line at most (`--json` lists them all).

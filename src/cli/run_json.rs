@@ -257,6 +257,8 @@ pub struct RetriedJson<'a> {
     rows: InOrder<&'static str, i64>,
     totals: RetriedTotals<'a>,
     result_file: Option<String>,
+    /// `retry --expired`: the orders not read or not believed, whose rows were not reissued.
+    not_read: &'a [crate::ops::payouts::NotRead],
 }
 
 pub fn retried(r: &Retried, code: i32) -> RetriedJson<'_> {
@@ -270,6 +272,7 @@ pub fn retried(r: &Retried, code: i32) -> RetriedJson<'_> {
             per_paying_balance: per_paying_balance(&r.debited),
         },
         result_file: None,
+        not_read: &r.not_read,
     }
 }
 

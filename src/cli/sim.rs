@@ -22,8 +22,8 @@ use super::{CliError, DEFAULT_LEDGER};
 use crate::exit::Exit;
 use crate::sim::{
     DEFAULT_CANCEL_SHARE, DEFAULT_CARD, DEFAULT_CLAIM_SHARE, DEFAULT_CLAIM_WITHIN_DAYS,
-    DEFAULT_KEY, DEFAULT_LINK_EXPIRY_DAYS, Faults, Hostile, PayoutLife, PayoutStatus, SeedOrders,
-    SimConfig, SimState,
+    DEFAULT_KEY, DEFAULT_LINK_EXPIRY_DAYS, Faults, Flips, Hostile, PayoutLife, PayoutStatus,
+    SeedOrders, SimConfig, SimState,
 };
 
 #[derive(Debug, Args)]
@@ -291,6 +291,14 @@ pub struct ServeArgs {
     /// listed first, out of order), to try a client's read of the list.
     #[arg(long, value_name = "KIND", value_enum)]
     pub odd_first_page: Option<crate::sim::OddList>,
+    /// Payout answers against themselves: share of ACTIVE links (from an hour after their order
+    /// finished) answered EXPIRED with their expiry_date still ahead.
+    #[arg(long, value_name = "F", default_value_t = 0.0)]
+    pub expired_ahead_rate: f64,
+    /// Payout answers against themselves: share of ACTIVE links (from an hour after their order
+    /// finished) answered EXPIRED at the first read, then CLAIMED at every later read.
+    #[arg(long, value_name = "F", default_value_t = 0.0)]
+    pub expired_once_rate: f64,
 }
 
 /// A duration written as numbers with units, d (days), h, m or s: `30d`, `1d12h`, `90m`.
@@ -419,6 +427,10 @@ impl ServeArgs {
                     inflated_total_rate: self.inflated_total_rate,
                     linked_failure_rate: self.linked_failure_rate,
                     escape_rate: self.escape_rate,
+                },
+                flips: Flips {
+                    expired_ahead_rate: self.expired_ahead_rate,
+                    expired_once_rate: self.expired_once_rate,
                 },
             },
         }
@@ -677,6 +689,15 @@ mod tests {
             }
         );
         assert_eq!(set.clock_offset, Some(Duration::from_secs(2 * 86400)));
+        assert_eq!(defaults.faults.flips, Flips::default());
+        let flips = parse(&["--expired-ahead-rate", "0.25", "--expired-once-rate", "1"]).unwrap();
+        assert_eq!(
+            flips.faults.flips,
+            Flips {
+                expired_ahead_rate: 0.25,
+                expired_once_rate: 1.0,
+            }
+        );
     }
 
     #[test]

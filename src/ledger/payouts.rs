@@ -510,6 +510,45 @@ impl Ledger {
         })
     }
 
+    /// The batch's COMPLETED rows whose link was last read EXPIRED and not reissued yet, each
+    /// with its order, in input order: what `paybatch retry --expired` reads once more before it
+    /// reissues any.
+    pub fn expired_rows(&self, batch_id: i64) -> Result<Vec<(String, FollowedOrder)>> {
+        self.select_all(
+            "SELECT r.reference, o.id, o.service_order_id FROM rows r
+             JOIN payouts p ON p.row_id = r.id AND p.attempt = r.attempt
+             JOIN orders o ON o.id = r.order_id
+             WHERE r.batch_id = ?1 AND r.state = 'COMPLETED' AND p.status = 'EXPIRED'
+               AND p.reissued_at IS NULL AND o.service_order_id IS NOT NULL
+             ORDER BY r.position, r.id",
+            params![batch_id],
+            |r| {
+                Ok((
+                    r.get(0)?,
+                    FollowedOrder {
+                        order_id: r.get(1)?,
+                        service_order_id: r.get(2)?,
+                    },
+                ))
+            },
+        )
+    }
+
+    /// The orders of the batch's rows whose link was read EXPIRED and then reissued: (reference,
+    /// service order id). Reconciliation lists them as reissued, not as a second live order.
+    pub fn reissued_orders(&self, batch_id: i64) -> Result<Vec<(String, String)>> {
+        self.select_all(
+            "SELECT r.reference, o.service_order_id FROM payouts p
+             JOIN rows r ON r.id = p.row_id
+             JOIN orders o ON o.id = p.order_id
+             WHERE p.batch_id = ?1 AND p.reissued_at IS NOT NULL AND p.status = 'EXPIRED'
+               AND o.service_order_id IS NOT NULL
+             ORDER BY r.position, p.attempt",
+            params![batch_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+    }
+
     /// `paybatch retry --expired`: the batch's COMPLETED rows whose link was last read EXPIRED
     /// (only `references`, when given) become PENDING at the next attempt (hence a new
     /// idempotency key), in one transaction; each attempt's outcome (order, item, link, price,
@@ -716,6 +755,13 @@ mod tests {
             &[PayoutStatus::Expired, PayoutStatus::Active],
         );
         read(&mut ledger, 2, &[PayoutStatus::Claimed]);
+        let expired: Vec<(String, String)> = ledger
+            .expired_rows(1)
+            .expect("expired")
+            .into_iter()
+            .map(|(r, o)| (r, o.service_order_id))
+            .collect();
+        assert_eq!(expired, [("R-1".to_string(), "ORD-1".to_string())]);
         let reissued = ledger.reissue_expired(1, None).expect("reissued");
         assert_eq!(reissued, ["R-1"], "never an ACTIVE or CLAIMED link");
         let r1 = ledger
@@ -754,6 +800,12 @@ mod tests {
         // Nothing more to reissue; a reference filter is honoured.
         assert!(ledger.reissue_expired(1, None).expect("again").is_empty());
         assert_eq!(ledger.reissued_rows(1).expect("count"), 1);
+        // The expired attempt's order is known as reissued, and is no longer to be reissued.
+        assert_eq!(
+            ledger.reissued_orders(1).expect("reissued orders"),
+            [("R-1".to_string(), "ORD-1".to_string())]
+        );
+        assert!(ledger.expired_rows(1).expect("expired").is_empty());
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! call, paced ([`ReadPace`]) and retried as the run's polls are (429, 5xx, a deadline); what
 //! each item's `payout` says is recorded in the ledger (`payouts`, a change being an event), and
 //! the batch is summed up: rows per status, value outstanding and expired per currency, links
-//! expiring soon. An answer is believed only for the order and the links the ledger recorded;
-//! a read that fails or is not believed leaves the last known status and is said.
+//! expiring soon. An answer is believed only for the order and the links the ledger recorded,
+//! and only when it agrees with itself and with the final statuses read before; a read that
+//! fails or is not believed leaves the last known status and is said.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -178,6 +179,7 @@ pub async fn payouts(
     let _lock = LedgerLock::acquire(&opts.ledger)?;
     let mut ledger = Ledger::open(&opts.ledger)?;
     let batches = batches_to_read(&ledger, opts)?;
+    let now = clock_now(opts);
     let mut reads: HashMap<i64, BatchRead> = HashMap::new();
     if !opts.offline {
         // Each batch's orders with links to follow, asked once: they are what is read.
@@ -210,12 +212,12 @@ pub async fn payouts(
                     ));
                     continue;
                 }
-                let read = read_batch(&mut ledger, &client, b, orders, &pace, reporter).await?;
+                let read =
+                    read_batch(&mut ledger, &client, b, orders, &pace, now, reporter).await?;
                 reads.insert(b.id, read);
             }
         }
     }
-    let now = clock_now(opts);
     let mut out = Vec::new();
     for b in &batches {
         let read = reads.remove(&b.id).unwrap_or_default();
@@ -230,14 +232,16 @@ pub async fn payouts(
     Ok(out)
 }
 
-/// Reads each of `orders` (those of `batch` with links to follow), once, and records what it
-/// says.
-async fn read_batch(
+/// Reads each of `orders` (those of `batch` with links to follow, or whose links `retry
+/// --expired` reads once more), once, and records what it says when it is believed ([`believed`],
+/// against `now`).
+pub(crate) async fn read_batch(
     ledger: &mut Ledger,
     client: &crate::api::Client,
     batch: &BatchRecord,
     orders: Vec<FollowedOrder>,
     pace: &ReadPace,
+    now: DateTime<Utc>,
     reporter: &Reporter,
 ) -> Result<BatchRead, OpError> {
     let mut read = BatchRead::default();
@@ -265,7 +269,7 @@ async fn read_batch(
             }
         };
         let rows = ledger.rows_to_follow(order.order_id)?;
-        match believed(&order, &rows, &order_view) {
+        match believed(&order, &rows, &order_view, now) {
             Ok(lives) => {
                 read.changed += ledger.record_payout_reads(batch.id, order.order_id, &lives)?;
                 read.orders_read += 1;
@@ -308,12 +312,14 @@ async fn read_retrying(
 
 /// What an answer says of the rows of `order` the ledger recorded, when it can be believed:
 /// the order the ledger holds (its id), still COMPLETED, each row's item found by the item id
-/// the completion recorded (else by its position) with the same link and a payout status. Else
+/// the completion recorded (else by its position) with the same link and a payout status that
+/// does not contradict itself or what was believed before ([`contradiction`], at `now`). Else
 /// why it is not believed.
 fn believed(
     order: &FollowedOrder,
     rows: &[FollowedRow],
     view: &OrderView,
+    now: DateTime<Utc>,
 ) -> Result<Vec<(FollowedRow, PayoutLife)>, String> {
     let answer: &Order = match view {
         OrderView::Done(o) => o,
@@ -365,9 +371,35 @@ fn believed(
                 crate::text::shown(&row.reference)
             ));
         };
+        if let Some(why) = contradiction(row, &life, now) {
+            return Err(why);
+        }
         out.push((row.clone(), life));
     }
     Ok(out)
+}
+
+/// Why what an answer says of `row`'s link cannot be believed, if it cannot: a final status
+/// (CLAIMED, CANCELLED, EXPIRED) believed before never changes again, and a link cannot have
+/// expired before its `expiry_date`, so EXPIRED with an expiry date later than the time of the
+/// answer (the later of `now` and the answer's own `status_updated_at`) contradicts itself.
+fn contradiction(row: &FollowedRow, life: &PayoutLife, now: DateTime<Utc>) -> Option<String> {
+    let reference = crate::text::shown(&row.reference);
+    if let Some(known) = &row.status
+        && known.is_final()
+        && *known != life.status
+    {
+        return Some(format!(
+            "the answer says the payout link of row {reference} is {}; it was read {known} before, a status that never changes",
+            crate::text::shown(life.status.as_str())
+        ));
+    }
+    crate::batch::record::expired_ahead(life, now).then(|| {
+        format!(
+            "the answer says the payout link of row {reference} EXPIRED, yet its expiry date {} is still ahead",
+            crate::text::shown(life.expires_at.as_deref().unwrap_or_default())
+        )
+    })
 }
 
 /// Sums up what the ledger knows of the links of `batch` at `now`.
@@ -615,7 +647,7 @@ mod tests {
             item("it_2", "https://x/2", "CLAIMED"),
             item("it_1", "https://x/1", "ACTIVE")
         ]));
-        let lives = believed(&order, &rows, &answer).expect("believed");
+        let lives = believed(&order, &rows, &answer, Utc::now()).expect("believed");
         assert_eq!(lives[0].0.reference, "R1");
         assert_eq!(lives[0].1.status, PayoutStatus::Active);
         assert_eq!(lives[1].1.status, PayoutStatus::Claimed);
@@ -624,15 +656,70 @@ mod tests {
             item("it_1", "https://x/evil", "CLAIMED"),
             item("it_2", "https://x/2", "CLAIMED")
         ]));
-        assert!(believed(&order, &rows, &swapped).is_err());
+        assert!(believed(&order, &rows, &swapped, Utc::now()).is_err());
         // Another order: not believed.
         let other = FollowedOrder {
             order_id: 1,
             service_order_id: "ord_2".into(),
         };
-        assert!(believed(&other, &rows, &answer).is_err());
+        assert!(believed(&other, &rows, &answer, Utc::now()).is_err());
         // A row's item missing: not believed.
         let short = order_answer(serde_json::json!([item("it_1", "https://x/1", "CLAIMED")]));
-        assert!(believed(&order, &rows, &short).is_err());
+        assert!(believed(&order, &rows, &short, Utc::now()).is_err());
+    }
+
+    fn expired(expiry: &str, since: &str) -> PayoutLife {
+        PayoutLife {
+            status: PayoutStatus::Expired,
+            since: Some(since.into()),
+            expires_at: Some(expiry.into()),
+        }
+    }
+
+    #[test]
+    fn an_answer_against_itself_or_against_a_final_status_is_not_believed() {
+        let now = DateTime::parse_from_rfc3339("2026-11-27T12:00:00Z")
+            .expect("a time")
+            .with_timezone(&Utc);
+        let active = row("R1", "it_1", "https://x/1");
+        // EXPIRED with its expiry date a year ahead: against itself.
+        let ahead = expired("2027-11-27T12:00:00Z", "2026-11-27T11:00:00Z");
+        assert!(contradiction(&active, &ahead, now).is_some_and(|w| w.contains("still ahead")));
+        // EXPIRED at or after its expiry date: believed, also when the answer's own time is
+        // later than this clock (a service clock ahead of ours).
+        let past = expired("2026-11-27T10:00:00Z", "2026-11-27T10:00:00Z");
+        assert_eq!(contradiction(&active, &past, now), None);
+        let later_clock = expired("2026-11-27T13:00:00Z", "2026-11-27T13:00:00Z");
+        assert_eq!(contradiction(&active, &later_clock, now), None);
+        // EXPIRED without an expiry date: nothing to contradict.
+        let undated = PayoutLife {
+            expires_at: None,
+            ..ahead.clone()
+        };
+        assert_eq!(contradiction(&active, &undated, now), None);
+        // A final status read before never changes: CLAIMED after EXPIRED, ACTIVE after
+        // CLAIMED are not believed; the same final status again is.
+        let was_expired = FollowedRow {
+            status: Some(PayoutStatus::Expired),
+            ..active.clone()
+        };
+        let claimed = PayoutLife {
+            status: PayoutStatus::Claimed,
+            since: None,
+            expires_at: None,
+        };
+        assert!(contradiction(&was_expired, &claimed, now).is_some_and(|w| w.contains("EXPIRED")));
+        assert_eq!(contradiction(&was_expired, &past, now), None);
+        let was_claimed = FollowedRow {
+            status: Some(PayoutStatus::Claimed),
+            ..active.clone()
+        };
+        let live = PayoutLife {
+            status: PayoutStatus::Active,
+            ..claimed.clone()
+        };
+        assert!(contradiction(&was_claimed, &live, now).is_some());
+        assert_eq!(contradiction(&was_claimed, &claimed, now), None);
+        assert_eq!(contradiction(&active, &claimed, now), None);
     }
 }

@@ -19,6 +19,7 @@
 pub(crate) mod catalog;
 mod disguise;
 mod faults;
+mod flip;
 mod handlers;
 pub(crate) mod life;
 mod orders;
@@ -42,6 +43,7 @@ use crate::api::models::{OrderStatus, PaymentMethod, ProductSelection};
 
 pub use catalog::PAYMENT_CURRENCIES;
 pub use disguise::Hostile;
+pub use flip::Flips;
 pub use life::{
     DEFAULT_CANCEL_SHARE, DEFAULT_CLAIM_SHARE, DEFAULT_CLAIM_WITHIN_DAYS, DEFAULT_LINK_EXPIRY_DAYS,
     FIRST_CLAIM, PayoutCensus, PayoutLife, PayoutRecord, PayoutStatus,
@@ -179,6 +181,8 @@ pub struct Faults {
     /// Hostile answers: swapped orders, missing payout links, inflated totals, failed orders
     /// with links, escape sequences in messages (see [`Hostile`]).
     pub hostile: Hostile,
+    /// Payout answers that contradict themselves or change a final status (see [`Flips`]).
+    pub flips: Flips,
 }
 
 impl Default for Faults {
@@ -194,6 +198,7 @@ impl Default for Faults {
             burst_429_len: 3,
             in_progress_delay: Duration::ZERO,
             hostile: Hostile::default(),
+            flips: Flips::default(),
         }
     }
 }
@@ -316,6 +321,8 @@ pub(crate) struct Sim {
     pub limiter: faults::RateLimiter,
     pub burst: faults::Burst,
     pub stats: Mutex<SimStats>,
+    /// When each "expired once" link was first answered EXPIRED ([`Flips`]).
+    pub(crate) first_expired: flip::FirstExpired,
 }
 
 impl Sim {
@@ -579,6 +586,7 @@ pub async fn start(config: SimConfig, addr: SocketAddr) -> Result<SimHandle, Sim
         burst: faults::Burst::new(),
         catalog: catalog::Catalog::new(),
         stats: Mutex::new(SimStats::default()),
+        first_expired: flip::FirstExpired::default(),
         store,
         config,
     });

@@ -542,3 +542,252 @@ async fn a_read_that_fails_or_is_not_believed_keeps_the_last_known_status_and_sa
     assert_eq!(json["not_read"], serde_json::json!([]), "{json}");
     sim.shutdown().await;
 }
+
+/// After `retry --expired` and the run that reissues, each row has two orders at the service:
+/// the first, whose link was read EXPIRED, and the reissue. `reconcile` lists the first as
+/// reissued, raises no alert and exits 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_after_a_reissue_lists_the_expired_orders_as_reissued_not_live() {
+    let ws = Workspace::new();
+    ws.write("b.csv", &batch_csv(5));
+    links_expire_after(&ws, "10", "0").await;
+    let run = pb(&ws, &["run", "b.csv", "--batch", "b", "-q"]).await;
+    assert_eq!(run.status.code(), Some(0), "{}", stderr_of(&run));
+    pb(&ws, &["sim", "clock", "--advance", "12d"]).await;
+    let (read, _) = payouts_json(&ws, &[]).await;
+    assert_eq!(counts_of(&read)["EXPIRED"], 5, "{read}");
+    let first_orders: BTreeSet<(String, String)> = {
+        pb(&ws, &["report", "--batch", "b"]).await;
+        result_lines(&ws)
+            .into_iter()
+            .map(|(r, l)| (r, l["order_id"].clone()))
+            .collect()
+    };
+    let retried = pb(&ws, &["retry", "--batch", "b", "--expired", "--json"]).await;
+    assert_eq!(retried.status.code(), Some(0), "{}", stderr_of(&retried));
+    let again = pb(&ws, &["run", "b.csv", "--batch", "b", "-q"]).await;
+    assert_eq!(again.status.code(), Some(0), "{}", stderr_of(&again));
+
+    let out = pb(&ws, &["reconcile", "--batch", "b", "--json"]).await;
+    let json: Value = serde_json::from_str(stdout_of(&out).trim())
+        .unwrap_or_else(|e| panic!("{e}: {}\n{}", stdout_of(&out), stderr_of(&out)));
+    assert_eq!(json["duplicates"], serde_json::json!([]), "{json}");
+    let reissued: BTreeSet<(String, String)> = json["reissued"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a reissued list: {json}"))
+        .iter()
+        .map(|p| {
+            (
+                p[0].as_str().unwrap_or("").to_string(),
+                p[1].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(reissued, first_orders, "{json}");
+    assert_eq!(json["found"], 10, "{json}");
+    assert_eq!(out.status.code(), Some(0), "{json}");
+
+    let text = pb(&ws, &["reconcile", "--batch", "b"]).await;
+    assert_eq!(text.status.code(), Some(0), "{}", stdout_of(&text));
+    assert!(!stdout_of(&text).contains("ALERT"), "{}", stdout_of(&text));
+    assert_eq!(
+        stdout_of(&text).matches("reissued: order").count(),
+        5,
+        "{}",
+        stdout_of(&text)
+    );
+}
+
+/// `paybatch payouts --batch b --json` against the simulator at `base`, with its exit code.
+async fn payouts_at(ws: &Workspace, base: &str) -> (Value, Option<i32>) {
+    let out = against_url(
+        ws,
+        base,
+        &["payouts", "--batch", "b", "--json", "--timeout", "5"],
+    )
+    .await;
+    let json: Value = serde_json::from_str(stdout_of(&out).trim())
+        .unwrap_or_else(|e| panic!("{e}: {}", stderr_of(&out)));
+    (json, out.status.code())
+}
+
+/// A simulator on a state file whose payout answers flip as `flips` says, and the batch `b`
+/// of four rows paid through it, two hours before (the flips leave a link's first hour alone).
+async fn paid_two_hours_ago(
+    ws: &Workspace,
+    flips: paybatch::sim::Flips,
+) -> paybatch::sim::SimHandle {
+    let mut config = fast_config(Some(ws.path("sim.db")));
+    config.payout_life.claim_share = 0.0;
+    config.payout_life.cancel_share = 0.0;
+    config.faults.flips = flips;
+    let sim = start_sim(config).await;
+    ws.write("b.csv", &batch_csv(4));
+    let run = against_url(ws, &sim.base_url(), &["run", "b.csv", "--batch", "b", "-q"]).await;
+    assert_eq!(run.status.code(), Some(0), "{}", stderr_of(&run));
+    sim.advance_clock(std::time::Duration::from_secs(2 * 3600))
+        .expect("the clock moves");
+    sim
+}
+
+/// An answer that says a link EXPIRED with its expiry date still ahead is not believed: the
+/// links keep their last believed status (ACTIVE), the orders are named and the exit is 5, the
+/// orders are read again at the next call, nothing is reissued; once the service answers
+/// plainly, the links are read as they are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_answer_with_its_expiry_ahead_is_not_believed_and_read_again() {
+    let ws = Workspace::new();
+    let sim = paid_two_hours_ago(
+        &ws,
+        paybatch::sim::Flips {
+            expired_ahead_rate: 1.0,
+            ..Default::default()
+        },
+    )
+    .await;
+    for _ in 0..2 {
+        let (json, code) = payouts_at(&ws, &sim.base_url()).await;
+        assert_eq!(code, Some(5), "{json}");
+        assert_eq!(counts_of(&json)["ACTIVE"], 4, "{json}");
+        assert_eq!(counts_of(&json)["EXPIRED"], 0, "{json}");
+        let reasons = json["not_read"].as_array().expect("not read");
+        assert!(!reasons.is_empty(), "{json}");
+        assert!(
+            reasons.iter().all(|r| r["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("still ahead"))),
+            "{json}"
+        );
+    }
+    let retried = against_url(
+        &ws,
+        &sim.base_url(),
+        &["retry", "--batch", "b", "--expired", "--json"],
+    )
+    .await;
+    let retried: Value = serde_json::from_str(stdout_of(&retried).trim()).expect("retry JSON");
+    assert_eq!(retried["retried"], serde_json::json!([]), "{retried}");
+
+    let sim = restart_sim(sim, {
+        let mut plain = fast_config(Some(ws.path("sim.db")));
+        plain.payout_life.claim_share = 0.0;
+        plain.payout_life.cancel_share = 0.0;
+        plain
+    })
+    .await;
+    let (json, code) = payouts_at(&ws, &sim.base_url()).await;
+    assert_eq!(code, Some(0), "{json}");
+    assert_eq!(counts_of(&json)["ACTIVE"], 4, "{json}");
+    assert_eq!(json["not_read"], serde_json::json!([]), "{json}");
+    assert!(
+        json["orders_read"].as_u64().is_some_and(|n| n > 0),
+        "{json}"
+    );
+    sim.shutdown().await;
+}
+
+/// A link the service reports EXPIRED once and CLAIMED at the next read: `payouts` believes the
+/// EXPIRED (it agrees with itself), but `retry --expired` reads the order once more, finds a
+/// final status changed, reissues nothing, names the order and exits 5; the next run pays
+/// nothing again: one live order per row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_read_expired_then_claimed_is_not_reissued_nor_paid_twice() {
+    let ws = Workspace::new();
+    let sim = paid_two_hours_ago(
+        &ws,
+        paybatch::sim::Flips {
+            expired_once_rate: 1.0,
+            ..Default::default()
+        },
+    )
+    .await;
+    let (json, code) = payouts_at(&ws, &sim.base_url()).await;
+    assert_eq!(code, Some(0), "{json}");
+    assert_eq!(counts_of(&json)["EXPIRED"], 4, "{json}");
+
+    let out = against_url(
+        &ws,
+        &sim.base_url(),
+        &["retry", "--batch", "b", "--expired", "--json"],
+    )
+    .await;
+    let retried: Value = serde_json::from_str(stdout_of(&out).trim())
+        .unwrap_or_else(|e| panic!("{e}: {}", stderr_of(&out)));
+    assert_eq!(retried["retried"], serde_json::json!([]), "{retried}");
+    assert_eq!(out.status.code(), Some(5), "{retried}");
+    let named = retried["not_read"].as_array().expect("not read");
+    assert!(!named.is_empty(), "{retried}");
+    assert!(
+        named.iter().all(|n| n["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("CLAIMED") && r.contains("never changes"))),
+        "{retried}"
+    );
+    assert!(
+        stderr_of(&out).contains("not reissued"),
+        "{}",
+        stderr_of(&out)
+    );
+
+    let again = against_url(
+        &ws,
+        &sim.base_url(),
+        &["run", "b.csv", "--batch", "b", "-q"],
+    )
+    .await;
+    assert_eq!(again.status.code(), Some(0), "{}", stderr_of(&again));
+    let references: Vec<String> = (1..=4).map(|i| format!("R-{i:03}")).collect();
+    crate::support::assert_one_live_order_per_row(&sim, &references);
+    // The ledger keeps the status it last believed.
+    let (json, _) = payouts_at(&ws, &sim.base_url()).await;
+    assert_eq!(counts_of(&json)["EXPIRED"], 4, "{json}");
+    sim.shutdown().await;
+}
+
+/// A service that answers a finished order's links EXPIRED with their expiry date decades ahead,
+/// from the first answer: the run completes the rows but records no link status from that
+/// answer (never read), `retry --expired` reissues nothing, and `payouts` does not believe it
+/// (exit 5).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_answer_with_its_expiry_ahead_at_completion_is_not_recorded() {
+    use std::sync::Arc;
+    let sim = start_sim(fast_config(None)).await;
+    let rewrite: crate::support::rewriting::Rewrite = Arc::new(|method, path, status, json| {
+        if *method == axum::http::Method::GET
+            && path.starts_with("/order/")
+            && status == 200
+            && json["status"] == "COMPLETED"
+            && let Some(items) = json["items"].as_array_mut()
+        {
+            for item in items {
+                item["payout"]["status"] = Value::from("EXPIRED");
+                item["payout"]["expiry_date"] = Value::from("2099-01-01T00:00:00.000Z");
+            }
+        }
+    });
+    let base = crate::support::rewriting::start(&sim, rewrite).await;
+    let ws = Workspace::new();
+    ws.write("b.csv", &batch_csv(3));
+    let run = against_url(&ws, &base, &["run", "b.csv", "--batch", "b", "-q"]).await;
+    assert_eq!(run.status.code(), Some(0), "{}", stderr_of(&run));
+    let offline = against_url(
+        &ws,
+        &base,
+        &["payouts", "--batch", "b", "--json", "--no-read"],
+    )
+    .await;
+    let offline: Value = serde_json::from_str(stdout_of(&offline).trim()).expect("payouts JSON");
+    assert_eq!(counts_of(&offline).get("NOT_READ"), Some(&3), "{offline}");
+    assert_eq!(counts_of(&offline).get("EXPIRED"), Some(&0), "{offline}");
+    let retried = against_url(
+        &ws,
+        &base,
+        &["retry", "--batch", "b", "--expired", "--json"],
+    )
+    .await;
+    let retried: Value = serde_json::from_str(stdout_of(&retried).trim()).expect("retry JSON");
+    assert_eq!(retried["retried"], serde_json::json!([]), "{retried}");
+    let (read, code) = payouts_at(&ws, &base).await;
+    assert_eq!(code, Some(5), "{read}");
+    assert_eq!(counts_of(&read).get("NOT_READ"), Some(&3), "{read}");
+}

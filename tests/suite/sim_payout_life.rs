@@ -359,3 +359,70 @@ async fn paybatch_sim_start_behind(state: &Path) -> String {
         Err(e) => e.to_string(),
     }
 }
+
+/// The answers against themselves that `sim serve --expired-ahead-rate` and
+/// `--expired-once-rate` switch on: nothing changes in the first hour (a run reads every link
+/// ACTIVE); from then on an "expired ahead" link is answered EXPIRED with its expiry date still
+/// ahead at every read, and an "expired once" link EXPIRED (expiring at that moment) at the
+/// first read and CLAIMED since that moment at every read after; the simulator's own account
+/// keeps the links' true life.
+#[tokio::test]
+async fn payout_flips_answer_a_live_link_against_itself_after_the_first_hour() {
+    let life = PayoutLife {
+        claim_share: 0.0,
+        cancel_share: 0.0,
+        ..PayoutLife::default()
+    };
+    let with = |ahead: f64, once: f64| SimConfig {
+        payout_life: life,
+        faults: paybatch::sim::Faults {
+            flips: paybatch::sim::Flips {
+                expired_ahead_rate: ahead,
+                expired_once_rate: once,
+            },
+            ..paybatch::sim::Faults::default()
+        },
+        ..fast()
+    };
+
+    let ahead = start(with(1.0, 0.0)).await;
+    let api = Api::new(&ahead);
+    let ids = place(&api, 1, 3).await;
+    let fresh = read_links(&api, &ids).await;
+    assert!(fresh.values().all(|l| l.status == "ACTIVE"), "{fresh:?}");
+    advance(&ahead, Duration::from_secs(2 * 3600)).await;
+    let now = ms(&ahead.payouts().expect("census").now);
+    for _ in 0..2 {
+        for (id, link) in read_links(&api, &ids).await {
+            assert_eq!(link.status, "EXPIRED", "{id}");
+            let expiry = ms(link.expiry.as_deref().expect("an expiry date"));
+            assert!(expiry > now + 20 * DAY_MS, "{id}: expiry ahead of {now}");
+        }
+    }
+    let census = ahead.payouts().expect("census");
+    assert_eq!(census.count(PayoutStatus::Active), 3, "the true life");
+    ahead.shutdown().await;
+
+    let once = start(with(0.0, 1.0)).await;
+    let api = Api::new(&once);
+    let ids = place(&api, 1, 3).await;
+    let fresh = read_links(&api, &ids).await;
+    assert!(fresh.values().all(|l| l.status == "ACTIVE"), "{fresh:?}");
+    advance(&once, Duration::from_secs(2 * 3600)).await;
+    let first = read_links(&api, &ids).await;
+    for (id, link) in &first {
+        assert_eq!(link.status, "EXPIRED", "{id}");
+        assert_eq!(link.expiry.as_ref(), Some(&link.since), "{id}");
+    }
+    for _ in 0..2 {
+        for (id, link) in read_links(&api, &ids).await {
+            assert_eq!(link.status, "CLAIMED", "{id}");
+            assert_eq!(link.since, first[&id].since, "{id}: since the first read");
+        }
+    }
+    assert_eq!(
+        once.payouts().expect("census").count(PayoutStatus::Active),
+        3
+    );
+    once.shutdown().await;
+}

@@ -153,6 +153,8 @@ pub(super) struct Reconciliation<'a> {
     by_service_id: HashMap<String, (i64, OrderState)>,
     /// The ledger's orders that reconciliation has settled: they are no longer in doubt.
     claimed_orders: HashSet<i64>,
+    /// The orders of rows whose link was read EXPIRED and reissued: (reference, service id).
+    reissued: HashSet<(String, String)>,
     report: ReconcileReport,
 }
 
@@ -179,6 +181,7 @@ impl<'a> Reconciliation<'a> {
             })
             .collect();
         let orders = ledger.orders(batch.id)?;
+        let reissued = ledger.reissued_orders(batch.id)?.into_iter().collect();
         let order_states = orders.iter().map(|o| (o.id, o.state)).collect();
         let by_service_id = orders
             .iter()
@@ -197,6 +200,7 @@ impl<'a> Reconciliation<'a> {
             order_states,
             by_service_id,
             claimed_orders: HashSet::new(),
+            reissued,
             report: ReconcileReport::default(),
         })
     }
@@ -210,12 +214,18 @@ impl<'a> Reconciliation<'a> {
         Ok(AtService::new(found))
     }
 
-    /// Live service orders per reference: more than one is a duplicate payment.
+    /// Live service orders per reference: more than one is a duplicate payment. An order whose
+    /// link the ledger read EXPIRED and reissued is not live: it is listed as reissued.
     pub(super) fn report_duplicates(&mut self, service: &AtService) {
         let mut live: HashMap<&str, Vec<&str>> = HashMap::new();
         for f in &service.found {
             if f.status != OrderStatus::Failed {
                 for k in &f.rows {
+                    let pair = (k.reference.clone(), f.id.clone());
+                    if self.reissued.contains(&pair) {
+                        self.report.reissued.push(pair);
+                        continue;
+                    }
                     live.entry(k.reference.as_str())
                         .or_default()
                         .push(f.id.as_str());
@@ -560,6 +570,7 @@ impl<'a> Reconciliation<'a> {
         report.adopted.sort();
         report.unknown_rows.sort();
         report.duplicates.sort();
+        report.reissued.sort();
         report.superseded.sort();
         report.retired.sort();
         report.unattributed.sort();

@@ -22,6 +22,9 @@ pub struct ReconcileReport {
     pub unknown_rows: Vec<(String, String)>,
     /// Rows with more than one live service order: (reference, order ids). Needs a person.
     pub duplicates: Vec<(String, Vec<String>)>,
+    /// Service orders of a row whose payout link was read EXPIRED and that `retry --expired`
+    /// reissued since: (reference, order id). Not a second live order, and nothing to repair.
+    pub reissued: Vec<(String, String)>,
     /// Service orders of a row's latest attempt that its ledger row cannot take (the row is
     /// INVALID or REMOVED, or has another order): (reference, order id). Needs a person.
     pub unattached: Vec<(String, String)>,

@@ -150,7 +150,16 @@ pub(super) fn disguised_full_order(
 ) -> serde_json::Value {
     let mut answer = orders::full_order(o, version, clock);
     let hostile = &sim.config.faults.hostile;
-    if crate::sim::disguise::full_answer(hostile, sim.config.seed, o, &mut answer) {
+    let flips = &sim.config.faults.flips;
+    let flipped = crate::sim::flip::payout_answers(
+        flips,
+        sim.config.seed,
+        &sim.first_expired,
+        clock,
+        o,
+        &mut answer,
+    );
+    if crate::sim::disguise::full_answer(hostile, sim.config.seed, o, &mut answer) || flipped {
         sim.stat(|s| s.disguised += 1);
     }
     answer
