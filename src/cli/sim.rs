@@ -22,8 +22,8 @@ use super::{CliError, DEFAULT_LEDGER};
 use crate::exit::Exit;
 use crate::sim::{
     DEFAULT_CANCEL_SHARE, DEFAULT_CARD, DEFAULT_CLAIM_SHARE, DEFAULT_CLAIM_WITHIN_DAYS,
-    DEFAULT_KEY, DEFAULT_LINK_EXPIRY_DAYS, Faults, Hostile, PayoutLife, PayoutStatus, SeedOrders,
-    SimConfig, SimState,
+    DEFAULT_KEY, DEFAULT_LINK_EXPIRY_DAYS, Faults, Hostile, KeySpelling, PayoutLife, PayoutStatus,
+    SeedOrders, SimConfig, SimState,
 };
 
 #[derive(Debug, Args)]
@@ -286,6 +286,11 @@ pub struct ServeArgs {
     /// the clock of the state).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub clock_offset: Option<Duration>,
+    /// Careless answers: every answer's message, and a refusal's help, details and 429 error,
+    /// quote the request's API key spelt this way: upper, base64, base64-nopad, base64url,
+    /// base64url-nopad, unprefixed (without xx or wg), percent (every byte %XX), or all.
+    #[arg(long, value_name = "SPELLING")]
+    pub echo_key: Option<KeySpelling>,
 }
 
 /// A duration written as numbers with units, d (days), h, m or s: `30d`, `1d12h`, `90m`.
@@ -413,6 +418,7 @@ impl ServeArgs {
                     inflated_total_rate: self.inflated_total_rate,
                     linked_failure_rate: self.linked_failure_rate,
                     escape_rate: self.escape_rate,
+                    echo_key: self.echo_key,
                 },
             },
         }

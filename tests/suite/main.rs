@@ -30,6 +30,7 @@ mod hostile_csv;
 mod hostile_service;
 mod in_flight;
 mod json_keys;
+mod key_echo;
 mod ledger_v7;
 mod mismatch;
 mod multi_item;
