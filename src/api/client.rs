@@ -533,7 +533,13 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     // What the connection said may quote the service.
-    String::from_utf8_lossy(&super::key::conceal_answer(text.as_bytes())).into_owned()
+    concealed_text(text.as_bytes())
+}
+
+/// What the service said outside an answer's body (a header, what the connection reported),
+/// as text with every spelling of the key hidden ([`super::key::conceal_answer`]).
+fn concealed_text(said: &[u8]) -> String {
+    String::from_utf8_lossy(&super::key::conceal_answer(said)).into_owned()
 }
 
 /// A 2xx answer that carries the error shape (`type` and `message` at the top level): no
@@ -590,9 +596,7 @@ fn error_from(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> ApiError 
                 "redirect to {} refused (paybatch never follows redirects: the key must not reach another host)",
                 headers
                     .get(reqwest::header::LOCATION)
-                    .map(|v| String::from_utf8_lossy(&super::key::conceal_answer(v.as_bytes()))
-                        .into_owned())
-                    .unwrap_or_else(|| "?".into())
+                    .map_or_else(|| "?".into(), |v| concealed_text(v.as_bytes()))
             ),
         };
     }

@@ -373,14 +373,20 @@ mod tests {
             let text = format!("refused ({s}) here");
             let shown = conceal(&text);
             assert!(!shown.contains(s.as_str()), "{s}: {shown}");
-            assert!(shown.starts_with("refused (") && shown.ends_with(") here"), "{shown}");
+            assert!(
+                shown.starts_with("refused (") && shown.ends_with(") here"),
+                "{shown}"
+            );
             let body = conceal_answer(text.as_bytes());
             assert!(!String::from_utf8_lossy(&body).contains(s.as_str()), "{s}");
         }
         // A text around it stays as it was, multi-byte characters included.
         let text = format!("é {} ü", key.to_ascii_uppercase());
         assert_eq!(conceal(&text), format!("é {CONCEALED} ü"));
-        assert!(matches!(conceal_answer(b"{\"id\":\"01J\"}"), Cow::Borrowed(_)));
+        assert!(matches!(
+            conceal_answer(b"{\"id\":\"01J\"}"),
+            Cow::Borrowed(_)
+        ));
         // Percent signs that spell nothing are left alone.
         assert_eq!(conceal("100% %zz %7"), "100% %zz %7");
     }

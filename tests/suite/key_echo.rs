@@ -106,7 +106,12 @@ async fn batch_against(name: &str, spelling: KeySpelling) -> (Vec<(String, Outpu
     let base = sim.base_url();
     let service = Some((base.as_str(), key.as_path()));
     let first = paybatch(&ws, &["run", "nov.csv", "--items-per-order", "1"], service).await;
-    assert_eq!(first.status.code(), Some(4), "{name}: {}", output_of(&first));
+    assert_eq!(
+        first.status.code(),
+        Some(4),
+        "{name}: {}",
+        output_of(&first)
+    );
     outputs.push(("run".to_string(), first));
     let retried = paybatch(&ws, &["retry", "--batch", "nov"], None).await;
     assert!(retried.status.success(), "{name}: {}", output_of(&retried));
@@ -116,7 +121,12 @@ async fn batch_against(name: &str, spelling: KeySpelling) -> (Vec<(String, Outpu
     restricted.ordering_restricted = true;
     let sim = restart_sim(sim, restricted).await;
     let second = paybatch(&ws, &["run", "nov.csv", "--items-per-order", "1"], service).await;
-    assert_eq!(second.status.code(), Some(4), "{name}: {}", output_of(&second));
+    assert_eq!(
+        second.status.code(),
+        Some(4),
+        "{name}: {}",
+        output_of(&second)
+    );
     outputs.push(("second run".to_string(), second));
     sim.shutdown().await;
 
@@ -133,7 +143,10 @@ async fn batch_against(name: &str, spelling: KeySpelling) -> (Vec<(String, Outpu
         assert!(out.status.success(), "{name} {what}: {}", output_of(&out));
         outputs.push((what.to_string(), out));
     }
-    assert!(ws.path("nov.html").exists(), "{name}: the report was written");
+    assert!(
+        ws.path("nov.html").exists(),
+        "{name}: the report was written"
+    );
 
     let db = rusqlite::Connection::open(ws.ledger()).expect("ledger");
     let messages: Vec<String> = db
