@@ -11,6 +11,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod after_sending;
 mod approval_record;
 mod approved;
 mod cancelled_intents;
