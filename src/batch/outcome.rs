@@ -112,9 +112,10 @@ impl OpError {
     /// full disk for the ledger or the result file, a damaged ledger) becomes
     /// [`OpError::AfterSending`], for the same command resumes what was sent. `sent` counts the
     /// orders this command sent; when it sent none, the ledger (`ledger`) says whether earlier
-    /// runs of the batch did. Any other error is left as it is.
+    /// runs of the batch did. Any other error is left as it is, and so is a conflict, which a
+    /// person settles before anything is run again.
     pub fn after_sending(self, sent: u64, ledger: &std::path::Path, batch: &str) -> Self {
-        if self.failure() != Failure::Unexpected || matches!(self, OpError::AfterSending { .. }) {
+        if !self.resumes_after_sending() {
             return self;
         }
         let before = || -> Option<u64> {
@@ -150,7 +151,7 @@ impl OpError {
     /// at the service and the same command goes on recording them. Any other error is left as
     /// it is.
     pub fn while_adopting(self, batch: &str) -> Self {
-        if self.failure() != Failure::Unexpected {
+        if !self.resumes_after_sending() {
             return self;
         }
         OpError::AfterSending {
@@ -159,6 +160,16 @@ impl OpError {
                 "the service's orders of batch {batch} were being recorded in the ledger when this error came"
             ),
         }
+    }
+
+    /// Whether this error, met once orders went out, is resumed by the same command: an
+    /// unexpected one other than a conflict.
+    fn resumes_after_sending(&self) -> bool {
+        self.failure() == Failure::Unexpected
+            && !matches!(
+                self,
+                OpError::AfterSending { .. } | OpError::Conflict { .. }
+            )
     }
 
     pub fn failure(&self) -> Failure {
@@ -384,4 +395,63 @@ pub fn debited_totals(
         *out.entry((payer, currency)).or_default() += amount;
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unexpected_error_once_orders_went_out_is_resumed() {
+        let dir = tempfile::tempdir().expect("dir");
+        let ledger = dir.path().join("none.db");
+        let full = || OpError::Io {
+            path: "nov.result.csv".into(),
+            message: "no storage space".into(),
+        };
+        // Nothing sent, no ledger: as it was.
+        let e = full().after_sending(0, &ledger, "nov");
+        assert!(matches!(e, OpError::Io { .. }));
+        assert_eq!(e.failure(), Failure::Unexpected);
+        // Sent: the same command resumes, and the help says what went out.
+        let e = full().after_sending(3, &ledger, "nov");
+        assert_eq!(e.failure(), Failure::Incomplete);
+        assert_eq!(
+            e.to_string(),
+            "cannot write nov.result.csv: no storage space"
+        );
+        let help = e.help().expect("a help");
+        assert!(
+            help.starts_with("3 orders of batch nov were sent"),
+            "{help}"
+        );
+        assert!(
+            help.ends_with("run the same command again to resume"),
+            "{help}"
+        );
+        assert!(
+            full()
+                .after_sending(1, &ledger, "nov")
+                .help()
+                .is_some_and(|h| h.starts_with("1 order of batch nov was sent"))
+        );
+        // A conflict is for a person; another failure keeps its exit.
+        let conflict = OpError::Conflict {
+            message: "m".into(),
+            help: "h".into(),
+        };
+        assert!(matches!(
+            conflict.after_sending(3, &ledger, "nov"),
+            OpError::Conflict { .. }
+        ));
+        let refused = OpError::Refused {
+            message: "m".into(),
+            help: "h".into(),
+        };
+        assert_eq!(
+            refused.after_sending(3, &ledger, "nov").failure(),
+            Failure::Invalid
+        );
+        assert_eq!(full().while_adopting("nov").failure(), Failure::Incomplete);
+    }
 }
