@@ -277,4 +277,46 @@ mod tests {
             assert_eq!(draw(3, id, Kind::Escape), draw(3, id, Kind::Escape));
         }
     }
+
+    #[test]
+    fn an_echoed_key_is_spelt_as_asked_in_the_messages_of_an_answer() {
+        let key = "xx~~~echo???keys1";
+        let spelt: Vec<String> = KeySpelling::EACH
+            .iter()
+            .map(|(name, s)| {
+                assert_eq!(name.parse::<KeySpelling>(), Ok(*s));
+                s.spell(key)
+            })
+            .collect();
+        assert_eq!(
+            spelt,
+            [
+                "XX~~~ECHO???KEYS1",
+                "eHh+fn5lY2hvPz8/a2V5czE=",
+                "eHh+fn5lY2hvPz8/a2V5czE",
+                "eHh-fn5lY2hvPz8_a2V5czE=",
+                "eHh-fn5lY2hvPz8_a2V5czE",
+                "~~~echo???keys1",
+                "%78%78%7E%7E%7E%65%63%68%6F%3F%3F%3F%6B%65%79%73%31",
+            ]
+        );
+        assert_eq!(KeySpelling::All.spell(key), spelt.join(", "));
+        assert!("lower".parse::<KeySpelling>().is_err());
+        let mut refusal = serde_json::json!({
+            "type": "validation_error", "message": "m", "help": "h",
+            "details": [{"message": "d", "location": ["items"]}],
+        });
+        assert!(echo_key(&mut refusal, "K", true));
+        assert_eq!(refusal["message"], "m (key K)");
+        assert_eq!(refusal["help"], "h (key K)");
+        assert_eq!(refusal["details"][0]["message"], "d (key K)");
+        let mut failed =
+            serde_json::json!({"id": "o", "status": "FAILED", "message": "m", "help": "h"});
+        assert!(echo_key(&mut failed, "K", false));
+        assert_eq!(
+            failed["help"], "h",
+            "only the message of an answer that is no refusal"
+        );
+        assert!(!echo_key(&mut serde_json::json!({"id": "o"}), "K", false));
+    }
 }
