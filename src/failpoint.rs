@@ -1,6 +1,7 @@
 //! Fail points for the crash tests: `PAYBATCH_FAILPOINT=name` (optionally `name:N` to fire on
-//! the N-th hit) aborts the process at that point, as a SIGKILL would. Unset, they cost one
-//! environment lookup cached for the process.
+//! the N-th hit) aborts the process at that point, as a SIGKILL would; at a write of
+//! [`FULL_DISK`] it makes the write fail as on a full disk instead, and the process goes on.
+//! Unset, they cost one environment lookup cached for the process.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,5 +42,21 @@ pub fn hit(name: &str) {
             eprintln!("paybatch: fail point {name} reached (hit {n}): aborting");
             std::process::abort();
         }
+    }
+}
+
+/// The writes that can be made to fail as on a full disk, the process going on: the ledger's
+/// record of the service's answer to a send (`record_answer`), the ledger's record of an order
+/// found at the service that a reconciliation adopts (`adopt_order`), and the result file
+/// (`write_result`).
+pub const FULL_DISK: [&str; 3] = ["record_answer", "adopt_order", "write_result"];
+
+/// Whether the write at `name` fails as on a full disk: `name` is the configured point, and
+/// this is its N-th hit or a later one (a full disk stays full).
+pub fn full(name: &str) -> bool {
+    static HITS: AtomicU64 = AtomicU64::new(0);
+    match configured() {
+        Some((point, nth)) if point == name => HITS.fetch_add(1, Ordering::SeqCst) + 1 >= *nth,
+        _ => false,
     }
 }

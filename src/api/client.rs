@@ -225,6 +225,11 @@ impl Client {
                 }
             }
         }
+        // Nothing the service says reaches the ledger or an output with the key in it.
+        let body = match super::key::conceal_answer(&body) {
+            std::borrow::Cow::Owned(concealed) => concealed,
+            std::borrow::Cow::Borrowed(_) => body,
+        };
         Ok((status, headers, body))
     }
 
@@ -527,7 +532,14 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         text.push_str(&s.to_string());
         source = s.source();
     }
-    text
+    // What the connection said may quote the service.
+    concealed_text(text.as_bytes())
+}
+
+/// What the service said outside an answer's body (a header, what the connection reported),
+/// as text with every spelling of the key hidden ([`super::key::conceal_answer`]).
+fn concealed_text(said: &[u8]) -> String {
+    String::from_utf8_lossy(&super::key::conceal_answer(said)).into_owned()
 }
 
 /// A 2xx answer that carries the error shape (`type` and `message` at the top level): no
@@ -584,8 +596,7 @@ fn error_from(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> ApiError 
                 "redirect to {} refused (paybatch never follows redirects: the key must not reach another host)",
                 headers
                     .get(reqwest::header::LOCATION)
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("?")
+                    .map_or_else(|| "?".into(), |v| concealed_text(v.as_bytes()))
             ),
         };
     }

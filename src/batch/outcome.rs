@@ -54,6 +54,11 @@ pub enum OpError {
     Reconcile(#[from] super::reconcile::ReconcileError),
     #[error("cannot write {path}: {message}")]
     Io { path: PathBuf, message: String },
+    /// An error after orders went out (`sent` says which): what was sent is recorded or in
+    /// doubt, nothing is lost or paid twice, and the same command resumes. Never ends a
+    /// command as if nothing had happened ([`OpError::after_sending`]).
+    #[error("{cause}")]
+    AfterSending { cause: Box<OpError>, sent: String },
 }
 
 impl From<scan::FileChanged> for OpError {
@@ -103,8 +108,73 @@ impl OpError {
         }
     }
 
+    /// This error, met once `sent` orders of batch `batch` went out: an unexpected error (a
+    /// full disk for the ledger or the result file, a damaged ledger) becomes
+    /// [`OpError::AfterSending`], for the same command resumes what was sent. `sent` counts the
+    /// orders this command sent; when it sent none, the ledger (`ledger`) says whether earlier
+    /// runs of the batch did. Any other error is left as it is, and so is a conflict, which a
+    /// person settles before anything is run again.
+    pub fn after_sending(self, sent: u64, ledger: &std::path::Path, batch: &str) -> Self {
+        if !self.resumes_after_sending() {
+            return self;
+        }
+        let before = || -> Option<u64> {
+            if !ledger.exists() {
+                return None;
+            }
+            let l = Ledger::open(ledger).ok()?;
+            let b = l.batch(batch).ok()??;
+            l.send_progress(b.id)
+                .ok()
+                .and_then(|p| u64::try_from(p.orders_sent).ok())
+        };
+        let orders = match sent {
+            0 => before().unwrap_or(0),
+            n => n,
+        };
+        if orders == 0 {
+            return self;
+        }
+        let sent = format!(
+            "{} of batch {batch} {} sent to the service before this error, so money may have moved",
+            crate::text::count(orders, "order", "orders"),
+            if orders == 1 { "was" } else { "were" }
+        );
+        OpError::AfterSending {
+            cause: Box::new(self),
+            sent,
+        }
+    }
+
+    /// This error, met while a reconciliation recorded in the ledger the service's orders of
+    /// batch `batch`: an unexpected error becomes [`OpError::AfterSending`], for the orders are
+    /// at the service and the same command goes on recording them. Any other error is left as
+    /// it is.
+    pub fn while_adopting(self, batch: &str) -> Self {
+        if !self.resumes_after_sending() {
+            return self;
+        }
+        OpError::AfterSending {
+            cause: Box::new(self),
+            sent: format!(
+                "the service's orders of batch {batch} were being recorded in the ledger when this error came"
+            ),
+        }
+    }
+
+    /// Whether this error, met once orders went out, is resumed by the same command: an
+    /// unexpected one other than a conflict.
+    fn resumes_after_sending(&self) -> bool {
+        self.failure() == Failure::Unexpected
+            && !matches!(
+                self,
+                OpError::AfterSending { .. } | OpError::Conflict { .. }
+            )
+    }
+
     pub fn failure(&self) -> Failure {
         match self {
+            OpError::AfterSending { .. } => Failure::Incomplete,
             OpError::Usage(_) | OpError::Binding { .. } | OpError::Auth(_) => Failure::Usage,
             OpError::Locked(LockError::Held { .. }) => Failure::Locked,
             OpError::Invalid { .. } | OpError::Refused { .. } => Failure::Invalid,
@@ -128,6 +198,7 @@ impl OpError {
 
     pub fn help(&self) -> Option<String> {
         match self {
+            OpError::AfterSending { sent, .. } => Some(resume_after_sending(sent)),
             OpError::Usage(c) => Some(c.help().to_string()).filter(|h| !h.is_empty()),
             OpError::Locked(LockError::Held { .. }) => Some(
                 "wait for the other run to finish; a killed run releases the lock by itself".into(),
@@ -164,6 +235,13 @@ impl OpError {
             _ => None,
         }
     }
+}
+
+/// The help of an error met once orders went out (`sent` says which): how to resume.
+pub fn resume_after_sending(sent: &str) -> String {
+    format!(
+        "{sent}; nothing is lost or paid twice: fix what the error says, then run the same command again to resume"
+    )
 }
 
 /// The outcome of a run.
@@ -317,4 +395,63 @@ pub fn debited_totals(
         *out.entry((payer, currency)).or_default() += amount;
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unexpected_error_once_orders_went_out_is_resumed() {
+        let dir = tempfile::tempdir().expect("dir");
+        let ledger = dir.path().join("none.db");
+        let full = || OpError::Io {
+            path: "nov.result.csv".into(),
+            message: "no storage space".into(),
+        };
+        // Nothing sent, no ledger: as it was.
+        let e = full().after_sending(0, &ledger, "nov");
+        assert!(matches!(e, OpError::Io { .. }));
+        assert_eq!(e.failure(), Failure::Unexpected);
+        // Sent: the same command resumes, and the help says what went out.
+        let e = full().after_sending(3, &ledger, "nov");
+        assert_eq!(e.failure(), Failure::Incomplete);
+        assert_eq!(
+            e.to_string(),
+            "cannot write nov.result.csv: no storage space"
+        );
+        let help = e.help().expect("a help");
+        assert!(
+            help.starts_with("3 orders of batch nov were sent"),
+            "{help}"
+        );
+        assert!(
+            help.ends_with("run the same command again to resume"),
+            "{help}"
+        );
+        assert!(
+            full()
+                .after_sending(1, &ledger, "nov")
+                .help()
+                .is_some_and(|h| h.starts_with("1 order of batch nov was sent"))
+        );
+        // A conflict is for a person; another failure keeps its exit.
+        let conflict = OpError::Conflict {
+            message: "m".into(),
+            help: "h".into(),
+        };
+        assert!(matches!(
+            conflict.after_sending(3, &ledger, "nov"),
+            OpError::Conflict { .. }
+        ));
+        let refused = OpError::Refused {
+            message: "m".into(),
+            help: "h".into(),
+        };
+        assert_eq!(
+            refused.after_sending(3, &ledger, "nov").failure(),
+            Failure::Invalid
+        );
+        assert_eq!(full().while_adopting("nov").failure(), Failure::Incomplete);
+    }
 }

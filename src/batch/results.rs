@@ -102,6 +102,9 @@ pub fn write_result_file(
         path: path.to_path_buf(),
         message: e.to_string(),
     };
+    if crate::failpoint::full("write_result") {
+        return Err(io_error(std::io::ErrorKind::StorageFull.into()));
+    }
     let mut lines =
         InBackground::start(ResultWriter::create(path, headers, format).map_err(io_error)?);
     let read = ledger.visit_result_rows(batch_id, Specs::Skip, |r, order| {

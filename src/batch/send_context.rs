@@ -25,6 +25,10 @@ pub struct SendContext {
     /// Where the sending tells the polling of each order the service accepted (see
     /// [`super::poll::Accepted`]); none when nothing polls while sending.
     pub accepted: Mutex<Option<tokio::sync::mpsc::UnboundedSender<ToPoll>>>,
+    /// The orders this run has sent (each counted at its first send in the run), shared with
+    /// the operation that runs it: once one has, an error does not end the run as if nothing
+    /// had happened ([`super::outcome::OpError::after_sending`]).
+    pub sent: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// An order the service accepted while the sending goes on, for the polling.

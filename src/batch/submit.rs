@@ -377,6 +377,11 @@ async fn submit_one(
         if let Err(e) = context.ledger().mark_sending(order.id) {
             return Sent::Stop(e.into());
         }
+        if attempt == 0 {
+            context
+                .sent
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
         failpoint::hit("after_mark_sending");
         let result = context
             .client
@@ -520,6 +525,10 @@ fn record_created(
     order: &OrderRecord,
     outcome: CreateOutcome,
 ) -> Result<(), OpError> {
+    if failpoint::full("record_answer") {
+        let ledger = context.ledger();
+        return Err(crate::ledger::LedgerError::full_disk(ledger.path()).into());
+    }
     match outcome {
         CreateOutcome::Accepted(a) => {
             let response = serde_json::to_string(&a).ok();

@@ -115,12 +115,30 @@ impl From<StatusError> for CliError {
 
 impl From<OpError> for CliError {
     fn from(e: OpError) -> Self {
-        let mut error = CliError::new(exit_of(e.failure()), e.to_string(), e.help().as_deref());
+        let help = match &e {
+            // Orders went out: the help ends with the command that resumes.
+            OpError::AfterSending { .. } => e.help().map(|h| format!("{h}: {}", this_command())),
+            _ => e.help(),
+        };
+        let mut error = CliError::new(exit_of(e.failure()), e.to_string(), help.as_deref());
         if let OpError::Invalid { problems, .. } = e {
             error.problems = Some(Box::new(problems));
         }
         error
     }
+}
+
+/// The command this process runs, as a shell reads it (`paybatch run nov.csv --ledger l.db`):
+/// run again, it resumes what this one began.
+pub fn this_command() -> String {
+    std::iter::once("paybatch".to_string())
+        .chain(
+            std::env::args_os()
+                .skip(1)
+                .map(|a| crate::text::shell_word(&a.to_string_lossy()).into_owned()),
+        )
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The exit of what stopped a run.

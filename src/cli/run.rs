@@ -30,7 +30,7 @@ without a terminal (cron) --yes is required. --expect-digest DIGEST (from `payba
 refuses a file that changed since it was approved.\n\nExit codes: 0 every row completed; 1 \
 unexpected; 2 usage or configuration (or production not confirmed); 3 invalid or balance too low, \
 nothing submitted; 4 finished with failed, rejected, invalid or mismatched rows, or the service stopped part of the batch; 5 incomplete, run again to \
-resume; 6 the ledger is in use by another paybatch; 130 interrupted (Ctrl-C) and 143 terminated \
+resume (also any error once orders went out: the help line gives the command); 6 the ledger is in use by another paybatch; 130 interrupted (Ctrl-C) and 143 terminated \
 (SIGTERM): what was sent is recorded or in doubt, run the same command again to resume.";
 
 #[derive(Debug, Args)]
@@ -181,7 +181,7 @@ pub async fn execute(args: RunArgs, quiet: bool) -> Result<Exit, CliError> {
         }
         joined = &mut task => match joined {
             Ok(outcome) => outcome,
-            Err(e) => return Err(CliError::unexpected(format!("the run stopped unexpectedly: {e}"))),
+            Err(e) => return Err(stopped_unexpectedly(&opts, &e)),
         },
     };
     // Quiet: the warnings held back matter only when the run does not end well.
@@ -208,6 +208,25 @@ pub async fn execute(args: RunArgs, quiet: bool) -> Result<Exit, CliError> {
             }
             Err(e)
         }
+    }
+}
+
+/// The run's task ended without an outcome (`e`): exit 5 with the command that resumes when the
+/// ledger says orders of the batch went out, else exit 1.
+fn stopped_unexpectedly(opts: &RunOptions, e: &tokio::task::JoinError) -> CliError {
+    let message = format!("the run stopped unexpectedly: {e}");
+    let batch = opts.batch_name();
+    match super::signals::progress_of(&opts.ledger, &batch).sent {
+        Some(p) if p.orders_sent > 0 => {
+            let sent = format!(
+                "{} of batch {batch} went out to the service, so money may have moved",
+                crate::text::count(p.orders_sent, "order", "orders")
+            );
+            let help = crate::batch::outcome::resume_after_sending(&sent);
+            let help = format!("{help}: {}", super::error::this_command());
+            CliError::new(Exit::Incomplete, message, Some(&help))
+        }
+        _ => CliError::unexpected(message),
     }
 }
 

@@ -22,8 +22,8 @@ use super::{CliError, DEFAULT_LEDGER};
 use crate::exit::Exit;
 use crate::sim::{
     DEFAULT_CANCEL_SHARE, DEFAULT_CARD, DEFAULT_CLAIM_SHARE, DEFAULT_CLAIM_WITHIN_DAYS,
-    DEFAULT_KEY, DEFAULT_LINK_EXPIRY_DAYS, Faults, Flips, Hostile, PayoutLife, PayoutStatus,
-    SeedOrders, SimConfig, SimState,
+    DEFAULT_KEY, DEFAULT_LINK_EXPIRY_DAYS, Faults, Flips, Hostile, KeySpelling, PayoutLife,
+    PayoutStatus, SeedOrders, SimConfig, SimState,
 };
 
 #[derive(Debug, Args)]
@@ -299,6 +299,11 @@ pub struct ServeArgs {
     /// finished) answered EXPIRED at the first read, then CLAIMED at every later read.
     #[arg(long, value_name = "F", default_value_t = 0.0)]
     pub expired_once_rate: f64,
+    /// Careless answers: every answer's message, and a refusal's help, details and 429 error,
+    /// quote the request's API key spelt this way: upper, base64, base64-nopad, base64url,
+    /// base64url-nopad, unprefixed (without xx or wg), percent (every byte %XX), or all.
+    #[arg(long, value_name = "SPELLING")]
+    pub echo_key: Option<KeySpelling>,
 }
 
 /// A duration written as numbers with units, d (days), h, m or s: `30d`, `1d12h`, `90m`.
@@ -427,6 +432,7 @@ impl ServeArgs {
                     inflated_total_rate: self.inflated_total_rate,
                     linked_failure_rate: self.linked_failure_rate,
                     escape_rate: self.escape_rate,
+                    echo_key: self.echo_key,
                 },
                 flips: Flips {
                     expired_ahead_rate: self.expired_ahead_rate,

@@ -72,6 +72,20 @@ pub enum LedgerError {
 
 pub type Result<T> = std::result::Result<T, LedgerError>;
 
+impl LedgerError {
+    /// The error SQLite gives a write to `path` when the disk is full (for the fail points that
+    /// make a write fail that way).
+    pub fn full_disk(path: &Path) -> Self {
+        LedgerError::Sqlite {
+            path: path.to_path_buf(),
+            source: rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
+                Some("database or disk is full".into()),
+            ),
+        }
+    }
+}
+
 /// What a person can do about a ledger another connection holds (SQLite's busy and locked).
 fn busy_hint(source: &rusqlite::Error) -> &'static str {
     match source.sqlite_error_code() {

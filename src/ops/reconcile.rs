@@ -96,7 +96,14 @@ pub async fn reconcile_batch(
             reconcile::Apply::Repair
         },
     )
-    .await?;
+    .await
+    .map_err(|e| {
+        if opts.dry_run {
+            OpError::from(e)
+        } else {
+            OpError::from(e).while_adopting(&opts.batch)
+        }
+    })?;
     // Orders still processing may hold rows the file now has PENDING: a run would plan them
     // again under other keys. Nothing is planned until they can be told.
     let unsettled = rebuilt && !report.unattributed.is_empty();

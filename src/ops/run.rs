@@ -15,6 +15,7 @@
 //! 5. while polling: the order stays ACCEPTED and is polled again.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -49,8 +50,26 @@ use super::start::{
     BatchOrigin, check_binding, check_input, load_catalog, open_batch, outside_file,
 };
 
-/// Runs a batch to the end (or as far as it can go), resuming whatever the ledger holds.
+/// Runs a batch to the end (or as far as it can go), resuming whatever the ledger holds. An
+/// unexpected error once orders of the batch went out is [`OpError::AfterSending`]: the same
+/// command resumes.
 pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, OpError> {
+    let sent = Arc::new(AtomicU64::new(0));
+    run_batch(opts, reporter, &sent).await.map_err(|e| {
+        e.after_sending(
+            sent.load(Ordering::SeqCst),
+            &opts.ledger,
+            &opts.batch_name(),
+        )
+    })
+}
+
+/// [`run`], counting the orders it sends in `sent`.
+async fn run_batch(
+    opts: &RunOptions,
+    reporter: Reporter,
+    sent: &Arc<AtomicU64>,
+) -> Result<RunSummary, OpError> {
     let batch_name = opts.batch_name();
     reporter.line(format!(
         "paybatch run: {} | batch {batch_name} | ledger {}",
@@ -108,6 +127,7 @@ pub async fn run(opts: &RunOptions, reporter: Reporter) -> Result<RunSummary, Op
         stopped: Mutex::new(BTreeMap::new()),
         patience: Patience::new(opts.poll_timeout),
         accepted: Mutex::new(None),
+        sent: Arc::clone(sent),
     });
     let incomplete = send_and_poll(&context, batch.id, opts).await?;
     let ending = Ending {

@@ -10,6 +10,9 @@
 //! - **linked failure**: a FAILED order's items are answered with payout links.
 //! - **escape**: a failed order's `message` and injected server errors carry terminal escape
 //!   sequences (OSC 8, CSI, C1 CSI, right-to-left override).
+//! - **echoed key** (`--echo-key SPELLING`): every answer's `message`, and a refusal's `help`,
+//!   `details` and 429 `error`, quote the request's API key in the chosen spelling
+//!   ([`KeySpelling`]), as a careless service might.
 //!
 //! Which orders are disguised is decided from the seed and the order's id, not drawn from the
 //! run's random source: every answer about one order is disguised the same way, and switching
@@ -34,6 +37,111 @@ pub struct Hostile {
     pub inflated_total_rate: f64,
     pub linked_failure_rate: f64,
     pub escape_rate: f64,
+    /// Quote the request's API key in its answers, spelt this way (none by default).
+    pub echo_key: Option<KeySpelling>,
+}
+
+/// How an answer that quotes the API key spells it (`sim serve --echo-key`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeySpelling {
+    /// `UPPER`: the key in capitals.
+    Upper,
+    /// `base64`: standard alphabet, padded.
+    Base64,
+    /// `base64-nopad`: standard alphabet, without padding.
+    Base64NoPad,
+    /// `base64url`: URL-safe alphabet, padded.
+    Base64Url,
+    /// `base64url-nopad`: URL-safe alphabet, without padding.
+    Base64UrlNoPad,
+    /// `unprefixed`: without its two-letter prefix (`xx`, `wg`).
+    Unprefixed,
+    /// `percent`: every byte percent-encoded (`%78%78...`).
+    Percent,
+    /// `all`: every spelling above, one after the other.
+    All,
+}
+
+impl KeySpelling {
+    /// Each spelling, `all` aside, as `--echo-key` names it.
+    pub const EACH: [(&'static str, KeySpelling); 7] = [
+        ("upper", KeySpelling::Upper),
+        ("base64", KeySpelling::Base64),
+        ("base64-nopad", KeySpelling::Base64NoPad),
+        ("base64url", KeySpelling::Base64Url),
+        ("base64url-nopad", KeySpelling::Base64UrlNoPad),
+        ("unprefixed", KeySpelling::Unprefixed),
+        ("percent", KeySpelling::Percent),
+    ];
+
+    /// `key` spelt this way.
+    pub fn spell(self, key: &str) -> String {
+        use base64::Engine;
+        use base64::engine::general_purpose as b64;
+        match self {
+            KeySpelling::Upper => key.to_ascii_uppercase(),
+            KeySpelling::Base64 => b64::STANDARD.encode(key),
+            KeySpelling::Base64NoPad => b64::STANDARD_NO_PAD.encode(key),
+            KeySpelling::Base64Url => b64::URL_SAFE.encode(key),
+            KeySpelling::Base64UrlNoPad => b64::URL_SAFE_NO_PAD.encode(key),
+            KeySpelling::Unprefixed => key
+                .strip_prefix("xx")
+                .or_else(|| key.strip_prefix("wg"))
+                .unwrap_or(key)
+                .to_string(),
+            KeySpelling::Percent => key.bytes().map(|b| format!("%{b:02X}")).collect(),
+            KeySpelling::All => Self::EACH
+                .iter()
+                .map(|(_, s)| s.spell(key))
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
+    }
+}
+
+impl std::str::FromStr for KeySpelling {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "all" {
+            return Ok(KeySpelling::All);
+        }
+        Self::EACH
+            .iter()
+            .find(|(name, _)| *name == s)
+            .map(|(_, spelling)| *spelling)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Self::EACH.iter().map(|(n, _)| *n).collect();
+                format!("`{s}` is not a spelling: {}, or all", names.join(", "))
+            })
+    }
+}
+
+/// Quotes `spelt` (the request's key, spelt) in the answer `body`: in its `message`, and in a
+/// refusal's (`refusal`) `help`, each of its `details`' `message` and the 429 `error`. Returns
+/// whether it changed anything.
+pub(crate) fn echo_key(body: &mut Value, spelt: &str, refusal: bool) -> bool {
+    let quote = |v: &mut Value| match v {
+        Value::String(text) => {
+            text.push_str(&format!(" (key {spelt})"));
+            true
+        }
+        _ => false,
+    };
+    let Some(m) = body.as_object_mut() else {
+        return false;
+    };
+    let mut changed = m.get_mut("message").is_some_and(quote);
+    if refusal {
+        for field in ["help", "error"] {
+            changed |= m.get_mut(field).is_some_and(quote);
+        }
+        let details = m.get_mut("details").and_then(Value::as_array_mut);
+        for detail in details.into_iter().flatten() {
+            changed |= detail.get_mut("message").is_some_and(quote);
+        }
+    }
+    changed
 }
 
 /// The kinds of disguise, each drawn on its own for an order.
@@ -57,6 +165,7 @@ impl Hostile {
         ]
         .iter()
         .any(|r| *r > 0.0)
+            || self.echo_key.is_some()
     }
 }
 
@@ -167,5 +276,47 @@ mod tests {
         for id in &ids {
             assert_eq!(draw(3, id, Kind::Escape), draw(3, id, Kind::Escape));
         }
+    }
+
+    #[test]
+    fn an_echoed_key_is_spelt_as_asked_in_the_messages_of_an_answer() {
+        let key = "xx~~~echo???keys1";
+        let spelt: Vec<String> = KeySpelling::EACH
+            .iter()
+            .map(|(name, s)| {
+                assert_eq!(name.parse::<KeySpelling>(), Ok(*s));
+                s.spell(key)
+            })
+            .collect();
+        assert_eq!(
+            spelt,
+            [
+                "XX~~~ECHO???KEYS1",
+                "eHh+fn5lY2hvPz8/a2V5czE=",
+                "eHh+fn5lY2hvPz8/a2V5czE",
+                "eHh-fn5lY2hvPz8_a2V5czE=",
+                "eHh-fn5lY2hvPz8_a2V5czE",
+                "~~~echo???keys1",
+                "%78%78%7E%7E%7E%65%63%68%6F%3F%3F%3F%6B%65%79%73%31",
+            ]
+        );
+        assert_eq!(KeySpelling::All.spell(key), spelt.join(", "));
+        assert!("lower".parse::<KeySpelling>().is_err());
+        let mut refusal = serde_json::json!({
+            "type": "validation_error", "message": "m", "help": "h",
+            "details": [{"message": "d", "location": ["items"]}],
+        });
+        assert!(echo_key(&mut refusal, "K", true));
+        assert_eq!(refusal["message"], "m (key K)");
+        assert_eq!(refusal["help"], "h (key K)");
+        assert_eq!(refusal["details"][0]["message"], "d (key K)");
+        let mut failed =
+            serde_json::json!({"id": "o", "status": "FAILED", "message": "m", "help": "h"});
+        assert!(echo_key(&mut failed, "K", false));
+        assert_eq!(
+            failed["help"], "h",
+            "only the message of an answer that is no refusal"
+        );
+        assert!(!echo_key(&mut serde_json::json!({"id": "o"}), "K", false));
     }
 }

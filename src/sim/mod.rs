@@ -42,7 +42,7 @@ use tokio::task::JoinHandle;
 use crate::api::models::{OrderStatus, PaymentMethod, ProductSelection};
 
 pub use catalog::PAYMENT_CURRENCIES;
-pub use disguise::Hostile;
+pub use disguise::{Hostile, KeySpelling};
 pub use flip::Flips;
 pub use life::{
     DEFAULT_CANCEL_SHARE, DEFAULT_CLAIM_SHARE, DEFAULT_CLAIM_WITHIN_DAYS, DEFAULT_LINK_EXPIRY_DAYS,

@@ -11,6 +11,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod after_sending;
 mod approval_record;
 mod approved;
 mod cancelled_intents;
@@ -30,6 +31,7 @@ mod hostile_csv;
 mod hostile_service;
 mod in_flight;
 mod json_keys;
+mod key_echo;
 mod ledger_v7;
 mod mismatch;
 mod multi_item;

@@ -496,6 +496,9 @@ impl<'a> Reconciliation<'a> {
                 .zip(attempts)
                 .map(|(v, a)| (v.id, *a))
                 .collect();
+            if crate::failpoint::full("adopt_order") {
+                return Err(crate::ledger::LedgerError::full_disk(self.ledger.path()).into());
+            }
             let order_id = self
                 .ledger
                 .adopt_order(self.batch.id, &key, &currency, &ids, &f.id)?;

@@ -38,6 +38,16 @@ use context::enter;
 type Shared = Arc<Sim>;
 
 pub(crate) fn router(sim: Shared) -> Router {
+    let echo = sim.config.faults.hostile.echo_key.is_some();
+    let router = routes(Arc::clone(&sim));
+    if echo {
+        router.layer(axum::middleware::from_fn_with_state(sim, echo_key))
+    } else {
+        router
+    }
+}
+
+fn routes(sim: Shared) -> Router {
     Router::new()
         .route("/v2/ping", get(account::ping))
         .route("/v2/product", get(products::list_products))
@@ -61,6 +71,37 @@ pub(crate) fn router(sim: Shared) -> Router {
         .fallback(fallback)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(sim)
+}
+
+/// A careless service (`--echo-key`): its answers quote the request's API key, spelt as
+/// configured ([`crate::sim::disguise::echo_key`]).
+async fn echo_key(
+    State(sim): State<Shared>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let key = context::header_text(request.headers(), "x-api-key")
+        .and_then(Result::ok)
+        .map(str::to_string);
+    let response = next.run(request).await;
+    let (Some(spelling), Some(key)) = (sim.config.faults.hostile.echo_key, key) else {
+        return response;
+    };
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return Response::from_parts(parts, axum::body::Body::empty());
+    };
+    let mut value: serde_json::Value = match serde_json::from_slice(&bytes) {
+        Ok(v) => v,
+        Err(_) => return Response::from_parts(parts, axum::body::Body::from(bytes)),
+    };
+    let refusal = parts.status.as_u16() >= 400;
+    if !crate::sim::disguise::echo_key(&mut value, &spelling.spell(&key), refusal) {
+        return Response::from_parts(parts, axum::body::Body::from(bytes));
+    }
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    let body = answers::json_bytes(&value);
+    Response::from_parts(parts, axum::body::Body::from(body))
 }
 
 // ---------------------------------------------------------------------------------------------
