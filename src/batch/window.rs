@@ -149,8 +149,10 @@ pub struct ServiceWindow {
     /// False when the read stopped anywhere else ([`ServiceWindow::odd`] says why).
     pub complete: bool,
     /// Finished entries listed without a description (never paybatch's, which always writes
-    /// one, unless the list leaves it out).
+    /// one, unless the list leaves it out), and their ids: only the whole order tells whose
+    /// they are.
     pub undescribed: usize,
+    pub undescribed_ids: Vec<String>,
     /// Why the read stopped before a documented end: an entry out of order, a cursor given
     /// twice, the page cap ([`MAX_WINDOW_PAGES`]) reached.
     pub odd: Option<String>,
@@ -283,6 +285,7 @@ pub async fn read_window_pages(
         since,
         complete: false,
         undescribed: 0,
+        undescribed_ids: Vec::new(),
         odd: None,
         newest: None,
         oldest: None,
@@ -381,6 +384,7 @@ impl ServiceWindow {
             }
             if entry.description.is_none() && entry.status.is_terminal() {
                 self.undescribed += 1;
+                self.undescribed_ids.push(entry.id.clone());
             }
             if let Some(kept) = ListedOrder::from_entry(entry) {
                 self.orders.push(kept);
@@ -539,6 +543,7 @@ mod tests {
             since: DateTime::<Utc>::MIN_UTC,
             complete: true,
             undescribed: 0,
+            undescribed_ids: Vec::new(),
             odd: None,
             newest: None,
             oldest: None,

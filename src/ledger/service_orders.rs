@@ -15,7 +15,8 @@ pub struct LearnedOrder {
     /// The idempotency key its description names (none in the older form).
     pub key: Option<String>,
     /// The batch as its metadata names it ([`crate::batch::order_body::batch_tag`] form), or
-    /// as its description does when it has no metadata.
+    /// as its description does when it has no metadata; none for an order that is not
+    /// paybatch's (kept so that it is not read again).
     pub batch_tag: Option<String>,
     pub status: String,
     /// The service's `created_at`.
@@ -225,9 +226,27 @@ impl Ledger {
         mut visit: impl FnMut(&ServiceRow),
     ) -> Result<()> {
         let err = sqlerr(&self.path);
+        // The orders this ledger does not know are told once each (not once a row).
         let mut st = self
             .conn
-            .prepare_cached(&format!("{SERVICE_ROWS} ORDER BY o.service_order_id"))
+            .prepare_cached(
+                "WITH unknown AS MATERIALIZED (
+                   SELECT o.service, o.service_order_id, o.idempotency_key, o.batch_tag,
+                          o.created_at, o.read_at, o.rows_whole
+                     FROM service_orders o
+                    WHERE o.service = ?1
+                      AND NOT EXISTS (SELECT 1 FROM orders m
+                                       WHERE m.service_order_id = o.service_order_id)
+                      AND (o.idempotency_key IS NULL
+                           OR NOT EXISTS (SELECT 1 FROM orders m
+                                           WHERE m.idempotency_key = o.idempotency_key)))
+                 SELECT u.service_order_id, u.idempotency_key, u.batch_tag, u.created_at,
+                        u.read_at, r.reference, r.attempt, u.rows_whole
+                   FROM unknown u
+                   JOIN service_order_rows r
+                     ON r.service = u.service AND r.service_order_id = u.service_order_id
+                  ORDER BY u.service_order_id, r.item_index",
+            )
             .map_err(&err)?;
         let mut rows = st.query(params![service_address(base_url)]).map_err(&err)?;
         while let Some(r) = rows.next().map_err(&err)? {
@@ -236,13 +255,13 @@ impl Ledger {
         Ok(())
     }
 
-    /// How many orders of the service at `base_url` this ledger learned, and of them those
-    /// known only by their first row.
+    /// How many of paybatch's orders of the service at `base_url` this ledger learned, and of
+    /// them those known only by their first row.
     pub fn service_order_counts(&self, base_url: &str) -> Result<(i64, i64)> {
         self.conn
             .prepare_cached(
                 "SELECT count(*), coalesce(sum(rows_whole = 0), 0) FROM service_orders
-                  WHERE service = ?1",
+                  WHERE service = ?1 AND batch_tag IS NOT NULL",
             )
             .and_then(|mut st| {
                 st.query_row(params![service_address(base_url)], |r| {

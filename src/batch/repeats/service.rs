@@ -101,7 +101,15 @@ pub async fn sync_service(
             to_read.push(o.id.clone());
         }
     }
+    // Finished orders listed without a description (the published list may leave it out):
+    // only the whole order says whether it is paybatch's.
+    for id in &listed.undescribed_ids {
+        if !ledger.knows_order(None, id)? && !ledger.learned_order(base_url, id)? {
+            to_read.push(id.clone());
+        }
+    }
     let reads = read_whole(client, to_read).await;
+    let batches = OwnBatches::of(ledger)?;
     let mut learned = Vec::new();
     let mut processing = Vec::new();
     let mut unread = None;
@@ -111,13 +119,13 @@ pub async fn sync_service(
                 let key = order
                     .description
                     .as_deref()
-                    .and_then(order_body::key_in_description);
-                if ledger.knows_order(key, &order.id)? {
+                    .and_then(order_body::key_in_description)
+                    .map(str::to_string)
+                    .or_else(|| batches.key_of(&order));
+                if ledger.knows_order(key.as_deref(), &order.id)? {
                     continue;
                 }
-                if let Some(l) = learned_order(&order) {
-                    learned.push(l);
-                }
+                learned.push(learned_order(&order));
             }
             Ok(OrderView::Processing(_)) => processing.push(id),
             Err(e) if outcome::is_auth_error(&e) => return Err(OpError::Auth(e)),
@@ -177,9 +185,42 @@ async fn read_whole(
     .await
 }
 
-/// A finished order as this ledger keeps it, or `None` when it is not paybatch's (its metadata
-/// names no batch and its description is not paybatch's).
-fn learned_order(order: &Order) -> Option<LearnedOrder> {
+/// The batches of this ledger, by the tag an order's metadata names them with: an order
+/// answered without its description (which names its key) is this ledger's own when the key
+/// its batch, rows and attempts make is one the ledger holds (an intent in doubt, answered).
+struct OwnBatches(Vec<(String, String, String)>);
+
+impl OwnBatches {
+    fn of(ledger: &Ledger) -> Result<Self, crate::ledger::LedgerError> {
+        Ok(OwnBatches(
+            ledger
+                .batches()?
+                .into_iter()
+                .map(|b| (order_body::batch_tag(&b.name), b.environment, b.name))
+                .collect(),
+        ))
+    }
+
+    /// The key this ledger would have given the order, from its metadata.
+    fn key_of(&self, order: &Order) -> Option<String> {
+        let meta = order.metadata.as_ref()?;
+        let tag = order_body::batch_in_metadata(meta)?;
+        let (_, environment, name) = self.0.iter().find(|(t, _, _)| t == tag)?;
+        let references = order_body::references_in_metadata(meta);
+        let attempts = order_body::attempts_in_metadata(meta, references.len())?;
+        let rows: Vec<(&str, i64)> = references
+            .iter()
+            .map(String::as_str)
+            .zip(attempts)
+            .collect();
+        (!rows.is_empty()).then(|| order_body::order_key(environment, name, &rows))
+    }
+}
+
+/// A finished order as this ledger keeps it. One that is not paybatch's (neither its metadata
+/// nor its description names a batch) is kept without a batch or rows, so that it is not read
+/// again.
+fn learned_order(order: &Order) -> LearnedOrder {
     let meta = order.metadata.clone().unwrap_or_default();
     let described = order
         .description
@@ -201,11 +242,9 @@ fn learned_order(order: &Order) -> Option<LearnedOrder> {
             .filter(|d| !d.first_reference_cut)
             .and_then(|d| d.first_reference)
             .map(|r| (r.to_string(), None));
-        (first.into_iter().collect(), false)
+        let whole = described.is_none();
+        (first.into_iter().collect(), whole)
     };
-    if tag.is_none() && described.is_none() {
-        return None;
-    }
     let tag = tag.or_else(|| {
         described
             .as_ref()
@@ -213,7 +252,7 @@ fn learned_order(order: &Order) -> Option<LearnedOrder> {
             .and_then(|d| d.batch)
             .map(order_body::batch_tag)
     });
-    Some(LearnedOrder {
+    LearnedOrder {
         service_order_id: order.id.clone(),
         key: described.as_ref().and_then(|d| d.key).map(str::to_string),
         batch_tag: tag,
@@ -221,7 +260,7 @@ fn learned_order(order: &Order) -> Option<LearnedOrder> {
         created_at: order.created_at.clone(),
         rows,
         rows_whole,
-    })
+    }
 }
 
 /// The refusal of a read that stopped before a documented end of the list.
