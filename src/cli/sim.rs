@@ -286,6 +286,12 @@ pub struct ServeArgs {
     /// the clock of the state).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub clock_offset: Option<Duration>,
+    /// Share of answers (0 to 1, seeded) that hold only what the published contract requires:
+    /// every optional field left out, or null where the schema allows it (no transaction_detail,
+    /// description, metadata, completed_at, item currency, link expiry, product details, error
+    /// help).
+    #[arg(long, value_name = "SHARE", default_value_t = 0.0)]
+    pub minimal_answers: f64,
 }
 
 /// A duration written as numbers with units, d (days), h, m or s: `30d`, `1d12h`, `90m`.
@@ -415,6 +421,7 @@ impl ServeArgs {
                     escape_rate: self.escape_rate,
                 },
             },
+            minimal_answers: self.minimal_answers,
         }
     }
 }

@@ -21,6 +21,7 @@ mod disguise;
 mod faults;
 mod handlers;
 pub(crate) mod life;
+mod minimal;
 mod orders;
 mod seed;
 mod server;
@@ -103,6 +104,9 @@ pub struct SimConfig {
     /// state whose clock is already further is refused).
     pub clock_offset: Option<Duration>,
     pub faults: Faults,
+    /// Share of answers (0 to 1) holding only what the published contract requires: every
+    /// optional field left out, or `null` where the schema allows it (see `sim/minimal.rs`).
+    pub minimal_answers: f64,
 }
 
 impl Default for SimConfig {
@@ -130,6 +134,7 @@ impl Default for SimConfig {
             payout_life: PayoutLife::default(),
             clock_offset: None,
             faults: Faults::default(),
+            minimal_answers: 0.0,
         }
     }
 }
@@ -262,6 +267,9 @@ pub struct SimStats {
     /// Server errors answered with escape sequences in their message.
     #[serde(default)]
     pub escaped_errors: u64,
+    /// Answers holding only what the published contract requires (`minimal_answers`).
+    #[serde(default)]
+    pub minimal_answers: u64,
 }
 
 /// The dated API versions the simulator knows.
@@ -399,6 +407,7 @@ fn check(config: &SimConfig) -> Result<(), SimError> {
         ("stored_error_rate", f.stored_error_rate),
         ("timeout_rate", f.timeout_rate),
         ("burst_429_rate", f.burst_429_rate),
+        ("minimal_answers", config.minimal_answers),
     ] {
         if !(0.0..=1.0).contains(&p) {
             return bad(format!("{name} must be between 0 and 1, found {p}"));

@@ -31,6 +31,7 @@ mod hostile_service;
 mod in_flight;
 mod json_keys;
 mod ledger_v7;
+mod minimal_answers;
 mod mismatch;
 mod multi_item;
 mod one_pass;
