@@ -2,8 +2,8 @@
 //! client; paybatch runs as a child process that is killed with SIGKILL at random instants or
 //! aborted at fail points, and restarted with the same command until it exits 0 or 4. Faults are
 //! mixed in from the simulator (5xx, created-then-dropped connections, 429 bursts, in-progress
-//! answers, slow PROCESSING, FAILED orders, latency), and in about half the default scenarios a
-//! share of minimal answers (only what the published contract requires: no `transaction_detail`,
+//! answers, slow PROCESSING, FAILED orders, latency), and in about half the default, kept-error
+//! and payout scenarios a share of minimal answers (only what the published contract requires: no `transaction_detail`,
 //! `description`, `metadata`...). After every scenario the invariants are checked against the
 //! simulator's ground truth.
 //!
@@ -682,6 +682,10 @@ async fn kept_error_scenario(seed: u64) -> Result<Seen, String> {
     if rng.gen_bool(0.5) {
         kept.push("--list-with-metadata".to_string());
     }
+    // Half the scenarios also answer a share with only what the published contract requires.
+    if let Some(share) = minimal_share(seed) {
+        kept.extend(["--minimal-answers".to_string(), share]);
+    }
     let (mut sim, faults) = SimProcess::start(dir.path(), &mut rng, seed, &kept, false).await;
     let mut args = order_shape(seed);
     let mut seen = Seen::with_shape(&args);
@@ -979,6 +983,11 @@ async fn payout_life_scenario(seed: u64) -> Result<Seen, String> {
     ]
     .map(String::from)
     .to_vec();
+    let mut life = life;
+    // Half the scenarios read the links through a share of minimal answers (no `expiry_date`).
+    if let Some(share) = minimal_share(seed) {
+        life.extend(["--minimal-answers".to_string(), share]);
+    }
     let (mut sim, faults) = SimProcess::start(dir.path(), &mut rng, seed, &life, false).await;
     let shape = order_shape(seed);
     let mut seen = Seen::with_shape(&shape);
