@@ -470,6 +470,25 @@ mod tests {
             .collect()
     }
 
+    /// Each note of what was not confirmed is recorded as one `error_type` and read back as
+    /// itself; another type notes nothing.
+    #[test]
+    fn what_was_not_confirmed_is_recorded_and_read_back() {
+        for (order, total) in [(true, false), (false, true), (true, true)] {
+            let noted = Unconfirmed { order, total };
+            let recorded = noted.error_type();
+            assert!(recorded.is_some_and(|t| Unconfirmed::TYPES.contains(&t)));
+            assert_eq!(Unconfirmed::of(recorded), noted);
+            assert!(!noted.note().is_empty());
+        }
+        assert_eq!(Unconfirmed::default().error_type(), None);
+        assert_eq!(
+            Unconfirmed::of(Some("order_failed")),
+            Unconfirmed::default()
+        );
+        assert_eq!(Unconfirmed::of(None).note(), "");
+    }
+
     /// What the rows say left the balance adds up to what the order cost, fees included.
     #[test]
     fn fees_are_spread_over_the_rows_to_the_cent() {
