@@ -278,8 +278,21 @@ async fn a_share_of_minimal_answers_pays_each_row_once_and_a_lost_ledger_is_rebu
         }
     }
     assert!(rebuilt, "the ledger was rebuilt");
-    let again = run(&ws, &base, &args).await;
-    assert_eq!(again.status.code(), Some(0), "{}", output_of(&again));
+    // While an order of the account is answered without naming its rows, the run plans
+    // nothing and exits 5: run again.
+    let mut paid_again = None;
+    for _ in 0..8 {
+        let again = run(&ws, &base, &args).await;
+        match again.status.code() {
+            Some(0) => {
+                paid_again = Some(again);
+                break;
+            }
+            Some(5) => {}
+            other => panic!("the run exited {other:?}: {}", output_of(&again)),
+        }
+    }
+    assert!(paid_again.is_some(), "a run after the rebuild finished");
     assert_eq!(
         order_posts(&sim),
         posts,
