@@ -269,6 +269,9 @@ pub struct RunSummary {
     /// COMPLETED rows whose order could not be confirmed as the one sent (the service's answer
     /// named neither its key nor its batch).
     pub unconfirmed: i64,
+    /// COMPLETED rows whose order's total could not be checked (the service's answer left out
+    /// the optional fields that check it: `transaction_detail` of a converted order).
+    pub total_unconfirmed: i64,
     /// The first INVALID rows, named with their problems ([`INVALID_NAMED`] at most).
     pub invalid: Vec<String>,
 }
@@ -356,7 +359,13 @@ pub fn summarize(
         *paid_by.entry(method).or_default() += rows;
     }
     let per_delivery = ledger.rows_per_delivery(batch_id)?.into_iter().collect();
-    let unconfirmed = ledger.completed_rows_noted(batch_id, super::record::UNCONFIRMED_TYPE)?;
+    let (mut unconfirmed, mut total_unconfirmed) = (0, 0);
+    for error_type in super::record::Unconfirmed::TYPES {
+        let rows = ledger.completed_rows_noted(batch_id, error_type)?;
+        let noted = super::record::Unconfirmed::of(Some(error_type));
+        unconfirmed += if noted.order { rows } else { 0 };
+        total_unconfirmed += if noted.total { rows } else { 0 };
+    }
     let invalid = if counts.get(&RowState::Invalid).copied().unwrap_or(0) > 0 {
         ledger.first_invalid_rows(batch_id, INVALID_NAMED)?
     } else {
@@ -364,6 +373,7 @@ pub fn summarize(
     };
     Ok(RunSummary {
         unconfirmed,
+        total_unconfirmed,
         invalid,
         paid_by,
         debited,

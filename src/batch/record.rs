@@ -87,6 +87,65 @@ fn spread_fees(order: &Order, charged: &mut [Option<(Decimal, String)>], paid_in
 /// sent ([`verify::UNCONFIRMED`]): paid, with a note.
 pub const UNCONFIRMED_TYPE: &str = "order_unconfirmed";
 
+/// The `error_type` of the rows of a COMPLETED order whose total could not be checked
+/// ([`verify::TOTAL_UNCONFIRMED`]): paid, with a note.
+pub const TOTAL_UNCONFIRMED_TYPE: &str = "total_unconfirmed";
+
+/// The `error_type` of the rows of a COMPLETED order that could be confirmed neither as the
+/// order sent nor in its total: paid, with a note saying both.
+pub const ORDER_AND_TOTAL_UNCONFIRMED_TYPE: &str = "order_and_total_unconfirmed";
+
+/// What of a COMPLETED order could not be confirmed, as its rows' `error_type` records it: the
+/// order as the one sent (its answer named neither key nor batch), its total (its answer left
+/// out what checks it), or both. A row noted so is paid; the note tells a person what to compare
+/// with the account's orders.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Unconfirmed {
+    pub order: bool,
+    pub total: bool,
+}
+
+impl Unconfirmed {
+    /// The `error_type`s of a COMPLETED row that note something not confirmed.
+    pub const TYPES: [&'static str; 3] = [
+        UNCONFIRMED_TYPE,
+        TOTAL_UNCONFIRMED_TYPE,
+        ORDER_AND_TOTAL_UNCONFIRMED_TYPE,
+    ];
+
+    /// What a COMPLETED row's `error_type` notes as not confirmed (nothing for another type).
+    pub fn of(error_type: Option<&str>) -> Unconfirmed {
+        let (order, total) = match error_type {
+            Some(UNCONFIRMED_TYPE) => (true, false),
+            Some(TOTAL_UNCONFIRMED_TYPE) => (false, true),
+            Some(ORDER_AND_TOTAL_UNCONFIRMED_TYPE) => (true, true),
+            _ => (false, false),
+        };
+        Unconfirmed { order, total }
+    }
+
+    /// The `error_type` that records it; `None` when everything was confirmed.
+    pub fn error_type(self) -> Option<&'static str> {
+        match (self.order, self.total) {
+            (true, false) => Some(UNCONFIRMED_TYPE),
+            (false, true) => Some(TOTAL_UNCONFIRMED_TYPE),
+            (true, true) => Some(ORDER_AND_TOTAL_UNCONFIRMED_TYPE),
+            (false, false) => None,
+        }
+    }
+
+    /// The note a line of the accounting journal carries: `order not confirmed`,
+    /// `total not confirmed`, both, or nothing.
+    pub fn note(self) -> &'static str {
+        match (self.order, self.total) {
+            (true, false) => "order not confirmed",
+            (false, true) => verify::TOTAL_UNCONFIRMED,
+            (true, true) => "order and total not confirmed",
+            (false, false) => "",
+        }
+    }
+}
+
 /// What the ledger's order `order_id` holds of an answer naming service order `service_id`
 /// that makes it a mismatch: the id belongs to another of the ledger's orders.
 pub fn id_of_another_order(
@@ -174,9 +233,15 @@ pub fn record_terminal_in(
             &differences,
         );
     }
-    let (pairs, confirmed) = verified.map_or((Vec::new(), true), |v| (v.pairs, v.confirmed));
+    let (pairs, confirmed, total_unchecked) = verified.map_or((Vec::new(), true, None), |v| {
+        (v.pairs, v.confirmed, v.total_unchecked)
+    });
     let items = item_outcomes(order, &pairs, &row_currencies, &record.payment_currency);
-    record_outcome(ledger, order_id, order, http, &items, confirmed)
+    let noted = Noted {
+        confirmed,
+        total_unchecked,
+    };
+    record_outcome(ledger, order_id, order, http, &items, &noted)
 }
 
 /// What makes an answer naming another service order than the one the ledger's order holds a
@@ -217,6 +282,7 @@ fn items_as_sent(
         return Ok(verify::Verified {
             pairs: Vec::new(),
             confirmed: true,
+            total_unchecked: None,
         });
     }
     // An order adopted from the service has no body: what its rows asked for stands in, with
@@ -329,26 +395,57 @@ pub fn payout_life(item: &OrderItem) -> Option<PayoutLife> {
     })
 }
 
+/// What could not be confirmed of a COMPLETED order that holds what was sent.
+struct Noted {
+    /// Its answer names it as the order sent.
+    confirmed: bool,
+    /// Why its total could not be checked, when it could not.
+    total_unchecked: Option<String>,
+}
+
+impl Noted {
+    /// The note its rows carry (`error_type`, `error_message`), when something was not
+    /// confirmed.
+    fn note(&self) -> Option<(&'static str, String)> {
+        let unconfirmed = Unconfirmed {
+            order: !self.confirmed,
+            total: self.total_unchecked.is_some(),
+        };
+        let mut message = Vec::new();
+        if unconfirmed.order {
+            message.push(verify::UNCONFIRMED.to_string());
+        }
+        if let Some(why) = &self.total_unchecked {
+            message.push(format!(
+                "{}: {why} (optional in the published answer): what left the balance is the order's total_price as answered, unchecked",
+                verify::TOTAL_UNCONFIRMED
+            ));
+        }
+        unconfirmed.error_type().map(|t| (t, message.join("; ")))
+    }
+}
+
 /// Records the ledger's order `order_id` COMPLETED or FAILED, as the service's `order` says,
 /// with what it says of each item. A COMPLETED order whose answer could not be confirmed as the
-/// order sent (`confirmed` false) carries [`verify::UNCONFIRMED`] as its rows' note
-/// (`order_unconfirmed`), which the result file, `status` and the HTML report show.
+/// order sent, or whose total could not be checked ([`Noted`]), carries a note as its rows'
+/// error ([`Unconfirmed`]: `order_unconfirmed`, `total_unconfirmed` or both), which the result
+/// file, `status`, the HTML report and the journal show.
 fn record_outcome(
     ledger: &mut Ledger,
     order_id: i64,
     order: &Order,
     http: u16,
     items: &[ItemOutcome],
-    confirmed: bool,
+    noted: &Noted,
 ) -> Result<(), LedgerError> {
     let response = serde_json::to_string(order).ok();
-    let (to, error, cause) = match order.status {
-        OrderStatus::Completed if !confirmed => (
+    let (to, error, cause) = match (order.status, noted.note()) {
+        (OrderStatus::Completed, Some(note)) => (
             OrderState::Completed,
-            Some((UNCONFIRMED_TYPE, verify::UNCONFIRMED.to_string())),
-            "order completed; the answer names neither its key nor its batch",
+            Some(note),
+            "order completed; its answer could not confirm all of it",
         ),
-        OrderStatus::Completed => (OrderState::Completed, None, "order completed"),
+        (OrderStatus::Completed, None) => (OrderState::Completed, None, "order completed"),
         _ => (
             OrderState::Failed,
             Some((
@@ -392,6 +489,25 @@ mod tests {
             .iter()
             .map(|a| Some((a.parse().expect("amount"), "USD".to_string())))
             .collect()
+    }
+
+    /// Each note of what was not confirmed is recorded as one `error_type` and read back as
+    /// itself; another type notes nothing.
+    #[test]
+    fn what_was_not_confirmed_is_recorded_and_read_back() {
+        for (order, total) in [(true, false), (false, true), (true, true)] {
+            let noted = Unconfirmed { order, total };
+            let recorded = noted.error_type();
+            assert!(recorded.is_some_and(|t| Unconfirmed::TYPES.contains(&t)));
+            assert_eq!(Unconfirmed::of(recorded), noted);
+            assert!(!noted.note().is_empty());
+        }
+        assert_eq!(Unconfirmed::default().error_type(), None);
+        assert_eq!(
+            Unconfirmed::of(Some("order_failed")),
+            Unconfirmed::default()
+        );
+        assert_eq!(Unconfirmed::of(None).note(), "");
     }
 
     /// What the rows say left the balance adds up to what the order cost, fees included.

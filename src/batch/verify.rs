@@ -33,6 +33,12 @@ const RATE_ROUNDING: Decimal = Decimal::from_parts(1, 0, 0, false, 3);
 /// it, without knowing that it is the order sent.
 pub const UNCONFIRMED: &str = "the service's answer names neither the order's idempotency key nor its batch (no description, no metadata): it could not be confirmed as the order sent";
 
+/// What the reports say of a COMPLETED order whose total could not be checked: it converted an
+/// item from another currency and its answer left out what the check needs, the
+/// `transaction_detail` entry of that currency or its `fx`, which the published contract leaves
+/// optional. The order is paid as asked; what left the balance is its `total_price` as answered.
+pub const TOTAL_UNCONFIRMED: &str = "total not confirmed";
+
 /// A finished order that holds what was sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verified {
@@ -41,6 +47,10 @@ pub struct Verified {
     /// The answer names the order's key or batch and rows, as sent; when `false` it names
     /// neither, and could not be confirmed ([`UNCONFIRMED`]).
     pub confirmed: bool,
+    /// Why the order's total could not be checked ([`TOTAL_UNCONFIRMED`]), when it could not:
+    /// the answer left out an optional field the check needs. `None` when it was checked, or
+    /// needs no check.
+    pub total_unchecked: Option<String>,
 }
 
 /// What the ledger holds of one row of the order, in item order: the product's currency.
@@ -162,7 +172,8 @@ pub fn check(body: &[u8], rows: &[SentRow], answer: &Order) -> Result<Verified, 
     let (named, whose) = ownership(&sent, answer);
     out.extend(whose);
     let pairs = pair_items(&sent, answer);
-    out.extend(total_differences(&sent, answer, rows, &pairs));
+    let total = total_differences(&sent, answer, rows, &pairs);
+    out.extend(total.differences);
     for (i, pair) in pairs.iter().enumerate() {
         let (Some(j), Some(asked)) = (pair, sent.items.get(i)) else {
             continue;
@@ -175,6 +186,7 @@ pub fn check(body: &[u8], rows: &[SentRow], answer: &Order) -> Result<Verified, 
         return Ok(Verified {
             pairs: pairs.into_iter().flatten().collect(),
             confirmed: named,
+            total_unchecked: total.unchecked,
         });
     }
     for (i, asked) in sent.items.iter().enumerate() {
@@ -538,30 +550,47 @@ fn too_large() -> String {
     "its amounts are too large to add up".to_string()
 }
 
+/// What the answered `total_price` says against the order's items, and whether it could be
+/// checked.
+#[derive(Debug, Default)]
+struct TotalCheck {
+    /// How the total, or what declares it, differs from the items: each needs a person.
+    differences: Vec<String>,
+    /// Why the total could not be checked (an optional field the check needs is left out).
+    unchecked: Option<String>,
+}
+
 /// What the answered `total_price` says against the order's items, for a COMPLETED order whose
 /// items are all priced: the total is the items' prices (those the service converted, through
 /// the rate of their `transaction_detail` entry, whose value is their prices) plus fees: the
 /// FX fees `transaction_detail` declares, and at most [`FEE_SHARE`] of the items' prices more,
 /// within a minor unit of the payment currency per item (and the rounding of a published rate).
 /// A `transaction_detail` entry of the payment currency lies between the items' prices and the
-/// total.
+/// total. An order that converted an item and whose answer leaves out that currency's entry, or
+/// its `fx` (both optional in the published contract), cannot be checked: it is not a
+/// difference, only a total not confirmed.
 fn total_differences(
     sent: &NewOrder,
     answer: &Order,
     rows: &[SentRow],
     pairs: &[Option<usize>],
-) -> Vec<String> {
+) -> TotalCheck {
     let (Some(total), Some(paid_in), OrderStatus::Completed) = (
         answer.total_price,
         sent.payment_method.currency.as_deref(),
         answer.status,
     ) else {
-        return Vec::new();
+        return TotalCheck::default();
     };
     let priced = match item_prices(answer, rows, pairs, paid_in) {
         Some(Ok(priced)) => priced,
-        Some(Err(why)) => return vec![why],
-        None => return Vec::new(),
+        Some(Err(why)) => {
+            return TotalCheck {
+                differences: vec![why],
+                unchecked: None,
+            };
+        }
+        None => return TotalCheck::default(),
     };
     let detail = answer.transaction_detail.as_ref();
     let mut out: Vec<String> = detail
@@ -571,19 +600,18 @@ fn total_differences(
         .map(|c| format!("its transaction_detail names {c}, in which no item is priced"))
         .collect();
     let (mut in_payment, mut fees) = (Decimal::ZERO, Decimal::ZERO);
+    let mut unchecked = Vec::new();
     for (currency, (prices, count)) in &priced.converted {
-        let added = conversion(detail, currency, *prices, *count, paid_in).and_then(|(a, f)| {
-            Ok((
-                in_payment.checked_add(a).ok_or_else(too_large)?,
-                fees.checked_add(f).ok_or_else(too_large)?,
-            ))
-        });
-        match added {
-            Ok((amount, fee)) => (in_payment, fees) = (amount, fee),
+        match conversion(detail, currency, *prices, *count, paid_in) {
+            Ok(Converted::Known(a, f)) => match (in_payment.checked_add(a), fees.checked_add(f)) {
+                (Some(a), Some(f)) => (in_payment, fees) = (a, f),
+                _ => out.push(too_large()),
+            },
+            Ok(Converted::Unknown(why)) => unchecked.push(why),
             Err(why) => out.push(why),
         }
     }
-    if out.is_empty() {
+    if out.is_empty() && unchecked.is_empty() {
         let totals = Totals {
             total,
             own: priced.own,
@@ -593,7 +621,10 @@ fn total_differences(
         };
         out.extend(totals.differences(detail, paid_in).err());
     }
-    out
+    TotalCheck {
+        unchecked: (out.is_empty() && !unchecked.is_empty()).then(|| unchecked.join("; ")),
+        differences: out,
+    }
 }
 
 /// The prices of an order's items: those in the payment currency added up, and those the
@@ -708,21 +739,36 @@ impl Totals {
     }
 }
 
+/// What converted items cost in the payment currency, as far as the answer says.
+enum Converted {
+    /// Their price in the payment currency and the FX fee declared for them.
+    Known(Decimal, Decimal),
+    /// The answer leaves out what converts them (optional fields): why.
+    Unknown(String),
+}
+
 /// What `count` items priced `prices` in `currency` cost in the payment currency `paid_in`, and
 /// the FX fee declared for them, as their `transaction_detail` entry says: its `value` is their
 /// prices, its `fx.rate` converts them (`rate_symbol` `PAIDITEM`: item units per paying unit;
-/// `ITEMPAID`: paying units per item unit), its `fx.fee` is in either currency.
+/// `ITEMPAID`: paying units per item unit), its `fx.fee` is in either currency. Without the
+/// entry, or without its `fx` (the published contract makes both optional), it cannot be told
+/// ([`Converted::Unknown`]); an entry that is there and disagrees is a difference (`Err`).
 fn conversion(
     detail: Option<&BTreeMap<String, TransactionDetail>>,
     currency: &str,
     prices: Decimal,
     count: usize,
     paid_in: &str,
-) -> Result<(Decimal, Decimal), String> {
+) -> Result<Converted, String> {
     let Some(entry) = detail.and_then(|d| d.get(currency)) else {
-        return Err(format!(
-            "priced in {currency}, paid in {paid_in}, without a transaction_detail entry for {currency}"
-        ));
+        let what = if detail.is_none() {
+            "without a transaction_detail".to_string()
+        } else {
+            format!("without a transaction_detail entry for {currency}")
+        };
+        return Ok(Converted::Unknown(format!(
+            "priced in {currency}, paid in {paid_in}, {what}"
+        )));
     };
     let slack = Decimal::new(1, minor_units(currency)) * Decimal::from(count.max(1));
     let gap = entry.value.checked_sub(prices).ok_or_else(too_large)?;
@@ -732,7 +778,12 @@ fn conversion(
             entry.value
         ));
     }
-    let fx = entry.fx.as_ref();
+    let Some(fx) = entry.fx.as_ref().filter(|fx| !fx.is_null()) else {
+        return Ok(Converted::Unknown(format!(
+            "priced in {currency}, paid in {paid_in}, its transaction_detail entry without fx"
+        )));
+    };
+    let fx = Some(fx);
     let number = |v: Option<&serde_json::Value>| match v? {
         serde_json::Value::String(s) => parse_decimal_text(s),
         serde_json::Value::Number(n) => parse_decimal_text(&n.to_string()),
@@ -764,7 +815,7 @@ fn conversion(
         _ => None,
     };
     match fee {
-        Some(fee) if fee >= Decimal::ZERO => Ok((amount, fee)),
+        Some(fee) if fee >= Decimal::ZERO => Ok(Converted::Known(amount, fee)),
         _ => Err(format!(
             "transaction_detail {currency} declares a fee that cannot be read"
         )),
@@ -1274,10 +1325,7 @@ mod tests {
                 &|a| a["total_price"] = "19500.00".into(),
             ),
             ("has no rate from JPY to USD", &|a| {
-                a["transaction_detail"]["JPY"]["fx"] = serde_json::Value::Null
-            }),
-            ("without a transaction_detail entry for JPY", &|a| {
-                a["transaction_detail"] = serde_json::json!({"USD": {"value": "19.50"}})
+                a["transaction_detail"]["JPY"]["fx"]["rate"] = "none".into()
             }),
         ] {
             let found = fx(change);
@@ -1286,5 +1334,87 @@ mod tests {
                 "{needle}: {found:?}"
             );
         }
+    }
+
+    /// What the published contract leaves optional is never a difference: a converted order
+    /// whose answer leaves out `transaction_detail`, its currency's entry or the entry's `fx`
+    /// holds what was sent, its total not confirmed; with the detail there, an inflated total
+    /// is still a difference.
+    #[test]
+    fn a_converted_order_without_its_transaction_detail_is_paid_its_total_not_confirmed() {
+        const FX_BODY: &str = r#"{"payment_method":{"type":"ACCOUNT_BALANCE","currency":"USD"},"items":[
+            {"face_value":50,"distribution_method":{"type":"PAYOUT_LINK"},"products":{"type":"SINGLE","value":"AMZ-DE"}}]}"#;
+        let eur = [SentRow {
+            reference: "E".into(),
+            currency: Some("EUR".into()),
+        }];
+        let check_of = |change: &dyn Fn(&mut serde_json::Value)| {
+            let mut a = serde_json::json!({
+                "id": "O-3", "status": "COMPLETED", "created_at": "2024-03-01T10:00:00Z",
+                "payment_method": {"type": "ACCOUNT_BALANCE"},
+                "currency": "USD", "total_price": "53.37", "total_discount": "0.98",
+                "items": [{"id": "E-4", "distribution_method": {"type": "PAYOUT_LINK"},
+                    "products": {"type": "SINGLE", "value": "AMZ-DE"}, "face_value": "50",
+                    "price": "49.02",
+                    "payout": {"status": "ACTIVE", "status_updated_at": "2024-03-01T10:00:00Z",
+                               "url": "https://payouts.example/r/E-4"}}],
+                "transaction_detail": {"EUR": {"value": "49.02", "fx": {
+                    "rate": "1.0887", "rate_symbol": "EURUSD",
+                    "fee": {"value": "0.00", "currency": "USD"}}}}
+            });
+            change(&mut a);
+            let order: Order = serde_json::from_value(a).expect("an order");
+            check(FX_BODY.as_bytes(), &eur, &order)
+        };
+        assert_eq!(check_of(&|_| {}).map(|v| v.total_unchecked), Ok(None));
+        for (what, change) in [
+            (
+                "without a transaction_detail",
+                &(|a: &mut serde_json::Value| {
+                    a.as_object_mut().map(|o| o.remove("transaction_detail"));
+                }) as &dyn Fn(&mut serde_json::Value),
+            ),
+            ("without a transaction_detail entry for EUR", &|a| {
+                a["transaction_detail"] = serde_json::json!({"USD": {"value": "53.37"}})
+            }),
+            ("its transaction_detail entry without fx", &|a| {
+                a["transaction_detail"]["EUR"]
+                    .as_object_mut()
+                    .map(|o| o.remove("fx"));
+            }),
+            ("its transaction_detail entry without fx", &|a| {
+                a["transaction_detail"]["EUR"]["fx"] = serde_json::Value::Null
+            }),
+        ] {
+            let unchecked = check_of(change).map(|v| v.total_unchecked);
+            assert!(
+                matches!(&unchecked, Ok(Some(why)) if why.contains(what)),
+                "{what}: {unchecked:?}"
+            );
+        }
+        // Without the detail nothing tells an inflated total; with it, the total is checked.
+        let inflated = |a: &mut serde_json::Value| a["total_price"] = "53370.00".into();
+        let found = check_of(&inflated).err().unwrap_or_default();
+        assert!(
+            found
+                .iter()
+                .any(|d| d.contains("total price 53370.00 USD is not its items' prices")),
+            "{found:?}"
+        );
+        // An entry that is there and disagrees with the items is a difference.
+        let found = check_of(&|a| {
+            a["transaction_detail"]["EUR"]["value"] = "490.20".into();
+            a["transaction_detail"]["EUR"]
+                .as_object_mut()
+                .map(|o| o.remove("fx"));
+        })
+        .err()
+        .unwrap_or_default();
+        assert!(
+            found
+                .iter()
+                .any(|d| d.contains("transaction_detail EUR 490.20")),
+            "{found:?}"
+        );
     }
 }

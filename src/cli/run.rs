@@ -383,8 +383,14 @@ fn print_summary(s: &RunSummary, quiet: bool, approved: Option<&str>) {
     print_invalid(s);
     if s.unconfirmed > 0 {
         outln!(
-            "  unconfirmed: {} COMPLETED rows, their orders not confirmed as the ones sent (the service's answer named neither key nor batch; error_type order_unconfirmed in the result file)",
+            "  unconfirmed: {} COMPLETED rows, their orders not confirmed as the ones sent (the service's answer named neither key nor batch; error_type order_unconfirmed, or order_and_total_unconfirmed, in the result file)",
             s.unconfirmed
+        );
+    }
+    if s.total_unconfirmed > 0 {
+        outln!(
+            "  total not confirmed: {} COMPLETED rows, converted, their orders' totals not checked (the service's answer left out the transaction_detail that checks them; error_type total_unconfirmed, or order_and_total_unconfirmed, in the result file)",
+            s.total_unconfirmed
         );
     }
     if !s.paid_by.is_empty() {

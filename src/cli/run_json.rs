@@ -74,6 +74,7 @@ pub struct Summary<'a> {
     outcome: &'static str,
     rows: InOrder<&'static str, i64>,
     unconfirmed_rows: i64,
+    total_unconfirmed_rows: i64,
     totals: Totals<'a>,
     result_file: String,
     /// The result file's layout and what chose it: `{"delimiter": ";", "bom": true,
@@ -92,6 +93,7 @@ pub fn summary(s: &RunSummary, code: i32) -> Summary<'_> {
         outcome: outcome_word(s.outcome()),
         rows: rows(&s.counts),
         unconfirmed_rows: s.unconfirmed,
+        total_unconfirmed_rows: s.total_unconfirmed,
         totals: Totals {
             per_paying_balance: per_paying_balance(&s.debited),
             per_product_currency: InOrder(

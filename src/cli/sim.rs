@@ -304,6 +304,12 @@ pub struct ServeArgs {
     /// base64url-nopad, unprefixed (without xx or wg), percent (every byte %XX), or all.
     #[arg(long, value_name = "SPELLING")]
     pub echo_key: Option<KeySpelling>,
+    /// Share of answers (0 to 1, seeded) that hold only what the published contract requires:
+    /// every optional field left out, or null where the schema allows it (no transaction_detail,
+    /// description, metadata, completed_at, item currency, link expiry, product details, error
+    /// help).
+    #[arg(long, value_name = "SHARE", default_value_t = 0.0)]
+    pub minimal_answers: f64,
 }
 
 /// A duration written as numbers with units, d (days), h, m or s: `30d`, `1d12h`, `90m`.
@@ -439,6 +445,7 @@ impl ServeArgs {
                     expired_once_rate: self.expired_once_rate,
                 },
             },
+            minimal_answers: self.minimal_answers,
         }
     }
 }

@@ -319,6 +319,7 @@ struct DetailJson<'a> {
     states: InOrder<&'static str, i64>,
     orders: BTreeMap<&'a str, i64>,
     unconfirmed_orders: Vec<String>,
+    total_unconfirmed_orders: Vec<String>,
     charged: Vec<ChargedJson<'a>>,
     repeats: Vec<RepeatJson<'a>>,
     /// Paid rows per payout link status as last read, and when (`paybatch payouts`).
@@ -393,6 +394,7 @@ fn detail_json<'a>(d: &'a Detail, next: &'a [String]) -> DetailJson<'a> {
         states: counts_map(&d.counts),
         orders: d.order_counts(),
         unconfirmed_orders: d.unconfirmed(),
+        total_unconfirmed_orders: d.total_unconfirmed(),
         charged: d
             .charged
             .iter()
@@ -563,20 +565,14 @@ fn print_orders(d: &Detail) {
             format!(" ({orders_text})")
         }
     );
-    let unconfirmed = d.unconfirmed();
-    if !unconfirmed.is_empty() {
-        let more = unconfirmed.len().saturating_sub(LISTED_IN_FLIGHT);
-        outln!(
-            "  unconfirmed: {} COMPLETED (the service's answer named neither key nor batch: compare with the account's orders): {}{}",
-            unconfirmed.len(),
-            crate::text::escape(&unconfirmed[..unconfirmed.len() - more].join(", ")),
-            if more > 0 {
-                format!(" (+{more} more)")
-            } else {
-                String::new()
-            }
-        );
-    }
+    print_noted(
+        &d.unconfirmed(),
+        "unconfirmed: {} COMPLETED (the service's answer named neither key nor batch: compare with the account's orders)",
+    );
+    print_noted(
+        &d.total_unconfirmed(),
+        "total not confirmed: {} COMPLETED (converted, the service's answer left out the transaction_detail that checks the total charged: compare with the account's orders)",
+    );
     let flights = d.in_flight();
     if flights.is_empty() {
         outln!("  none in flight");
@@ -618,6 +614,25 @@ fn event_text(e: &EventRecord, subject: &str) -> String {
         (None, None) => String::new(),
     };
     format!("{}  {subject}  {transition}  {}", e.at, e.cause)
+}
+
+/// A line naming the COMPLETED orders noted as not confirmed, when there are some: `what`
+/// with `{}` for their count, then the first orders.
+fn print_noted(orders: &[String], what: &str) {
+    if orders.is_empty() {
+        return;
+    }
+    let more = orders.len().saturating_sub(LISTED_IN_FLIGHT);
+    outln!(
+        "  {}: {}{}",
+        what.replacen("{}", &orders.len().to_string(), 1),
+        crate::text::escape(&orders[..orders.len() - more].join(", ")),
+        if more > 0 {
+            format!(" (+{more} more)")
+        } else {
+            String::new()
+        }
+    );
 }
 
 #[cfg(test)]

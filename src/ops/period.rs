@@ -615,6 +615,7 @@ impl<'a> BatchReading<'a> {
             product: products,
             reference: &row.reference,
             order_id: order_id.unwrap_or_default(),
+            note: crate::batch::record::Unconfirmed::of(row.error_type.as_deref()).note(),
         };
         booking.book(&line, &payer(order, currency), &paid)
     }
@@ -701,6 +702,7 @@ impl<'a> BatchReading<'a> {
             order_id: label
                 .and_then(|l| l.service_order_id.as_deref())
                 .unwrap_or_default(),
+            note: "",
         };
         booking.book(&line, &payer(label, &currency), &paid)
     }

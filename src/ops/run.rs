@@ -823,10 +823,10 @@ async fn settle_rebuilt(
     }
     Err(OpError::Unsettled {
         message: format!(
-            "{} orders of the account are still processing and cannot be attributed yet; they may hold rows of batch {} that the rebuilt ledger has without an order, so nothing was planned or sent",
+            "{} orders of the account are still processing, or were answered without naming their rows, and cannot be attributed yet; they may hold rows of batch {} that the rebuilt ledger has without an order, so nothing was planned or sent",
             r.unattributed.len(),
             batch.name
         ),
-        help: "run the same command again once those orders finish (paybatch reconcile shows them as unattributed)".into(),
+        help: "run the same command again once those orders finish or are answered whole (paybatch reconcile shows them as unattributed)".into(),
     })
 }

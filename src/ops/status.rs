@@ -203,11 +203,24 @@ impl Detail {
     /// The service's ids of the batch's COMPLETED orders that could not be confirmed as the
     /// orders sent (their answer named neither key nor batch).
     pub fn unconfirmed(&self) -> Vec<String> {
+        self.noted(|u| u.order)
+    }
+
+    /// The service's ids of the batch's COMPLETED orders whose total could not be checked
+    /// (their answer left out the optional `transaction_detail` of a converted item).
+    pub fn total_unconfirmed(&self) -> Vec<String> {
+        self.noted(|u| u.total)
+    }
+
+    /// The service's ids of the batch's COMPLETED orders noted as not confirmed in `what`.
+    fn noted(&self, what: impl Fn(crate::batch::record::Unconfirmed) -> bool) -> Vec<String> {
         self.orders
             .iter()
             .filter(|o| {
                 o.state == OrderState::Completed
-                    && o.error_type.as_deref() == Some(crate::batch::record::UNCONFIRMED_TYPE)
+                    && what(crate::batch::record::Unconfirmed::of(
+                        o.error_type.as_deref(),
+                    ))
             })
             .map(|o| {
                 o.service_order_id

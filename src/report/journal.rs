@@ -1,7 +1,7 @@
 //! The accounting journal of a period: a CSV a spreadsheet or an accounting tool imports
 //! without edits. One `payment` line per paid attempt of a row (`line`, `date`,
 //! `environment`, `batch`, `status`, `balance_currency`, `debit_amount`, the group column when
-//! there is one, `product`, `reference`, `order_id`), then one `total` line per environment and
+//! there is one, `product`, `reference`, `order_id`, `note`), then one `total` line per environment and
 //! balance currency: `line` is `total`, `reference` is `TOTAL`, `date`, `batch` and the rest
 //! blank. Money of one environment is never added to another's: a rehearsal on the simulator
 //! has its own totals. Amounts are plain decimals (`.`, the currency's decimals, no grouping); every
@@ -46,6 +46,10 @@ pub struct JournalLine<'a> {
     pub product: &'a str,
     pub reference: &'a str,
     pub order_id: &'a str,
+    /// What of a COMPLETED row's order could not be confirmed (`total not confirmed`: the
+    /// amount is the order's total as answered, unchecked; `order not confirmed`; both), else
+    /// empty.
+    pub note: &'a str,
 }
 
 /// The journal being written; [`Journal::finish`] adds the totals and puts it in place.
@@ -96,7 +100,7 @@ impl Journal {
         if let Some(g) = group {
             header.push(g);
         }
-        header.extend(["product", "reference", "order_id"]);
+        header.extend(["product", "reference", "order_id", "note"]);
         csv.write_record(header.iter().map(|c| result_cell(c, false).into_owned()))
             .map_err(csv_to_io)?;
         Ok(Journal {
@@ -138,11 +142,12 @@ impl Journal {
             line.product,
             line.reference,
             line.order_id,
+            line.note,
         ])
     }
 
     /// Writes one line; `cells` in the header's order, the group column's cell included.
-    fn write(&mut self, cells: &[&str; 11]) -> io::Result<()> {
+    fn write(&mut self, cells: &[&str; 12]) -> io::Result<()> {
         for (i, cell) in cells.iter().enumerate() {
             if i == GROUP_CELL && !self.group {
                 continue;
@@ -183,6 +188,7 @@ impl Journal {
                 "",
                 TOTAL,
                 "",
+                "",
             ])?;
         }
         let mut buf = self
@@ -210,6 +216,7 @@ mod tests {
             product: "AMZ-US",
             reference,
             order_id: "ord_1",
+            note: "",
         }
     }
 
@@ -222,19 +229,24 @@ mod tests {
         journal
             .add(&line("production", "R-1", "10.00"))
             .expect("booked");
-        journal.add(&line("sim", "R-2", "0.20")).expect("booked");
+        journal
+            .add(&JournalLine {
+                note: "total not confirmed",
+                ..line("sim", "R-2", "0.20")
+            })
+            .expect("booked");
         journal.finish().expect("written");
         let text = std::fs::read_to_string(&path).expect("read");
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
             lines,
             [
-                "line,date,environment,batch,status,balance_currency,debit_amount,product,reference,order_id",
-                "payment,2026-10-15,sim,b,COMPLETED,USD,9.80,AMZ-US,TOTAL,ord_1",
-                "payment,2026-10-15,production,b,COMPLETED,USD,10.00,AMZ-US,R-1,ord_1",
-                "payment,2026-10-15,sim,b,COMPLETED,USD,0.20,AMZ-US,R-2,ord_1",
-                "total,,production,,,USD,10.00,,TOTAL,",
-                "total,,sim,,,USD,10.00,,TOTAL,",
+                "line,date,environment,batch,status,balance_currency,debit_amount,product,reference,order_id,note",
+                "payment,2026-10-15,sim,b,COMPLETED,USD,9.80,AMZ-US,TOTAL,ord_1,",
+                "payment,2026-10-15,production,b,COMPLETED,USD,10.00,AMZ-US,R-1,ord_1,",
+                "payment,2026-10-15,sim,b,COMPLETED,USD,0.20,AMZ-US,R-2,ord_1,total not confirmed",
+                "total,,production,,,USD,10.00,,TOTAL,,",
+                "total,,sim,,,USD,10.00,,TOTAL,,",
             ]
         );
     }

@@ -270,7 +270,8 @@ pub struct Tally {
     pub(super) breakdowns: Vec<Breakdown>,
     pub(super) counts: BTreeMap<RowState, usize>,
     pub(super) attention: Listed<ReportRow>,
-    /// Completed rows whose order could not be confirmed as the one sent.
+    /// Completed rows whose order could not be confirmed as the one sent, or whose order's
+    /// total could not be checked.
     pub(super) unconfirmed: Listed<ReportRow>,
     /// Per breakdown (products first, then each `--group-by` column): what the paid rows
     /// cost, each attempt charged ([`Tally::add_earlier_charge`]) included.
@@ -538,7 +539,9 @@ impl Tally {
         ) {
             self.attention.push(v);
         } else if v.state == RowState::Completed
-            && row.error_type.as_deref() == Some(crate::batch::record::UNCONFIRMED_TYPE)
+            && crate::batch::record::Unconfirmed::of(row.error_type.as_deref())
+                .error_type()
+                .is_some()
         {
             self.unconfirmed.push(v);
         }

@@ -22,6 +22,7 @@ mod faults;
 mod flip;
 mod handlers;
 pub(crate) mod life;
+mod minimal;
 mod orders;
 mod seed;
 mod server;
@@ -108,6 +109,9 @@ pub struct SimConfig {
     /// describe (`None`: as documented).
     pub odd_list: Option<OddList>,
     pub faults: Faults,
+    /// Share of answers (0 to 1) holding only what the published contract requires: every
+    /// optional field left out, or `null` where the schema allows it (see `sim/minimal.rs`).
+    pub minimal_answers: f64,
 }
 
 /// An odd first page of the order list (`sim serve --odd-first-page`), for a client's read of
@@ -147,6 +151,7 @@ impl Default for SimConfig {
             clock_offset: None,
             odd_list: None,
             faults: Faults::default(),
+            minimal_answers: 0.0,
         }
     }
 }
@@ -282,6 +287,9 @@ pub struct SimStats {
     /// Server errors answered with escape sequences in their message.
     #[serde(default)]
     pub escaped_errors: u64,
+    /// Answers holding only what the published contract requires (`minimal_answers`).
+    #[serde(default)]
+    pub minimal_answers: u64,
 }
 
 /// The dated API versions the simulator knows.
@@ -421,6 +429,7 @@ fn check(config: &SimConfig) -> Result<(), SimError> {
         ("stored_error_rate", f.stored_error_rate),
         ("timeout_rate", f.timeout_rate),
         ("burst_429_rate", f.burst_429_rate),
+        ("minimal_answers", config.minimal_answers),
     ] {
         if !(0.0..=1.0).contains(&p) {
             return bad(format!("{name} must be between 0 and 1, found {p}"));

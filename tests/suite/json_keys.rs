@@ -83,6 +83,7 @@ const RUN_KEYS: &[&str] = &[
     "rows.*",
     "simulated",
     "stopped",
+    "total_unconfirmed_rows",
     "totals",
     "totals.per_paying_balance",
     "totals.per_paying_balance[].amount",
@@ -331,6 +332,7 @@ async fn every_json_output_keeps_its_keys() {
         "rows",
         "states",
         "states.*",
+        "total_unconfirmed_orders",
         "unconfirmed_orders",
     ];
     let out = paybatch_in(

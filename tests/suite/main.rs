@@ -33,6 +33,7 @@ mod in_flight;
 mod json_keys;
 mod key_echo;
 mod ledger_v7;
+mod minimal_answers;
 mod mismatch;
 mod multi_item;
 mod one_pass;

@@ -381,7 +381,8 @@ async fn the_period_csv_has_a_batch_column_and_the_journal_adds_up_to_the_ledger
             "cost_center",
             "product",
             "reference",
-            "order_id"
+            "order_id",
+            "note"
         ]
     );
     let journal: Vec<csv::StringRecord> = reader.records().map(|r| r.expect("a line")).collect();

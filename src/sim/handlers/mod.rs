@@ -39,9 +39,24 @@ type Shared = Arc<Sim>;
 
 pub(crate) fn router(sim: Shared) -> Router {
     let echo = sim.config.faults.hostile.echo_key.is_some();
+    let share = sim.config.minimal_answers;
+    let minimal = Arc::new(Minimal {
+        chance: super::faults::Chance::new(sim.config.seed ^ MINIMAL_SALT),
+        sim: sim.clone(),
+    });
     let router = routes(Arc::clone(&sim));
-    if echo {
+    // The key is echoed into an answer before it is made minimal: a minimal answer keeps its
+    // message.
+    let router = if echo {
         router.layer(axum::middleware::from_fn_with_state(sim, echo_key))
+    } else {
+        router
+    };
+    if share > 0.0 {
+        router.layer(axum::middleware::from_fn_with_state(
+            minimal,
+            minimal_answer,
+        ))
     } else {
         router
     }
@@ -71,6 +86,56 @@ fn routes(sim: Shared) -> Router {
         .fallback(fallback)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(sim)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Minimal answers
+
+/// Mixed into the seed of the minimal answers' own random source.
+const MINIMAL_SALT: u64 = 0x6d69_6e69_6d61_6c00;
+
+/// What the minimal answers draw from: a random source of their own, so that switching them on
+/// leaves the other draws of a seed as they were.
+struct Minimal {
+    sim: Shared,
+    chance: super::faults::Chance,
+}
+
+/// Makes a share of the answers minimal ([`super::minimal`]): only what the published contract
+/// requires. Answers of the older version, and those minimal answers do not change, pass as
+/// they are; so does the marker that drops a connection (the response's parts are kept).
+async fn minimal_answer(
+    State(minimal): State<Arc<Minimal>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let method = request.method().as_str().to_string();
+    let path = request.uri().path().to_string();
+    let older = request
+        .headers()
+        .get("x-api-version")
+        .is_some_and(|v| v.as_bytes() == b"2023-07-27");
+    let response = next.run(request).await;
+    let sim = &minimal.sim;
+    let Some(shape) = super::minimal::shape_of(&method, &path, response.status().as_u16()) else {
+        return response;
+    };
+    if older || !minimal.chance.roll(sim.config.minimal_answers) {
+        return response;
+    }
+    let nulls = minimal.chance.roll(0.5);
+    let (mut parts, body) = response.into_parts();
+    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(bytes) => bytes,
+        Err(e) => return answers::internal(e).into_response(),
+    };
+    let Ok(mut answer) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+        return Response::from_parts(parts, axum::body::Body::from(bytes));
+    };
+    super::minimal::strip(shape, &mut answer, nulls);
+    sim.stat(|s| s.minimal_answers += 1);
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(answers::json_bytes(&answer)))
 }
 
 /// A careless service (`--echo-key`): its answers quote the request's API key, spelt as
