@@ -428,14 +428,17 @@ pub fn plan_in_one_pass(
             if per_order(opts, rows) > per {
                 return Err(OnePassStop::TwoPasses);
             }
-            // A row another batch may have is looked up (a 32-bit hash is only a candidate).
+            // A row another batch may have is looked up (a 32-bit hash is only a candidate);
+            // one it has, even but for `-`, `_` and spaces, is said by the two passes.
             if let Some(s) = &spec
                 && earlier.may_repeat(&s.reference)
             {
-                let repeat = earlier
-                    .repeat_of(&s.reference, s.line, |b| merge.earlier_row(b, &s.reference))
+                let found = earlier
+                    .repeat_of(&s.reference, s.line, |b| {
+                        merge.earlier_rows(b, &s.reference)
+                    })
                     .map_err(|e| OnePassStop::Failed(e.into()))?;
-                if repeat.is_some() {
+                if found.is_some() {
                     return Err(OnePassStop::TwoPasses);
                 }
             }

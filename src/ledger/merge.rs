@@ -327,14 +327,14 @@ impl Merge<'_> {
         )
     }
 
-    /// The row of another batch with `reference` ([`super::repeats::earlier_row_in`]), read
-    /// in this merge's transaction.
-    pub fn earlier_row(
+    /// The rows of another batch with `reference` or its loose form
+    /// ([`super::repeats::earlier_rows_in`]), read in this merge's transaction.
+    pub fn earlier_rows(
         &self,
         batch_id: i64,
         reference: &str,
-    ) -> Result<Option<super::repeats::EarlierRow>> {
-        super::repeats::earlier_row_in(&self.tx, self.path, batch_id, reference)
+    ) -> Result<Vec<super::repeats::EarlierRow>> {
+        super::repeats::earlier_rows_in(&self.tx, self.path, batch_id, reference)
     }
 
     /// Merges one row of the file. Unchanged rows keep their state; new rows are added; a

@@ -5,7 +5,7 @@ use crate::input::rules::RowSpec;
 use crate::ledger::repeats::Alike;
 use crate::ledger::{Ledger, LedgerError, RowState};
 
-use super::earlier::Earlier;
+use super::earlier::{Earlier, Found};
 use super::findings::{
     ALIKE_LISTED, EarlierState, LikelyRepeat, OnRepeat, Repeat, RepeatedFile, Repeats,
 };
@@ -65,11 +65,15 @@ impl<'l> Checker<'l> {
         }
         let ledger = self.ledger;
         let found = self.earlier.repeat_of(&spec.reference, spec.line, |b| {
-            ledger.earlier_row(b, &spec.reference)
+            ledger.earlier_rows(b, &spec.reference)
         })?;
-        if let Some(repeat) = found {
-            self.repeats.rows.push(repeat);
-            return Ok(true);
+        match found {
+            Some(Found::Repeat(repeat)) => {
+                self.repeats.rows.push(repeat);
+                return Ok(true);
+            }
+            Some(Found::Likely(likely)) => self.repeats.note_likely_reference(likely),
+            None => {}
         }
         if let Some(l) = self.earlier.may_resemble(spec) {
             self.resemble(spec, l)?;

@@ -1,15 +1,15 @@
 //! What the other batches of the ledger hold ([`Earlier`]), loaded once before the file is read:
-//! their references and the recipients they paid as keyed hashes, and where one of them has a
-//! reference.
+//! their references (by the hash of their loose forms) and the recipients they paid as hashes,
+//! and where one of them has a reference, in any spelling.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
 
 use crate::input::rules::RowSpec;
 use crate::ledger::repeats::{EarlierRow, likeness};
 use crate::ledger::{BatchRecord, Ledger, LedgerError};
+use crate::reference::{fold_reference, loose_hash, loose_reference};
 
-use super::findings::{EarlierState, Repeat};
+use super::findings::{EarlierState, LikelyReference, Repeat};
 use super::hashes::Hashes;
 use super::service::AtTheService;
 
@@ -18,9 +18,9 @@ pub const ALIKE_WINDOW_DAYS: i64 = 35;
 
 /// What the other batches of the ledger (same environment and service) hold, by hash.
 pub struct Earlier {
-    keys: RandomState,
-    /// 32-bit keyed hashes of every reference of the other batches (4 bytes a row: a hash
-    /// found is only a candidate, looked up in the ledger).
+    /// The high 32 bits of the hash of every reference's loose form of the other batches
+    /// ([`loose_hash`]; 4 bytes a row: a hash found is only a candidate, looked up in the
+    /// ledger, where the references are compared).
     references: Hashes,
     /// The high 32 bits of the likeness ([`likeness`]) of every row the other batches paid in
     /// the window.
@@ -33,7 +33,7 @@ pub struct Earlier {
     pub(super) this_name: String,
     pub(super) skipped_here: std::collections::HashSet<String>,
     /// Rows of other batches' orders at the service that this ledger does not know, by
-    /// reference: (batch, created).
+    /// reference folded ([`fold_reference`]): (batch, created).
     service: HashMap<String, (String, String)>,
     /// The start of the window of likely repeats (RFC 3339).
     pub(super) since: String,
@@ -43,7 +43,6 @@ impl Earlier {
     /// Loads what the ledger's other batches of the service at `base_url` hold.
     pub fn load(ledger: &Ledger, base_url: &str, this: Option<i64>) -> Result<Self, LedgerError> {
         let started = std::time::Instant::now();
-        let keys = RandomState::new();
         let batches = ledger.sibling_batches(base_url, this)?;
         // Sized once, exactly (a vector that grows leaves the memory of its smaller copies
         // behind, and one sized larger than it needs takes that memory all the same).
@@ -57,7 +56,7 @@ impl Earlier {
         }
         let mut references = Vec::with_capacity(usize::try_from(rows).unwrap_or(0));
         for b in &batches {
-            ledger.visit_references(b.id, |r| references.push(short_hash(&keys, r)))?;
+            ledger.visit_reference_loose(b.id, |h| references.push(high_bits(h)))?;
         }
         let references = Hashes::new(references);
         let since = (chrono::Utc::now() - chrono::Duration::days(ALIKE_WINDOW_DAYS))
@@ -79,7 +78,6 @@ impl Earlier {
             started.elapsed()
         );
         Ok(Earlier {
-            keys,
             references,
             paid,
             this_name: this
@@ -99,57 +97,76 @@ impl Earlier {
 
     /// Adds what the service's order list holds of other batches ([`AtTheService`]).
     pub fn with_service(mut self, at: &AtTheService) -> Self {
-        self.service = at.rows.clone();
+        self.service = at
+            .rows
+            .iter()
+            .map(|(r, found)| (fold_reference(r), found.clone()))
+            .collect();
         self
     }
 
-    /// Whether another batch may have this reference (a hash found; [`Earlier::repeat_of`]
-    /// tells).
+    /// Whether another batch may have this reference, in any spelling (a hash found;
+    /// [`Earlier::repeat_of`] tells).
     pub fn may_repeat(&self, reference: &str) -> bool {
-        self.service.contains_key(reference)
+        !self.service.is_empty() && self.service.contains_key(&fold_reference(reference))
             || !self.references.is_empty()
-                && self.references.contains(short_hash(&self.keys, reference))
+                && self.references.contains(high_bits(loose_hash(reference)))
     }
 
-    /// Where another batch has this reference in a state that makes it a repeat ([`Repeat`]),
-    /// looked up with `row_of` (a batch id and the reference: the ledger's row, read by the
-    /// ledger or inside a merge). `None` when no other batch (nor the service) has it so.
+    /// Where another batch has this reference, as a person reads it ([`fold_reference`]), in a
+    /// state that makes it a repeat ([`Found::Repeat`]); else where one has it so but for `-`,
+    /// `_` and spaces ([`Found::Likely`], a warning). Looked up with `rows_of` (a batch id: the
+    /// ledger's rows of that batch with the reference or its loose form, read by the ledger or
+    /// inside a merge). `None` when no other batch (nor the service) has it so.
     pub fn repeat_of(
         &self,
         reference: &str,
         line: u64,
-        row_of: impl Fn(i64) -> Result<Option<EarlierRow>, LedgerError>,
-    ) -> Result<Option<Repeat>, LedgerError> {
+        rows_of: impl Fn(i64) -> Result<Vec<EarlierRow>, LedgerError>,
+    ) -> Result<Option<Found>, LedgerError> {
         if !self.may_repeat(reference) {
             return Ok(None);
         }
-        if let Some((batch, _)) = self.service.get(reference) {
-            return Ok(Some(Repeat {
+        let folded = fold_reference(reference);
+        if let Some((batch, _)) = self.service.get(&folded) {
+            return Ok(Some(Found::Repeat(Repeat {
                 reference: reference.to_string(),
                 line,
                 batch: batch.clone(),
                 batch_created_at: String::new(),
                 state: EarlierState::AtTheService,
                 completed_at: None,
-            }));
+            })));
         }
+        let loose = loose_reference(reference);
+        let mut likely = None;
         for b in &self.batches {
-            let Some(row) = row_of(b.id)? else {
-                continue;
-            };
-            let Some(state) = EarlierState::of(row.state, row.sends) else {
-                continue;
-            };
-            return Ok(Some(Repeat {
-                reference: reference.to_string(),
-                line,
-                batch: b.name.clone(),
-                batch_created_at: b.created_at.clone(),
-                state,
-                completed_at: row.completed_at,
-            }));
+            for row in rows_of(b.id)? {
+                let Some(state) = EarlierState::of(row.state, row.sends) else {
+                    continue;
+                };
+                if row.reference == reference || fold_reference(&row.reference) == folded {
+                    return Ok(Some(Found::Repeat(Repeat {
+                        reference: reference.to_string(),
+                        line,
+                        batch: b.name.clone(),
+                        batch_created_at: b.created_at.clone(),
+                        state,
+                        completed_at: row.completed_at,
+                    })));
+                }
+                if likely.is_none() && loose_reference(&row.reference) == loose {
+                    likely = Some(LikelyReference {
+                        reference: reference.to_string(),
+                        line,
+                        batch: b.name.clone(),
+                        earlier_reference: row.reference,
+                        state,
+                    });
+                }
+            }
         }
-        Ok(None)
+        Ok(likely.map(Found::Likely))
     }
 
     /// The row's likeness when another batch may have paid the same recipient the same thing.
@@ -182,6 +199,15 @@ impl Earlier {
     }
 }
 
+/// What another batch has of a row's reference ([`Earlier::repeat_of`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    /// The reference, in this spelling or another that folds to it: a repeat.
+    Repeat(Repeat),
+    /// The reference but for `-`, `_` and spaces: a likely repeat, a warning.
+    Likely(LikelyReference),
+}
+
 /// What a batch is checked against ([`Earlier`]), and whether the service's order list is to
 /// be read as well: until anything of the batch has left (a batch new to the ledger, one only
 /// planned, one stopped before its first send), another ledger may be paying it.
@@ -196,11 +222,6 @@ pub fn earlier_for(
         Some(b) => !ledger.has_sent(b.id)?,
     };
     Ok((earlier, unsent))
-}
-
-/// A 32-bit keyed hash of a reference.
-fn short_hash(keys: &RandomState, reference: &str) -> u32 {
-    (keys.hash_one(reference) >> 32) as u32
 }
 
 /// The high 32 bits of a likeness.
