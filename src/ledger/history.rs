@@ -1,7 +1,8 @@
 //! The payouts of one recipient or one reference across every batch of the ledger: what
 //! `paybatch history` lists to answer "did we pay this person already?".
 //!
-//! A reference is found through the index of each batch's references; an email address by a
+//! A reference is found, in any spelling that folds to it (`EMP-1`, `emp-1`, `ＥＭＰ-１`:
+//! [`crate::reference`]), through the indexes of each batch's references and their loose forms; an email address by a
 //! scan of the rows' validated content (`rows.spec`), compared without regard to case. The
 //! payout link of a row is never read.
 
@@ -50,7 +51,12 @@ impl PayoutQuery {
             (Some(wanted), Some(e)) => same_address(wanted, e),
             (Some(_), None) => false,
         };
-        email_ok && self.reference.as_deref().is_none_or(|r| r == reference)
+        email_ok
+            && self.reference.as_deref().is_none_or(|r| {
+                r == reference
+                    || crate::reference::fold_reference(r)
+                        == crate::reference::fold_reference(reference)
+            })
     }
 }
 
@@ -142,11 +148,16 @@ impl Ledger {
         Ok(found.into_iter().map(|(_, p)| p).collect())
     }
 
-    /// The rows with this reference (each batch holds a reference once).
+    /// The rows with this reference, in any spelling that folds to it
+    /// ([`crate::reference::fold_reference`]): the candidates of its loose form's hash, and the
+    /// reference as written (each batch holds a spelling once).
     fn rows_with_reference(&self, reference: &str) -> Result<Vec<i64>> {
         self.select_all(
-            "SELECT r.id FROM batches b JOIN rows r ON r.batch_id = b.id AND r.reference = ?1",
-            [reference],
+            "SELECT r.id FROM batches b JOIN rows r ON r.batch_id = b.id
+               AND r.reference_loose = ?2
+             UNION
+             SELECT r.id FROM batches b JOIN rows r ON r.batch_id = b.id AND r.reference = ?1",
+            rusqlite::params![reference, crate::reference::loose_hash(reference)],
             |r| r.get(0),
         )
     }
@@ -256,6 +267,18 @@ mod tests {
         assert_eq!((q.email(), q.reference()), (Some("a@b.co"), None));
         let both = PayoutQuery::new(Some("a@b.co"), Some("R-1")).expect("both");
         assert!(both.matches(Some("A@B.CO"), "R-1"));
+        assert!(
+            both.matches(Some("a@b.co"), "r-1"),
+            "a reference in another spelling"
+        );
+        assert!(
+            both.matches(Some("a@b.co"), "\u{ff32}-\u{ff11}"),
+            "full-width"
+        );
+        assert!(
+            !both.matches(Some("a@b.co"), "R_1"),
+            "a likely repeat is not the reference"
+        );
         assert!(!both.matches(Some("a@b.co"), "R-2"));
         assert!(!both.matches(None, "R-1"));
     }
