@@ -430,19 +430,13 @@ pub fn plan_in_one_pass(
             }
             // A row another batch may have is looked up (a 32-bit hash is only a candidate);
             // one it has, even but for `-`, `_` and spaces, is said by the two passes.
-            if let Some(s) = &spec
-                && earlier.may_repeat(&s.reference)
-            {
-                let found = earlier
-                    .repeat_of(&s.reference, s.line, |b| {
-                        merge.earlier_rows(b, &s.reference)
-                    })
-                    .map_err(|e| OnePassStop::Failed(e.into()))?;
-                if found.is_some() {
+            if let Some(s) = &spec {
+                let found = earlier.repeat_of(&s.reference, s.line, |b| {
+                    merge.earlier_rows(b, &s.reference)
+                });
+                if found.map_err(|e| OnePassStop::Failed(e.into()))?.is_some() {
                     return Err(OnePassStop::TwoPasses);
                 }
-            }
-            if let Some(s) = &spec {
                 noticed.note(earlier, s);
             }
             planning
