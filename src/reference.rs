@@ -41,10 +41,10 @@ pub fn loose_reference(reference: &str) -> String {
 }
 
 /// A 64-bit hash of the loose form of a reference ([`loose_reference`]), the same on every
-/// machine and in every version that folds alike (64-bit FNV-1a of its UTF-8): what the ledger
-/// keeps of each row (`rows.reference_loose`) to find the rows of other batches that fold or
-/// loosely fold to a reference. Two references of one hash are compared before anything is
-/// said, so a collision costs a comparison.
+/// machine (64-bit FNV-1a of its UTF-8), made without the form: what a batch keeps of each
+/// reference of the other batches to find those that fold or loosely fold to one of its own.
+/// Two references of one hash are compared before anything is said, so a collision costs a
+/// comparison.
 pub fn loose_hash(reference: &str) -> i64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let mut utf8 = [0u8; 4];
@@ -55,6 +55,12 @@ pub fn loose_hash(reference: &str) -> i64 {
         }
     }
     h as i64
+}
+
+/// Whether two references are one as a person reads them: their folds are equal
+/// ([`fold_reference`]), compared without making them.
+pub fn same_reference(a: &str, b: &str) -> bool {
+    a == b || folded(a).eq(folded(b))
 }
 
 /// A reference that hashes as its fold ([`fold_reference`]), without making it: for tables of
@@ -201,7 +207,9 @@ mod tests {
     use super::*;
 
     fn same(a: &str, b: &str) -> bool {
-        fold_reference(a) == fold_reference(b)
+        let same = fold_reference(a) == fold_reference(b);
+        assert_eq!(same_reference(a, b), same, "{a} / {b}");
+        same
     }
 
     #[test]
@@ -264,7 +272,7 @@ mod tests {
         assert_ne!(loose_reference("A.1"), loose_reference("A1"));
     }
 
-    /// The hash kept in ledgers is the same in every version: a change is a migration.
+    /// The hash is FNV-1a of the loose form, the same on every machine.
     #[test]
     fn the_loose_hash_is_stable() {
         assert_eq!(loose_hash(""), 0xcbf2_9ce4_8422_2325_u64 as i64);

@@ -2,7 +2,7 @@
 //! `paybatch history` lists to answer "did we pay this person already?".
 //!
 //! A reference is found, in any spelling that folds to it (`EMP-1`, `emp-1`, `ＥＭＰ-１`:
-//! [`crate::reference`]), through the indexes of each batch's references and their loose forms; an email address by a
+//! [`crate::reference`]), by a read of the index of each batch's references; an email address by a
 //! scan of the rows' validated content (`rows.spec`), compared without regard to case. The
 //! payout link of a row is never read.
 
@@ -149,17 +149,32 @@ impl Ledger {
     }
 
     /// The rows with this reference, in any spelling that folds to it
-    /// ([`crate::reference::fold_reference`]): the candidates of its loose form's hash, and the
-    /// reference as written (each batch holds a spelling once).
+    /// ([`crate::reference::same_reference`]): one read of every batch's index of references,
+    /// each compared without a copy.
     fn rows_with_reference(&self, reference: &str) -> Result<Vec<i64>> {
-        self.select_all(
-            "SELECT r.id FROM batches b JOIN rows r ON r.batch_id = b.id
-               AND r.reference_loose = ?2
-             UNION
-             SELECT r.id FROM batches b JOIN rows r ON r.batch_id = b.id AND r.reference = ?1",
-            rusqlite::params![reference, crate::reference::loose_hash(reference)],
-            |r| r.get(0),
-        )
+        let err = sqlerr(&self.path);
+        let mut stmt = self
+            .conn
+            .prepare("SELECT batch_id, reference FROM rows")
+            .map_err(&err)?;
+        let mut cursor = stmt.query([]).map_err(&err)?;
+        let mut found: Vec<(i64, String)> = Vec::new();
+        while let Some(r) = cursor.next().map_err(&err)? {
+            if let Ok(spelt) = r.get_ref(1).map_err(&err)?.as_str()
+                && crate::reference::same_reference(reference, spelt)
+            {
+                found.push((r.get(0).map_err(&err)?, spelt.to_string()));
+            }
+        }
+        let mut ids = Vec::with_capacity(found.len());
+        for (batch, spelt) in found {
+            ids.extend(self.select_all(
+                "SELECT id FROM rows WHERE batch_id = ?1 AND reference = ?2",
+                rusqlite::params![batch, spelt],
+                |r| r.get::<_, i64>(0),
+            )?);
+        }
+        Ok(ids)
     }
 
     /// The rows whose recorded address is `email` but for case: a scan of every row in the
@@ -370,7 +385,11 @@ mod tests {
         // Nobody.
         let q = PayoutQuery::new(Some("nobody@example.com"), None).expect("query");
         assert!(ledger.payouts(&q).expect("payouts").is_empty());
+        // A reference in any spelling that folds to it, not one that differs but for `-`, `_`
+        // or spaces.
         let q = PayoutQuery::new(None, Some("r-1")).expect("query");
+        assert_eq!(ledger.payouts(&q).expect("payouts").len(), 2);
+        let q = PayoutQuery::new(None, Some("R_1")).expect("query");
         assert!(ledger.payouts(&q).expect("payouts").is_empty());
     }
 }

@@ -327,14 +327,20 @@ impl Merge<'_> {
         )
     }
 
-    /// The rows of another batch with `reference` or its loose form
-    /// ([`super::repeats::earlier_rows_in`]), read in this merge's transaction.
-    pub fn earlier_rows(
+    /// The row of another batch with `reference` ([`super::repeats::earlier_row_in`]), read
+    /// in this merge's transaction.
+    pub fn earlier_row(
         &self,
         batch_id: i64,
         reference: &str,
-    ) -> Result<Vec<super::repeats::EarlierRow>> {
-        super::repeats::earlier_rows_in(&self.tx, self.path, batch_id, reference)
+    ) -> Result<Option<super::repeats::EarlierRow>> {
+        super::repeats::earlier_row_in(&self.tx, self.path, batch_id, reference)
+    }
+
+    /// Every reference of another batch ([`super::repeats::visit_references_in`]), read in this
+    /// merge's transaction.
+    pub fn visit_references(&self, batch_id: i64, visit: impl FnMut(&str)) -> Result<()> {
+        super::repeats::visit_references_in(&self.tx, self.path, batch_id, visit)
     }
 
     /// Merges one row of the file. Unchanged rows keep their state; new rows are added; a

@@ -125,10 +125,6 @@ fn migrations() -> Migrations<'static> {
         M::up(include_str!("../../migrations/010_payouts.sql")),
         M::up(include_str!("../../migrations/011_result_format.sql")),
         M::up(include_str!("../../migrations/012_approvals.sql")),
-        M::up_with_hook(
-            include_str!("../../migrations/014_reference_folds.sql"),
-            repeats::fill_reference_loose,
-        ),
     ])
 }
 

@@ -1,9 +1,8 @@
 //! What the other batches of the ledger already did with a reference, a file or a recipient:
 //! what a batch is checked against before anything of it is sent (`batch::repeats`).
 //!
-//! Read without a row's content where it can be: references by the hash of their loose form
-//! from the index every batch has on `(batch_id, reference_loose)` (migration 014), paid
-//! recipients from `rows_paid_likeness` (migration 008), which
+//! Read without a row's content where it can be: references from the index every batch has on
+//! `(batch_id, reference)`, paid recipients from `rows_paid_likeness` (migration 008), which
 //! holds only COMPLETED rows and so costs nothing while a file is planned.
 
 use rusqlite::{OptionalExtension, Transaction, params};
@@ -137,26 +136,9 @@ pub fn service_address(base_url: &str) -> String {
     }
 }
 
-/// Fills `rows.reference_loose` for the rows of an older ledger (migration 014): the hash of
-/// each reference's loose form ([`crate::reference::loose_hash`]).
-pub fn fill_reference_loose(tx: &Transaction<'_>) -> rusqlite_migration::HookResult {
-    let mut read = tx.prepare("SELECT id, reference FROM rows")?;
-    let mut write = tx.prepare("UPDATE rows SET reference_loose = ?2 WHERE id = ?1")?;
-    let mut rows = read.query([])?;
-    while let Some(r) = rows.next()? {
-        let id: i64 = r.get(0)?;
-        let reference: String = r.get(1)?;
-        write.execute(params![id, crate::reference::loose_hash(&reference)])?;
-    }
-    Ok(())
-}
-
-/// A row of another batch with the same reference, in this spelling or another that folds or
-/// loosely folds to it ([`crate::reference`]), as that batch has it.
+/// A row of another batch with the same reference, as that batch has it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EarlierRow {
-    /// The reference as that batch spells it.
-    pub reference: String,
     pub state: RowState,
     /// Sends of its order (`None` without an order): a PLANNED row whose order was sent is in
     /// doubt.
@@ -164,37 +146,58 @@ pub struct EarlierRow {
     pub completed_at: Option<String>,
 }
 
-/// The rows of `batch_id` whose reference is `reference` or has its loose form's hash
-/// ([`crate::reference::loose_hash`]: the candidates of another spelling, to be compared), with
-/// the sends of their orders, read through `conn` (the ledger's connection, or a merge's
-/// transaction).
-pub fn earlier_rows_in(
+/// The row of `batch_id` with `reference`, with the sends of its order, read through `conn`
+/// (the ledger's connection, or a merge's transaction).
+pub fn earlier_row_in(
     conn: &rusqlite::Connection,
     path: &std::path::Path,
     batch_id: i64,
     reference: &str,
-) -> Result<Vec<EarlierRow>> {
-    conn.prepare_cached(
-        "SELECT r.reference, r.state, o.sends, r.completed_at FROM rows r
-         LEFT JOIN orders o ON o.id = r.order_id
-         WHERE (r.batch_id = ?1 AND r.reference_loose = ?2)
-            OR (r.batch_id = ?1 AND r.reference = ?3)",
-    )
-    .and_then(|mut st| {
-        st.query_map(
-            params![batch_id, crate::reference::loose_hash(reference), reference],
-            |r| {
-                Ok(EarlierRow {
-                    reference: r.get(0)?,
-                    state: r.get(1)?,
-                    sends: r.get(2)?,
-                    completed_at: r.get(3)?,
-                })
-            },
-        )?
-        .collect()
-    })
-    .map_err(sqlerr(path))
+) -> Result<Option<EarlierRow>> {
+    let found: Option<(RowState, Option<i64>, Option<String>)> = conn
+        .prepare_cached(
+            "SELECT r.state, o.sends, r.completed_at FROM rows r
+             LEFT JOIN orders o ON o.id = r.order_id
+             WHERE r.batch_id = ?1 AND r.reference = ?2",
+        )
+        .and_then(|mut st| {
+            st.query_row(params![batch_id, reference], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .optional()
+        })
+        .map_err(sqlerr(path))?;
+    found
+        .map(|(state, sends, completed_at)| {
+            Ok(EarlierRow {
+                state,
+                sends,
+                completed_at,
+            })
+        })
+        .transpose()
+}
+
+/// Every reference of a batch ([`Ledger::visit_references`]), read through `conn` (the
+/// ledger's connection, or a merge's transaction).
+pub fn visit_references_in(
+    conn: &rusqlite::Connection,
+    path: &std::path::Path,
+    batch_id: i64,
+    mut visit: impl FnMut(&str),
+) -> Result<()> {
+    let err = sqlerr(path);
+    let mut st = conn
+        .prepare_cached("SELECT reference FROM rows WHERE batch_id = ?1")
+        .map_err(&err)?;
+    let mut rows = st.query(params![batch_id]).map_err(&err)?;
+    while let Some(r) = rows.next().map_err(&err)? {
+        let reference = r.get_ref(0).map_err(&err)?;
+        if let Ok(text) = reference.as_str() {
+            visit(text);
+        }
+    }
+    Ok(())
 }
 
 /// A paid row of another batch that pays the same recipient the same thing.
@@ -219,37 +222,10 @@ impl Ledger {
             .collect())
     }
 
-    /// The hash of every reference's loose form of a batch ([`crate::reference::loose_hash`]),
-    /// in no particular order, from the batch's index of them (no row is read but those of a
-    /// ledger whose rows were written without it, hashed here).
-    pub fn visit_reference_loose(&self, batch_id: i64, mut visit: impl FnMut(i64)) -> Result<()> {
-        let err = sqlerr(&self.path);
-        let mut st = self
-            .conn
-            .prepare_cached(
-                "SELECT reference_loose FROM rows INDEXED BY rows_reference_loose
-                 WHERE batch_id = ?1 AND reference_loose IS NOT NULL",
-            )
-            .map_err(&err)?;
-        let mut rows = st.query(params![batch_id]).map_err(&err)?;
-        while let Some(r) = rows.next().map_err(&err)? {
-            visit(r.get(0).map_err(&err)?);
-        }
-        let mut st = self
-            .conn
-            .prepare_cached(
-                "SELECT reference FROM rows INDEXED BY rows_reference_loose
-                 WHERE batch_id = ?1 AND reference_loose IS NULL",
-            )
-            .map_err(&err)?;
-        let mut rows = st.query(params![batch_id]).map_err(&err)?;
-        while let Some(r) = rows.next().map_err(&err)? {
-            let reference = r.get_ref(0).map_err(&err)?;
-            if let Ok(text) = reference.as_str() {
-                visit(crate::reference::loose_hash(text));
-            }
-        }
-        Ok(())
+    /// Every reference of a batch, in no particular order, from the batch's index of its
+    /// references (no row is read).
+    pub fn visit_references(&self, batch_id: i64, visit: impl FnMut(&str)) -> Result<()> {
+        visit_references_in(&self.conn, &self.path, batch_id, visit)
     }
 
     /// The likeness of every row paid (COMPLETED) at `since` or later, with its batch, from
@@ -293,9 +269,9 @@ impl Ledger {
             .map_err(sqlerr(&self.path))
     }
 
-    /// The rows of `batch_id` with `reference` or its loose form ([`earlier_rows_in`]).
-    pub fn earlier_rows(&self, batch_id: i64, reference: &str) -> Result<Vec<EarlierRow>> {
-        earlier_rows_in(&self.conn, &self.path, batch_id, reference)
+    /// The row of `batch_id` with `reference`, with the sends of its order.
+    pub fn earlier_row(&self, batch_id: i64, reference: &str) -> Result<Option<EarlierRow>> {
+        earlier_row_in(&self.conn, &self.path, batch_id, reference)
     }
 
     /// The rows paid at `since` or later whose likeness is `likeness`, outside `batch_id`.

@@ -254,9 +254,7 @@ async fn a_ledger_of_the_previous_schema_knows_what_it_paid_once_migrated() {
     rusqlite::Connection::open(ws.ledger())
         .expect("ledger")
         .execute_batch(
-            "DROP INDEX rows_reference_loose;
-             ALTER TABLE rows DROP COLUMN reference_loose;
-             DROP TABLE approvals;
+            "DROP TABLE approvals;
              ALTER TABLE batches DROP COLUMN result_format;
              ALTER TABLE batches DROP COLUMN input_format;
              DROP TABLE payouts;

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use crate::input::rules::RowSpec;
 use crate::ledger::repeats::{EarlierRow, likeness};
 use crate::ledger::{BatchRecord, Ledger, LedgerError};
-use crate::reference::{fold_reference, loose_hash, loose_reference};
+use crate::reference::{fold_reference, loose_hash, loose_reference, same_reference};
 
 use super::findings::{EarlierState, LikelyReference, Repeat};
 use super::hashes::Hashes;
@@ -56,7 +56,7 @@ impl Earlier {
         }
         let mut references = Vec::with_capacity(usize::try_from(rows).unwrap_or(0));
         for b in &batches {
-            ledger.visit_reference_loose(b.id, |h| references.push(high_bits(h)))?;
+            ledger.visit_references(b.id, |r| references.push(high_bits(loose_hash(r))))?;
         }
         let references = Hashes::new(references);
         let since = (chrono::Utc::now() - chrono::Duration::days(ALIKE_WINDOW_DAYS))
@@ -113,60 +113,114 @@ impl Earlier {
                 && self.references.contains(high_bits(loose_hash(reference)))
     }
 
-    /// Where another batch has this reference, as a person reads it ([`fold_reference`]), in a
-    /// state that makes it a repeat ([`Found::Repeat`]); else where one has it so but for `-`,
-    /// `_` and spaces ([`Found::Likely`], a warning). Looked up with `rows_of` (a batch id: the
-    /// ledger's rows of that batch with the reference or its loose form, read by the ledger or
-    /// inside a merge). `None` when no other batch (nor the service) has it so.
+    /// Where another batch has this reference as written (or the service's order list in any
+    /// spelling) in a state that makes it a repeat ([`Repeat`]), looked up with `row_of` (a
+    /// batch id and the reference: the ledger's row, read by the ledger or inside a merge).
+    /// `None` when no other batch (nor the service) has it so; when [`Earlier::may_repeat`]
+    /// says one may, it may have it in another spelling: [`Earlier::resolve`] tells.
     pub fn repeat_of(
         &self,
         reference: &str,
         line: u64,
-        rows_of: impl Fn(i64) -> Result<Vec<EarlierRow>, LedgerError>,
-    ) -> Result<Option<Found>, LedgerError> {
+        row_of: impl Fn(i64) -> Result<Option<EarlierRow>, LedgerError>,
+    ) -> Result<Option<Repeat>, LedgerError> {
         if !self.may_repeat(reference) {
             return Ok(None);
         }
-        let folded = fold_reference(reference);
-        if let Some((batch, _)) = self.service.get(&folded) {
-            return Ok(Some(Found::Repeat(Repeat {
+        if !self.service.is_empty()
+            && let Some((batch, _)) = self.service.get(&fold_reference(reference))
+        {
+            return Ok(Some(Repeat {
                 reference: reference.to_string(),
                 line,
                 batch: batch.clone(),
                 batch_created_at: String::new(),
                 state: EarlierState::AtTheService,
                 completed_at: None,
-            })));
+            }));
         }
-        let loose = loose_reference(reference);
-        let mut likely = None;
         for b in &self.batches {
-            for row in rows_of(b.id)? {
+            let Some(row) = row_of(b.id)? else {
+                continue;
+            };
+            let Some(state) = EarlierState::of(row.state, row.sends) else {
+                continue;
+            };
+            return Ok(Some(Repeat {
+                reference: reference.to_string(),
+                line,
+                batch: b.name.clone(),
+                batch_created_at: b.created_at.clone(),
+                state,
+                completed_at: row.completed_at,
+            }));
+        }
+        Ok(None)
+    }
+
+    /// What the other batches have of the references another batch may have but not as written
+    /// (`unsure`: each with its line; [`Earlier::repeat_of`] found none): the reference in
+    /// another spelling that folds to it, a repeat ([`Found::Repeat`]), else one equal but for
+    /// `-`, `_` and spaces, a likely repeat ([`Found::Likely`]), in a state that makes it so. One
+    /// visit of every other batch's references (`visit`: a batch id and what to call with each),
+    /// the rows found looked up with `row_of` (a batch id and a reference). In the order of
+    /// `unsure`.
+    pub fn resolve(
+        &self,
+        unsure: &[(String, u64)],
+        visit: impl Fn(i64, &mut dyn FnMut(&str)) -> Result<(), LedgerError>,
+        row_of: impl Fn(i64, &str) -> Result<Option<EarlierRow>, LedgerError>,
+    ) -> Result<Vec<Found>, LedgerError> {
+        let mut by_hash: HashMap<i64, Vec<usize>> = HashMap::new();
+        for (i, (reference, _)) in unsure.iter().enumerate() {
+            by_hash.entry(loose_hash(reference)).or_default().push(i);
+        }
+        let mut found: Vec<Option<Found>> = vec![None; unsure.len()];
+        for b in &self.batches {
+            let mut candidates: Vec<(usize, String)> = Vec::new();
+            visit(b.id, &mut |earlier: &str| {
+                if let Some(ids) = by_hash.get(&loose_hash(earlier)) {
+                    candidates.extend(ids.iter().map(|i| (*i, earlier.to_string())));
+                }
+            })?;
+            for (i, earlier) in candidates {
+                let (reference, line) = &unsure[i];
+                let same = same_reference(reference, &earlier);
+                let better = match &found[i] {
+                    None => same || loose_reference(reference) == loose_reference(&earlier),
+                    Some(Found::Likely(_)) => same,
+                    Some(Found::Repeat(_)) => false,
+                };
+                if !better {
+                    continue;
+                }
+                let Some(row) = row_of(b.id, &earlier)? else {
+                    continue;
+                };
                 let Some(state) = EarlierState::of(row.state, row.sends) else {
                     continue;
                 };
-                if row.reference == reference || fold_reference(&row.reference) == folded {
-                    return Ok(Some(Found::Repeat(Repeat {
-                        reference: reference.to_string(),
-                        line,
+                found[i] = Some(if same {
+                    Found::Repeat(Repeat {
+                        reference: reference.clone(),
+                        line: *line,
                         batch: b.name.clone(),
                         batch_created_at: b.created_at.clone(),
                         state,
                         completed_at: row.completed_at,
-                    })));
-                }
-                if likely.is_none() && loose_reference(&row.reference) == loose {
-                    likely = Some(LikelyReference {
-                        reference: reference.to_string(),
-                        line,
+                    })
+                } else {
+                    Found::Likely(LikelyReference {
+                        reference: reference.clone(),
+                        line: *line,
                         batch: b.name.clone(),
-                        earlier_reference: row.reference,
+                        earlier_reference: earlier,
                         state,
-                    });
-                }
+                    })
+                });
             }
         }
-        Ok(likely.map(Found::Likely))
+        Ok(found.into_iter().flatten().collect())
     }
 
     /// The row's likeness when another batch may have paid the same recipient the same thing.
@@ -199,10 +253,10 @@ impl Earlier {
     }
 }
 
-/// What another batch has of a row's reference ([`Earlier::repeat_of`]).
+/// What another batch has of a row's reference in another spelling ([`Earlier::resolve`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Found {
-    /// The reference, in this spelling or another that folds to it: a repeat.
+    /// The reference in a spelling that folds to it: a repeat.
     Repeat(Repeat),
     /// The reference but for `-`, `_` and spaces: a likely repeat, a warning.
     Likely(LikelyReference),

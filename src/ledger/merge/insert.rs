@@ -3,13 +3,12 @@
 use rusqlite::params;
 
 use super::{IncomingRow, Merge, Result, RowState, exec};
-use crate::reference::loose_hash;
 
 /// New rows inserted by one statement when an order is planned.
 pub(super) const ROWS_A_STATEMENT: usize = 25;
 
 /// Values of one row in [`multi_insert_sql`].
-pub(super) const VALUES_A_ROW: usize = 10;
+pub(super) const VALUES_A_ROW: usize = 9;
 
 /// How many rows the next statement inserts when `left` remain: [`ROWS_A_STATEMENT`], then
 /// powers of two, so that an order's rows take a few statements of six shapes.
@@ -39,18 +38,17 @@ pub(super) fn insert_sql(rows: usize) -> String {
                 .map(|n| format!("?{}", k * VALUES_A_ROW + n))
                 .collect();
             format!(
-                "(?{batch}, {}, 'PLANNED', NULL, {}, ?{order}, {}, ?{stamp}, {})",
+                "(?{batch}, {}, 'PLANNED', NULL, {}, ?{order}, {}, ?{stamp})",
                 p[..7].join(", "),
                 p[7],
-                p[8],
-                p[9]
+                p[8]
             )
         })
         .collect();
     format!(
         "INSERT INTO rows (batch_id, reference, position, line, fields, spec, content_hash,
                            delivery, state, error_type, error_message, order_id, item_index,
-                           merged, reference_loose)
+                           merged)
          VALUES {}",
         tuples.join(", ")
     )
@@ -64,13 +62,9 @@ impl Merge<'_> {
         while !left.is_empty() {
             let (chunk, rest) = left.split_at(rows_next(left.len()));
             left = rest;
-            let loose: Vec<i64> = chunk
-                .iter()
-                .map(|(row, _)| loose_hash(&row.reference))
-                .collect();
             let mut values: Vec<&dyn rusqlite::ToSql> =
                 Vec::with_capacity(chunk.len() * VALUES_A_ROW + 3);
-            for ((row, index), loose) in chunk.iter().zip(&loose) {
+            for (row, index) in chunk {
                 values.extend_from_slice(&[
                     &row.reference as &dyn rusqlite::ToSql,
                     &row.position,
@@ -81,7 +75,6 @@ impl Merge<'_> {
                     &row.delivery,
                     &row.error_message,
                     index,
-                    loose,
                 ]);
             }
             values.push(&self.batch_id);
@@ -108,8 +101,8 @@ impl Merge<'_> {
             self.path,
             "INSERT INTO rows (batch_id, reference, position, line, fields, spec, content_hash,
                                delivery, state, error_type, error_message, order_id,
-                               item_index, merged, reference_loose)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                               item_index, merged)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
             params![
                 self.batch_id,
                 row.reference,
@@ -124,8 +117,7 @@ impl Merge<'_> {
                 row.error_message,
                 order.map(|o| o.0),
                 order.map(|o| o.1),
-                self.stamp,
-                loose_hash(&row.reference)
+                self.stamp
             ],
         )?;
         Ok(self.tx.last_insert_rowid())
