@@ -14,6 +14,7 @@ pub mod input;
 pub mod ledger;
 pub mod money;
 pub mod ops;
+pub mod reference;
 pub mod report;
 pub mod settings;
 pub mod sim;

@@ -415,6 +415,7 @@ pub fn plan_in_one_pass(
     let merging = std::time::Instant::now();
     let mut rows = 0usize;
     let mut noticed = Noticed::default();
+    let mut unsure = Vec::new();
     let read = scan::read_once_in_parallel(
         &opts.input,
         opts.delimiter,
@@ -428,18 +429,11 @@ pub fn plan_in_one_pass(
             if per_order(opts, rows) > per {
                 return Err(OnePassStop::TwoPasses);
             }
-            // A row another batch may have is looked up (a 32-bit hash is only a candidate).
-            if let Some(s) = &spec
-                && earlier.may_repeat(&s.reference)
-            {
-                let repeat = earlier
-                    .repeat_of(&s.reference, s.line, |b| merge.earlier_row(b, &s.reference))
-                    .map_err(|e| OnePassStop::Failed(e.into()))?;
-                if repeat.is_some() {
+            // A row another batch has is said by the two passes.
+            if let Some(s) = &spec {
+                if repeated(earlier, &merge, s, &mut unsure).map_err(OnePassStop::Failed)? {
                     return Err(OnePassStop::TwoPasses);
                 }
-            }
-            if let Some(s) = &spec {
                 noticed.note(earlier, s);
             }
             planning
@@ -461,12 +455,51 @@ pub fn plan_in_one_pass(
     }) else {
         return Ok(None);
     };
+    if respelt(earlier, &merge, &unsure)? {
+        return Ok(None);
+    }
     record_file(&merge, &scanned, opts)?;
     let mut merged = planning.close(merge, &opts.input, |drawn, kinds| {
         read_funds(&scanned, drawn, kinds)
     })?;
     merged.noticed = noticed;
     Ok(Some((scanned, merged)))
+}
+
+/// Whether another batch has the row's reference as written (a repeat: the one pass stops), a
+/// hash found being only a candidate, looked up; a reference another batch may have in another
+/// spelling is kept in `unsure`, for [`respelt`].
+fn repeated(
+    earlier: &Earlier,
+    merge: &ledger::merge::Merge<'_>,
+    spec: &RowSpec,
+    unsure: &mut Vec<(String, u64)>,
+) -> Result<bool, OpError> {
+    let found = earlier.repeat_of(&spec.reference, spec.line, |b| {
+        merge.earlier_row(b, &spec.reference)
+    })?;
+    if found.is_none() && earlier.may_repeat(&spec.reference) {
+        unsure.push((spec.reference.clone(), spec.line));
+    }
+    Ok(found.is_some())
+}
+
+/// Whether another batch has one of the `unsure` references in another spelling, or but for
+/// `-`, `_` and spaces ([`Earlier::resolve`]): the two passes say it.
+fn respelt(
+    earlier: &Earlier,
+    merge: &ledger::merge::Merge<'_>,
+    unsure: &[(String, u64)],
+) -> Result<bool, OpError> {
+    if unsure.is_empty() {
+        return Ok(false);
+    }
+    let found = earlier.resolve(
+        unsure,
+        |b, visit| merge.visit_references(b, visit),
+        |b, reference| merge.earlier_row(b, reference),
+    )?;
+    Ok(!found.is_empty())
 }
 
 /// Records the file the one pass read in its merge: hash, headers and layouts (the batch is

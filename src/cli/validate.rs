@@ -293,6 +293,16 @@ fn print_repeats(p: &Preview, out: &mut dyn Write) -> std::io::Result<()> {
             put!(out, "  {line}")?;
         }
     }
+    if r.likely_references_total > 0 {
+        put!(
+            out,
+            "likely repeats (a warning): {} rows have a reference that another batch has but for `-`, `_` or spaces:",
+            r.likely_references_total
+        )?;
+        for line in r.likely_reference_lines() {
+            put!(out, "  {line}")?;
+        }
+    }
     Ok(())
 }
 

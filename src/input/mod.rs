@@ -27,4 +27,7 @@ pub mod rules {
     };
     pub use crate::input::seen::Seen;
     pub use crate::input::validator::Validator;
+    pub use crate::reference::{
+        Folded, fold_reference, loose_hash, loose_reference, same_reference,
+    };
 }

@@ -48,10 +48,12 @@ pub struct Scan {
 }
 
 impl Scan {
-    /// Whether the file has a row with this reference (by keyed hash: a reference it does not
-    /// have is told apart but for a chance of 2^-96).
+    /// Whether the file has a row with this reference, spelt alike (by keyed hash: a reference
+    /// it does not have is told apart but for a chance of 2^-96).
     pub fn has_reference(&self, reference: &str) -> bool {
-        self.references.get(&reference).is_some()
+        self.references
+            .get_kind(&crate::reference::Folded(reference), &reference)
+            .is_some_and(|(_, alike)| alike)
     }
 }
 
@@ -393,8 +395,8 @@ fn invalid_reference(scan: &Scan, taken: &mut Seen, reference: String, line: u64
     let own = !reference.is_empty()
         && scan
             .references
-            .get(&reference.as_str())
-            .is_none_or(|first| first == line)
+            .get_kind(&crate::reference::Folded(&reference), &reference.as_str())
+            .is_none_or(|(first, _)| first == line)
         && taken.first_or_insert(&reference.as_str(), line).is_none();
     if own {
         reference

@@ -9,27 +9,33 @@ use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher, RandomState};
 /// file costs tens of megabytes. Two values share a hash with a probability of about
 /// n² / 2⁹⁷ (10⁻¹⁷ for a million rows); two rows that did would only be refused as repeated,
 /// never paid twice.
+///
+/// The 96 bits are a 64-bit key, the table's, and a 32-bit tag. A value is looked up by both
+/// ([`Seen::first_or_insert`]); a value of a kind (a reference of a fold,
+/// [`crate::reference::Folded`]) by the kind as key and the value as tag
+/// ([`Seen::first_of_kind`]), which tells whether the first value of the kind was this one.
 #[derive(Debug, Default)]
 pub struct Seen {
     keys: (RandomState, RandomState),
-    lines: HashMap<Fingerprint, u32, BuildHasherDefault<FingerprintHasher>>,
+    /// By key: the first line and the tag of the first value.
+    lines: HashMap<Key, (u32, u32), BuildHasherDefault<KeyHasher>>,
 }
 
-/// A 96-bit hash of a value; its own first 64 bits are its hash in the table.
+/// A 64-bit keyed hash; it is its own hash in the table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Fingerprint([u32; 3]);
+struct Key(u64);
 
-impl Hash for Fingerprint {
+impl Hash for Key {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write_u64(u64::from(self.0[0]) << 32 | u64::from(self.0[1]));
+        state.write_u64(self.0);
     }
 }
 
-/// Passes a [`Fingerprint`]'s bits through: they are a keyed hash already.
+/// Passes a [`Key`]'s bits through: they are a keyed hash already.
 #[derive(Debug, Default)]
-struct FingerprintHasher(u64);
+struct KeyHasher(u64);
 
-impl Hasher for FingerprintHasher {
+impl Hasher for KeyHasher {
     fn finish(&self) -> u64 {
         self.0
     }
@@ -50,19 +56,37 @@ impl Seen {
         Seen::default()
     }
 
-    fn fingerprint(&self, value: &impl Hash) -> Fingerprint {
-        let a = self.keys.0.hash_one(value);
-        let b = self.keys.1.hash_one(value);
-        Fingerprint([(a >> 32) as u32, a as u32, (b >> 32) as u32])
+    fn key(&self, kind: &impl Hash) -> Key {
+        Key(self.keys.0.hash_one(kind))
+    }
+
+    fn tag(&self, value: &impl Hash) -> u32 {
+        (self.keys.1.hash_one(value) >> 32) as u32
     }
 
     /// The line `value` was first seen on, or `None` after remembering `line` for it.
     pub fn first_or_insert(&mut self, value: &impl Hash, line: u64) -> Option<u64> {
-        let key = self.fingerprint(value);
+        self.first_of_kind(value, value, line)
+            .and_then(|(first, same)| same.then_some(first))
+    }
+
+    /// The line a value of `kind` was first seen on, and whether that value was `value`; or
+    /// `None` after remembering `line` and `value` for the kind.
+    pub fn first_of_kind(
+        &mut self,
+        kind: &impl Hash,
+        value: &impl Hash,
+        line: u64,
+    ) -> Option<(u64, bool)> {
+        let key = self.key(kind);
+        let tag = self.tag(value);
         match self.lines.entry(key) {
-            std::collections::hash_map::Entry::Occupied(e) => Some(u64::from(*e.get())),
+            std::collections::hash_map::Entry::Occupied(e) => {
+                let (first, first_tag) = *e.get();
+                Some((u64::from(first), first_tag == tag))
+            }
             std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(u32::try_from(line).unwrap_or(u32::MAX));
+                e.insert((u32::try_from(line).unwrap_or(u32::MAX), tag));
                 None
             }
         }
@@ -70,8 +94,14 @@ impl Seen {
 
     /// The line `value` was first seen on.
     pub fn get(&self, value: &impl Hash) -> Option<u64> {
+        self.get_kind(value, value)
+            .and_then(|(first, same)| same.then_some(first))
+    }
+
+    /// The line a value of `kind` was first seen on, and whether that value was `value`.
+    pub fn get_kind(&self, kind: &impl Hash, value: &impl Hash) -> Option<(u64, bool)> {
         self.lines
-            .get(&self.fingerprint(value))
-            .map(|l| u64::from(*l))
+            .get(&self.key(kind))
+            .map(|(l, t)| (u64::from(*l), *t == self.tag(value)))
     }
 }

@@ -13,6 +13,7 @@ use super::problem::{Problem, quoted};
 use super::row::{RowSpec, ValidateOptions, problem_at};
 use super::seen::Seen;
 use crate::api::Product;
+use crate::reference::Folded;
 
 /// Unknown product codes for which a close catalog code is looked for: the look-up goes
 /// through the whole catalog, and only the first problems of a kind are shown.
@@ -39,12 +40,16 @@ impl<'a> Validator<'a> {
         }
     }
 
-    /// The line of the first checked row with this reference.
+    /// The line of the first checked row with this reference, in any spelling that folds to it
+    /// ([`crate::reference::fold_reference`]).
     pub fn reference_line(&self, reference: &str) -> Option<u64> {
-        self.references.get(&reference)
+        self.references
+            .get_kind(&Folded(reference), &reference)
+            .map(|(line, _)| line)
     }
 
-    /// The references of the rows checked, by the line each was first seen on.
+    /// The references of the rows checked, by the line each was first seen on (by its fold,
+    /// with whether the first row spelt it alike: [`Seen::get_kind`]).
     pub fn into_references(self) -> Seen {
         self.references
     }
@@ -65,22 +70,48 @@ impl<'a> Validator<'a> {
         problems
     }
 
-    /// Reference: unique in the batch. True when an earlier row has it.
+    /// Reference: unique in the batch, as a person reads it: two references that fold to one
+    /// ([`crate::reference::fold_reference`]: case, width, look-alike letters) are one. True
+    /// when an earlier row has it.
     fn check_reference(&mut self, row: &RowSpec, problems: &mut Vec<Problem>) -> bool {
-        let Some(first) = self.references.first_or_insert(&row.reference, row.line) else {
+        let reference = row.reference.as_str();
+        let Some((first, alike)) =
+            self.references
+                .first_of_kind(&Folded(reference), &reference, row.line)
+        else {
             return false;
+        };
+        let (message, help) = if alike {
+            (
+                format!(
+                    "reference {} is already used on line {first}",
+                    quoted(reference)
+                ),
+                "every row needs its own reference (it is what makes a payout happen once); \
+                 if this is a second payout, give it a new reference, e.g. with `-2` added"
+                    .to_string(),
+            )
+        } else {
+            (
+                format!(
+                    "reference {} is already used on line {first}, spelt another way there: \
+                     references are one in any case, width and look-alike letters",
+                    quoted(reference)
+                ),
+                format!(
+                    "every row needs its own reference (it is what makes a payout happen once), \
+                     and `EMP-1`, `emp-1`, full-width `ＥＭＰ-１` and `ЕМР-1` in Cyrillic letters \
+                     are one reference; if line {first} and this row are two payouts, give this \
+                     one a new reference, e.g. with `-2` added"
+                ),
+            )
         };
         problems.push(problem_at(
             row,
             row.columns.reference,
             "reference",
-            format!(
-                "reference {} is already used on line {first}",
-                quoted(&row.reference)
-            ),
-            "every row needs its own reference (it is what makes a payout happen once); \
-             if this is a second payout, give it a new reference, e.g. with `-2` added"
-                .into(),
+            message,
+            help,
         ));
         true
     }
@@ -220,6 +251,31 @@ mod tests {
                 usize::from(same),
                 "{first} / {second}: {found:?}"
             );
+        }
+    }
+
+    /// A reference in another spelling (case, full-width, look-alike letters of another
+    /// script) is the reference of the earlier row, named with its line; `-` for `_` is not.
+    #[test]
+    fn references_in_another_spelling_are_one_reference() {
+        let cat = catalog();
+        for other in ["emp-1", "ＥＭＰ-１", "\u{415}\u{41c}\u{420}-1", "EMP-1"] {
+            let mut v = Validator::new(&cat, ValidateOptions::default());
+            let cells = |r| [r, "AMZ-US", "10", "USD", "", "", "", ""];
+            assert!(check(&mut v, 2, cells("EMP-1")).is_empty());
+            let ps = check(&mut v, 4, cells(other));
+            assert_eq!(ps.len(), 1, "{other}: {ps:?}");
+            assert_eq!((ps[0].line, ps[0].column), (4, Some(1)), "{other}");
+            assert!(ps[0].message.contains("line 2"), "{}", ps[0]);
+            assert!(ps[0].message.contains(other), "{}", ps[0]);
+            assert_eq!(
+                ps[0].message.contains("spelt another way"),
+                other != "EMP-1",
+                "{}",
+                ps[0]
+            );
+            assert_eq!(v.reference_line(other), Some(2));
+            assert!(check(&mut v, 5, cells("EMP_1")).is_empty(), "{other}");
         }
     }
 

@@ -1,7 +1,8 @@
 //! The payouts of one recipient or one reference across every batch of the ledger: what
 //! `paybatch history` lists to answer "did we pay this person already?".
 //!
-//! A reference is found through the index of each batch's references; an email address by a
+//! A reference is found, in any spelling that folds to it (`EMP-1`, `emp-1`, `ＥＭＰ-１`:
+//! [`crate::reference`]), by a read of the index of each batch's references; an email address by a
 //! scan of the rows' validated content (`rows.spec`), compared without regard to case. The
 //! payout link of a row is never read.
 
@@ -50,7 +51,12 @@ impl PayoutQuery {
             (Some(wanted), Some(e)) => same_address(wanted, e),
             (Some(_), None) => false,
         };
-        email_ok && self.reference.as_deref().is_none_or(|r| r == reference)
+        email_ok
+            && self.reference.as_deref().is_none_or(|r| {
+                r == reference
+                    || crate::reference::fold_reference(r)
+                        == crate::reference::fold_reference(reference)
+            })
     }
 }
 
@@ -142,13 +148,33 @@ impl Ledger {
         Ok(found.into_iter().map(|(_, p)| p).collect())
     }
 
-    /// The rows with this reference (each batch holds a reference once).
+    /// The rows with this reference, in any spelling that folds to it
+    /// ([`crate::reference::same_reference`]): one read of every batch's index of references,
+    /// each compared without a copy.
     fn rows_with_reference(&self, reference: &str) -> Result<Vec<i64>> {
-        self.select_all(
-            "SELECT r.id FROM batches b JOIN rows r ON r.batch_id = b.id AND r.reference = ?1",
-            [reference],
-            |r| r.get(0),
-        )
+        let err = sqlerr(&self.path);
+        let mut stmt = self
+            .conn
+            .prepare("SELECT batch_id, reference FROM rows")
+            .map_err(&err)?;
+        let mut cursor = stmt.query([]).map_err(&err)?;
+        let mut found: Vec<(i64, String)> = Vec::new();
+        while let Some(r) = cursor.next().map_err(&err)? {
+            if let Ok(spelt) = r.get_ref(1).map_err(&err)?.as_str()
+                && crate::reference::same_reference(reference, spelt)
+            {
+                found.push((r.get(0).map_err(&err)?, spelt.to_string()));
+            }
+        }
+        let mut ids = Vec::with_capacity(found.len());
+        for (batch, spelt) in found {
+            ids.extend(self.select_all(
+                "SELECT id FROM rows WHERE batch_id = ?1 AND reference = ?2",
+                rusqlite::params![batch, spelt],
+                |r| r.get::<_, i64>(0),
+            )?);
+        }
+        Ok(ids)
     }
 
     /// The rows whose recorded address is `email` but for case: a scan of every row in the
@@ -256,6 +282,18 @@ mod tests {
         assert_eq!((q.email(), q.reference()), (Some("a@b.co"), None));
         let both = PayoutQuery::new(Some("a@b.co"), Some("R-1")).expect("both");
         assert!(both.matches(Some("A@B.CO"), "R-1"));
+        assert!(
+            both.matches(Some("a@b.co"), "r-1"),
+            "a reference in another spelling"
+        );
+        assert!(
+            both.matches(Some("a@b.co"), "\u{ff32}-\u{ff11}"),
+            "full-width"
+        );
+        assert!(
+            !both.matches(Some("a@b.co"), "R_1"),
+            "a likely repeat is not the reference"
+        );
         assert!(!both.matches(Some("a@b.co"), "R-2"));
         assert!(!both.matches(None, "R-1"));
     }
@@ -347,7 +385,11 @@ mod tests {
         // Nobody.
         let q = PayoutQuery::new(Some("nobody@example.com"), None).expect("query");
         assert!(ledger.payouts(&q).expect("payouts").is_empty());
+        // A reference in any spelling that folds to it, not one that differs but for `-`, `_`
+        // or spaces.
         let q = PayoutQuery::new(None, Some("r-1")).expect("query");
+        assert_eq!(ledger.payouts(&q).expect("payouts").len(), 2);
+        let q = PayoutQuery::new(None, Some("R_1")).expect("query");
         assert!(ledger.payouts(&q).expect("payouts").is_empty());
     }
 }

@@ -337,6 +337,12 @@ impl Merge<'_> {
         super::repeats::earlier_row_in(&self.tx, self.path, batch_id, reference)
     }
 
+    /// Every reference of another batch ([`super::repeats::visit_references_in`]), read in this
+    /// merge's transaction.
+    pub fn visit_references(&self, batch_id: i64, visit: impl FnMut(&str)) -> Result<()> {
+        super::repeats::visit_references_in(&self.tx, self.path, batch_id, visit)
+    }
+
     /// Merges one row of the file. Unchanged rows keep their state; new rows are added; a
     /// changed row is updated only while nothing was submitted for it (a change to a submitted
     /// row is reported in [`MergeReport::changed_after_submission`] and the merge must not be

@@ -178,6 +178,28 @@ pub fn earlier_row_in(
         .transpose()
 }
 
+/// Every reference of a batch ([`Ledger::visit_references`]), read through `conn` (the
+/// ledger's connection, or a merge's transaction).
+pub fn visit_references_in(
+    conn: &rusqlite::Connection,
+    path: &std::path::Path,
+    batch_id: i64,
+    mut visit: impl FnMut(&str),
+) -> Result<()> {
+    let err = sqlerr(path);
+    let mut st = conn
+        .prepare_cached("SELECT reference FROM rows WHERE batch_id = ?1")
+        .map_err(&err)?;
+    let mut rows = st.query(params![batch_id]).map_err(&err)?;
+    while let Some(r) = rows.next().map_err(&err)? {
+        let reference = r.get_ref(0).map_err(&err)?;
+        if let Ok(text) = reference.as_str() {
+            visit(text);
+        }
+    }
+    Ok(())
+}
+
 /// A paid row of another batch that pays the same recipient the same thing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PaidAlike {
@@ -202,20 +224,8 @@ impl Ledger {
 
     /// Every reference of a batch, in no particular order, from the batch's index of its
     /// references (no row is read).
-    pub fn visit_references(&self, batch_id: i64, mut visit: impl FnMut(&str)) -> Result<()> {
-        let err = sqlerr(&self.path);
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT reference FROM rows WHERE batch_id = ?1")
-            .map_err(&err)?;
-        let mut rows = st.query(params![batch_id]).map_err(&err)?;
-        while let Some(r) = rows.next().map_err(&err)? {
-            let reference = r.get_ref(0).map_err(&err)?;
-            if let Ok(text) = reference.as_str() {
-                visit(text);
-            }
-        }
-        Ok(())
+    pub fn visit_references(&self, batch_id: i64, visit: impl FnMut(&str)) -> Result<()> {
+        visit_references_in(&self.conn, &self.path, batch_id, visit)
     }
 
     /// The likeness of every row paid (COMPLETED) at `since` or later, with its batch, from

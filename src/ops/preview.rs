@@ -438,7 +438,7 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, OpError> {
             return Ok(preview);
         }
     };
-    preview.repeats = checker.finish(&scanned.file_hash);
+    preview.repeats = checker.finish(&scanned.file_hash)?;
     let outside = outside_file(&ledger, existing.as_ref(), &scanned)?;
     preview.taken_out = TakenOut::of(&outside);
     preview.rows = scanned.rows;

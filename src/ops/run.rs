@@ -641,7 +641,7 @@ fn first_pass(
             problems: scanned.problems,
         });
     }
-    let repeats = checker.finish(&scanned.file_hash);
+    let repeats = checker.finish(&scanned.file_hash)?;
     tell_repeats(&repeats, reporter);
     if repeats.refuses() {
         return Err(repeats.refusal(&batch_name));

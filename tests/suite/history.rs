@@ -415,3 +415,35 @@ async fn a_reference_repeated_in_two_batches_is_found_in_both() {
         assert!(lines[0].contains(state), "{text}");
     }
 }
+
+/// A reference in another spelling is the same reference: `history --reference` finds every
+/// spelling that folds to it (case, width, look-alike letters), and not one that differs but for
+/// `-`, `_` or spaces.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reference_is_found_in_every_spelling_of_it() {
+    let ws = Workspace::new();
+    for (file, reference, flag) in [
+        ("nov.csv", "EMP-7", None),
+        ("dec.csv", "emp-7", Some("--allow-repeats")),
+        ("jan.csv", "EMP_7", None),
+    ] {
+        ws.write(
+            file,
+            &format!("{HEADER}{reference},AMZ-US,10.00,USD,jane.doe@example.com\n"),
+        );
+        let mut args = vec!["run", file];
+        args.extend(flag);
+        let out = paybatch(ws.dir.path(), &args, &[]).await;
+        assert_eq!(out.status.code(), Some(0), "{file}: {}", stderr(&out));
+    }
+    let out = history(&ws, &["--reference", "\u{ff25}\u{ff2d}\u{ff30}-\u{ff17}"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("paid 2 times: 20.00 USD face value"),
+        "{text}"
+    );
+    assert_eq!(table_lines(&text, "nov").len(), 1, "{text}");
+    assert_eq!(table_lines(&text, "dec").len(), 1, "{text}");
+    assert_eq!(table_lines(&text, "jan").len(), 0, "{text}");
+}

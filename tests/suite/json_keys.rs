@@ -158,6 +158,8 @@ async fn every_json_output_keeps_its_keys() {
             "repeats.decision",
             "repeats.files",
             "repeats.likely",
+            "repeats.likely_references",
+            "repeats.likely_references_total",
             "repeats.likely_total",
             "repeats.rows",
             "rows",

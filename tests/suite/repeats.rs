@@ -276,6 +276,17 @@ async fn a_ledger_of_the_previous_schema_knows_what_it_paid_once_migrated() {
         "{}",
         stderr_of(&out)
     );
+    // The references it kept fold as a new ledger's do: `emp-1042-2026-11` is the row it paid.
+    sample_with(&ws, "lower.csv", &[0], "emp-");
+    let posts = order_posts(&sim);
+    let out = run_file(&ws, &sim, "lower.csv", &[], &[]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
+    assert!(
+        stderr_of(&out).contains("12 of its rows are already in other batches"),
+        "{}",
+        stderr_of(&out)
+    );
+    assert_eq!(order_posts(&sim), posts, "nothing was sent");
 }
 
 /// The sample file with one more row, `LATE-1`, at its end.
@@ -491,4 +502,112 @@ async fn orders_whose_description_a_long_batch_name_cut_are_read_whole() {
         "{err}"
     );
     assert_eq!(order_posts(&sim), posts, "nothing sent");
+}
+
+/// Payout-link rows (no address to warn on), each reference spelt four ways.
+const SPELLINGS: [&str; 4] = [
+    "EMP-1",
+    "emp-1",
+    "\u{ff25}\u{ff2d}\u{ff30}-\u{ff11}", // full-width ＥＭＰ-１
+    "\u{415}\u{41c}\u{420}-1",           // Cyrillic ЕМР-1
+];
+
+fn link_rows(references: &[&str]) -> String {
+    let mut text =
+        String::from("reference,product_code,face_value,currency,distribution,country\n");
+    for r in references {
+        text.push_str(&format!("{r},TESCO-GB,20,GBP,PAYOUT_LINK,GB\n"));
+    }
+    text
+}
+
+/// Within a file, `emp-1`, `ＥＭＰ-１` and `ЕМР-1` after `EMP-1` are the reference of the first
+/// row: the file is refused with nothing sent, each later row naming its spelling and the first
+/// line; with --skip-invalid only the first is paid.
+#[tokio::test]
+async fn a_reference_spelt_another_way_in_one_file_is_the_same_reference() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    ws.write("links.csv", &link_rows(&SPELLINGS));
+    let out = run_file(&ws, &sim, "links.csv", &[], &[]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
+    let err = stderr_of(&out);
+    for (i, spelling) in SPELLINGS.iter().enumerate().skip(1) {
+        assert!(
+            err.contains(&format!(
+                "line {}, column 1 (reference): reference `{spelling}` is already used on line 2, spelt another way there",
+                i + 2
+            )),
+            "{spelling}: {err}"
+        );
+    }
+    assert_eq!(order_posts(&sim), 0, "nothing was sent");
+
+    let out = run_file(&ws, &sim, "links.csv", &["--skip-invalid"], &[]).await;
+    assert_eq!(out.status.code(), Some(4), "{}", output_of(&out));
+    assert_one_live_order_per_row(&sim, &["EMP-1".to_string()]);
+}
+
+/// Across the batches of a ledger, a reference another batch paid is a repeat in any case, width
+/// or look-alike letters: refused (exit 3, nothing sent) or skipped as today; one equal but for
+/// `_` for `-` is a likely repeat, named, and paid.
+#[tokio::test]
+async fn a_reference_spelt_another_way_in_a_later_batch_is_a_repeat() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    ws.write("nov.csv", &link_rows(&["EMP-1", "EMP-2", "EMP-3", "EMP-4"]));
+    let out = run_file(&ws, &sim, "nov.csv", &[], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    let posts = order_posts(&sim);
+
+    let dec = [
+        "emp-1",
+        "\u{ff25}\u{ff2d}\u{ff30}-\u{ff12}", // full-width ＥＭＰ-２
+        "\u{415}\u{41c}\u{420}-3",           // Cyrillic ЕМР-3
+        "DEC-9",
+    ];
+    ws.write("dec.csv", &link_rows(&dec));
+    let out = run_file(&ws, &sim, "dec.csv", &[], &[]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
+    let err = stderr_of(&out);
+    assert!(
+        err.contains("3 of its rows are already in other batches"),
+        "{err}"
+    );
+    assert!(err.contains("batch nov"), "{err}");
+    assert_eq!(order_posts(&sim), posts, "nothing was sent");
+
+    let out = run_file(&ws, &sim, "dec.csv", &["--skip-repeats"], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    let paid: Vec<String> = ["EMP-1", "EMP-2", "EMP-3", "EMP-4", "DEC-9"]
+        .iter()
+        .map(|r| r.to_string())
+        .collect();
+    assert_one_live_order_per_row(&sim, &paid);
+    let result = read_csv(&ws.path("dec.result.csv"));
+    let status = col(&result[0], "status");
+    assert_eq!(
+        result[1..]
+            .iter()
+            .filter(|r| r[status] == "SKIPPED")
+            .count(),
+        3,
+        "{result:?}"
+    );
+
+    ws.write("jan.csv", &link_rows(&["EMP_3", "JAN-1"]));
+    let out = run_file(&ws, &sim, "jan.csv", &[], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    let err = stderr_of(&out);
+    assert!(
+        err.contains("1 rows have a reference that another batch has but for `-`, `_` or spaces"),
+        "{err}"
+    );
+    assert!(
+        err.contains("line 2: `EMP_3` is `EMP-3` of batch nov (paid) but for `-`, `_` or spaces"),
+        "{err}"
+    );
+    let mut paid = paid;
+    paid.extend(["EMP_3".to_string(), "JAN-1".to_string()]);
+    assert_one_live_order_per_row(&sim, &paid);
 }

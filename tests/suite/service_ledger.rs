@@ -259,3 +259,31 @@ async fn an_old_order_listed_first_makes_the_read_incomplete_and_nothing_is_sent
     assert_eq!(order_posts(&sim), posts, "nothing sent");
     assert_eq!(each_paid_once(&sim), 12);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_of_another_ledgers_order_spelt_another_way_is_a_repeat() {
+    let sim = start_sim(fast_config(None)).await;
+    let a = Workspace::new();
+    rows_file(&a, "nov.csv", "EMP", 1..=5);
+    let out = run_file(&a, &sim, "nov.csv", &["--items-per-order", "5"], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    let posts = order_posts(&sim);
+    let b = Workspace::new();
+    // Lower case, full-width digits, a Cyrillic `Е`: each one of A's rows as a person reads it.
+    b.write(
+        "dec.csv",
+        "reference,product_code,face_value,currency,distribution,email,payment_currency,country,department\n\
+         emp-2,AMZ-US,10.00,USD,PAYOUT_LINK,,,US,Engineering\n\
+         EMP-３,AMZ-US,10.00,USD,PAYOUT_LINK,,,US,Engineering\n\
+         \u{415}MP-4,AMZ-US,10.00,USD,PAYOUT_LINK,,,US,Engineering\n\
+         NEW-1,AMZ-US,10.00,USD,PAYOUT_LINK,,,US,Engineering\n",
+    );
+    let out = run_file(&b, &sim, "dec.csv", &[], &[]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
+    assert!(
+        stderr_of(&out).contains("3 of its rows are already in other batches"),
+        "{}",
+        stderr_of(&out)
+    );
+    assert_eq!(order_posts(&sim), posts, "nothing sent");
+}

@@ -5,7 +5,7 @@ use crate::input::rules::RowSpec;
 use crate::ledger::repeats::Alike;
 use crate::ledger::{Ledger, LedgerError, RowState};
 
-use super::earlier::Earlier;
+use super::earlier::{Earlier, Found};
 use super::findings::{
     ALIKE_LISTED, EarlierState, LikelyRepeat, OnRepeat, Repeat, RepeatedFile, Repeats,
 };
@@ -15,6 +15,9 @@ pub struct Checker<'l> {
     ledger: &'l Ledger,
     earlier: &'l Earlier,
     pub repeats: Repeats,
+    /// Rows another batch may have in another spelling ([`Earlier::resolve`]), with their
+    /// lines: told by [`Checker::finish`].
+    unsure: Vec<(String, u64)>,
 }
 
 impl<'l> Checker<'l> {
@@ -27,6 +30,7 @@ impl<'l> Checker<'l> {
                 decision,
                 ..Repeats::default()
             },
+            unsure: Vec::new(),
         }
     }
 
@@ -73,6 +77,10 @@ impl<'l> Checker<'l> {
         if let Some(repeat) = found {
             self.repeats.rows.push(repeat);
             return Ok(true);
+        }
+        // Another batch may have it in another spelling: told once the file is read.
+        if self.earlier.may_repeat(&spec.reference) {
+            self.unsure.push((spec.reference.clone(), spec.line));
         }
         if let Some(l) = self.earlier.may_resemble(spec) {
             self.resemble(spec, l)?;
@@ -156,9 +164,25 @@ impl<'l> Checker<'l> {
         Ok(self.repeats)
     }
 
-    /// Ends the check of a file whose SHA-256 is `file_hash`: a batch new to the ledger made
-    /// from another batch's file is a repeated file.
-    pub fn finish(mut self, file_hash: &str) -> Repeats {
+    /// Ends the check of a file whose SHA-256 is `file_hash`: the rows another batch has in
+    /// another spelling (one read of the other batches' references, when a row may be one), and
+    /// a batch new to the ledger made from another batch's file is a repeated file.
+    pub fn finish(mut self, file_hash: &str) -> Result<Repeats, LedgerError> {
+        if !self.unsure.is_empty() {
+            let ledger = self.ledger;
+            let found = self.earlier.resolve(
+                &self.unsure,
+                |b, visit| ledger.visit_references(b, visit),
+                |b, reference| ledger.earlier_row(b, reference),
+            )?;
+            for f in found {
+                match f {
+                    Found::Repeat(repeat) => self.repeats.rows.push(repeat),
+                    Found::Likely(likely) => self.repeats.note_likely_reference(likely),
+                }
+            }
+            self.repeats.rows.sort_by_key(|r| r.line);
+        }
         if self.earlier.this.is_none() {
             self.repeats.files = self
                 .earlier
@@ -170,7 +194,7 @@ impl<'l> Checker<'l> {
                 })
                 .collect();
         }
-        self.repeats
+        Ok(self.repeats)
     }
 }
 

@@ -1,15 +1,15 @@
 //! What the other batches of the ledger hold ([`Earlier`]), loaded once before the file is read:
-//! their references and the recipients they paid as keyed hashes, and where one of them has a
-//! reference.
+//! their references (by the hash of their loose forms) and the recipients they paid as hashes,
+//! and where one of them has a reference, in any spelling.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
 
 use crate::input::rules::RowSpec;
 use crate::ledger::repeats::{EarlierRow, likeness};
 use crate::ledger::{BatchRecord, Ledger, LedgerError};
+use crate::reference::{Folded, loose_hash, loose_reference, same_reference};
 
-use super::findings::{EarlierState, Repeat};
+use super::findings::{EarlierState, LikelyReference, Repeat};
 use super::hashes::Hashes;
 
 /// How far back a recipient paid the same thing makes a row a likely repeat.
@@ -17,9 +17,9 @@ pub const ALIKE_WINDOW_DAYS: i64 = 35;
 
 /// What the other batches of the ledger (same environment and service) hold, by hash.
 pub struct Earlier {
-    keys: RandomState,
-    /// 32-bit keyed hashes of every reference of the other batches (4 bytes a row: a hash
-    /// found is only a candidate, looked up in the ledger).
+    /// The high 32 bits of the hash of every reference's loose form of the other batches
+    /// ([`loose_hash`]; 4 bytes a row: a hash found is only a candidate, looked up in the
+    /// ledger, where the references are compared).
     references: Hashes,
     /// The high 32 bits of the likeness ([`likeness`]) of every row the other batches paid in
     /// the window.
@@ -41,7 +41,6 @@ impl Earlier {
     /// Loads what the ledger's other batches of the service at `base_url` hold.
     pub fn load(ledger: &Ledger, base_url: &str, this: Option<i64>) -> Result<Self, LedgerError> {
         let started = std::time::Instant::now();
-        let keys = RandomState::new();
         let batches = ledger.sibling_batches(base_url, this)?;
         // Sized once, exactly (a vector that grows leaves the memory of its smaller copies
         // behind, and one sized larger than it needs takes that memory all the same).
@@ -55,7 +54,7 @@ impl Earlier {
         }
         let mut references = Vec::with_capacity(usize::try_from(rows).unwrap_or(0));
         for b in &batches {
-            ledger.visit_references(b.id, |r| references.push(short_hash(&keys, r)))?;
+            ledger.visit_references(b.id, |r| references.push(high_bits(loose_hash(r))))?;
         }
         let references = Hashes::new(references);
         let since = (chrono::Utc::now() - chrono::Duration::days(ALIKE_WINDOW_DAYS))
@@ -77,7 +76,6 @@ impl Earlier {
             started.elapsed()
         );
         Ok(Earlier {
-            keys,
             references,
             paid,
             this_name: this
@@ -123,9 +121,7 @@ impl Earlier {
                     });
                     next
                 });
-            service
-                .rows
-                .push((self.keys.hash_one(row.reference.as_str()), index));
+            service.rows.push((folded_hash(&row.reference), index));
         })?;
         service.rows.sort_unstable();
         service.rows.shrink_to_fit();
@@ -133,25 +129,25 @@ impl Earlier {
         Ok(self)
     }
 
-    /// Whether another batch may have this reference (a hash found; [`Earlier::repeat_of`]
-    /// tells).
+    /// Whether another batch may have this reference, in any spelling (a hash found;
+    /// [`Earlier::repeat_of`] tells).
     pub fn may_repeat(&self, reference: &str) -> bool {
         self.service_has(reference)
             || !self.references.is_empty()
-                && self.references.contains(short_hash(&self.keys, reference))
+                && self.references.contains(high_bits(loose_hash(reference)))
     }
 
     /// Whether an order of another batch at the service that this ledger does not know has
     /// this reference.
     fn service_has(&self, reference: &str) -> bool {
-        !self.service.rows.is_empty() && self.service.find(self.keys.hash_one(reference)).is_some()
+        !self.service.rows.is_empty() && self.service.find(folded_hash(reference)).is_some()
     }
 
     /// The repeat of a row of this batch planned at `planned_at` (an intent never sent) that an
     /// order of another batch at the service holds, learned by this ledger after the row was
     /// planned: what the check at planning could not see.
     pub fn learned_since(&self, reference: &str, line: u64, planned_at: &str) -> Option<Repeat> {
-        let hash = self.keys.hash_one(reference);
+        let hash = folded_hash(reference);
         self.service
             .all(hash)
             .find(|o| o.read_at.as_str() > planned_at)
@@ -177,7 +173,7 @@ impl Earlier {
         if !self.may_repeat(reference) {
             return Ok(None);
         }
-        if let Some(o) = self.service.find(self.keys.hash_one(reference)) {
+        if let Some(o) = self.service.find(folded_hash(reference)) {
             return Ok(Some(Repeat {
                 reference: reference.to_string(),
                 line,
@@ -204,6 +200,71 @@ impl Earlier {
             }));
         }
         Ok(None)
+    }
+
+    /// What the other batches have of the references another batch may have but not as written
+    /// (`unsure`: each with its line; [`Earlier::repeat_of`] found none): the reference in
+    /// another spelling that folds to it, a repeat ([`Found::Repeat`]), else one equal but for
+    /// `-`, `_` and spaces, a likely repeat ([`Found::Likely`]), in a state that makes it so. One
+    /// visit of every other batch's references (`visit`: a batch id and what to call with each),
+    /// the rows found looked up with `row_of` (a batch id and a reference). In the order of
+    /// `unsure`.
+    pub fn resolve(
+        &self,
+        unsure: &[(String, u64)],
+        visit: impl Fn(i64, &mut dyn FnMut(&str)) -> Result<(), LedgerError>,
+        row_of: impl Fn(i64, &str) -> Result<Option<EarlierRow>, LedgerError>,
+    ) -> Result<Vec<Found>, LedgerError> {
+        let mut by_hash: HashMap<i64, Vec<usize>> = HashMap::new();
+        for (i, (reference, _)) in unsure.iter().enumerate() {
+            by_hash.entry(loose_hash(reference)).or_default().push(i);
+        }
+        let mut found: Vec<Option<Found>> = vec![None; unsure.len()];
+        for b in &self.batches {
+            let mut candidates: Vec<(usize, String)> = Vec::new();
+            visit(b.id, &mut |earlier: &str| {
+                if let Some(ids) = by_hash.get(&loose_hash(earlier)) {
+                    candidates.extend(ids.iter().map(|i| (*i, earlier.to_string())));
+                }
+            })?;
+            for (i, earlier) in candidates {
+                let (reference, line) = &unsure[i];
+                let same = same_reference(reference, &earlier);
+                let better = match &found[i] {
+                    None => same || loose_reference(reference) == loose_reference(&earlier),
+                    Some(Found::Likely(_)) => same,
+                    Some(Found::Repeat(_)) => false,
+                };
+                if !better {
+                    continue;
+                }
+                let Some(row) = row_of(b.id, &earlier)? else {
+                    continue;
+                };
+                let Some(state) = EarlierState::of(row.state, row.sends) else {
+                    continue;
+                };
+                found[i] = Some(if same {
+                    Found::Repeat(Repeat {
+                        reference: reference.clone(),
+                        line: *line,
+                        batch: b.name.clone(),
+                        batch_created_at: b.created_at.clone(),
+                        state,
+                        completed_at: row.completed_at,
+                    })
+                } else {
+                    Found::Likely(LikelyReference {
+                        reference: reference.clone(),
+                        line: *line,
+                        batch: b.name.clone(),
+                        earlier_reference: earlier,
+                        state,
+                    })
+                });
+            }
+        }
+        Ok(found.into_iter().flatten().collect())
     }
 
     /// The row's likeness when another batch may have paid the same recipient the same thing.
@@ -236,9 +297,10 @@ impl Earlier {
     }
 }
 
-/// The rows of other batches' orders at the service that this ledger does not know: a keyed
-/// 64-bit hash of each reference with its order (16 bytes a row; a hash found stands for the
-/// reference: two references of one hash are taken as one, which refuses, never pays).
+/// The rows of other batches' orders at the service that this ledger does not know: a 64-bit
+/// hash of each reference as a person reads it ([`folded_hash`]) with its order (16 bytes a
+/// row; a hash found stands for the reference: two references of one hash are taken as one,
+/// which refuses, never pays).
 #[derive(Default)]
 struct ServiceRows {
     /// (hash of the reference, index in `orders`), sorted.
@@ -282,9 +344,22 @@ impl ServiceRows {
     }
 }
 
-/// A 32-bit keyed hash of a reference.
-fn short_hash(keys: &RandomState, reference: &str) -> u32 {
-    (keys.hash_one(reference) >> 32) as u32
+/// What another batch has of a row's reference in another spelling ([`Earlier::resolve`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    /// The reference in a spelling that folds to it: a repeat.
+    Repeat(Repeat),
+    /// The reference but for `-`, `_` and spaces: a likely repeat, a warning.
+    Likely(LikelyReference),
+}
+
+/// A 64-bit hash of a reference as a person reads it ([`Folded`]: any case, width or
+/// look-alike letters).
+fn folded_hash(reference: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    Folded(reference).hash(&mut h);
+    h.finish()
 }
 
 /// The high 32 bits of a likeness.

@@ -126,6 +126,17 @@ pub struct LikelyRepeat {
     pub completed_at: String,
 }
 
+/// A row whose reference another batch has but for `-`, `_` and spaces (`EMP_1` for `EMP-1`,
+/// [`crate::reference::loose_reference`]): a warning, most likely one reference spelt two ways.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LikelyReference {
+    pub reference: String,
+    pub line: u64,
+    pub batch: String,
+    pub earlier_reference: String,
+    pub state: EarlierState,
+}
+
 /// What the other batches already did with this file's rows.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Repeats {
@@ -136,6 +147,10 @@ pub struct Repeats {
     /// The first likely repeats (`ALIKE_LISTED`); `likely_total` counts them all.
     pub likely: Vec<LikelyRepeat>,
     pub likely_total: usize,
+    /// The first rows whose reference another batch has but for `-`, `_` and spaces
+    /// (`ALIKE_LISTED`); `likely_references_total` counts them all.
+    pub likely_references: Vec<LikelyReference>,
+    pub likely_references_total: usize,
 }
 
 impl Repeats {
@@ -243,6 +258,40 @@ impl Repeats {
             })
             .collect();
         let more = self.likely_total.saturating_sub(self.likely.len());
+        if more > 0 {
+            lines.push(format!("(+{more} more)"));
+        }
+        lines
+    }
+
+    /// Notes a row whose reference another batch has but for `-`, `_` and spaces.
+    pub(super) fn note_likely_reference(&mut self, found: LikelyReference) {
+        self.likely_references_total += 1;
+        if self.likely_references.len() < ALIKE_LISTED {
+            self.likely_references.push(found);
+        }
+    }
+
+    /// The rows whose reference another batch has but for `-`, `_` and spaces, one line each,
+    /// then how many more.
+    pub fn likely_reference_lines(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self
+            .likely_references
+            .iter()
+            .map(|l| {
+                format!(
+                    "line {}: `{}` is `{}` of batch {} ({}) but for `-`, `_` or spaces",
+                    l.line,
+                    crate::text::escape(&l.reference),
+                    crate::text::escape(&l.earlier_reference),
+                    crate::text::escape(&l.batch),
+                    l.state.words()
+                )
+            })
+            .collect();
+        let more = self
+            .likely_references_total
+            .saturating_sub(self.likely_references.len());
         if more > 0 {
             lines.push(format!("(+{more} more)"));
         }

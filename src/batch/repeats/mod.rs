@@ -1,21 +1,24 @@
 //! Repeats across the batches of one ledger, found before anything of a batch is sent:
 //!
-//! - a **repeat**: a row whose `reference` another batch of the same environment paid
-//!   (COMPLETED), has in flight (SUBMITTED), in doubt or planned (PLANNED), or holds for a
-//!   person (MISMATCH);
+//! - a **repeat**: a row whose `reference`, as a person reads it (in any case, width and
+//!   look-alike letters: [`crate::reference::fold_reference`]), another batch of the same
+//!   environment paid (COMPLETED), has in flight (SUBMITTED), in doubt or planned (PLANNED), or
+//!   holds for a person (MISMATCH);
 //! - a **repeated file**: a new batch made from a file whose SHA-256 another batch was made of;
 //! - a **likely repeat** (a warning, never a refusal: weekly bonuses repeat): a row that pays
 //!   a recipient (email) the same products, face value and currency as a row another batch
-//!   paid within the last [`ALIKE_WINDOW_DAYS`] days.
+//!   paid within the last [`ALIKE_WINDOW_DAYS`] days; or a row whose reference another batch
+//!   has as a repeat would, but for `-`, `_` and spaces (`EMP_1` for `EMP-1`:
+//!   [`crate::reference::loose_reference`]).
 //!
 //! A run refuses repeats (exit 3) unless the person running it says what to do with them:
 //! `--allow-repeats` pays them anyway (recorded on the batch), `--skip-repeats` pays only the
 //! other rows (the repeats are recorded INVALID, with the batch that has them).
 //!
 //! What the other batches hold is loaded once, before the file is read ([`Earlier`]): their
-//! references and the recipients they paid as 64-bit keyed hashes (8 bytes a row, from indexes,
-//! no row read), so that checking a row costs a look-up; a row whose hash is found is then
-//! compared with the ledger's rows themselves ([`Checker`]).
+//! references (by the hash of their loose forms) and the recipients they paid as 32-bit hashes
+//! (4 bytes a row, from indexes, no row read), so that checking a row costs a look-up; a row
+//! whose hash is found is then compared with the ledger's rows themselves ([`Checker`]).
 
 mod check;
 mod earlier;
@@ -24,8 +27,10 @@ mod hashes;
 mod service;
 
 pub use check::{Checker, Noticed};
-pub use earlier::{ALIKE_WINDOW_DAYS, Earlier};
-pub use findings::{EarlierState, LikelyRepeat, OnRepeat, Repeat, RepeatedFile, Repeats};
+pub use earlier::{ALIKE_WINDOW_DAYS, Earlier, Found};
+pub use findings::{
+    EarlierState, LikelyReference, LikelyRepeat, OnRepeat, Repeat, RepeatedFile, Repeats,
+};
 pub use service::{AtTheService, ServiceSync, check_service, sync_service};
 
 /// What a batch about to send is checked against: the ledger's other batches, and the service's

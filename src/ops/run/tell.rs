@@ -34,6 +34,15 @@ pub(super) fn tell_repeats(repeats: &Repeats, reporter: &Reporter) {
             reporter.warn(format!("  {line}"));
         }
     }
+    if repeats.likely_references_total > 0 {
+        reporter.warn(format!(
+            "{} rows have a reference that another batch has but for `-`, `_` or spaces (a likely repeat; paid if nothing else stops them):",
+            repeats.likely_references_total
+        ));
+        for line in repeats.likely_reference_lines() {
+            reporter.warn(format!("  {line}"));
+        }
+    }
 }
 
 /// Says what the merge did and what is planned: the balances, the rows taken out of the file,
