@@ -31,6 +31,17 @@
 #                                          rows (one paid, its rows copied in SQL under other
 #                                          names and dates) writing --out, --html and --journal,
 #                                          against BATCHES x `report --batch NAME --out`
+#   scripts/bench.sh foreign [ORDERS] [ITEMS] [RUNS]
+#                                          the check against the service's orders when a ledger
+#                                          meets ORDERS finished orders of other ledgers, ITEMS
+#                                          rows each: `validate` on a new ledger (every order
+#                                          read whole once), then again on the same ledger
+#   scripts/bench.sh resume [ROWS] [RUNS] [STOP] [ORDERS] [ITEMS]
+#                                          a run of ROWS rows at the defaults stopped (Ctrl-C)
+#                                          after STOP seconds, then resumed: the time of the
+#                                          check against the service's orders in the resume,
+#                                          and its list reads, against the resume's total; with
+#                                          ORDERS orders of ITEMS rows of other ledgers seeded
 #   scripts/bench.sh smoke                 tiny versions of every mode (CI: checks they work)
 # Polling (5: status requests per order) is printed by naive and large.
 # Needs: cargo, python3, sqlite3, curl, jq, bc (Debian packages).
@@ -78,7 +89,8 @@ restart_sim() { # as start_sim, on the state the last simulator left (at $sim_ad
     --balance USD=$big --balance EUR=$big --balance GBP=$big --balance CAD=$big "$@" \
     > "$work/sim.out" 2>&1 &
   sim_pid=$!
-  for _ in $(seq 1 100); do
+  # Up to $sim_wait tenths of a second (10 s unless a mode seeds a large state).
+  for _ in $(seq 1 "${sim_wait:-100}"); do
     grep -q "listening on http://" "$work/sim.out" 2>/dev/null && break
     sleep 0.1
   done
@@ -563,6 +575,156 @@ PY
   echo "period: batches=$batches rows=$((rows * batches)) paid=$paid journal-lines=$((journal_lines - 1)) period-report(--out --html --journal)=${mo}s per-batch-reports(${batches}x --out)=${mt}s ratio=$(ratio "$mo" "$mt")x peak=$((mp / 1024))MB"
 }
 
+# The check against the service's orders (src/batch/repeats/service.rs) of a ledger that meets
+# ORDERS finished orders of other ledgers of ITEMS rows each (`sim serve --seed-orders ORDERS
+# --seed-paybatch-items ITEMS`: created over the last 20 days, each naming its rows in its
+# metadata; 100 ms latency on every request). `paybatch validate` (the same read and check as a
+# run) of a 100-row file that also repeats 3 of their rows, on a new ledger (the first check:
+# the order list read back 31 days, every foreign order read whole once and kept), then again
+# on the same ledger (the next check: the list read since the last read, nothing read whole);
+# RUNS times, each pair on a new ledger against one simulator (a read changes nothing). Then
+# the same validate against a simulator holding no order, for what the rest of it costs. Prints
+# the time and peak memory of each, the full reads (GET /order/{id}) and list reads (GET
+# /order) each made, the time the simulator took to seed, and the repeats found.
+foreign_validate() { # args: ledger; prints "seconds peak_kb exit list-reads full-reads"
+  local list0 one0 list1 one1 secs peak code
+  read -r list0 one0 _ < <(polls)
+  /usr/bin/time -f "%e %M" -o "$work/time" "$bin" validate "$work/small.csv" \
+    --base-url "$base" --api-key-file "$k" --ledger "$1" > "$work/validate.out" 2>&1 \
+    && code=0 || code=$?
+  read -r secs peak < <(tail -n 1 "$work/time")
+  read -r list1 one1 _ < <(polls)
+  echo "$secs $peak $code $((list1 - list0)) $((one1 - one0))"
+}
+
+repeats_named() { # args: references; prints how many of them validate's repeats name, or 0
+  # when it names any other row as a repeat
+  local ref n=0
+  grep -q "^repeats: $# rows\? " "$work/validate.out" || { echo 0; return; }
+  for ref in "$@"; do
+    grep -qE -- "^  batch .*[:,] $ref(,|\$| )" "$work/validate.out" && n=$((n + 1))
+  done
+  echo "$n"
+}
+
+foreign_check() {
+  local orders=${1:-10000} items=${2:-200} runs=${3:-3} i t0 seeded secs peak code list one
+  local found service_line
+  local -a first_t=() first_m=() next_t=() next_m=() base_t=() base_m=() first_reads=()
+  local -a next_reads=() repeats=() foreign=()
+  "$gen" 100 > "$work/small.csv"
+  # The oldest order's first row, a middle order's middle row, the newest order's last row.
+  foreign=("SEED-0-0" "SEED-$((orders / 2))-$((items / 2))" "SEED-$((orders - 1))-$((items - 1))")
+  for i in "${!foreign[@]}"; do
+    echo "${foreign[$i]},AMZ-US,10.00,USD,foreign$i@example.com,Sales" >> "$work/small.csv"
+  done
+  t0=$(date +%s.%N)
+  sim_wait=6000 start_sim --latency-ms 100 --seed-orders "$orders" --seed-paybatch-items "$items"
+  seeded=$(printf '%.1f' "$(echo "$(date +%s.%N) - $t0" | bc)")
+  k=$(key_file)
+  echo "  foreign: simulator seeded with $orders orders of $items items and listening after ${seeded}s" >&2
+  for i in $(seq 1 "$runs"); do
+    rm -f "$work"/foreign.db*
+    read -r secs peak code list one < <(foreign_validate "$work/foreign.db")
+    service_line=$(grep -o 'service: .*' "$work/validate.out" | head -1)
+    found=$(repeats_named "${foreign[@]}")
+    echo "  foreign run $i first check: ${secs}s peak=$((peak / 1024))MB exit=$code list-reads=$list full-reads=$one repeats-named=$found/3; $service_line" >&2
+    if [ "$one" != "$orders" ] || [ "$found" != 3 ]; then
+      echo "foreign: the first check read $one orders whole (want $orders) and named $found of the 3 repeated rows:" >&2
+      tail -20 "$work/validate.out" >&2; stop_sim; return 1
+    fi
+    first_t+=("$secs"); first_m+=("$peak"); first_reads+=("$one"); repeats+=("$found")
+    read -r secs peak code list one < <(foreign_validate "$work/foreign.db")
+    service_line=$(grep -o 'service: .*' "$work/validate.out" | head -1)
+    found=$(repeats_named "${foreign[@]}")
+    echo "  foreign run $i next check: ${secs}s peak=$((peak / 1024))MB exit=$code list-reads=$list full-reads=$one repeats-named=$found/3; $service_line" >&2
+    if [ "$one" != 0 ] || [ "$found" != 3 ]; then
+      echo "foreign: the next check read $one orders whole (want 0) and named $found of the 3 repeated rows" >&2
+      stop_sim; return 1
+    fi
+    next_t+=("$secs"); next_m+=("$peak"); next_reads+=("$one")
+  done
+  cp "$work/validate.out" "$work/foreign-validate.out"
+  local ledger_mb
+  ledger_mb=$(( $(stat -c %s "$work/foreign.db") / 1048576 ))
+  stop_sim
+  start_sim --latency-ms 100
+  k=$(key_file)
+  for i in $(seq 1 "$runs"); do
+    rm -f "$work"/empty.db*
+    read -r secs peak code list one < <(foreign_validate "$work/empty.db")
+    echo "  foreign run $i, no order at the service: ${secs}s peak=$((peak / 1024))MB exit=$code" >&2
+    base_t+=("$secs"); base_m+=("$peak")
+  done
+  stop_sim
+  echo "  foreign: what validate said of the repeated rows (last run):" >&2
+  grep -E -- "SEED-|repeat" "$work/foreign-validate.out" | head -12 | sed 's/^/    /' >&2
+  local ft fm nt nm bt bm
+  ft=$(median "${first_t[@]}"); fm=$(median "${first_m[@]}")
+  nt=$(median "${next_t[@]}"); nm=$(median "${next_m[@]}")
+  bt=$(median "${base_t[@]}"); bm=$(median "${base_m[@]}")
+  echo "foreign: orders=$orders items=$items rows=$((orders * items)) seeded-in=${seeded}s first-check=${ft}s/$((fm / 1024))MB (${first_t[*]}) full-reads=${first_reads[*]} next-check=${nt}s/$((nm / 1024))MB (${next_t[*]}) full-reads=${next_reads[*]} no-orders=${bt}s/$((bm / 1024))MB (${base_t[*]}) ledger=${ledger_mb}MB repeats-named=${repeats[*]}/3 latency=100ms (medians of $runs)"
+}
+
+# The check against the service's orders in a resumed run at the defaults (no tuning flag,
+# the service of benchmarks 1 to 3): a run of ROWS rows stopped with Ctrl-C after STOP seconds,
+# then the same command again (`-v`), its output lines stamped with the time since its start.
+# The check is the span from the line before the ledger's other batches are read (the catalog)
+# to the `service:` line: the read of the order list since the stopped run's read (its own
+# orders in it, none read whole), the foreign rows the ledger keeps loaded; its list reads are
+# the pages the `service:` line names. With ORDERS > 0 the simulator starts with ORDERS orders
+# of ITEMS rows of other ledgers (`--seed-paybatch-items`): the stopped run's first check reads
+# them all whole (give STOP room for it), the resume's only loads them. RUNS times, each on a
+# new simulator and ledger; checked that every row ends COMPLETED.
+stamped() { # runs "$@" with stdout and stderr merged, each line prefixed with seconds since start
+  python3 -c '
+import subprocess, sys, time
+t0 = time.monotonic()
+p = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+for line in p.stdout:
+    print(f"{time.monotonic() - t0:.3f} {line}", end="", flush=True)
+sys.exit(p.wait())' "$@"
+}
+
+resume_check() {
+  local rows=${1:-100000} runs=${2:-3} stop=${3:-30} orders=${4:-0} items=${5:-200} i pid k
+  local code total check pages before_orders sent done_rows list0 list1 share
+  local -a totals=() checks=() shares=() page_counts=() resumed=() seeded=()
+  [ "$orders" -gt 0 ] && seeded=(--seed-orders "$orders" --seed-paybatch-items "$items")
+  "$gen" "$rows" > "$work/batch.csv"
+  for i in $(seq 1 "$runs"); do
+    sim_wait=6000 start_sim "${service[@]}" ${seeded[@]+"${seeded[@]}"}
+    k=$(key_file)
+    rm -f "$work"/ledger.db*
+    "$bin" run "$work/batch.csv" --base-url "$base" --api-key-file "$k" \
+      --ledger "$work/ledger.db" --quiet ${run_flags[@]+"${run_flags[@]}"} > /dev/null 2>&1 &
+    pid=$!
+    sleep "$stop"
+    kill -INT "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null && code=0 || code=$?
+    before_orders=$(curl -s "$admin/_sim/stats" | jq .orders_created)
+    read -r list0 _ < <(polls)
+    stamped "$bin" -v run "$work/batch.csv" --base-url "$base" --api-key-file "$k" \
+      --ledger "$work/ledger.db" ${run_flags[@]+"${run_flags[@]}"} > "$work/resume.out" 2>&1 || true
+    read -r list1 _ < <(polls)
+    sent=$(( $(curl -s "$admin/_sim/stats" | jq .orders_created) - before_orders ))
+    done_rows=$(sqlite3 "$work/ledger.db" "select count(*) from rows where state='COMPLETED'")
+    total=$(tail -n 1 "$work/resume.out" | cut -d' ' -f1)
+    check=$(awk '/other batches:/ && !from { from = prev } /service: / { print $1 - from; exit } { prev = $1 }' "$work/resume.out")
+    pages=$(grep -o 'service: [0-9]* page' "$work/resume.out" | grep -o '[0-9]*' | head -1)
+    share=$(ratio "$(echo "$check * 100" | bc)" "$total" 2)
+    [ "$share" = n/a ] || share=$(printf '%.2f' "$share")
+    echo "  resume run $i: stopped after ${stop}s (exit $code) with $before_orders orders sent; resume ${total}s sent $sent orders, check ${check}s = ${share}% of it, list pages in the check=$pages, list reads in all=$((list1 - list0)), completed=$done_rows" >&2
+    grep -B1 -A1 'other batches:' "$work/resume.out" | cut -c1-220 | sed 's/^/    /' >&2
+    stop_sim
+    if [ "$done_rows" != "$rows" ] || [ -z "$check" ]; then
+      echo "resume: $done_rows of $rows rows COMPLETED, check time '${check}'" >&2; tail -5 "$work/resume.out" >&2; return 1
+    fi
+    totals+=("$total"); checks+=("$check"); shares+=("$share"); page_counts+=("$pages"); resumed+=("$sent")
+  done
+  echo "resume: rows=$rows stop-after=${stop}s foreign-orders=$orders resume=$(median "${totals[@]}")s (${totals[*]}) check=$(median "${checks[@]}")s (${checks[*]}) check-share=$(median "${shares[@]}")% list-pages-in-check=${page_counts[*]} orders-sent-by-resume=${resumed[*]} (medians of $runs)"
+}
+
 case "$mode" in
   naive) naive_vs "${2:-300}" "${3:-3}" ;;
   large | e2e) large "${2:-100000}" "${3:-3}" ;;
@@ -575,6 +737,8 @@ case "$mode" in
   approved) approved_cost "${2:-1000000}"; stop_sim ;;
   payouts) payouts_cost "${2:-100000}" "${3:-200}" ;;
   period) period_cost "${2:-100000}" "${3:-3}" "${4:-12}" ;;
+  foreign) foreign_check "${2:-10000}" "${3:-200}" "${4:-3}" ;;
+  resume) resume_check "${2:-100000}" "${3:-3}" "${4:-30}" "${5:-0}" "${6:-200}" ;;
   smoke)
     local_cost 2000; stop_sim
     repeat_cost 2000 1; stop_sim
@@ -586,6 +750,8 @@ case "$mode" in
     wide 20 2000
     approved_cost 2000; stop_sim
     payouts_cost 400 20
-    period_cost 300 1 3 ;;
-  *) echo "usage: $0 naive|large|backtoback|local|repeats|pacing|window|wide|approved|payouts|period|smoke [N...]" >&2; exit 2 ;;
+    period_cost 300 1 3
+    foreign_check 50 20 1
+    resume_check 600 1 2 ;;
+  *) echo "usage: $0 naive|large|backtoback|local|repeats|pacing|window|wide|approved|payouts|period|foreign|resume|smoke [N...]" >&2; exit 2 ;;
 esac

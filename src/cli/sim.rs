@@ -310,6 +310,16 @@ pub struct ServeArgs {
     /// help).
     #[arg(long, value_name = "SHARE", default_value_t = 0.0)]
     pub minimal_answers: f64,
+    /// With --seed-orders: every seeded order is paybatch's, of another ledger, COMPLETED, with N
+    /// items (1 to 200), its metadata naming each row (SEED-i-0 .. SEED-i-(N-1)), for benchmarks
+    /// of the check against the service's orders.
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "seed_orders",
+        value_parser = clap::value_parser!(u16).range(1..=200)
+    )]
+    pub seed_paybatch_items: Option<u16>,
 }
 
 /// A duration written as numbers with units, d (days), h, m or s: `30d`, `1d12h`, `90m`.
@@ -446,6 +456,7 @@ impl ServeArgs {
                 },
             },
             minimal_answers: self.minimal_answers,
+            seed_paybatch_items: self.seed_paybatch_items.map(usize::from),
         }
     }
 }
@@ -641,6 +652,11 @@ mod tests {
             })
         );
         assert!(parse(&["--seed-days", "10"]).is_err());
+        assert_eq!(seeded.seed_paybatch_items, None);
+        let theirs = parse(&["--seed-orders", "10", "--seed-paybatch-items", "200"]).unwrap();
+        assert_eq!(theirs.seed_paybatch_items, Some(200));
+        assert!(parse(&["--seed-orders", "10", "--seed-paybatch-items", "201"]).is_err());
+        assert!(parse(&["--seed-paybatch-items", "20"]).is_err());
     }
 
     #[test]

@@ -99,6 +99,10 @@ pub struct SimConfig {
     /// Finished orders of the first key stored at the start, spread over the time before it
     /// (see [`SeedOrders`]); only into a state that holds no order yet.
     pub seed_orders: Option<SeedOrders>,
+    /// With `seed_orders`: every seeded order is paybatch's (of another ledger), COMPLETED, with
+    /// this many items (1 to 200), each row named in its metadata (see [`SeedOrders`]).
+    /// `None` (the default): the mix of kinds `seed_orders` describes.
+    pub seed_paybatch_items: Option<usize>,
     /// The account's payout-link settings and its recipients' behaviour, written only when the
     /// state is new (or has none yet), with `seed` as the seed of the links' lives.
     pub payout_life: PayoutLife,
@@ -147,6 +151,7 @@ impl Default for SimConfig {
             ordering_restricted: false,
             estimates: true,
             seed_orders: None,
+            seed_paybatch_items: None,
             payout_life: PayoutLife::default(),
             clock_offset: None,
             odd_list: None,
@@ -445,6 +450,14 @@ fn check(config: &SimConfig) -> Result<(), SimError> {
             return bad(format!("balance {currency} {amount} is negative"));
         }
     }
+    if let Some(n) = config.seed_paybatch_items
+        && !(1..=orders::MAX_ITEMS).contains(&n)
+    {
+        return bad(format!(
+            "seed_paybatch_items must be between 1 and {}, found {n}",
+            orders::MAX_ITEMS
+        ));
+    }
     Ok(())
 }
 
@@ -460,8 +473,8 @@ fn seed_store(store: &store::Store, seed: &SeedOrders, config: &SimConfig) -> Re
     // Identifiers of their own: the requests of the run draw theirs as without seeding.
     let ids = faults::Chance::new(faults::id_seed(config.seed ^ 0x5eed, store.generation()));
     let now = now_of(store).map_err(|e| e.to_string())?;
-    let orders = seed::orders(seed, &fp, &ids, now);
-    store.seed_orders(&orders).map_err(|e| e.to_string())
+    let orders = seed::orders(seed, config.seed_paybatch_items, &fp, &ids, now);
+    store.seed_orders(orders).map_err(|e| e.to_string())
 }
 
 /// A running simulator.

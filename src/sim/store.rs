@@ -619,14 +619,20 @@ impl Store {
     }
 
     /// Stores finished orders as they are, in this order, in one transaction: no balance is
-    /// touched and no answer is kept under their keys.
-    pub fn seed_orders(&self, orders: &[OrderRow]) -> Result<()> {
+    /// touched and no answer is kept under their keys. `orders` may be made one at a time.
+    pub fn seed_orders<I>(&self, orders: I) -> Result<()>
+    where
+        I: IntoIterator,
+        I::Item: std::borrow::Borrow<OrderRow>,
+    {
+        use std::borrow::Borrow;
         let mut inner = self.lock();
         let tx = inner.conn.transaction()?;
         {
             let mut order_stmt = tx.prepare_cached(INSERT_ORDER)?;
             let mut item_stmt = tx.prepare_cached(INSERT_ITEM)?;
             for order in orders {
+                let order: &OrderRow = order.borrow();
                 insert_order(&mut order_stmt, order)?;
                 for (position, item) in order.items.iter().enumerate() {
                     insert_item(&mut item_stmt, &order.id, position, item)?;
