@@ -339,6 +339,18 @@ struct ApprovalJson<'a> {
     user: &'a str,
     host: &'a str,
     run: &'a str,
+    /// Who approved the digest (`paybatch approve`) before the run, oldest first.
+    approved_by: Vec<ApproverJson<'a>>,
+}
+
+/// A person who approved a plan (`paybatch approve`): who, where, when, what it pays.
+#[derive(Serialize)]
+struct ApproverJson<'a> {
+    user: &'a str,
+    host: &'a str,
+    approved_at: &'a str,
+    rows: i64,
+    totals: &'a BTreeMap<String, String>,
 }
 
 /// What left one balance.
@@ -431,6 +443,17 @@ fn detail_json<'a>(d: &'a Detail, next: &'a [String]) -> DetailJson<'a> {
                 user: &a.user,
                 host: &a.host,
                 run: &a.run,
+                approved_by: a
+                    .approved_by
+                    .iter()
+                    .map(|p| ApproverJson {
+                        user: &p.user,
+                        host: &p.host,
+                        approved_at: &p.approved_at,
+                        rows: p.rows,
+                        totals: &p.totals,
+                    })
+                    .collect(),
             })
             .collect(),
         next,
@@ -513,18 +536,21 @@ fn print_approvals(d: &Detail) {
         outln!("  approval:    {}", approvals::NO_APPROVAL);
         return;
     }
-    outln!("  approvals:   runs held to --expect-digest, oldest first");
+    outln!(
+        "  approvals:   runs held to --expect-digest, oldest first: digest, when, run by, approved by"
+    );
     let earlier = d.approvals.len().saturating_sub(LISTED_APPROVALS);
     if earlier > 0 {
         outln!("    ({earlier} earlier)");
     }
     for a in &d.approvals[earlier..] {
         outln!(
-            "    {}  {}  {}  (run {})",
+            "    {}  {}  run by {}  (run {})  {}",
             crate::input::scan::short_digest(&a.digest),
             a.approved_at,
             a.by(),
-            a.run
+            a.run,
+            a.approvers()
         );
     }
 }

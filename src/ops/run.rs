@@ -39,7 +39,7 @@ use crate::input::scan;
 use crate::ledger::lock::LedgerLock;
 use crate::ledger::{self, Ledger};
 
-mod approval;
+pub(super) mod approval;
 mod digest;
 mod tell;
 
@@ -78,6 +78,7 @@ async fn run_batch(
     ));
     check_input(&opts.input)?;
     check_out(opts)?;
+    approval::require_digest(opts)?;
     let _lock = LedgerLock::acquire(&opts.ledger)?;
     let mut ledger = Ledger::open(&opts.ledger)?;
     let mut conn = Connection::open(
@@ -259,11 +260,14 @@ async fn two_passes(
     let approved = check_digest(
         opts,
         ledger,
-        &scanned,
+        (&scanned, existing.as_ref()),
         (&outside, &repeats),
         (products, options),
         reporter,
     )?;
+    if let Some(digest) = &approved {
+        approval::check_second_person(opts, ledger, digest)?;
+    }
     // The balances are read before the ledger is written (no request while the merge
     // is open); whether they are enough is decided once the merge knows what is new
     // to pay.

@@ -1,0 +1,17 @@
+-- The plans a person approved with `paybatch approve FILE --expect-digest DIGEST`: who (the
+-- user and host the process was told, as for a run in `approvals`), when, which digest, and what
+-- the plan pays per currency (JSON: currency -> face value, as decimal text). Keyed by the
+-- batch's name and environment: approving creates no batch. A run that requires a second
+-- person reads here whether another user than the one running it approved its digest.
+CREATE TABLE plan_approvals (
+    id          INTEGER PRIMARY KEY,
+    digest      TEXT NOT NULL,
+    batch       TEXT NOT NULL,
+    environment TEXT NOT NULL,
+    approved_at TEXT NOT NULL,
+    user        TEXT NOT NULL,
+    host        TEXT NOT NULL,
+    rows        INTEGER NOT NULL,
+    totals      TEXT NOT NULL
+);
+CREATE INDEX plan_approvals_plan ON plan_approvals(batch, environment, digest, id);
