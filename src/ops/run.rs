@@ -76,9 +76,7 @@ async fn run_batch(
         opts.environment.banner(),
         opts.ledger.display()
     ));
-    check_input(&opts.input)?;
-    check_out(opts)?;
-    approval::require_digest(opts)?;
+    check_before(opts)?;
     let _lock = LedgerLock::acquire(&opts.ledger)?;
     let mut ledger = Ledger::open(&opts.ledger)?;
     let mut conn = Connection::open(
@@ -311,6 +309,14 @@ async fn two_passes(
 struct Ending {
     incomplete: Option<String>,
     written: Option<ResultWriter>,
+}
+
+/// What is checked before the ledger is opened: the input file, the result file, and with
+/// `--second-person` that the run is held to an approved digest.
+fn check_before(opts: &RunOptions) -> Result<(), OpError> {
+    check_input(&opts.input)?;
+    check_out(opts)?;
+    approval::require_digest(opts)
 }
 
 /// `--out` names a file the run may write: not stdout (the run's stdout is its summary), not the

@@ -527,7 +527,7 @@ async fn scenario_with(seed: u64, extra: Vec<String>) -> Result<Seen, String> {
 /// the batch reconciles them in (`reconcile --rebuild`), as its advice says, and runs again.
 /// Every row ends paid exactly once, and both ledgers say so.
 async fn two_ledger_scenario(seed: u64) -> Result<Seen, String> {
-    let mut rng = StdRng::seed_from_u64(seed ^ 0x2_1ed6_e45);
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x21ed_6e45);
     let top = tempfile::tempdir().map_err(|e| e.to_string())?;
     let dirs = [top.path().join("a"), top.path().join("b")];
     let mut refs = Vec::new();
