@@ -15,3 +15,7 @@ CREATE TABLE plan_approvals (
     totals      TEXT NOT NULL
 );
 CREATE INDEX plan_approvals_plan ON plan_approvals(batch, environment, digest, id);
+
+-- The rows at a later attempt than their first (retried or reissued), which the plan digest
+-- covers: found without reading every row of a batch.
+CREATE INDEX rows_later_attempts ON rows(batch_id, position) WHERE attempt > 1;

@@ -29,7 +29,8 @@ impl Ledger {
             "SELECT r.reference, r.attempt, r.spec,
                     EXISTS (SELECT 1 FROM payouts p WHERE p.row_id = r.id
                             AND p.attempt = r.attempt - 1 AND p.reissued_at IS NOT NULL)
-             FROM rows r WHERE r.batch_id = ?1 AND r.attempt > 1
+             FROM rows r INDEXED BY rows_later_attempts
+             WHERE r.batch_id = ?1 AND r.attempt > 1
              ORDER BY r.position, r.id",
             [batch_id],
             |r| {

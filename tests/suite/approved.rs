@@ -322,7 +322,7 @@ async fn a_ledger_of_schema_8_keeps_plans_once_migrated() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let conn = rusqlite::Connection::open(ws.ledger()).expect("open");
     conn.execute_batch(
-        "DROP TABLE plan_approvals;
+        "DROP TABLE plan_approvals; DROP INDEX rows_later_attempts;
          DROP TABLE service_orders;
          DROP TABLE service_order_rows;
          DROP TABLE service_reads;
@@ -458,6 +458,16 @@ async fn a_retry_of_failed_rows_is_a_new_plan_the_digest_before_it_cannot_pay() 
     // Paid, the plan keeps its digest: the cron job's command passes again.
     let after = digest_of(&against(&ws, &sim, &["validate", "f.csv"]).await);
     assert_eq!(after, retried);
+    // The HTML report rebuilds the same digest from what the ledger recorded.
+    let ledger = ws.ledger();
+    let ledger = ledger.to_str().expect("utf-8 path");
+    let args = [
+        "report", "--batch", "f", "--html", "f.html", "--ledger", ledger,
+    ];
+    let report = paybatch_in(ws.dir.path(), &args, &[]).await;
+    assert_eq!(report.status.code(), Some(0), "{}", output_of(&report));
+    let page = std::fs::read_to_string(ws.path("f.html")).expect("the page");
+    assert!(page.contains(&retried), "{page}");
     let cron = run_file(&ws, &sim, "f.csv", &["--expect-digest", &retried], &[]).await;
     assert_eq!(cron.status.code(), Some(0), "{}", output_of(&cron));
 }

@@ -74,7 +74,7 @@ fn row_states(ledger: &Path) -> BTreeMap<String, i64> {
 fn back_to_schema_6(ledger: &Path) {
     db(ledger)
         .execute_batch(
-            "DROP TABLE plan_approvals;
+            "DROP TABLE plan_approvals; DROP INDEX rows_later_attempts;
              DROP TABLE service_orders;
              DROP TABLE service_order_rows;
              DROP TABLE service_reads;
