@@ -424,6 +424,21 @@ async fn a_retry_of_failed_rows_is_a_new_plan_the_digest_before_it_cannot_pay() 
     let again = against(&ws, &sim, &["run", "f.csv", "--expect-digest", &approved]).await;
     assert_eq!(again.status.code(), Some(4), "{}", stderr(&again));
     let sent = sim.orders().len();
+    // `status` says that the rows, once retried, are another plan to approve.
+    let ledger = ws.ledger();
+    let ledger = ledger.to_str().expect("utf-8 path");
+    let status = paybatch_in(
+        ws.dir.path(),
+        &["status", "--batch", "f", "--ledger", ledger],
+        &[],
+    )
+    .await;
+    let next = stdout(&status);
+    assert!(
+        next.contains("paybatch retry --batch f, then paybatch validate f.csv --batch f --ledger ")
+            && next.contains("shows the new plan's digest to approve, then paybatch run f.csv"),
+        "{next}"
+    );
 
     let retry = retry_batch(&ws, "f").await;
     assert_eq!(retry.status.code(), Some(0), "{}", stderr(&retry));
@@ -459,8 +474,6 @@ async fn a_retry_of_failed_rows_is_a_new_plan_the_digest_before_it_cannot_pay() 
     let after = digest_of(&against(&ws, &sim, &["validate", "f.csv"]).await);
     assert_eq!(after, retried);
     // The HTML report rebuilds the same digest from what the ledger recorded.
-    let ledger = ws.ledger();
-    let ledger = ledger.to_str().expect("utf-8 path");
     let args = [
         "report", "--batch", "f", "--html", "f.html", "--ledger", ledger,
     ];
