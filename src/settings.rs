@@ -47,6 +47,9 @@ pub struct Settings {
     pub api_key_file: Option<PathBuf>,
     /// The ledger database (as `--ledger`).
     pub ledger: Option<PathBuf>,
+    /// Every `paybatch run` pays only a plan approved by another user than the one running it
+    /// (as `run --second-person`).
+    pub second_person: Option<bool>,
 }
 
 /// A settings file that was found and read.
@@ -145,7 +148,7 @@ fn syntax_error(path: &Path, text: &str, e: &toml::de::Error) -> UsageError {
         .unwrap_or_default();
     UsageError::new(
         format!("{}{at}: {}", path.display(), e.message().trim_end()),
-        "the settings file knows env, base_url, api_key_file and ledger, e.g. `env = \"playground\"`",
+        "the settings file knows env, base_url, api_key_file, ledger and second_person, e.g. `env = \"playground\"`",
     )
 }
 
@@ -167,6 +170,10 @@ mod tests {
         assert_eq!(s.api_key_file, Some(PathBuf::from("/etc/paybatch/key")));
         assert_eq!(s.ledger, Some(PathBuf::from("pb.db")));
         assert_eq!(s.base_url, None);
+        assert_eq!(s.second_person, None);
+        let s = parse_text("second_person = true\n").expect("valid");
+        assert_eq!(s.second_person, Some(true));
+        assert!(parse_text("second_person = \"yes\"\n").is_err());
     }
 
     #[test]

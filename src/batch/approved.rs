@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::batch::repeats::Repeats;
 use crate::input::rules::{RowSpec, show};
 use crate::ledger::approved::ApprovedPlan;
+use crate::ledger::attempts::LaterAttempt;
 
 /// The payable fields of a row, named as the CSV names their columns.
 pub const FIELDS: [&str; 8] = [
@@ -259,6 +260,10 @@ pub struct PlanContext {
     pub followed: Vec<(String, String)>,
     /// The repeats of other batches and the decision on them.
     pub repeats: RepeatsKept,
+    /// The rows of the file at a later attempt than their first (retried or reissued), with
+    /// what each pays. Plans kept before the digest covered attempts have none.
+    #[serde(default)]
+    pub attempts: Vec<LaterAttempt>,
 }
 
 /// What the digest covers of the repeats ([`Repeats::fold_into`]).
@@ -466,6 +471,7 @@ pub fn what_changed(
         row_lines(rows, elsewhere, &mut out);
     }
     followed_lines(&kept.followed, &now.context.followed, &mut out);
+    out.extend(attempts_added(&kept.attempts, &now.context.attempts));
     repeats_lines(&kept.repeats, &now.context.repeats, &mut out);
     if out.len() == 1 {
         out.push(
@@ -523,6 +529,67 @@ fn row_lines(rows: &RowDifferences, elsewhere: bool, out: &mut Vec<String>) {
     } else if none && !elsewhere {
         out.push("  the rows' digest differs, yet no row differs by reference and fields".into());
     }
+}
+
+/// The rows made payable again since the plan was approved (at a later attempt now than then),
+/// reissued then retried, each with what it pays per currency: `  210 reissued rows: CAD
+/// 956.25, EUR 3,698.50 (...)`.
+pub fn attempts_added(was: &[LaterAttempt], now: &[LaterAttempt]) -> Vec<String> {
+    let before: HashMap<&str, i64> = was
+        .iter()
+        .map(|a| (a.reference.as_str(), a.attempt))
+        .collect();
+    let added: Vec<&LaterAttempt> = now
+        .iter()
+        .filter(|a| {
+            before
+                .get(a.reference.as_str())
+                .is_none_or(|&then| a.attempt > then)
+        })
+        .collect();
+    let mut out = Vec::new();
+    for (reissued, word, how) in [
+        (
+            true,
+            "reissued",
+            "their payout link expired: `paybatch retry --expired`",
+        ),
+        (
+            false,
+            "retried",
+            "they failed or were refused: `paybatch retry`",
+        ),
+    ] {
+        let rows: Vec<&&LaterAttempt> = added.iter().filter(|a| a.reissued == reissued).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let mut totals: std::collections::BTreeMap<&str, rust_decimal::Decimal> =
+            std::collections::BTreeMap::new();
+        for a in &rows {
+            let (Some(currency), Some(value)) = (&a.currency, a.face_value) else {
+                continue;
+            };
+            *totals.entry(currency.as_str()).or_default() += value;
+        }
+        let totals: Vec<String> = totals
+            .iter()
+            .map(|(currency, value)| {
+                format!(
+                    "{} {}",
+                    show(currency),
+                    crate::money::human_amount(*value, currency)
+                )
+            })
+            .collect();
+        let count = rows.len();
+        out.push(format!(
+            "  {count} {word} {}: {} (made payable again since, at their next attempt: {how})",
+            if count == 1 { "row" } else { "rows" },
+            totals.join(", ")
+        ));
+    }
+    out
 }
 
 fn followed_lines(was: &[(String, String)], now: &[(String, String)], out: &mut Vec<String>) {
@@ -699,6 +766,7 @@ mod tests {
             rows_digest: "r".into(),
             followed: vec![order("k1"), order("k2")],
             repeats: RepeatsKept::default(),
+            attempts: Vec::new(),
         };
         let now_context = PlanContext {
             followed: vec![order("k2"), order("k3"), order("k4")],
@@ -728,6 +796,42 @@ mod tests {
             context: &was,
             ..now
         };
+        let later =
+            |reference: &str, attempt, reissued, currency: &str, value: &str| LaterAttempt {
+                reference: reference.into(),
+                attempt,
+                reissued,
+                currency: Some(currency.into()),
+                face_value: value.parse().ok(),
+            };
+        let retried = PlanContext {
+            attempts: vec![
+                later("A", 2, true, "CAD", "956.25"),
+                later("B", 3, false, "USD", "10"),
+                later("C", 2, true, "EUR", "1698.50"),
+                later("D", 2, true, "EUR", "2000"),
+                later("E", 2, false, "USD", "14.50"),
+            ],
+            ..was.clone()
+        };
+        let kept_then = PlanContext {
+            attempts: vec![
+                later("B", 2, false, "USD", "10"),
+                later("E", 2, false, "USD", "14.50"),
+            ],
+            ..was.clone()
+        };
+        let after = Now {
+            context: &retried,
+            ..now
+        };
+        assert_eq!(
+            what_changed(&plan, &kept_then, &after, None)[1..],
+            [
+                "  3 reissued rows: CAD 956.25, EUR 3,698.50 (made payable again since, at their next attempt: their payout link expired: `paybatch retry --expired`)",
+                "  1 retried row: USD 10.00 (made payable again since, at their next attempt: they failed or were refused: `paybatch retry`)",
+            ]
+        );
         assert_eq!(
             what_changed(&plan, &was, &same, None)[1..],
             [

@@ -118,6 +118,9 @@ pub struct RunOptions {
     /// `--expect-digest`: the plan digest a person approved (`paybatch validate`); the run
     /// refuses a file whose digest differs.
     pub expect_digest: Option<String>,
+    /// `--second-person` (or `second_person = true` in `paybatch.toml`): the run pays only a
+    /// plan whose digest another user than the one running it approved (`paybatch approve`).
+    pub second_person: bool,
     /// What to do with rows other batches of the ledger already have (`--allow-repeats`,
     /// `--skip-repeats`; refused by default).
     pub on_repeat: super::repeats::OnRepeat,
@@ -151,6 +154,7 @@ impl RunOptions {
             max_send_tries: DEFAULT_SEND_TRIES,
             in_doubt_window: super::in_doubt::default_window(),
             expect_digest: None,
+            second_person: false,
             on_repeat: super::repeats::OnRepeat::Refuse,
         }
     }

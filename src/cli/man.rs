@@ -174,6 +174,19 @@ const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
         ],
     ),
     (
+        "approve",
+        &[
+            (
+                "Approve the plan `validate` showed (recorded with your user name and host)",
+                "paybatch approve recipients.csv --expect-digest sha256:DIGEST",
+            ),
+            (
+                "The same for production, for a run that requires a second person",
+                "paybatch approve recipients.csv --env production --expect-digest sha256:DIGEST",
+            ),
+        ],
+    ),
+    (
         "status",
         &[
             ("Every batch of the ledger", "paybatch status"),

@@ -85,6 +85,7 @@ macro_rules! errln {
     };
 }
 
+pub mod approve;
 pub mod balance;
 pub mod catalog;
 pub mod completions;
@@ -167,6 +168,9 @@ pub enum Command {
     /// Check a batch as `run` would, show its totals and its plan digest; pay nothing.
     #[command(long_about = validate::LONG_ABOUT, after_help = man::examples_help("validate"))]
     Validate(validate::ValidateArgs),
+    /// Record that you approve a batch's plan (the digest `validate` showed): who, when, what.
+    #[command(long_about = approve::LONG_ABOUT, after_help = man::examples_help("approve"))]
+    Approve(approve::ApproveArgs),
     /// What the ledger says: every batch, or one batch in detail, and what to do next.
     #[command(long_about = status::LONG_ABOUT, after_help = man::examples_help("status"))]
     Status(status::StatusArgs),
@@ -220,6 +224,7 @@ impl Command {
         match self {
             Command::Run(a) => Some(&mut a.plan.service),
             Command::Validate(a) => Some(&mut a.plan.service),
+            Command::Approve(a) => Some(&mut a.plan.service),
             Command::Status(a) => Some(&mut a.service),
             Command::Report(a) => Some(&mut a.service),
             Command::History(a) => Some(&mut a.service),
@@ -456,6 +461,9 @@ fn apply_settings(cli: &mut Cli, matches: &ArgMatches) -> Result<(), UsageError>
         api_key_file: source_of(m, "api_key_file"),
         ledger: source_of(m, "ledger"),
     };
+    let second_person = file
+        .as_ref()
+        .is_some_and(|f| f.settings.second_person == Some(true));
     if let Some(f) = file {
         let s = f.settings;
         if p.env == Source::Default && p.base_url == Source::Default {
@@ -480,6 +488,11 @@ fn apply_settings(cli: &mut Cli, matches: &ArgMatches) -> Result<(), UsageError>
         }
     }
     cli.provenance = p;
+    if let Command::Run(run) = &mut cli.command
+        && second_person
+    {
+        run.second_person = true;
+    }
     Ok(())
 }
 
@@ -489,6 +502,7 @@ pub async fn dispatch(cli: Cli) -> Result<Exit, CliError> {
     match cli.command {
         Command::Run(args) => run::execute(args, quiet).await,
         Command::Validate(args) => validate::execute(args, quiet).await,
+        Command::Approve(args) => approve::execute(args, quiet).await,
         Command::Status(args) => status::execute(args).await,
         Command::Report(args) => report::execute(args, quiet).await,
         Command::History(args) => history::execute(args).await,

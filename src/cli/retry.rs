@@ -79,6 +79,9 @@ pub async fn execute(args: RetryArgs) -> Result<Exit, CliError> {
             crate::text::shell_word(&retried.input_path),
             crate::text::shell_word(&args.batch)
         );
+        errln!(
+            "the batch's plan changed (it pays these rows again): a digest approved before this retry no longer passes `--expect-digest`; `paybatch validate` shows the new one, to approve"
+        );
     }
     // An order not read or not believed: its rows wait for a person or a later read.
     let exit = if retried.not_read.is_empty() {

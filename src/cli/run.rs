@@ -75,6 +75,12 @@ pub struct RunArgs {
     /// Pay only if the file's plan digest is this one (from `paybatch validate`); else exit 3.
     #[arg(long, value_name = "DIGEST", value_parser = parse_digest)]
     pub expect_digest: Option<String>,
+    /// Pay only a plan another user approved (`paybatch approve FILE --expect-digest DIGEST`)
+    /// than the one running this: without --expect-digest, or with a digest approved by nobody
+    /// else, the run is refused (exit 3). `second_person = true` in paybatch.toml sets it for
+    /// every run.
+    #[arg(long)]
+    pub second_person: bool,
     /// Do not ask for confirmation with --env production (required there without a terminal).
     #[arg(long, short = 'y')]
     pub yes: bool,
@@ -106,7 +112,7 @@ pub(super) fn parse_hours(s: &str) -> Result<f64, String> {
     Ok(hours)
 }
 
-fn parse_digest(s: &str) -> Result<String, String> {
+pub(super) fn parse_digest(s: &str) -> Result<String, String> {
     crate::input::scan::normalize_digest(s).ok_or_else(|| {
         format!("`{s}` is not a plan digest: expected sha256: and 64 hex digits, as `paybatch validate` prints it")
     })
@@ -134,6 +140,7 @@ impl RunArgs {
         o.concurrency = self.concurrency;
         o.poll_timeout = Duration::from_secs(self.poll_timeout);
         o.expect_digest = self.expect_digest.clone();
+        o.second_person = self.second_person;
         o.in_doubt_window = crate::batch::in_doubt::window_of_hours(self.in_doubt_hours);
         o.max_send_tries = self.send_tries;
         Ok(o)

@@ -229,6 +229,19 @@ fn run_command(ledger: &Path, b: &BatchRecord, invalid: bool) -> String {
     run
 }
 
+/// The command after `retry`: `run` again, or for a batch whose runs were held to an approved
+/// plan, `validate` (the retried rows make another plan, whose digest is approved anew) then
+/// `run` with the new digest.
+fn after_retry(run: &str, approved: bool) -> String {
+    if !approved {
+        return run.to_string();
+    }
+    format!(
+        "{} shows the new plan's digest to approve, then {run} --expect-digest DIGEST",
+        run.replacen("paybatch run", "paybatch validate", 1)
+    )
+}
+
 /// What to do next with a batch, most urgent first. The command that resumes a batch whose
 /// runs were held to an approved plan keeps that plan (`approved`, the latest recorded digest):
 /// an approved run from cron resumes as approved.
@@ -246,6 +259,7 @@ fn next_steps(
     let mut run = run_command(ledger, b, n(RowState::Invalid) > 0);
     // Paying rows other batches have changes the plan: that run is approved anew.
     let with_repeats = format!("{run} --allow-repeats");
+    let after_retry = after_retry(&run, approved.is_some());
     if let Some(digest) = approved {
         run.push_str(&format!(" --expect-digest {}", shell_word(digest)));
     }
@@ -270,7 +284,7 @@ fn next_steps(
     let failed = n(RowState::Failed) + n(RowState::Rejected);
     if failed > 0 {
         steps.push(format!(
-            "{failed} rows FAILED or were REJECTED (reasons: paybatch report --batch {name} --html report.html): after fixing the cause, paybatch retry --batch {name}, then {run}"
+            "{failed} rows FAILED or were REJECTED (reasons: paybatch report --batch {name} --html report.html): after fixing the cause, paybatch retry --batch {name}, then {after_retry}"
         ));
     }
     if n(RowState::Skipped) > 0 {
@@ -340,6 +354,18 @@ struct ApprovalJson<'a> {
     user: &'a str,
     host: &'a str,
     run: &'a str,
+    /// Who approved the digest (`paybatch approve`) before the run, oldest first.
+    approved_by: Vec<ApproverJson<'a>>,
+}
+
+/// A person who approved a plan (`paybatch approve`): who, where, when, what it pays.
+#[derive(Serialize)]
+struct ApproverJson<'a> {
+    user: &'a str,
+    host: &'a str,
+    approved_at: &'a str,
+    rows: i64,
+    totals: &'a BTreeMap<String, String>,
 }
 
 /// What left one balance.
@@ -433,6 +459,17 @@ fn detail_json<'a>(d: &'a Detail, next: &'a [String]) -> DetailJson<'a> {
                 user: &a.user,
                 host: &a.host,
                 run: &a.run,
+                approved_by: a
+                    .approved_by
+                    .iter()
+                    .map(|p| ApproverJson {
+                        user: &p.user,
+                        host: &p.host,
+                        approved_at: &p.approved_at,
+                        rows: p.rows,
+                        totals: &p.totals,
+                    })
+                    .collect(),
             })
             .collect(),
         next,
@@ -515,18 +552,21 @@ fn print_approvals(d: &Detail) {
         outln!("  approval:    {}", approvals::NO_APPROVAL);
         return;
     }
-    outln!("  approvals:   runs held to --expect-digest, oldest first");
+    outln!(
+        "  approvals:   runs held to --expect-digest, oldest first: digest, when, run by, approved by"
+    );
     let earlier = d.approvals.len().saturating_sub(LISTED_APPROVALS);
     if earlier > 0 {
         outln!("    ({earlier} earlier)");
     }
     for a in &d.approvals[earlier..] {
         outln!(
-            "    {}  {}  {}  (run {})",
+            "    {}  {}  run by {}  (run {})  {}",
             crate::input::scan::short_digest(&a.digest),
             a.approved_at,
             a.by(),
-            a.run
+            a.run,
+            a.approvers()
         );
     }
 }

@@ -47,40 +47,45 @@ impl ValidateArgs {
 
     /// The `paybatch run` command that pays exactly the validated plan.
     fn run_command(&self, digest: &str) -> String {
-        let mut cmd = format!(
-            "paybatch run {}",
-            shell_word(&self.plan.file.display().to_string())
-        );
-        if let Some(b) = &self.plan.batch {
-            cmd.push_str(&format!(" --batch {}", shell_word(b)));
-        }
-        if let Some(e) = &self.plan.service.env {
-            cmd.push_str(&format!(" --env {}", shell_word(e)));
-        }
-        if let Some(u) = &self.plan.service.base_url {
-            cmd.push_str(&format!(" --base-url {}", shell_word(u)));
-        }
-        if let Some(c) = &self.plan.payment_currency {
-            cmd.push_str(&format!(" --payment-currency {}", shell_word(c)));
-        }
-        if self.plan.allow_duplicates {
-            cmd.push_str(" --allow-duplicates");
-        }
-        if self.plan.skip_invalid {
-            cmd.push_str(" --skip-invalid");
-        }
-        if self.plan.allow_repeats {
-            cmd.push_str(" --allow-repeats");
-        }
-        if self.plan.skip_repeats {
-            cmd.push_str(" --skip-repeats");
-        }
-        if let Some(card) = &self.plan.card_id {
-            cmd.push_str(&format!(" --card-id {}", shell_word(card)));
-        }
-        cmd.push_str(&format!(" --expect-digest {digest}"));
-        cmd
+        run_command(&self.plan, digest)
     }
+}
+
+/// The `paybatch run` command that pays exactly the plan of digest `digest` of `plan`'s file.
+pub(super) fn run_command(plan: &PlanArgs, digest: &str) -> String {
+    let mut cmd = format!(
+        "paybatch run {}",
+        shell_word(&plan.file.display().to_string())
+    );
+    if let Some(b) = &plan.batch {
+        cmd.push_str(&format!(" --batch {}", shell_word(b)));
+    }
+    if let Some(e) = &plan.service.env {
+        cmd.push_str(&format!(" --env {}", shell_word(e)));
+    }
+    if let Some(u) = &plan.service.base_url {
+        cmd.push_str(&format!(" --base-url {}", shell_word(u)));
+    }
+    if let Some(c) = &plan.payment_currency {
+        cmd.push_str(&format!(" --payment-currency {}", shell_word(c)));
+    }
+    if plan.allow_duplicates {
+        cmd.push_str(" --allow-duplicates");
+    }
+    if plan.skip_invalid {
+        cmd.push_str(" --skip-invalid");
+    }
+    if plan.allow_repeats {
+        cmd.push_str(" --allow-repeats");
+    }
+    if plan.skip_repeats {
+        cmd.push_str(" --skip-repeats");
+    }
+    if let Some(card) = &plan.card_id {
+        cmd.push_str(&format!(" --card-id {}", shell_word(card)));
+    }
+    cmd.push_str(&format!(" --expect-digest {digest}"));
+    cmd
 }
 
 pub async fn execute(args: ValidateArgs, quiet: bool) -> Result<Exit, CliError> {

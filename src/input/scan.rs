@@ -117,7 +117,7 @@ impl PlanDigest {
 /// The orders a batch's ledger holds for rows the file does not have and that are followed
 /// whatever the file says (sent, in doubt, or answered), for [`plan_digest`]: each by its
 /// idempotency key and the SHA-256 of its exact body.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct OrdersOutside(Vec<(String, String)>);
 
 impl OrdersOutside {
@@ -153,6 +153,32 @@ pub fn plan_digest(file: String, orders: OrdersOutside) -> String {
     for (key, body) in &orders {
         d.put("order", key);
         d.put("body", body);
+    }
+    d.finish()
+}
+
+/// The plan digest `plan` with the rows of the file the ledger holds at a later attempt than
+/// their first (`attempts`: reference and attempt, made payable again by `retry` or `retry
+/// --expired`): `plan` itself when there is none (every row at its first attempt), otherwise
+/// SHA-256 over a version tag, `plan` and each such row by reference and attempt, in the order
+/// of the references. A retry makes a new plan: the rows it makes payable again are paid
+/// once more, and a plan approved before it is not the plan after it. Sending, polling and
+/// recording answers change no attempt: a resumed run keeps its digest.
+pub fn fold_attempts<'a>(
+    plan: String,
+    attempts: impl IntoIterator<Item = (&'a str, i64)>,
+) -> String {
+    let mut attempts: Vec<(&str, i64)> = attempts.into_iter().collect();
+    if attempts.is_empty() {
+        return plan;
+    }
+    attempts.sort();
+    let mut d = PlanDigest(Sha256::new());
+    d.0.update(b"paybatch-plan-attempts-v1\n");
+    d.put("plan", &plan);
+    for (reference, attempt) in &attempts {
+        d.put("row", reference);
+        d.put("attempt", &attempt.to_string());
     }
     d.finish()
 }
@@ -1045,6 +1071,26 @@ mod tests {
             digest(&format!("{HEADER}A,AMZ-US,10,USD,\nB,NOPE,10,USD,\n"))
         );
         assert_ne!(base, digest(&format!("{HEADER}A,AMZ-US,25.50,USD,\n")));
+    }
+
+    /// A plan with no row at a later attempt keeps its digest; each row's attempt changes it,
+    /// whatever order they are read in.
+    #[test]
+    fn rows_at_a_later_attempt_are_part_of_the_plan_digest() {
+        let plan = PlanDigest::new("nov", "sim").finish();
+        assert_eq!(fold_attempts(plan.clone(), []), plan);
+        let retried = fold_attempts(plan.clone(), [("R-2", 2), ("R-1", 2)]);
+        assert_ne!(retried, plan);
+        assert_eq!(
+            fold_attempts(plan.clone(), [("R-1", 2), ("R-2", 2)]),
+            retried
+        );
+        assert_ne!(
+            fold_attempts(plan.clone(), [("R-1", 2), ("R-2", 3)]),
+            retried
+        );
+        assert_ne!(fold_attempts(plan.clone(), [("R-1", 2)]), retried);
+        assert!(normalize_digest(&retried).is_some_and(|d| d == retried));
     }
 
     /// A file's digest stays the plan digest while the ledger follows no order for a row the

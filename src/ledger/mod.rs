@@ -7,6 +7,7 @@
 
 pub mod approvals;
 pub mod approved;
+pub mod attempts;
 mod batches;
 mod catalog_cache;
 mod columns;

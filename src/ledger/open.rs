@@ -126,6 +126,7 @@ fn migrations() -> Migrations<'static> {
         M::up(include_str!("../../migrations/011_result_format.sql")),
         M::up(include_str!("../../migrations/012_approvals.sql")),
         M::up(include_str!("../../migrations/013_service_orders.sql")),
+        M::up(include_str!("../../migrations/014_plan_approvals.sql")),
     ])
 }
 

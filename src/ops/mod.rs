@@ -4,6 +4,7 @@
 //!
 //! - [`run::run`]: pay a batch (validate, plan, send, poll, write the result file);
 //! - [`preview::preview`]: every check of a run, its totals and plan digest, paying nothing;
+//! - [`approve::approve`]: a person's approval of a plan, recorded with who, when and what;
 //! - [`reconcile::reconcile_batch`]: the ledger against the service's orders, and
 //!   [`reconcile::rebuild`] of a lost ledger from the service and the input file;
 //! - [`retry::retry`]: failed and rejected rows made payable again under new keys;
@@ -12,6 +13,7 @@
 //! - [`history::history`]: every payout to one recipient or reference, across all batches;
 //! - [`status`]: what the ledger says of every batch, or of one in detail.
 
+pub mod approve;
 pub mod history;
 pub mod payouts;
 pub mod period;

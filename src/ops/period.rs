@@ -493,6 +493,8 @@ impl<'a> BatchReading<'a> {
     ) -> Result<(), OpError> {
         let ledger = self.ledger;
         let batch = &self.completed.batch;
+        // Who ran the batch held to an approved plan, and who approved it.
+        self.tally.approvals(ledger.approvals(batch.id)?);
         ledger.visit_result_rows(batch.id, Specs::Read, |row, order| {
             let products = self.tally.add(&row, order.as_ref());
             self.book_row(booking, &row, order.as_ref(), &products)?;

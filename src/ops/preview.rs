@@ -25,11 +25,14 @@ use crate::input::rules::content_hash;
 use crate::input::rules::{CatalogIndex, Problem, Problems, RowSpec, ValidateOptions};
 use crate::input::scan;
 use crate::ledger::approved::NewApprovedPlan;
+use crate::ledger::attempts::LaterAttempt;
 use crate::ledger::lock::LedgerLock;
 use crate::ledger::{Conversion, Ledger, LedgerError, RowState, SeenRow};
 use crate::money::in_currency;
 
-use super::start::{check_binding, check_input, load_catalog, outside_file, plan_and_context};
+use super::start::{
+    attempts_in_file, check_binding, check_input, load_catalog, outside_file, plan_and_context,
+};
 
 pub use crate::batch::funds::BalanceCheck;
 
@@ -440,6 +443,7 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, OpError> {
     };
     preview.repeats = checker.finish(&scanned.file_hash)?;
     let outside = outside_file(&ledger, existing.as_ref(), &scanned)?;
+    let attempts = attempts_in_file(&ledger, existing.as_ref(), &scanned)?;
     preview.taken_out = TakenOut::of(&outside);
     preview.rows = scanned.rows;
     preview.valid_rows = scanned.valid_rows;
@@ -454,7 +458,7 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, OpError> {
         &mut preview,
         &mut ledger,
         opts,
-        (&outside, scanned.digest, &scanned.file_hash),
+        (&outside, scanned.digest, &scanned.file_hash, attempts),
         plan,
     )?;
     Ok(preview)
@@ -488,13 +492,18 @@ fn approve(
     preview: &mut Preview,
     ledger: &mut Ledger,
     opts: &RunOptions,
-    (outside, file, input_hash): (&crate::ledger::OutsideFile, Option<String>, &str),
+    (outside, file, input_hash, attempts): (
+        &crate::ledger::OutsideFile,
+        Option<String>,
+        &str,
+        Vec<LaterAttempt>,
+    ),
     plan: PlanRows,
 ) -> Result<(), OpError> {
     let Some(file) = file.filter(|_| preview.is_valid()) else {
         return Ok(());
     };
-    let (digest, context) = plan_and_context(ledger, outside, file, &preview.repeats)?;
+    let (digest, context) = plan_and_context(ledger, outside, file, &preview.repeats, attempts)?;
     let kept = Kept {
         digest: &digest,
         context: &context,

@@ -39,7 +39,7 @@ use crate::input::scan;
 use crate::ledger::lock::LedgerLock;
 use crate::ledger::{self, Ledger};
 
-mod approval;
+pub(super) mod approval;
 mod digest;
 mod tell;
 
@@ -76,8 +76,7 @@ async fn run_batch(
         opts.environment.banner(),
         opts.ledger.display()
     ));
-    check_input(&opts.input)?;
-    check_out(opts)?;
+    check_before(opts)?;
     let _lock = LedgerLock::acquire(&opts.ledger)?;
     let mut ledger = Ledger::open(&opts.ledger)?;
     let mut conn = Connection::open(
@@ -259,11 +258,14 @@ async fn two_passes(
     let approved = check_digest(
         opts,
         ledger,
-        &scanned,
+        (&scanned, existing.as_ref()),
         (&outside, &repeats),
         (products, options),
         reporter,
     )?;
+    if let Some(digest) = &approved {
+        approval::check_second_person(opts, ledger, digest)?;
+    }
     // The balances are read before the ledger is written (no request while the merge
     // is open); whether they are enough is decided once the merge knows what is new
     // to pay.
@@ -307,6 +309,14 @@ async fn two_passes(
 struct Ending {
     incomplete: Option<String>,
     written: Option<ResultWriter>,
+}
+
+/// What is checked before the ledger is opened: the input file, the result file, and with
+/// `--second-person` that the run is held to an approved digest.
+fn check_before(opts: &RunOptions) -> Result<(), OpError> {
+    check_input(&opts.input)?;
+    check_out(opts)?;
+    approval::require_digest(opts)
 }
 
 /// `--out` names a file the run may write: not stdout (the run's stdout is its summary), not the

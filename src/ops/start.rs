@@ -13,6 +13,7 @@ use crate::batch::repeats::Repeats;
 use crate::catalog::{self, CatalogError};
 use crate::environment::{Connection, UsageError};
 use crate::input::scan;
+use crate::ledger::attempts::LaterAttempt;
 use crate::ledger::{self, Ledger};
 
 /// The catalog of the run's environment, cached in the ledger (fetched when older than
@@ -79,23 +80,45 @@ pub fn outside_file(
 }
 
 /// The plan digest of a file whose own digest is `file` ([`scan::PlanDigest`]), with the
-/// orders followed for rows it does not have (`outside`, see [`scan::plan_digest`]) and the
-/// repeats and the decision on them ([`Repeats::fold_into`]): what `validate` shows and `run
-/// --expect-digest` insists on, made the same way from the same ledger and file. With it, what
-/// the digest covers besides the rows, as an approved plan keeps it.
+/// orders followed for rows it does not have (`outside`, see [`scan::plan_digest`]), the rows
+/// of the file at a later attempt than their first (`attempts`, see [`scan::fold_attempts`])
+/// and the repeats and the decision on them ([`Repeats::fold_into`]): what `validate` shows and
+/// `run --expect-digest` insists on, made the same way from the same ledger and file. With it,
+/// what the digest covers besides the rows, as an approved plan keeps it.
 pub fn plan_and_context(
     ledger: &Ledger,
     outside: &ledger::OutsideFile,
     file: String,
     repeats: &Repeats,
+    attempts: Vec<LaterAttempt>,
 ) -> Result<(String, PlanContext), OpError> {
     let orders = orders_outside(ledger, outside)?;
+    let plan = scan::fold_attempts(
+        scan::plan_digest(file.clone(), orders.clone()),
+        attempts.iter().map(|a| (a.reference.as_str(), a.attempt)),
+    );
     let context = PlanContext {
-        rows_digest: file.clone(),
+        rows_digest: file,
         followed: orders.sorted(),
         repeats: RepeatsKept::of(repeats),
+        attempts,
     };
-    Ok((repeats.fold_into(&scan::plan_digest(file, orders)), context))
+    Ok((repeats.fold_into(&plan), context))
+}
+
+/// The rows of the file that the batch holds at a later attempt than their first (made payable
+/// again by `retry` or `retry --expired`): none for a batch new to the ledger.
+pub fn attempts_in_file(
+    ledger: &Ledger,
+    batch: Option<&ledger::BatchRecord>,
+    scanned: &scan::Scan,
+) -> Result<Vec<LaterAttempt>, OpError> {
+    let Some(b) = batch else {
+        return Ok(Vec::new());
+    };
+    let mut attempts = ledger.later_attempts(b.id)?;
+    attempts.retain(|a| scanned.has_reference(&a.reference));
+    Ok(attempts)
 }
 
 /// The orders followed for rows the file does not have, by key and body, as the plan digest

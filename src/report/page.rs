@@ -295,7 +295,10 @@ pub fn render_tally(
     let claims = claims_tables(&tally);
     let costs = cost_tables(&tally);
     let digest = match tally.digest {
-        Digest::Building(d) => Ok(scan::plan_digest(d.finish(), tally.outside_digest)),
+        Digest::Building(d) => Ok(scan::fold_attempts(
+            scan::plan_digest(d.finish(), tally.outside_digest),
+            tally.attempts.iter().map(|(r, a)| (r.as_str(), *a)),
+        )),
         Digest::Unknown(why) => Err(why),
     };
     let mut tables = vec![per_state(&tally.by_state)];
@@ -447,7 +450,8 @@ fn money(amount: Decimal, currency: &str) -> String {
 const LISTED_APPROVALS: usize = 10;
 
 /// The facts of the batch a finance lead compares with what was approved: beside the plan
-/// digest, the runs held to an approved one (digest, when, user@host, run), or that none was.
+/// digest, the runs held to an approved one (digest, when, user@host who ran it, run, and who
+/// approved it with `paybatch approve`), or that none was.
 fn facts<'a>(
     batch: &'a BatchRecord,
     rows: usize,
@@ -479,11 +483,12 @@ fn facts<'a>(
     }
     for a in &approvals[earlier..] {
         let approved = format!(
-            "{} at {} by {} (run {})",
+            "{} at {} by {} (run {}); {}",
             scan::short_digest(&a.digest),
             a.approved_at,
             a.by(),
-            a.run
+            a.run,
+            a.approvers()
         );
         facts.push(fact("Approved", &approved));
     }

@@ -12,6 +12,7 @@ use minijinja::value::Serde;
 use rust_decimal::Decimal;
 use serde::Serialize;
 
+use crate::ledger::approvals::NO_APPROVAL;
 use crate::ledger::{BatchRecord, RowState};
 use crate::money::display_amount;
 
@@ -85,6 +86,9 @@ pub struct PeriodBatch {
     pub rows: usize,
     pub paid_rows: usize,
     pub charged: Vec<AmountJson>,
+    /// The batch's last run held to an approved plan: its digest, who ran it and who
+    /// approved it (`paybatch approve`); or that no run was held to one.
+    pub approval: String,
 }
 
 /// What left one payer of one environment in a period, as `--json` says it.
@@ -110,6 +114,21 @@ pub struct PeriodJson {
     pub balances: Vec<PeriodBalanceJson>,
     pub products: Vec<CostLine>,
     pub groups: Vec<GroupJson>,
+}
+
+/// The last run of a batch held to an approved plan, in words (not escaped): `sha256:… run by
+/// alice@pay-1 (run ID); approved by bob@desk-2 at TIME`; or that none was.
+fn approval_line(tally: &Tally) -> String {
+    match tally.approvals.last() {
+        None => NO_APPROVAL.to_string(),
+        Some(a) => format!(
+            "{} run by {} (run {}); {}",
+            crate::input::scan::short_digest(&a.digest),
+            a.by(),
+            a.run,
+            a.approvers()
+        ),
+    }
 }
 
 type Charged = BTreeMap<(String, String), BTreeMap<String, Charge>>;
@@ -237,6 +256,7 @@ impl PeriodTally {
             completed_at: completed_at.to_string(),
             rows: tally.rows(),
             paid_rows,
+            approval: approval_line(tally),
             charged: per_currency
                 .into_iter()
                 .map(|(currency, amount)| AmountJson {

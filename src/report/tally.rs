@@ -285,6 +285,9 @@ pub struct Tally {
     /// The orders of the rows no longer in the file, part of the plan digest.
     pub(super) outside: BTreeSet<i64>,
     pub(super) outside_digest: OrdersOutside,
+    /// The rows of the latest file at a later attempt than their first (reference, attempt),
+    /// part of the plan digest ([`crate::input::scan::fold_attempts`]).
+    pub(super) attempts: Vec<(String, i64)>,
     /// Per breakdown (products first, then each `--group-by` column): (currency, value) ->
     /// the life of the paid rows' links ([`Tally::add_payout`]).
     pub(super) claims: Vec<BTreeMap<(String, String), Claims>>,
@@ -345,6 +348,7 @@ impl Tally {
             latest_merge: None,
             outside: BTreeSet::new(),
             outside_digest: OrdersOutside::default(),
+            attempts: Vec::new(),
             claims: vec![BTreeMap::new()],
             reissued: Listed::default(),
             approvals: Vec::new(),
@@ -513,6 +517,9 @@ impl Tally {
         if self.plan {
             if self.latest_merge.is_none_or(|m| row.merged == m) {
                 self.add_to_digest(row);
+                if row.attempt > 1 {
+                    self.attempts.push((row.reference.clone(), row.attempt));
+                }
             } else if let Some(order) = row.order_id {
                 self.outside.insert(order);
             }

@@ -301,3 +301,162 @@ async fn a_stopped_approved_run_says_to_resume_with_its_digest() {
         "{advice}"
     );
 }
+
+/// `paybatch approve f.csv --expect-digest DIGEST` as `user` (the workspace's key file and
+/// ledger, against `sim`).
+async fn approve_as(ws: &Workspace, sim: &SimHandle, user: &str, digest: &str) -> Output {
+    let key = ws.key_file();
+    let ledger = ws.ledger();
+    let base = sim.base_url();
+    let args = [
+        "approve",
+        "f.csv",
+        "--expect-digest",
+        digest,
+        "--base-url",
+        &base,
+        "--api-key-file",
+        key.to_str().expect("utf-8 path"),
+        "--ledger",
+        ledger.to_str().expect("utf-8 path"),
+    ];
+    paybatch_in(ws.dir.path(), &args, &[("USER", user), ("LOGNAME", user)]).await
+}
+
+/// `approve` records who approved which plan and what it pays; `status` (text and JSON), the
+/// HTML report and the period report show who approved the plan beside who ran it. A digest the
+/// file does not give is not recorded (exit 3).
+#[tokio::test]
+async fn approve_records_the_approver_and_status_shows_approver_and_runner() {
+    let (ws, sim, digest) = approved_file().await;
+    let host = host_name();
+    let wrong = format!("sha256:{}", "ab".repeat(32));
+    let refused = approve_as(&ws, &sim, "bob", &wrong).await;
+    assert_eq!(refused.status.code(), Some(3), "{}", output_of(&refused));
+    assert!(stderr_of(&refused).contains("nothing was approved"));
+
+    let out = approve_as(&ws, &sim, "bob", &digest).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    let said = stdout_of(&out);
+    assert!(
+        said.contains(&format!(
+            "approved: plan {digest} of batch f by bob@{host} at "
+        )) && said.contains("(3 rows: USD 45.00)"),
+        "{said}"
+    );
+
+    let run = run_as(&ws, &sim, USER, &["--expect-digest", &digest], &[]).await;
+    assert_eq!(run.status.code(), Some(0), "{}", output_of(&run));
+
+    let text = stdout_of(&status(&ws, &[]).await);
+    let line = text
+        .lines()
+        .find(|l| l.contains(&short(&digest)))
+        .unwrap_or_else(|| panic!("the approval in: {text}"));
+    assert!(line.contains(&format!("run by {USER}@{host}")), "{line}");
+    assert!(
+        line.contains(&format!("approved by bob@{host} at ")),
+        "{line}"
+    );
+
+    let approvals = approvals_json(&ws).await;
+    assert_eq!(approvals.len(), 1, "{approvals:?}");
+    assert_eq!(approvals[0]["user"], USER);
+    let by = &approvals[0]["approved_by"];
+    assert_eq!(by.as_array().map(Vec::len), Some(1), "{by}");
+    assert_eq!(by[0]["user"], "bob", "{by}");
+    assert_eq!(by[0]["host"], host.as_str(), "{by}");
+    assert_eq!(by[0]["rows"], 3, "{by}");
+    assert_eq!(by[0]["totals"]["USD"], "45.00", "{by}");
+
+    let page = report_page(&ws).await;
+    assert!(
+        page.contains(&format!("by {USER}@{host} (run ")) && page.contains("approved by bob@"),
+        "{page}"
+    );
+
+    let ledger = ws.ledger();
+    let args = [
+        "report",
+        "--since",
+        "2000-01-01",
+        "--json",
+        "--ledger",
+        ledger.to_str().expect("utf-8 path"),
+    ];
+    let period = paybatch_in(ws.dir.path(), &args, &[]).await;
+    let json: Value = serde_json::from_str(stdout_of(&period).trim())
+        .unwrap_or_else(|e| panic!("{e}: {}", output_of(&period)));
+    let approval = json["batches"][0]["approval"].as_str().unwrap_or_default();
+    assert!(
+        approval.contains(&format!("run by {USER}@{host}"))
+            && approval.contains(&format!("approved by bob@{host} at ")),
+        "{json}"
+    );
+}
+
+/// With the second-person setting (`--second-person`, or `second_person = true` in
+/// paybatch.toml), a run without an approved digest, or whose digest only the user running it
+/// approved, is refused (exit 3, nothing sent, no batch); once another user approved it, the
+/// same run pays.
+#[tokio::test]
+async fn a_second_person_must_approve_the_plan_a_run_pays() {
+    let (ws, sim, digest) = approved_file().await;
+    let refused = |out: &Output, why: &str| {
+        let err = stderr_of(out);
+        assert_eq!(out.status.code(), Some(3), "{}", output_of(out));
+        assert!(
+            err.contains("requires a plan approved by a second person"),
+            "{err}"
+        );
+        assert!(err.contains(why), "{err}");
+        assert!(err.contains("nothing was submitted"), "{err}");
+        assert!(sim.orders().is_empty(), "{err}");
+    };
+    let out = run_as(&ws, &sim, USER, &["--second-person"], &[]).await;
+    refused(&out, "no --expect-digest was given");
+    let out = run_as(
+        &ws,
+        &sim,
+        USER,
+        &["--second-person", "--expect-digest", &digest],
+        &[],
+    )
+    .await;
+    refused(&out, "nobody approved it with `paybatch approve`");
+
+    // Approved by the user who runs it: not a second person. The setting holds for every run.
+    let own = approve_as(&ws, &sim, USER, &digest).await;
+    assert_eq!(own.status.code(), Some(0), "{}", output_of(&own));
+    ws.write("paybatch.toml", "second_person = true\n");
+    let out = run_as(&ws, &sim, USER, &["--expect-digest", &digest], &[]).await;
+    refused(
+        &out,
+        &format!("only {USER} approved it, the user running it"),
+    );
+    let out = run_as(&ws, &sim, USER, &[], &[]).await;
+    refused(&out, "no --expect-digest was given");
+    assert!(
+        paybatch::ledger::Ledger::open(&ws.ledger())
+            .expect("ledger")
+            .batches()
+            .expect("batches")
+            .is_empty(),
+        "no batch was made"
+    );
+
+    // Another user approves it: the same run pays, and says who approved it.
+    let other = approve_as(&ws, &sim, "bob", &digest).await;
+    assert_eq!(other.status.code(), Some(0), "{}", output_of(&other));
+    let out = run_as(&ws, &sim, USER, &["--expect-digest", &digest], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    assert!(!sim.orders().is_empty());
+    let approvals = approvals_json(&ws).await;
+    let users: Vec<&str> = approvals[0]["approved_by"]
+        .as_array()
+        .expect("approvers")
+        .iter()
+        .filter_map(|a| a["user"].as_str())
+        .collect();
+    assert_eq!(users, [USER, "bob"]);
+}

@@ -322,7 +322,8 @@ async fn a_ledger_of_schema_8_keeps_plans_once_migrated() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let conn = rusqlite::Connection::open(ws.ledger()).expect("open");
     conn.execute_batch(
-        "DROP TABLE service_orders;
+        "DROP TABLE plan_approvals; DROP INDEX rows_later_attempts;
+         DROP TABLE service_orders;
          DROP TABLE service_order_rows;
          DROP TABLE service_reads;
          DROP TABLE approvals;
@@ -340,7 +341,7 @@ async fn a_ledger_of_schema_8_keeps_plans_once_migrated() {
         .expect("open")
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .expect("version");
-    assert_eq!(version, 13);
+    assert_eq!(version, 14);
     ws.write(
         "f.csv",
         &rows(1..=8, |i, c| {
@@ -397,4 +398,157 @@ fn the_plans_kept_per_batch_are_bounded() {
         ledger.approved_digests("other", "sim").expect("digests"),
         [digest(1000)]
     );
+}
+
+/// A retry of failed rows makes them payable at their next attempt: a new plan, with a new
+/// digest. The digest approved before the retry pays nothing (exit 3, nothing sent) and the
+/// refusal names the rows made payable again since, with what they pay; the new plan, once
+/// approved, is paid, and a run of it interrupted before it sent anything resumes with the
+/// same digest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_of_failed_rows_is_a_new_plan_the_digest_before_it_cannot_pay() {
+    let ws = Workspace::new();
+    let state = ws.sim_state();
+    let mut failing = fast_config(Some(state.clone()));
+    failing.failure_rate = 1.0;
+    let sim = start_sim(failing).await;
+    // 10, 15 and 20 USD.
+    ws.write(
+        "f.csv",
+        &rows(1..=3, |i, c| c[2] = (5 * (i + 1)).to_string()),
+    );
+    let approved = digest_of(&against(&ws, &sim, &["validate", "f.csv"]).await);
+    let failed = against(&ws, &sim, &["run", "f.csv", "--expect-digest", &approved]).await;
+    assert_eq!(failed.status.code(), Some(4), "{}", stderr(&failed));
+    // Nothing changed since: the approved plan still passes (nothing left to pay).
+    let again = against(&ws, &sim, &["run", "f.csv", "--expect-digest", &approved]).await;
+    assert_eq!(again.status.code(), Some(4), "{}", stderr(&again));
+    let sent = sim.orders().len();
+    // `status` says that the rows, once retried, are another plan to approve.
+    let ledger = ws.ledger();
+    let ledger = ledger.to_str().expect("utf-8 path");
+    let status = paybatch_in(
+        ws.dir.path(),
+        &["status", "--batch", "f", "--ledger", ledger],
+        &[],
+    )
+    .await;
+    let next = stdout(&status);
+    assert!(
+        next.contains("paybatch retry --batch f, then paybatch validate f.csv --batch f --ledger ")
+            && next.contains("shows the new plan's digest to approve, then paybatch run f.csv"),
+        "{next}"
+    );
+
+    let retry = retry_batch(&ws, "f").await;
+    assert_eq!(retry.status.code(), Some(0), "{}", stderr(&retry));
+    let retried = digest_of(&against(&ws, &sim, &["validate", "f.csv"]).await);
+    assert_ne!(retried, approved, "a retry makes a new plan");
+
+    let out = against(&ws, &sim, &["run", "f.csv", "--expect-digest", &approved]).await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("no longer matches the approved plan"), "{err}");
+    assert!(err.contains("nothing was submitted"), "{err}");
+    assert!(err.contains("  3 retried rows: USD 45.00 ("), "{err}");
+    assert!(!err.contains("reissued rows"), "{err}");
+    assert_eq!(sim.orders().len(), sent, "nothing was sent: {err}");
+
+    // The new plan, approved: interrupted before it sends, resumed with the same digest.
+    let sim = restart_sim(sim, fast_config(Some(state))).await;
+    let sent = sim.orders().len();
+    let died = run_file(
+        &ws,
+        &sim,
+        "f.csv",
+        &["--expect-digest", &retried],
+        &[("PAYBATCH_FAILPOINT", "after_intent")],
+    )
+    .await;
+    assert!(!died.status.success(), "{}", output_of(&died));
+    assert_eq!(sim.orders().len(), sent, "nothing was sent");
+    let resumed = run_file(&ws, &sim, "f.csv", &["--expect-digest", &retried], &[]).await;
+    assert_eq!(resumed.status.code(), Some(0), "{}", output_of(&resumed));
+    assert!(sim.orders().len() > sent, "{}", output_of(&resumed));
+    // Paid, the plan keeps its digest: the cron job's command passes again.
+    let after = digest_of(&against(&ws, &sim, &["validate", "f.csv"]).await);
+    assert_eq!(after, retried);
+    // The HTML report rebuilds the same digest from what the ledger recorded.
+    let args = [
+        "report", "--batch", "f", "--html", "f.html", "--ledger", ledger,
+    ];
+    let report = paybatch_in(ws.dir.path(), &args, &[]).await;
+    assert_eq!(report.status.code(), Some(0), "{}", output_of(&report));
+    let page = std::fs::read_to_string(ws.path("f.html")).expect("the page");
+    assert!(page.contains(&retried), "{page}");
+    let cron = run_file(&ws, &sim, "f.csv", &["--expect-digest", &retried], &[]).await;
+    assert_eq!(cron.status.code(), Some(0), "{}", output_of(&cron));
+}
+
+/// `retry --expired` makes the rows whose payout link expired payable again: a new plan. The
+/// digest approved before pays nothing and the refusal names the reissued rows with what they
+/// pay; the new digest pays them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reissue_of_expired_links_is_a_new_plan_the_digest_before_it_cannot_pay() {
+    let ws = Workspace::new();
+    let mut csv = String::from("reference,product_code,face_value,currency\n");
+    for i in 1..=5 {
+        csv.push_str(&format!("R-{i},AMZ-US,10.00,USD\n"));
+    }
+    ws.write("b.csv", &csv);
+    links_expire_after(&ws, "10", "0").await;
+    let pb = |args: &'static [&'static str]| paybatch_ws(&ws, args);
+    let approved = digest_of(&pb(&["validate", "b.csv", "--batch", "b"]).await);
+    let run = paybatch_ws(
+        &ws,
+        &[
+            "run",
+            "b.csv",
+            "--batch",
+            "b",
+            "-q",
+            "--expect-digest",
+            &approved,
+        ],
+    )
+    .await;
+    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    pb(&["sim", "clock", "--advance", "12d"]).await;
+    let read = pb(&["payouts", "--batch", "b"]).await;
+    assert!(stdout(&read).contains("EXPIRED"), "{}", output_of(&read));
+    let retried = pb(&["retry", "--batch", "b", "--expired"]).await;
+    assert_eq!(retried.status.code(), Some(0), "{}", output_of(&retried));
+
+    let reissued = digest_of(&pb(&["validate", "b.csv", "--batch", "b"]).await);
+    assert_ne!(reissued, approved, "a reissue makes a new plan");
+    let out = paybatch_ws(
+        &ws,
+        &["run", "b.csv", "--batch", "b", "--expect-digest", &approved],
+    )
+    .await;
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("nothing was submitted"), "{err}");
+    assert!(err.contains("  5 reissued rows: USD 50.00 ("), "{err}");
+    let status = pb(&["status", "--batch", "b", "--json"]).await;
+    let json: serde_json::Value = serde_json::from_str(stdout(&status).trim()).expect("JSON");
+    assert_eq!(
+        json["states"]["PENDING"], 5,
+        "nothing was planned or sent: {json}"
+    );
+
+    let paid = paybatch_ws(
+        &ws,
+        &[
+            "run",
+            "b.csv",
+            "--batch",
+            "b",
+            "-q",
+            "--expect-digest",
+            &reissued,
+        ],
+    )
+    .await;
+    assert_eq!(paid.status.code(), Some(0), "{}", output_of(&paid));
 }

@@ -347,6 +347,7 @@ async fn every_json_output_keeps_its_keys() {
     let mut paid = one_batch.to_vec();
     paid.extend([
         "approvals[].approved_at",
+        "approvals[].approved_by",
         "approvals[].digest",
         "approvals[].host",
         "approvals[].run",
@@ -705,6 +706,7 @@ async fn report_json_keeps_its_keys() {
         [
             "balances[].environment",
             "batches",
+            "batches[].approval",
             "batches[].charged",
             "batches[].charged[].amount",
             "batches[].charged[].currency",

@@ -254,7 +254,8 @@ async fn a_ledger_of_the_previous_schema_knows_what_it_paid_once_migrated() {
     rusqlite::Connection::open(ws.ledger())
         .expect("ledger")
         .execute_batch(
-            "DROP TABLE service_orders;
+            "DROP TABLE plan_approvals; DROP INDEX rows_later_attempts;
+             DROP TABLE service_orders;
              DROP TABLE service_order_rows;
              DROP TABLE service_reads;
              DROP TABLE approvals;

@@ -2,6 +2,7 @@
 //! ([`crate::ledger::approvals`]), before it sends anything: the digest, when, by which user on
 //! which host, and which run.
 
+use crate::batch::options::RunOptions;
 use crate::batch::outcome::OpError;
 use crate::batch::progress::Reporter;
 use crate::ledger::approvals::NewApproval;
@@ -35,10 +36,57 @@ pub(super) fn record(
     Ok(())
 }
 
+/// With `--second-person`, a run is held to an approved digest: refused (nothing is read or
+/// sent) without `--expect-digest`.
+pub(super) fn require_digest(opts: &RunOptions) -> Result<(), OpError> {
+    if !opts.second_person || opts.expect_digest.is_some() {
+        return Ok(());
+    }
+    Err(OpError::Refused {
+        message: "this run requires a plan approved by a second person (--second-person, or `second_person = true` in paybatch.toml), and no --expect-digest was given; nothing was submitted".into(),
+        help: "run `paybatch validate` on the file, have another user approve its digest with `paybatch approve FILE --expect-digest DIGEST`, then run with --expect-digest DIGEST".into(),
+    })
+}
+
+/// With `--second-person`, the approved `digest` of the run's batch must have been approved
+/// (`paybatch approve`) by another user than the one running it; otherwise the run is
+/// refused, before the ledger's batch is touched. Without it, nothing is checked.
+pub(super) fn check_second_person(
+    opts: &RunOptions,
+    ledger: &Ledger,
+    digest: &str,
+) -> Result<(), OpError> {
+    if !opts.second_person {
+        return Ok(());
+    }
+    let runner = bounded(login_name());
+    let approvals = ledger.plan_approvals(&opts.batch_name(), opts.environment.name(), digest)?;
+    if approvals.iter().any(|a| a.user != runner) {
+        return Ok(());
+    }
+    let short = crate::input::scan::short_digest(digest);
+    let who = if approvals.is_empty() {
+        "nobody approved it with `paybatch approve`".to_string()
+    } else {
+        format!(
+            "only {} approved it, the user running it",
+            crate::text::escape(&runner)
+        )
+    };
+    Err(OpError::Refused {
+        message: format!(
+            "this run requires a plan approved by a second person, and {who} (plan {short}); nothing was submitted"
+        ),
+        help: format!(
+            "another user approves it with `paybatch approve FILE --expect-digest {digest}` (same --batch, environment and ledger), then run again"
+        ),
+    })
+}
+
 /// The longest user or host name recorded, in characters (longer ones are cut, with `…`).
 const NAME_CHARS: usize = 256;
 
-fn bounded(name: String) -> String {
+pub fn bounded(name: String) -> String {
     if name.chars().count() <= NAME_CHARS {
         return name;
     }

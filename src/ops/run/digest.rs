@@ -12,7 +12,7 @@ use crate::batch::repeats::Repeats;
 use crate::input::rules::{CatalogIndex, ValidateOptions};
 use crate::input::scan;
 use crate::ledger::{self, Ledger};
-use crate::ops::start::plan_and_context;
+use crate::ops::start::{attempts_in_file, plan_and_context};
 
 /// `--expect-digest`: only the plan a person approved is paid (checked before the ledger
 /// batch is touched). The digest is the one `validate` shows: the file's, with the orders the
@@ -22,7 +22,7 @@ use crate::ops::start::plan_and_context;
 pub(super) fn check_digest(
     opts: &RunOptions,
     ledger: &Ledger,
-    scanned: &scan::Scan,
+    (scanned, existing): (&scan::Scan, Option<&ledger::BatchRecord>),
     (outside, repeats): (&ledger::OutsideFile, &Repeats),
     catalog: (&[Product], &ValidateOptions),
     reporter: &Reporter,
@@ -30,7 +30,8 @@ pub(super) fn check_digest(
     let (Some(expected), Some(file)) = (&opts.expect_digest, &scanned.digest) else {
         return Ok(None);
     };
-    let (actual, context) = plan_and_context(ledger, outside, file.clone(), repeats)?;
+    let attempts = attempts_in_file(ledger, existing, scanned)?;
+    let (actual, context) = plan_and_context(ledger, outside, file.clone(), repeats, attempts)?;
     if !scan::digests_match(expected, &actual) {
         let changed = since_approved(opts, ledger, expected, &context, catalog)?;
         return Err(OpError::Refused {
