@@ -104,16 +104,16 @@ impl Ledger {
             .map_err(sqlerr(&self.path))
     }
 
-    /// Keeps the orders learned from the service at `base_url` and, when the read reached its
-    /// end with nothing left untold, moves its mark to `read_to`: one transaction, durable
-    /// before anything is sent on what it says. `pages` and the count are kept for `status`.
-    pub fn record_service_read(
+    /// Keeps orders learned from the service at `base_url` (each once: one read again is left
+    /// as it was), in one transaction, durable before anything is sent on what they say.
+    pub fn record_service_orders(
         &mut self,
         base_url: &str,
         learned: &[LearnedOrder],
-        read_to: Option<&str>,
-        pages: usize,
     ) -> Result<()> {
+        if learned.is_empty() {
+            return Ok(());
+        }
         let service = service_address(base_url);
         let at = super::now();
         let path = self.path.clone();
@@ -153,24 +153,37 @@ impl Ledger {
                 )?;
             }
         }
-        if let Some(read_to) = read_to {
-            exec(
-                &tx,
-                &path,
-                "INSERT INTO service_reads (service, read_to, read_at, pages, learned)
-                 VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT (service) DO UPDATE SET
-                    read_to = max(read_to, excluded.read_to), read_at = excluded.read_at,
-                    pages = excluded.pages, learned = excluded.learned",
-                params![
-                    service,
-                    read_to,
-                    at,
-                    i64::try_from(pages).unwrap_or(i64::MAX),
-                    i64::try_from(learned.len()).unwrap_or(i64::MAX)
-                ],
-            )?;
-        }
+        commit(tx, &path)
+    }
+
+    /// Moves the mark of how far the order list of the service at `base_url` was read to
+    /// `read_to` (never back), after a read that reached a documented end with nothing left
+    /// untold; `pages` and `learned` are kept for the record.
+    pub fn record_read_mark(
+        &mut self,
+        base_url: &str,
+        read_to: &str,
+        pages: usize,
+        learned: usize,
+    ) -> Result<()> {
+        let path = self.path.clone();
+        let tx = begin(&mut self.conn, &path)?;
+        exec(
+            &tx,
+            &path,
+            "INSERT INTO service_reads (service, read_to, read_at, pages, learned)
+             VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT (service) DO UPDATE SET
+                read_to = max(read_to, excluded.read_to), read_at = excluded.read_at,
+                pages = excluded.pages, learned = excluded.learned",
+            params![
+                service_address(base_url),
+                read_to,
+                super::now(),
+                i64::try_from(pages).unwrap_or(i64::MAX),
+                i64::try_from(learned).unwrap_or(i64::MAX)
+            ],
+        )?;
         commit(tx, &path)
     }
 
@@ -226,7 +239,8 @@ impl Ledger {
         mut visit: impl FnMut(&ServiceRow),
     ) -> Result<()> {
         let err = sqlerr(&self.path);
-        // The orders this ledger does not know are told once each (not once a row).
+        // The orders this ledger does not know are told once each (not once a row), and their
+        // rows read in the order of the table's key: nothing is sorted in memory.
         let mut st = self
             .conn
             .prepare_cached(
@@ -244,8 +258,7 @@ impl Ledger {
                         u.read_at, r.reference, r.attempt, u.rows_whole
                    FROM unknown u
                    JOIN service_order_rows r
-                     ON r.service = u.service AND r.service_order_id = u.service_order_id
-                  ORDER BY u.service_order_id, r.item_index",
+                     ON r.service = u.service AND r.service_order_id = u.service_order_id",
             )
             .map_err(&err)?;
         let mut rows = st.query(params![service_address(base_url)]).map_err(&err)?;
@@ -411,17 +424,16 @@ mod tests {
         assert_eq!(ledger.service_read_mark(url).expect("mark"), None);
         let a = learned("O-1", "nov", &["A", "B", "C"]);
         ledger
-            .record_service_read(
-                url,
-                std::slice::from_ref(&a),
-                Some("2026-11-20T10:00:00Z"),
-                1,
-            )
+            .record_service_orders(url, std::slice::from_ref(&a))
             .expect("record");
-        // Read again: the same order is not kept twice; an earlier mark does not move it back.
         ledger
-            .record_service_read(url, &[a], Some("2026-11-19T10:00:00Z"), 1)
-            .expect("record");
+            .record_read_mark(url, "2026-11-20T10:00:00Z", 1, 1)
+            .expect("mark");
+        // Read again: the same order is not kept twice; an earlier mark does not move it back.
+        ledger.record_service_orders(url, &[a]).expect("record");
+        ledger
+            .record_read_mark(url, "2026-11-19T10:00:00Z", 1, 0)
+            .expect("mark");
         let mark = ledger
             .service_read_mark("HTTP://127.0.0.1:9/v2")
             .expect("mark");
@@ -456,7 +468,7 @@ mod tests {
         );
         // A read that did not reach its end keeps what it learned and leaves the mark.
         ledger
-            .record_service_read(url, &[learned("O-2", "dec", &["D"])], None, 3)
+            .record_service_orders(url, &[learned("O-2", "dec", &["D"])])
             .expect("record");
         assert_eq!(ledger.service_order_counts(url).expect("counts"), (2, 0));
         assert_eq!(

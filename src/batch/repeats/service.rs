@@ -108,12 +108,62 @@ pub async fn sync_service(
             to_read.push(id.clone());
         }
     }
-    let reads = read_whole(client, to_read).await;
+    let learning = learn(ledger, client, base_url, to_read).await?;
+    // What was learned is kept even when the read refuses: a finished order never changes,
+    // and is not read again. The mark moves only past a read that left nothing untold.
+    if learning.processing.is_empty()
+        && learning.unread.is_none()
+        && let Some(newest) = listed.newest
+    {
+        let read_to = newest.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        ledger.record_read_mark(base_url, &read_to, listed.pages, learning.learned)?;
+    }
+    if let Some((id, e)) = learning.unread {
+        return Err(refused_or_unread(
+            e,
+            &format!("order {} at the service", crate::text::escape(&id)),
+        ));
+    }
+    if !learning.processing.is_empty() {
+        return Err(still_processing(&learning.processing));
+    }
+    let (foreign_orders, first_rows_only) = ledger.service_order_counts(base_url)?;
+    Ok(ServiceSync {
+        pages: listed.pages,
+        since: since.to_rfc3339(),
+        first_read,
+        learned: learning.learned,
+        foreign_orders,
+        first_rows_only,
+    })
+}
+
+/// Orders read whole and kept at most at once: the rows of a few hundred orders are held in
+/// memory, never those of every order of a large first read.
+const LEARNED_AT_ONCE: usize = 250;
+
+/// What [`learn`] did: orders of other ledgers kept, orders still processing after the wait,
+/// and the first order that could not be read.
+#[derive(Default)]
+struct Learning {
+    learned: usize,
+    processing: Vec<String>,
+    unread: Option<(String, crate::api::ApiError)>,
+}
+
+/// Reads the orders `ids` whole and keeps those that are not this ledger's own, a few hundred
+/// to a transaction as they are answered.
+async fn learn(
+    ledger: &mut Ledger,
+    client: &Client,
+    base_url: &str,
+    ids: Vec<String>,
+) -> Result<Learning, OpError> {
     let batches = OwnBatches::of(ledger)?;
-    let mut learned = Vec::new();
-    let mut processing = Vec::new();
-    let mut unread = None;
-    for (id, view) in reads {
+    let mut out = Learning::default();
+    let mut chunk = Vec::new();
+    let mut reads = std::pin::pin!(read_whole(client, ids));
+    while let Some((id, view)) = reads.next().await {
         match view {
             Ok(OrderView::Done(order)) => {
                 let key = order
@@ -125,50 +175,33 @@ pub async fn sync_service(
                 if ledger.knows_order(key.as_deref(), &order.id)? {
                     continue;
                 }
-                learned.push(learned_order(&order));
+                chunk.push(learned_order(&order));
+                if chunk.len() >= LEARNED_AT_ONCE {
+                    ledger.record_service_orders(base_url, &chunk)?;
+                    out.learned += chunk.len();
+                    chunk.clear();
+                }
             }
-            Ok(OrderView::Processing(_)) => processing.push(id),
+            Ok(OrderView::Processing(_)) => out.processing.push(id),
             Err(e) if outcome::is_auth_error(&e) => return Err(OpError::Auth(e)),
-            Err(e) => unread = unread.or(Some((id, e))),
+            Err(e) => out.unread = out.unread.or(Some((id, e))),
         }
     }
-    // Kept even when the read refuses: a finished order never changes, and is not read again.
-    let whole = processing.is_empty() && unread.is_none();
-    let read_to = listed
-        .newest
-        .filter(|_| whole)
-        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
-    ledger.record_service_read(base_url, &learned, read_to.as_deref(), listed.pages)?;
-    if let Some((id, e)) = unread {
-        return Err(refused_or_unread(
-            e,
-            &format!("order {} at the service", crate::text::escape(&id)),
-        ));
-    }
-    if !processing.is_empty() {
-        return Err(still_processing(&processing));
-    }
-    let (foreign_orders, first_rows_only) = ledger.service_order_counts(base_url)?;
-    Ok(ServiceSync {
-        pages: listed.pages,
-        since: since.to_rfc3339(),
-        first_read,
-        learned: learned.len(),
-        foreign_orders,
-        first_rows_only,
-    })
+    ledger.record_service_orders(base_url, &chunk)?;
+    out.learned += chunk.len();
+    Ok(out)
 }
 
-/// Reads each order whole, a few at a time; an order still processing is read again, a little
-/// later each time, for at most [`PROCESSING_WAIT`].
-async fn read_whole(
+/// Reads each order whole, a few at a time, as a stream of answers; an order still processing
+/// is read again, a little later each time, for at most [`PROCESSING_WAIT`].
+fn read_whole(
     client: &Client,
     ids: Vec<String>,
-) -> Vec<(String, Result<OrderView, crate::api::ApiError>)> {
+) -> impl futures::Stream<Item = (String, Result<OrderView, crate::api::ApiError>)> + '_ {
     let wait = tokio::time::Instant::now() + PROCESSING_WAIT;
     // Never past the run's own patience (`--poll-timeout`).
     let until = client.deadline().map_or(wait, |d| d.min(wait));
-    futures::stream::iter(ids.into_iter().map(|id| async move {
+    futures::stream::iter(ids.into_iter().map(move |id| async move {
         let mut pause = Duration::from_millis(250);
         loop {
             let view = read_retrying_until(client.deadline(), || client.order(&id)).await;
@@ -181,8 +214,6 @@ async fn read_whole(
         }
     }))
     .buffer_unordered(FULL_READS_AT_ONCE)
-    .collect()
-    .await
 }
 
 /// The batches of this ledger, by the tag an order's metadata names them with: an order
