@@ -1,0 +1,173 @@
+//! Two machines of one team and a service that answers within its published contract, against
+//! the promise that a row another ledger paid is never paid again: the order list read before
+//! every run that may send, every unknown order read whole, its rows kept in the ledger.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::support::*;
+
+/// A file of `n` rows `PREFIX-1`..`PREFIX-n`, each a 10.00 USD payout link.
+fn rows_file(ws: &Workspace, name: &str, prefix: &str, range: std::ops::RangeInclusive<usize>) {
+    let mut text = String::from(
+        "reference,product_code,face_value,currency,distribution,email,payment_currency,country,department\n",
+    );
+    for i in range {
+        text.push_str(&format!(
+            "{prefix}-{i},AMZ-US,10.00,USD,PAYOUT_LINK,,,US,Engineering\n"
+        ));
+    }
+    ws.write(name, &text);
+}
+
+/// The `EMP-` references the service holds in more than one order that is not FAILED.
+fn paid_twice(sim: &paybatch::sim::SimHandle) -> Vec<String> {
+    let mut per = service_orders_per_reference(sim);
+    per.retain(|r, _| r.starts_with("EMP-"));
+    per.into_iter()
+        .filter(|(_, orders)| orders.iter().filter(|(_, s)| s != "FAILED").count() > 1)
+        .map(|(r, _)| r)
+        .collect()
+}
+
+/// `paybatch run FILE` against `base` with the workspace's key file and ledger.
+async fn run_at(ws: &Workspace, base: &str, file: &str, extra: &[&str]) -> std::process::Output {
+    let args = run_args(ws, base, file, extra);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    paybatch_in(ws.dir.path(), &args, &[]).await
+}
+
+/// Ledger A pays `payroll` (10 rows, one an order) straight at the simulator.
+async fn a_pays_payroll(sim: &paybatch::sim::SimHandle) -> Workspace {
+    let a = Workspace::new();
+    rows_file(&a, "payroll.csv", "EMP", 1..=10);
+    let out = run_file(&a, sim, "payroll.csv", &["--items-per-order", "1"], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    assert!(paid_twice(sim).is_empty());
+    a
+}
+
+/// The published contract lets a whole order (`GET /order/{id}`) come back with `description`
+/// and `metadata` both null (the simulator's `--minimal-answers`). Another ledger's orders read
+/// whole that way are kept as orders that are nobody's, never read again, and the same batch
+/// on a second machine is paid again in full. Such an order cannot be told: it should hold the
+/// run back (exit 5) as an order still processing does, never count as not paybatch's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "defect: an order answered without description and metadata is taken for nobody's; the batch is paid twice"]
+async fn orders_answered_without_description_and_metadata_are_not_taken_for_nobodys() {
+    let state = Workspace::new();
+    let sim = start_sim(fast_config(Some(state.sim_state()))).await;
+    let _a = a_pays_payroll(&sim).await;
+    let posts = order_posts(&sim);
+    // The same service now answers with only what its contract requires.
+    let mut config = fast_config(Some(state.sim_state()));
+    config.minimal_answers = 1.0;
+    let sim = restart_sim(sim, config).await;
+
+    let b = Workspace::new();
+    rows_file(&b, "payroll.csv", "EMP", 1..=10);
+    let out = run_file(&b, &sim, "payroll.csv", &["--items-per-order", "5"], &[]).await;
+    let twice = paid_twice(&sim);
+    assert!(
+        twice.is_empty(),
+        "rows paid twice: {twice:?}; B exited {:?}: {}",
+        out.status.code(),
+        output_of(&out)
+    );
+    assert_ne!(out.status.code(), Some(0), "{}", output_of(&out));
+    assert_eq!(order_posts(&sim), posts, "nothing sent");
+}
+
+/// Only a share of the answers minimal (as `--minimal-answers 0.5` draws them), and the same
+/// rows under another batch name with `--skip-repeats`: the orders read whole without
+/// description and metadata are taken for nobody's, their rows are not repeats, and they are
+/// paid again (the rows of the orders answered in full are skipped, as promised).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "defect: an order answered without description and metadata is taken for nobody's; its rows are paid twice under another batch name"]
+async fn a_share_of_bare_answers_pays_those_rows_twice() {
+    let state = Workspace::new();
+    let sim = start_sim(fast_config(Some(state.sim_state()))).await;
+    let _a = a_pays_payroll(&sim).await;
+    let mut config = fast_config(Some(state.sim_state()));
+    config.minimal_answers = 0.5;
+    let sim = restart_sim(sim, config).await;
+
+    let b = Workspace::new();
+    rows_file(&b, "bonus.csv", "EMP", 1..=10);
+    let mut last = None;
+    for _ in 0..4 {
+        let out = run_file(&b, &sim, "bonus.csv", &["--skip-repeats"], &[]).await;
+        let code = out.status.code();
+        last = Some(out);
+        if code != Some(5) {
+            break;
+        }
+    }
+    let out = last.expect("ran");
+    let twice = paid_twice(&sim);
+    assert!(
+        twice.is_empty(),
+        "rows paid twice: {twice:?}; B exited {:?}: {}",
+        out.status.code(),
+        output_of(&out)
+    );
+}
+
+/// A list answer whose entries carry a `created_at` ahead of the service's own later orders (a
+/// host of the service with its clock ahead, a time zone written wrong): the ledger's read mark
+/// goes that far ahead and stays (it only grows), so every later read stops at once, before
+/// any order created since. Another machine then pays a batch and this one pays it again.
+/// The mark should never go past this machine's clock (and a margin), or the read should not
+/// stop before what it has not seen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "defect: one created_at in the future moves the read mark past every later order; the batch is paid twice"]
+async fn a_created_at_in_the_future_does_not_blind_later_reads() {
+    let sim = start_sim(fast_config(None)).await;
+    let skew = Arc::new(AtomicBool::new(true));
+    let on = Arc::clone(&skew);
+    let rewrite: rewriting::Rewrite = Arc::new(move |method, path, status, json| {
+        if *method != axum::http::Method::GET
+            || path != "/order"
+            || status != 200
+            || !on.load(Ordering::SeqCst)
+        {
+            return;
+        }
+        if let Some(items) = json["items"].as_array_mut() {
+            for entry in items {
+                let ahead = entry["created_at"]
+                    .as_str()
+                    .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                    .map(|t| (t + chrono::Duration::days(2)).to_rfc3339());
+                if let Some(ahead) = ahead {
+                    entry["created_at"] = serde_json::Value::String(ahead);
+                }
+            }
+        }
+    });
+    let via = rewriting::start(&sim, rewrite).await;
+
+    // Machine B pays a batch of its own while the list is answered two days ahead.
+    let b = Workspace::new();
+    rows_file(&b, "own.csv", "OWN", 1..=2);
+    let out = run_at(&b, &via, "own.csv", &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    let out = run_at(&b, &via, "own.csv", &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    skew.store(false, Ordering::SeqCst);
+
+    // Machine A pays payroll; B is then given the same file with another grouping.
+    let _a = a_pays_payroll(&sim).await;
+    let posts = order_posts(&sim);
+    rows_file(&b, "payroll.csv", "EMP", 1..=10);
+    let out = run_at(&b, &via, "payroll.csv", &["--items-per-order", "5"]).await;
+    let twice = paid_twice(&sim);
+    assert!(
+        twice.is_empty(),
+        "rows paid twice: {twice:?}; B exited {:?}: {}",
+        out.status.code(),
+        output_of(&out)
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
+    assert_eq!(order_posts(&sim), posts, "nothing sent");
+}
