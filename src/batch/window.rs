@@ -120,6 +120,11 @@ impl ListedOrder {
         })
     }
 
+    /// The description as listed.
+    pub fn description(&self) -> Option<&str> {
+        self.description.as_deref()
+    }
+
     /// An entry that shows nothing of its order but `{id, status, message}`: a PROCESSING
     /// order, which may be anyone's.
     pub fn is_unnamed(&self) -> bool {
@@ -379,7 +384,9 @@ impl ServiceWindow {
                     older = true;
                 }
             }
-            if older {
+            // Past the read's start, only the entries that show no `created_at` (orders still
+            // processing, whose place in the list nothing fixes) are still kept.
+            if older && created.is_some() {
                 continue;
             }
             if entry.description.is_none() && entry.status.is_terminal() {

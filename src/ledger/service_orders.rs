@@ -188,15 +188,13 @@ impl Ledger {
     }
 
     /// The orders at the service at `base_url` that this ledger does not know, whose batch is
-    /// `batch_tag`, and that may pay a row of it the ledger would pay: another ledger's run of
-    /// the batch. Left out: FAILED orders (nothing was paid), and orders whose every row the
-    /// batch (`batch_id`, when the ledger has it) holds at a later attempt (history: a failed
-    /// or expired attempt retried since).
+    /// `batch_tag`, and that paid something: another ledger's run of the batch. FAILED orders
+    /// are left out (nothing was paid). An attempt number says nothing across ledgers: an
+    /// order of another ledger at an attempt lower than this ledger's is not history here.
     pub fn service_orders_of_batch(
         &self,
         base_url: &str,
         batch_tag: &str,
-        batch_id: Option<i64>,
     ) -> Result<Vec<(String, Option<String>)>> {
         self.select_all(
             "SELECT o.service_order_id, o.created_at FROM service_orders o
@@ -204,19 +202,8 @@ impl Ledger {
                 AND NOT EXISTS (SELECT 1 FROM orders m WHERE m.service_order_id = o.service_order_id)
                 AND (o.idempotency_key IS NULL
                      OR NOT EXISTS (SELECT 1 FROM orders m WHERE m.idempotency_key = o.idempotency_key))
-                AND (NOT EXISTS (SELECT 1 FROM service_order_rows r
-                                  WHERE r.service = o.service
-                                    AND r.service_order_id = o.service_order_id)
-                     OR EXISTS (SELECT 1 FROM service_order_rows r
-                                 WHERE r.service = o.service
-                                   AND r.service_order_id = o.service_order_id
-                                   AND NOT EXISTS (SELECT 1 FROM rows x
-                                                    WHERE x.batch_id = ?3
-                                                      AND x.reference = r.reference
-                                                      AND r.attempt IS NOT NULL
-                                                      AND x.attempt > r.attempt)))
               ORDER BY o.created_at, o.service_order_id",
-            params![service_address(base_url), batch_tag, batch_id.unwrap_or(-1)],
+            params![service_address(base_url), batch_tag],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
     }
@@ -268,17 +255,20 @@ impl Ledger {
         Ok(())
     }
 
-    /// How many of paybatch's orders of the service at `base_url` this ledger learned, and of
-    /// them those known only by their first row.
-    pub fn service_order_counts(&self, base_url: &str) -> Result<(i64, i64)> {
+    /// How many of paybatch's orders of the service at `base_url` this ledger learned, of them
+    /// those known only by their first row, and the orders whose answers named no batch and
+    /// showed neither description nor metadata (whose they are cannot be told).
+    pub fn service_order_counts(&self, base_url: &str) -> Result<(i64, i64, i64)> {
         self.conn
             .prepare_cached(
-                "SELECT count(*), coalesce(sum(rows_whole = 0), 0) FROM service_orders
-                  WHERE service = ?1 AND batch_tag IS NOT NULL",
+                "SELECT coalesce(sum(batch_tag IS NOT NULL), 0),
+                        coalesce(sum(batch_tag IS NOT NULL AND rows_whole = 0), 0),
+                        coalesce(sum(batch_tag IS NULL AND rows_whole = 0), 0)
+                   FROM service_orders WHERE service = ?1",
             )
             .and_then(|mut st| {
                 st.query_row(params![service_address(base_url)], |r| {
-                    Ok((r.get(0)?, r.get(1)?))
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
                 })
             })
             .map_err(sqlerr(&self.path))
@@ -442,7 +432,7 @@ mod tests {
             Some("2026-11-20T10:00:00Z")
         );
         assert!(ledger.learned_order(url, "O-1").expect("learned"));
-        assert_eq!(ledger.service_order_counts(url).expect("counts"), (1, 0));
+        assert_eq!(ledger.service_order_counts(url).expect("counts"), (1, 0, 0));
         let rows = ledger.service_rows(url, "B").expect("rows");
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].service_order_id, "O-1");
@@ -454,7 +444,7 @@ mod tests {
         assert_eq!(all, ["A", "B", "C"]);
         assert_eq!(
             ledger
-                .service_orders_of_batch(url, "nov", None)
+                .service_orders_of_batch(url, "nov")
                 .expect("of batch")
                 .len(),
             1
@@ -470,7 +460,7 @@ mod tests {
         ledger
             .record_service_orders(url, &[learned("O-2", "dec", &["D"])])
             .expect("record");
-        assert_eq!(ledger.service_order_counts(url).expect("counts"), (2, 0));
+        assert_eq!(ledger.service_order_counts(url).expect("counts"), (2, 0, 0));
         assert_eq!(
             ledger
                 .service_read_mark(url)

@@ -120,7 +120,6 @@ async fn a_share_of_bare_answers_pays_those_rows_twice() {
 /// The mark should never go past this machine's clock (and a margin), or the read should not
 /// stop before what it has not seen.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect: one created_at in the future moves the read mark past every later order; the batch is paid twice"]
 async fn a_created_at_in_the_future_does_not_blind_later_reads() {
     let sim = start_sim(fast_config(None)).await;
     let skew = Arc::new(AtomicBool::new(true));
@@ -254,7 +253,6 @@ async fn rows_paid_elsewhere_while_sends_are_tried_again_are_not_paid_again() {
 /// than where it goes back, and so never reaches the orders another machine is paying right
 /// now: the minute's wait for them is skipped, and the batch is paid twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect: processing entries listed after an older entry are never read; another machine's run in flight is paid again"]
 async fn orders_in_flight_listed_after_older_entries_hold_the_run_back() {
     use std::time::Duration;
     let state = Workspace::new();
@@ -376,7 +374,6 @@ async fn a_batch_name_over_200_characters_run_on_two_machines_is_paid_once() {
 /// contract): what the list said is dropped, the order is kept as nobody's and never read
 /// again, and the second machine pays the batch again, its name notwithstanding.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect: an order the list names is kept as nobody's when its whole answer has no description or metadata; the batch is paid twice"]
 async fn an_order_the_list_names_is_not_forgotten_when_its_whole_answer_is_bare() {
     let sim = start_sim(fast_config(None)).await;
     let _a = a_pays_payroll(&sim).await;
@@ -408,7 +405,6 @@ async fn an_order_the_list_names_is_not_forgotten_when_its_whole_answer_is_bare(
 /// attempt 2 now, B's orders hold them at attempt 1, and they are taken for earlier attempts
 /// of rows this batch has retried since. Nothing is refused and every row is paid again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect: another ledger's orders of the batch are taken for earlier attempts of rows retried here; the batch is paid twice"]
 async fn a_retry_here_does_not_hide_the_orders_another_machine_paid() {
     let state = Workspace::new();
     let mut failing = fast_config(Some(state.sim_state()));

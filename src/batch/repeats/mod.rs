@@ -46,13 +46,7 @@ pub async fn against_service(
     input: &std::path::Path,
 ) -> Result<(Earlier, AtTheService), crate::batch::outcome::OpError> {
     let sync = sync_service(ledger, client, base_url).await?;
-    let at = check_service(
-        sync,
-        ledger,
-        base_url,
-        (batch, existing.map(|b| b.id)),
-        input,
-    )?;
+    let at = check_service(sync, ledger, base_url, batch, input)?;
     let earlier = Earlier::load(ledger, base_url, existing.map(|b| b.id))?
         .with_service(ledger, base_url, batch)?;
     Ok((earlier, at))

@@ -64,6 +64,9 @@ pub struct ServiceSync {
     /// first row their description names (the service gave no metadata).
     pub foreign_orders: i64,
     pub first_rows_only: i64,
+    /// Finished orders at the service answered with neither description nor metadata, in the
+    /// list and whole: whose they are cannot be told, and rows they may hold are not checked.
+    pub untold: i64,
 }
 
 /// Reads the order list of the service `client` talks to (recorded as `base_url`) since this
@@ -108,14 +111,24 @@ pub async fn sync_service(
             to_read.push(id.clone());
         }
     }
-    let learning = learn(ledger, client, base_url, to_read).await?;
+    // What the list said of each order, for a whole answer that leaves its description out.
+    let listed_descriptions: std::collections::HashMap<&str, &str> = listed
+        .orders
+        .iter()
+        .filter_map(|o| Some((o.id.as_str(), o.description()?)))
+        .collect();
+    let learning = learn(ledger, client, base_url, to_read, &listed_descriptions).await?;
     // What was learned is kept even when the read refuses: a finished order never changes,
     // and is not read again. The mark moves only past a read that left nothing untold.
     if learning.processing.is_empty()
         && learning.unread.is_none()
         && let Some(newest) = listed.newest
     {
-        let read_to = newest.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        // Never past this machine's clock: one `created_at` in the future would otherwise
+        // move every later read past the orders made until then.
+        let read_to = newest
+            .min(Utc::now())
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
         ledger.record_read_mark(base_url, &read_to, listed.pages, learning.learned)?;
     }
     if let Some((id, e)) = learning.unread {
@@ -127,7 +140,7 @@ pub async fn sync_service(
     if !learning.processing.is_empty() {
         return Err(still_processing(&learning.processing));
     }
-    let (foreign_orders, first_rows_only) = ledger.service_order_counts(base_url)?;
+    let (foreign_orders, first_rows_only, untold) = ledger.service_order_counts(base_url)?;
     Ok(ServiceSync {
         pages: listed.pages,
         since: since.to_rfc3339(),
@@ -135,6 +148,7 @@ pub async fn sync_service(
         learned: learning.learned,
         foreign_orders,
         first_rows_only,
+        untold,
     })
 }
 
@@ -158,6 +172,7 @@ async fn learn(
     client: &Client,
     base_url: &str,
     ids: Vec<String>,
+    listed: &std::collections::HashMap<&str, &str>,
 ) -> Result<Learning, OpError> {
     let batches = OwnBatches::of(ledger)?;
     let mut out = Learning::default();
@@ -165,7 +180,10 @@ async fn learn(
     let mut reads = std::pin::pin!(read_whole(client, ids));
     while let Some((id, view)) = reads.next().await {
         match view {
-            Ok(OrderView::Done(order)) => {
+            Ok(OrderView::Done(mut order)) => {
+                if order.description.is_none() {
+                    order.description = listed.get(order.id.as_str()).map(|d| d.to_string());
+                }
                 let key = order
                     .description
                     .as_deref()
@@ -248,9 +266,10 @@ impl OwnBatches {
     }
 }
 
-/// A finished order as this ledger keeps it. One that is not paybatch's (neither its metadata
-/// nor its description names a batch) is kept without a batch or rows, so that it is not read
-/// again.
+/// A finished order as this ledger keeps it. One whose metadata and description (its whole
+/// answer's, else the list's) name no batch is kept without a batch or rows, so that it is not
+/// read again: another tool's order, or one the service answered with neither (both optional
+/// in the published contract), which cannot be told apart; the run says how many there are.
 fn learned_order(order: &Order) -> LearnedOrder {
     let meta = order.metadata.clone().unwrap_or_default();
     let described = order
@@ -273,8 +292,13 @@ fn learned_order(order: &Order) -> LearnedOrder {
             .filter(|d| !d.first_reference_cut)
             .and_then(|d| d.first_reference)
             .map(|r| (r.to_string(), None));
-        let whole = described.is_none();
-        (first.into_iter().collect(), whole)
+        // Paybatch's description names its first row only. Without a description or
+        // metadata, whose it is cannot be told: kept as such (`rows_whole` false, no batch),
+        // counted and said by every run. Another tool's order says so by what it shows.
+        let told = described.is_none()
+            && (order.description.is_some()
+                || order.metadata.as_ref().is_some_and(|m| !m.is_empty()));
+        (first.into_iter().collect(), told)
     };
     let tag = tag.or_else(|| {
         described
@@ -344,10 +368,10 @@ pub fn check_service(
     sync: ServiceSync,
     ledger: &Ledger,
     base_url: &str,
-    (batch, batch_id): (&str, Option<i64>),
+    batch: &str,
     input: &std::path::Path,
 ) -> Result<AtTheService, OpError> {
-    let ours = ledger.service_orders_of_batch(base_url, &order_body::batch_tag(batch), batch_id)?;
+    let ours = ledger.service_orders_of_batch(base_url, &order_body::batch_tag(batch))?;
     if !ours.is_empty() {
         let first = ours
             .iter()
@@ -398,6 +422,12 @@ impl AtTheService {
             warnings.push(format!(
                 "{} orders of other ledgers at the service were answered without their metadata: only their first rows are known, which the file's rows are compared with",
                 s.first_rows_only
+            ));
+        }
+        if s.untold > 0 {
+            warnings.push(format!(
+                "{} orders at the service were answered with neither description nor metadata (both optional in the published contract): whose they are cannot be told, and rows of this file they may hold are not checked",
+                s.untold
             ));
         }
         (head, warnings)
