@@ -7,25 +7,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::support::*;
 
-/// A file of `n` rows `PREFIX-1`..`PREFIX-n`, each a 10.00 USD payout link.
-fn rows_file(ws: &Workspace, name: &str, prefix: &str, range: std::ops::RangeInclusive<usize>) {
-    let mut text = String::from(
-        "reference,product_code,face_value,currency,distribution,email,payment_currency,country,department\n",
-    );
-    for i in range {
-        text.push_str(&format!(
-            "{prefix}-{i},AMZ-US,10.00,USD,PAYOUT_LINK,,,US,Engineering\n"
-        ));
-    }
-    ws.write(name, &text);
-}
-
 /// The `EMP-` references the service holds in more than one order that is not FAILED.
 fn paid_twice(sim: &paybatch::sim::SimHandle) -> Vec<String> {
-    let mut per = service_orders_per_reference(sim);
-    per.retain(|r, _| r.starts_with("EMP-"));
-    per.into_iter()
-        .filter(|(_, orders)| orders.iter().filter(|(_, s)| s != "FAILED").count() > 1)
+    live_orders_of_emp_rows(sim)
+        .into_iter()
+        .filter(|(_, live)| *live > 1)
         .map(|(r, _)| r)
         .collect()
 }

@@ -5,29 +5,14 @@
 
 use crate::support::*;
 
-/// A file of `n` rows `PREFIX-1`..`PREFIX-n`, each a 10.00 USD payout link.
-fn rows_file(ws: &Workspace, name: &str, prefix: &str, range: std::ops::RangeInclusive<usize>) {
-    let mut text = String::from(
-        "reference,product_code,face_value,currency,distribution,email,payment_currency,country,department\n",
-    );
-    for i in range {
-        text.push_str(&format!(
-            "{prefix}-{i},AMZ-US,10.00,USD,PAYOUT_LINK,,,US,Engineering\n"
-        ));
-    }
-    ws.write(name, &text);
-}
-
 /// Every `EMP-` reference of the service's orders has exactly one order that is not FAILED;
 /// how many there are.
 fn each_paid_once(sim: &paybatch::sim::SimHandle) -> usize {
-    let mut per = service_orders_per_reference(sim);
-    per.retain(|r, _| r.starts_with("EMP-"));
-    for (r, orders) in &per {
-        let live = orders.iter().filter(|(_, s)| s != "FAILED").count();
-        assert_eq!(live, 1, "row {r} is paid once: {orders:?}");
+    let live = live_orders_of_emp_rows(sim);
+    for (r, n) in &live {
+        assert_eq!(*n, 1, "row {r} is paid once: {n} live orders");
     }
-    per.len()
+    live.len()
 }
 
 /// `paybatch ARGS --base-url BASE` with the workspace's key file and ledger.

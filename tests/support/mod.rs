@@ -388,3 +388,28 @@ pub async fn wait_for_line(
 pub fn output_of(o: &std::process::Output) -> String {
     format!("{}{}", stderr_of(o), stdout_of(o))
 }
+
+/// A file `name` of the rows `PREFIX-i` for each `i` of `range`, each a 10.00 USD payout link.
+pub fn rows_file(ws: &Workspace, name: &str, prefix: &str, range: std::ops::RangeInclusive<usize>) {
+    let mut text = String::from(
+        "reference,product_code,face_value,currency,distribution,email,payment_currency,country,department\n",
+    );
+    for i in range {
+        text.push_str(&format!(
+            "{prefix}-{i},AMZ-US,10.00,USD,PAYOUT_LINK,,,US,Engineering\n"
+        ));
+    }
+    ws.write(name, &text);
+}
+
+/// The orders that are not FAILED of each `EMP-` reference the service holds.
+pub fn live_orders_of_emp_rows(sim: &SimHandle) -> std::collections::BTreeMap<String, usize> {
+    service_orders_per_reference(sim)
+        .into_iter()
+        .filter(|(r, _)| r.starts_with("EMP-"))
+        .map(|(r, orders)| {
+            let live = orders.iter().filter(|(_, s)| s != "FAILED").count();
+            (r, live)
+        })
+        .collect()
+}

@@ -151,14 +151,7 @@ impl Earlier {
         self.service
             .all(hash)
             .find(|o| o.read_at.as_str() > planned_at)
-            .map(|o| Repeat {
-                reference: reference.to_string(),
-                line,
-                batch: o.batch.clone(),
-                batch_created_at: o.created_at.clone(),
-                state: o.state(),
-                completed_at: None,
-            })
+            .map(|o| o.repeat(reference, line))
     }
 
     /// Where another batch has this reference in a state that makes it a repeat ([`Repeat`]),
@@ -174,14 +167,7 @@ impl Earlier {
             return Ok(None);
         }
         if let Some(o) = self.service.find(folded_hash(reference)) {
-            return Ok(Some(Repeat {
-                reference: reference.to_string(),
-                line,
-                batch: o.batch.clone(),
-                batch_created_at: o.created_at.clone(),
-                state: o.state(),
-                completed_at: None,
-            }));
+            return Ok(Some(o.repeat(reference, line)));
         }
         for b in &self.batches {
             let Some(row) = row_of(b.id)? else {
@@ -318,12 +304,19 @@ struct ForeignOrder {
 }
 
 impl ForeignOrder {
-    /// How a repeat of one of its rows is named.
-    fn state(&self) -> EarlierState {
-        if self.whole {
-            EarlierState::AtTheService
-        } else {
-            EarlierState::AtTheServiceFirstRow
+    /// The repeat of the file's row `reference` on `line` that one of its rows makes.
+    fn repeat(&self, reference: &str, line: u64) -> Repeat {
+        Repeat {
+            reference: reference.to_string(),
+            line,
+            batch: self.batch.clone(),
+            batch_created_at: self.created_at.clone(),
+            state: if self.whole {
+                EarlierState::AtTheService
+            } else {
+                EarlierState::AtTheServiceFirstRow
+            },
+            completed_at: None,
         }
     }
 }
