@@ -86,6 +86,7 @@ struct ReportJson<'a> {
     duplicates: &'a [(String, Vec<String>)],
     reissued: &'a [(String, String)],
     superseded: &'a [String],
+    released: &'a [String],
     unattached: &'a [(String, String)],
 }
 
@@ -103,6 +104,7 @@ fn print_report(r: &ReconcileReport, dry_run: bool, json: bool) {
             duplicates: &r.duplicates,
             reissued: &r.reissued,
             superseded: &r.superseded,
+            released: &r.released,
             unattached: &r.unattached,
         });
         return;
@@ -112,6 +114,39 @@ fn print_report(r: &ReconcileReport, dry_run: bool, json: bool) {
     for (reference, id) in &r.adopted {
         outln!("  {verb} order {id} for row {reference} (the ledger did not know it)");
     }
+    print_intents(r, dry_run);
+    for (id, from, to) in &r.updated {
+        outln!("  order {id}: {from} -> {to}");
+    }
+    for (reference, id) in &r.unknown_rows {
+        outln!(
+            "  order {id} is for row {reference}, which the ledger does not have (pass --rebuild FILE)"
+        );
+    }
+    for (reference, id) in &r.unattached {
+        outln!(
+            "  ALERT: order {id} pays row {reference}, which the ledger cannot attach it to (the row is INVALID or REMOVED there, or has another order); when rebuilding, give the options the batch ran with (--payment-currency)"
+        );
+    }
+    for (reference, id) in &r.reissued {
+        outln!(
+            "  reissued: order {id} of row {reference}, whose payout link was read EXPIRED and reissued (not a second live order)"
+        );
+    }
+    for (reference, ids) in &r.duplicates {
+        outln!(
+            "  ALERT: row {reference} has {} live orders: {}",
+            ids.len(),
+            ids.join(", ")
+        );
+    }
+    if r.is_clean() {
+        outln!("the ledger agrees with the service");
+    }
+}
+
+/// What a reconciliation did, or would do, with the ledger's intents.
+fn print_intents(r: &ReconcileReport, dry_run: bool) {
     for key in &r.absent {
         let verb = if dry_run { "would clear" } else { "cleared" };
         outln!(
@@ -140,33 +175,5 @@ fn print_report(r: &ReconcileReport, dry_run: bool, json: bool) {
         outln!(
             "  {verb} intent {key} REJECTED: a later attempt of its row is at the service; it is never sent"
         );
-    }
-    for (id, from, to) in &r.updated {
-        outln!("  order {id}: {from} -> {to}");
-    }
-    for (reference, id) in &r.unknown_rows {
-        outln!(
-            "  order {id} is for row {reference}, which the ledger does not have (pass --rebuild FILE)"
-        );
-    }
-    for (reference, id) in &r.unattached {
-        outln!(
-            "  ALERT: order {id} pays row {reference}, which the ledger cannot attach it to (the row is INVALID or REMOVED there, or has another order); when rebuilding, give the options the batch ran with (--payment-currency)"
-        );
-    }
-    for (reference, id) in &r.reissued {
-        outln!(
-            "  reissued: order {id} of row {reference}, whose payout link was read EXPIRED and reissued (not a second live order)"
-        );
-    }
-    for (reference, ids) in &r.duplicates {
-        outln!(
-            "  ALERT: row {reference} has {} live orders: {}",
-            ids.len(),
-            ids.join(", ")
-        );
-    }
-    if r.is_clean() {
-        outln!("the ledger agrees with the service");
     }
 }

@@ -512,6 +512,7 @@ async fn every_json_output_keeps_its_keys() {
             "duplicates",
             "found",
             "reissued",
+            "released",
             "retired",
             "superseded",
             "unattached",
