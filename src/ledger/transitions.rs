@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use rusqlite::{Transaction, params};
+use rusqlite::{OptionalExtension, Transaction, params};
 
 use super::{
     Ledger, LedgerError, OrderRecord, OrderState, Result, RowRecord, RowState, begin, commit,
@@ -141,6 +141,70 @@ impl Ledger {
                 ..Transition::to(OrderState::Rejected, cause)
             },
         )
+    }
+
+    /// Cancels an intent whose rows another ledger's orders pay, and which the service never
+    /// turned into an order (reconciliation tells): in one transaction, the order CANCELLED
+    /// (never to be sent again) and its rows back to PENDING (no longer in an order), with
+    /// their events. Refused for any order that is not an intent.
+    pub fn release_intent(&mut self, order_id: i64, cause: &str) -> Result<()> {
+        let path = self.path.clone();
+        let tx = begin(&mut self.conn, &path)?;
+        let batch_id: Option<i64> = tx
+            .prepare_cached("SELECT batch_id FROM orders WHERE id = ?1 AND state = 'INTENT'")
+            .and_then(|mut st| st.query_row(params![order_id], |r| r.get(0)).optional())
+            .map_err(sqlerr(&path))?;
+        let Some(batch_id) = batch_id else {
+            return Err(LedgerError::Transition {
+                subject: "order",
+                id: order_id,
+                from: "not an intent".into(),
+                to: "CANCELLED".into(),
+            });
+        };
+        exec(
+            &tx,
+            &path,
+            "UPDATE orders SET state = 'CANCELLED', finished_at = ?2 WHERE id = ?1",
+            params![order_id, super::now()],
+        )?;
+        event(
+            &tx,
+            batch_id,
+            "order",
+            order_id,
+            Some("INTENT"),
+            Some("CANCELLED"),
+            cause,
+        )
+        .map_err(sqlerr(&path))?;
+        let rows: Vec<i64> = tx
+            .prepare_cached("SELECT id FROM rows WHERE order_id = ?1 AND state = 'PLANNED'")
+            .and_then(|mut st| {
+                st.query_map(params![order_id], |r| r.get(0))?
+                    .collect::<rusqlite::Result<Vec<i64>>>()
+            })
+            .map_err(sqlerr(&path))?;
+        for row in rows {
+            exec(
+                &tx,
+                &path,
+                "UPDATE rows SET state = 'PENDING', order_id = NULL, item_index = NULL
+                  WHERE id = ?1",
+                params![row],
+            )?;
+            event(
+                &tx,
+                batch_id,
+                "row",
+                row,
+                Some("PLANNED"),
+                Some("PENDING"),
+                cause,
+            )
+            .map_err(sqlerr(&path))?;
+        }
+        commit(tx, &path)
     }
 
     /// Reconciliation found no order at the service for an in-doubt intent: it was never
