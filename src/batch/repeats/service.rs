@@ -353,13 +353,6 @@ fn still_processing(ids: &[String]) -> OpError {
     }
 }
 
-/// What the service holds that this ledger does not know, against the batch about to send
-/// ([`check_service`]).
-#[derive(Debug, Clone, Default)]
-pub struct AtTheService {
-    pub sync: ServiceSync,
-}
-
 /// Refuses (exit 3) when the service holds orders of `batch` that this ledger does not know:
 /// another ledger's run of it (a colleague's laptop, a second cron host, a lost ledger), with
 /// how to adopt them. The rows of other batches' orders are checked row by row later
@@ -370,7 +363,7 @@ pub fn check_service(
     base_url: &str,
     batch: &str,
     input: &std::path::Path,
-) -> Result<AtTheService, OpError> {
+) -> Result<ServiceSync, OpError> {
     let ours = ledger.service_orders_of_batch(base_url, &order_body::batch_tag(batch))?;
     if !ours.is_empty() {
         let first = ours
@@ -393,13 +386,13 @@ pub fn check_service(
             ),
         });
     }
-    Ok(AtTheService { sync })
+    Ok(sync)
 }
 
-impl AtTheService {
+impl ServiceSync {
     /// What the read found, for the person running the batch: one line, then warnings.
     pub fn lines(&self) -> (String, Vec<String>) {
-        let s = &self.sync;
+        let s = self;
         let head = format!(
             "service: {} page{} of its order list read back to {}{}; {} orders of other ledgers known row by row{}",
             s.pages,
