@@ -35,6 +35,19 @@ pub fn settle_seconds(value: Option<&str>) -> Option<Duration> {
         .and_then(|s| Duration::try_from_secs_f64(s).ok())
 }
 
+/// The variable that makes a run read the service's order list again, while it sends, after
+/// fewer orders than it does by default (`batch::watch::READ_EVERY`): a number of orders from 1
+/// (rehearsals and tests; a larger number than the default is taken as the default).
+pub const SERVICE_READ_EVERY_VAR: &str = "PAYBATCH_SERVICE_READ_EVERY";
+
+/// The orders [`SERVICE_READ_EVERY_VAR`] gives, `None` when unset or not a number from 1.
+pub fn service_read_every() -> Option<u64> {
+    std::env::var(SERVICE_READ_EVERY_VAR)
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .filter(|n| *n > 0)
+}
+
 /// What a settings file may hold.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -23,6 +23,7 @@ pub mod send_context;
 pub mod submit;
 pub mod time_left;
 pub mod verify;
+pub mod watch;
 pub mod window;
 
 /// The ledger's lock, at the path its callers have used since it lived here.

@@ -124,6 +124,9 @@ pub struct RunOptions {
     /// What to do with rows other batches of the ledger already have (`--allow-repeats`,
     /// `--skip-repeats`; refused by default).
     pub on_repeat: super::repeats::OnRepeat,
+    /// `--allow-untold-orders`: finished orders at the service that say nothing of whose they
+    /// are (no description, no metadata) do not hold the run back.
+    pub allow_untold_orders: bool,
     /// `--out-format`: the layout of the result file; `None` keeps the batch's (a new batch:
     /// the input's).
     pub out_format: Option<OutFormat>,
@@ -156,6 +159,7 @@ impl RunOptions {
             expect_digest: None,
             second_person: false,
             on_repeat: super::repeats::OnRepeat::Refuse,
+            allow_untold_orders: false,
         }
     }
 

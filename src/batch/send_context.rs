@@ -29,6 +29,9 @@ pub struct SendContext {
     /// the operation that runs it: once one has, an error does not end the run as if nothing
     /// had happened ([`super::outcome::OpError::after_sending`]).
     pub sent: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// The service's order list read again while sending ([`super::watch::ServiceWatch`]);
+    /// none where the run did not read it before.
+    pub watch: Option<super::watch::ServiceWatch>,
 }
 
 /// An order the service accepted while the sending goes on, for the polling.

@@ -89,6 +89,9 @@ enum Sent {
     },
     /// Not sent: the service stopped what it is paid by earlier in this run.
     Stopped,
+    /// Not sent: another ledger's order, learned while this run sent, pays one of its rows
+    /// ([`super::watch::ServiceWatch`]).
+    Held,
     Stop(OpError),
 }
 
@@ -167,6 +170,8 @@ struct Sending<'a> {
     /// In-doubt orders older than the in-doubt window: not re-sent before reconciling.
     stale: Unsent,
     not_sent: usize,
+    /// Orders held back: rows another ledger paid while this run sent.
+    held: usize,
 }
 
 impl Sending<'_> {
@@ -230,6 +235,7 @@ impl Sending<'_> {
         match joined {
             Ok((_, Sent::Recorded)) => {}
             Ok((_, Sent::Stopped)) => self.not_sent += 1,
+            Ok((_, Sent::Held)) => self.held += 1,
             Ok((id, Sent::GaveUp { why, detail, kept })) => {
                 let unsent = self.gave_up.entry(why).or_default();
                 unsent.kept |= kept;
@@ -324,6 +330,7 @@ pub async fn submit_all(
         gave_up: BTreeMap::new(),
         stale: Unsent::default(),
         not_sent: 0,
+        held: 0,
     };
     loop {
         sending.fill()?;
@@ -339,6 +346,9 @@ pub async fn submit_all(
     }
     sending.warn_unsent();
     let gave_up: usize = sending.gave_up.values().map(|u| u.orders).sum();
+    if sending.held > 0 {
+        return Ok(Some(held_back(context, sending.held, opts)));
+    }
     if context.patience.is_exhausted() {
         return Ok(Some(format!(
             "the service kept asking to wait (429, server errors, no answer) for longer than --poll-timeout {}s without an answer recorded; {gave_up} orders were sent without an answer, the others not yet",
@@ -346,6 +356,15 @@ pub async fn submit_all(
         )));
     }
     let not_sent = sending.not_sent;
+    if let Some(watch) = &context.watch
+        && watch.reads() > 0
+    {
+        context.reporter.line(format!(
+            "the service's order list was read {} more time{} while sending: nothing of this batch paid elsewhere",
+            watch.reads(),
+            if watch.reads() == 1 { "" } else { "s" }
+        ));
+    }
     context.reporter.line(format!(
         "submitted: {} orders answered, {gave_up} without an answer yet{}",
         count - gave_up - not_sent,
@@ -356,6 +375,32 @@ pub async fn submit_all(
         }
     ));
     Ok(None)
+}
+
+/// Why a run that held back orders ends incomplete: which rows, and what the next run does.
+fn held_back(context: &SendContext, orders: usize, opts: &RunOptions) -> String {
+    let held = context.watch.as_ref().map(|w| w.held()).unwrap_or_default();
+    let named: Vec<String> = held
+        .iter()
+        .take(NAMED_ROWS)
+        .map(|(_, r)| {
+            format!(
+                "{} (order {})",
+                crate::text::escape(&r.reference),
+                crate::text::escape(&r.service_order_id)
+            )
+        })
+        .collect();
+    format!(
+        "{orders} orders held back, not sent: another ledger's orders, seen while this run sent, pay their rows: {}{}. The next run names them as repeats and pays none of them unless told (--skip-repeats pays the rest; `paybatch reconcile --batch {}` settles any sent before without an answer)",
+        named.join(", "),
+        if held.len() > named.len() {
+            ", ..."
+        } else {
+            ""
+        },
+        crate::text::shell_word(&opts.batch_name())
+    )
 }
 
 /// Sends one order (its recorded key and bytes) until the service answers it, refuses it, or
@@ -369,7 +414,20 @@ async fn submit_one(
     let mode = order.mode.execution();
     let mut last = String::new();
     let mut server_error = false;
+    let mut failed_at = None;
     for attempt in 0..tries {
+        if let Some(watch) = &context.watch {
+            let sent = context.sent.load(std::sync::atomic::Ordering::SeqCst);
+            let failed = failed_at.take();
+            if (attempt == 0 || failed.is_some())
+                && let Err(e) = watch.before_send(context, sent, failed).await
+            {
+                return Sent::Stop(e);
+            }
+            if watch.holds(order.id) {
+                return Sent::Held;
+            }
+        }
         limiter.ready().await;
         if context.is_stopped(&order) {
             return Sent::Stopped;
@@ -395,6 +453,7 @@ async fn submit_one(
                 return answered(context, recorded);
             }
             Err(e) if e.is_transient() => {
+                failed_at = Some(tokio::time::Instant::now());
                 last = format!("{}: {}", e.kind(), e.message());
                 server_error = e.status().is_some_and(|s| (500..=599).contains(&s));
                 let pause = Pause {

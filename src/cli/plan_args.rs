@@ -39,6 +39,11 @@ pub struct PlanArgs {
     /// with the batch that has them.
     #[arg(long)]
     pub skip_repeats: bool,
+    /// Pay even when the service holds finished orders answered with neither description nor
+    /// metadata (both optional in its published contract): whose they are cannot be told, and
+    /// rows of the file they may hold are not checked (refused by default, exit 5).
+    #[arg(long)]
+    pub allow_untold_orders: bool,
     /// Balance to pay from for rows whose product currency has no balance (EUR, GBP, USD, CAD).
     #[arg(long, value_name = "CUR")]
     pub payment_currency: Option<String>,
@@ -69,6 +74,7 @@ impl PlanArgs {
         } else {
             OnRepeat::Refuse
         };
+        o.allow_untold_orders = self.allow_untold_orders;
         o.default_payment_currency = self.payment_currency.clone();
         o.card_id = self.card_id.clone().filter(|c| !c.trim().is_empty());
         o.catalog_ttl = Duration::from_secs(self.catalog_ttl);

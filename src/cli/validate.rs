@@ -81,6 +81,9 @@ pub(super) fn run_command(plan: &PlanArgs, digest: &str) -> String {
     if plan.skip_repeats {
         cmd.push_str(" --skip-repeats");
     }
+    if plan.allow_untold_orders {
+        cmd.push_str(" --allow-untold-orders");
+    }
     if let Some(card) = &plan.card_id {
         cmd.push_str(&format!(" --card-id {}", shell_word(card)));
     }

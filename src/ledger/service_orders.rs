@@ -311,6 +311,32 @@ impl Ledger {
             .map_err(sqlerr(&self.path))
     }
 
+    /// The rows of the orders `ids` learned from the service at `base_url` that this ledger
+    /// still does not know: what a read made while a run sends has just learned.
+    pub fn service_rows_of(&self, base_url: &str, ids: &[String]) -> Result<Vec<ServiceRow>> {
+        let mut out = Vec::new();
+        for id in ids {
+            out.extend(self.select_all(
+                &format!("{SERVICE_ROWS} AND o.service_order_id = ?2"),
+                params![service_address(base_url), id],
+                service_row,
+            )?);
+        }
+        Ok(out)
+    }
+
+    /// The rows of this batch in intents not answered yet, never sent or in doubt: reference
+    /// and the ledger's order id, in the order they are sent.
+    pub fn rows_in_intents(&self, batch_id: i64) -> Result<Vec<(String, i64)>> {
+        self.select_all(
+            "SELECT r.reference, o.id FROM rows r JOIN orders o ON o.id = r.order_id
+              WHERE r.batch_id = ?1 AND r.state = 'PLANNED' AND o.state = 'INTENT'
+              ORDER BY o.id, r.position",
+            params![batch_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+    }
+
     /// The rows of this batch about to be sent for the first time: PLANNED in an intent never
     /// sent, with when they were planned (the intent's `created_at`).
     pub fn unsent_rows(&self, batch_id: i64) -> Result<Vec<(String, i64, String)>> {

@@ -420,6 +420,7 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, OpError> {
         &batch_name,
         existing.as_ref(),
         &opts.input,
+        opts.allow_untold_orders,
     )
     .await?;
     preview.service = Some(at.lines());

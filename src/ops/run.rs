@@ -30,6 +30,7 @@ use crate::batch::progress::Reporter;
 use crate::batch::repeats::{self, Earlier, Repeats};
 use crate::batch::results::{PlannedLines, write_result_file};
 use crate::batch::send_context::{Patience, SendContext, ServiceStop, deadline_in};
+use crate::batch::watch::{READ_EVERY, ServiceWatch};
 use crate::batch::{poll, reconcile, submit};
 use crate::catalog;
 use crate::environment::Connection;
@@ -127,6 +128,13 @@ async fn run_batch(
         patience: Patience::new(opts.poll_timeout),
         accepted: Mutex::new(None),
         sent: Arc::clone(sent),
+        watch: Some(ServiceWatch::every(
+            opts.environment.recorded_base_url(),
+            batch.id,
+            opts.on_repeat == repeats::OnRepeat::Allow,
+            opts.allow_untold_orders,
+            crate::settings::service_read_every().map_or(READ_EVERY, |n| n.min(READ_EVERY)),
+        )),
     });
     let incomplete = send_and_poll(&context, batch.id, opts).await?;
     let ending = Ending {
@@ -163,6 +171,7 @@ async fn earlier_of(
         &opts.batch_name(),
         existing,
         &opts.input,
+        opts.allow_untold_orders,
     )
     .await?;
     let (head, warnings) = at.lines();

@@ -31,7 +31,7 @@ pub use earlier::{ALIKE_WINDOW_DAYS, Earlier, Found};
 pub use findings::{
     EarlierState, LikelyReference, LikelyRepeat, OnRepeat, Repeat, RepeatedFile, Repeats,
 };
-pub use service::{ServiceSync, check_service, sync_service};
+pub use service::{LedgerAccess, ServiceSync, check_service, sync_service};
 
 /// What a batch about to send is checked against: the ledger's other batches, and the service's
 /// orders this ledger does not know, read since its last read ([`sync_service`]) and refused
@@ -44,8 +44,15 @@ pub async fn against_service(
     batch: &str,
     existing: Option<&crate::ledger::BatchRecord>,
     input: &std::path::Path,
+    allow_untold: bool,
 ) -> Result<(Earlier, ServiceSync), crate::batch::outcome::OpError> {
-    let sync = sync_service(ledger, client, base_url).await?;
+    let sync = sync_service(
+        &std::sync::Mutex::new(&mut *ledger),
+        client,
+        base_url,
+        allow_untold,
+    )
+    .await?;
     let at = check_service(sync, ledger, base_url, batch, input)?;
     let earlier = Earlier::load(ledger, base_url, existing.map(|b| b.id))?
         .with_service(ledger, base_url, batch)?;

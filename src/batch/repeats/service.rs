@@ -58,8 +58,9 @@ pub struct ServiceSync {
     /// days and a margin back) or went back to where the last one ended.
     pub since: String,
     pub first_read: bool,
-    /// Orders of other ledgers read whole by this read.
+    /// Orders of other ledgers read whole by this read, and their ids.
     pub learned: usize,
+    pub learned_ids: Vec<String>,
     /// Orders of other ledgers this ledger knows in all, and of them those known only by the
     /// first row their description names (the service gave no metadata).
     pub foreign_orders: i64,
@@ -76,11 +77,12 @@ pub struct ServiceSync {
 /// anything is sent). Refused (exit 5): a read that stopped before a documented end, a page or
 /// an order that could not be read, unknown orders still processing after the wait.
 pub async fn sync_service(
-    ledger: &mut Ledger,
+    ledger: &impl LedgerAccess,
     client: &Client,
     base_url: &str,
+    allow_untold: bool,
 ) -> Result<ServiceSync, OpError> {
-    let mark = ledger.service_read_mark(base_url)?;
+    let mark = ledger.with(|l| l.service_read_mark(base_url))?;
     let since = mark
         .as_ref()
         .and_then(|m| DateTime::parse_from_rfc3339(&m.read_to).ok())
@@ -93,6 +95,88 @@ pub async fn sync_service(
     if !listed.complete {
         return Err(incomplete(&listed));
     }
+    let to_read = ledger.with(|l| unknown_orders(l, base_url, &listed))?;
+    // What the list said of each order, for a whole answer that leaves its description out.
+    let listed_descriptions: std::collections::HashMap<&str, &str> = listed
+        .orders
+        .iter()
+        .filter_map(|o| Some((o.id.as_str(), o.description()?)))
+        .collect();
+    let learning = learn(
+        ledger,
+        client,
+        base_url,
+        allow_untold,
+        to_read,
+        &listed_descriptions,
+    )
+    .await?;
+    // What was learned is kept even when the read refuses: a finished order never changes,
+    // and is not read again. The mark moves only past a read that left nothing untold.
+    if learning.processing.is_empty()
+        && learning.untold.is_empty()
+        && learning.unread.is_none()
+        && let Some(newest) = listed.newest
+    {
+        // Never past this machine's clock: one `created_at` in the future would otherwise
+        // move every later read past the orders made until then.
+        let read_to = newest
+            .min(Utc::now())
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        ledger.with(|l| l.record_read_mark(base_url, &read_to, listed.pages, learning.learned))?;
+    }
+    if let Some((id, e)) = learning.unread {
+        return Err(refused_or_unread(
+            e,
+            &format!("order {} at the service", crate::text::escape(&id)),
+        ));
+    }
+    if !learning.processing.is_empty() {
+        return Err(still_processing(&learning.processing));
+    }
+    if !learning.untold.is_empty() {
+        return Err(untold(&learning.untold));
+    }
+    let (foreign_orders, first_rows_only, untold) =
+        ledger.with(|l| l.service_order_counts(base_url))?;
+    Ok(ServiceSync {
+        pages: listed.pages,
+        since: since.to_rfc3339(),
+        first_read,
+        learned: learning.learned,
+        learned_ids: learning.ids,
+        foreign_orders,
+        first_rows_only,
+        untold,
+    })
+}
+
+/// The ledger, reached one short step at a time: by a run before it sends (`&mut Ledger`
+/// held alone) and while it sends (the ledger the sending shares), so that no lock is held
+/// while the service is read.
+pub trait LedgerAccess: Sync {
+    fn with<R>(&self, step: impl FnOnce(&mut Ledger) -> R) -> R;
+}
+
+impl LedgerAccess for std::sync::Mutex<Ledger> {
+    fn with<R>(&self, step: impl FnOnce(&mut Ledger) -> R) -> R {
+        // SQLite's transactions are atomic: a poisoned lock leaves the ledger consistent.
+        step(&mut self.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+impl LedgerAccess for std::sync::Mutex<&mut Ledger> {
+    fn with<R>(&self, step: impl FnOnce(&mut Ledger) -> R) -> R {
+        step(&mut self.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+/// The orders of the list that this ledger neither made nor learned: each is read whole.
+fn unknown_orders(
+    ledger: &Ledger,
+    base_url: &str,
+    listed: &window::ServiceWindow,
+) -> Result<Vec<String>, crate::ledger::LedgerError> {
     let mut to_read = Vec::new();
     for o in &listed.orders {
         let known = if o.is_unnamed() {
@@ -111,45 +195,7 @@ pub async fn sync_service(
             to_read.push(id.clone());
         }
     }
-    // What the list said of each order, for a whole answer that leaves its description out.
-    let listed_descriptions: std::collections::HashMap<&str, &str> = listed
-        .orders
-        .iter()
-        .filter_map(|o| Some((o.id.as_str(), o.description()?)))
-        .collect();
-    let learning = learn(ledger, client, base_url, to_read, &listed_descriptions).await?;
-    // What was learned is kept even when the read refuses: a finished order never changes,
-    // and is not read again. The mark moves only past a read that left nothing untold.
-    if learning.processing.is_empty()
-        && learning.unread.is_none()
-        && let Some(newest) = listed.newest
-    {
-        // Never past this machine's clock: one `created_at` in the future would otherwise
-        // move every later read past the orders made until then.
-        let read_to = newest
-            .min(Utc::now())
-            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-        ledger.record_read_mark(base_url, &read_to, listed.pages, learning.learned)?;
-    }
-    if let Some((id, e)) = learning.unread {
-        return Err(refused_or_unread(
-            e,
-            &format!("order {} at the service", crate::text::escape(&id)),
-        ));
-    }
-    if !learning.processing.is_empty() {
-        return Err(still_processing(&learning.processing));
-    }
-    let (foreign_orders, first_rows_only, untold) = ledger.service_order_counts(base_url)?;
-    Ok(ServiceSync {
-        pages: listed.pages,
-        since: since.to_rfc3339(),
-        first_read,
-        learned: learning.learned,
-        foreign_orders,
-        first_rows_only,
-        untold,
-    })
+    Ok(to_read)
 }
 
 /// Orders read whole and kept at most at once: the rows of a few hundred orders are held in
@@ -161,24 +207,35 @@ const LEARNED_AT_ONCE: usize = 250;
 #[derive(Default)]
 struct Learning {
     learned: usize,
+    ids: Vec<String>,
     processing: Vec<String>,
+    /// Finished orders answered with neither description nor metadata, not kept: read again
+    /// by the next read (the service may answer them in full then).
+    untold: Vec<String>,
     unread: Option<(String, crate::api::ApiError)>,
 }
 
 /// Reads the orders `ids` whole and keeps those that are not this ledger's own, a few hundred
 /// to a transaction as they are answered.
 async fn learn(
-    ledger: &mut Ledger,
+    ledger: &impl LedgerAccess,
     client: &Client,
     base_url: &str,
+    allow_untold: bool,
     ids: Vec<String>,
     listed: &std::collections::HashMap<&str, &str>,
 ) -> Result<Learning, OpError> {
-    let batches = OwnBatches::of(ledger)?;
+    let batches = ledger.with(|l| OwnBatches::of(l))?;
     let mut out = Learning::default();
     let mut chunk = Vec::new();
-    let mut reads = std::pin::pin!(read_whole(client, ids));
+    // An order this run is sending shows in the list, unknown, until its answer is recorded:
+    // it is not waited for once the ledger knows it.
+    let ours = |id: &str| ledger.with(|l| l.knows_order(None, id)).unwrap_or(false);
+    let mut reads = std::pin::pin!(read_whole(client, ids, &ours));
     while let Some((id, view)) = reads.next().await {
+        let Some(view) = view else {
+            continue;
+        };
         match view {
             Ok(OrderView::Done(mut order)) => {
                 if order.description.is_none() {
@@ -190,12 +247,17 @@ async fn learn(
                     .and_then(order_body::key_in_description)
                     .map(str::to_string)
                     .or_else(|| batches.key_of(&order));
-                if ledger.knows_order(key.as_deref(), &order.id)? {
+                if ledger.with(|l| l.knows_order(key.as_deref(), &order.id))? {
                     continue;
                 }
+                if is_bare(&order) && !allow_untold {
+                    out.untold.push(order.id);
+                    continue;
+                }
+                out.ids.push(order.id.clone());
                 chunk.push(learned_order(&order));
                 if chunk.len() >= LEARNED_AT_ONCE {
-                    ledger.record_service_orders(base_url, &chunk)?;
+                    ledger.with(|l| l.record_service_orders(base_url, &chunk))?;
                     out.learned += chunk.len();
                     chunk.clear();
                 }
@@ -205,17 +267,23 @@ async fn learn(
             Err(e) => out.unread = out.unread.or(Some((id, e))),
         }
     }
-    ledger.record_service_orders(base_url, &chunk)?;
+    ledger.with(|l| l.record_service_orders(base_url, &chunk))?;
     out.learned += chunk.len();
     Ok(out)
 }
 
+/// An order's whole answer, or none when it turned out to be this ledger's own while it was
+/// waited for.
+type Whole = Option<Result<OrderView, crate::api::ApiError>>;
+
 /// Reads each order whole, a few at a time, as a stream of answers; an order still processing
-/// is read again, a little later each time, for at most [`PROCESSING_WAIT`].
-fn read_whole(
-    client: &Client,
+/// is read again, a little later each time, for at most [`PROCESSING_WAIT`], unless `ours`
+/// says it is this ledger's own by then.
+fn read_whole<'a>(
+    client: &'a Client,
     ids: Vec<String>,
-) -> impl futures::Stream<Item = (String, Result<OrderView, crate::api::ApiError>)> + '_ {
+    ours: &'a (dyn Fn(&str) -> bool + Sync),
+) -> impl futures::Stream<Item = (String, Whole)> + 'a {
     let wait = tokio::time::Instant::now() + PROCESSING_WAIT;
     // Never past the run's own patience (`--poll-timeout`).
     let until = client.deadline().map_or(wait, |d| d.min(wait));
@@ -225,9 +293,12 @@ fn read_whole(
             let view = read_retrying_until(client.deadline(), || client.order(&id)).await;
             let waiting = matches!(view, Ok(OrderView::Processing(_)));
             if !waiting || tokio::time::Instant::now() + pause > until {
-                return (id, view);
+                return (id, Some(view));
             }
             tokio::time::sleep(pause).await;
+            if ours(&id) {
+                return (id, None);
+            }
             pause = (pause * 2).min(Duration::from_secs(5));
         }
     }))
@@ -332,6 +403,34 @@ fn incomplete(listed: &window::ServiceWindow) -> OpError {
             listed.odd.as_deref().unwrap_or("no end was reached"),
         ),
         help: "run the same command again in a minute; if it stays, the service's order list is not as documented: ask the service's support".into(),
+    }
+}
+
+/// Whether a finished order says nothing of whose it is: neither description (its whole
+/// answer's, else the list's) nor metadata.
+fn is_bare(order: &Order) -> bool {
+    order
+        .description
+        .as_deref()
+        .is_none_or(|d| d.trim().is_empty())
+        && order.metadata.as_ref().is_none_or(|m| m.is_empty())
+}
+
+/// The refusal of finished orders that say nothing of whose they are.
+fn untold(ids: &[String]) -> OpError {
+    let named: Vec<String> = ids
+        .iter()
+        .take(5)
+        .map(|id| crate::text::escape(id).into_owned())
+        .collect();
+    OpError::Unsettled {
+        message: format!(
+            "{} finished orders at the service were answered with neither description nor metadata ({}{}; both are optional in its published contract): whose they are and which rows they paid cannot be told, so they may hold this batch's rows, paid from another ledger; nothing was submitted",
+            ids.len(),
+            named.join(", "),
+            if ids.len() > named.len() { ", ..." } else { "" }
+        ),
+        help: "run the same command again in a while: they are read again, and the service usually answers them in full; if they are not paybatch's (another tool's orders on this account), pay anyway with --allow-untold-orders (rows they may hold are then not checked)".into(),
     }
 }
 

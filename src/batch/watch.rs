@@ -1,0 +1,197 @@
+//! The service's order list read again while a run sends ([`ServiceWatch`]): before a send is
+//! tried again after a failure, and after every [`READ_EVERY`] orders sent for the first time.
+//! An order another ledger made meanwhile is learned row by row (as before the run:
+//! `repeats::sync_service`), and the orders of this run holding a row it pays are held back:
+//! not sent in this run, left as they are for the next run's check, which refuses them as
+//! repeats (or skips or pays them, as the person running it says).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::ledger::Ledger;
+use crate::reference::fold_reference;
+
+use super::outcome::OpError;
+use super::repeats::{LedgerAccess, sync_service};
+use super::send_context::SendContext;
+
+/// Orders sent for the first time in a run between two reads of the list, at most.
+pub const READ_EVERY: u64 = 500;
+
+/// A row of this run that an order of another ledger, learned while the run sent, pays.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldRow {
+    pub reference: String,
+    /// The order at the service that pays it.
+    pub service_order_id: String,
+}
+
+/// The reads of the order list made while a run sends, and the orders they held back.
+pub struct ServiceWatch {
+    base_url: String,
+    batch_id: i64,
+    /// `--allow-repeats`: a row another ledger paid is paid anyway; the list is still read.
+    allow_repeats: bool,
+    /// `--allow-untold-orders`: finished orders that say nothing of whose they are do not stop
+    /// the sending.
+    allow_untold: bool,
+    every: u64,
+    /// When the last read started, and after how many first sends the next is due. A send
+    /// waits here while a read is made.
+    gate: tokio::sync::Mutex<Gate>,
+    reads: AtomicU64,
+    /// The ledger's orders held back, each with its first row another ledger pays.
+    held: Mutex<HashMap<i64, HeldRow>>,
+}
+
+struct Gate {
+    last_read: tokio::time::Instant,
+    next_at: u64,
+}
+
+impl ServiceWatch {
+    /// A watch of the run of batch `batch_id` against the service recorded as `base_url`,
+    /// whose list was read just before the run planned its sends, reading it again after every
+    /// `every` first sends ([`READ_EVERY`] by default).
+    pub fn every(
+        base_url: String,
+        batch_id: i64,
+        allow_repeats: bool,
+        allow_untold: bool,
+        every: u64,
+    ) -> Self {
+        ServiceWatch {
+            base_url,
+            batch_id,
+            allow_repeats,
+            allow_untold,
+            every: every.max(1),
+            gate: tokio::sync::Mutex::new(Gate {
+                last_read: tokio::time::Instant::now(),
+                next_at: every.max(1),
+            }),
+            reads: AtomicU64::new(0),
+            held: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Reads the list again when a send is due for it: a first send once [`READ_EVERY`] orders
+    /// went out since the last read (`sent` is how many have), or a send tried again after a
+    /// failure at `failed_at` (one read after the failure serves every send waiting).
+    pub async fn before_send(
+        &self,
+        context: &SendContext,
+        sent: u64,
+        failed_at: Option<tokio::time::Instant>,
+    ) -> Result<(), OpError> {
+        let due = |gate: &Gate| match failed_at {
+            Some(at) => gate.last_read <= at,
+            None => sent >= gate.next_at,
+        };
+        let mut gate = self.gate.lock().await;
+        if !due(&gate) {
+            return Ok(());
+        }
+        gate.last_read = tokio::time::Instant::now();
+        gate.next_at = context.sent.load(Ordering::SeqCst).max(sent) + self.every;
+        self.read(context).await
+    }
+
+    /// One read of the list; the orders it learned hold back this run's orders of their rows.
+    async fn read(&self, context: &SendContext) -> Result<(), OpError> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        let sync = sync_service(
+            &context.ledger,
+            &context.client,
+            &self.base_url,
+            self.allow_untold,
+        )
+        .await?;
+        if sync.learned_ids.is_empty() {
+            return Ok(());
+        }
+        let found = context
+            .ledger
+            .with(|l| rows_paid_elsewhere(l, &self.base_url, self.batch_id, &sync.learned_ids))?;
+        let learned = sync.learned;
+        if self.allow_repeats {
+            if !found.is_empty() {
+                context.reporter.warn(format!(
+                    "{} rows of this batch are paid by {learned} orders another ledger made while this run sent; paid again as --allow-repeats says",
+                    found.len()
+                ));
+            }
+            return Ok(());
+        }
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        let before = held.len();
+        for (order_id, row) in found {
+            held.entry(order_id).or_insert(row);
+        }
+        if held.len() > before {
+            context.reporter.warn(format!(
+                "the service's order list, read again while sending, has {learned} orders of another ledger this run had not seen; {} of this run's orders hold rows they pay and are held back",
+                held.len() - before
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether the ledger's order `order_id` is held back.
+    pub fn holds(&self, order_id: i64) -> bool {
+        self.held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(&order_id)
+    }
+
+    /// How many reads of the list were made while sending.
+    pub fn reads(&self) -> u64 {
+        self.reads.load(Ordering::SeqCst)
+    }
+
+    /// The orders held back, with a row of each (in the ledger's order).
+    pub fn held(&self) -> Vec<(i64, HeldRow)> {
+        let held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out: Vec<(i64, HeldRow)> = held.iter().map(|(k, v)| (*k, v.clone())).collect();
+        out.sort_by_key(|(id, _)| *id);
+        out
+    }
+}
+
+/// The rows of batch `batch_id` in intents not answered yet that the orders `learned` (read
+/// whole from the service at `base_url`) pay, as a person reads a reference: by order.
+fn rows_paid_elsewhere(
+    ledger: &Ledger,
+    base_url: &str,
+    batch_id: i64,
+    learned: &[String],
+) -> Result<Vec<(i64, HeldRow)>, crate::ledger::LedgerError> {
+    let paid: HashMap<String, String> = ledger
+        .service_rows_of(base_url, learned)?
+        .into_iter()
+        .map(|r| (fold_reference(&r.reference), r.service_order_id))
+        .collect();
+    if paid.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for (reference, order_id) in ledger.rows_in_intents(batch_id)? {
+        if seen.contains(&order_id) {
+            continue;
+        }
+        if let Some(service_order_id) = paid.get(&fold_reference(&reference)) {
+            seen.insert(order_id);
+            out.push((
+                order_id,
+                HeldRow {
+                    reference,
+                    service_order_id: service_order_id.clone(),
+                },
+            ));
+        }
+    }
+    Ok(out)
+}
