@@ -296,9 +296,28 @@ fn items_as_sent(
         let payment =
             order_body::payment_method(&record.payment_currency, record.card_id.as_deref());
         let specs: Vec<Option<&str>> = rows.iter().map(|r| r.spec.as_deref()).collect();
+        // Its rows as the service spells them where the ledger spells them another way that
+        // reads the same (reconciliation adopted them so).
+        let answered = order
+            .metadata
+            .as_ref()
+            .map(order_body::references_in_metadata)
+            .unwrap_or_default();
+        let same_rows = answered.len() == rows.len()
+            && answered.iter().zip(rows).all(|(a, r)| {
+                crate::reference::fold_reference(a)
+                    == crate::reference::fold_reference(&r.reference)
+            });
         let named: Vec<(&str, i64)> = rows
             .iter()
-            .map(|r| (r.reference.as_str(), r.attempt))
+            .enumerate()
+            .map(|(i, r)| {
+                let spelt = answered.get(i).filter(|_| same_rows);
+                (
+                    spelt.map_or(r.reference.as_str(), String::as_str),
+                    r.attempt,
+                )
+            })
             .collect();
         let owner = verify::Owner {
             key: &record.idempotency_key,

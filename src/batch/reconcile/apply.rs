@@ -86,6 +86,42 @@ fn order_state_of(status: OrderStatus) -> OrderState {
     }
 }
 
+/// Names the rows of the service's orders as the ledger spells them, where the service's
+/// spelling is another of one reference as a person reads it (`EMP-1` for the file's `emp-1`:
+/// [`crate::reference::fold_reference`]) and no other row of the batch reads the same.
+/// Returns the service's spelling of the rows of each order so named: its key is made of them.
+fn spell_as_the_ledger(
+    found: &mut [FoundOrder],
+    views: &HashMap<String, RowSoFar>,
+) -> HashMap<String, Vec<String>> {
+    let mut folded: HashMap<String, Option<&String>> = HashMap::new();
+    for reference in views.keys() {
+        folded
+            .entry(crate::reference::fold_reference(reference))
+            .and_modify(|r| *r = None)
+            .or_insert(Some(reference));
+    }
+    let mut spelt = HashMap::new();
+    for f in found.iter_mut() {
+        let theirs: Vec<String> = f.rows.iter().map(|k| k.reference.clone()).collect();
+        let mut renamed = false;
+        for k in f.rows.iter_mut() {
+            if views.contains_key(&k.reference) {
+                continue;
+            }
+            let fold = crate::reference::fold_reference(&k.reference);
+            if let Some(Some(ours)) = folded.get(&fold) {
+                k.reference = (*ours).clone();
+                renamed = true;
+            }
+        }
+        if renamed {
+            spelt.insert(f.id.clone(), theirs);
+        }
+    }
+    spelt
+}
+
 /// The orders of the batch at the service, oldest attempt first, and what they hold.
 pub(super) struct AtService {
     pub(super) found: Vec<FoundOrder>,
@@ -155,6 +191,9 @@ pub(super) struct Reconciliation<'a> {
     claimed_orders: HashSet<i64>,
     /// The orders of rows whose link was read EXPIRED and reissued: (reference, service id).
     reissued: HashSet<(String, String)>,
+    /// The service's spelling of the rows of its orders whose rows the ledger spells another
+    /// way, by service order id ([`spell_as_the_ledger`]).
+    spelt: HashMap<String, Vec<String>>,
     report: ReconcileReport,
 }
 
@@ -201,6 +240,7 @@ impl<'a> Reconciliation<'a> {
             by_service_id,
             claimed_orders: HashSet::new(),
             reissued,
+            spelt: HashMap::new(),
             report: ReconcileReport::default(),
         })
     }
@@ -208,7 +248,8 @@ impl<'a> Reconciliation<'a> {
     /// Lists the batch's orders at the service, naming their rows by what the ledger knows.
     pub(super) async fn list_service_orders(&mut self) -> Result<AtService, ReconcileError> {
         let known = known_orders(&self.views, &self.orders);
-        let (found, unattributed) = find_orders(self.client, &self.batch.name, &known).await?;
+        let (mut found, unattributed) = find_orders(self.client, &self.batch.name, &known).await?;
+        self.spelt = spell_as_the_ledger(&mut found, &self.views);
         self.report.found = found.len();
         self.report.unattributed = unattributed;
         Ok(AtService::new(found))
@@ -478,11 +519,17 @@ impl<'a> Reconciliation<'a> {
     ) -> Result<(), ReconcileError> {
         let mut new_order = None;
         if !self.dry_run {
+            // The key the service's order was sent under: of its rows as it spells them.
+            let theirs = self.spelt.get(&f.id);
             let keyed: Vec<(&str, i64)> = f
                 .rows
                 .iter()
+                .enumerate()
                 .zip(attempts)
-                .map(|(k, a)| (k.reference.as_str(), *a))
+                .map(|((i, k), a)| {
+                    let spelt = theirs.and_then(|t| t.get(i)).unwrap_or(&k.reference);
+                    (spelt.as_str(), *a)
+                })
                 .collect();
             let key = order_body::order_key(&self.batch.environment, &self.batch.name, &keyed);
             let currency = members[0]
