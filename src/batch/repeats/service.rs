@@ -292,6 +292,9 @@ fn read_whole<'a>(
         loop {
             let view = read_retrying_until(client.deadline(), || client.order(&id)).await;
             let waiting = matches!(view, Ok(OrderView::Processing(_)));
+            if waiting && ours(&id) {
+                return (id, None);
+            }
             if !waiting || tokio::time::Instant::now() + pause > until {
                 return (id, Some(view));
             }
