@@ -96,7 +96,7 @@ impl Ledger {
         let last_final_at: Option<String> = self
             .conn
             .prepare_cached(
-                "SELECT MAX(finished_at) FROM orders
+                "SELECT MAX(COALESCE(booked_at, finished_at)) FROM orders
                  WHERE batch_id = ?1 AND state IN ('COMPLETED', 'FAILED', 'REJECTED', 'MISMATCH')",
             )
             .and_then(|mut st| st.query_row([batch_id], |r| r.get(0)))

@@ -59,6 +59,9 @@ pub async fn reconcile_batch(
         &opts.ledger,
     )
     .await?;
+    if let Some(clock) = conn.books_clock() {
+        ledger.set_books_clock(clock);
+    }
     reporter.line(format!(
         "paybatch reconcile: {} | batch {}",
         conn.environment.banner(),

@@ -341,7 +341,7 @@ async fn a_ledger_of_schema_8_keeps_plans_once_migrated() {
         .expect("open")
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .expect("version");
-    assert_eq!(version, 14);
+    assert_eq!(version, 15);
     ws.write(
         "f.csv",
         &rows(1..=8, |i, c| {

@@ -179,7 +179,7 @@ async fn a_schema_6_ledger_interrupted_mid_batch_resumes_and_counts_the_same_del
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .expect("version");
     assert_eq!(
-        version, 14,
+        version, 15,
         "the first command that opens it migrates it to the latest"
     );
     assert_eq!(rows_whose_delivery_differs(&ledger), []);
