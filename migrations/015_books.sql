@@ -16,6 +16,11 @@ ALTER TABLE orders ADD COLUMN booked_on TEXT;
 UPDATE orders SET booked_at = finished_at, booked_on = substr(finished_at, 1, 10)
 WHERE state IN ('COMPLETED', 'FAILED', 'REJECTED', 'MISMATCH') AND finished_at IS NOT NULL;
 
+-- What of a reissued attempt's order could not be confirmed (the row's `error_type` as that
+-- attempt left it), kept with its charge in `payouts` so that its line of the books stays as
+-- it was booked once the row holds the next attempt.
+ALTER TABLE payouts ADD COLUMN error_type TEXT;
+
 CREATE INDEX orders_booked_on ON orders(booked_on) WHERE booked_on IS NOT NULL;
 
 -- The months closed with `paybatch close YYYY-MM`: who (user and host, as for an approval),

@@ -187,6 +187,19 @@ const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
         ],
     ),
     (
+        "close",
+        &[
+            (
+                "Close November once its orders are final and its journal is exported",
+                "paybatch close 2026-11",
+            ),
+            (
+                "The same for another ledger, as JSON",
+                "paybatch close 2026-11 --ledger /srv/paybatch/paybatch.db --json",
+            ),
+        ],
+    ),
+    (
         "status",
         &[
             ("Every batch of the ledger", "paybatch status"),

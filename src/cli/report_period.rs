@@ -168,8 +168,14 @@ fn warn_not_booked(written: &period::Written) {
     }
     if written.mismatch_not_booked > 0 {
         errln!(
-            "warning: {} MISMATCH rows were charged by orders whose answer does not say what they cost: they cannot be booked in the journal; compare them with the account's orders",
+            "warning: {} MISMATCH rows were charged by orders whose answer does not say what they cost: they are in suspense without a claimed amount; compare them with the account's orders",
             written.mismatch_not_booked
+        );
+    }
+    if written.answered_for_another > 0 {
+        errln!(
+            "warning: {} rows of orders the service answered with another order (another ledger's, or another of this ledger's): not booked here, the ledger that made that order books it",
+            written.answered_for_another
         );
     }
 }

@@ -188,7 +188,7 @@ impl Ledger {
                AND o.state IN ('COMPLETED', 'MISMATCH') AND r.state IN ('COMPLETED', 'MISMATCH')
              UNION ALL
              SELECT {LINE_COLUMNS}, 'COMPLETED', p.attempt, p.order_id, NULL, p.item_id,
-                    p.price, NULL, p.completed_at, p.debited_amount, p.debited_currency
+                    p.price, p.error_type, p.completed_at, p.debited_amount, p.debited_currency
              FROM payouts p JOIN rows r ON r.id = p.row_id JOIN orders o ON o.id = p.order_id
              WHERE p.reissued_at IS NOT NULL AND o.booked_on >= ?1 AND o.booked_on <= ?2
                AND o.state = 'COMPLETED'
@@ -205,6 +205,18 @@ impl Ledger {
             }
         }
         Ok(())
+    }
+
+    /// The batches with a line booked on `since` to `until` (dates, both included), in id
+    /// order.
+    pub fn batches_booked(&self, since: &str, until: &str) -> Result<Vec<i64>> {
+        self.select_all(
+            "SELECT DISTINCT batch_id FROM orders
+             WHERE booked_on >= ?1 AND booked_on <= ?2 AND state IN ('COMPLETED', 'MISMATCH')
+             ORDER BY batch_id",
+            [since, until],
+            |r| r.get(0),
+        )
     }
 
     /// Whether the service order `service_order_id` is another's than the ledger's order
