@@ -152,7 +152,9 @@ pub fn execute(args: CloseArgs) -> Result<Exit, CliError> {
                     "month {month} cannot be closed: orders of it are not final ({}); nothing was recorded",
                     not_final_said(&not_final)
                 ),
-                Some("resume the batch with `paybatch run` (or settle orders in doubt with `paybatch reconcile`), then close the month again"),
+                Some(
+                    "resume the batch with `paybatch run` (or settle orders in doubt with `paybatch reconcile`), then close the month again",
+                ),
             ))
         }
     }

@@ -86,9 +86,9 @@ macro_rules! errln {
 }
 
 pub mod approve;
-pub mod close;
 pub mod balance;
 pub mod catalog;
+pub mod close;
 pub mod completions;
 pub mod config;
 pub mod error;

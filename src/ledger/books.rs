@@ -280,10 +280,7 @@ impl Ledger {
 
     /// The month `month` (`YYYY-MM`) when it is closed.
     pub fn closed_month(&self, month: &str) -> Result<Option<ClosedMonth>> {
-        Ok(self
-            .closed_months()?
-            .into_iter()
-            .find(|c| c.month == month))
+        Ok(self.closed_months()?.into_iter().find(|c| c.month == month))
     }
 
     /// Records the close of a month; `false` (and nothing written) when it was closed already.
@@ -328,8 +325,14 @@ mod tests {
 
     #[test]
     fn the_month_after_december_is_january() {
-        assert_eq!(next_month("2026-12").map(|d| d.to_string()).as_deref(), Some("2027-01-01"));
-        assert_eq!(next_month("2026-11").map(|d| d.to_string()).as_deref(), Some("2026-12-01"));
+        assert_eq!(
+            next_month("2026-12").map(|d| d.to_string()).as_deref(),
+            Some("2027-01-01")
+        );
+        assert_eq!(
+            next_month("2026-11").map(|d| d.to_string()).as_deref(),
+            Some("2026-12-01")
+        );
         assert_eq!(next_month("nope"), None);
     }
 }

@@ -29,7 +29,10 @@ pub enum Closing {
     /// It was closed already, as recorded then: nothing changed.
     Already(ClosedMonth),
     /// Orders are not final: nothing recorded.
-    Refused { month: String, not_final: Vec<NotFinal> },
+    Refused {
+        month: String,
+        not_final: Vec<NotFinal>,
+    },
 }
 
 fn io_at(path: &Path) -> impl Fn(std::io::Error) -> OpError + '_ {
@@ -83,7 +86,12 @@ pub fn close(ledger_path: &Path, month: &str) -> Result<Closing, OpError> {
 
 /// The month's journal made once more, in a private temporary directory: what its close
 /// records.
-fn journal_of(ledger: &Ledger, month: &str, first: &str, last: &str) -> Result<ClosedMonth, OpError> {
+fn journal_of(
+    ledger: &Ledger,
+    month: &str,
+    first: &str,
+    last: &str,
+) -> Result<ClosedMonth, OpError> {
     let dir = tempfile::tempdir().map_err(io_at(Path::new("(temporary directory)")))?;
     let path: PathBuf = dir.path().join("journal.csv");
     let outputs = Outputs {

@@ -275,8 +275,8 @@ pub fn book_lines(
         (Some(j), Some(path)) => Some((j, path)),
         _ => None,
     };
-    let counts = lines::Books::new(ledger, group.as_deref(), group_by, target, totals)
-        .book(since, until)?;
+    let counts =
+        lines::Books::new(ledger, group.as_deref(), group_by, target, totals).book(since, until)?;
     if let (Some(journal), Some(path)) = (journal, &outputs.journal) {
         journal.finish().map_err(io_at(path))?;
     }

@@ -469,13 +469,15 @@ impl PeriodTally {
         let mut totals: Vec<JournalTotalJson> = self
             .journal
             .iter()
-            .map(|((environment, kind, currency), (lines, amount))| JournalTotalJson {
-                environment: environment.clone(),
-                kind: *kind,
-                currency: currency.clone(),
-                lines: *lines,
-                amount: display_amount(*amount, currency),
-            })
+            .map(
+                |((environment, kind, currency), (lines, amount))| JournalTotalJson {
+                    environment: environment.clone(),
+                    kind: *kind,
+                    currency: currency.clone(),
+                    lines: *lines,
+                    amount: display_amount(*amount, currency),
+                },
+            )
             .collect();
         totals.sort_by(|a, b| (a.kind, &a.environment).cmp(&(b.kind, &b.environment)));
         totals

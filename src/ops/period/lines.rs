@@ -274,7 +274,11 @@ impl<'a> Books<'a> {
         let groups: Vec<String> = info
             .group_by
             .iter()
-            .map(|i| i.and_then(|i| row.fields.get(i)).cloned().unwrap_or_default())
+            .map(|i| {
+                i.and_then(|i| row.fields.get(i))
+                    .cloned()
+                    .unwrap_or_default()
+            })
             .collect();
         let late = late_note(line);
         let suspense = kind == LineKind::Suspense;
@@ -358,7 +362,10 @@ impl<'a> Books<'a> {
             .as_deref()
             .and_then(key_in_description)
             .is_some_and(|k| k != line.idempotency_key);
-        Ok(other_key || self.ledger.answered_for_another(line.order_id, &answer.id)?)
+        Ok(other_key
+            || self
+                .ledger
+                .answered_for_another(line.order_id, &answer.id)?)
     }
 
     /// Books the MISMATCH order gathered: one suspense line for its rows (references joined
