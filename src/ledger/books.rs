@@ -157,9 +157,10 @@ fn line_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<BookLine> {
 }
 
 impl Ledger {
-    /// Books the orders made final from now on by `clock` (the embedded simulator's).
-    pub fn set_books_clock(&mut self, clock: BooksClock) {
-        self.books_clock = Some(clock);
+    /// Books the orders made final from now on by `clock` (the embedded simulator's); by the
+    /// wall clock when `None`.
+    pub fn set_books_clock(&mut self, clock: Option<BooksClock>) {
+        self.books_clock = clock;
     }
 
     /// The now of the books (RFC 3339, UTC).

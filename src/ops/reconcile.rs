@@ -59,9 +59,7 @@ pub async fn reconcile_batch(
         &opts.ledger,
     )
     .await?;
-    if let Some(clock) = conn.books_clock() {
-        ledger.set_books_clock(clock);
-    }
+    ledger.set_books_clock(conn.books_clock());
     reporter.line(format!(
         "paybatch reconcile: {} | batch {}",
         conn.environment.banner(),

@@ -330,6 +330,8 @@ async fn a_ledger_of_schema_8_keeps_plans_once_migrated() {
          ALTER TABLE batches DROP COLUMN result_format;
          ALTER TABLE batches DROP COLUMN input_format;
          DROP TABLE payouts; ALTER TABLE batches DROP COLUMN payouts_read_at;
+         DROP TABLE closed_months; DROP INDEX orders_booked_on;
+         ALTER TABLE orders DROP COLUMN booked_on; ALTER TABLE orders DROP COLUMN booked_at;
          DROP TABLE approved_plans; PRAGMA user_version = 8;",
     )
     .expect("schema 8");

@@ -544,3 +544,44 @@ async fn an_order_answered_for_another_key_is_never_booked_here() {
     );
     sim.shutdown().await;
 }
+
+/// A ledger of the previous schema (14): migration 015 books the orders already final at the
+/// time the ledger recorded them final, so that their lines are in the period they were in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ledger_of_the_previous_schema_books_its_final_orders_when_it_recorded_them() {
+    let ws = Workspace::new();
+    pay(&ws, "old", &batch_csv("O")).await;
+    let db = rusqlite::Connection::open(ws.path("paybatch.db")).expect("the ledger opens");
+    db.execute_batch(
+        "DROP TABLE closed_months; DROP INDEX orders_booked_on;
+         ALTER TABLE orders DROP COLUMN booked_on; ALTER TABLE orders DROP COLUMN booked_at;
+         ALTER TABLE payouts DROP COLUMN error_type;
+         UPDATE orders SET finished_at = '2026-10-31T23:59:59.500Z' WHERE finished_at IS NOT NULL;
+         PRAGMA user_version = 14;",
+    )
+    .expect("schema 14");
+    drop(db);
+    let status = pb(&ws, &["status"]).await;
+    assert_eq!(status.status.code(), Some(0), "{}", stderr_of(&status));
+    let db = rusqlite::Connection::open(ws.path("paybatch.db")).expect("the ledger opens");
+    let booked: Vec<(String, String)> = db
+        .prepare("SELECT booked_at, booked_on FROM orders ORDER BY id")
+        .expect("query")
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .expect("orders")
+        .map(|o| o.expect("an order"))
+        .collect();
+    assert!(!booked.is_empty());
+    for (at, on) in &booked {
+        assert_eq!(
+            (at.as_str(), on.as_str()),
+            ("2026-10-31T23:59:59.500Z", "2026-10-31")
+        );
+    }
+    let october = lines_of(&journal(&ws, "2026-10", "2026-10", "j.csv").await);
+    assert_eq!(
+        october.iter().filter(|l| l["line"] == "payment").count(),
+        4,
+        "October's lines"
+    );
+}

@@ -89,6 +89,8 @@ fn back_to_schema_6(ledger: &Path) {
              DROP INDEX rows_batch_state;
              ALTER TABLE rows DROP COLUMN delivery;
              CREATE INDEX rows_batch_state ON rows(batch_id, state);
+             DROP TABLE closed_months; DROP INDEX orders_booked_on;
+             ALTER TABLE orders DROP COLUMN booked_on; ALTER TABLE orders DROP COLUMN booked_at;
              PRAGMA user_version = 6;",
         )
         .expect("schema 6");

@@ -75,6 +75,10 @@ struct Held {
     face_value: BTreeMap<String, Decimal>,
 }
 
+/// What a MISMATCH order's answer claims it cost, in which currency; `None` when it does not
+/// say.
+type Claim = Option<(Decimal, String)>;
+
 /// The journal being written, and where.
 type Target<'j> = (&'j mut Journal, &'j Path);
 
@@ -368,6 +372,32 @@ impl<'a> Books<'a> {
                 .answered_for_another(line.order_id, &answer.id)?)
     }
 
+    /// What the answer of the MISMATCH order gathered in `held` claims it cost (`None` inside
+    /// when it does not say), with the answer; `None` when it is not booked: another's order,
+    /// or an answer that did not complete (nothing was charged).
+    fn claim_of(&mut self, held: &Held) -> Result<Option<(Option<Order>, Claim)>, OpError> {
+        let line = &held.first;
+        let answer = self
+            .ledger
+            .last_response(line.order_id)?
+            .and_then(|r| serde_json::from_str::<Order>(&r).ok());
+        let claim = match &answer {
+            Some(answer) if self.another_order(line, answer)? => {
+                self.counts.answered_for_another += held.rows;
+                return Ok(None);
+            }
+            Some(answer) => match claimed(answer, &line.label.payment_currency) {
+                None => return Ok(None),
+                Some(claim) => claim,
+            },
+            None => None,
+        };
+        if claim.is_none() {
+            self.counts.mismatch_not_booked += held.rows;
+        }
+        Ok(Some((answer, claim)))
+    }
+
     /// Books the MISMATCH order gathered: one suspense line for its rows (references joined
     /// with `|`), with what they were expected to cost and what the answer claims.
     fn book_held(&mut self) -> Result<(), OpError> {
@@ -376,24 +406,9 @@ impl<'a> Books<'a> {
         };
         let line = &held.first;
         let paid_in = line.label.payment_currency.as_str();
-        let answer = self
-            .ledger
-            .last_response(line.order_id)?
-            .and_then(|r| serde_json::from_str::<Order>(&r).ok());
-        let claim = match &answer {
-            Some(answer) if self.another_order(line, answer)? => {
-                self.counts.answered_for_another += held.rows;
-                return Ok(());
-            }
-            Some(answer) => match claimed(answer, paid_in) {
-                None => return Ok(()), // it did not complete: nothing was charged
-                Some(claim) => claim,
-            },
-            None => None,
+        let Some((answer, claim)) = self.claim_of(&held)? else {
+            return Ok(());
         };
-        if claim.is_none() {
-            self.counts.mismatch_not_booked += held.rows;
-        }
         let (amount, currency) = match &claim {
             Some((amount, currency)) => (amount.to_string(), currency.clone()),
             None => (String::new(), paid_in.to_string()),
