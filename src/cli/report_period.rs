@@ -267,7 +267,7 @@ fn copy_to_stdout(path: &Path) -> Result<(), crate::batch::outcome::OpError> {
 /// What was written where (on stderr).
 fn tell_written(args: &PeriodArgs, since: NaiveDate, until: NaiveDate, written: &Written) {
     errln!(
-        "period {since} to {until}: {} completed",
+        "period {since} to {until}: lines of {} booked",
         crate::text::count(written.totals.batches().len(), "batch", "batches")
     );
     let said = [

@@ -233,7 +233,7 @@ pub fn write_period(
             reading.tally.group_by_or_blank(column);
         }
         reading.read(lines.as_mut(), csv_path.as_deref())?;
-        totals.absorb(&completed.batch.name, &completed.at, &reading.tally);
+        totals.absorb(&reading.tally);
     }
     let counts = book_lines(ledger, since, until, group_by, outputs, &mut totals)?;
     if let (Some(lines), Some(path)) = (lines, &csv_path) {
@@ -350,6 +350,7 @@ fn write_page(
     totals: &PeriodTally,
     path: &Path,
 ) -> Result<(), OpError> {
+    // The environments of the period's lines; of its batches when it has none.
     let mut environments: Vec<&str> = selection
         .batches
         .iter()
@@ -357,9 +358,14 @@ fn write_page(
         .collect();
     environments.sort_unstable();
     environments.dedup();
+    let of_lines = totals.environments();
+    let environments = match of_lines.is_empty() {
+        true => environments.join(", "),
+        false => of_lines,
+    };
     let page = totals
         .render(
-            &environments.join(", "),
+            &environments,
             &ledger.path().display().to_string(),
             &crate::ledger::now(),
             env!("CARGO_PKG_VERSION"),
@@ -408,8 +414,6 @@ impl<'a> BatchReading<'a> {
     ) -> Result<(), OpError> {
         let ledger = self.ledger;
         let batch = &self.completed.batch;
-        // Who ran the batch held to an approved plan, and who approved it.
-        self.tally.approvals(ledger.approvals(batch.id)?);
         ledger.visit_result_rows(batch.id, Specs::Read, |row, order| {
             self.tally.add(&row, order.as_ref());
             if let (Some(lines), Some(path)) = (lines.as_deref_mut(), csv_path) {

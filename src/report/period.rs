@@ -52,6 +52,8 @@ pub struct Booked<'a> {
     pub kind: LineKind,
     pub environment: &'a str,
     pub batch: &'a str,
+    /// When its order was booked (RFC 3339).
+    pub booked_at: &'a str,
     /// `balance USD`, or `card ID`.
     pub payer: &'a str,
     pub rows: usize,
@@ -126,22 +128,21 @@ pub struct AmountJson {
     pub amount: String,
 }
 
-/// A batch of a period: its lines booked in the period (paid, in suspense) and what the paid
-/// ones charged per currency; its rows and when it completed when it completed in the period.
+/// A batch with lines booked in a period: when the last of them was booked, how many were
+/// paid and held in suspense, and what the paid ones charged per currency. Made from the
+/// period's lines alone, so that a month's batch lines never change once the month is over.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PeriodBatch {
     pub name: String,
-    /// When its last order became final, if it completed in the period; else empty (its
-    /// lines of the period are reissues or late answers).
-    pub completed_at: String,
-    pub rows: usize,
+    /// When the last of its lines of the period was booked (RFC 3339).
+    pub last_booked_at: String,
     /// Paid attempts booked in the period.
     pub paid_rows: usize,
     /// Rows held in suspense booked in the period.
     pub suspense_rows: usize,
     pub charged: Vec<AmountJson>,
-    /// The batch's last run held to an approved plan: its digest, who ran it and who
-    /// approved it (`paybatch approve`); or that no run was held to one.
+    /// The batch's last run held to an approved plan by the end of the period: its digest,
+    /// who ran it and who approved it (`paybatch approve`); or that no run was held to one.
     pub approval: String,
 }
 
@@ -319,7 +320,10 @@ impl PeriodTally {
     /// batch's line when it is paid; the suspense totals when it is held; the journal's
     /// totals either way. Every table of the period is made here, from the same lines.
     pub fn book(&mut self, line: &Booked<'_>) {
-        let batch = self.batch_line(line.batch, "", 0, &[]);
+        let batch = self.batch_line(line.batch);
+        if self.batches[batch].last_booked_at.as_str() < line.booked_at {
+            self.batches[batch].last_booked_at = line.booked_at.to_string();
+        }
         let journal = self
             .journal
             .entry((
@@ -384,46 +388,50 @@ impl PeriodTally {
     }
 
     /// The place of batch `name`'s line, added when it has none yet.
-    fn batch_line(
-        &mut self,
-        name: &str,
-        completed_at: &str,
-        rows: usize,
-        approvals: &[Approval],
-    ) -> usize {
+    fn batch_line(&mut self, name: &str) -> usize {
         if let Some(i) = self.batches.iter().position(|b| b.name == name) {
             return i;
         }
         self.batches.push(PeriodBatch {
             name: name.to_string(),
-            completed_at: completed_at.to_string(),
-            rows,
+            last_booked_at: String::new(),
             paid_rows: 0,
             suspense_rows: 0,
             charged: Vec::new(),
-            approval: approval_line(approvals),
+            approval: approval_line(&[]),
         });
         self.batch_charged.push(BTreeMap::new());
         self.batches.len() - 1
     }
 
-    /// Adds a batch completed in the period at `completed_at`, its rows counted in `tally`:
-    /// its rows and approval; what it charged in the period comes from its lines.
-    pub fn absorb(&mut self, name: &str, completed_at: &str, tally: &Tally) {
+    /// Counts the rows of a batch completed in the period (its rows are in the period's
+    /// result CSV).
+    pub fn absorb(&mut self, tally: &Tally) {
         self.rows += tally.rows();
-        self.batch_line(name, completed_at, tally.rows(), &tally.approvals);
     }
 
-    /// Names the approvals of a batch with lines in the period that did not complete in it.
+    /// Names the approvals of batch `name`, those recorded by the end of the period.
     pub fn approvals_of(&mut self, name: &str, approvals: &[Approval]) {
+        let end = format!("{}T23:59:59.999Z", self.until);
+        let by_then: Vec<Approval> = approvals
+            .iter()
+            .filter(|a| a.approved_at.as_str() <= end.as_str())
+            .cloned()
+            .collect();
         if let Some(b) = self.batches.iter_mut().find(|b| b.name == name) {
-            b.approval = approval_line(approvals);
+            b.approval = approval_line(&by_then);
         }
     }
 
-    /// Whether batch `name` has a line of its own yet.
-    pub fn has_batch(&self, name: &str) -> bool {
-        self.batches.iter().any(|b| b.name == name)
+    /// The environments of the period's lines, joined (`sim`, `production`, ...).
+    pub fn environments(&self) -> String {
+        let mut all: Vec<&str> = self
+            .journal
+            .keys()
+            .map(|(environment, _, _)| environment.as_str())
+            .collect();
+        all.dedup();
+        all.join(", ")
     }
 
     /// The batches of the period so far, each with what its paid lines charged.
@@ -544,7 +552,6 @@ impl PeriodTally {
             since: &self.since,
             until: &self.until,
             environments,
-            rows: self.rows,
             paid_rows: self.paid_rows,
             balances: self
                 .charged
@@ -556,7 +563,12 @@ impl PeriodTally {
                 .collect(),
             costs,
             batches: self.batches(),
-            unfinished: &self.unfinished,
+            // What is unfinished today is no part of a closed month's page.
+            unfinished: if self.as_closed.is_some() {
+                &[]
+            } else {
+                &self.unfinished
+            },
             suspense: self.suspense_json(),
             journal_totals: self.journal_json(),
             closed: &self.closed,
@@ -579,7 +591,6 @@ struct PeriodPage<'a> {
     until: &'a str,
     /// The environments of the batches (`sim`, `production`, ...), joined.
     environments: &'a str,
-    rows: usize,
     paid_rows: usize,
     /// Per environment, in name order.
     balances: Vec<EnvironmentBalances>,

@@ -303,8 +303,30 @@ async fn a_closed_month_is_refused_while_orders_are_open_then_never_booked_into(
         stdout_of(&status)
     );
 
+    let page = |name: &'static str| {
+        let ws = &ws;
+        let (first, last) = (first.clone(), last.clone());
+        async move {
+            let out = pb(
+                ws,
+                &[
+                    "report", "--since", &first, "--until", &last, "--html", name,
+                ],
+            )
+            .await;
+            assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+            std::fs::read_to_string(ws.path(name)).expect("the page")
+        }
+    };
+    let closed_page = page("closed.html").await;
+
     // Paid now, in the month closed: booked on the first day of the next.
     pay(&ws, "late", &batch_csv("L")).await;
+    assert_eq!(
+        page("closed-again.html").await,
+        closed_page,
+        "the closed month's page is as closed"
+    );
     let (next_first, _) = bounds(&booked_months(&ws, "late")[0]);
     assert!(next_first > last, "{next_first} after {last}");
     assert_eq!(

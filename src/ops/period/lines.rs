@@ -195,12 +195,10 @@ impl<'a> Books<'a> {
         let ledger = self.ledger;
         ledger.visit_book_lines(since, until, |line| self.line(line))?;
         self.book_held()?;
-        // The approvals of the batches with lines in the period that did not complete in it.
+        // The approvals of the batches with lines in the period.
         for (id, info) in &self.batches {
             let approvals = ledger.approvals(*id)?;
-            if !approvals.is_empty() {
-                self.totals.approvals_of(&info.name, &approvals);
-            }
+            self.totals.approvals_of(&info.name, &approvals);
         }
         Ok(self.counts)
     }
@@ -317,6 +315,7 @@ impl<'a> Books<'a> {
             kind,
             environment: &info.environment,
             batch: &info.name,
+            booked_at: &line.booked_at,
             payer: &payer,
             rows: 1,
             product: &products,
@@ -460,6 +459,7 @@ impl<'a> Books<'a> {
             kind: LineKind::Suspense,
             environment: &held.info.environment,
             batch: &held.info.name,
+            booked_at: &line.booked_at,
             payer: &payer,
             rows: held.rows,
             product: &products,
