@@ -553,6 +553,7 @@ impl PeriodTally {
             until: &self.until,
             environments,
             paid_rows: self.paid_rows,
+            suspense_lines: self.suspense.values().map(|s| s.lines).sum(),
             balances: self
                 .charged
                 .iter()
@@ -592,6 +593,7 @@ struct PeriodPage<'a> {
     /// The environments of the batches (`sim`, `production`, ...), joined.
     environments: &'a str,
     paid_rows: usize,
+    suspense_lines: usize,
     /// Per environment, in name order.
     balances: Vec<EnvironmentBalances>,
     costs: Vec<CostTable>,

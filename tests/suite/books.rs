@@ -143,6 +143,24 @@ async fn balances(ws: &Workspace) -> BTreeMap<String, Decimal> {
         .collect()
 }
 
+/// Moves the embedded simulator's clock past the end of its month when it is within three
+/// hours of it, so that what a test pays in a minute falls in one month.
+async fn away_from_month_end(ws: &Workspace) {
+    // A second's move makes the state when there is none yet, and says the simulated now.
+    let out = pb(ws, &["sim", "clock", "--advance", "1s", "--json"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let now = json_of(&out)["now"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let now = chrono::DateTime::parse_from_rfc3339(&now).expect("the simulated now");
+    let later = now + chrono::Duration::hours(3);
+    if chrono::Datelike::month(&later) != chrono::Datelike::month(&now) {
+        let moved = pb(ws, &["sim", "clock", "--advance", "4h"]).await;
+        assert_eq!(moved.status.code(), Some(0), "{}", stderr_of(&moved));
+    }
+}
+
 fn sha256(bytes: &[u8]) -> String {
     use sha2::Digest;
     format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)))
@@ -157,6 +175,7 @@ fn sha256(bytes: &[u8]) -> String {
 async fn two_months_each_book_their_own_lines_and_add_up_to_what_left_the_balances() {
     let ws = Workspace::new();
     links_expire_after(&ws, "10", "0").await;
+    away_from_month_end(&ws).await;
     let before = balances(&ws).await;
     pay(&ws, "m1", &batch_csv("A")).await;
     let months = booked_months(&ws, "m1");
@@ -256,6 +275,7 @@ async fn two_months_each_book_their_own_lines_and_add_up_to_what_left_the_balanc
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_closed_month_is_refused_while_orders_are_open_then_never_booked_into() {
     let ws = Workspace::new();
+    away_from_month_end(&ws).await;
     pay(&ws, "early", &batch_csv("E")).await;
     let month = booked_months(&ws, "early").remove(0);
     let (first, last) = bounds(&month);
