@@ -34,7 +34,7 @@ pub const EXIT_CODES: [(&str, &str); 10] = [
     ),
     (
         "3",
-        "invalid, balance too low or not the approved digest: nothing was submitted",
+        "invalid, balance too low or not the approved digest: nothing was submitted (close: orders of the month not final)",
     ),
     (
         "4",

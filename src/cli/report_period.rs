@@ -233,6 +233,11 @@ pub(super) fn execute(ledger: &Ledger, args: PeriodArgs, quiet: bool) -> Result<
         &mut std::io::stdout().lock(),
     )
     .map_err(unexpected)?;
+    if let (Some(closed), Some(path)) = (written.totals.closed_exactly(), &journal)
+        && args.group_by.is_empty()
+    {
+        compare_with_closed(closed, path, quiet);
+    }
     if let (Some(_), Some(path)) = (&temporary, &journal) {
         copy_to_stdout(path).map_err(unexpected)?;
     }
@@ -244,6 +249,29 @@ pub(super) fn execute(ledger: &Ledger, args: PeriodArgs, quiet: bool) -> Result<
         super::out_json(&written.totals.json());
     }
     Ok(Exit::Ok)
+}
+
+/// Compares the journal just written at `path` of a closed month with the one its close
+/// recorded: the same bytes are said (unless `quiet`), others warned of.
+fn compare_with_closed(closed: &crate::report::period::ClosedJson, path: &Path, quiet: bool) {
+    use sha2::{Digest, Sha256};
+    let Ok(bytes) = std::fs::read(path) else {
+        return;
+    };
+    let digest = format!("sha256:{}", hex::encode(Sha256::digest(&bytes)));
+    if digest != closed.journal_digest {
+        errln!(
+            "warning: the journal of {} is not the one its close recorded ({}, now {digest}): compare it with the journal exported when the month was closed",
+            closed.month,
+            closed.journal_digest
+        );
+    } else if !quiet {
+        errln!(
+            "journal of {}: as closed at {} ({digest})",
+            closed.month,
+            closed.closed_at
+        );
+    }
 }
 
 /// Copies the file at `path` on stdout.

@@ -300,6 +300,11 @@ impl PeriodTally {
         }
     }
 
+    /// The closed month the period is exactly, if it is one.
+    pub fn closed_exactly(&self) -> Option<&ClosedJson> {
+        self.as_closed.as_ref().and_then(|_| self.closed.last())
+    }
+
     /// Names a closed month of the period; `exactly`: the period is that month.
     pub fn closed(&mut self, closed: ClosedJson, exactly: bool) {
         if exactly {

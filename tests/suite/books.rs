@@ -266,6 +266,25 @@ async fn two_months_each_book_their_own_lines_and_add_up_to_what_left_the_balanc
     }
     let again = journal(&ws, &month1, &month1, "j1-closed.csv").await;
     assert_eq!(sha256(&again), sha256(&month1_journal));
+    let (since, until) = bounds(&month1);
+    let said = pb(
+        &ws,
+        &[
+            "report",
+            "--since",
+            &since,
+            "--until",
+            &until,
+            "--journal",
+            "j1-said.csv",
+        ],
+    )
+    .await;
+    assert!(
+        stderr_of(&said).contains(&format!("journal of {month1}: as closed at")),
+        "{}",
+        stderr_of(&said)
+    );
 }
 
 /// `paybatch close`: refused while an order of the month is not final, naming its batch;
