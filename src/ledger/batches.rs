@@ -67,8 +67,8 @@ pub struct SendProgress {
 pub struct Completion {
     /// Rows not final yet (PENDING, PLANNED or SUBMITTED).
     pub rows_not_final: i64,
-    /// When the last of its orders sent was answered final (COMPLETED, FAILED, REJECTED or
-    /// MISMATCH), as the ledger recorded it; `None` when none was.
+    /// When the last of its orders sent was booked final (COMPLETED, FAILED, REJECTED or
+    /// MISMATCH: `booked_at`, the books' one clock); `None` when none was.
     pub last_final_at: Option<String>,
 }
 

@@ -1,12 +1,12 @@
-//! `report --since DATE --until DATE`: every batch of the ledger completed in a period, read
-//! once each, one row at a time, into any of: one result CSV of all of them (a `batch` column
-//! first), the period's totals (its HTML page and `--json`), and an accounting journal.
+//! `report --since DATE --until DATE`: the lines of the books booked in a period, and the
+//! batches of the ledger completed in it, read once each, one row at a time, into any of: one
+//! result CSV of those batches (a `batch` column first), the period's totals (its HTML page and
+//! `--json`), and an accounting journal.
 //!
-//! A batch completed when the last of its orders was answered final (COMPLETED, FAILED,
-//! REJECTED or MISMATCH), once none of its rows is left to finish (PENDING, PLANNED or
-//! SUBMITTED): the UTC date of that time ([`crate::ledger::Completion`]) places it in a
-//! period, with its rows in the result CSV and its line on the page. A batch with rows left to
-//! finish is in no period.
+//! A batch completed when the last of its orders was booked final (COMPLETED, FAILED, REJECTED
+//! or MISMATCH), once none of its rows is left to finish (PENDING, PLANNED or SUBMITTED): the
+//! UTC date of that booking time ([`crate::ledger::Completion`]) places its rows in the result
+//! CSV of a period. A batch with rows left to finish is in no period's result CSV.
 //!
 //! Money follows the lines of the books, not the batches ([`lines`]): every attempt whose
 //! order was booked on a date of the period (the ledger's one clock of the books), whichever
