@@ -265,6 +265,13 @@ pub fn embedded_sim_config(state: Option<PathBuf>) -> sim::SimConfig {
 }
 
 impl Connection {
+    /// The clock of the books on this connection: the embedded simulator's simulated clock;
+    /// `None` elsewhere (the wall clock).
+    pub fn books_clock(&self) -> Option<crate::ledger::books::BooksClock> {
+        let sim = self.embedded.as_ref()?;
+        Some(std::sync::Arc::new(sim.clock()))
+    }
+
     /// Connects to the environment. For `sim`, starts the embedded simulator on a loopback port
     /// with its state file beside the ledger.
     pub async fn open(

@@ -34,7 +34,7 @@ pub const EXIT_CODES: [(&str, &str); 10] = [
     ),
     (
         "3",
-        "invalid, balance too low or not the approved digest: nothing was submitted",
+        "invalid, balance too low or not the approved digest: nothing was submitted (close: orders of the month not final)",
     ),
     (
         "4",
@@ -183,6 +183,19 @@ const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
             (
                 "The same for production, for a run that requires a second person",
                 "paybatch approve recipients.csv --env production --expect-digest sha256:DIGEST",
+            ),
+        ],
+    ),
+    (
+        "close",
+        &[
+            (
+                "Close November once its orders are final and its journal is exported",
+                "paybatch close 2026-11",
+            ),
+            (
+                "The same for another ledger, as JSON",
+                "paybatch close 2026-11 --ledger /srv/paybatch/paybatch.db --json",
             ),
         ],
     ),

@@ -88,6 +88,7 @@ macro_rules! errln {
 pub mod approve;
 pub mod balance;
 pub mod catalog;
+pub mod close;
 pub mod completions;
 pub mod config;
 pub mod error;
@@ -177,6 +178,9 @@ pub enum Command {
     /// Rebuild a batch's result CSV from the ledger; write an HTML report.
     #[command(long_about = report::LONG_ABOUT, after_help = man::examples_help("report"))]
     Report(report::ReportArgs),
+    /// Close a month of the books (YYYY-MM): its journal and report stay as they are.
+    #[command(long_about = close::LONG_ABOUT, after_help = man::examples_help("close"))]
+    Close(close::CloseArgs),
     /// Every payout to one recipient or reference, across all batches: did we pay them already?
     #[command(long_about = history::LONG_ABOUT, after_help = man::examples_help("history"))]
     History(history::HistoryArgs),
@@ -228,6 +232,7 @@ impl Command {
             Command::Status(a) => Some(&mut a.service),
             Command::Report(a) => Some(&mut a.service),
             Command::History(a) => Some(&mut a.service),
+            Command::Close(a) => Some(&mut a.service),
             Command::Retry(a) => Some(&mut a.service),
             Command::Payouts(a) => Some(&mut a.service),
             Command::Reconcile(a) => Some(&mut a.service),
@@ -506,6 +511,7 @@ pub async fn dispatch(cli: Cli) -> Result<Exit, CliError> {
         Command::Status(args) => status::execute(args).await,
         Command::Report(args) => report::execute(args, quiet).await,
         Command::History(args) => history::execute(args).await,
+        Command::Close(args) => close::execute(args),
         Command::Retry(args) => retry::execute(args).await,
         Command::Payouts(args) => payouts::execute(args, quiet).await,
         Command::Ping(args) => ping::execute(args).await,

@@ -168,8 +168,14 @@ fn warn_not_booked(written: &period::Written) {
     }
     if written.mismatch_not_booked > 0 {
         errln!(
-            "warning: {} MISMATCH rows were charged by orders whose answer does not say what they cost: they cannot be booked in the journal; compare them with the account's orders",
+            "warning: {} MISMATCH rows were charged by orders whose answer does not say what they cost: they are in suspense without a claimed amount; compare them with the account's orders",
             written.mismatch_not_booked
+        );
+    }
+    if written.answered_for_another > 0 {
+        errln!(
+            "warning: {} rows of orders the service answered with another order (another ledger's, or another of this ledger's): not booked here, the ledger that made that order books it",
+            written.answered_for_another
         );
     }
 }
@@ -227,6 +233,11 @@ pub(super) fn execute(ledger: &Ledger, args: PeriodArgs, quiet: bool) -> Result<
         &mut std::io::stdout().lock(),
     )
     .map_err(unexpected)?;
+    if let (Some(closed), Some(path)) = (written.totals.closed_exactly(), &journal)
+        && args.group_by.is_empty()
+    {
+        compare_with_closed(closed, path, quiet);
+    }
     if let (Some(_), Some(path)) = (&temporary, &journal) {
         copy_to_stdout(path).map_err(unexpected)?;
     }
@@ -238,6 +249,29 @@ pub(super) fn execute(ledger: &Ledger, args: PeriodArgs, quiet: bool) -> Result<
         super::out_json(&written.totals.json());
     }
     Ok(Exit::Ok)
+}
+
+/// Compares the journal just written at `path` of a closed month with the one its close
+/// recorded: the same bytes are said (unless `quiet`), others warned of.
+fn compare_with_closed(closed: &crate::report::period::ClosedJson, path: &Path, quiet: bool) {
+    use sha2::{Digest, Sha256};
+    let Ok(bytes) = std::fs::read(path) else {
+        return;
+    };
+    let digest = format!("sha256:{}", hex::encode(Sha256::digest(&bytes)));
+    if digest != closed.journal_digest {
+        errln!(
+            "warning: the journal of {} is not the one its close recorded ({}, now {digest}): compare it with the journal exported when the month was closed",
+            closed.month,
+            closed.journal_digest
+        );
+    } else if !quiet {
+        errln!(
+            "journal of {}: as closed at {} ({digest})",
+            closed.month,
+            closed.closed_at
+        );
+    }
 }
 
 /// Copies the file at `path` on stdout.
@@ -261,7 +295,7 @@ fn copy_to_stdout(path: &Path) -> Result<(), crate::batch::outcome::OpError> {
 /// What was written where (on stderr).
 fn tell_written(args: &PeriodArgs, since: NaiveDate, until: NaiveDate, written: &Written) {
     errln!(
-        "period {since} to {until}: {} completed",
+        "period {since} to {until}: lines of {} booked",
         crate::text::count(written.totals.batches().len(), "batch", "batches")
     );
     let said = [

@@ -59,6 +59,7 @@ pub async fn execute(args: StatusArgs) -> Result<Exit, CliError> {
                 super::out_json(&batches_json(&batches));
             } else {
                 print_batches(&batches, ledger.path());
+                print_closed(&ledger.closed_months()?);
             }
         }
         Some(name) => {
@@ -128,6 +129,21 @@ fn batches_json(batches: &[BatchCounts]) -> Vec<BatchJson<'_>> {
             }
         })
         .collect()
+}
+
+/// The months of the books closed (`paybatch close`), one line each.
+fn print_closed(closed: &[crate::ledger::books::ClosedMonth]) {
+    for c in closed {
+        outln!(
+            "month {} closed at {} by {}@{}: journal {} ({} lines); nothing more is booked in it",
+            c.month,
+            c.closed_at,
+            crate::text::shown(&c.user),
+            crate::text::shown(&c.host),
+            c.journal_digest,
+            c.journal_lines
+        );
+    }
 }
 
 fn print_batches(batches: &[BatchCounts], ledger: &Path) {

@@ -67,8 +67,8 @@ pub struct SendProgress {
 pub struct Completion {
     /// Rows not final yet (PENDING, PLANNED or SUBMITTED).
     pub rows_not_final: i64,
-    /// When the last of its orders sent was answered final (COMPLETED, FAILED, REJECTED or
-    /// MISMATCH), as the ledger recorded it; `None` when none was.
+    /// When the last of its orders sent was booked final (COMPLETED, FAILED, REJECTED or
+    /// MISMATCH: `booked_at`, the books' one clock); `None` when none was.
     pub last_final_at: Option<String>,
 }
 
@@ -96,7 +96,7 @@ impl Ledger {
         let last_final_at: Option<String> = self
             .conn
             .prepare_cached(
-                "SELECT MAX(finished_at) FROM orders
+                "SELECT MAX(COALESCE(booked_at, finished_at)) FROM orders
                  WHERE batch_id = ?1 AND state IN ('COMPLETED', 'FAILED', 'REJECTED', 'MISMATCH')",
             )
             .and_then(|mut st| st.query_row([batch_id], |r| r.get(0)))

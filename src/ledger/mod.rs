@@ -9,6 +9,7 @@ pub mod approvals;
 pub mod approved;
 pub mod attempts;
 mod batches;
+pub mod books;
 mod catalog_cache;
 mod columns;
 mod events;
@@ -119,6 +120,8 @@ pub const DEFAULT_PATH: &str = "paybatch.db";
 pub struct Ledger {
     conn: Connection,
     path: PathBuf,
+    /// The clock of the books ([`books::BooksClock`]): the wall clock when `None`.
+    books_clock: Option<books::BooksClock>,
     /// Declared after `conn`: the connection is closed before the file counts as no longer
     /// open in this process.
     _here: OpenHere,

@@ -97,6 +97,7 @@ impl Ledger {
         Ok(Ledger {
             conn,
             path: given.to_path_buf(),
+            books_clock: None,
             _here: here,
         })
     }
@@ -127,6 +128,7 @@ fn migrations() -> Migrations<'static> {
         M::up(include_str!("../../migrations/012_approvals.sql")),
         M::up(include_str!("../../migrations/013_service_orders.sql")),
         M::up(include_str!("../../migrations/014_plan_approvals.sql")),
+        M::up(include_str!("../../migrations/015_books.sql")),
     ])
 }
 

@@ -108,37 +108,6 @@ impl Ledger {
             .next())
     }
 
-    /// What the service last answered for a MISMATCH order, and when the order became final:
-    /// (finished_at, last_response). `None` for an order that is not MISMATCH.
-    pub fn mismatch_answer(
-        &self,
-        order_id: i64,
-    ) -> Result<Option<(Option<String>, Option<String>)>> {
-        self.conn
-            .prepare_cached(
-                "SELECT finished_at, last_response FROM orders
-                 WHERE id = ?1 AND state = 'MISMATCH'",
-            )
-            .and_then(|mut st| {
-                st.query_row([order_id], |r| Ok((r.get(0)?, r.get(1)?)))
-                    .optional()
-            })
-            .map_err(sqlerr(&self.path))
-    }
-
-    /// The batches with an order that became final (COMPLETED or MISMATCH: a balance may have
-    /// been charged) from `from` to before `to` (RFC 3339 times compared as the ledger writes
-    /// them), in id order.
-    pub fn batches_charged_between(&self, from: &str, to: &str) -> Result<Vec<i64>> {
-        self.select_all(
-            "SELECT DISTINCT batch_id FROM orders
-             WHERE state IN ('COMPLETED', 'MISMATCH') AND finished_at >= ?1 AND finished_at < ?2
-             ORDER BY batch_id",
-            [from, to],
-            |r| r.get(0),
-        )
-    }
-
     /// When the ledger's orders (of every batch) were last sent, for those sent since `since`
     /// (an RFC 3339 time as [`super::now`] writes it): what the service's rate window may
     /// still hold.

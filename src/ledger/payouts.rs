@@ -585,7 +585,8 @@ impl Ledger {
                         price = (SELECT price FROM rows WHERE id = ?1),
                         debited_amount = (SELECT debited_amount FROM rows WHERE id = ?1),
                         debited_currency = (SELECT debited_currency FROM rows WHERE id = ?1),
-                        completed_at = (SELECT completed_at FROM rows WHERE id = ?1)
+                        completed_at = (SELECT completed_at FROM rows WHERE id = ?1),
+                        error_type = (SELECT error_type FROM rows WHERE id = ?1)
                  WHERE row_id = ?1 AND attempt = ?2",
                 params![id, attempt, at],
             )?;

@@ -115,8 +115,9 @@ impl Ledger {
         check_order_transition(&current, &t)?;
         let rows = self.rows_of_order(order_id)?;
         let row_to = row_state_for(t.to);
+        let booked_at = self.books_now();
         let tx = begin(&mut self.conn, &self.path)?;
-        write_order_transition(&tx, &self.path, &current, &t)?;
+        write_order_transition(&tx, &self.path, &current, &t, &booked_at)?;
         for row in &rows {
             if row.state != row_to {
                 write_row_transition(&tx, &self.path, current.batch_id, row, row_to, &t)?;
@@ -398,8 +399,15 @@ fn write_order_transition(
     path: &Path,
     current: &OrderRecord,
     t: &Transition<'_>,
+    booked_at: &str,
 ) -> Result<()> {
     let at = now();
+    // The books' one clock: an order made final is booked once, at `booked_at`, on the date
+    // its month allows (a closed month's lines never change).
+    let booked = (t.to.is_terminal() && t.to != OrderState::Cancelled)
+        .then(|| super::books::booking_date(tx, booked_at).map(|on| (booked_at, on)))
+        .transpose()
+        .map_err(sqlerr(path))?;
     exec(
         tx,
         path,
@@ -410,7 +418,8 @@ fn write_order_transition(
                 error_type = ?6, error_message = ?7,
                 accepted_at = CASE WHEN ?3 IS NOT NULL THEN COALESCE(accepted_at, ?8)
                                    ELSE accepted_at END,
-                finished_at = CASE WHEN ?9 THEN ?8 ELSE finished_at END
+                finished_at = CASE WHEN ?9 THEN ?8 ELSE finished_at END,
+                booked_at = COALESCE(booked_at, ?10), booked_on = COALESCE(booked_on, ?11)
          WHERE id = ?1",
         params![
             current.id,
@@ -421,7 +430,9 @@ fn write_order_transition(
             t.error.map(|e| e.0),
             t.error.map(|e| e.1),
             at,
-            t.to.is_terminal()
+            t.to.is_terminal(),
+            booked.as_ref().map(|b| b.0),
+            booked.as_ref().map(|b| b.1.as_str())
         ],
     )?;
     event(

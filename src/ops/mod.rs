@@ -10,10 +10,12 @@
 //! - [`retry::retry`]: failed and rejected rows made payable again under new keys;
 //! - [`report`]: the result file (to a file or any writer) and the HTML report of a batch;
 //! - [`period`]: the batches completed in a period: one result file, totals, a journal;
+//! - [`close::close`]: a month of the books closed, with who, when and its journal's digest;
 //! - [`history::history`]: every payout to one recipient or reference, across all batches;
 //! - [`status`]: what the ledger says of every batch, or of one in detail.
 
 pub mod approve;
+pub mod close;
 pub mod history;
 pub mod payouts;
 pub mod period;

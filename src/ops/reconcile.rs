@@ -59,6 +59,7 @@ pub async fn reconcile_batch(
         &opts.ledger,
     )
     .await?;
+    ledger.set_books_clock(conn.books_clock());
     reporter.line(format!(
         "paybatch reconcile: {} | batch {}",
         conn.environment.banner(),

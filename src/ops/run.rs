@@ -86,6 +86,7 @@ async fn run_batch(
         &opts.ledger,
     )
     .await?;
+    ledger.set_books_clock(conn.books_clock());
     // The reads before the sending (catalog, reconciliation) wait for the service at most
     // --poll-timeout, whatever it asks for.
     conn.client = conn.client.with_deadline(deadline_in(opts.poll_timeout));

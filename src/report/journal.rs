@@ -1,12 +1,20 @@
 //! The accounting journal of a period: a CSV a spreadsheet or an accounting tool imports
-//! without edits. One `payment` line per paid attempt of a row (`line`, `date`,
+//! without edits. One line per attempt of a row booked in the period (`line`, `date`,
 //! `environment`, `batch`, `status`, `balance_currency`, `debit_amount`, the group column when
-//! there is one, `product`, `reference`, `order_id`, `note`), then one `total` line per environment and
-//! balance currency: `line` is `total`, `reference` is `TOTAL`, `date`, `batch` and the rest
-//! blank. Money of one environment is never added to another's: a rehearsal on the simulator
-//! has its own totals. Amounts are plain decimals (`.`, the currency's decimals, no grouping); every
-//! cell is written as the result file writes it ([`result_cell`]: formulas neutralised,
-//! control characters shown). Written atomically with mode 0600 (a [`PrivateFile`]).
+//! there is one, `product`, `reference`, `order_id`, `note`, `kind`, `expected_amount`,
+//! `expected_currency`, `service_completed_at`), then one `total` line per environment, kind
+//! and balance currency: `line` is `total`, `reference` is `TOTAL`, `date`, `batch` and the rest
+//! blank. A line is of one of two kinds ([`LineKind`]): `paid`, money believed to have left the
+//! balance (`line` `payment`), or `suspense` (`line` `suspense`), an order held for a person
+//! (MISMATCH) or whose total could not be confirmed: what the service claimed is in
+//! `debit_amount`, what the rows were expected to cost (their face value) in `expected_amount`,
+//! and it is totalled apart, never with what left the balance. The date of a line is the date it
+//! was booked on (the ledger's one clock of the books); the service's own `completed_at` is in
+//! `service_completed_at`. Money of one environment is never added to another's: a rehearsal on
+//! the simulator has its own totals. Amounts are plain decimals (`.`, the currency's decimals,
+//! no grouping); every cell is written as the result file writes it ([`result_cell`]: formulas
+//! neutralised, control characters shown). Written atomically with mode 0600 (a
+//! [`PrivateFile`]).
 
 use std::collections::BTreeMap;
 use std::io::{self, BufWriter, Write};
@@ -24,14 +32,37 @@ pub const TOTAL: &str = "TOTAL";
 /// The `line` of a paid attempt.
 pub const PAYMENT_LINE: &str = "payment";
 
+/// The `line` of a suspense line.
+pub const SUSPENSE_LINE: &str = "suspense";
+
 /// The `line` of a total line.
 pub const TOTAL_LINE: &str = "total";
 
-/// One paid attempt of a row, as the journal books it.
+/// What a line of the books is: money believed to have left a balance, or money held in
+/// suspense for a person (a MISMATCH order, a total not confirmed), totalled apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LineKind {
+    Paid,
+    Suspense,
+}
+
+impl LineKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LineKind::Paid => "paid",
+            LineKind::Suspense => "suspense",
+        }
+    }
+}
+
+/// One attempt of a row (or the rows of one MISMATCH order), as the journal books it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JournalLine<'a> {
-    /// When it completed (RFC 3339): its UTC date is written.
+    /// The date it is booked on (`YYYY-MM-DD`), or a time (RFC 3339) whose UTC date is.
     pub completed_at: &'a str,
+    /// Paid, or held in suspense.
+    pub kind: LineKind,
     /// The batch's environment (`sim`, `playground`, `production`, `custom`).
     pub environment: &'a str,
     pub batch: &'a str,
@@ -39,8 +70,15 @@ pub struct JournalLine<'a> {
     /// not the one sent: charged, for a person to check).
     pub status: &'a str,
     pub currency: &'a str,
-    /// What left the balance, as the ledger recorded it.
+    /// What left the balance, as the ledger recorded it; for a suspense line what the
+    /// service claimed (empty when its answer does not say).
     pub amount: &'a str,
+    /// For a suspense line, what its rows were expected to cost (their face value) and in
+    /// which currency; empty for a paid line.
+    pub expected: &'a str,
+    pub expected_currency: &'a str,
+    /// The service's `completed_at` of the order, as answered (empty when it said none).
+    pub service_completed_at: &'a str,
     /// The value of the group column (empty without one).
     pub group: &'a str,
     pub product: &'a str,
@@ -57,8 +95,8 @@ pub struct Journal {
     file: PrivateFile,
     csv: csv::Writer<BufWriter<std::fs::File>>,
     group: bool,
-    /// (environment, balance currency) -> (lines, total).
-    totals: BTreeMap<(String, String), (usize, Decimal)>,
+    /// (environment, kind, balance currency) -> (lines, total).
+    totals: BTreeMap<(String, LineKind, String), (usize, Decimal)>,
 }
 
 /// Where the group column's cell is among a line's cells.
@@ -100,7 +138,16 @@ impl Journal {
         if let Some(g) = group {
             header.push(g);
         }
-        header.extend(["product", "reference", "order_id", "note"]);
+        header.extend([
+            "product",
+            "reference",
+            "order_id",
+            "note",
+            "kind",
+            "expected_amount",
+            "expected_currency",
+            "service_completed_at",
+        ]);
         csv.write_record(header.iter().map(|c| result_cell(c, false).into_owned()))
             .map_err(csv_to_io)?;
         Ok(Journal {
@@ -111,27 +158,48 @@ impl Journal {
         })
     }
 
-    /// Books one paid attempt; an amount the ledger holds that is not a decimal is refused.
+    /// Books one line; an amount the ledger holds that is not a decimal is refused (a
+    /// suspense line whose claim is unknown has none, and adds nothing to its total).
     pub fn add(&mut self, line: &JournalLine<'_>) -> io::Result<()> {
-        let amount = parse_decimal_text(line.amount).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "row {} of batch {}: the ledger's debited amount `{}` is not a decimal",
-                    line.reference, line.batch, line.amount
-                ),
-            )
-        })?;
+        let unknown = line.kind == LineKind::Suspense && line.amount.is_empty();
+        let amount = match parse_decimal_text(line.amount) {
+            Some(amount) => amount,
+            None if unknown => Decimal::ZERO,
+            None => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "row {} of batch {}: the ledger's debited amount `{}` is not a decimal",
+                        line.reference, line.batch, line.amount
+                    ),
+                ));
+            }
+        };
         let total = self
             .totals
-            .entry((line.environment.to_string(), line.currency.to_string()))
+            .entry((
+                line.environment.to_string(),
+                line.kind,
+                line.currency.to_string(),
+            ))
             .or_default();
         total.0 += 1;
         total.1 += amount;
         let date = utc_date(line.completed_at);
-        let amount = display_amount(amount, line.currency);
+        let amount = match unknown {
+            true => String::new(),
+            false => display_amount(amount, line.currency),
+        };
+        let expected = match parse_decimal_text(line.expected) {
+            Some(e) => display_amount(e, line.expected_currency),
+            None => line.expected.to_string(),
+        };
+        let what = match line.kind {
+            LineKind::Paid => PAYMENT_LINE,
+            LineKind::Suspense => SUSPENSE_LINE,
+        };
         self.write(&[
-            PAYMENT_LINE,
+            what,
             &date,
             line.environment,
             line.batch,
@@ -143,11 +211,15 @@ impl Journal {
             line.reference,
             line.order_id,
             line.note,
+            line.kind.as_str(),
+            &expected,
+            line.expected_currency,
+            line.service_completed_at,
         ])
     }
 
     /// Writes one line; `cells` in the header's order, the group column's cell included.
-    fn write(&mut self, cells: &[&str; 12]) -> io::Result<()> {
+    fn write(&mut self, cells: &[&str; 16]) -> io::Result<()> {
         for (i, cell) in cells.iter().enumerate() {
             if i == GROUP_CELL && !self.group {
                 continue;
@@ -159,23 +231,24 @@ impl Journal {
         self.csv.write_record(None::<&[u8]>).map_err(csv_to_io)
     }
 
-    /// The totals per environment and balance currency so far: (environment, currency,
-    /// lines, total).
-    pub fn totals(&self) -> impl Iterator<Item = (&str, &str, usize, Decimal)> {
+    /// The totals per environment, kind and balance currency so far: (environment, kind,
+    /// currency, lines, total).
+    pub fn totals(&self) -> impl Iterator<Item = (&str, LineKind, &str, usize, Decimal)> {
         self.totals
             .iter()
-            .map(|((e, c), (n, t))| (e.as_str(), c.as_str(), *n, *t))
+            .map(|((e, k, c), (n, t))| (e.as_str(), *k, c.as_str(), *n, *t))
     }
 
-    /// Writes a total line per environment and balance currency, makes the file durable and
-    /// puts it in place.
+    /// Writes a total line per environment, kind (paid first) and balance currency, makes the
+    /// file durable and puts it in place.
     pub fn finish(mut self) -> io::Result<()> {
-        let totals: Vec<(String, String, String)> = self
+        let mut totals: Vec<(LineKind, String, String, String)> = self
             .totals
             .iter()
-            .map(|((e, c), (_, t))| (e.clone(), c.clone(), display_amount(*t, c)))
+            .map(|((e, k, c), (_, t))| (*k, e.clone(), c.clone(), display_amount(*t, c)))
             .collect();
-        for (environment, currency, total) in &totals {
+        totals.sort();
+        for (kind, environment, currency, total) in &totals {
             self.write(&[
                 TOTAL_LINE,
                 "",
@@ -187,6 +260,10 @@ impl Journal {
                 "",
                 "",
                 TOTAL,
+                "",
+                "",
+                kind.as_str(),
+                "",
                 "",
                 "",
             ])?;
@@ -207,11 +284,15 @@ mod tests {
     fn line<'a>(environment: &'a str, reference: &'a str, amount: &'a str) -> JournalLine<'a> {
         JournalLine {
             completed_at: "2026-10-15T12:00:00.000Z",
+            kind: LineKind::Paid,
             environment,
             batch: "b",
             status: "COMPLETED",
             currency: "USD",
             amount,
+            expected: "",
+            expected_currency: "",
+            service_completed_at: "2026-10-15T11:59:00Z",
             group: "",
             product: "AMZ-US",
             reference,
@@ -221,7 +302,7 @@ mod tests {
     }
 
     #[test]
-    fn totals_are_per_environment_and_a_total_line_is_marked_as_one() {
+    fn totals_are_per_environment_and_kind_and_suspense_is_never_added_to_what_was_paid() {
         let dir = tempfile::tempdir().expect("a directory");
         let path = dir.path().join("j.csv");
         let mut journal = Journal::create(&path, None).expect("created");
@@ -231,8 +312,19 @@ mod tests {
             .expect("booked");
         journal
             .add(&JournalLine {
+                kind: LineKind::Suspense,
                 note: "total not confirmed",
+                expected: "10",
+                expected_currency: "USD",
                 ..line("sim", "R-2", "0.20")
+            })
+            .expect("booked");
+        journal
+            .add(&JournalLine {
+                kind: LineKind::Suspense,
+                status: "MISMATCH",
+                note: "the answer does not say what it cost",
+                ..line("sim", "R-3", "")
             })
             .expect("booked");
         journal.finish().expect("written");
@@ -241,12 +333,14 @@ mod tests {
         assert_eq!(
             lines,
             [
-                "line,date,environment,batch,status,balance_currency,debit_amount,product,reference,order_id,note",
-                "payment,2026-10-15,sim,b,COMPLETED,USD,9.80,AMZ-US,TOTAL,ord_1,",
-                "payment,2026-10-15,production,b,COMPLETED,USD,10.00,AMZ-US,R-1,ord_1,",
-                "payment,2026-10-15,sim,b,COMPLETED,USD,0.20,AMZ-US,R-2,ord_1,total not confirmed",
-                "total,,production,,,USD,10.00,,TOTAL,,",
-                "total,,sim,,,USD,10.00,,TOTAL,,",
+                "line,date,environment,batch,status,balance_currency,debit_amount,product,reference,order_id,note,kind,expected_amount,expected_currency,service_completed_at",
+                "payment,2026-10-15,sim,b,COMPLETED,USD,9.80,AMZ-US,TOTAL,ord_1,,paid,,,2026-10-15T11:59:00Z",
+                "payment,2026-10-15,production,b,COMPLETED,USD,10.00,AMZ-US,R-1,ord_1,,paid,,,2026-10-15T11:59:00Z",
+                "suspense,2026-10-15,sim,b,COMPLETED,USD,0.20,AMZ-US,R-2,ord_1,total not confirmed,suspense,10.00,USD,2026-10-15T11:59:00Z",
+                "suspense,2026-10-15,sim,b,MISMATCH,USD,,AMZ-US,R-3,ord_1,the answer does not say what it cost,suspense,,,2026-10-15T11:59:00Z",
+                "total,,production,,,USD,10.00,,TOTAL,,,paid,,,",
+                "total,,sim,,,USD,9.80,,TOTAL,,,paid,,,",
+                "total,,sim,,,USD,0.20,,TOTAL,,,suspense,,,",
             ]
         );
     }

@@ -378,13 +378,6 @@ impl Tally {
             .map(|(b, c)| (b.column.as_ref().map(|(name, _)| name.as_str()), c))
     }
 
-    /// What left each payer (a card, or a balance) in its currency, per product currency.
-    pub(super) fn charges(
-        &self,
-    ) -> impl Iterator<Item = (&(String, String), &BTreeMap<String, Charge>)> {
-        self.charged.iter()
-    }
-
     /// The rows counted (REMOVED rows aside).
     pub fn rows(&self) -> usize {
         self.rows

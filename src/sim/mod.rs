@@ -655,6 +655,13 @@ impl SimHandle {
         advance(&self.sim.store, by, &self.sim.config)
     }
 
+    /// The simulated now as a clock others can hold (RFC 3339, UTC, milliseconds; `None` when
+    /// the state cannot be read): the embedded simulator's clock for the books.
+    pub fn clock(&self) -> impl Fn() -> Option<String> + Send + Sync + 'static {
+        let sim = Arc::clone(&self.sim);
+        move || sim.now_ms().ok().map(store::iso_from_ms)
+    }
+
     /// The account balance of `currency` (zero when there is none).
     pub fn balance(&self, currency: &str) -> Decimal {
         if let Err(e) = self.sim.settle() {

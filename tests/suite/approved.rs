@@ -330,6 +330,8 @@ async fn a_ledger_of_schema_8_keeps_plans_once_migrated() {
          ALTER TABLE batches DROP COLUMN result_format;
          ALTER TABLE batches DROP COLUMN input_format;
          DROP TABLE payouts; ALTER TABLE batches DROP COLUMN payouts_read_at;
+         DROP TABLE closed_months; DROP INDEX orders_booked_on;
+         ALTER TABLE orders DROP COLUMN booked_on; ALTER TABLE orders DROP COLUMN booked_at;
          DROP TABLE approved_plans; PRAGMA user_version = 8;",
     )
     .expect("schema 8");
@@ -341,7 +343,7 @@ async fn a_ledger_of_schema_8_keeps_plans_once_migrated() {
         .expect("open")
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .expect("version");
-    assert_eq!(version, 14);
+    assert_eq!(version, 15);
     ws.write(
         "f.csv",
         &rows(1..=8, |i, c| {

@@ -15,6 +15,7 @@ mod after_sending;
 mod approval_record;
 mod approved;
 mod attack_service;
+mod books;
 mod cancelled_intents;
 mod cards;
 mod chaos;

@@ -151,7 +151,7 @@ async fn the_journal_on_stdout_is_the_file() {
     let file = pb(&ws, &period(&["--journal", "j.csv"])).await;
     assert_eq!(file.status.code(), Some(0), "{}", stderr_of(&file));
     assert!(
-        stderr_of(&file).contains(": 1 batch completed"),
+        stderr_of(&file).contains(": lines of 1 batch booked"),
         "{}",
         stderr_of(&file)
     );

@@ -186,7 +186,7 @@ async fn a_converted_cost_center_shows_what_the_usd_balance_was_charged_its_disc
 fn complete_at(ws: &Workspace, name: &str, at: &str) {
     let db = ledger(ws);
     db.execute(
-        "UPDATE orders SET finished_at = ?2
+        "UPDATE orders SET finished_at = ?2, booked_at = ?2, booked_on = substr(?2, 1, 10)
          WHERE batch_id = (SELECT id FROM batches WHERE name = ?1) AND finished_at IS NOT NULL",
         rusqlite::params![name, at],
     )
@@ -199,7 +199,7 @@ fn complete_at(ws: &Workspace, name: &str, at: &str) {
     .expect("rows");
 }
 
-/// The names of the batches of a period's `--json`.
+/// The names of the batches with lines in a period, as its `--json` lists them.
 async fn period_batches(ws: &Workspace, since: &str, until: &str) -> Vec<String> {
     let out = pb(
         ws,
@@ -226,7 +226,7 @@ async fn three_batches(ws: &Workspace) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn since_and_until_take_exactly_the_batches_completed_in_the_period() {
+async fn since_and_until_take_exactly_the_lines_booked_in_the_period() {
     let ws = Workspace::new();
     three_batches(&ws).await;
     assert_eq!(
@@ -278,13 +278,36 @@ async fn since_and_until_take_exactly_the_batches_completed_in_the_period() {
     );
     let json = json_of(&out);
     assert_eq!(json["unfinished"], serde_json::json!(["oct"]), "{json}");
+    // oct's orders booked in the period are lines of the period all the same (its money left
+    // the balance then); its rows are not in the period's result file.
     let names: Vec<&str> = json["batches"]
         .as_array()
         .expect("batches")
         .iter()
         .filter_map(|b| b["name"].as_str())
         .collect();
-    assert_eq!(names, ["sep", "nov"]);
+    assert_eq!(names, ["sep", "oct", "nov"]);
+    let out = pb(
+        &ws,
+        &[
+            "report",
+            "--since",
+            "2026-09-01",
+            "--until",
+            "2026-11-30",
+            "--out",
+            "all.csv",
+        ],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let mut in_file: Vec<String> = csv::Reader::from_path(ws.path("all.csv"))
+        .expect("the period's CSV")
+        .records()
+        .map(|r| r.expect("a row")[0].to_string())
+        .collect();
+    in_file.dedup();
+    assert_eq!(in_file, ["sep", "nov"]);
 }
 
 #[cfg(unix)]
@@ -382,7 +405,11 @@ async fn the_period_csv_has_a_batch_column_and_the_journal_adds_up_to_the_ledger
             "product",
             "reference",
             "order_id",
-            "note"
+            "note",
+            "kind",
+            "expected_amount",
+            "expected_currency",
+            "service_completed_at"
         ]
     );
     let journal: Vec<csv::StringRecord> = reader.records().map(|r| r.expect("a line")).collect();

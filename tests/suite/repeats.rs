@@ -266,6 +266,8 @@ async fn a_ledger_of_the_previous_schema_knows_what_it_paid_once_migrated() {
              DROP TABLE approved_plans;
              DROP INDEX rows_paid_likeness;
              ALTER TABLE rows DROP COLUMN likeness;
+             DROP TABLE closed_months; DROP INDEX orders_booked_on;
+             ALTER TABLE orders DROP COLUMN booked_on; ALTER TABLE orders DROP COLUMN booked_at;
              PRAGMA user_version = 7;",
         )
         .expect("schema 7");
