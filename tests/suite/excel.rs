@@ -1,0 +1,298 @@
+//! Excel both ways: amounts written with a decimal comma (read where the delimiter is `;` or a
+//! tab, or with `--decimal-comma`, and written back with it), workbooks read (`.xlsx`, a sheet
+//! of the rows) and written (`--out FILE.xlsx`). Through the real binary, on the embedded
+//! simulator and a real ledger in a temporary directory.
+
+use std::path::Path;
+use std::process::Output;
+
+use calamine::{Data, Reader, Xlsx, open_workbook};
+use rust_xlsxwriter::{Formula, Workbook};
+
+use crate::support::*;
+use crate::support::{paybatch_in as paybatch, stdout_of as stdout};
+
+const HEADER: [&str; 6] = [
+    "reference",
+    "product_code",
+    "face_value",
+    "currency",
+    "email",
+    "note",
+];
+
+/// The rows of the tests: amounts with two decimals, one of them whole, a note that looks
+/// like a formula.
+const ROWS: [[&str; 6]; 3] = [
+    ["XL-1", "AMZ-DE", "10.99", "EUR", "a@example.com", "=1+1"],
+    ["XL-2", "AMZ-DE", "25", "EUR", "b@example.com", "plain"],
+    ["XL-3", "AMZ-US", "7.5", "USD", "c@example.com", "@home"],
+];
+
+/// `paybatch ARGS --ledger ledger.db` in the workspace (the embedded simulator's environment).
+async fn pb(ws: &Workspace, args: &[&str]) -> Output {
+    let mut all = args.to_vec();
+    all.extend_from_slice(&["--ledger", "ledger.db"]);
+    paybatch(ws.dir.path(), &all, &[]).await
+}
+
+/// The rows as a `delimiter`-separated file, each amount's `.` written as `mark`.
+fn text_file(delimiter: char, mark: char) -> String {
+    let mut text = HEADER.join(&delimiter.to_string());
+    text.push('\n');
+    for row in ROWS {
+        let cells: Vec<String> = row
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                if i == 2 {
+                    c.replace('.', &mark.to_string())
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect();
+        text.push_str(&cells.join(&delimiter.to_string()));
+        text.push('\n');
+    }
+    text
+}
+
+/// The rows as a workbook: amounts as number cells, everything else as text.
+fn workbook(path: &Path, amount_cell: impl Fn(usize) -> Option<&'static str>) {
+    let mut book = Workbook::new();
+    let sheet = book.add_worksheet();
+    sheet.set_name("Nov payouts").expect("a name");
+    for (c, h) in HEADER.iter().enumerate() {
+        sheet.write_string(0, c as u16, *h).expect("header");
+    }
+    for (r, row) in ROWS.iter().enumerate() {
+        let line = r as u32 + 1;
+        for (c, cell) in row.iter().enumerate() {
+            if c == 2 {
+                match amount_cell(r) {
+                    Some(formula) => {
+                        sheet
+                            .write_formula(line, 2, Formula::new(formula).set_result(*cell))
+                            .expect("formula");
+                    }
+                    None => {
+                        sheet
+                            .write_number(line, 2, cell.parse::<f64>().expect("a number"))
+                            .expect("number");
+                    }
+                }
+            } else {
+                sheet.write_string(line, c as u16, *cell).expect("text");
+            }
+        }
+    }
+    book.save(path).expect("saved");
+}
+
+/// The digest `validate` prints for FILE, as batch `nov`.
+async fn digest(ws: &Workspace, file: &str) -> String {
+    let out = pb(ws, &["validate", file, "--batch", "nov"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    stdout(&out)
+        .split_whitespace()
+        .find(|w| w.starts_with("sha256:"))
+        .unwrap_or_else(|| panic!("a digest in {}", stdout(&out)))
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decimal_commas_are_read_where_they_are_the_mark_and_the_digest_is_the_same() {
+    let ws = Workspace::new();
+    ws.write("dots.csv", &text_file(',', '.'));
+    ws.write("commas.csv", &text_file(';', ','));
+    ws.write("tabs.csv", &text_file('\t', ','));
+    // A comma-separated file with quoted decimal commas, with the flag.
+    let quoted = text_file(',', '#')
+        .replace("10#99", "\"10,99\"")
+        .replace("7#5", "\"7,5\"");
+    ws.write("flagged.csv", &quoted);
+    let dots = digest(&ws, "dots.csv").await;
+    assert_eq!(
+        digest(&ws, "commas.csv").await,
+        dots,
+        "`;` and decimal commas"
+    );
+    assert_eq!(
+        digest(&ws, "tabs.csv").await,
+        dots,
+        "tabs and decimal commas"
+    );
+    let out = pb(
+        &ws,
+        &[
+            "validate",
+            "flagged.csv",
+            "--batch",
+            "nov",
+            "--decimal-comma",
+        ],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    assert!(stdout(&out).contains(&dots), "{}", stdout(&out));
+    // Without the flag a comma-separated file's decimal comma is refused as before.
+    let out = pb(&ws, &["validate", "flagged.csv", "--batch", "nov"]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
+    assert!(
+        output_of(&out).contains("uses a comma as the decimal separator"),
+        "{}",
+        output_of(&out)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousands_separator_with_a_decimal_comma_is_refused_naming_the_cell() {
+    let ws = Workspace::new();
+    let text = text_file(';', ',').replace("25;EUR", "1.234,50;EUR");
+    ws.write("nov.csv", &text);
+    let out = pb(&ws, &["validate", "nov.csv"]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
+    let all = output_of(&out);
+    assert!(
+        all.contains("line 3, column 3 (face_value): `1.234,50` contains a thousands separator"),
+        "{all}"
+    );
+    assert!(all.contains("write `1234,50`"), "{all}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn amounts_added_to_the_result_file_take_the_input_decimal_comma() {
+    let ws = Workspace::new();
+    ws.write("nov.csv", &text_file(';', ','));
+    let out = pb(&ws, &["run", "nov.csv"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    let result = std::fs::read_to_string(ws.path("nov.SIMULATED.result.csv")).expect("result");
+    let rows: Vec<Vec<&str>> = result.lines().map(|l| l.split(';').collect()).collect();
+    let price = rows[0].iter().position(|h| *h == "price").expect("price");
+    let debited = rows[0]
+        .iter()
+        .position(|h| *h == "debited_amount")
+        .expect("debited_amount");
+    for row in &rows[1..] {
+        for i in [price, debited] {
+            assert!(
+                row[i].contains(',') && !row[i].contains('.'),
+                "{} is `{}` in {row:?}",
+                rows[0][i],
+                row[i]
+            );
+        }
+    }
+    // `report` writes the same with the same layout, and `csv` with dots.
+    let out = pb(&ws, &["report", "--batch", "nov", "--out", "again.csv"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    assert_eq!(
+        std::fs::read_to_string(ws.path("again.csv")).expect("again"),
+        result
+    );
+    let out = pb(
+        &ws,
+        &[
+            "report",
+            "--batch",
+            "nov",
+            "--out",
+            "dots.csv",
+            "--out-format",
+            "csv",
+        ],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    let dots = read_csv(&ws.path("dots.csv"));
+    assert!(dots[1][col(&dots[0], "price")].contains('.'), "{dots:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workbook_is_read_as_its_rows_and_has_the_digest_of_the_same_rows_in_csv() {
+    let ws = Workspace::new();
+    ws.write("nov.csv", &text_file(',', '.'));
+    workbook(&ws.path("nov.xlsx"), |_| None);
+    assert_eq!(digest(&ws, "nov.xlsx").await, digest(&ws, "nov.csv").await);
+    // A sheet that is not there is named with those that are.
+    let out = pb(&ws, &["validate", "nov.xlsx", "--sheet", "Dec"]).await;
+    assert_ne!(out.status.code(), Some(0), "{}", output_of(&out));
+    assert!(
+        output_of(&out).contains("`Nov payouts`"),
+        "{}",
+        output_of(&out)
+    );
+    // And paid: the rows are the workbook's.
+    let out = pb(&ws, &["run", "nov.xlsx", "--sheet", "Nov payouts"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_amount_that_is_a_formula_or_has_too_many_decimals_is_refused_with_its_cell() {
+    let ws = Workspace::new();
+    workbook(&ws.path("nov.xlsx"), |r| (r == 1).then_some("=20+5"));
+    let out = pb(&ws, &["validate", "nov.xlsx"]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
+    let all = output_of(&out);
+    assert!(
+        all.contains("'Nov payouts'!C3") && all.contains("formula"),
+        "{all}"
+    );
+    // A number cell of more decimals than the currency has.
+    let mut book = Workbook::new();
+    let sheet = book.add_worksheet();
+    for (c, h) in HEADER.iter().enumerate() {
+        sheet.write_string(0, c as u16, *h).expect("header");
+    }
+    for (c, cell) in ["XL-9", "AMZ-DE"].iter().enumerate() {
+        sheet.write_string(1, c as u16, *cell).expect("text");
+    }
+    sheet.write_number(1, 2, 10.125).expect("number");
+    sheet.write_string(1, 3, "EUR").expect("text");
+    book.save(ws.path("long.xlsx")).expect("saved");
+    let out = pb(&ws, &["validate", "long.xlsx"]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
+    let all = output_of(&out);
+    assert!(
+        all.contains("Sheet1!C2 (face_value): `10.125` has more decimal places than EUR allows"),
+        "{all}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_xlsx_writes_a_private_workbook_of_numbers_and_text_never_formulas() {
+    let ws = Workspace::new();
+    ws.write("nov.csv", &text_file(',', '.'));
+    let out = pb(&ws, &["run", "nov.csv", "--out", "nov.xlsx"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    let path = ws.path("nov.xlsx");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path)
+            .expect("written")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let mut book: Xlsx<_> = open_workbook(&path).expect("a workbook");
+    let name = book.sheet_names()[0].clone();
+    let range = book.worksheet_range(&name).expect("the sheet");
+    let rows: Vec<Vec<Data>> = range.rows().map(|r| r.to_vec()).collect();
+    let header: Vec<String> = rows[0].iter().map(|c| c.to_string()).collect();
+    assert_eq!(rows.len(), 1 + ROWS.len());
+    let price = col(&header, "price");
+    let note = col(&header, "note");
+    assert!(
+        matches!(rows[1][price], Data::Float(_)),
+        "{:?}",
+        rows[1][price]
+    );
+    assert_eq!(rows[1][note], Data::String("=1+1".into()));
+    assert_eq!(rows[3][note], Data::String("@home".into()));
+    let formulas = book.worksheet_formula(&name).expect("formulas");
+    assert!(
+        formulas.used_cells().all(|(_, _, f)| f.is_empty()),
+        "no cell is a formula"
+    );
+}
