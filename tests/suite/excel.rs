@@ -296,3 +296,96 @@ async fn out_xlsx_writes_a_private_workbook_of_numbers_and_text_never_formulas()
         "no cell is a formula"
     );
 }
+
+/// The cells of the first sheet of the workbook at `path`, header first.
+fn sheet_rows(path: &Path) -> Vec<Vec<Data>> {
+    let mut book: Xlsx<_> = open_workbook(path).expect("a workbook");
+    let name = book.sheet_names()[0].clone();
+    let range = book.worksheet_range(&name).expect("the sheet");
+    range.rows().map(|r| r.to_vec()).collect()
+}
+
+/// The index of the column `name` in a sheet's header row.
+fn sheet_col(header: &[Data], name: &str) -> usize {
+    header
+        .iter()
+        .position(|h| matches!(h, Data::String(s) if s == name))
+        .unwrap_or_else(|| panic!("no column {name} in {header:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn payouts_list_takes_the_decimal_comma_and_writes_a_workbook() {
+    let ws = Workspace::new();
+    ws.write("nov.csv", &text_file(';', ','));
+    let out = pb(&ws, &["run", "nov.csv"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    let list = [
+        "payouts",
+        "--batch",
+        "nov",
+        "--no-read",
+        "--list",
+        "ACTIVE,CLAIMED",
+    ];
+    let mut args = list.to_vec();
+    args.extend(["--out", "links.csv"]);
+    let out = pb(&ws, &args).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    let text = std::fs::read_to_string(ws.path("links.csv")).expect("the list");
+    assert!(text.contains("10,99"), "{text}");
+    assert!(!text.contains("10.99"), "{text}");
+    let mut args = list.to_vec();
+    args.extend(["--out", "links.xlsx"]);
+    let out = pb(&ws, &args).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    let rows = sheet_rows(&ws.path("links.xlsx"));
+    assert_eq!(rows.len(), 1 + ROWS.len(), "{rows:?}");
+    let face_value = sheet_col(&rows[0], "face_value");
+    let reference = sheet_col(&rows[0], "reference");
+    let first = rows
+        .iter()
+        .find(|r| r[reference] == Data::String("XL-1".into()))
+        .expect("XL-1");
+    assert_eq!(first[face_value], Data::Float(10.99));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_journal_is_written_as_a_workbook_with_its_amounts_as_numbers() {
+    let ws = Workspace::new();
+    ws.write("nov.csv", &text_file(',', '.'));
+    let out = pb(&ws, &["run", "nov.csv"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    let out = pb(
+        &ws,
+        &[
+            "report",
+            "--since",
+            "2000-01-01",
+            "--until",
+            "2100-12-31",
+            "--journal",
+            "books.xlsx",
+        ],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    let path = ws.path("books.xlsx");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path)
+            .expect("written")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let rows = sheet_rows(&path);
+    let amount = sheet_col(&rows[0], "debit_amount");
+    // Three payments and a total per balance currency (EUR, USD).
+    assert_eq!(rows.len(), 1 + 3 + 2, "{rows:?}");
+    assert!(
+        rows[1..]
+            .iter()
+            .all(|r| matches!(r[amount], Data::Float(_))),
+        "{rows:?}"
+    );
+}
