@@ -36,7 +36,7 @@ const PRODUCTS: &[(&str, &str, &[&str])] = &[
 fn row(i: u64) -> [String; 6] {
     let (code, currency, values) = PRODUCTS[(i % PRODUCTS.len() as u64) as usize];
     let value = values[((i / 7) % values.len() as u64) as usize];
-    let email = if i % 2 == 0 {
+    let email = if i.is_multiple_of(2) {
         format!("employee{i}@example.com")
     } else {
         String::new()

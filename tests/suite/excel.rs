@@ -136,6 +136,12 @@ async fn decimal_commas_are_read_where_they_are_the_mark_and_the_digest_is_the_s
     .await;
     assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
     assert!(stdout(&out).contains(&dots), "{}", stdout(&out));
+    // The command it suggests pays the same plan: it reads the amounts the same way.
+    assert!(
+        stdout(&out).contains("paybatch run flagged.csv --batch nov --decimal-comma"),
+        "{}",
+        stdout(&out)
+    );
     // Without the flag a comma-separated file's decimal comma is refused as before.
     let out = pb(&ws, &["validate", "flagged.csv", "--batch", "nov"]).await;
     assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
@@ -222,6 +228,14 @@ async fn a_workbook_is_read_as_its_rows_and_has_the_digest_of_the_same_rows_in_c
         output_of(&out).contains("`Nov payouts`"),
         "{}",
         output_of(&out)
+    );
+    // The command `validate` suggests reads the same sheet.
+    let out = pb(&ws, &["validate", "nov.xlsx", "--sheet", "Nov payouts"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    assert!(
+        stdout(&out).contains("--sheet 'Nov payouts'"),
+        "{}",
+        stdout(&out)
     );
     // And paid: the rows are the workbook's.
     let out = pb(&ws, &["run", "nov.xlsx", "--sheet", "Nov payouts"]).await;
