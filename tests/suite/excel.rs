@@ -403,3 +403,79 @@ async fn the_journal_is_written_as_a_workbook_with_its_amounts_as_numbers() {
         "{rows:?}"
     );
 }
+
+/// The rows as an OpenDocument spreadsheet (`.ods`) of one sheet `Rows`: amounts as float
+/// cells, the rest as strings; the amount of `formula_row` (0-based) a formula.
+fn ods(path: &Path, formula_row: Option<usize>) {
+    use std::io::Write as _;
+    let cell = |text: &str| {
+        format!(
+            "<table:table-cell office:value-type=\"string\"><text:p>{text}</text:p></table:table-cell>"
+        )
+    };
+    let mut rows = String::from("<table:table-row>");
+    for h in HEADER {
+        rows.push_str(&cell(h));
+    }
+    rows.push_str("</table:table-row>");
+    for (r, row) in ROWS.iter().enumerate() {
+        rows.push_str("<table:table-row>");
+        for (c, text) in row.iter().enumerate() {
+            if c == 2 {
+                let formula = if formula_row == Some(r) {
+                    " table:formula=\"of:=20+5\""
+                } else {
+                    ""
+                };
+                rows.push_str(&format!(
+                    "<table:table-cell{formula} office:value-type=\"float\" office:value=\"{text}\"><text:p>{text}</text:p></table:table-cell>"
+                ));
+            } else {
+                rows.push_str(&cell(&text.replace('@', "&#64;")));
+            }
+        }
+        rows.push_str("</table:table-row>");
+    }
+    let content = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\
+         <office:document-content xmlns:office=\"urn:oasis:names:tc:opendocument:xmlns:office:1.0\" \
+         xmlns:table=\"urn:oasis:names:tc:opendocument:xmlns:table:1.0\" \
+         xmlns:text=\"urn:oasis:names:tc:opendocument:xmlns:text:1.0\" office:version=\"1.2\">\
+         <office:body><office:spreadsheet><table:table table:name=\"Rows\">{rows}</table:table>\
+         </office:spreadsheet></office:body></office:document-content>"
+    );
+    let manifest = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\
+        <manifest:manifest xmlns:manifest=\"urn:oasis:names:tc:opendocument:xmlns:manifest:1.0\" manifest:version=\"1.2\">\
+        <manifest:file-entry manifest:full-path=\"/\" manifest:media-type=\"application/vnd.oasis.opendocument.spreadsheet\"/>\
+        <manifest:file-entry manifest:full-path=\"content.xml\" manifest:media-type=\"text/xml\"/>\
+        </manifest:manifest>";
+    let file = std::fs::File::create(path).expect("a file");
+    let mut zip = zip::ZipWriter::new(file);
+    let stored =
+        zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+    for (name, data) in [
+        ("mimetype", "application/vnd.oasis.opendocument.spreadsheet"),
+        ("META-INF/manifest.xml", manifest),
+        ("content.xml", content.as_str()),
+    ] {
+        zip.start_file(name, stored).expect("an entry");
+        zip.write_all(data.as_bytes()).expect("written");
+    }
+    zip.finish().expect("finished");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ods_sheet_is_read_as_its_rows_and_a_formula_amount_is_refused() {
+    let ws = Workspace::new();
+    ws.write("nov.csv", &text_file(',', '.'));
+    ods(&ws.path("nov.ods"), None);
+    assert_eq!(digest(&ws, "nov.ods").await, digest(&ws, "nov.csv").await);
+    ods(&ws.path("formula.ods"), Some(2));
+    let out = pb(&ws, &["validate", "formula.ods"]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
+    let all = output_of(&out);
+    assert!(
+        all.contains("Rows!C4 (face_value)") && all.contains("formula"),
+        "{all}"
+    );
+}
