@@ -253,6 +253,29 @@ async fn an_amount_that_is_a_formula_or_has_too_many_decimals_is_refused_with_it
         all.contains("'Nov payouts'!C3") && all.contains("formula"),
         "{all}"
     );
+    // A date in an amount cell.
+    let mut book = Workbook::new();
+    let sheet = book.add_worksheet();
+    for (c, h) in HEADER.iter().enumerate() {
+        sheet.write_string(0, c as u16, *h).expect("header");
+    }
+    for (c, cell) in ["XL-8", "AMZ-DE"].iter().enumerate() {
+        sheet.write_string(1, c as u16, *cell).expect("text");
+    }
+    let date = rust_xlsxwriter::ExcelDateTime::from_ymd(2026, 11, 10).expect("a date");
+    let shown = rust_xlsxwriter::Format::new().set_num_format("yyyy-mm-dd");
+    sheet
+        .write_datetime_with_format(1, 2, &date, &shown)
+        .expect("date");
+    sheet.write_string(1, 3, "EUR").expect("text");
+    book.save(ws.path("date.xlsx")).expect("saved");
+    let out = pb(&ws, &["validate", "date.xlsx"]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
+    let all = output_of(&out);
+    assert!(
+        all.contains("Sheet1!C2 (face_value): the amount is a date"),
+        "{all}"
+    );
     // A number cell of more decimals than the currency has.
     let mut book = Workbook::new();
     let sheet = book.add_worksheet();
@@ -309,6 +332,23 @@ async fn out_xlsx_writes_a_private_workbook_of_numbers_and_text_never_formulas()
         formulas.used_cells().all(|(_, _, f)| f.is_empty()),
         "no cell is a formula"
     );
+    // The header row is frozen.
+    let mut zip =
+        zip::ZipArchive::new(std::fs::File::open(&path).expect("the workbook")).expect("a zip");
+    let mut xml = String::new();
+    std::io::Read::read_to_string(
+        &mut zip.by_name("xl/worksheets/sheet1.xml").expect("the sheet"),
+        &mut xml,
+    )
+    .expect("read");
+    assert!(
+        xml.contains("ySplit=\"1\"") && xml.contains("state=\"frozen\""),
+        "{xml}"
+    );
+    // `report --out FILE.xlsx` writes the batch's workbook again.
+    let out = pb(&ws, &["report", "--batch", "nov", "--out", "again.xlsx"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    assert_eq!(sheet_rows(&ws.path("again.xlsx")), rows);
 }
 
 /// The cells of the first sheet of the workbook at `path`, header first.
