@@ -48,6 +48,8 @@ pub struct FileFormat {
     delimiter: u8,
     bom: bool,
     line_end: LineEnd,
+    /// Whether the amounts are written with a decimal comma (`19,60`).
+    decimal_comma: bool,
 }
 
 /// A [`FileFormat`] as the ledger keeps it: `{"delimiter":";","bom":true,"line_end":"CRLF"}`.
@@ -56,6 +58,9 @@ struct Stored {
     delimiter: char,
     bom: bool,
     line_end: LineEnd,
+    /// Kept only when true: a layout of a dot keeps the form earlier versions wrote.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    decimal_comma: bool,
 }
 
 impl TryFrom<Stored> for FileFormat {
@@ -65,6 +70,7 @@ impl TryFrom<Stored> for FileFormat {
         u8::try_from(s.delimiter)
             .ok()
             .and_then(|d| FileFormat::new(d, s.bom, s.line_end))
+            .map(|f| f.with_decimal_comma(s.decimal_comma))
             .ok_or_else(|| format!("`{}` cannot be a delimiter", s.delimiter.escape_default()))
     }
 }
@@ -75,6 +81,7 @@ impl From<FileFormat> for Stored {
             delimiter: char::from(f.delimiter),
             bom: f.bom,
             line_end: f.line_end,
+            decimal_comma: f.decimal_comma,
         }
     }
 }
@@ -85,6 +92,7 @@ impl FileFormat {
         delimiter: b',',
         bom: false,
         line_end: LineEnd::Lf,
+        decimal_comma: false,
     };
 
     /// `None` when `delimiter` cannot separate cells ([`usable_delimiter`]).
@@ -93,7 +101,31 @@ impl FileFormat {
             delimiter,
             bom,
             line_end,
+            decimal_comma: false,
         })
+    }
+
+    /// The same layout, its amounts written with a decimal comma when `comma`.
+    pub fn with_decimal_comma(self, comma: bool) -> Self {
+        FileFormat {
+            decimal_comma: comma,
+            ..self
+        }
+    }
+
+    /// Whether the amounts are written with a decimal comma.
+    pub fn decimal_comma(&self) -> bool {
+        self.decimal_comma
+    }
+
+    /// An amount paybatch adds to a file of this layout (`19.60`, as every output shows it),
+    /// with the layout's decimal mark: `19,60` where it is a comma.
+    pub fn amount<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        if self.decimal_comma && text.contains('.') {
+            std::borrow::Cow::Owned(text.replace('.', ","))
+        } else {
+            std::borrow::Cow::Borrowed(text)
+        }
     }
 
     pub fn delimiter(&self) -> u8 {
@@ -120,7 +152,12 @@ impl FileFormat {
             d => format!("`{}`", char::from(d)),
         };
         let bom = if self.bom { "BOM" } else { "no BOM" };
-        format!("{delimiter}, {bom}, {}", self.line_end.as_str())
+        let comma = if self.decimal_comma {
+            ", decimal comma"
+        } else {
+            ""
+        };
+        format!("{delimiter}, {bom}, {}{comma}", self.line_end.as_str())
     }
 
     /// Starts a file of this layout on `out`: the BOM when it has one, then a CSV writer with
@@ -209,12 +246,15 @@ impl OutFormat {
             delimiter,
             bom,
             line_end,
+            decimal_comma: false,
         };
+        // `excel-semicolon` is for a spreadsheet whose decimal mark is the input's.
+        let comma = input.is_some_and(|i| i.decimal_comma);
         match self {
             OutFormat::Same => input.unwrap_or(FileFormat::CSV),
             OutFormat::Csv => FileFormat::CSV,
             OutFormat::Excel => fixed(b',', true, LineEnd::Crlf),
-            OutFormat::ExcelSemicolon => fixed(b';', true, LineEnd::Crlf),
+            OutFormat::ExcelSemicolon => fixed(b';', true, LineEnd::Crlf).with_decimal_comma(comma),
             OutFormat::Tsv => fixed(b'\t', false, LineEnd::Lf),
         }
     }
@@ -364,6 +404,32 @@ mod tests {
         }
         let e = "xlsx".parse::<OutFormat>().unwrap_err();
         assert!(e.contains("same, csv, excel, excel-semicolon, tsv"), "{e}");
+    }
+
+    #[test]
+    fn the_input_decimal_comma_is_kept_by_same_and_excel_semicolon_only() {
+        let input = FileFormat::new(b';', true, LineEnd::Crlf)
+            .expect("usable")
+            .with_decimal_comma(true);
+        for f in [OutFormat::Same, OutFormat::ExcelSemicolon] {
+            let out = f.resolve(Some(input));
+            assert!(out.decimal_comma(), "{f}");
+            assert_eq!(out.amount("19.60"), "19,60");
+        }
+        for f in [OutFormat::Csv, OutFormat::Excel, OutFormat::Tsv] {
+            let out = f.resolve(Some(input));
+            assert!(!out.decimal_comma(), "{f}");
+            assert_eq!(out.amount("19.60"), "19.60");
+        }
+        // Kept with the batch, and a layout of a dot stored as earlier versions stored it.
+        assert_eq!(
+            input.to_stored(),
+            r#"{"delimiter":";","bom":true,"line_end":"CRLF","decimal_comma":true}"#
+        );
+        assert_eq!(FileFormat::from_stored(&input.to_stored()), Some(input));
+        let r = ResultFormat::of(OutFormat::Same, Some(input));
+        assert_eq!(ResultFormat::from_stored(&r.to_stored()), Some(r));
+        assert!(r.note().contains("decimal comma"), "{}", r.note());
     }
 
     #[test]

@@ -103,9 +103,12 @@ impl AmountError {
             AmountError::Sign(_) => Some("write the amount without a sign, e.g. `25`; a payout cannot be negative".into()),
             AmountError::Exponent(_) => Some("write the amount out in full, e.g. `1000`; a spreadsheet may have formatted the cell as scientific, set it to plain number or text".into()),
             AmountError::NotANumber(_) => Some("write the amount as a plain decimal, e.g. `25` or `10.50`".into()),
-            AmountError::ThousandsSeparator { suggestion, .. } => Some(format!(
-                "write `{suggestion}`: no thousands separators, and `.` as the decimal separator"
-            )),
+            AmountError::ThousandsSeparator { suggestion, .. } => {
+                let mark = if suggestion.contains(',') { ',' } else { '.' };
+                Some(format!(
+                    "write `{suggestion}`: no thousands separators, and `{mark}` as the decimal separator"
+                ))
+            }
             AmountError::CommaDecimal { suggestion, .. } => {
                 Some(format!("write `{suggestion}`: the decimal separator is `.`"))
             }
@@ -157,6 +160,47 @@ pub fn parse_amount(text: &str) -> Result<Decimal, AmountError> {
     }
     // Only digits and at most one dot remain.
     plain_decimal(t)
+}
+
+/// Parses an amount where a comma is the decimal separator (`10,99`, from a spreadsheet whose
+/// decimal mark is a comma), keeping the scale as written: `10,50` is `10.50`. A dot alone is
+/// still a decimal point (`10.50`), unless three digits follow it (`1.000`), which a reader of
+/// commas takes for a thousands separator: refused, as is any other grouping (`1.234,50`).
+pub fn parse_amount_decimal_comma(text: &str) -> Result<Decimal, AmountError> {
+    let t = text.trim();
+    if !t.contains(',') {
+        if let Some((int, frac)) = t.split_once('.')
+            && frac.len() == 3
+            && !frac.contains('.')
+            && !int.is_empty()
+            && int != "0"
+            && t.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+        {
+            return Err(AmountError::ThousandsSeparator {
+                text: t.to_string(),
+                suggestion: format!("{int}{frac}"),
+            });
+        }
+        return parse_amount(t);
+    }
+    if let Some(e) = not_a_plain_number(t) {
+        return Err(e);
+    }
+    let grouped = t.chars().any(is_group_space) || t.contains('.') || t.matches(',').count() > 1;
+    if grouped {
+        return Err(AmountError::ThousandsSeparator {
+            text: t.to_string(),
+            suggestion: ungroup(t).replace('.', ","),
+        });
+    }
+    plain_decimal(&t.replace(',', ".")).map_err(|e| match e {
+        AmountError::Malformed { suggestion, .. } => AmountError::Malformed {
+            text: t.to_string(),
+            suggestion: suggestion.map(|s| s.replace('.', ",")),
+        },
+        AmountError::TooManyDigits(_) => AmountError::TooManyDigits(t.to_string()),
+        other => other,
+    })
 }
 
 /// What makes `t` (trimmed, not empty) something other than digits and separators: a currency
@@ -432,6 +476,42 @@ mod tests {
         assert_eq!(grouped_text("n/a"), "n/a");
         assert_eq!(grouped_text("2026-11-30"), "2026-11-30");
         assert_eq!(grouped_text(""), "");
+    }
+
+    #[test]
+    fn a_decimal_comma_is_read_where_it_is_the_mark_and_grouping_is_refused() {
+        let ok = |s: &str| parse_amount_decimal_comma(s).map(|d| d.to_string());
+        assert_eq!(ok("10,99"), Ok("10.99".into()));
+        assert_eq!(ok(" 10,50 "), Ok("10.50".into()));
+        assert_eq!(ok("1,000"), Ok("1.000".into()));
+        assert_eq!(ok("25"), Ok("25".into()));
+        assert_eq!(ok("10.5"), Ok("10.5".into()));
+        assert_eq!(ok("0.125"), Ok("0.125".into()));
+        for grouped in ["1.234,50", "1 234,50", "1,234,50", "1.000", "12.345"] {
+            assert!(
+                matches!(
+                    parse_amount_decimal_comma(grouped),
+                    Err(AmountError::ThousandsSeparator { .. })
+                ),
+                "{grouped}"
+            );
+        }
+        let e = parse_amount_decimal_comma("1.234,50").unwrap_err();
+        assert_eq!(e.to_string(), "`1.234,50` contains a thousands separator");
+        assert!(e.help().unwrap_or_default().contains("1234,50"), "{e:?}");
+        assert!(matches!(
+            parse_amount_decimal_comma("-1,5"),
+            Err(AmountError::Sign(_))
+        ));
+        assert!(matches!(
+            parse_amount_decimal_comma("10,"),
+            Err(AmountError::Malformed { .. })
+        ));
+        // Without the decimal comma, the comma is refused as today.
+        assert!(matches!(
+            parse_amount("10,99"),
+            Err(AmountError::CommaDecimal { .. })
+        ));
     }
 
     #[test]

@@ -661,7 +661,7 @@ mod tests {
         let mut out = Vec::new();
         scan::scan(
             f.path(),
-            None,
+            &Default::default(),
             &catalog,
             &ValidateOptions::default(),
             None,

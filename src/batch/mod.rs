@@ -25,6 +25,7 @@ pub mod time_left;
 pub mod verify;
 pub mod watch;
 pub mod window;
+pub mod workbook;
 
 /// The ledger's lock, at the path its callers have used since it lived here.
 pub use crate::ledger::lock;

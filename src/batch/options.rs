@@ -97,6 +97,12 @@ pub struct RunOptions {
     pub environment: Environment,
     pub api_key_file: Option<PathBuf>,
     pub delimiter: Option<u8>,
+    /// `--decimal-comma`: a comma is the decimal separator of amounts whatever the delimiter
+    /// (it is where the delimiter is `;` or a tab).
+    pub decimal_comma: bool,
+    /// `--sheet`: the sheet of a workbook (`.xlsx`, `.ods`) that holds the rows; `None`: the
+    /// first.
+    pub sheet: Option<String>,
     pub skip_invalid: bool,
     pub allow_duplicates: bool,
     pub default_payment_currency: Option<String>,
@@ -142,6 +148,8 @@ impl RunOptions {
             environment: Environment::Sim,
             api_key_file: None,
             delimiter: None,
+            decimal_comma: false,
+            sheet: None,
             out_format: None,
             skip_invalid: false,
             allow_duplicates: false,
@@ -174,6 +182,14 @@ impl RunOptions {
     /// result file's when this run chooses it: `--out-format` resolved against the input, or
     /// for a batch `new` to the ledger the input's own. A batch resumed without `--out-format`
     /// keeps the one it recorded.
+    /// How the input file is read: its delimiter and sheet as given.
+    pub fn input_options(&self) -> crate::input::reader::InputOptions {
+        crate::input::reader::InputOptions {
+            delimiter: self.delimiter,
+            sheet: self.sheet.clone(),
+        }
+    }
+
     pub fn formats(&self, input: FileFormat, new: bool) -> ledger::Formats {
         let chosen = self.out_format.or(new.then_some(OutFormat::Same));
         ledger::Formats {

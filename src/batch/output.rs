@@ -13,6 +13,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
 
+use super::workbook::{Cell, SheetWriter, is_workbook};
 use crate::file_format::FileFormat;
 use crate::files;
 
@@ -135,6 +136,10 @@ pub fn result_cell(cell: &str, is_link: bool) -> Cow<'_, str> {
 
 /// The position of `payout_url` among [`RESULT_COLUMNS`].
 const LINK_COLUMN: usize = 3;
+
+/// The positions of the amounts among [`RESULT_COLUMNS`] (`price`, `discount`,
+/// `debited_amount`): written with the layout's decimal mark ([`FileFormat::amount`]).
+pub const AMOUNT_COLUMNS: [usize; 3] = [4, 5, 10];
 
 /// Whether `url` is a plain `http://` or `https://` URL.
 pub fn plain_link(url: &str) -> bool {
@@ -420,30 +425,50 @@ fn temporary_error(e: &io::Error, dir: &Path) -> io::Error {
 /// replaced only by [`ResultWriter::finish`].
 pub struct ResultWriter {
     file: PrivateFile,
-    csv: csv::Writer<io::BufWriter<File>>,
+    sink: Sink,
+    format: FileFormat,
     inputs: usize,
     written: usize,
 }
 
+/// What a result file is written as: CSV in its layout, or a workbook (a `path` ending in
+/// `.xlsx`).
+enum Sink {
+    Csv(Box<csv::Writer<io::BufWriter<File>>>),
+    Workbook(Box<SheetWriter>),
+}
+
 impl ResultWriter {
     /// Starts the file at `path` in layout `format` (its BOM, delimiter and line ends), with
-    /// its header line: `headers`, then [`RESULT_COLUMNS`].
+    /// its header line: `headers`, then [`RESULT_COLUMNS`]. A `path` ending in `.xlsx` is
+    /// written as a workbook ([`super::workbook`]) with the same rows.
     pub fn create(path: &Path, headers: &[String], format: FileFormat) -> io::Result<Self> {
         let file = PrivateFile::create(path)?;
-        let mut csv = format.writer(io::BufWriter::with_capacity(
-            256 * 1024,
-            file.file().try_clone()?,
-        ))?;
         let header_cells = headers
             .iter()
             .map(String::as_str)
             .chain(RESULT_COLUMNS)
             .map(|c| result_cell(c, false));
-        csv.write_record(header_cells.map(|c| c.into_owned()))
-            .map_err(csv_to_io)?;
+        let sink = if is_workbook(path) {
+            let header = headers
+                .iter()
+                .map(String::as_str)
+                .chain(RESULT_COLUMNS)
+                .map(crate::text::cell);
+            Sink::Workbook(Box::new(SheetWriter::create(header)?))
+        } else {
+            let mut csv = format.writer(io::BufWriter::with_capacity(
+                256 * 1024,
+                file.file().try_clone()?,
+            ))?;
+            csv.write_record(header_cells.map(|c| c.into_owned()))
+                .map_err(csv_to_io)?;
+            Sink::Csv(Box::new(csv))
+        };
         Ok(ResultWriter {
             file,
-            csv,
+            sink,
+            format,
             inputs: headers.len(),
             written: 0,
         })
@@ -463,22 +488,49 @@ impl ResultWriter {
                 ),
             ));
         }
-        let link = self.inputs + LINK_COLUMN;
+        let inputs = self.inputs;
+        let is_amount = |i: usize| i >= inputs && AMOUNT_COLUMNS.contains(&(i - inputs));
+        let csv = match &mut self.sink {
+            Sink::Csv(csv) => csv,
+            Sink::Workbook(sheet) => {
+                let shown: Vec<Cow<str>> = line.cells().map(crate::text::cell).collect();
+                return sheet.write(shown.iter().enumerate().map(|(i, c)| {
+                    if is_amount(i) {
+                        Cell::Amount(c)
+                    } else {
+                        Cell::Text(c)
+                    }
+                }));
+            }
+        };
+        let link = inputs + LINK_COLUMN;
         for (i, cell) in line.cells().enumerate() {
-            self.csv
-                .write_field(result_cell(cell, i == link).as_bytes())
+            let cell = if is_amount(i) {
+                self.format.amount(cell)
+            } else {
+                Cow::Borrowed(cell)
+            };
+            csv.write_field(result_cell(&cell, i == link).as_bytes())
                 .map_err(csv_to_io)?;
         }
-        self.csv.write_record(None::<&[u8]>).map_err(csv_to_io)
+        csv.write_record(None::<&[u8]>).map_err(csv_to_io)
     }
 
     /// Makes the file durable and puts it in place of the target.
     pub fn finish(self) -> io::Result<()> {
-        let mut buf = self
-            .csv
-            .into_inner()
-            .map_err(|e| io::Error::other(e.to_string()))?;
-        buf.flush()?;
+        match self.sink {
+            Sink::Csv(csv) => {
+                let mut buf = csv
+                    .into_inner()
+                    .map_err(|e| io::Error::other(e.to_string()))?;
+                buf.flush()?;
+            }
+            Sink::Workbook(sheet) => {
+                let mut out = io::BufWriter::new(self.file.file().try_clone()?);
+                sheet.finish(&mut out)?;
+                out.flush()?;
+            }
+        }
         self.file.commit()
     }
 }

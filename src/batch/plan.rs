@@ -418,7 +418,7 @@ pub fn plan_in_one_pass(
     let mut unsure = Vec::new();
     let read = scan::read_once_in_parallel(
         &opts.input,
-        opts.delimiter,
+        &opts.input_options(),
         &index,
         options,
         cells,

@@ -11,6 +11,7 @@ use clap::Args;
 use serde::Serialize;
 
 use crate::batch::output::{PrivateFile, not_a_regular_file, output_clash, result_cell};
+use crate::batch::workbook::{Cell, SheetWriter, is_workbook};
 use crate::exit::Exit;
 use crate::file_format::FileFormat;
 use crate::input::columns::canonical_column;
@@ -398,8 +399,17 @@ fn write_list(
     match &args.out {
         Some(path) => {
             let file = PrivateFile::create(path).map_err(|e| failed(path, &e))?;
-            let n = write_rows(&ledger, args, summaries, now, format, file.file())
-                .map_err(|e| failed(path, &e))?;
+            let n = (|| {
+                let mut out = if is_workbook(path) {
+                    ListOut::Sheet(None)
+                } else {
+                    ListOut::Csv(Box::new(format.writer(file.file())?), format)
+                };
+                let n = write_rows(&ledger, args, summaries, now, &mut out)?;
+                out.finish(Some(file.file()))?;
+                Ok::<_, ListError>(n)
+            })()
+            .map_err(|e| failed(path, &e))?;
             file.commit().map_err(|e| failed(path, &e))?;
             errln!(
                 "{n} rows written to {} (mode 0600{})",
@@ -411,14 +421,11 @@ fn write_list(
                 }
             );
         }
-        None => match write_rows(
-            &ledger,
-            args,
-            summaries,
-            now,
-            format,
-            std::io::stdout().lock(),
-        ) {
+        None => match (|| {
+            let mut out = ListOut::Csv(Box::new(format.writer(std::io::stdout().lock())?), format);
+            write_rows(&ledger, args, summaries, now, &mut out)?;
+            out.finish(None)
+        })() {
             Ok(_) => {}
             Err(ListError::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
             Err(e) => return Err(failed(Path::new("(stdout)"), &e)),
@@ -469,14 +476,97 @@ fn list_format(
     })
 }
 
-/// Writes the header and the selected rows in `format`; returns how many rows were written.
-fn write_rows(
+/// Where the list goes: CSV in a layout, or a sheet of a workbook (`--out FILE.xlsx`), made
+/// once its header is known.
+enum ListOut<W: Write> {
+    Csv(Box<csv::Writer<W>>, FileFormat),
+    Sheet(Option<Box<SheetWriter>>),
+}
+
+/// Where `face_value` is among the cells of a line ([`LIST_COLUMNS`], after `batch` with
+/// `--all`).
+fn amount_at(args: &PayoutsArgs) -> usize {
+    usize::from(args.all) + 3
+}
+
+/// Where the link is among the cells of a line, with `--with-links`.
+fn link_at(args: &PayoutsArgs) -> Option<usize> {
+    args.with_links
+        .then(|| usize::from(args.all) + LIST_COLUMNS.len())
+}
+
+impl<W: Write> ListOut<W> {
+    fn header(&mut self, header: &[&str]) -> Result<(), ListError> {
+        match self {
+            ListOut::Csv(csv, _) => csv.write_record(header)?,
+            ListOut::Sheet(sheet) => {
+                *sheet = Some(Box::new(SheetWriter::create(
+                    header.iter().map(|h| crate::text::cell(h)),
+                )?));
+            }
+        }
+        Ok(())
+    }
+
+    /// One line of raw cells: in CSV as the result file writes them (the amount with the
+    /// layout's decimal mark), in a sheet the amount as a number and the rest as text.
+    fn line(
+        &mut self,
+        cells: &[String],
+        amount: usize,
+        link: Option<usize>,
+    ) -> std::io::Result<()> {
+        match self {
+            ListOut::Csv(csv, format) => {
+                let shown = cells.iter().enumerate().map(|(i, c)| {
+                    let c = if i == amount {
+                        format.amount(c)
+                    } else {
+                        std::borrow::Cow::Borrowed(c.as_str())
+                    };
+                    result_cell(&c, Some(i) == link).into_owned()
+                });
+                csv.write_record(shown).map_err(std::io::Error::other)
+            }
+            ListOut::Sheet(sheet) => {
+                let Some(sheet) = sheet else {
+                    return Err(std::io::Error::other("a line before the header"));
+                };
+                let shown: Vec<std::borrow::Cow<str>> =
+                    cells.iter().map(|c| crate::text::cell(c)).collect();
+                sheet.write(shown.iter().enumerate().map(|(i, c)| {
+                    if i == amount {
+                        Cell::Amount(c)
+                    } else {
+                        Cell::Text(c)
+                    }
+                }))
+            }
+        }
+    }
+
+    /// Ends the list: the CSV flushed, or the workbook put together on `file`.
+    fn finish(self, file: Option<&std::fs::File>) -> Result<(), ListError> {
+        match (self, file) {
+            (ListOut::Csv(mut csv, _), _) => csv.flush()?,
+            (ListOut::Sheet(Some(sheet)), Some(file)) => {
+                let mut out = std::io::BufWriter::new(file);
+                sheet.finish(&mut out)?;
+                out.flush()?;
+            }
+            (ListOut::Sheet(_), _) => {}
+        }
+        Ok(())
+    }
+}
+
+/// Writes the header and the selected rows to `csv`; returns how many rows were written.
+fn write_rows<W: Write>(
     ledger: &Ledger,
     args: &PayoutsArgs,
     summaries: &[PayoutSummary],
     now: chrono::DateTime<chrono::Utc>,
-    format: FileFormat,
-    out: impl Write,
+    csv: &mut ListOut<W>,
 ) -> Result<usize, ListError> {
     let statuses: Vec<PayoutStatus> = args
         .list
@@ -490,7 +580,6 @@ fn write_rows(
         .list
         .contains(&Listed::Expiring)
         .then_some(args.expiring_within);
-    let mut csv = format.writer(out)?;
     let mut written = 0;
     let mut header_done = false;
     for s in summaries {
@@ -514,35 +603,25 @@ fn write_rows(
                 header.push("payout_url");
             }
             header.extend(others.iter().map(|(_, h)| h.as_str()));
-            csv.write_record(&header)?;
+            csv.header(&header)?;
             header_done = true;
         }
-        let mut failure: Option<csv::Error> = None;
         written += payouts::listed_rows(ledger, &batch, &statuses, expiring, now, |row| {
             let line = list_line(&row, args, &s.batch, &others);
-            csv.write_record(line.iter().map(|c| c.as_str()))
-                .map_err(|e| {
-                    let io = std::io::Error::other(e.to_string());
-                    failure = Some(e);
-                    io
-                })
+            csv.line(&line, amount_at(args), link_at(args))
         })?;
-        if let Some(e) = failure {
-            return Err(e.into());
-        }
     }
     if !header_done {
         let mut header: Vec<&str> = LIST_COLUMNS.to_vec();
         if args.with_links {
             header.push("payout_url");
         }
-        csv.write_record(&header)?;
+        csv.header(&header)?;
     }
-    csv.flush()?;
     Ok(written)
 }
 
-/// One line of `--list`, every cell as the result file writes it.
+/// One line of `--list`, its cells as the ledger holds them.
 fn list_line(
     row: &PayoutRow,
     args: &PayoutsArgs,
@@ -577,18 +656,13 @@ fn list_line(
         row.expires_at.clone().unwrap_or_default(),
         row.service_order_id.clone().unwrap_or_default(),
     ]);
-    let link = args
-        .with_links
-        .then(|| row.payout_url.clone().unwrap_or_default());
-    let cell = |c: &str, is_link: bool| result_cell(c, is_link).into_owned();
-    let mut out: Vec<String> = cells.iter().map(|c| cell(c, false)).collect();
-    if let Some(link) = link {
-        out.push(cell(&link, true));
+    if args.with_links {
+        cells.push(row.payout_url.clone().unwrap_or_default());
     }
-    out.extend(
+    cells.extend(
         others
             .iter()
-            .map(|(i, _)| cell(row.fields.get(*i).map_or("", String::as_str), false)),
+            .map(|(i, _)| row.fields.get(*i).cloned().unwrap_or_default()),
     );
-    out
+    cells
 }

@@ -14,7 +14,7 @@ use super::ServiceArgs;
 /// What `run` and `validate` share: the file, the service, and how the file becomes a plan.
 #[derive(Debug, Args)]
 pub struct PlanArgs {
-    /// The CSV file of recipients.
+    /// The file of recipients: CSV, or a workbook (.xlsx, .ods).
     pub file: PathBuf,
     #[command(flatten)]
     pub service: ServiceArgs,
@@ -25,6 +25,14 @@ pub struct PlanArgs {
     /// Field delimiter (default: detected among , ; and tab).
     #[arg(long, value_parser = parse_delimiter)]
     pub delimiter: Option<u8>,
+    /// Amounts are written with a decimal comma (`10,99`), whatever the delimiter (without it,
+    /// a decimal comma is read where the delimiter is `;` or a tab). A thousands separator is
+    /// refused.
+    #[arg(long)]
+    pub decimal_comma: bool,
+    /// The sheet of a workbook (.xlsx, .ods) that holds the rows (default: the first).
+    #[arg(long, value_name = "NAME")]
+    pub sheet: Option<String>,
     /// Pay the valid rows and mark the others INVALID instead of stopping.
     #[arg(long)]
     pub skip_invalid: bool,
@@ -65,6 +73,8 @@ impl PlanArgs {
         o.ledger = self.service.ledger.clone();
         o.api_key_file = self.service.api_key_file.clone();
         o.delimiter = self.delimiter;
+        o.decimal_comma = self.decimal_comma;
+        o.sheet = self.sheet.clone();
         o.skip_invalid = self.skip_invalid;
         o.allow_duplicates = self.allow_duplicates;
         o.on_repeat = if self.allow_repeats {

@@ -69,6 +69,12 @@ pub(super) fn run_command(plan: &PlanArgs, digest: &str) -> String {
     if let Some(c) = &plan.payment_currency {
         cmd.push_str(&format!(" --payment-currency {}", shell_word(c)));
     }
+    if let Some(sheet) = &plan.sheet {
+        cmd.push_str(&format!(" --sheet {}", shell_word(sheet)));
+    }
+    if plan.decimal_comma {
+        cmd.push_str(" --decimal-comma");
+    }
     if plan.allow_duplicates {
         cmd.push_str(" --allow-duplicates");
     }

@@ -10,9 +10,11 @@ pub mod content_hash;
 mod fixtures;
 pub mod problem;
 pub mod reader;
+pub mod record;
 pub mod row;
 pub mod scan;
 pub mod seen;
+pub mod sheet;
 pub mod validator;
 
 /// The rules every row must keep, under the path the rest of paybatch names them by.

@@ -17,9 +17,9 @@ use crate::file_format::{FileFormat, LineEnd};
 /// The columns a reader finds, also under the reader's path.
 pub use super::columns::{ColumnMap, KNOWN_COLUMNS, canonical_column, normalize_header};
 use super::problem::Problem;
-
-/// The longest field accepted, in bytes.
-pub const MAX_FIELD_BYTES: usize = 64 * 1024;
+/// A record and the longest field, also under the reader's path.
+pub use super::record::{MAX_FIELD_BYTES, RawRecord};
+use super::sheet::{SheetReader, Workbook};
 
 /// The longest record accepted, in bytes. A longer one almost always comes from an unbalanced
 /// quote that makes the rest of the file one field; reading stops there instead of loading it.
@@ -35,19 +35,108 @@ pub const CANDIDATE_DELIMITERS: [u8; 3] = [b',', b';', b'\t'];
 pub struct InputOptions {
     /// The field delimiter; `None` detects it from the header line.
     pub delimiter: Option<u8>,
+    /// The sheet of a workbook to read; `None`: the first.
+    pub sheet: Option<String>,
 }
 
-/// One data record: its fields trimmed and in header order, and the line it starts on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RawRecord {
-    /// 1-based line where the record starts.
-    pub line: u64,
-    /// Trimmed, in header order.
-    pub fields: Vec<String>,
+/// A streaming reader of a batch file: a CSV file, or a sheet of a workbook (`.xlsx`, `.ods`,
+/// by the file's extension: [`Workbook::of`]). Both yield the same records, so every stage
+/// after the reading is the same for both.
+#[derive(Debug)]
+pub struct BatchReader(Source);
+
+#[derive(Debug)]
+enum Source {
+    Csv(CsvReader),
+    Sheet(SheetReader),
 }
 
-/// A streaming reader of a batch file.
-pub struct BatchReader {
+impl BatchReader {
+    /// Opens a batch file: a workbook by its extension, else CSV.
+    pub fn open(path: &Path, opts: &InputOptions) -> Result<Self, Problem> {
+        match Workbook::of(path) {
+            Some(kind) => Ok(BatchReader(Source::Sheet(SheetReader::open(
+                path,
+                kind,
+                opts.sheet.as_deref(),
+            )?))),
+            None => Ok(BatchReader(Source::Csv(CsvReader::open(path, opts)?))),
+        }
+    }
+
+    /// Reads a CSV batch from memory (tests, fuzzing).
+    pub fn from_bytes(data: Vec<u8>, opts: &InputOptions) -> Result<Self, Problem> {
+        Ok(BatchReader(Source::Csv(CsvReader::from_bytes(data, opts)?)))
+    }
+
+    /// The header names as written (trimmed, BOM removed).
+    pub fn headers(&self) -> &[String] {
+        match &self.0 {
+            Source::Csv(r) => r.headers(),
+            Source::Sheet(r) => r.headers(),
+        }
+    }
+
+    /// Which index holds which known column.
+    pub fn columns(&self) -> &ColumnMap {
+        match &self.0 {
+            Source::Csv(r) => r.columns(),
+            Source::Sheet(r) => r.columns(),
+        }
+    }
+
+    /// The delimiter in use (given or detected); a workbook's is `,`, the delimiter of the
+    /// layout its result file is written in by default.
+    pub fn delimiter(&self) -> u8 {
+        self.format().delimiter()
+    }
+
+    /// The file's layout (see [`CsvReader::format`]); a workbook's is Excel's CSV layout (`,`,
+    /// BOM, CRLF), in which a result file is written as CSV for it.
+    pub fn format(&self) -> FileFormat {
+        match &self.0 {
+            Source::Csv(r) => r.format(),
+            Source::Sheet(_) => {
+                FileFormat::new(b',', true, LineEnd::Crlf).unwrap_or(FileFormat::CSV)
+            }
+        }
+    }
+
+    /// The sheet read, when the file is a workbook.
+    pub fn sheet(&self) -> Option<&str> {
+        match &self.0 {
+            Source::Csv(_) => None,
+            Source::Sheet(r) => Some(r.sheet()),
+        }
+    }
+
+    /// The next data record; `None` at the end.
+    pub fn next_record(&mut self) -> Option<Result<RawRecord, Problem>> {
+        match &mut self.0 {
+            Source::Csv(r) => r.next_record(),
+            Source::Sheet(r) => r.next_record(),
+        }
+    }
+
+    /// The SHA-256 (hex) of the file's bytes (see [`CsvReader::finish`]).
+    pub fn finish(self) -> io::Result<String> {
+        match self.0 {
+            Source::Csv(r) => r.finish(),
+            Source::Sheet(r) => Ok(r.finish()),
+        }
+    }
+}
+
+impl Iterator for BatchReader {
+    type Item = Result<RawRecord, Problem>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_record()
+    }
+}
+
+/// A streaming reader of a CSV batch file.
+pub struct CsvReader {
     reader: csv::Reader<Tap>,
     /// The bytes of the current record, shared with the [`Tap`] the csv reader reads through.
     tapped: Arc<Mutex<Tapped>>,
@@ -62,13 +151,13 @@ pub struct BatchReader {
     pending: Option<Result<RawRecord, Problem>>,
     record: csv::ByteRecord,
     done: bool,
-    /// SHA-256 of every byte read from the file so far (see [`BatchReader::finish`]).
+    /// SHA-256 of every byte read from the file so far (see [`CsvReader::finish`]).
     digest: Arc<Mutex<Sha256>>,
 }
 
-impl std::fmt::Debug for BatchReader {
+impl std::fmt::Debug for CsvReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BatchReader")
+        f.debug_struct("CsvReader")
             .field("headers", &self.headers)
             .field("columns", &self.columns)
             .field("delimiter", &(self.delimiter as char))
@@ -76,7 +165,7 @@ impl std::fmt::Debug for BatchReader {
     }
 }
 
-impl BatchReader {
+impl CsvReader {
     /// Opens a batch file.
     pub fn open(path: &Path, opts: &InputOptions) -> Result<Self, Problem> {
         let file = File::open(path).map_err(|e| {
@@ -125,7 +214,7 @@ impl BatchReader {
             .trim(csv::Trim::None)
             .from_reader(source);
 
-        let mut this = BatchReader {
+        let mut this = CsvReader {
             reader,
             tapped,
             headers: Vec::new(),
@@ -265,7 +354,7 @@ impl BatchReader {
     }
 }
 
-impl BatchReader {
+impl CsvReader {
     /// Reads what is left of the file and returns the SHA-256 (hex) of all its bytes: the
     /// digest of exactly the bytes the records came from, even when reading stopped early.
     pub fn finish(self) -> io::Result<String> {
@@ -294,14 +383,6 @@ impl Read for Hashed {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .update(&out[..n]);
         Ok(n)
-    }
-}
-
-impl Iterator for BatchReader {
-    type Item = Result<RawRecord, Problem>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        self.next_record()
     }
 }
 
@@ -674,6 +755,7 @@ mod tests {
 
         let opts = InputOptions {
             delimiter: Some(b';'),
+            ..InputOptions::default()
         };
         let r = BatchReader::from_bytes(
             b"reference;product_code;face_value;currency\nR;A;1,5;USD\n".to_vec(),
@@ -685,7 +767,8 @@ mod tests {
             BatchReader::from_bytes(
                 b"x".to_vec(),
                 &InputOptions {
-                    delimiter: Some(b'"')
+                    delimiter: Some(b'"'),
+                    ..InputOptions::default()
                 }
             )
             .is_err()

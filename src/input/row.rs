@@ -13,6 +13,7 @@ use super::reader::RawRecord;
 use crate::api::DistributionType;
 use crate::money::{
     BALANCE_CURRENCIES, is_balance_currency, is_currency_code, minor_units, parse_amount,
+    parse_amount_decimal_comma,
 };
 
 /// The longest reference accepted, in characters.
@@ -29,6 +30,9 @@ pub struct ValidateOptions {
     /// The balance currency that pays for rows whose product currency is not a balance currency
     /// and whose `payment_currency` is empty.
     pub default_payment_currency: Option<String>,
+    /// A comma is the decimal separator of amounts (`10,99`): where the file's delimiter is
+    /// `;` or a tab, or with `--decimal-comma`.
+    pub decimal_comma: bool,
 }
 
 /// A row whose syntax is valid: what one payout asks for.
@@ -110,7 +114,7 @@ pub fn parse_record(
     let reference = parse_reference(&mut c);
     let product_codes = parse_codes(&mut c);
     let currency = parse_currency(&mut c);
-    let face_value = parse_face_value(&mut c, currency.as_deref());
+    let face_value = parse_face_value(&mut c, currency.as_deref(), opts.decimal_comma);
     let email = parse_email(&mut c);
     let distribution = parse_distribution(&mut c, email.is_some());
     let payment_currency = parse_payment_currency(&mut c, currency.as_deref(), opts);
@@ -273,10 +277,26 @@ fn parse_currency(c: &mut NamedCells) -> Option<String> {
     None
 }
 
-fn parse_face_value(c: &mut NamedCells, currency: Option<&str>) -> Option<Decimal> {
+fn parse_face_value(
+    c: &mut NamedCells,
+    currency: Option<&str>,
+    decimal_comma: bool,
+) -> Option<Decimal> {
     let i = c.columns.face_value;
     let v = c.get(i).to_string();
-    let amount = match parse_amount(&v) {
+    let parsed = if decimal_comma {
+        parse_amount_decimal_comma(&v)
+    } else {
+        parse_amount(&v)
+    };
+    let mark = |text: String| {
+        if decimal_comma {
+            text.replace('.', ",")
+        } else {
+            text
+        }
+    };
+    let amount = match parsed {
         Ok(a) => a,
         Err(e) => {
             let help = e.help().unwrap_or_default();
@@ -304,7 +324,7 @@ fn parse_face_value(c: &mut NamedCells, currency: Option<&str>) -> Option<Decima
             let help = if normal.scale() <= places {
                 let mut fixed = normal;
                 fixed.rescale(places);
-                format!("write `{fixed}`")
+                format!("write `{}`", mark(fixed.to_string()))
             } else if places == 0 {
                 format!("{cur} has no decimal places: write a whole amount")
             } else {
@@ -769,6 +789,7 @@ mod tests {
         let opts = ValidateOptions {
             allow_duplicates: false,
             default_payment_currency: Some("EUR".into()),
+            decimal_comma: false,
         };
         let r = parse_record(
             &columns(),

@@ -33,6 +33,8 @@ pub struct Scan {
     /// The file's layout: its delimiter (given or detected; the second pass uses the same), BOM
     /// and line ends.
     pub format: crate::file_format::FileFormat,
+    /// The sheet read, when the file is a workbook (the second pass reads the same).
+    pub sheet: Option<String>,
     /// SHA-256 (hex) of the whole file.
     pub file_hash: String,
     pub rows: usize,
@@ -189,16 +191,20 @@ pub fn fold_attempts<'a>(
 /// row but its problems' counts (and the first few problems): the second pass finds them again.
 pub fn scan(
     path: &Path,
-    delimiter: Option<u8>,
+    input: &InputOptions,
     catalog: &CatalogIndex,
     options: &ValidateOptions,
     digest_of: Option<(&str, &str)>,
     mut visit: impl FnMut(&RowSpec),
 ) -> Result<Scan, Problem> {
-    let mut reader = BatchReader::open(path, &InputOptions { delimiter })?;
+    let mut reader = BatchReader::open(path, input)?;
     let headers = reader.headers().to_vec();
     let columns = reader.columns().clone();
-    let format = reader.format();
+    let sheet = reader.sheet().map(str::to_string);
+    let mut format = reader.format();
+    let asked_comma = options.decimal_comma;
+    let options: &ValidateOptions = &for_file(options, &format);
+    let mut marks = DecimalMarks::default();
     let mut validator = Validator::new(catalog, options.clone());
     let mut digest = digest_of.map(|(batch, env)| PlanDigest::new(batch, env));
     let mut rows = 0;
@@ -206,8 +212,10 @@ pub fn scan(
     let mut problems = Problems::default();
     for next in reader.by_ref() {
         rows += 1;
-        match check(next, &columns, &headers, options, Some(&mut validator)) {
-            Checked::Valid(_, spec) => {
+        let checked = check(next, &columns, &headers, options, Some(&mut validator));
+        match with_sheet(checked, sheet.as_deref()) {
+            Checked::Valid(record, spec) => {
+                marks.see(&record, &columns);
                 valid_rows += 1;
                 if let Some(d) = digest.as_mut() {
                     d.row(&spec);
@@ -221,10 +229,12 @@ pub fn scan(
         Problem::file(0, format!("cannot read {}: {e}", path.display()))
             .with_help("check that the file is readable and not being written")
     })?;
+    format = format.with_decimal_comma(marks.comma(asked_comma));
     Ok(Scan {
         headers,
         columns,
         format,
+        sheet,
         file_hash,
         rows,
         valid_rows,
@@ -297,6 +307,72 @@ fn check(
     }
 }
 
+/// The options of a file of layout `format`: a comma is a decimal separator where asked
+/// (`--decimal-comma`) and where the delimiter is `;` or a tab (a comma cannot be both the
+/// delimiter and the decimal mark of an unquoted cell).
+fn for_file<'a>(
+    options: &'a ValidateOptions,
+    format: &crate::file_format::FileFormat,
+) -> Cow<'a, ValidateOptions> {
+    if options.decimal_comma || !matches!(format.delimiter(), b';' | b'\t') {
+        return Cow::Borrowed(options);
+    }
+    Cow::Owned(ValidateOptions {
+        decimal_comma: true,
+        ..options.clone()
+    })
+}
+
+/// Which decimal mark the amounts of a file are written with, as far as its valid rows show.
+#[derive(Default)]
+struct DecimalMarks {
+    comma: bool,
+}
+
+impl DecimalMarks {
+    fn see(&mut self, record: &RawRecord, columns: &ColumnMap) {
+        self.comma |= record
+            .fields
+            .get(columns.face_value)
+            .is_some_and(|v| v.contains(','));
+    }
+
+    /// Whether the file's decimal mark is a comma: asked for, or an amount written with one.
+    fn comma(&self, asked: bool) -> bool {
+        asked || self.comma
+    }
+}
+
+/// `checked`, its problems located in the sheet `sheet` of a workbook.
+fn with_sheet(checked: Checked, sheet: Option<&str>) -> Checked {
+    match (checked, sheet) {
+        (
+            Checked::Invalid {
+                line,
+                fields,
+                reference,
+                found,
+            },
+            Some(sheet),
+        ) => Checked::Invalid {
+            line,
+            fields,
+            reference,
+            found: found
+                .into_iter()
+                .map(|p| {
+                    if p.sheet.is_none() {
+                        p.in_sheet(sheet)
+                    } else {
+                        p
+                    }
+                })
+                .collect(),
+        },
+        (other, _) => other,
+    }
+}
+
 fn joined(problems: &[Problem]) -> String {
     problems
         .iter()
@@ -330,6 +406,7 @@ pub fn read_again<E: From<FileChanged>>(
         reason: reason.to_string(),
     };
     let mut reader = open_again(scan, path).map_err(|reason| changed(&reason))?;
+    let options: &ValidateOptions = &for_file(options, &scan.format);
     let mut validator =
         (!scan.problems.is_empty()).then(|| Validator::new(catalog, options.clone()));
     // The references of invalid rows recorded so far (each is recorded under it once).
@@ -337,13 +414,14 @@ pub fn read_again<E: From<FileChanged>>(
     let mut position = 0i64;
     let mut valid = 0;
     for next in reader.by_ref() {
-        match check(
+        let checked = check(
             next,
             &scan.columns,
             &scan.headers,
             options,
             validator.as_mut(),
-        ) {
+        );
+        match with_sheet(checked, scan.sheet.as_deref()) {
             Checked::Valid(record, spec) => {
                 valid += 1;
                 each(valid_row(&record, &spec, position), Some(handed_on(spec)))?;
@@ -380,6 +458,7 @@ fn open_again(scan: &Scan, path: &Path) -> Result<BatchReader, String> {
         path,
         &InputOptions {
             delimiter: Some(scan.format.delimiter()),
+            sheet: scan.sheet.clone(),
         },
     )
     .map_err(|p| p.message)?;
@@ -595,7 +674,7 @@ fn stamp(path: &Path) -> Option<Stamp> {
 /// every problem, then [`read_again`]).
 pub fn read_once_in_parallel<E>(
     path: &Path,
-    delimiter: Option<u8>,
+    input: &InputOptions,
     catalog: &CatalogIndex,
     options: &ValidateOptions,
     cells: Option<&mut dyn OnValidRow>,
@@ -606,11 +685,15 @@ pub fn read_once_in_parallel<E>(
     };
     let read = overlapped(
         |give| {
-            let Ok(mut reader) = BatchReader::open(path, &InputOptions { delimiter }) else {
+            let Ok(mut reader) = BatchReader::open(path, input) else {
                 return Ok(None);
             };
             let headers = reader.headers().to_vec();
             let columns = reader.columns().clone();
+            let sheet = reader.sheet().map(str::to_string);
+            let asked_comma = options.decimal_comma;
+            let options: &ValidateOptions = &for_file(options, &reader.format());
+            let mut marks = DecimalMarks::default();
             let mut validator = Validator::new(catalog, options.clone());
             let mut cells = cells;
             if let Some(c) = cells.as_deref_mut() {
@@ -620,6 +703,7 @@ pub fn read_once_in_parallel<E>(
             for next in reader.by_ref() {
                 match check(next, &columns, &headers, options, Some(&mut validator)) {
                     Checked::Valid(record, spec) => {
+                        marks.see(&record, &columns);
                         let row = valid_row(&record, &spec, rows as i64);
                         if let Some(c) = cells.as_deref_mut() {
                             c.row(record.fields, &spec);
@@ -630,7 +714,7 @@ pub fn read_once_in_parallel<E>(
                 }
                 rows += 1;
             }
-            let format = reader.format();
+            let format = reader.format().with_decimal_comma(marks.comma(asked_comma));
             let Ok(file_hash) = reader.finish() else {
                 return Ok(None);
             };
@@ -638,6 +722,7 @@ pub fn read_once_in_parallel<E>(
                 headers,
                 columns,
                 format,
+                sheet,
                 file_hash,
                 rows,
                 valid_rows: rows,
@@ -659,8 +744,11 @@ pub fn read_once_in_parallel<E>(
 /// cell, lines of nothing but delimiters and blanks do not count (the reader skips them), and a
 /// quote opens a quoted cell only at the start of a cell (`delimiter`, or any of `,`, `;`, tab
 /// and `|` when it is not given). Only an estimate: the reader decides. `None` when the file
-/// cannot be read.
+/// cannot be read, and for a workbook (its bytes are compressed: it is read in two passes).
 pub fn estimate_rows(path: &Path, delimiter: Option<u8>) -> Option<usize> {
+    if super::sheet::Workbook::of(path).is_some() {
+        return None;
+    }
     use std::io::Read;
     let separates = |b: u8| match delimiter {
         Some(d) => b == d,
@@ -848,13 +936,28 @@ mod tests {
         let f = file(&text);
         let cat = catalog();
         let opts = ValidateOptions::default();
-        let first = scan(f.path(), None, &cat, &opts, None, |_| {}).expect("scan");
+        let first = scan(
+            f.path(),
+            &InputOptions::default(),
+            &cat,
+            &opts,
+            None,
+            |_| {},
+        )
+        .expect("scan");
         let mut seen = Vec::new();
-        let once = read_once_in_parallel(f.path(), None, &cat, &opts, None, |row, spec| {
-            assert!(spec.is_some());
-            seen.push(row);
-            Ok::<_, FileChanged>(())
-        })
+        let once = read_once_in_parallel(
+            f.path(),
+            &InputOptions::default(),
+            &cat,
+            &opts,
+            None,
+            |row, spec| {
+                assert!(spec.is_some());
+                seen.push(row);
+                Ok::<_, FileChanged>(())
+            },
+        )
         .expect("read once")
         .expect("a valid file");
         assert_eq!(
@@ -881,10 +984,17 @@ mod tests {
             "{HEADER}A,AMZ-US,10,USD,\nA,AMZ-US,11,USD,\nC,AMZ-US,12,USD,\n"
         ));
         let mut seen = 0;
-        let once = read_once_in_parallel(f.path(), None, &cat, &opts, None, |_, _| {
-            seen += 1;
-            Ok::<_, FileChanged>(())
-        })
+        let once = read_once_in_parallel(
+            f.path(),
+            &InputOptions::default(),
+            &cat,
+            &opts,
+            None,
+            |_, _| {
+                seen += 1;
+                Ok::<_, FileChanged>(())
+            },
+        )
         .expect("read once");
         assert!(once.is_none());
         assert_eq!(seen, 1);
@@ -892,25 +1002,37 @@ mod tests {
         // count (the two passes compare what they read).
         let f = file(&text);
         let mut appended = false;
-        let once = read_once_in_parallel(f.path(), None, &cat, &opts, None, |_, _| {
-            if !appended {
-                appended = true;
-                let mut w = std::fs::OpenOptions::new()
-                    .append(true)
-                    .open(f.path())
-                    .expect("open to append");
-                std::io::Write::write_all(&mut w, b"C,AMZ-US,12,USD,\n").expect("append");
-            }
-            Ok::<_, FileChanged>(())
-        })
+        let once = read_once_in_parallel(
+            f.path(),
+            &InputOptions::default(),
+            &cat,
+            &opts,
+            None,
+            |_, _| {
+                if !appended {
+                    appended = true;
+                    let mut w = std::fs::OpenOptions::new()
+                        .append(true)
+                        .open(f.path())
+                        .expect("open to append");
+                    std::io::Write::write_all(&mut w, b"C,AMZ-US,12,USD,\n").expect("append");
+                }
+                Ok::<_, FileChanged>(())
+            },
+        )
         .expect("read once");
         assert!(appended);
         assert!(once.is_none(), "a file written to during the pass");
         // A file that cannot be read as a batch: the two passes say why.
         let f = file("");
-        let once = read_once_in_parallel(f.path(), None, &cat, &opts, None, |_, _| {
-            Ok::<_, FileChanged>(())
-        })
+        let once = read_once_in_parallel(
+            f.path(),
+            &InputOptions::default(),
+            &cat,
+            &opts,
+            None,
+            |_, _| Ok::<_, FileChanged>(()),
+        )
         .expect("read once");
         assert!(once.is_none());
     }
@@ -926,7 +1048,7 @@ mod tests {
         let cat = catalog();
         let s = scan(
             f.path(),
-            None,
+            &InputOptions::default(),
             &cat,
             &ValidateOptions::default(),
             None,
@@ -966,7 +1088,15 @@ mod tests {
         let f = file(&format!("{HEADER}A,AMZ-US,10,USD,\nB,AMZ-US,25.50,USD,\n"));
         let cat = catalog();
         let opts = ValidateOptions::default();
-        let s = scan(f.path(), None, &cat, &opts, None, |_| {}).expect("scan");
+        let s = scan(
+            f.path(),
+            &InputOptions::default(),
+            &cat,
+            &opts,
+            None,
+            |_| {},
+        )
+        .expect("scan");
         // Same rows, same length, one amount changed.
         std::fs::write(
             f.path(),
@@ -997,7 +1127,15 @@ mod tests {
             text.push_str(&format!("R{i},AMZ-US,10,USD,\n"));
         }
         let f = file(&text);
-        let s = scan(f.path(), None, &cat, &opts, None, |_| {}).expect("scan");
+        let s = scan(
+            f.path(),
+            &InputOptions::default(),
+            &cat,
+            &opts,
+            None,
+            |_| {},
+        )
+        .expect("scan");
         let mut seen = Vec::new();
         read_again_in_parallel(&s, f.path(), &cat, &opts, |row, spec| {
             assert!(spec.is_some());
@@ -1040,7 +1178,7 @@ mod tests {
         let f = file(&text);
         let s = scan(
             f.path(),
-            None,
+            &InputOptions::default(),
             &catalog(),
             &ValidateOptions::default(),
             None,
@@ -1060,10 +1198,17 @@ mod tests {
         let opts = ValidateOptions::default();
         let digest = |text: &str| {
             let f = file(text);
-            scan(f.path(), None, &cat, &opts, Some(("nov", "sim")), |_| {})
-                .expect("scan")
-                .digest
-                .expect("digest")
+            scan(
+                f.path(),
+                &InputOptions::default(),
+                &cat,
+                &opts,
+                Some(("nov", "sim")),
+                |_| {},
+            )
+            .expect("scan")
+            .digest
+            .expect("digest")
         };
         let base = digest(&format!("{HEADER}A,AMZ-US,10,USD,\n"));
         assert_eq!(

@@ -317,6 +317,7 @@ mod tests {
             ValidateOptions {
                 allow_duplicates: true,
                 default_payment_currency: None,
+                decimal_comma: false,
             },
         );
         assert!(

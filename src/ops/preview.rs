@@ -346,7 +346,7 @@ fn read_file(
     let mut changed: Vec<Changed> = Vec::new();
     let scanned = scan::scan(
         &opts.input,
-        opts.delimiter,
+        &opts.input_options(),
         index,
         options,
         Some((batch_name.as_str(), opts.environment.name())),
@@ -410,6 +410,7 @@ pub async fn preview(opts: &RunOptions) -> Result<Preview, OpError> {
     let options = ValidateOptions {
         allow_duplicates: opts.allow_duplicates,
         default_payment_currency: opts.default_payment_currency.clone(),
+        decimal_comma: opts.decimal_comma,
     };
     let index = CatalogIndex::new(products.clone());
     let by_code: HashMap<&str, &Product> = products.iter().map(|p| (p.code.as_str(), p)).collect();

@@ -137,12 +137,15 @@ pub async fn rebuild(
     let options = ValidateOptions {
         allow_duplicates: true,
         default_payment_currency: opts.payment_currency.clone(),
+        decimal_comma: false,
     };
     let catalog = CatalogIndex::new(products);
     let scanned =
-        scan::scan(file, None, &catalog, &options, None, |_| {}).map_err(|p| OpError::Invalid {
-            input: file.to_path_buf(),
-            problems: Problems::from_iter([p]),
+        scan::scan(file, &Default::default(), &catalog, &options, None, |_| {}).map_err(|p| {
+            OpError::Invalid {
+                input: file.to_path_buf(),
+                problems: Problems::from_iter([p]),
+            }
         })?;
     if let Some(b) = &existing {
         super::start::check_binding(b, conn)?;

@@ -105,6 +105,7 @@ async fn run_batch(
     let options = ValidateOptions {
         allow_duplicates: opts.allow_duplicates,
         default_payment_currency: opts.default_payment_currency.clone(),
+        decimal_comma: opts.decimal_comma,
     };
     let (
         mut ledger,
@@ -627,7 +628,7 @@ fn first_pass(
     let mut lookup_error = None;
     let scanned = scan::scan(
         &opts.input,
-        opts.delimiter,
+        &opts.input_options(),
         &index,
         options,
         digest_of,

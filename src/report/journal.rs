@@ -14,7 +14,8 @@
 //! the simulator has its own totals. Amounts are plain decimals (`.`, the currency's decimals,
 //! no grouping); every cell is written as the result file writes it ([`result_cell`]: formulas
 //! neutralised, control characters shown). Written atomically with mode 0600 (a
-//! [`PrivateFile`]).
+//! [`PrivateFile`]). A path ending in `.xlsx` is written as a workbook of the same lines
+//! ([`crate::batch::workbook`]): the amounts as numbers, every other cell as text.
 
 use std::collections::BTreeMap;
 use std::io::{self, BufWriter, Write};
@@ -24,6 +25,7 @@ use rust_decimal::Decimal;
 
 use crate::api::decimal::parse_decimal_text;
 use crate::batch::output::{PrivateFile, result_cell};
+use crate::batch::workbook::{Cell, SheetWriter, is_workbook};
 use crate::money::display_amount;
 
 /// The `reference` of a total line.
@@ -93,14 +95,26 @@ pub struct JournalLine<'a> {
 /// The journal being written; [`Journal::finish`] adds the totals and puts it in place.
 pub struct Journal {
     file: PrivateFile,
-    csv: csv::Writer<BufWriter<std::fs::File>>,
+    csv: Sink,
     group: bool,
     /// (environment, kind, balance currency) -> (lines, total).
     totals: BTreeMap<(String, LineKind, String), (usize, Decimal)>,
 }
 
+/// What the journal is written as: CSV, or a workbook (a path ending in `.xlsx`).
+enum Sink {
+    Csv(Box<csv::Writer<BufWriter<std::fs::File>>>),
+    Workbook(Box<SheetWriter>),
+}
+
 /// Where the group column's cell is among a line's cells.
 const GROUP_CELL: usize = 7;
+
+/// Where the amount (`debit_amount`) is among a line's cells.
+const AMOUNT_CELL: usize = 6;
+
+/// The cell of a suspense line's expected amount.
+const EXPECTED_CELL: usize = 13;
 
 fn csv_to_io(e: csv::Error) -> io::Error {
     io::Error::other(e.to_string())
@@ -119,13 +133,6 @@ impl Journal {
     /// `--group-by` column), left out when `None`.
     pub fn create(path: &Path, group: Option<&str>) -> io::Result<Self> {
         let file = PrivateFile::create(path)?;
-        let mut csv =
-            csv::WriterBuilder::new()
-                .flexible(false)
-                .from_writer(BufWriter::with_capacity(
-                    256 * 1024,
-                    file.file().try_clone()?,
-                ));
         let mut header = vec![
             "line",
             "date",
@@ -148,8 +155,19 @@ impl Journal {
             "expected_currency",
             "service_completed_at",
         ]);
-        csv.write_record(header.iter().map(|c| result_cell(c, false).into_owned()))
-            .map_err(csv_to_io)?;
+        let csv =
+            if is_workbook(path) {
+                Sink::Workbook(Box::new(SheetWriter::create(
+                    header.iter().map(|c| crate::text::cell(c)),
+                )?))
+            } else {
+                let mut csv = csv::WriterBuilder::new().flexible(false).from_writer(
+                    BufWriter::with_capacity(256 * 1024, file.file().try_clone()?),
+                );
+                csv.write_record(header.iter().map(|c| result_cell(c, false).into_owned()))
+                    .map_err(csv_to_io)?;
+                Sink::Csv(Box::new(csv))
+            };
         Ok(Journal {
             file,
             csv,
@@ -220,15 +238,30 @@ impl Journal {
 
     /// Writes one line; `cells` in the header's order, the group column's cell included.
     fn write(&mut self, cells: &[&str; 16]) -> io::Result<()> {
-        for (i, cell) in cells.iter().enumerate() {
-            if i == GROUP_CELL && !self.group {
-                continue;
+        let group = self.group;
+        let kept = cells
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != GROUP_CELL || group);
+        let csv = match &mut self.csv {
+            Sink::Csv(csv) => csv,
+            Sink::Workbook(sheet) => {
+                let shown: Vec<(usize, std::borrow::Cow<str>)> =
+                    kept.map(|(i, c)| (i, crate::text::cell(c))).collect();
+                return sheet.write(shown.iter().map(|(i, c)| {
+                    if *i == AMOUNT_CELL || (*i == EXPECTED_CELL && !c.is_empty()) {
+                        Cell::Amount(c)
+                    } else {
+                        Cell::Text(c)
+                    }
+                }));
             }
-            self.csv
-                .write_field(result_cell(cell, false).as_bytes())
+        };
+        for (_, cell) in kept {
+            csv.write_field(result_cell(cell, false).as_bytes())
                 .map_err(csv_to_io)?;
         }
-        self.csv.write_record(None::<&[u8]>).map_err(csv_to_io)
+        csv.write_record(None::<&[u8]>).map_err(csv_to_io)
     }
 
     /// The totals per environment, kind and balance currency so far: (environment, kind,
@@ -268,11 +301,19 @@ impl Journal {
                 "",
             ])?;
         }
-        let mut buf = self
-            .csv
-            .into_inner()
-            .map_err(|e| io::Error::other(e.to_string()))?;
-        buf.flush()?;
+        match self.csv {
+            Sink::Csv(csv) => {
+                let mut buf = csv
+                    .into_inner()
+                    .map_err(|e| io::Error::other(e.to_string()))?;
+                buf.flush()?;
+            }
+            Sink::Workbook(sheet) => {
+                let mut out = BufWriter::new(self.file.file().try_clone()?);
+                sheet.finish(&mut out)?;
+                out.flush()?;
+            }
+        }
         self.file.commit()
     }
 }

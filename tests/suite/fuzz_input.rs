@@ -10,9 +10,16 @@ fn run(data: Vec<u8>, delimiter: Option<u8>) -> usize {
     let opts = ValidateOptions {
         allow_duplicates: false,
         default_payment_currency: Some("EUR".into()),
+        decimal_comma: false,
     };
     let mut validator = Validator::new(&catalog, opts.clone());
-    let Ok(mut reader) = BatchReader::from_bytes(data, &InputOptions { delimiter }) else {
+    let Ok(mut reader) = BatchReader::from_bytes(
+        data,
+        &InputOptions {
+            delimiter,
+            sheet: None,
+        },
+    ) else {
         return 0;
     };
     let headers = reader.headers().to_vec();

@@ -22,6 +22,7 @@ mod chaos;
 mod client_contract;
 mod converted_preflight;
 mod csv_input;
+mod excel;
 mod fast_defaults;
 mod finance_edges;
 mod fuzz_input;

@@ -100,9 +100,14 @@ fn compare_rows(
 ) -> Result<approved::RowDifferences, String> {
     let mut comparison = approved::RowComparison::new(kept)?;
     let index = CatalogIndex::new(products.to_vec());
-    scan::scan(&opts.input, opts.delimiter, &index, options, None, |spec| {
-        comparison.see(spec)
-    })
+    scan::scan(
+        &opts.input,
+        &opts.input_options(),
+        &index,
+        options,
+        None,
+        |spec| comparison.see(spec),
+    )
     .map_err(|p| {
         format!(
             "the file cannot be read again to compare it ({})",
