@@ -158,6 +158,10 @@ pub struct Provenance {
     pub base_url: Source,
     pub api_key_file: Source,
     pub ledger: Source,
+    /// `second_person` as the settings file gives it (`None`: not given).
+    pub second_person: Option<bool>,
+    /// `[accounts]` as the settings file gives it (`None`: not given, the defaults hold).
+    pub accounts: Option<crate::settings::Accounts>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -460,10 +464,10 @@ fn apply_settings(cli: &mut Cli, matches: &ArgMatches) -> Result<(), UsageError>
         base_url: source_of(m, "base_url"),
         api_key_file: source_of(m, "api_key_file"),
         ledger: source_of(m, "ledger"),
+        second_person: file.as_ref().and_then(|f| f.settings.second_person),
+        accounts: file.as_ref().and_then(|f| f.settings.accounts.clone()),
     };
-    let second_person = file
-        .as_ref()
-        .is_some_and(|f| f.settings.second_person == Some(true));
+    let second_person = p.second_person == Some(true);
     if let Some(f) = file {
         let s = f.settings;
         if p.env == Source::Default && p.base_url == Source::Default {
@@ -488,6 +492,9 @@ fn apply_settings(cli: &mut Cli, matches: &ArgMatches) -> Result<(), UsageError>
         }
     }
     cli.provenance = p;
+    if let Command::Report(report) = &mut cli.command {
+        report.accounts = cli.provenance.accounts.clone().unwrap_or_default();
+    }
     if let Command::Run(run) = &mut cli.command
         && second_person
     {

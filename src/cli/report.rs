@@ -77,6 +77,20 @@ pub struct ReportArgs {
     /// per environment and balance currency.
     #[arg(long, value_name = "FILE", requires = "since")]
     pub journal: Option<PathBuf>,
+    /// The journal's format: `plain` (one line per paid attempt, then totals) or
+    /// `double-entry` (entries that balance, for an accounting tool's manual-journal import;
+    /// accounts from [accounts] in paybatch.toml).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "FORMAT",
+        default_value = "plain",
+        requires = "journal"
+    )]
+    pub journal_format: crate::report::journal::JournalFormat,
+    /// The accounts of the double-entry journal (`[accounts]` of the settings file).
+    #[arg(skip)]
+    pub accounts: crate::settings::Accounts,
     /// Costs and breakdowns per value of this input column (repeatable; with --html, --json
     /// or --journal).
     #[arg(long, value_name = "COLUMN")]
@@ -126,6 +140,8 @@ pub async fn execute(args: ReportArgs, quiet: bool) -> Result<Exit, CliError> {
                 html: args.html,
                 json: args.json,
                 journal: args.journal,
+                journal_format: args.journal_format,
+                accounts: args.accounts,
                 group_by: args.group_by,
                 ledger: args.service.ledger,
             };

@@ -31,9 +31,10 @@ use crate::batch::output::{ResultLine, ResultWriter};
 use crate::batch::results::{InBackground, payout_note_of, result_line};
 use crate::file_format::{FileFormat, OutFormat};
 use crate::ledger::{BatchRecord, Ledger, OrderLabel, RowRecord, RowState, Specs, StoredSpec};
-use crate::report::journal::{Journal, JournalLine, utc_date};
+use crate::report::journal::{JournalFormat, JournalLine, JournalWriter, utc_date};
 use crate::report::period::{Paid, PeriodTally};
 use crate::report::tally::{column_index, payer};
+use crate::report::unclaimed::Unclaimed;
 use crate::report::{Tally, write_private};
 
 /// The default group column of the journal, when the batches have it.
@@ -97,6 +98,35 @@ pub struct Outputs {
     pub out_format: Option<OutFormat>,
     pub html: Option<PathBuf>,
     pub journal: Option<PathBuf>,
+    /// The journal's format (`--journal-format`) and the accounts a double-entry one posts to.
+    pub journal_format: JournalFormat,
+    pub accounts: crate::settings::Accounts,
+    /// Whether the totals say what links not claimed cost (the page always does).
+    pub unclaimed: bool,
+}
+
+/// What the links of the period's batches not claimed yet, expired and cancelled cost the
+/// paying balances, aged at the ledger's now (on the simulator, its clock).
+pub fn unclaimed_of(ledger: &Ledger, selection: &Selection) -> Result<Unclaimed, OpError> {
+    let simulated = selection
+        .batches
+        .iter()
+        .any(|c| c.batch.environment == crate::environment::Environment::Sim.name());
+    let now = crate::ops::payouts::clock_of(simulated, ledger.path());
+    let mut unclaimed = Unclaimed::default();
+    for completed in &selection.batches {
+        ledger.visit_payout_rows::<OpError>(completed.batch.id, false, |row| {
+            unclaimed.add(&row, now);
+            Ok(())
+        })?;
+    }
+    Ok(unclaimed.rounded())
+}
+
+/// The layout of the journal: as `--out-format` asks ([`period_format`]), else plain CSV (`,`,
+/// LF, no BOM: what accounting tools import, and what earlier versions wrote).
+pub fn journal_layout(batches: &[Completed], asked: Option<OutFormat>) -> FileFormat {
+    asked.map_or(FileFormat::CSV, |asked| period_format(batches, Some(asked)))
 }
 
 /// What was made of a period: its totals (for `--json`), and the paid rows that could not be
@@ -225,7 +255,16 @@ pub fn write_period(
     };
     let group = journal_group(group_by, &selection.batches);
     let mut journal = match &outputs.journal {
-        Some(path) => Some(Journal::create(path, group.as_deref()).map_err(io_at(path))?),
+        Some(path) => Some(
+            JournalWriter::create(
+                path,
+                group.as_deref(),
+                outputs.journal_format,
+                journal_layout(&selection.batches, outputs.out_format),
+                &outputs.accounts,
+            )
+            .map_err(io_at(path))?,
+        ),
         None => None,
     };
     let mut booking = Booking {
@@ -260,6 +299,9 @@ pub fn write_period(
     }
     if let (Some(_), Some(path)) = (&temporary, &csv_path) {
         copy_out(path, stdout)?;
+    }
+    if outputs.html.is_some() || outputs.unclaimed {
+        totals.set_unclaimed(unclaimed_of(ledger, selection)?);
     }
     if let Some(path) = &outputs.html {
         write_page(ledger, selection, &totals, path)?;
@@ -342,7 +384,7 @@ fn charged_around(ledger: &Ledger, since: &str, until: &str) -> Result<Vec<Batch
 struct Booking<'j, 't> {
     since: &'j str,
     until: &'j str,
-    journal: Option<&'j mut Journal>,
+    journal: Option<&'j mut JournalWriter>,
     journal_path: Option<&'j Path>,
     totals: &'t mut PeriodTally,
     not_booked: usize,

@@ -19,6 +19,7 @@ use crate::money::display_amount;
 use super::costs::{CostLine, Costs};
 use super::page::{Balance, CostTable, PERIOD_TEMPLATE, PageError, balances, engine};
 use super::tally::{Charge, Tally};
+use super::unclaimed::{Unclaimed, UnclaimedLine};
 
 /// What left one payer (a card, or a balance) as `--json` says it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -114,6 +115,8 @@ pub struct PeriodJson {
     pub balances: Vec<PeriodBalanceJson>,
     pub products: Vec<CostLine>,
     pub groups: Vec<GroupJson>,
+    /// What the links of the period's batches not claimed cost (as in `payouts --json`).
+    pub unclaimed: Option<Unclaimed>,
 }
 
 /// The last run of a batch held to an approved plan, in words (not escaped): `sha256:… run by
@@ -194,9 +197,17 @@ pub struct PeriodTally {
     unfinished: Vec<String>,
     rows: usize,
     paid_rows: usize,
+    /// What the links of the period's batches not claimed cost, when it was asked.
+    unclaimed: Option<Unclaimed>,
 }
 
 impl PeriodTally {
+    /// Sets what the links of the period's batches not claimed, expired and cancelled cost
+    /// the paying balances ([`crate::ops::period::unclaimed_of`]).
+    pub fn set_unclaimed(&mut self, unclaimed: Unclaimed) {
+        self.unclaimed = Some(unclaimed);
+    }
+
     /// An empty period from `since` to `until` (dates as given), with the costs per each
     /// column of `group_by`.
     pub fn new(since: &str, until: &str, group_by: &[String]) -> Self {
@@ -211,6 +222,7 @@ impl PeriodTally {
             unfinished: Vec::new(),
             rows: 0,
             paid_rows: 0,
+            unclaimed: None,
         }
     }
 
@@ -299,6 +311,7 @@ impl PeriodTally {
                 .map(|(_, c)| c.shown())
                 .unwrap_or_default(),
             groups: groups_json(self.costs.iter().map(|(c, costs)| (c.as_deref(), costs))),
+            unclaimed: self.unclaimed.clone(),
         }
     }
 
@@ -346,6 +359,7 @@ impl PeriodTally {
             ledger: ledger_path,
             generated_at,
             version,
+            unclaimed: self.unclaimed.as_ref().map(Unclaimed::page_lines),
         };
         let env = engine()?;
         let page = env
@@ -372,6 +386,8 @@ struct PeriodPage<'a> {
     ledger: &'a str,
     generated_at: &'a str,
     version: &'a str,
+    /// The table of unclaimed value (`unclaimed.html`), when it was asked.
+    unclaimed: Option<Vec<UnclaimedLine>>,
 }
 
 /// What left the balances of one environment.
