@@ -199,11 +199,11 @@ fn values_text(values: &BTreeMap<String, payouts::Value>) -> String {
         .join("; ")
 }
 
-/// What left the paying balances, per paying currency: `USD 20.20 paid from the balance (2
-/// rows); ` (empty when nothing is recorded).
-fn charged_text(charged: &crate::report::unclaimed::PerCurrency) -> String {
+/// What left the paying balances, per paying currency, followed by `then`: `USD 20.20 paid
+/// from the USD balance (2 rows); ` (only `then` when nothing is recorded).
+fn charged_text(charged: &crate::report::unclaimed::PerCurrency, then: &str) -> String {
     if charged.is_empty() {
-        return String::new();
+        return then.to_string();
     }
     let each = charged
         .iter()
@@ -216,7 +216,10 @@ fn charged_text(charged: &crate::report::unclaimed::PerCurrency) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ");
-    format!("{each}; ")
+    if then.is_empty() {
+        return each;
+    }
+    format!("{each}; {then}")
 }
 
 /// What is not claimed, expired and cancelled per age since payment, in the paying
@@ -293,9 +296,8 @@ fn print_summary(s: &PayoutSummary, to_stderr: bool, all: bool) {
         say(
             to_stderr,
             &format!(
-                "  not claimed yet (ACTIVE): {}{}",
-                charged_text(&u.outstanding_charged),
-                values_text(&s.outstanding)
+                "  not claimed yet (ACTIVE): {}",
+                charged_text(&u.outstanding_charged, &values_text(&s.outstanding))
             ),
         );
     }
@@ -303,9 +305,8 @@ fn print_summary(s: &PayoutSummary, to_stderr: bool, all: bool) {
         say(
             to_stderr,
             &format!(
-                "  expired: {}{}; `paybatch retry --batch {} --expired` reissues them",
-                charged_text(&u.expired_charged),
-                values_text(&s.expired),
+                "  expired: {}; `paybatch retry --batch {} --expired` reissues them",
+                charged_text(&u.expired_charged, &values_text(&s.expired)),
                 shell_word(&s.batch)
             ),
         );
@@ -313,7 +314,7 @@ fn print_summary(s: &PayoutSummary, to_stderr: bool, all: bool) {
     if !u.cancelled_charged.is_empty() {
         say(
             to_stderr,
-            &format!("  cancelled: {}", charged_text(&u.cancelled_charged)),
+            &format!("  cancelled: {}", charged_text(&u.cancelled_charged, "")),
         );
     }
     print_ageing(u, to_stderr);

@@ -22,7 +22,7 @@ pub struct PeriodArgs {
     pub html: Option<PathBuf>,
     pub json: bool,
     pub journal: Option<PathBuf>,
-    pub journal_format: crate::report::journal::JournalFormat,
+    pub journal_format: crate::report::journal_format::JournalFormat,
     pub accounts: crate::settings::Accounts,
     pub group_by: Vec<String>,
     /// The ledger's path, as given.

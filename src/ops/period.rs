@@ -31,7 +31,8 @@ use crate::batch::output::{ResultLine, ResultWriter};
 use crate::batch::results::{InBackground, payout_note_of, result_line};
 use crate::file_format::{FileFormat, OutFormat};
 use crate::ledger::{BatchRecord, Ledger, OrderLabel, RowRecord, RowState, Specs, StoredSpec};
-use crate::report::journal::{JournalFormat, JournalLine, JournalWriter, utc_date};
+use crate::report::journal::{JournalLine, utc_date};
+use crate::report::journal_format::{JournalFormat, JournalWriter};
 use crate::report::period::{Paid, PeriodTally};
 use crate::report::tally::{column_index, payer};
 use crate::report::unclaimed::Unclaimed;
@@ -254,19 +255,7 @@ pub fn write_period(
         None => None,
     };
     let group = journal_group(group_by, &selection.batches);
-    let mut journal = match &outputs.journal {
-        Some(path) => Some(
-            JournalWriter::create(
-                path,
-                group.as_deref(),
-                outputs.journal_format,
-                journal_layout(&selection.batches, outputs.out_format),
-                &outputs.accounts,
-            )
-            .map_err(io_at(path))?,
-        ),
-        None => None,
-    };
+    let mut journal = start_journal(selection, outputs, group.as_deref())?;
     let mut booking = Booking {
         since,
         until,
@@ -311,6 +300,27 @@ pub fn write_period(
         not_booked,
         mismatch_not_booked,
     })
+}
+
+/// Starts the journal `outputs` asks for, if any, in its format and layout; `group` is its
+/// group column.
+fn start_journal(
+    selection: &Selection,
+    outputs: &Outputs,
+    group: Option<&str>,
+) -> Result<Option<JournalWriter>, OpError> {
+    let Some(path) = &outputs.journal else {
+        return Ok(None);
+    };
+    JournalWriter::create(
+        path,
+        group,
+        outputs.journal_format,
+        journal_layout(&selection.batches, outputs.out_format),
+        &outputs.accounts,
+    )
+    .map(Some)
+    .map_err(io_at(path))
 }
 
 /// Starts the period's result CSV at `path`: the batch column, then `headers`, in the layout

@@ -19,6 +19,7 @@
 //! layout asked with `--out-format`; the file is private (mode 0600) and put in place
 //! atomically.
 
+use std::collections::HashMap;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
@@ -54,8 +55,7 @@ pub struct Posting {
 /// suspense while the charge is not believed (MISMATCH, or a total or order not confirmed);
 /// the money came from the prepaid balance of its currency.
 pub fn accounts_of(accounts: &Accounts, line: &JournalLine<'_>) -> Posting {
-    let in_suspense = line.status == RowState::Mismatch.as_str() || !line.note.is_empty();
-    let debit = if in_suspense {
+    let debit = if in_suspense(line) {
         accounts.suspense_of(line.currency)
     } else {
         accounts.expense_of(line.group)
@@ -66,12 +66,23 @@ pub fn accounts_of(accounts: &Accounts, line: &JournalLine<'_>) -> Posting {
     }
 }
 
+/// Whether the charge of `line` is not believed yet: a MISMATCH order, or a total or order
+/// not confirmed.
+fn in_suspense(line: &JournalLine<'_>) -> bool {
+    line.status == RowState::Mismatch.as_str() || !line.note.is_empty()
+}
+
 /// The double-entry journal being written; [`DoubleEntry::finish`] puts it in place.
 pub struct DoubleEntry {
     file: PrivateFile,
     csv: csv::Writer<BufWriter<std::fs::File>>,
     accounts: Accounts,
     entries: u64,
+    /// The accounts of the lines that are expenses, per paying currency and group value, as
+    /// written (a few thousand at most: one per cost centre and currency).
+    postings: HashMap<String, HashMap<String, Posting>>,
+    /// The last time an entry was dated from, and its date as written.
+    dated: (String, String),
 }
 
 impl DoubleEntry {
@@ -100,6 +111,8 @@ impl DoubleEntry {
             csv,
             accounts,
             entries: 0,
+            postings: HashMap::new(),
+            dated: (String::new(), String::new()),
         })
     }
 
@@ -119,43 +132,77 @@ impl DoubleEntry {
             return Ok(());
         }
         self.entries += 1;
-        let Posting { debit, credit } = accounts_of(&self.accounts, line);
+        let Posting { debit, credit } = self.posting_of(line);
         // A negative charge (money given back) posts the other way round.
         let (debit, credit) = if amount < Decimal::ZERO {
             (credit, debit)
         } else {
             (debit, credit)
         };
+        if self.dated.0 != line.completed_at {
+            let date = entry_date(line.completed_at, &self.accounts.date_format);
+            self.dated = (
+                line.completed_at.to_string(),
+                result_cell(&date, false).into_owned(),
+            );
+        }
+        // Digits and `.` only: written as they are.
         let shown = display_amount(amount.abs(), line.currency);
         let entry = self.entries.to_string();
-        let date = entry_date(line.completed_at, &self.accounts.date_format);
         let memo = memo_of(line);
+        let cell = |c| result_cell(c, false);
+        let (currency, memo, group) = (cell(line.currency), cell(&memo), cell(line.group));
+        let (batch, reference) = (cell(line.batch), cell(line.reference));
+        let (order_id, environment) = (cell(line.order_id), cell(line.environment));
         for (account, debited, credited) in [
             (debit.as_str(), shown.as_str(), ""),
             (credit.as_str(), "", shown.as_str()),
         ] {
             let cells: [&str; 12] = [
                 &entry,
-                &date,
+                &self.dated.1,
                 account,
                 debited,
                 credited,
-                line.currency,
+                &currency,
                 &memo,
-                line.group,
-                line.batch,
-                line.reference,
-                line.order_id,
-                line.environment,
+                &group,
+                &batch,
+                &reference,
+                &order_id,
+                &environment,
             ];
             for cell in cells {
-                self.csv
-                    .write_field(result_cell(cell, false).as_bytes())
-                    .map_err(csv_to_io)?;
+                self.csv.write_field(cell.as_bytes()).map_err(csv_to_io)?;
             }
             self.csv.write_record(None::<&[u8]>).map_err(csv_to_io)?;
         }
         Ok(())
+    }
+
+    /// The accounts of `line` ([`accounts_of`]), as written; an expense's are kept for the
+    /// next line of the same currency and group value.
+    fn posting_of(&mut self, line: &JournalLine<'_>) -> Posting {
+        let written = |p: Posting| Posting {
+            debit: result_cell(&p.debit, false).into_owned(),
+            credit: result_cell(&p.credit, false).into_owned(),
+        };
+        if in_suspense(line) {
+            return written(accounts_of(&self.accounts, line));
+        }
+        if let Some(p) = self
+            .postings
+            .get(line.currency)
+            .and_then(|groups| groups.get(line.group))
+        {
+            return p.clone();
+        }
+        let p = written(accounts_of(&self.accounts, line));
+        self.postings
+            .entry(line.currency.to_string())
+            .or_default()
+            .insert(line.group.to_string(), p.clone());
+        p
     }
 
     /// Makes the file durable and puts it in place.

@@ -18,8 +18,6 @@ use crate::api::decimal::parse_decimal_text;
 use crate::batch::output::{PrivateFile, result_cell};
 use crate::file_format::FileFormat;
 use crate::money::display_amount;
-use crate::report::double_entry::DoubleEntry;
-use crate::settings::Accounts;
 
 /// The `reference` of a total line.
 pub const TOTAL: &str = "TOTAL";
@@ -202,62 +200,6 @@ impl Journal {
             .map_err(|e| io::Error::other(e.to_string()))?;
         buf.flush()?;
         self.file.commit()
-    }
-}
-
-/// The journal's format (`--journal-format`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum JournalFormat {
-    /// One line per paid attempt, then the totals per environment and balance currency.
-    #[default]
-    Plain,
-    /// Entries that balance: a debit and a credit line per paid attempt, for an accounting
-    /// tool's manual-journal import.
-    DoubleEntry,
-}
-
-/// The journal of a period in the format asked: each paid attempt is given to it as a
-/// [`JournalLine`], whatever the format.
-pub enum JournalWriter {
-    Plain(Journal),
-    DoubleEntry(DoubleEntry),
-}
-
-impl JournalWriter {
-    /// Starts the journal at `path` in `format`, its cells laid out as `layout`; `group`
-    /// names the group column; `accounts` are those the double-entry journal posts to.
-    pub fn create(
-        path: &Path,
-        group: Option<&str>,
-        format: JournalFormat,
-        layout: FileFormat,
-        accounts: &Accounts,
-    ) -> io::Result<Self> {
-        Ok(match format {
-            JournalFormat::Plain => JournalWriter::Plain(Journal::create_as(path, group, layout)?),
-            JournalFormat::DoubleEntry => JournalWriter::DoubleEntry(DoubleEntry::create(
-                path,
-                group,
-                layout,
-                accounts.clone(),
-            )?),
-        })
-    }
-
-    /// Books one paid attempt.
-    pub fn add(&mut self, line: &JournalLine<'_>) -> io::Result<()> {
-        match self {
-            JournalWriter::Plain(j) => j.add(line),
-            JournalWriter::DoubleEntry(j) => j.add(line),
-        }
-    }
-
-    /// Ends the journal and puts it in place.
-    pub fn finish(self) -> io::Result<()> {
-        match self {
-            JournalWriter::Plain(j) => j.finish(),
-            JournalWriter::DoubleEntry(j) => j.finish(),
-        }
     }
 }
 

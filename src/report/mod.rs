@@ -5,6 +5,7 @@
 pub mod costs;
 pub mod double_entry;
 pub mod journal;
+pub mod journal_format;
 pub mod page;
 pub mod period;
 pub mod tally;
