@@ -76,7 +76,7 @@ pub struct Accounts {
 impl Default for Accounts {
     fn default() -> Self {
         Accounts {
-            expense: "Rewards expense:{group}".to_string(),
+            expense: "Rewards expense:{cost_centre}".to_string(),
             expense_ungrouped: "Rewards expense".to_string(),
             prepaid: "Prepaid rewards balance {currency}".to_string(),
             suspense: "Rewards suspense {currency}".to_string(),

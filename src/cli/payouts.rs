@@ -225,8 +225,8 @@ fn charged_text(charged: &crate::report::unclaimed::PerCurrency, then: &str) -> 
 /// What is not claimed, expired and cancelled per age since payment, in the paying
 /// currencies: one line per status that has any.
 fn print_ageing(u: &crate::report::unclaimed::Unclaimed, to_stderr: bool) {
-    use crate::report::unclaimed::AGES;
-    for (kind, buckets) in &u.ageing {
+    use crate::report::unclaimed::{AGES, KINDS};
+    for (kind, buckets) in KINDS.iter().filter_map(|k| Some((k, u.ageing.get(k)?))) {
         if buckets.values().all(|per| per.is_empty()) {
             continue;
         }
