@@ -251,7 +251,8 @@ impl Command {
 /// [`man::after_long_help`]) and in the manual's ENVIRONMENT section.
 const AFTER_LONG_HELP: &str = "Settings: ./paybatch.toml (or --config FILE) gives defaults for \
 env, base_url, api_key_file and ledger; PAYBATCH_ENV, PAYBATCH_BASE_URL, PAYBATCH_API_KEY_FILE and \
-PAYBATCH_LEDGER override it, and flags override both (`paybatch config` shows the result). The API \
+PAYBATCH_LEDGER override it, and flags override both (`paybatch config` shows the result). It also \
+holds `second_person` and the accounts of the double-entry journal (`[accounts]`). The API \
 key comes from PAYBATCH_API_KEY or a file of mode 0600, never from a flag or the settings file. \
 NO_COLOR turns colour off.";
 
