@@ -31,6 +31,10 @@
 #                                          rows (one paid, its rows copied in SQL under other
 #                                          names and dates) writing --out, --html and --journal,
 #                                          against BATCHES x `report --batch NAME --out`
+#   scripts/bench.sh journal [ROWS] [RUNS] [BATCHES]
+#                                          the same period's `report --since --journal`, plain
+#                                          against --journal-format double-entry: time, peak
+#                                          memory, ratio
 #   scripts/bench.sh foreign [ORDERS] [ITEMS] [RUNS]
 #                                          the check against the service's orders when a ledger
 #                                          meets ORDERS finished orders of other ledgers, ITEMS
@@ -511,9 +515,8 @@ payouts_cost() {
 # of its own month of 2026 (the report only reads). Then, RUNS times each, in turns: `report
 # --since 2026-01-01 --until 2026-12-31` writing the period's CSV, HTML page and journal, and
 # BATCHES x `report --batch NAME --out` (one batch's result file each).
-period_cost() {
-  local rows=${1:-100000} runs=${2:-3} batches=${3:-12} k i t peak
-  local -a ours=() theirs=() peaks=()
+period_ledger() { # args: rows batches; makes $work/ledger.db with BATCHES monthly batches
+  local rows=$1 batches=$2 k
   "$gen" "$rows" > "$work/batch.csv"
   start_sim --rate-limit 0 --processing-min-ms 0 --processing-max-ms 50
   k=$(key_file)
@@ -551,6 +554,12 @@ for m in range(1, batches + 1):
     db.execute("UPDATE rows SET completed_at = ? WHERE batch_id = ? AND completed_at IS NOT NULL", (at, bid))
 db.commit()
 PY
+}
+
+period_cost() {
+  local rows=${1:-100000} runs=${2:-3} batches=${3:-12} i t peak
+  local -a ours=() theirs=() peaks=()
+  period_ledger "$rows" "$batches"
   local paid
   paid=$(sqlite3 "$work/ledger.db" "select count(*) from rows where state = 'COMPLETED'")
   for i in $(seq 1 "$runs"); do
@@ -573,6 +582,48 @@ PY
   local mo mt mp
   mo=$(median "${ours[@]}"); mt=$(median "${theirs[@]}"); mp=$(median "${peaks[@]}")
   echo "period: batches=$batches rows=$((rows * batches)) paid=$paid journal-lines=$((journal_lines - 1)) period-report(--out --html --journal)=${mo}s per-batch-reports(${batches}x --out)=${mt}s ratio=$(ratio "$mo" "$mt")x peak=$((mp / 1024))MB"
+}
+
+# The double-entry journal against the plain one: `report --since` over the ledger of the
+# period benchmark (BATCHES monthly batches of ROWS rows), writing only --journal, plain then
+# double-entry, RUNS times each (alternated); the median time and peak memory of each, their
+# ratio, and a check that the double-entry journal has two lines per plain payment line and
+# that its debits equal its credits.
+journal_cost() {
+  local rows=${1:-100000} runs=${2:-3} batches=${3:-12} i t peak format
+  local -a plain=() double=() plain_peaks=() double_peaks=()
+  period_ledger "$rows" "$batches"
+  for i in $(seq 1 "$runs"); do
+    for format in plain double-entry; do
+      read -r t peak < <(peak_and_time "$bin" report --since 2026-01-01 --until 2026-12-31 \
+        --ledger "$work/ledger.db" --journal "$work/$format.csv" --journal-format "$format" \
+        --group-by department --quiet)
+      echo "  $format run $i: ${t}s peak=$((peak / 1024))MB" >&2
+      if [ "$format" = plain ]; then plain+=("$t"); plain_peaks+=("$peak")
+      else double+=("$t"); double_peaks+=("$peak"); fi
+    done
+  done
+  local payments postings sums
+  payments=$(grep -c '^payment,' "$work/plain.csv" || true)
+  postings=$(( $(wc -l < "$work/double-entry.csv") - 1 ))
+  if [ "$postings" -ne $(( 2 * payments )) ]; then
+    echo "journal: $postings double-entry lines for $payments payments" >&2; return 1
+  fi
+  sums=$(python3 - "$work/double-entry.csv" <<'PY'
+import csv, sys
+from decimal import Decimal
+debit = credit = Decimal(0)
+for line in csv.DictReader(open(sys.argv[1], newline="")):
+    debit += Decimal(line["debit"] or 0)
+    credit += Decimal(line["credit"] or 0)
+print("balanced" if debit == credit else f"unbalanced {debit} {credit}")
+PY
+)
+  if [ "$sums" != balanced ]; then echo "journal: $sums" >&2; return 1; fi
+  local mp md pp pd
+  mp=$(median "${plain[@]}"); md=$(median "${double[@]}")
+  pp=$(median "${plain_peaks[@]}"); pd=$(median "${double_peaks[@]}")
+  echo "journal: batches=$batches rows=$((rows * batches)) payments=$payments plain=${mp}s peak=$((pp / 1024))MB double-entry=${md}s peak=$((pd / 1024))MB lines=$postings ratio=$(ratio "$md" "$mp")x"
 }
 
 # The check against the service's orders (src/batch/repeats/service.rs) of a ledger that meets
@@ -737,6 +788,7 @@ case "$mode" in
   approved) approved_cost "${2:-1000000}"; stop_sim ;;
   payouts) payouts_cost "${2:-100000}" "${3:-200}" ;;
   period) period_cost "${2:-100000}" "${3:-3}" "${4:-12}" ;;
+  journal) journal_cost "${2:-100000}" "${3:-3}" "${4:-12}" ;;
   foreign) foreign_check "${2:-10000}" "${3:-200}" "${4:-3}" ;;
   resume) resume_check "${2:-100000}" "${3:-3}" "${4:-30}" "${5:-0}" "${6:-200}" ;;
   smoke)
@@ -751,7 +803,8 @@ case "$mode" in
     approved_cost 2000; stop_sim
     payouts_cost 400 20
     period_cost 300 1 3
+    journal_cost 300 1 3
     foreign_check 50 20 1
     resume_check 600 1 2 ;;
-  *) echo "usage: $0 naive|large|backtoback|local|repeats|pacing|window|wide|approved|payouts|period|foreign|resume|smoke [N...]" >&2; exit 2 ;;
+  *) echo "usage: $0 naive|large|backtoback|local|repeats|pacing|window|wide|approved|payouts|period|journal|foreign|resume|smoke [N...]" >&2; exit 2 ;;
 esac

@@ -63,6 +63,98 @@ pub struct Settings {
     /// Every `paybatch run` pays only a plan approved by another user than the one running it
     /// (as `run --second-person`).
     pub second_person: Option<bool>,
+    /// The accounts the double-entry journal posts to (`[accounts]`).
+    pub accounts: Option<Accounts>,
+}
+
+/// The accounts of the double-entry journal (`report --journal-format double-entry`), as names
+/// or codes of the accounting tool's chart of accounts. `{group}` (or `{cost_centre}`) stands
+/// for the value of the journal's group column, `{currency}` for the paying balance's currency.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Accounts {
+    /// Debited with what a paid row charged, per value of the group column.
+    pub expense: String,
+    /// Debited instead of `expense` for a row whose group column is empty (or absent).
+    pub expense_ungrouped: String,
+    /// Credited with what left the paying balance.
+    pub prepaid: String,
+    /// Debited with what a charge that is not believed yet cost (a MISMATCH order, one whose
+    /// total or order could not be confirmed).
+    pub suspense: String,
+    /// How the `date` column is written (strftime, as chrono reads it).
+    pub date_format: String,
+}
+
+impl Default for Accounts {
+    fn default() -> Self {
+        Accounts {
+            expense: "Rewards expense:{cost_centre}".to_string(),
+            expense_ungrouped: "Rewards expense".to_string(),
+            prepaid: "Prepaid rewards balance {currency}".to_string(),
+            suspense: "Rewards suspense {currency}".to_string(),
+            date_format: "%Y-%m-%d".to_string(),
+        }
+    }
+}
+
+impl Accounts {
+    /// The settings in the order `paybatch config` shows them: (name, value).
+    pub fn listed(&self) -> [(&'static str, &str); 5] {
+        [
+            ("accounts.expense", &self.expense),
+            ("accounts.expense_ungrouped", &self.expense_ungrouped),
+            ("accounts.prepaid", &self.prepaid),
+            ("accounts.suspense", &self.suspense),
+            ("accounts.date_format", &self.date_format),
+        ]
+    }
+
+    /// The expense account of a value of the group column.
+    pub fn expense_of(&self, group: &str) -> String {
+        if group.is_empty() {
+            return self.expense_ungrouped.clone();
+        }
+        self.expense
+            .replace("{group}", group)
+            .replace("{cost_centre}", group)
+    }
+
+    /// The prepaid balance account of a currency.
+    pub fn prepaid_of(&self, currency: &str) -> String {
+        self.prepaid.replace("{currency}", currency)
+    }
+
+    /// The suspense account of a currency.
+    pub fn suspense_of(&self, currency: &str) -> String {
+        self.suspense.replace("{currency}", currency)
+    }
+
+    /// What is wrong with the settings: an empty account, a date format chrono cannot write.
+    pub fn problem(&self) -> Option<String> {
+        if let Some((name, _)) = self.listed().iter().find(|(_, v)| v.trim().is_empty()) {
+            return Some(format!("`{name}` is empty"));
+        }
+        let items = chrono::format::StrftimeItems::new(&self.date_format);
+        let bad = items
+            .clone()
+            .any(|i| matches!(i, chrono::format::Item::Error));
+        let has_date = items.into_iter().any(|i| {
+            !matches!(
+                i,
+                chrono::format::Item::Literal(_)
+                    | chrono::format::Item::OwnedLiteral(_)
+                    | chrono::format::Item::Space(_)
+                    | chrono::format::Item::OwnedSpace(_)
+            )
+        });
+        (bad || !has_date).then(|| {
+            format!(
+                "`accounts.date_format` = \"{}\" is not a date format (such as \"%Y-%m-%d\" or \"%m/%d/%Y\")",
+                self.date_format
+            )
+        })
+    }
 }
 
 /// A settings file that was found and read.
@@ -150,7 +242,14 @@ pub fn parse(path: &Path, text: &str) -> Result<Settings, UsageError> {
             "remove that line (and rotate the key if the file was shared), then put the key in a file of mode 0600 and name it with `api_key_file = \"/path/to/key\"`, or set PAYBATCH_API_KEY",
         ));
     }
-    toml::from_str::<Settings>(text).map_err(|e| syntax_error(path, text, &e))
+    let settings = toml::from_str::<Settings>(text).map_err(|e| syntax_error(path, text, &e))?;
+    if let Some(problem) = settings.accounts.as_ref().and_then(Accounts::problem) {
+        return Err(UsageError::new(
+            format!("{}: {problem}", path.display()),
+            "give each account of [accounts] a name or code, and `date_format` as strftime (`%Y-%m-%d`)",
+        ));
+    }
+    Ok(settings)
 }
 
 fn syntax_error(path: &Path, text: &str, e: &toml::de::Error) -> UsageError {
@@ -161,7 +260,7 @@ fn syntax_error(path: &Path, text: &str, e: &toml::de::Error) -> UsageError {
         .unwrap_or_default();
     UsageError::new(
         format!("{}{at}: {}", path.display(), e.message().trim_end()),
-        "the settings file knows env, base_url, api_key_file, ledger and second_person, e.g. `env = \"playground\"`",
+        "the settings file knows env, base_url, api_key_file, ledger, second_person and an [accounts] table (expense, expense_ungrouped, prepaid, suspense, date_format), e.g. `env = \"playground\"`",
     )
 }
 
@@ -187,6 +286,30 @@ mod tests {
         let s = parse_text("second_person = true\n").expect("valid");
         assert_eq!(s.second_person, Some(true));
         assert!(parse_text("second_person = \"yes\"\n").is_err());
+    }
+
+    #[test]
+    fn reads_the_accounts_with_defaults_for_those_not_given() {
+        let s = parse_text("env = \"sim\"\n").expect("valid");
+        assert_eq!(s.accounts, None);
+        let s = parse_text(
+            "[accounts]\nexpense = \"6100 {cost_centre}\"\nprepaid = \"1410-{currency}\"\ndate_format = \"%m/%d/%Y\"\n",
+        )
+        .expect("valid");
+        let a = s.accounts.expect("accounts");
+        assert_eq!(a.expense_of("MKT"), "6100 MKT");
+        assert_eq!(a.expense_of(""), "Rewards expense");
+        assert_eq!(a.prepaid_of("USD"), "1410-USD");
+        assert_eq!(a.suspense_of("EUR"), "Rewards suspense EUR");
+        assert_eq!(a.date_format, "%m/%d/%Y");
+        let e = parse_text("[accounts]\nexpnse = \"x\"\n").unwrap_err();
+        assert!(e.contains("expnse"), "{e}");
+        let e = parse_text("[accounts]\ndate_format = \"%Q\"\n").unwrap_err();
+        assert!(e.contains("date_format"), "{e}");
+        let e = parse_text("[accounts]\ndate_format = \"day\"\n").unwrap_err();
+        assert!(e.contains("date_format"), "{e}");
+        let e = parse_text("[accounts]\nprepaid = \" \"\n").unwrap_err();
+        assert!(e.contains("accounts.prepaid"), "{e}");
     }
 
     #[test]

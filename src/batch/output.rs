@@ -18,7 +18,7 @@ use crate::file_format::FileFormat;
 use crate::files;
 
 /// The columns the result file adds after the input columns.
-pub const RESULT_COLUMNS: [&str; 16] = [
+pub const RESULT_COLUMNS: [&str; 17] = [
     "status",
     "order_id",
     "item_id",
@@ -35,6 +35,7 @@ pub const RESULT_COLUMNS: [&str; 16] = [
     "payout_status_since",
     "payout_expires_at",
     "reissue_of",
+    "charged_all_attempts",
 ];
 
 /// One row of the result file.
@@ -63,6 +64,10 @@ pub struct ResultLine {
     pub payout_expires_at: Option<String>,
     /// The earlier attempt this row's payout reissued (its link expired): `attempt N: ORDER-ID`.
     pub reissue_of: Option<String>,
+    /// What all the row's attempts charged (the attempt in `debited_amount` and every earlier
+    /// one reissued), in `debited_currency`; the sum of this column per currency is what left
+    /// the balances for the batch.
+    pub charged_all_attempts: Option<String>,
 }
 
 impl ResultLine {
@@ -86,6 +91,7 @@ impl ResultLine {
             &self.payout_status_since,
             &self.payout_expires_at,
             &self.reissue_of,
+            &self.charged_all_attempts,
         ]
         .iter()
         .map(|o| o.as_ref().map_or(0, String::len))
@@ -115,6 +121,7 @@ impl ResultLine {
             opt(&self.payout_status_since),
             opt(&self.payout_expires_at),
             opt(&self.reissue_of),
+            opt(&self.charged_all_attempts),
         ];
         self.fields.iter().map(String::as_str).chain(added)
     }

@@ -141,6 +141,7 @@ pub(crate) fn result_line(
     note: Option<PayoutNote>,
 ) -> ResultLine {
     let note = note.unwrap_or_default();
+    let charged_all_attempts = charged_all_attempts(&r, &note.earlier_charges);
     let status = match r.state {
         RowState::Planned => "PLANNED".to_string(),
         RowState::Submitted => "PROCESSING".to_string(),
@@ -170,6 +171,41 @@ pub(crate) fn result_line(
             Some(id) => format!("attempt {}: {id}", e.attempt),
             None => format!("attempt {}", e.attempt),
         }),
+        charged_all_attempts,
+    }
+}
+
+/// What all the attempts of row `r` charged: its own when COMPLETED with a recorded charge,
+/// and `earlier` ((currency, amount) of each attempt reissued since). A plain decimal in the
+/// currency's decimals when they share one currency; `12.00 USD + 9.00 EUR` when they do not;
+/// `None` when nothing was charged.
+fn charged_all_attempts(r: &RowRecord, earlier: &[(String, String)]) -> Option<String> {
+    let own = match (&r.state, &r.debited_currency, &r.debited_amount) {
+        (RowState::Completed, Some(currency), Some(amount)) => Some((currency, amount)),
+        _ => None,
+    };
+    let mut sums: std::collections::BTreeMap<&str, rust_decimal::Decimal> = Default::default();
+    for (currency, amount) in own.into_iter().chain(earlier.iter().map(|(c, a)| (c, a))) {
+        let amount = crate::api::decimal::parse_decimal_text(amount).unwrap_or_default();
+        *sums.entry(currency.as_str()).or_default() += amount;
+    }
+    match sums.len() {
+        0 => None,
+        1 => sums
+            .iter()
+            .next()
+            .map(|(currency, sum)| crate::money::display_amount(*sum, currency)),
+        _ => Some(
+            sums.iter()
+                .map(|(currency, sum)| {
+                    format!(
+                        "{} {currency}",
+                        crate::money::display_amount(*sum, currency)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(" + "),
+        ),
     }
 }
 
@@ -252,6 +288,7 @@ impl crate::input::scan::OnValidRow for PlannedLines {
             payout_status_since: None,
             payout_expires_at: None,
             reissue_of: None,
+            charged_all_attempts: None,
         };
         self.failed |= !lines.push(line);
     }

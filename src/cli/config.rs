@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::environment::{API_KEY_VAR, Environment, UsageError};
 use crate::exit::Exit;
-use crate::settings::{FILE_NAME, Source};
+use crate::settings::{Accounts, FILE_NAME, Source};
 
 use super::{CliError, InOrder, Provenance, ServiceArgs};
 
@@ -17,8 +17,10 @@ that would be used (its fingerprint only, never the key).\n\nPrecedence, lowest 
 settings file (./paybatch.toml or --config FILE), environment variable (PAYBATCH_ENV, \
 PAYBATCH_BASE_URL, PAYBATCH_API_KEY_FILE, PAYBATCH_LEDGER), flag. `env` and `base_url` go \
 together: when either is given by a variable or a flag, the file's are not used.\n\nThe settings \
-file knows `env`, `base_url`, `api_key_file` and `ledger`; relative paths in it are relative to \
-its own directory. It must never hold the key itself.\n\nExit 0 when the settings are usable, 2 \
+file knows `env`, `base_url`, `api_key_file`, `ledger`, `second_person` (every run pays only a \
+plan approved by another user) and an `[accounts]` table: the accounts the double-entry journal \
+posts to (`expense`, `expense_ungrouped`, `prepaid`, `suspense`) and how it writes dates \
+(`date_format`); all are shown. Relative paths in it are relative to its own directory. It must never hold the key itself.\n\nExit 0 when the settings are usable, 2 \
 when they are not (unknown environment, no key, key of the wrong kind).";
 
 #[derive(Debug, Args)]
@@ -36,9 +38,10 @@ struct Setting {
     from: Source,
 }
 
-/// The settings in the order they are shown.
-fn settings(s: &ServiceArgs, provenance: &Provenance) -> [Setting; 4] {
-    [
+/// The settings in the order they are shown: the service's, then `second_person` and the
+/// accounts of the double-entry journal (from the settings file, else their defaults).
+fn settings(s: &ServiceArgs, provenance: &Provenance) -> Vec<Setting> {
+    let mut all = vec![
         Setting {
             name: "env",
             value: s.env.clone(),
@@ -59,7 +62,31 @@ fn settings(s: &ServiceArgs, provenance: &Provenance) -> [Setting; 4] {
             value: Some(s.ledger.display().to_string()),
             from: provenance.ledger,
         },
-    ]
+        Setting {
+            name: "second_person",
+            value: Some(provenance.second_person.unwrap_or(false).to_string()),
+            from: file_or_default(provenance.second_person.is_some()),
+        },
+    ];
+    let accounts = provenance.accounts.clone().unwrap_or_default();
+    let defaults = Accounts::default();
+    for ((name, value), (_, default)) in accounts.listed().into_iter().zip(defaults.listed()) {
+        all.push(Setting {
+            name,
+            value: Some(value.to_string()),
+            from: file_or_default(value != default),
+        });
+    }
+    all
+}
+
+/// Where a setting only the settings file gives came from.
+fn file_or_default(in_file: bool) -> Source {
+    if in_file {
+        Source::File
+    } else {
+        Source::Default
+    }
 }
 
 /// What the settings come to: the environment, and the key (fingerprint, where it comes from).
@@ -177,18 +204,18 @@ fn print_text(settings: &[Setting], effective: &Effective, provenance: &Provenan
             "settings file: none (no ./{FILE_NAME}; --config FILE or PAYBATCH_CONFIG names one)"
         ),
     }
-    outln!("{:<14} {:<48} FROM", "SETTING", "VALUE");
+    outln!("{:<26} {:<48} FROM", "SETTING", "VALUE");
     for st in settings {
         let value = match (&st.value, st.name) {
             (Some(v), _) => v.clone(),
             (None, "env") => "sim".to_string(),
             (None, _) => "-".to_string(),
         };
-        outln!("{:<14} {:<48} {}", st.name, value, st.from.as_str());
+        outln!("{:<26} {:<48} {}", st.name, value, st.from.as_str());
     }
     match &effective.key {
-        Ok((fingerprint, from)) => outln!("{:<14} {:<48} {from}", "api key", fingerprint),
-        Err(_) => outln!("{:<14} {:<48} -", "api key", "(none usable)"),
+        Ok((fingerprint, from)) => outln!("{:<26} {:<48} {from}", "api key", fingerprint),
+        Err(_) => outln!("{:<26} {:<48} -", "api key", "(none usable)"),
     }
     if let Ok(env) = &effective.environment {
         outln!("{}", env.banner());

@@ -159,6 +159,10 @@ pub struct Provenance {
     pub base_url: Source,
     pub api_key_file: Source,
     pub ledger: Source,
+    /// `second_person` as the settings file gives it (`None`: not given).
+    pub second_person: Option<bool>,
+    /// `[accounts]` as the settings file gives it (`None`: not given, the defaults hold).
+    pub accounts: Option<crate::settings::Accounts>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -252,7 +256,8 @@ impl Command {
 /// [`man::after_long_help`]) and in the manual's ENVIRONMENT section.
 const AFTER_LONG_HELP: &str = "Settings: ./paybatch.toml (or --config FILE) gives defaults for \
 env, base_url, api_key_file and ledger; PAYBATCH_ENV, PAYBATCH_BASE_URL, PAYBATCH_API_KEY_FILE and \
-PAYBATCH_LEDGER override it, and flags override both (`paybatch config` shows the result). The API \
+PAYBATCH_LEDGER override it, and flags override both (`paybatch config` shows the result). It also \
+holds `second_person` and the accounts of the double-entry journal (`[accounts]`). The API \
 key comes from PAYBATCH_API_KEY or a file of mode 0600, never from a flag or the settings file. \
 NO_COLOR turns colour off.";
 
@@ -465,10 +470,10 @@ fn apply_settings(cli: &mut Cli, matches: &ArgMatches) -> Result<(), UsageError>
         base_url: source_of(m, "base_url"),
         api_key_file: source_of(m, "api_key_file"),
         ledger: source_of(m, "ledger"),
+        second_person: file.as_ref().and_then(|f| f.settings.second_person),
+        accounts: file.as_ref().and_then(|f| f.settings.accounts.clone()),
     };
-    let second_person = file
-        .as_ref()
-        .is_some_and(|f| f.settings.second_person == Some(true));
+    let second_person = p.second_person == Some(true);
     if let Some(f) = file {
         let s = f.settings;
         if p.env == Source::Default && p.base_url == Source::Default {
@@ -493,6 +498,9 @@ fn apply_settings(cli: &mut Cli, matches: &ArgMatches) -> Result<(), UsageError>
         }
     }
     cli.provenance = p;
+    if let Command::Report(report) = &mut cli.command {
+        report.accounts = cli.provenance.accounts.clone().unwrap_or_default();
+    }
     if let Command::Run(run) = &mut cli.command
         && second_person
     {

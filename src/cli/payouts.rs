@@ -190,7 +190,7 @@ fn values_text(values: &BTreeMap<String, payouts::Value>) -> String {
         .iter()
         .map(|(currency, v)| {
             format!(
-                "{currency} {} face value in {} (price {})",
+                "face value {currency} {} in {} (price {})",
                 crate::money::human_amount(v.face_value, currency),
                 crate::text::rows(v.rows),
                 crate::money::human_amount(v.price, currency)
@@ -198,6 +198,65 @@ fn values_text(values: &BTreeMap<String, payouts::Value>) -> String {
         })
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// What left the paying balances, per paying currency, followed by `then`: `USD 20.20 paid
+/// from the USD balance (2 rows); ` (only `then` when nothing is recorded).
+fn charged_text(charged: &crate::report::unclaimed::PerCurrency, then: &str) -> String {
+    if charged.is_empty() {
+        return then.to_string();
+    }
+    let each = charged
+        .iter()
+        .map(|(currency, c)| {
+            format!(
+                "{currency} {} paid from the {currency} balance ({})",
+                crate::money::human_amount(c.charged, currency),
+                crate::text::rows(c.rows)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    if then.is_empty() {
+        return each;
+    }
+    format!("{each}; {then}")
+}
+
+/// What is not claimed, expired and cancelled per age since payment, in the paying
+/// currencies: one line per status that has any.
+fn print_ageing(u: &crate::report::unclaimed::Unclaimed, to_stderr: bool) {
+    use crate::report::unclaimed::{AGES, KINDS};
+    for (kind, buckets) in KINDS.iter().filter_map(|k| Some((k, u.ageing.get(k)?))) {
+        if buckets.values().all(|per| per.is_empty()) {
+            continue;
+        }
+        let shown = AGES
+            .iter()
+            .chain(std::iter::once(&"unknown"))
+            .filter_map(|age| {
+                let per = buckets.get(age)?;
+                if per.is_empty() && *age == "unknown" {
+                    return None;
+                }
+                let amounts = per
+                    .iter()
+                    .map(|(c, v)| format!("{c} {}", crate::money::human_amount(v.charged, c)))
+                    .collect::<Vec<_>>();
+                let amounts = if amounts.is_empty() {
+                    "-".to_string()
+                } else {
+                    amounts.join(", ")
+                };
+                Some(format!("{} days {amounts}", age.replace('_', " ")))
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        say(
+            to_stderr,
+            &format!("  {kind} by days since payment: {shown}"),
+        );
+    }
 }
 
 /// Links named on the expiring line at most (`--list expiring` writes them all).
@@ -233,12 +292,13 @@ fn print_summary(s: &PayoutSummary, to_stderr: bool, all: bool) {
             }
         ),
     );
+    let u = &s.unclaimed;
     if !s.outstanding.is_empty() {
         say(
             to_stderr,
             &format!(
                 "  not claimed yet (ACTIVE): {}",
-                values_text(&s.outstanding)
+                charged_text(&u.outstanding_charged, &values_text(&s.outstanding))
             ),
         );
     }
@@ -247,11 +307,18 @@ fn print_summary(s: &PayoutSummary, to_stderr: bool, all: bool) {
             to_stderr,
             &format!(
                 "  expired: {}; `paybatch retry --batch {} --expired` reissues them",
-                values_text(&s.expired),
+                charged_text(&u.expired_charged, &values_text(&s.expired)),
                 shell_word(&s.batch)
             ),
         );
     }
+    if !u.cancelled_charged.is_empty() {
+        say(
+            to_stderr,
+            &format!("  cancelled: {}", charged_text(&u.cancelled_charged, "")),
+        );
+    }
+    print_ageing(u, to_stderr);
     if s.reissued > 0 {
         say(
             to_stderr,

@@ -49,7 +49,13 @@ attempt, `line,date,environment,batch,status,balance_currency,debit_amount,<grou
 reference,order_id`, where the group column is the first --group-by column, else cost_center \
 when the batches have one; then one `total` line per environment and balance currency). The \
 journal and what left each balance book every paid attempt whose order became final in the \
-period, whichever batch it belongs to, MISMATCH rows included.\n\nReads the ledger only (a ledger of an earlier paybatch is first brought to this version's schema); a ledger that does not exist is an error (exit 2), never created.";
+period, whichever batch it belongs to, MISMATCH rows included. --journal-format double-entry \
+writes the same attempts as entries that balance, for an accounting tool's manual-journal import \
+(`entry,date,account,debit,credit,currency,memo,<group>,batch,reference,order_id,environment`: \
+the expense account of the group's value debited, the prepaid balance account of the paying \
+currency credited; MISMATCH and unconfirmed charges to the suspense account), the accounts and \
+the date format from [accounts] in paybatch.toml (`paybatch config` shows them). The journal is \
+plain CSV (`,`, LF, no BOM) unless --out-format asks for another layout.\n\nReads the ledger only (a ledger of an earlier paybatch is first brought to this version's schema); a ledger that does not exist is an error (exit 2), never created.";
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
@@ -77,6 +83,20 @@ pub struct ReportArgs {
     /// per environment and balance currency.
     #[arg(long, value_name = "FILE", requires = "since")]
     pub journal: Option<PathBuf>,
+    /// The journal's format: `plain` (one line per paid attempt, then totals) or
+    /// `double-entry` (entries that balance, for an accounting tool's manual-journal import;
+    /// accounts from [accounts] in paybatch.toml).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "FORMAT",
+        default_value = "plain",
+        requires = "journal"
+    )]
+    pub journal_format: crate::report::journal_format::JournalFormat,
+    /// The accounts of the double-entry journal (`[accounts]` of the settings file).
+    #[arg(skip)]
+    pub accounts: crate::settings::Accounts,
     /// Costs and breakdowns per value of this input column (repeatable; with --html, --json
     /// or --journal).
     #[arg(long, value_name = "COLUMN")]
@@ -126,6 +146,8 @@ pub async fn execute(args: ReportArgs, quiet: bool) -> Result<Exit, CliError> {
                 html: args.html,
                 json: args.json,
                 journal: args.journal,
+                journal_format: args.journal_format,
+                accounts: args.accounts,
                 group_by: args.group_by,
                 ledger: args.service.ledger,
             };

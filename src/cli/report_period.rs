@@ -22,6 +22,8 @@ pub struct PeriodArgs {
     pub html: Option<PathBuf>,
     pub json: bool,
     pub journal: Option<PathBuf>,
+    pub journal_format: crate::report::journal_format::JournalFormat,
+    pub accounts: crate::settings::Accounts,
     pub group_by: Vec<String>,
     /// The ledger's path, as given.
     pub ledger: PathBuf,
@@ -222,6 +224,9 @@ pub(super) fn execute(ledger: &Ledger, args: PeriodArgs, quiet: bool) -> Result<
         out_format: args.out_format,
         html: args.html.clone(),
         journal: journal.clone(),
+        journal_format: args.journal_format,
+        accounts: args.accounts.clone(),
+        unclaimed: args.json,
     };
     let written = period::write_period(
         ledger,

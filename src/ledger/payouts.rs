@@ -118,6 +118,11 @@ pub struct PayoutRow {
     pub status: Option<PayoutStatus>,
     pub since: Option<String>,
     pub expires_at: Option<String>,
+    /// What left the paying balance for the row, in which currency, and when its order became
+    /// final (the payment).
+    pub debited_amount: Option<String>,
+    pub debited_currency: Option<String>,
+    pub completed_at: Option<String>,
 }
 
 /// The link of an earlier attempt of a row, reissued by `paybatch retry --expired`.
@@ -139,6 +144,8 @@ pub struct PayoutNote {
     pub expires_at: Option<String>,
     /// The latest earlier attempt reissued because its link expired.
     pub reissue_of: Option<ReissuedAttempt>,
+    /// What each earlier attempt reissued since charged: (currency, amount), in attempt order.
+    pub earlier_charges: Vec<(String, String)>,
 }
 
 /// An earlier attempt of a row that was paid, then reissued because its link expired: the
@@ -354,7 +361,8 @@ impl Ledger {
         let fields = if cells { "r.fields" } else { "'[]'" };
         let sql = format!(
             "SELECT r.id, r.reference, r.attempt, {fields}, r.spec, r.price, r.payout_url,
-                    o.service_order_id, p.status, p.since, p.expires_at
+                    o.service_order_id, p.status, p.since, p.expires_at,
+                    r.debited_amount, r.debited_currency, r.completed_at
              FROM rows r
              LEFT JOIN payouts p ON p.row_id = r.id AND p.attempt = r.attempt
              LEFT JOIN orders o ON o.id = r.order_id
@@ -380,6 +388,9 @@ impl Ledger {
                         .map(|s| PayoutStatus::parse(&s)),
                     since: r.get(9)?,
                     expires_at: r.get(10)?,
+                    debited_amount: r.get(11)?,
+                    debited_currency: r.get(12)?,
+                    completed_at: r.get(13)?,
                 })
             })()
             .map_err(sqlerr(&self.path))?;
@@ -502,11 +513,23 @@ impl Ledger {
             Some((s, since, expires)) => (Some(PayoutStatus::parse(&s)), since, expires),
             None => (None, None, None),
         };
+        let earlier_charges = match reissue_of {
+            Some(_) => self.select_all(
+                "SELECT debited_currency, debited_amount FROM payouts
+                 WHERE row_id = ?1 AND attempt < ?2 AND reissued_at IS NOT NULL
+                   AND debited_amount IS NOT NULL AND debited_currency IS NOT NULL
+                 ORDER BY attempt",
+                params![row_id, attempt],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?,
+            None => Vec::new(),
+        };
         Ok(PayoutNote {
             status,
             since,
             expires_at,
             reissue_of,
+            earlier_charges,
         })
     }
 

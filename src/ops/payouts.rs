@@ -26,6 +26,7 @@ use crate::environment::{Connection, Environment, UsageError};
 use crate::ledger::lock::LedgerLock;
 use crate::ledger::payouts::{FollowedOrder, FollowedRow, PayoutRow};
 use crate::ledger::{BatchRecord, Ledger, PayoutLife, PayoutStatus, StoredSpec};
+use crate::report::unclaimed::Unclaimed;
 
 /// Reads of `GET /order/{id}` in flight at once (as the run's polls).
 pub const READS_AT_ONCE: usize = 16;
@@ -95,6 +96,10 @@ pub struct PayoutSummary {
     pub expired: BTreeMap<String, Value>,
     /// Rows whose expired link was reissued (`retry --expired`).
     pub reissued: i64,
+    /// What the links not claimed (ACTIVE), expired and cancelled cost the paying balances,
+    /// per paying currency, and its ageing since payment.
+    #[serde(flatten)]
+    pub unclaimed: Unclaimed,
     /// Orders read by this call.
     pub orders_read: usize,
     /// Orders whose read failed or was not believed.
@@ -146,11 +151,17 @@ fn batches_to_read(ledger: &Ledger, opts: &PayoutsOptions) -> Result<Vec<BatchRe
 /// The now links are compared with: the wall clock, or on the embedded simulator its simulated
 /// clock (`paybatch sim clock --advance` moves it, for a rehearsal of the months after payment).
 pub fn clock_now(opts: &PayoutsOptions) -> DateTime<Utc> {
+    clock_of(opts.environment.is_simulated(), &opts.ledger)
+}
+
+/// The now of the ledger at `ledger`: the wall clock, or when `simulated`, the embedded
+/// simulator's clock kept beside it.
+pub fn clock_of(simulated: bool, ledger: &Path) -> DateTime<Utc> {
     let now = Utc::now();
-    if !opts.environment.is_simulated() {
+    if !simulated {
         return now;
     }
-    let state = crate::environment::embedded_state_path(&opts.ledger);
+    let state = crate::environment::embedded_state_path(ledger);
     if !state.exists() {
         return now;
     }
@@ -428,6 +439,7 @@ pub fn summarize(
     s.reissued = ledger.reissued_rows(batch.id)?;
     let horizon = now + chrono::Duration::days(i64::from(within_days));
     ledger.visit_payout_rows::<OpError>(batch.id, false, |row| {
+        s.unclaimed.add(&row, now);
         let value = match row.status {
             Some(PayoutStatus::Active) => {
                 if expires_by(&row, horizon) {
@@ -454,6 +466,7 @@ pub fn summarize(
         }
         Ok(())
     })?;
+    s.unclaimed = std::mem::take(&mut s.unclaimed).rounded();
     for (currency, v) in s.outstanding.iter_mut().chain(s.expired.iter_mut()) {
         v.face_value = crate::money::in_currency(v.face_value, currency);
         v.price = crate::money::in_currency(v.price, currency);

@@ -29,9 +29,11 @@ use crate::batch::output::{ResultLine, ResultWriter};
 use crate::batch::results::{InBackground, payout_note_of, result_line};
 use crate::file_format::{FileFormat, OutFormat};
 use crate::ledger::{BatchRecord, Ledger, Specs};
-use crate::report::journal::{Journal, utc_date};
+use crate::report::journal::utc_date;
+use crate::report::journal_format::{JournalFormat, JournalWriter};
 use crate::report::period::{ClosedJson, PeriodTally};
 use crate::report::tally::column_index;
+use crate::report::unclaimed::Unclaimed;
 use crate::report::{Tally, write_private};
 
 pub mod lines;
@@ -97,6 +99,38 @@ pub struct Outputs {
     pub out_format: Option<OutFormat>,
     pub html: Option<PathBuf>,
     pub journal: Option<PathBuf>,
+    /// The journal's format (`--journal-format`) and the accounts a double-entry one posts to.
+    pub journal_format: JournalFormat,
+    pub accounts: crate::settings::Accounts,
+    /// Whether the totals say what links not claimed cost (the page always does).
+    pub unclaimed: bool,
+}
+
+/// What the links of the period's batches not claimed yet, expired and cancelled cost the
+/// paying balances, aged at the ledger's now (on the simulator, its clock).
+pub fn unclaimed_of(ledger: &Ledger, selection: &Selection) -> Result<Unclaimed, OpError> {
+    let simulated = selection
+        .batches
+        .iter()
+        .any(|c| c.batch.environment == crate::environment::Environment::Sim.name());
+    let now = crate::ops::payouts::clock_of(simulated, ledger.path());
+    let mut unclaimed = Unclaimed::default();
+    for completed in &selection.batches {
+        ledger.visit_payout_rows::<OpError>(completed.batch.id, false, |row| {
+            unclaimed.add(&row, now);
+            Ok(())
+        })?;
+    }
+    Ok(unclaimed.rounded())
+}
+
+/// The layout of the journal: as `--out-format` asks (`same`: the first booked batch's
+/// input), else plain CSV (`,`, LF, no BOM: what accounting tools import, and what earlier
+/// versions wrote).
+pub fn journal_layout(booked: &[BatchRecord], asked: Option<OutFormat>) -> FileFormat {
+    asked.map_or(FileFormat::CSV, |asked| {
+        asked.resolve(booked.first().and_then(|b| b.input_format))
+    })
 }
 
 /// What was made of a period: its totals (for `--json`), and what of its lines could not be
@@ -245,6 +279,11 @@ pub fn write_period(
     if let (Some(_), Some(path)) = (&temporary, &csv_path) {
         copy_out(path, stdout)?;
     }
+    // What is not claimed changes every day: a closed month's page and JSON, which are
+    // reproduced as closed, leave it to `paybatch payouts`.
+    if (outputs.html.is_some() || outputs.unclaimed) && totals.closed_exactly().is_none() {
+        totals.set_unclaimed(unclaimed_of(ledger, selection)?);
+    }
     if let Some(path) = &outputs.html {
         write_page(ledger, selection, &totals, path)?;
     }
@@ -268,7 +307,16 @@ pub fn book_lines(
     let booked = lines::batches_booked(ledger, since, until)?;
     let group = journal_group(group_by, &booked);
     let mut journal = match &outputs.journal {
-        Some(path) => Some(Journal::create(path, group.as_deref()).map_err(io_at(path))?),
+        Some(path) => Some(
+            JournalWriter::create(
+                path,
+                group.as_deref(),
+                outputs.journal_format,
+                journal_layout(&booked, outputs.out_format),
+                &outputs.accounts,
+            )
+            .map_err(io_at(path))?,
+        ),
         None => None,
     };
     let target = match (journal.as_mut(), outputs.journal.as_deref()) {

@@ -26,6 +26,7 @@ use rust_decimal::Decimal;
 use crate::api::decimal::parse_decimal_text;
 use crate::batch::output::{PrivateFile, result_cell};
 use crate::batch::workbook::{Cell, SheetWriter, is_workbook};
+use crate::file_format::FileFormat;
 use crate::money::display_amount;
 
 /// The `reference` of a total line.
@@ -132,6 +133,11 @@ impl Journal {
     /// Starts the journal at `path` with its header; `group` names the group column (the
     /// `--group-by` column), left out when `None`.
     pub fn create(path: &Path, group: Option<&str>) -> io::Result<Self> {
+        Self::create_as(path, group, FileFormat::CSV)
+    }
+
+    /// [`Journal::create`], in the layout `format` (delimiter, byte-order mark, line ends).
+    pub fn create_as(path: &Path, group: Option<&str>, format: FileFormat) -> io::Result<Self> {
         let file = PrivateFile::create(path)?;
         let mut header = vec![
             "line",
@@ -155,19 +161,19 @@ impl Journal {
             "expected_currency",
             "service_completed_at",
         ]);
-        let csv =
-            if is_workbook(path) {
-                Sink::Workbook(Box::new(SheetWriter::create(
-                    header.iter().map(|c| crate::text::cell(c)),
-                )?))
-            } else {
-                let mut csv = csv::WriterBuilder::new().flexible(false).from_writer(
-                    BufWriter::with_capacity(256 * 1024, file.file().try_clone()?),
-                );
-                csv.write_record(header.iter().map(|c| result_cell(c, false).into_owned()))
-                    .map_err(csv_to_io)?;
-                Sink::Csv(Box::new(csv))
-            };
+        let csv = if is_workbook(path) {
+            Sink::Workbook(Box::new(SheetWriter::create(
+                header.iter().map(|c| crate::text::cell(c)),
+            )?))
+        } else {
+            let mut csv = format.writer(BufWriter::with_capacity(
+                256 * 1024,
+                file.file().try_clone()?,
+            ))?;
+            csv.write_record(header.iter().map(|c| result_cell(c, false).into_owned()))
+                .map_err(csv_to_io)?;
+            Sink::Csv(Box::new(csv))
+        };
         Ok(Journal {
             file,
             csv,

@@ -3,10 +3,13 @@
 //! markup, every value escaped by the engine's one formatter).
 
 pub mod costs;
+pub mod double_entry;
 pub mod journal;
+pub mod journal_format;
 pub mod page;
 pub mod period;
 pub mod tally;
+pub mod unclaimed;
 
 pub use page::{PageError, escape, render_tally, write_private};
 pub use tally::Tally;

@@ -40,10 +40,11 @@ pub(super) const PERIOD_TEMPLATE: &str = "period.html";
 
 /// The templates the pages include (the style, the balances and costs tables), and the period's
 /// page.
-const PARTS: [(&str, &str); 4] = [
+const PARTS: [(&str, &str); 5] = [
     ("style.html", include_str!("style.html")),
     ("balances.html", include_str!("balances.html")),
     ("costs.html", include_str!("costs.html")),
+    ("unclaimed.html", include_str!("unclaimed.html")),
     (PERIOD_TEMPLATE, include_str!("period.html")),
 ];
 

@@ -22,6 +22,7 @@ use super::costs::{CostKey, CostLine, Costs};
 use super::journal::LineKind;
 use super::page::{Balance, CostTable, PERIOD_TEMPLATE, PageError, balances, engine};
 use super::tally::{Charge, Tally};
+use super::unclaimed::{Unclaimed, UnclaimedLine};
 
 /// What left one payer (a card, or a balance) as `--json` says it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -175,6 +176,8 @@ pub struct PeriodJson {
     pub journal_totals: Vec<JournalTotalJson>,
     /// The months of the period closed.
     pub closed: Vec<ClosedJson>,
+    /// What the links of the period's batches not claimed cost (as in `payouts --json`).
+    pub unclaimed: Option<Unclaimed>,
 }
 
 /// The last run of a batch held to an approved plan, in words (not escaped): `sha256:… run by
@@ -275,9 +278,17 @@ pub struct PeriodTally {
     as_closed: Option<String>,
     rows: usize,
     paid_rows: usize,
+    /// What the links of the period's batches not claimed cost, when it was asked.
+    unclaimed: Option<Unclaimed>,
 }
 
 impl PeriodTally {
+    /// Sets what the links of the period's batches not claimed, expired and cancelled cost
+    /// the paying balances ([`crate::ops::period::unclaimed_of`]).
+    pub fn set_unclaimed(&mut self, unclaimed: Unclaimed) {
+        self.unclaimed = Some(unclaimed);
+    }
+
     /// An empty period from `since` to `until` (dates as given), with the costs per each
     /// column of `group_by`.
     pub fn new(since: &str, until: &str, group_by: &[String]) -> Self {
@@ -297,6 +308,7 @@ impl PeriodTally {
             as_closed: None,
             rows: 0,
             paid_rows: 0,
+            unclaimed: None,
         }
     }
 
@@ -526,6 +538,7 @@ impl PeriodTally {
             suspense: self.suspense_json(),
             journal_totals: self.journal_json(),
             closed: self.closed.clone(),
+            unclaimed: self.unclaimed.clone(),
         }
     }
 
@@ -581,6 +594,7 @@ impl PeriodTally {
             ledger: ledger_path,
             generated_at: self.as_closed.as_deref().unwrap_or(generated_at),
             version,
+            unclaimed: self.unclaimed.as_ref().map(Unclaimed::page_lines),
         };
         let env = engine()?;
         let page = env
@@ -610,6 +624,8 @@ struct PeriodPage<'a> {
     ledger: &'a str,
     generated_at: &'a str,
     version: &'a str,
+    /// The table of unclaimed value (`unclaimed.html`), when it was asked.
+    unclaimed: Option<Vec<UnclaimedLine>>,
 }
 
 /// What left the balances of one environment.

@@ -100,6 +100,51 @@ const RUN_MAPS: &[&str] = &["rows", "totals.per_product_currency"];
 
 const STATUS_MAPS: &[&str] = &["states", "orders", "payouts"];
 
+/// The maps of the unclaimed value (`payouts --json`, `report --since --json` under
+/// `unclaimed`): per paying currency, the totals and each age bucket of each status.
+fn unclaimed_maps(prefix: &str) -> Vec<String> {
+    let mut maps: Vec<String> = [
+        "outstanding_charged",
+        "expired_charged",
+        "cancelled_charged",
+    ]
+    .iter()
+    .map(|m| format!("{prefix}{m}"))
+    .collect();
+    for kind in ["outstanding", "expired", "cancelled"] {
+        for age in ["0-30", "31-60", "61-90", "over_90"] {
+            maps.push(format!("{prefix}ageing.{kind}.{age}"));
+        }
+    }
+    maps
+}
+
+/// The keys of the unclaimed value when only links not claimed yet, paid today, are known.
+fn unclaimed_keys(prefix: &str) -> Vec<String> {
+    let mut keys: Vec<String> = [
+        "outstanding_charged",
+        "outstanding_charged.*",
+        "outstanding_charged.*.charged",
+        "outstanding_charged.*.rows",
+        "expired_charged",
+        "cancelled_charged",
+        "ageing",
+        "ageing.outstanding.0-30.*",
+        "ageing.outstanding.0-30.*.charged",
+        "ageing.outstanding.0-30.*.rows",
+    ]
+    .iter()
+    .map(|k| format!("{prefix}{k}"))
+    .collect();
+    for kind in ["outstanding", "expired", "cancelled"] {
+        keys.push(format!("{prefix}ageing.{kind}"));
+        for age in ["0-30", "31-60", "61-90", "over_90"] {
+            keys.push(format!("{prefix}ageing.{kind}.{age}"));
+        }
+    }
+    keys
+}
+
 #[tokio::test]
 async fn every_json_output_keeps_its_keys() {
     let ws = Workspace::new();
@@ -373,11 +418,12 @@ async fn every_json_output_keeps_its_keys() {
     )
     .await;
     assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
-    assert_keys(
-        "payouts --batch",
-        &out,
-        &["payouts", "outstanding", "expired"],
-        &[
+    let mut maps = unclaimed_maps("");
+    maps.extend(["payouts", "outstanding", "expired"].map(String::from));
+    let maps: Vec<&str> = maps.iter().map(String::as_str).collect();
+    let mut expected = unclaimed_keys("");
+    expected.extend(
+        [
             "batch",
             "environment",
             "exit_code",
@@ -396,8 +442,11 @@ async fn every_json_output_keeps_its_keys() {
             "payouts.*",
             "read_at",
             "reissued",
-        ],
+        ]
+        .map(String::from),
     );
+    let expected: Vec<&str> = expected.iter().map(String::as_str).collect();
+    assert_keys("payouts --batch", &out, &maps, &expected);
     let out = paybatch_in(
         ws.dir.path(),
         &["status", "--batch", "again", "--json", "--ledger", ledger],
@@ -577,6 +626,24 @@ async fn every_json_output_keeps_its_keys() {
             "settings.ledger",
             "settings.ledger.from",
             "settings.ledger.value",
+            "settings.second_person",
+            "settings.second_person.from",
+            "settings.second_person.value",
+            "settings.accounts.date_format",
+            "settings.accounts.date_format.from",
+            "settings.accounts.date_format.value",
+            "settings.accounts.expense",
+            "settings.accounts.expense.from",
+            "settings.accounts.expense.value",
+            "settings.accounts.expense_ungrouped",
+            "settings.accounts.expense_ungrouped.from",
+            "settings.accounts.expense_ungrouped.value",
+            "settings.accounts.prepaid",
+            "settings.accounts.prepaid.from",
+            "settings.accounts.prepaid.value",
+            "settings.accounts.suspense",
+            "settings.accounts.suspense.from",
+            "settings.accounts.suspense.value",
             "usable",
         ],
     );
@@ -729,8 +796,12 @@ async fn report_json_keeps_its_keys() {
         ]
         .map(String::from),
     );
+    expected.push("unclaimed".to_string());
+    expected.extend(unclaimed_keys("unclaimed."));
     let expected: Vec<&str> = expected.iter().map(String::as_str).collect();
-    assert_keys("report --since", &out, &[], &expected);
+    let maps = unclaimed_maps("unclaimed.");
+    let maps: Vec<&str> = maps.iter().map(String::as_str).collect();
+    assert_keys("report --since", &out, &maps, &expected);
 }
 
 /// A run stopped by SIGINT while it reads its file: the object says how far it got.

@@ -33,6 +33,7 @@ mod hostile_answers;
 mod hostile_csv;
 mod hostile_service;
 mod in_flight;
+mod journal_formats;
 mod json_keys;
 mod key_echo;
 mod ledger_v7;

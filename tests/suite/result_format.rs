@@ -147,7 +147,7 @@ async fn a_semicolon_bom_crlf_input_gets_its_result_file_in_the_same_layout() {
     let sample = sample_rows();
     assert_eq!(rows.len(), sample.len());
     assert_eq!(rows[0][..sample[0].len()], sample[0][..]);
-    assert_eq!(rows[0].len(), sample[0].len() + 16, "{:?}", rows[0]);
+    assert_eq!(rows[0].len(), sample[0].len() + 17, "{:?}", rows[0]);
     let status = col(&rows[0], "status");
     assert!(rows[1..].iter().all(|r| r[status] == "COMPLETED"), "{text}");
     for (got, input) in rows[1..].iter().zip(&sample[1..]) {

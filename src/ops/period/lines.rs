@@ -20,7 +20,8 @@ use crate::batch::outcome::OpError;
 use crate::batch::record::Unconfirmed;
 use crate::ledger::books::{BookLine, month_of};
 use crate::ledger::{BatchRecord, Ledger, RowRecord, RowState, StoredSpec};
-use crate::report::journal::{Journal, JournalLine, LineKind, utc_date};
+use crate::report::journal::{JournalLine, LineKind, utc_date};
+use crate::report::journal_format::JournalWriter;
 use crate::report::period::{Booked, PeriodTally};
 use crate::report::tally::{column_index, payer};
 
@@ -80,7 +81,7 @@ struct Held {
 type Claim = Option<(Decimal, String)>;
 
 /// The journal being written, and where.
-type Target<'j> = (&'j mut Journal, &'j Path);
+type Target<'j> = (&'j mut JournalWriter, &'j Path);
 
 /// The books of a period being read.
 pub struct Books<'a> {
