@@ -25,7 +25,7 @@ pub enum JournalFormat {
 /// [`JournalLine`], whatever the format.
 pub enum JournalWriter {
     Plain(Journal),
-    DoubleEntry(DoubleEntry),
+    DoubleEntry(Box<DoubleEntry>),
 }
 
 impl JournalWriter {
@@ -46,12 +46,9 @@ impl JournalWriter {
                     "the double-entry journal is written as CSV, the form accounting tools import: give a path ending in .csv",
                 ));
             }
-            JournalFormat::DoubleEntry => JournalWriter::DoubleEntry(DoubleEntry::create(
-                path,
-                group,
-                layout,
-                accounts.clone(),
-            )?),
+            JournalFormat::DoubleEntry => JournalWriter::DoubleEntry(Box::new(
+                DoubleEntry::create(path, group, layout, accounts.clone())?,
+            )),
         })
     }
 
