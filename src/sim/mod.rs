@@ -24,6 +24,8 @@ mod handlers;
 pub(crate) mod life;
 mod minimal;
 mod orders;
+#[cfg(test)]
+pub(crate) use orders::shape_problems;
 mod seed;
 mod server;
 mod store;
