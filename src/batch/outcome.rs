@@ -274,6 +274,9 @@ pub struct RunSummary {
     pub total_unconfirmed: i64,
     /// The first INVALID rows, named with their problems ([`INVALID_NAMED`] at most).
     pub invalid: Vec<String>,
+    /// Rows planned again in new orders after the service refused other items of their
+    /// orders, by the refusal's type ([`super::replan`]).
+    pub replanned: Vec<(String, i64)>,
 }
 
 /// INVALID rows named in a summary, at most (the result file has every one).
@@ -375,6 +378,7 @@ pub fn summarize(
         unconfirmed,
         total_unconfirmed,
         invalid,
+        replanned: ledger.replanned_rows(batch_id)?,
         paid_by,
         debited,
         per_delivery,

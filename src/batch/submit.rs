@@ -89,6 +89,9 @@ enum Sent {
     },
     /// Not sent: the service stopped what it is paid by earlier in this run.
     Stopped,
+    /// Refused, naming some of its items: recorded, and its other rows planned again, by the
+    /// sending ([`super::replan`]).
+    ItemsRefused(ApiError),
     Stop(OpError),
 }
 
@@ -230,6 +233,7 @@ impl Sending<'_> {
         match joined {
             Ok((_, Sent::Recorded)) => {}
             Ok((_, Sent::Stopped)) => self.not_sent += 1,
+            Ok((id, Sent::ItemsRefused(e))) => self.items_refused(id, &e),
             Ok((id, Sent::GaveUp { why, detail, kept })) => {
                 let unsent = self.gave_up.entry(why).or_default();
                 unsent.kept |= kept;
@@ -253,6 +257,21 @@ impl Sending<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Records a refusal that names items of order `id`, its other rows in a new order sent in
+    /// this run ([`super::replan`]).
+    fn items_refused(&mut self, id: i64, e: &ApiError) {
+        match super::replan::record(self.context, id, e) {
+            Ok(Some(new)) if self.read_all => self.waiting.push_back(new),
+            Ok(_) => {}
+            Err(e) => {
+                if self.stop.is_none() {
+                    self.stop = Some(e);
+                    self.tasks.abort_all();
+                }
+            }
+        }
     }
 
     /// One warning per reason the run could not finish sending some orders.
@@ -405,6 +424,9 @@ async fn submit_one(
                 {
                     return sent;
                 }
+            }
+            Err(e) if !super::replan::items_named(&e).is_empty() => {
+                return Sent::ItemsRefused(e);
             }
             Err(e) => return refused(context, &order, e),
         }

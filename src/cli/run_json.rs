@@ -82,6 +82,15 @@ pub struct Summary<'a> {
     result_format: &'a crate::file_format::ResultFormat,
     incomplete_reason: Option<&'a str>,
     stopped: &'a [String],
+    replanned: Replanned<'a>,
+}
+
+/// Rows planned again in new orders after the service refused other items of their orders:
+/// `{"rows": 672, "because": {"validation_error": 672}}`.
+#[derive(Serialize)]
+struct Replanned<'a> {
+    rows: i64,
+    because: InOrder<&'a str, i64>,
 }
 
 pub fn summary(s: &RunSummary, code: i32) -> Summary<'_> {
@@ -113,6 +122,10 @@ pub fn summary(s: &RunSummary, code: i32) -> Summary<'_> {
         result_format: &s.result_format,
         incomplete_reason: s.incomplete_reason.as_deref(),
         stopped: &s.stopped,
+        replanned: Replanned {
+            rows: s.replanned.iter().map(|(_, n)| n).sum(),
+            because: InOrder(s.replanned.iter().map(|(k, n)| (k.as_str(), *n)).collect()),
+        },
     }
 }
 

@@ -343,6 +343,8 @@ struct DetailJson<'a> {
     events: Vec<EventJson<'a>>,
     /// The runs held to an approved plan (`run --expect-digest`), oldest first.
     approvals: Vec<ApprovalJson<'a>>,
+    /// The first REJECTED and FAILED rows with the service's reasons.
+    refused_rows: &'a [String],
     next: &'a [String],
 }
 
@@ -372,6 +374,8 @@ struct ApproverJson<'a> {
 #[derive(Serialize)]
 struct ChargedJson<'a> {
     by: &'a str,
+    /// The same as `by`, under the name `run --json` gives it.
+    paid_by: &'a str,
     currency: &'a str,
     amount: String,
 }
@@ -426,6 +430,7 @@ fn detail_json<'a>(d: &'a Detail, next: &'a [String]) -> DetailJson<'a> {
             .iter()
             .map(|((payer, currency), amount)| ChargedJson {
                 by: payer,
+                paid_by: payer,
                 currency,
                 amount: crate::money::display_amount(*amount, currency),
             })
@@ -472,6 +477,7 @@ fn detail_json<'a>(d: &'a Detail, next: &'a [String]) -> DetailJson<'a> {
                     .collect(),
             })
             .collect(),
+        refused_rows: &d.refused,
         next,
     }
 }
@@ -529,6 +535,7 @@ fn print_detail(d: &Detail, next: &[String]) {
     for step in next {
         outln!("next: {step}");
     }
+    print_refused(d);
     if !d.invalid.is_empty() {
         let all = d.by_state().get(&RowState::Invalid).copied().unwrap_or(0);
         outln!("INVALID rows (every one with its problem in the result file's error_message):");
@@ -539,6 +546,28 @@ fn print_detail(d: &Detail, next: &[String]) {
         if more > 0 {
             outln!("  and {more} more");
         }
+    }
+}
+
+/// The first REJECTED and FAILED rows with the service's reasons, and how many more.
+fn print_refused(d: &Detail) {
+    if d.refused.is_empty() {
+        return;
+    }
+    let states = d.by_state();
+    let all = [RowState::Rejected, RowState::Failed]
+        .iter()
+        .map(|s| states.get(s).copied().unwrap_or(0))
+        .sum::<i64>();
+    outln!(
+        "REJECTED and FAILED rows, with the service's reasons (every one in the result file's error_message):"
+    );
+    for row in &d.refused {
+        outln!("  {row}");
+    }
+    let more = all - d.refused.len() as i64;
+    if more > 0 {
+        outln!("  and {more} more");
     }
 }
 

@@ -73,6 +73,9 @@ const RUN_KEYS: &[&str] = &[
     "exit_code",
     "incomplete_reason",
     "outcome",
+    "replanned",
+    "replanned.because",
+    "replanned.rows",
     "result_file",
     "result_format",
     "result_format.bom",
@@ -96,7 +99,7 @@ const RUN_KEYS: &[&str] = &[
     "unconfirmed_rows",
 ];
 
-const RUN_MAPS: &[&str] = &["rows", "totals.per_product_currency"];
+const RUN_MAPS: &[&str] = &["rows", "totals.per_product_currency", "replanned.because"];
 
 const STATUS_MAPS: &[&str] = &["states", "orders", "payouts"];
 
@@ -330,6 +333,7 @@ async fn every_json_output_keeps_its_keys() {
         "orders.*",
         "payouts",
         "payouts_read_at",
+        "refused_rows",
         "repeats",
         "rows",
         "states",
@@ -355,6 +359,7 @@ async fn every_json_output_keeps_its_keys() {
         "charged[].amount",
         "charged[].by",
         "charged[].currency",
+        "charged[].paid_by",
         "payouts.*",
     ]);
     assert_keys("status --batch (paid)", &out, STATUS_MAPS, &paid);

@@ -48,6 +48,7 @@ mod period_report;
 mod pipeline;
 mod readonly;
 mod reconcile;
+mod refused_items;
 mod repeats;
 mod report;
 mod result_format;
