@@ -279,9 +279,10 @@ impl Sending<'_> {
         let reporter = &self.context.reporter;
         if self.stale.orders > 0 {
             reporter.warn(format!(
-                "{} sent longer ago than the in-doubt window without an answer recorded: not re-sent blindly; run `paybatch reconcile --batch {}`",
+                "{} sent longer ago than the in-doubt window without an answer recorded: not re-sent blindly; run `paybatch reconcile --batch {}{}`",
                 self.stale.named(),
-                crate::text::shell_word(&self.opts.batch_name())
+                crate::text::shell_word(&self.opts.batch_name()),
+                self.opts.repeated_flags()
             ));
         }
         for (why, unsent) in &self.gave_up {

@@ -152,7 +152,7 @@ pub async fn execute(args: PayoutsArgs, quiet: bool) -> Result<Exit, CliError> {
         // With --list the CSV may be on stdout: the summary goes to stderr.
         let to_stderr = !args.list.is_empty();
         for s in &summaries {
-            print_summary(s, to_stderr, args.batch.is_none());
+            print_summary(s, to_stderr, args.batch.is_none(), &args.service.repeated());
         }
         if summaries.is_empty() {
             say(
@@ -202,7 +202,7 @@ fn values_text(values: &BTreeMap<String, payouts::Value>) -> String {
 /// Links named on the expiring line at most (`--list expiring` writes them all).
 const NAMED: usize = 10;
 
-fn print_summary(s: &PayoutSummary, to_stderr: bool, all: bool) {
+fn print_summary(s: &PayoutSummary, to_stderr: bool, all: bool, flags: &str) {
     let read = match &s.read_at {
         Some(at) => format!("last read {at}"),
         None => "never read from the service".into(),
@@ -245,7 +245,7 @@ fn print_summary(s: &PayoutSummary, to_stderr: bool, all: bool) {
         say(
             to_stderr,
             &format!(
-                "  expired: {}; `paybatch retry --batch {} --expired` reissues them",
+                "  expired: {}; `paybatch retry --batch {} --expired{flags}` reissues them",
                 values_text(&s.expired),
                 shell_word(&s.batch)
             ),
@@ -257,7 +257,7 @@ fn print_summary(s: &PayoutSummary, to_stderr: bool, all: bool) {
             &format!("  reissued after their link expired: {} rows", s.reissued),
         );
     }
-    print_expiring(s, to_stderr, all);
+    print_expiring(s, to_stderr, all, flags);
     for n in &s.not_read {
         say(
             to_stderr,
@@ -270,7 +270,8 @@ fn print_summary(s: &PayoutSummary, to_stderr: bool, all: bool) {
 }
 
 /// The links expiring soon, named up to a few, and how to list them all.
-fn print_expiring(s: &PayoutSummary, to_stderr: bool, all: bool) {
+/// `flags` are the flags that chose the service and the ledger, for the commands suggested.
+fn print_expiring(s: &PayoutSummary, to_stderr: bool, all: bool, flags: &str) {
     if s.expiring == 0 {
         return;
     }
@@ -298,7 +299,7 @@ fn print_expiring(s: &PayoutSummary, to_stderr: bool, all: bool) {
         say(
             to_stderr,
             &format!(
-                "  the list to remind them: paybatch payouts --batch {} --list expiring --out expiring.csv",
+                "  the list to remind them: paybatch payouts --batch {}{flags} --list expiring --out expiring.csv",
                 shell_word(&s.batch)
             ),
         );
@@ -420,7 +421,8 @@ fn write_list(
             std::io::stdout().lock(),
         ) {
             Ok(_) => {}
-            Err(ListError::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            // A reader that went away (`| head`) ends the list quietly.
+            Err(e) if e.is_closed_pipe() => {}
             Err(e) => return Err(failed(Path::new("(stdout)"), &e)),
         },
     }
@@ -435,6 +437,18 @@ enum ListError {
     Csv(#[from] csv::Error),
     #[error("{0}")]
     Run(#[from] crate::batch::outcome::OpError),
+}
+
+impl ListError {
+    /// Whether the list's reader went away (a closed pipe).
+    fn is_closed_pipe(&self) -> bool {
+        let broken = |e: &std::io::Error| e.kind() == std::io::ErrorKind::BrokenPipe;
+        match self {
+            ListError::Io(e) => broken(e),
+            ListError::Csv(e) => matches!(e.kind(), csv::ErrorKind::Io(e) if broken(e)),
+            ListError::Run(_) => false,
+        }
+    }
 }
 
 impl From<crate::ledger::LedgerError> for ListError {
@@ -518,7 +532,7 @@ fn write_rows(
             header_done = true;
         }
         let mut failure: Option<csv::Error> = None;
-        written += payouts::listed_rows(ledger, &batch, &statuses, expiring, now, |row| {
+        let listed = payouts::listed_rows(ledger, &batch, &statuses, expiring, now, |row| {
             let line = list_line(&row, args, &s.batch, &others);
             csv.write_record(line.iter().map(|c| c.as_str()))
                 .map_err(|e| {
@@ -526,10 +540,13 @@ fn write_rows(
                     failure = Some(e);
                     io
                 })
-        })?;
+        });
+        // The writer's own error first: a reader that went away is told apart from a ledger
+        // that failed.
         if let Some(e) = failure {
             return Err(e.into());
         }
+        written += listed?;
     }
     if !header_done {
         let mut header: Vec<&str> = LIST_COLUMNS.to_vec();

@@ -697,9 +697,10 @@ async fn reconcile_stale(
     ));
     if !r.retired.is_empty() {
         reporter.alert(format!(
-            "{} in-doubt orders were never created and the service answers their keys only with the server error it keeps for them: their rows are REJECTED; `paybatch retry --batch {}`, then this command again, sends them under new keys",
+            "{} in-doubt orders were never created and the service answers their keys only with the server error it keeps for them: their rows are REJECTED; `paybatch retry --batch {}{}`, then this command again, sends them under new keys",
             r.retired.len(),
-            crate::text::shell_word(&batch.name)
+            crate::text::shell_word(&batch.name),
+            opts.repeated_flags()
         ));
     }
     Ok(())

@@ -46,6 +46,7 @@ mod outputs;
 mod payouts;
 mod period_report;
 mod pipeline;
+mod pipes_and_advice;
 mod readonly;
 mod reconcile;
 mod refused_items;

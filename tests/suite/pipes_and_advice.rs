@@ -1,0 +1,119 @@
+//! The commands a command suggests act on the same ledger and service, and output into a
+//! closed pipe (`| head`) ends quietly.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::support::*;
+
+/// `validate` suggests the run that pays exactly its plan with the flags that chose the
+/// ledger, the service and its key: pasting it runs against the same ledger.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validate_suggests_a_run_on_the_same_ledger_and_service() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    ws.copy(SAMPLE, "nov.csv");
+    let out = against_url(
+        &ws,
+        &sim.base_url(),
+        &["validate", "nov.csv", "--batch", "nov"],
+    )
+    .await;
+    let text = stdout_of(&out);
+    let line = text
+        .lines()
+        .find(|l| l.contains("--expect-digest sha256:"))
+        .unwrap_or_else(|| panic!("a run to copy in {text}{}", stderr_of(&out)));
+    let ledger = ws.ledger().display().to_string();
+    let key = ws.key_file().display().to_string();
+    for flag in [
+        "--batch nov".to_string(),
+        format!("--base-url {}", sim.base_url()),
+        format!("--api-key-file {key}"),
+        format!("--ledger {ledger}"),
+    ] {
+        assert!(line.contains(&flag), "{flag} in {line}");
+    }
+}
+
+/// Starts `args` with stdout piped, reads a little of it, closes the pipe, and returns how the
+/// command ended and what it said on stderr.
+async fn read_a_little(ws: &Workspace, args: &[&str]) -> (std::process::ExitStatus, String) {
+    let mut child = spawn_paybatch(ws.dir.path(), args, &[]);
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut first = [0u8; 64];
+    let n = tokio::time::timeout(Duration::from_secs(60), stdout.read(&mut first))
+        .await
+        .expect("output within 60 s")
+        .expect("read");
+    assert!(n > 0, "{args:?} wrote nothing");
+    drop(stdout);
+    let mut stderr = child.stderr.take().expect("stderr");
+    let mut said = String::new();
+    let status = tokio::time::timeout(Duration::from_secs(60), async {
+        stderr.read_to_string(&mut said).await.expect("stderr");
+        child.wait().await.expect("exit")
+    })
+    .await
+    .expect("ends within 60 s after the pipe closed");
+    (status, said)
+}
+
+/// Output into a pipe whose reader went away (`report --out - | head`, `payouts --list ... |
+/// head`, `report --journal - | head`) ends quietly: exit 0 (or 141, killed by SIGPIPE), no
+/// error line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_into_a_closed_pipe_ends_quietly() {
+    let ws = Workspace::new();
+    let sim = start_sim(paybatch::sim::SimConfig {
+        rate_limit_per_minute: 0,
+        ..fast_config(None)
+    })
+    .await;
+    // Far more than a pipe holds (64 KiB): the writer meets the closed pipe.
+    let mut text = String::from("reference,product_code,face_value,currency,note\n");
+    let note = "n".repeat(300);
+    for i in 1..=1200 {
+        text.push_str(&format!("P-{i},AMZ-US,10.00,USD,{note}\n"));
+    }
+    let mut file = tokio::fs::File::create(ws.path("big.csv"))
+        .await
+        .expect("file");
+    file.write_all(text.as_bytes()).await.expect("write");
+    drop(file);
+    let out = run_file(&ws, &sim, "big.csv", &["--quiet"], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    let ledger = ws.ledger().display().to_string();
+    let outputs: [&[&str]; 4] = [
+        &["report", "--batch", "big", "--out", "-"],
+        &[
+            "payouts",
+            "--batch",
+            "big",
+            "--no-read",
+            "--list",
+            "ACTIVE",
+            "--with-links",
+        ],
+        &["report", "--since", "2020-01-01", "--journal", "-"],
+        &["report", "--since", "2020-01-01", "--out", "-"],
+    ];
+    for command in outputs {
+        let mut args = command.to_vec();
+        args.extend(["--ledger", ledger.as_str()]);
+        let (status, said) = read_a_little(&ws, &args).await;
+        #[cfg(unix)]
+        let by_sigpipe = {
+            use std::os::unix::process::ExitStatusExt;
+            status.signal() == Some(13)
+        };
+        #[cfg(not(unix))]
+        let by_sigpipe = false;
+        assert!(
+            status.code() == Some(0) || status.code() == Some(141) || by_sigpipe,
+            "{args:?}: {status:?}\n{said}"
+        );
+        assert!(!said.contains("error"), "{args:?}: {said}");
+    }
+}
