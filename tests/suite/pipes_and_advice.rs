@@ -117,3 +117,46 @@ async fn output_into_a_closed_pipe_ends_quietly() {
         assert!(!said.contains("error"), "{args:?}: {said}");
     }
 }
+
+/// `run --json` lists the likely repeats it paid (rows paying a recipient what another batch
+/// paid them lately), and `status --json` names what left a balance `paid_by`, as `run --json`
+/// does, beside `by`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_json_lists_likely_repeats_and_status_json_says_paid_by() {
+    let ws = Workspace::new();
+    let sim = start_sim(fast_config(None)).await;
+    let header = "reference,product_code,face_value,currency,email\n";
+    ws.write(
+        "first.csv",
+        &format!(
+            "{header}R-1,AMZ-US,10.00,USD,r1@example.com\nR-2,AMZ-US,20.00,USD,r2@example.com\n"
+        ),
+    );
+    ws.write(
+        "second.csv",
+        &format!(
+            "{header}S-1,AMZ-US,10.00,USD,r1@example.com\nS-2,AMZ-US,5.00,USD,r9@example.com\n"
+        ),
+    );
+    let out = run_file(&ws, &sim, "first.csv", &[], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    let out = run_file(&ws, &sim, "second.csv", &["--json"], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let likely = &json["likely_repeats"];
+    assert_eq!(likely["rows"], 1, "{json}");
+    assert_eq!(likely["listed"][0]["reference"], "S-1", "{json}");
+    assert_eq!(likely["listed"][0]["earlier_reference"], "R-1", "{json}");
+    assert_eq!(likely["listed"][0]["batch"], "first", "{json}");
+
+    let out = against_url(
+        &ws,
+        &sim.base_url(),
+        &["status", "--batch", "second", "--json"],
+    )
+    .await;
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let charged = &json["charged"][0];
+    assert_eq!(charged["paid_by"], "balance USD", "{json}");
+    assert_eq!(charged["by"], charged["paid_by"], "{json}");
+}
