@@ -787,7 +787,9 @@ async fn finish(
     let stopped = if stopped_by_service.is_empty() {
         Vec::new()
     } else {
-        funds::stopped_lines(&ledger, batch, products, &stopped_by_service, &balances_now)?
+        let flags = opts.repeated_flags();
+        let (stops, balances) = (&stopped_by_service, &balances_now);
+        funds::stopped_lines(&ledger, batch, products, stops, balances, &flags)?
     };
     let result_path = result_path(opts);
     let result_format = ledger.result_format(batch.id)?;

@@ -160,3 +160,43 @@ async fn run_json_lists_likely_repeats_and_status_json_says_paid_by() {
     assert_eq!(charged["paid_by"], "balance USD", "{json}");
     assert_eq!(charged["by"], charged["paid_by"], "{json}");
 }
+
+/// The commands a run and a retry suggest repeat the flags that chose the service, its key and
+/// the ledger: a balance the service finds too low (`paybatch retry --batch ...`), then the
+/// retry's next run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_and_retry_suggest_commands_on_the_same_ledger_and_service() {
+    let ws = Workspace::new();
+    let mut config = fast_config(None);
+    config.balances = vec![("USD".to_string(), "30.00".parse().expect("amount"))];
+    // Converted rows no one prices before sending: the service finds the balance too low.
+    config.estimates = false;
+    let sim = start_sim(config).await;
+    ws.write(
+        "low.csv",
+        "reference,product_code,face_value,currency,payment_currency\n\
+         US-1,AMZ-US,25.00,USD,USD\n\
+         FX-1,UBER-JP,3000,JPY,USD\n\
+         FX-2,UBER-JP,3000,JPY,USD\n",
+    );
+    let extra = ["--concurrency", "1"];
+    let out = run_file(&ws, &sim, "low.csv", &extra, &[]).await;
+    let said = output_of(&out);
+    assert_eq!(out.status.code(), Some(4), "{said}");
+    let ledger = ws.ledger().display().to_string();
+    let key = ws.key_file().display().to_string();
+    let flags = format!(
+        " --base-url {} --api-key-file {key} --ledger {ledger}",
+        sim.base_url()
+    );
+    assert!(
+        said.contains(&format!("paybatch retry --batch low{flags}")),
+        "{said}"
+    );
+    let out = against_url(&ws, &sim.base_url(), &["retry", "--batch", "low"]).await;
+    let said = output_of(&out);
+    assert!(
+        said.contains(&format!("next: paybatch run low.csv --batch low{flags}")),
+        "{said}"
+    );
+}
