@@ -74,10 +74,13 @@ pub fn replan(
     for row in &others {
         within_bound &= ledger.replans_of_row(row.id)? < MAX_REPLANS;
     }
-    let new_order = if others.is_empty() || !within_bound {
+    // Items the order does not have name no row: the refusal is read as one of the whole
+    // order (its rows would make the same key again).
+    let names_rows = others.len() < rows.len();
+    let new_order = if others.is_empty() || !within_bound || !names_rows {
         None
     } else {
-        new_order(ledger, order, &others)?
+        new_order(ledger, order, &others)?.filter(|o| !ledger.has_key(&o.idempotency_key))
     };
     let message = e.message();
     let refusal = ItemRefusal {

@@ -80,6 +80,18 @@ impl Ledger {
         Ok(new_id)
     }
 
+    /// Whether an order of the ledger has idempotency key `key` (a key is never used twice).
+    pub fn has_key(&self, key: &str) -> bool {
+        self.conn
+            .query_row(
+                "SELECT 1 FROM orders WHERE idempotency_key = ?1",
+                params![key],
+                |_| Ok(()),
+            )
+            .optional()
+            .map_or(true, |found| found.is_some())
+    }
+
     /// How many times row `row_id` was planned again after a refusal of other items.
     pub fn replans_of_row(&self, row_id: i64) -> Result<i64> {
         self.conn
