@@ -170,6 +170,8 @@ struct Sending<'a> {
     /// In-doubt orders older than the in-doubt window: not re-sent before reconciling.
     stale: Unsent,
     not_sent: usize,
+    /// New orders of the rows of refused orders ([`super::replan`]), sent in this run too.
+    replanned: usize,
 }
 
 impl Sending<'_> {
@@ -263,8 +265,14 @@ impl Sending<'_> {
     /// this run ([`super::replan`]).
     fn items_refused(&mut self, id: i64, e: &ApiError) {
         match super::replan::record(self.context, id, e) {
-            Ok(Some(new)) if self.read_all => self.waiting.push_back(new),
-            Ok(_) => {}
+            Ok(Some(new)) => {
+                self.replanned += 1;
+                // An intent read already is not read again: the new one is queued here.
+                if self.read_all {
+                    self.waiting.push_back(new);
+                }
+            }
+            Ok(None) => {}
             Err(e) => {
                 if self.stop.is_none() {
                     self.stop = Some(e);
@@ -344,6 +352,7 @@ pub async fn submit_all(
         gave_up: BTreeMap::new(),
         stale: Unsent::default(),
         not_sent: 0,
+        replanned: 0,
     };
     loop {
         sending.fill()?;
@@ -366,9 +375,15 @@ pub async fn submit_all(
         )));
     }
     let not_sent = sending.not_sent;
+    let replanned = sending.replanned;
     context.reporter.line(format!(
-        "submitted: {} orders answered, {gave_up} without an answer yet{}",
-        count - gave_up - not_sent,
+        "submitted: {} orders answered{}, {gave_up} without an answer yet{}",
+        count + replanned - gave_up - not_sent,
+        if replanned > 0 {
+            format!(" ({replanned} of them the rows of refused orders planned again)")
+        } else {
+            String::new()
+        },
         if not_sent > 0 {
             format!(", {not_sent} not sent (see below)")
         } else {

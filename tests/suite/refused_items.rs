@@ -89,6 +89,12 @@ async fn one_refused_address_never_sinks_its_order() {
     .await;
     let text = output_of(&out);
     assert_eq!(out.status.code(), Some(4), "{text}");
+    assert!(
+        text.contains(
+            "submitted: 60 orders answered (28 of them the rows of refused orders planned again)"
+        ),
+        "{text}"
+    );
     assert_paid_but_refused(&ws, &sim, &refused, 800);
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
     // Each refused row was alone in its order of 25: the 24 others were planned again.
