@@ -162,6 +162,145 @@ pub fn record(context: &SendContext, order_id: i64, e: &ApiError) -> Result<Opti
 mod tests {
     use super::*;
     use crate::api::ErrorBody;
+    use crate::api::models::{
+        DistributionMethod, DistributionType, NewOrderItem, PaymentMethod, PaymentMethodType,
+        ProductSelection,
+    };
+    use crate::ledger::merge::Planning;
+    use crate::ledger::{IncomingRow, NewBatch, OrderMode, OrderState, RowState};
+
+    /// A ledger with one batch of `n` rows in one intent of `n` items, as the plan makes it.
+    fn planned(n: i64) -> (tempfile::TempDir, Ledger, i64) {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut ledger = Ledger::open(&dir.path().join("l.db")).expect("ledger");
+        let batch = ledger
+            .create_batch(&NewBatch {
+                name: "b",
+                input_path: "b.csv",
+                input_hash: "h",
+                headers: &["reference".to_string()],
+                environment: "sim",
+                base_url: "embedded-simulator",
+                key_fingerprint: "sha256:0",
+                formats: None,
+            })
+            .expect("batch");
+        let rows: Vec<IncomingRow> = (0..n)
+            .map(|i| IncomingRow {
+                reference: format!("R{i}"),
+                position: i,
+                line: i + 2,
+                fields: format!("[\"R{i}\"]"),
+                spec: Some("{}".to_string()),
+                content_hash: format!("hash-{i}"),
+                delivery: Some("EMAIL"),
+                valid: true,
+                error_message: None,
+                skipped: false,
+            })
+            .collect();
+        let keyed: Vec<(&str, i64)> = rows.iter().map(|r| (r.reference.as_str(), 1)).collect();
+        let key = order_body::order_key("sim", "b", &keyed);
+        let body = NewOrder {
+            payment_method: PaymentMethod {
+                kind: PaymentMethodType::AccountBalance,
+                card_id: None,
+                currency: Some("USD".into()),
+            },
+            items: rows
+                .iter()
+                .map(|r| NewOrderItem {
+                    face_value: rust_decimal::Decimal::new(1000, 2),
+                    distribution_method: DistributionMethod {
+                        kind: DistributionType::Email,
+                        email_address: Some(format!("{}@example.com", r.reference)),
+                        template_id: None,
+                    },
+                    products: ProductSelection::of(&["AMZ-US".to_string()]),
+                })
+                .collect(),
+            description: None,
+            metadata: None,
+        };
+        let order = PlannedOrder {
+            idempotency_key: key,
+            body: serde_json::to_vec(&body).expect("body"),
+            mode: OrderMode::Async,
+            payment_currency: "USD".into(),
+            payment_method: PaymentMethodType::AccountBalance,
+            card_id: None,
+        };
+        let mut merge = ledger.merge(batch.id, Planning::Plan).expect("merge");
+        let mut to_plan = Vec::new();
+        for row in &rows {
+            let t = merge.row(row).expect("row").expect("to plan");
+            to_plan.push((row, t));
+        }
+        let id = merge.plan(&order, &to_plan).expect("plan");
+        merge.close().expect("close");
+        merge.commit().expect("commit");
+        (dir, ledger, id)
+    }
+
+    /// Each re-plan sends the other rows' items as they were sent, under a new key; a row is
+    /// planned again at most `MAX_REPLANS` times, then rejected with the whole refusal.
+    #[test]
+    fn a_row_is_planned_again_at_most_max_replans_times() {
+        let rows = MAX_REPLANS + 3;
+        let (_dir, mut ledger, mut id) = planned(rows);
+        let e = refusal(
+            r#"[{"type":"value_error","message":"not taken","location":["items","0","distribution_method","email_address"]}]"#,
+        );
+        let named = items_named(&e);
+        for round in 1..=MAX_REPLANS {
+            let order = ledger.order(id).expect("read").expect("order");
+            let next = replan(&mut ledger, &order, &e, &named)
+                .expect("recorded")
+                .expect("a new order");
+            let new = ledger.order(next).expect("read").expect("new");
+            assert_ne!(new.idempotency_key, order.idempotency_key);
+            let body: NewOrder = serde_json::from_slice(&new.body).expect("a body");
+            let emails: Vec<String> = body
+                .items
+                .iter()
+                .filter_map(|i| i.distribution_method.email_address.clone())
+                .collect();
+            let want: Vec<String> = (round..rows).map(|i| format!("R{i}@example.com")).collect();
+            assert_eq!(emails, want);
+            let described = body.description.expect("description");
+            assert!(described.contains(&new.idempotency_key), "{described}");
+            id = next;
+        }
+        let order = ledger.order(id).expect("read").expect("order");
+        assert_eq!(
+            replan(&mut ledger, &order, &e, &named).expect("recorded"),
+            None
+        );
+        let last = ledger.rows_of_order(id).expect("rows");
+        assert_eq!(last.len() as i64, rows - MAX_REPLANS);
+        assert!(last.iter().all(|r| r.state == RowState::Rejected));
+        assert_eq!(
+            ledger.order(id).expect("read").expect("order").state,
+            OrderState::Rejected
+        );
+    }
+
+    /// A refusal naming an item the order does not have is one of the whole order.
+    #[test]
+    fn an_item_the_order_does_not_have_rejects_the_whole_order() {
+        let (_dir, mut ledger, id) = planned(3);
+        let e = refusal(
+            r#"[{"type":"value_error","message":"m","location":["items",7,"face_value"]}]"#,
+        );
+        let order = ledger.order(id).expect("read").expect("order");
+        assert_eq!(
+            replan(&mut ledger, &order, &e, &items_named(&e)).expect("ok"),
+            None
+        );
+        let rows = ledger.rows_of_order(id).expect("rows");
+        assert_eq!(rows.len(), 3);
+        assert!(rows.iter().all(|r| r.state == RowState::Rejected));
+    }
 
     fn refusal(details: &str) -> ApiError {
         let body: ErrorBody = serde_json::from_str(&format!(

@@ -275,3 +275,161 @@ fn move_row(
     .map_err(sqlerr(path))?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::merge::Planning;
+    use super::super::{IncomingRow, NewBatch, OrderMode};
+    use super::*;
+    use crate::api::models::PaymentMethodType;
+
+    fn incoming(n: i64) -> IncomingRow {
+        IncomingRow {
+            reference: format!("R{n}"),
+            position: n,
+            line: n + 2,
+            fields: format!("[\"R{n}\"]"),
+            spec: Some("{}".to_string()),
+            content_hash: format!("hash-{n}"),
+            delivery: Some("EMAIL"),
+            valid: true,
+            error_message: None,
+            skipped: false,
+        }
+    }
+
+    fn order(key: &str) -> PlannedOrder {
+        PlannedOrder {
+            idempotency_key: key.into(),
+            body: b"{}".to_vec(),
+            mode: OrderMode::Async,
+            payment_currency: "USD".into(),
+            payment_method: PaymentMethodType::AccountBalance,
+            card_id: None,
+        }
+    }
+
+    /// A ledger with one batch of four rows in one intent, `k1`.
+    fn planned() -> (tempfile::TempDir, Ledger, i64, i64) {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut ledger = Ledger::open(&dir.path().join("l.db")).expect("ledger");
+        let batch = ledger
+            .create_batch(&NewBatch {
+                name: "b",
+                input_path: "b.csv",
+                input_hash: "h",
+                headers: &["reference".to_string()],
+                environment: "sim",
+                base_url: "embedded-simulator",
+                key_fingerprint: "sha256:0",
+                formats: None,
+            })
+            .expect("batch");
+        let rows: Vec<IncomingRow> = (0..4).map(incoming).collect();
+        let mut merge = ledger.merge(batch.id, Planning::Plan).expect("merge");
+        let mut to_plan = Vec::new();
+        for row in &rows {
+            let t = merge.row(row).expect("row").expect("to plan");
+            to_plan.push((row, t));
+        }
+        let id = merge.plan(&order("k1"), &to_plan).expect("plan");
+        merge.close().expect("close");
+        merge.commit().expect("commit");
+        (dir, ledger, batch.id, id)
+    }
+
+    fn refusal(items: &[(i64, String)]) -> ItemRefusal<'_> {
+        ItemRefusal {
+            http_status: Some(422),
+            kind: "validation_error",
+            message: "see details",
+            items,
+        }
+    }
+
+    #[test]
+    fn the_named_rows_are_rejected_and_the_others_move_to_the_new_intent() {
+        let (_dir, mut ledger, batch, k1) = planned();
+        let named = [(
+            1,
+            "items.1.distribution_method.email_address: 'x' bad".to_string(),
+        )];
+        let k2 = ledger
+            .replan_refused(k1, refusal(&named), Some(&order("k2")))
+            .expect("recorded")
+            .expect("a new order");
+        assert_eq!(
+            ledger.order(k1).expect("read").expect("k1").state,
+            OrderState::Rejected
+        );
+        let refused = ledger.rows_of_order(k1).expect("rows");
+        assert_eq!(refused.len(), 1);
+        assert_eq!(refused[0].reference, "R1");
+        assert_eq!(refused[0].state, RowState::Rejected);
+        assert_eq!(
+            refused[0].error_message.as_deref(),
+            Some(named[0].1.as_str())
+        );
+        let moved = ledger.rows_of_order(k2).expect("rows");
+        let moved: Vec<(&str, RowState, Option<i64>)> = moved
+            .iter()
+            .map(|r| (r.reference.as_str(), r.state, r.item_index))
+            .collect();
+        assert_eq!(
+            moved,
+            [
+                ("R0", RowState::Planned, Some(0)),
+                ("R2", RowState::Planned, Some(1)),
+                ("R3", RowState::Planned, Some(2))
+            ]
+        );
+        assert_eq!(
+            ledger.order(k2).expect("read").expect("k2").state,
+            OrderState::Intent
+        );
+        let r0 = ledger.rows_of_order(k2).expect("rows")[0].id;
+        assert_eq!(ledger.replans_of_row(r0).expect("count"), 1);
+        assert_eq!(
+            ledger.replanned_rows(batch).expect("count"),
+            [("validation_error".to_string(), 3)]
+        );
+        let named_rows = ledger.first_refused_rows(batch, 10).expect("named");
+        assert_eq!(named_rows.len(), 1);
+        assert!(named_rows[0].starts_with("line 3 (R1) REJECTED: validation_error: items.1"));
+        assert!(ledger.has_key("k2") && !ledger.has_key("k3"));
+    }
+
+    #[test]
+    fn a_key_already_held_or_an_order_not_an_intent_writes_nothing() {
+        let (_dir, mut ledger, _batch, k1) = planned();
+        let named = [(0, "bad".to_string())];
+        assert!(
+            ledger
+                .replan_refused(k1, refusal(&named), Some(&order("k1")))
+                .is_err()
+        );
+        assert_eq!(
+            ledger.order(k1).expect("read").expect("k1").state,
+            OrderState::Intent
+        );
+        assert!(
+            ledger
+                .rows_of_order(k1)
+                .expect("rows")
+                .iter()
+                .all(|r| r.state == RowState::Planned)
+        );
+        // Without a new order, every row is REJECTED: the named with its reason.
+        assert_eq!(
+            ledger
+                .replan_refused(k1, refusal(&named), None)
+                .expect("ok"),
+            None
+        );
+        let rows = ledger.rows_of_order(k1).expect("rows");
+        assert!(rows.iter().all(|r| r.state == RowState::Rejected));
+        assert_eq!(rows[0].error_message.as_deref(), Some("bad"));
+        assert_eq!(rows[1].error_message.as_deref(), Some("see details"));
+        assert!(ledger.replan_refused(k1, refusal(&named), None).is_err());
+    }
+}
