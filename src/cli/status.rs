@@ -211,22 +211,30 @@ fn run_command(ledger: &Path, b: &BatchRecord, invalid: bool) -> String {
     let name = shell_word(&b.name);
     let input = shell_word(&b.input_path);
     let mut run = format!("paybatch run {input} --batch {name}");
-    if ledger != Path::new(DEFAULT_LEDGER) {
-        run.push_str(&format!(
-            " --ledger {}",
-            shell_word(&ledger.display().to_string())
-        ));
-    }
-    // Named explicitly (even `sim`), so that a settings file cannot point the advice elsewhere.
-    match Environment::from_recorded(&b.environment, &b.base_url) {
-        Ok(Environment::Custom(url)) => run.push_str(&format!(" --base-url {}", shell_word(&url))),
-        Ok(env) => run.push_str(&format!(" --env {}", env.name())),
-        Err(_) => {}
-    }
+    run.push_str(&ledger_flag(ledger));
+    run.push_str(&service_flag(b));
     if invalid {
         run.push_str(" --skip-invalid");
     }
     run
+}
+
+/// ` --ledger PATH` for a ledger that is not the default, quoted for a shell; else nothing.
+fn ledger_flag(ledger: &Path) -> String {
+    if ledger == Path::new(DEFAULT_LEDGER) {
+        return String::new();
+    }
+    format!(" --ledger {}", shell_word(&ledger.display().to_string()))
+}
+
+/// The service the batch is bound to, as a flag: ` --env NAME` or ` --base-url URL`. Named
+/// explicitly (even `sim`), so that a settings file cannot point the advice elsewhere.
+fn service_flag(b: &BatchRecord) -> String {
+    match Environment::from_recorded(&b.environment, &b.base_url) {
+        Ok(Environment::Custom(url)) => format!(" --base-url {}", shell_word(&url)),
+        Ok(env) => format!(" --env {}", env.name()),
+        Err(_) => String::new(),
+    }
 }
 
 /// The command after `retry`: `run` again, or for a batch whose runs were held to an approved
@@ -254,7 +262,9 @@ fn next_steps(
     approved: Option<&str>,
 ) -> Vec<String> {
     let n = |s: RowState| counts.get(&s).copied().unwrap_or(0);
-    let name = shell_word(&b.name);
+    // The batch, and the ledger when it is not the default, as every command below names them
+    // (`reconcile` the service too, as `run` does).
+    let name = format!("{}{}", shell_word(&b.name), ledger_flag(ledger));
     let input = shell_word(&b.input_path);
     let mut run = run_command(ledger, b, n(RowState::Invalid) > 0);
     // Paying rows other batches have changes the plan: that run is approved anew.
@@ -266,7 +276,8 @@ fn next_steps(
     let mut steps = Vec::new();
     if flights.iter().any(|f| f.in_doubt_too_long) {
         steps.push(format!(
-            "orders have been in doubt for more than {in_doubt_hours} hours: paybatch reconcile --batch {name} (it asks the service which of them exist)"
+            "orders have been in doubt for more than {in_doubt_hours} hours: paybatch reconcile --batch {name}{} (it asks the service which of them exist)",
+            service_flag(b)
         ));
     }
     let unfinished = n(RowState::Pending) + n(RowState::Planned) + n(RowState::Submitted);
@@ -300,9 +311,10 @@ fn next_steps(
     }
     if n(RowState::Invalid) > 0 {
         steps.push(format!(
-            "{} rows are INVALID: fix them in {} and run the same command again (paybatch validate {input} shows the problems)",
+            "{} rows are INVALID: fix them in {} and run the same command again (paybatch validate {input} --batch {name}{} shows the problems)",
             n(RowState::Invalid),
             b.input_path,
+            service_flag(b)
         ));
     }
     if counts.values().all(|n| *n == 0) && flights.is_empty() {
@@ -859,11 +871,16 @@ mod tests {
                    --ledger 'ledgers/our ledger.db' --base-url 'http://127.0.0.1:9/v2?a=1&b=2'";
         assert!(steps[0].contains(run), "{steps:?}");
         assert!(
-            steps[1].contains("paybatch retry --batch 'nov $HOME; rm -rf x', then"),
+            steps[1].contains(
+                "paybatch retry --batch 'nov $HOME; rm -rf x' --ledger 'ledgers/our ledger.db', then"
+            ),
             "{steps:?}"
         );
         assert!(
-            steps[2].contains("paybatch validate 'my batches/nov'\\''s.csv' shows"),
+            steps[2].contains(
+                "paybatch validate 'my batches/nov'\\''s.csv' --batch 'nov $HOME; rm -rf x' \
+                 --ledger 'ledgers/our ledger.db' --base-url 'http://127.0.0.1:9/v2?a=1&b=2' shows"
+            ),
             "{steps:?}"
         );
         let done: BTreeMap<RowState, i64> = [(RowState::Completed, 1)].into_iter().collect();
