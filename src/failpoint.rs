@@ -8,7 +8,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The points, in the order a row meets them. One more is met only when a file that no longer
 /// has a row of an intent never sent is merged: `before_cancel_commit`, after the intent is
-/// cancelled and its other rows planned again, before the merge is committed.
+/// cancelled and its other rows planned again, before the merge is committed. Two more are met
+/// only when the service refuses an order naming some of its items: `before_replan`, after the
+/// refusal, before it and the new order of the other rows are committed, and `after_replan`,
+/// once they are, before the new order is sent.
 pub const POINTS: [&str; 7] = [
     "after_service_check",
     "before_intent",

@@ -6,6 +6,7 @@ pub mod error;
 pub mod key;
 pub mod models;
 pub mod retry;
+pub mod rules;
 
 pub use client::{Client, ClientConfig, CreateOutcome};
 pub use error::{ApiError, ErrorClass};

@@ -615,19 +615,22 @@ impl Unpaid {
 
 /// What the service stopped in this run, for a person: per balance too low, the rows it left
 /// unpaid, what they need, what the balance has and how much is missing; for the account's
-/// spending limit, the rows left unpaid. With what to do next.
+/// spending limit, the rows left unpaid. With what to do next, the commands given `flags`, the
+/// flags that chose the service and the ledger ([`super::options::RunOptions::repeated_flags`]).
 pub fn stopped_lines(
     ledger: &Ledger,
     batch: &ledger::BatchRecord,
     products: &[Product],
     stopped: &BTreeMap<ServiceStop, String>,
     balances: &BTreeMap<String, Option<Decimal>>,
+    flags: &str,
 ) -> Result<Vec<String>, OpError> {
     let unpaid = Unpaid::of(ledger, batch, products)?;
     let then = if unpaid.refused > 0 {
         format!(
-            "then `paybatch retry --batch {}` (for the {} rows the service refused) and run the same command again",
-            batch.name, unpaid.refused
+            "then `paybatch retry --batch {}{flags}` (for the {} rows the service refused) and run the same command again",
+            crate::text::shell_word(&batch.name),
+            unpaid.refused
         )
     } else {
         "then run the same command again".to_string()

@@ -18,6 +18,7 @@ pub mod progress;
 pub mod reconcile;
 pub mod record;
 pub mod repeats;
+pub mod replan;
 pub mod results;
 pub mod send_context;
 pub mod submit;

@@ -171,6 +171,26 @@ impl RunOptions {
         }
     }
 
+    /// The flags that chose the service, its key file and the ledger, for a command the run
+    /// suggests: ` --env playground` or ` --base-url URL`, ` --api-key-file FILE`, and
+    /// ` --ledger PATH` when it is not the default, each quoted for a shell.
+    pub fn repeated_flags(&self) -> String {
+        use crate::text::shell_word;
+        let mut flags = match &self.environment {
+            Environment::Custom(url) => format!(" --base-url {}", shell_word(url)),
+            env => format!(" --env {}", env.name()),
+        };
+        if let Some(f) = &self.api_key_file {
+            let f = f.display().to_string();
+            flags.push_str(&format!(" --api-key-file {}", shell_word(&f)));
+        }
+        if self.ledger != std::path::Path::new(crate::ledger::DEFAULT_PATH) {
+            let l = self.ledger.display().to_string();
+            flags.push_str(&format!(" --ledger {}", shell_word(&l)));
+        }
+        flags
+    }
+
     /// `--batch`, else the input file's stem.
     pub fn batch_name(&self) -> String {
         self.batch

@@ -71,11 +71,9 @@ pub fn order_key(environment: &str, batch: &str, rows: &[(&str, i64)]) -> String
 ///   characters: 200 references of up to 17 characters). Without the ledger
 ///   (`reconcile --rebuild`), a finished order names its rows by itself: an order takes a row
 ///   only while its references fit ([`MetadataFit`]).
-pub const MAX_DESCRIPTION: usize = 128;
-/// Most `metadata` pairs, longest key and longest value the service accepts.
-pub const MAX_METADATA_PAIRS: usize = 20;
-pub const MAX_METADATA_KEY: usize = 40;
-pub const MAX_METADATA_VALUE: usize = 200;
+pub use crate::api::rules::{
+    MAX_DESCRIPTION, MAX_METADATA_KEY, MAX_METADATA_PAIRS, MAX_METADATA_VALUE,
+};
 /// Pairs that carry row references: all but the batch and the attempts.
 const ROW_PAIRS: usize = MAX_METADATA_PAIRS - 2;
 /// Characters of `|`-joined references an order can carry.

@@ -274,6 +274,24 @@ pub struct RunSummary {
     pub total_unconfirmed: i64,
     /// The first INVALID rows, named with their problems ([`INVALID_NAMED`] at most).
     pub invalid: Vec<String>,
+    /// Rows planned again in new orders after the service refused other items of their
+    /// orders, by the refusal's type ([`super::replan`]).
+    pub replanned: Vec<(String, i64)>,
+    /// The first rows of the run that pay a recipient what another batch paid them lately
+    /// (likely repeats, paid: a warning), and how many there are in all.
+    pub likely_repeats: Vec<LikelyPaid>,
+    pub likely_repeats_total: usize,
+}
+
+/// A row a run paid that pays a recipient what another batch (`batch`, its row
+/// `earlier_reference`, paid at `completed_at`) paid them lately: a likely repeat.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LikelyPaid {
+    pub reference: String,
+    pub line: u64,
+    pub batch: String,
+    pub earlier_reference: String,
+    pub completed_at: String,
 }
 
 /// INVALID rows named in a summary, at most (the result file has every one).
@@ -375,6 +393,9 @@ pub fn summarize(
         unconfirmed,
         total_unconfirmed,
         invalid,
+        replanned: ledger.replanned_rows(batch_id)?,
+        likely_repeats: Vec::new(),
+        likely_repeats_total: 0,
         paid_by,
         debited,
         per_delivery,

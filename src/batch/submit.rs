@@ -92,6 +92,9 @@ enum Sent {
     /// Not sent: another ledger's order, learned while this run sent, pays one of its rows
     /// ([`super::watch::ServiceWatch`]).
     Held,
+    /// Refused, naming some of its items: recorded, and its other rows planned again, by the
+    /// sending ([`super::replan`]).
+    ItemsRefused(ApiError),
     Stop(OpError),
 }
 
@@ -172,6 +175,8 @@ struct Sending<'a> {
     not_sent: usize,
     /// Orders held back: rows another ledger paid while this run sent.
     held: usize,
+    /// New orders of the rows of refused orders ([`super::replan`]), sent in this run too.
+    replanned: usize,
 }
 
 impl Sending<'_> {
@@ -236,6 +241,7 @@ impl Sending<'_> {
             Ok((_, Sent::Recorded)) => {}
             Ok((_, Sent::Stopped)) => self.not_sent += 1,
             Ok((_, Sent::Held)) => self.held += 1,
+            Ok((id, Sent::ItemsRefused(e))) => self.items_refused(id, &e),
             Ok((id, Sent::GaveUp { why, detail, kept })) => {
                 let unsent = self.gave_up.entry(why).or_default();
                 unsent.kept |= kept;
@@ -261,14 +267,36 @@ impl Sending<'_> {
         Ok(())
     }
 
+    /// Records a refusal that names items of order `id`, its other rows in a new order sent in
+    /// this run ([`super::replan`]).
+    fn items_refused(&mut self, id: i64, e: &ApiError) {
+        match super::replan::record(self.context, id, e) {
+            Ok(Some(new)) => {
+                self.replanned += 1;
+                // An intent read already is not read again: the new one is queued here.
+                if self.read_all {
+                    self.waiting.push_back(new);
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                if self.stop.is_none() {
+                    self.stop = Some(e);
+                    self.tasks.abort_all();
+                }
+            }
+        }
+    }
+
     /// One warning per reason the run could not finish sending some orders.
     fn warn_unsent(&self) {
         let reporter = &self.context.reporter;
         if self.stale.orders > 0 {
             reporter.warn(format!(
-                "{} sent longer ago than the in-doubt window without an answer recorded: not re-sent blindly; run `paybatch reconcile --batch {}`",
+                "{} sent longer ago than the in-doubt window without an answer recorded: not re-sent blindly; run `paybatch reconcile --batch {}{}`",
                 self.stale.named(),
-                crate::text::shell_word(&self.opts.batch_name())
+                crate::text::shell_word(&self.opts.batch_name()),
+                self.opts.repeated_flags()
             ));
         }
         for (why, unsent) in &self.gave_up {
@@ -331,6 +359,7 @@ pub async fn submit_all(
         stale: Unsent::default(),
         not_sent: 0,
         held: 0,
+        replanned: 0,
     };
     loop {
         sending.fill()?;
@@ -365,9 +394,15 @@ pub async fn submit_all(
             if watch.reads() == 1 { "" } else { "s" }
         ));
     }
+    let replanned = sending.replanned;
     context.reporter.line(format!(
-        "submitted: {} orders answered, {gave_up} without an answer yet{}",
-        count - gave_up - not_sent,
+        "submitted: {} orders answered{}, {gave_up} without an answer yet{}",
+        count + replanned - gave_up - not_sent,
+        if replanned > 0 {
+            format!(" ({replanned} of them the rows of refused orders planned again)")
+        } else {
+            String::new()
+        },
         if not_sent > 0 {
             format!(", {not_sent} not sent (see below)")
         } else {
@@ -464,6 +499,9 @@ async fn submit_one(
                 {
                     return sent;
                 }
+            }
+            Err(e) if !super::replan::items_named(&e).is_empty() => {
+                return Sent::ItemsRefused(e);
             }
             Err(e) => return refused(context, &order, e),
         }

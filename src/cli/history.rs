@@ -231,7 +231,7 @@ fn print_history(h: &History, ledger: &str) {
             if h.payouts.len() == 1 { "not" } else { "none" }
         ),
     }
-    for note in notes(h) {
+    for note in notes(h, ledger) {
         outln!("  {note}");
     }
     outln!();
@@ -239,7 +239,8 @@ fn print_history(h: &History, ledger: &str) {
 }
 
 /// What the rows that did not complete mean for "did we pay them?".
-fn notes(h: &History) -> Vec<String> {
+fn notes(h: &History, ledger: &str) -> Vec<String> {
+    let ledger = format!(" --ledger {}", shell_word(ledger));
     let counts = h.counts();
     let n = |states: &[RowState]| -> (usize, String) {
         let found: Vec<String> = states
@@ -258,7 +259,7 @@ fn notes(h: &History) -> Vec<String> {
             .collect();
         names
             .iter()
-            .map(|b| format!("paybatch status --batch {}", shell_word(b)))
+            .map(|b| format!("paybatch status --batch {}{ledger}", shell_word(b)))
             .collect::<Vec<_>>()
             .join("; ")
     };

@@ -290,6 +290,30 @@ impl ServiceArgs {
     pub fn environment(&self) -> Result<Environment, UsageError> {
         Environment::resolve(self.env.as_deref(), self.base_url.as_deref())
     }
+
+    /// The flags that chose the service, its key file and the ledger, as a command this one
+    /// suggests repeats them (` --env playground --ledger /srv/p.db`; the ledger only when it
+    /// is not the default), each quoted for a shell: pasting the suggestion acts on the same
+    /// ledger and service, whatever the settings or the environment of the shell it is pasted
+    /// in.
+    pub fn repeated(&self) -> String {
+        let mut flags = String::new();
+        if let Some(e) = &self.env {
+            flags.push_str(&format!(" --env {}", crate::text::shell_word(e)));
+        }
+        if let Some(u) = &self.base_url {
+            flags.push_str(&format!(" --base-url {}", crate::text::shell_word(u)));
+        }
+        if let Some(f) = &self.api_key_file {
+            let f = f.display().to_string();
+            flags.push_str(&format!(" --api-key-file {}", crate::text::shell_word(&f)));
+        }
+        if self.ledger != std::path::Path::new(DEFAULT_LEDGER) {
+            let l = self.ledger.display().to_string();
+            flags.push_str(&format!(" --ledger {}", crate::text::shell_word(&l)));
+        }
+        flags
+    }
 }
 
 /// Whether stderr gets colour: it is a terminal that can show it (not `TERM=dumb`), and

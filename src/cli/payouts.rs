@@ -153,7 +153,7 @@ pub async fn execute(args: PayoutsArgs, quiet: bool) -> Result<Exit, CliError> {
         // With --list the CSV may be on stdout: the summary goes to stderr.
         let to_stderr = !args.list.is_empty();
         for s in &summaries {
-            print_summary(s, to_stderr, args.batch.is_none());
+            print_summary(s, to_stderr, args.batch.is_none(), &args.service.repeated());
         }
         if summaries.is_empty() {
             say(
@@ -262,7 +262,7 @@ fn print_ageing(u: &crate::report::unclaimed::Unclaimed, to_stderr: bool) {
 /// Links named on the expiring line at most (`--list expiring` writes them all).
 const NAMED: usize = 10;
 
-fn print_summary(s: &PayoutSummary, to_stderr: bool, all: bool) {
+fn print_summary(s: &PayoutSummary, to_stderr: bool, all: bool, flags: &str) {
     let read = match &s.read_at {
         Some(at) => format!("last read {at}"),
         None => "never read from the service".into(),
@@ -306,7 +306,7 @@ fn print_summary(s: &PayoutSummary, to_stderr: bool, all: bool) {
         say(
             to_stderr,
             &format!(
-                "  expired: {}; `paybatch retry --batch {} --expired` reissues them",
+                "  expired: {}; `paybatch retry --batch {} --expired{flags}` reissues them",
                 charged_text(&u.expired_charged, &values_text(&s.expired)),
                 shell_word(&s.batch)
             ),
@@ -325,7 +325,7 @@ fn print_summary(s: &PayoutSummary, to_stderr: bool, all: bool) {
             &format!("  reissued after their link expired: {} rows", s.reissued),
         );
     }
-    print_expiring(s, to_stderr, all);
+    print_expiring(s, to_stderr, all, flags);
     for n in &s.not_read {
         say(
             to_stderr,
@@ -338,7 +338,8 @@ fn print_summary(s: &PayoutSummary, to_stderr: bool, all: bool) {
 }
 
 /// The links expiring soon, named up to a few, and how to list them all.
-fn print_expiring(s: &PayoutSummary, to_stderr: bool, all: bool) {
+/// `flags` are the flags that chose the service and the ledger, for the commands suggested.
+fn print_expiring(s: &PayoutSummary, to_stderr: bool, all: bool, flags: &str) {
     if s.expiring == 0 {
         return;
     }
@@ -366,7 +367,7 @@ fn print_expiring(s: &PayoutSummary, to_stderr: bool, all: bool) {
         say(
             to_stderr,
             &format!(
-                "  the list to remind them: paybatch payouts --batch {} --list expiring --out expiring.csv",
+                "  the list to remind them: paybatch payouts --batch {}{flags} --list expiring --out expiring.csv",
                 shell_word(&s.batch)
             ),
         );
@@ -494,7 +495,8 @@ fn write_list(
             out.finish(None)
         })() {
             Ok(_) => {}
-            Err(ListError::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            // A reader that went away (`| head`) ends the list quietly.
+            Err(e) if e.is_closed_pipe() => {}
             Err(e) => return Err(failed(Path::new("(stdout)"), &e)),
         },
     }
@@ -509,6 +511,18 @@ enum ListError {
     Csv(#[from] csv::Error),
     #[error("{0}")]
     Run(#[from] crate::batch::outcome::OpError),
+}
+
+impl ListError {
+    /// Whether the list's reader went away (a closed pipe).
+    fn is_closed_pipe(&self) -> bool {
+        let broken = |e: &std::io::Error| e.kind() == std::io::ErrorKind::BrokenPipe;
+        match self {
+            ListError::Io(e) => broken(e),
+            ListError::Csv(e) => matches!(e.kind(), csv::ErrorKind::Io(e) if broken(e)),
+            ListError::Run(_) => false,
+        }
+    }
 }
 
 impl From<crate::ledger::LedgerError> for ListError {
@@ -593,7 +607,11 @@ impl<W: Write> ListOut<W> {
                     };
                     result_cell(&c, Some(i) == link).into_owned()
                 });
-                csv.write_record(shown).map_err(std::io::Error::other)
+                csv.write_record(shown).map_err(|e| match e.into_kind() {
+                    // A reader that went away stays one ([`ListError::is_closed_pipe`]).
+                    csv::ErrorKind::Io(io) => io,
+                    other => std::io::Error::other(format!("{other:?}")),
+                })
             }
             ListOut::Sheet(sheet) => {
                 let Some(sheet) = sheet else {
@@ -673,10 +691,22 @@ fn write_rows<W: Write>(
             csv.header(&header)?;
             header_done = true;
         }
-        written += payouts::listed_rows(ledger, &batch, &statuses, expiring, now, |row| {
+        let mut failure: Option<std::io::Error> = None;
+        let listed = payouts::listed_rows(ledger, &batch, &statuses, expiring, now, |row| {
             let line = list_line(&row, args, &s.batch, &others);
             csv.line(&line, amount_at(args), link_at(args))
-        })?;
+                .map_err(|e| {
+                    let told = std::io::Error::new(e.kind(), e.to_string());
+                    failure = Some(e);
+                    told
+                })
+        });
+        // The writer's own error first: a reader that went away is told apart from a ledger
+        // that failed.
+        if let Some(e) = failure {
+            return Err(e.into());
+        }
+        written += listed?;
     }
     if !header_done {
         let mut header: Vec<&str> = LIST_COLUMNS.to_vec();

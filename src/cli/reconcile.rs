@@ -59,9 +59,10 @@ pub async fn execute(args: ReconcileArgs) -> Result<Exit, CliError> {
     print_report(&done.report, args.dry_run, args.json);
     if done.unsettled {
         errln!(
-            "{} orders of the account are still processing, or were answered without naming their rows, and cannot be attributed yet: they may hold rows of this batch, so `paybatch run` sends nothing for it until a reconciliation can tell them; run `paybatch reconcile --batch {}` again once they finish or are answered whole",
+            "{} orders of the account are still processing, or were answered without naming their rows, and cannot be attributed yet: they may hold rows of this batch, so `paybatch run` sends nothing for it until a reconciliation can tell them; run `paybatch reconcile --batch {}{}` again once they finish or are answered whole",
             done.report.unattributed.len(),
-            crate::text::shell_word(&args.batch)
+            crate::text::shell_word(&args.batch),
+            args.service.repeated()
         );
         return Ok(Exit::Incomplete);
     }

@@ -291,10 +291,11 @@ fn copy_to_stdout(path: &Path) -> Result<(), crate::batch::outcome::OpError> {
     };
     let mut file = std::fs::File::open(path).map_err(at(path))?;
     let mut stdout = std::io::stdout().lock();
-    std::io::copy(&mut file, &mut stdout)
-        .and_then(|_| stdout.flush())
-        .map_err(at(Path::new("(output)")))?;
-    Ok(())
+    match std::io::copy(&mut file, &mut stdout).and_then(|_| stdout.flush()) {
+        // A reader that went away (`| head`) took what it wanted: not an error.
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(at(Path::new("(output)"))(e)),
+        _ => Ok(()),
+    }
 }
 
 /// What was written where (on stderr).

@@ -75,9 +75,10 @@ pub async fn execute(args: RetryArgs) -> Result<Exit, CliError> {
             "the same file, fixed"
         };
         errln!(
-            "next: paybatch run {} --batch {} ({file})",
+            "next: paybatch run {} --batch {}{} ({file})",
             crate::text::shell_word(&retried.input_path),
-            crate::text::shell_word(&args.batch)
+            crate::text::shell_word(&args.batch),
+            args.service.repeated()
         );
         errln!(
             "the batch's plan changed (it pays these rows again): a digest approved before this retry no longer passes `--expect-digest`; `paybatch validate` shows the new one, to approve"

@@ -414,6 +414,7 @@ fn print_summary(s: &RunSummary, quiet: bool, approved: Option<&str>) {
     for line in &s.stopped {
         outln!("  stopped: {line}");
     }
+    print_replanned(s);
     outln!("result file: {}", s.result_file());
     let verdict = match outcome {
         Outcome::Completed => "every row completed".to_string(),
@@ -458,6 +459,24 @@ fn print_money(s: &RunSummary) {
             );
         }
     }
+}
+
+/// The rows planned again after the service refused other items of their orders, and why.
+fn print_replanned(s: &RunSummary) {
+    let rows: i64 = s.replanned.iter().map(|(_, n)| n).sum();
+    if rows == 0 {
+        return;
+    }
+    let why: Vec<String> = s
+        .replanned
+        .iter()
+        .map(|(kind, n)| format!("{kind}: {n}"))
+        .collect();
+    outln!(
+        "  re-planned: {} planned again in new orders, as the service refused other items of their orders ({}; the refused rows are REJECTED with its reason)",
+        crate::text::rows(rows),
+        why.join(", ")
+    );
 }
 
 /// The first INVALID rows with their problems, and how many more.

@@ -82,6 +82,24 @@ pub struct Summary<'a> {
     result_format: &'a crate::file_format::ResultFormat,
     incomplete_reason: Option<&'a str>,
     stopped: &'a [String],
+    replanned: Replanned<'a>,
+    likely_repeats: LikelyRepeats<'a>,
+}
+
+/// The rows the run paid that pay a recipient what another batch paid them lately: how many,
+/// and the first of them with the earlier batch's row.
+#[derive(Serialize)]
+struct LikelyRepeats<'a> {
+    rows: usize,
+    listed: &'a [crate::batch::outcome::LikelyPaid],
+}
+
+/// Rows planned again in new orders after the service refused other items of their orders:
+/// `{"rows": 672, "because": {"validation_error": 672}}`.
+#[derive(Serialize)]
+struct Replanned<'a> {
+    rows: i64,
+    because: InOrder<&'a str, i64>,
 }
 
 pub fn summary(s: &RunSummary, code: i32) -> Summary<'_> {
@@ -113,6 +131,14 @@ pub fn summary(s: &RunSummary, code: i32) -> Summary<'_> {
         result_format: &s.result_format,
         incomplete_reason: s.incomplete_reason.as_deref(),
         stopped: &s.stopped,
+        replanned: Replanned {
+            rows: s.replanned.iter().map(|(_, n)| n).sum(),
+            because: InOrder(s.replanned.iter().map(|(k, n)| (k.as_str(), *n)).collect()),
+        },
+        likely_repeats: LikelyRepeats {
+            rows: s.likely_repeats_total,
+            listed: &s.likely_repeats,
+        },
     }
 }
 

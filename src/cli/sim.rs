@@ -320,6 +320,12 @@ pub struct ServeArgs {
         value_parser = clap::value_parser!(u16).range(1..=200)
     )]
     pub seed_paybatch_items: Option<u16>,
+    /// Refuse these addresses by item: a file of e-mail addresses, one a line (`#` starts a
+    /// comment); an order with one of them is answered 422 validation_error naming each such
+    /// item (items.N.distribution_method.email_address), as the service refuses an address it
+    /// does not take.
+    #[arg(long, value_name = "FILE")]
+    pub refuse_emails: Option<PathBuf>,
 }
 
 /// A duration written as numbers with units, d (days), h, m or s: `30d`, `1d12h`, `90m`.
@@ -457,8 +463,21 @@ impl ServeArgs {
             },
             minimal_answers: self.minimal_answers,
             seed_paybatch_items: self.seed_paybatch_items.map(usize::from),
+            refuse_emails: Default::default(),
         }
     }
+}
+
+/// The addresses of a `--refuse-emails` file, in lower case: one a line, blank lines and `#`
+/// comments left out.
+fn refused_emails(file: &std::path::Path) -> anyhow::Result<std::collections::BTreeSet<String>> {
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("cannot read --refuse-emails {}", file.display()))?;
+    Ok(text
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim().to_lowercase())
+        .filter(|l| !l.is_empty())
+        .collect())
 }
 
 /// Waits for Ctrl-C or SIGTERM. The handlers are installed when this is called, before the
@@ -575,7 +594,10 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
             args.addr
         );
     }
-    let config = args.config();
+    let mut config = args.config();
+    if let Some(file) = &args.refuse_emails {
+        config.refuse_emails = refused_emails(file)?;
+    }
     let shown_key = if config.keys.iter().any(|k| k == DEFAULT_KEY) {
         DEFAULT_KEY.to_string()
     } else {

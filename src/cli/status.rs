@@ -227,22 +227,30 @@ fn run_command(ledger: &Path, b: &BatchRecord, invalid: bool) -> String {
     let name = shell_word(&b.name);
     let input = shell_word(&b.input_path);
     let mut run = format!("paybatch run {input} --batch {name}");
-    if ledger != Path::new(DEFAULT_LEDGER) {
-        run.push_str(&format!(
-            " --ledger {}",
-            shell_word(&ledger.display().to_string())
-        ));
-    }
-    // Named explicitly (even `sim`), so that a settings file cannot point the advice elsewhere.
-    match Environment::from_recorded(&b.environment, &b.base_url) {
-        Ok(Environment::Custom(url)) => run.push_str(&format!(" --base-url {}", shell_word(&url))),
-        Ok(env) => run.push_str(&format!(" --env {}", env.name())),
-        Err(_) => {}
-    }
+    run.push_str(&ledger_flag(ledger));
+    run.push_str(&service_flag(b));
     if invalid {
         run.push_str(" --skip-invalid");
     }
     run
+}
+
+/// ` --ledger PATH` for a ledger that is not the default, quoted for a shell; else nothing.
+fn ledger_flag(ledger: &Path) -> String {
+    if ledger == Path::new(DEFAULT_LEDGER) {
+        return String::new();
+    }
+    format!(" --ledger {}", shell_word(&ledger.display().to_string()))
+}
+
+/// The service the batch is bound to, as a flag: ` --env NAME` or ` --base-url URL`. Named
+/// explicitly (even `sim`), so that a settings file cannot point the advice elsewhere.
+fn service_flag(b: &BatchRecord) -> String {
+    match Environment::from_recorded(&b.environment, &b.base_url) {
+        Ok(Environment::Custom(url)) => format!(" --base-url {}", shell_word(&url)),
+        Ok(env) => format!(" --env {}", env.name()),
+        Err(_) => String::new(),
+    }
 }
 
 /// The command after `retry`: `run` again, or for a batch whose runs were held to an approved
@@ -270,7 +278,9 @@ fn next_steps(
     approved: Option<&str>,
 ) -> Vec<String> {
     let n = |s: RowState| counts.get(&s).copied().unwrap_or(0);
-    let name = shell_word(&b.name);
+    // The batch, and the ledger when it is not the default, as every command below names them
+    // (`reconcile` the service too, as `run` does).
+    let name = format!("{}{}", shell_word(&b.name), ledger_flag(ledger));
     let input = shell_word(&b.input_path);
     let mut run = run_command(ledger, b, n(RowState::Invalid) > 0);
     // Paying rows other batches have changes the plan: that run is approved anew.
@@ -282,7 +292,8 @@ fn next_steps(
     let mut steps = Vec::new();
     if flights.iter().any(|f| f.in_doubt_too_long) {
         steps.push(format!(
-            "orders have been in doubt for more than {in_doubt_hours} hours: paybatch reconcile --batch {name} (it asks the service which of them exist)"
+            "orders have been in doubt for more than {in_doubt_hours} hours: paybatch reconcile --batch {name}{} (it asks the service which of them exist)",
+            service_flag(b)
         ));
     }
     let unfinished = n(RowState::Pending) + n(RowState::Planned) + n(RowState::Submitted);
@@ -316,9 +327,10 @@ fn next_steps(
     }
     if n(RowState::Invalid) > 0 {
         steps.push(format!(
-            "{} rows are INVALID: fix them in {} and run the same command again (paybatch validate {input} shows the problems)",
+            "{} rows are INVALID: fix them in {} and run the same command again (paybatch validate {input} --batch {name}{} shows the problems)",
             n(RowState::Invalid),
             b.input_path,
+            service_flag(b)
         ));
     }
     if counts.values().all(|n| *n == 0) && flights.is_empty() {
@@ -359,6 +371,8 @@ struct DetailJson<'a> {
     events: Vec<EventJson<'a>>,
     /// The runs held to an approved plan (`run --expect-digest`), oldest first.
     approvals: Vec<ApprovalJson<'a>>,
+    /// The first REJECTED and FAILED rows with the service's reasons.
+    refused_rows: &'a [String],
     next: &'a [String],
 }
 
@@ -388,6 +402,8 @@ struct ApproverJson<'a> {
 #[derive(Serialize)]
 struct ChargedJson<'a> {
     by: &'a str,
+    /// The same as `by`, under the name `run --json` gives it.
+    paid_by: &'a str,
     currency: &'a str,
     amount: String,
 }
@@ -442,6 +458,7 @@ fn detail_json<'a>(d: &'a Detail, next: &'a [String]) -> DetailJson<'a> {
             .iter()
             .map(|((payer, currency), amount)| ChargedJson {
                 by: payer,
+                paid_by: payer,
                 currency,
                 amount: crate::money::display_amount(*amount, currency),
             })
@@ -488,6 +505,7 @@ fn detail_json<'a>(d: &'a Detail, next: &'a [String]) -> DetailJson<'a> {
                     .collect(),
             })
             .collect(),
+        refused_rows: &d.refused,
         next,
     }
 }
@@ -545,6 +563,7 @@ fn print_detail(d: &Detail, next: &[String]) {
     for step in next {
         outln!("next: {step}");
     }
+    print_refused(d);
     if !d.invalid.is_empty() {
         let all = d.by_state().get(&RowState::Invalid).copied().unwrap_or(0);
         outln!("INVALID rows (every one with its problem in the result file's error_message):");
@@ -555,6 +574,28 @@ fn print_detail(d: &Detail, next: &[String]) {
         if more > 0 {
             outln!("  and {more} more");
         }
+    }
+}
+
+/// The first REJECTED and FAILED rows with the service's reasons, and how many more.
+fn print_refused(d: &Detail) {
+    if d.refused.is_empty() {
+        return;
+    }
+    let states = d.by_state();
+    let all = [RowState::Rejected, RowState::Failed]
+        .iter()
+        .map(|s| states.get(s).copied().unwrap_or(0))
+        .sum::<i64>();
+    outln!(
+        "REJECTED and FAILED rows, with the service's reasons (every one in the result file's error_message):"
+    );
+    for row in &d.refused {
+        outln!("  {row}");
+    }
+    let more = all - d.refused.len() as i64;
+    if more > 0 {
+        outln!("  and {more} more");
     }
 }
 
@@ -846,11 +887,16 @@ mod tests {
                    --ledger 'ledgers/our ledger.db' --base-url 'http://127.0.0.1:9/v2?a=1&b=2'";
         assert!(steps[0].contains(run), "{steps:?}");
         assert!(
-            steps[1].contains("paybatch retry --batch 'nov $HOME; rm -rf x', then"),
+            steps[1].contains(
+                "paybatch retry --batch 'nov $HOME; rm -rf x' --ledger 'ledgers/our ledger.db', then"
+            ),
             "{steps:?}"
         );
         assert!(
-            steps[2].contains("paybatch validate 'my batches/nov'\\''s.csv' shows"),
+            steps[2].contains(
+                "paybatch validate 'my batches/nov'\\''s.csv' --batch 'nov $HOME; rm -rf x' \
+                 --ledger 'ledgers/our ledger.db' --base-url 'http://127.0.0.1:9/v2?a=1&b=2' shows"
+            ),
             "{steps:?}"
         );
         let done: BTreeMap<RowState, i64> = [(RowState::Completed, 1)].into_iter().collect();

@@ -60,12 +60,7 @@ pub(super) fn run_command(plan: &PlanArgs, digest: &str) -> String {
     if let Some(b) = &plan.batch {
         cmd.push_str(&format!(" --batch {}", shell_word(b)));
     }
-    if let Some(e) = &plan.service.env {
-        cmd.push_str(&format!(" --env {}", shell_word(e)));
-    }
-    if let Some(u) = &plan.service.base_url {
-        cmd.push_str(&format!(" --base-url {}", shell_word(u)));
-    }
+    cmd.push_str(&plan.service.repeated());
     if let Some(c) = &plan.payment_currency {
         cmd.push_str(&format!(" --payment-currency {}", shell_word(c)));
     }

@@ -11,17 +11,19 @@ use super::columns::ColumnMap;
 use super::problem::{Problem, quoted, show};
 use super::reader::RawRecord;
 use crate::api::DistributionType;
-use crate::money::{
-    BALANCE_CURRENCIES, is_balance_currency, is_currency_code, minor_units, parse_amount,
-    parse_amount_decimal_comma,
+use crate::api::rules;
+use crate::api::rules::{
+    PAYMENT_CURRENCIES as BALANCE_CURRENCIES, is_currency_code,
+    is_payment_currency as is_balance_currency,
 };
+use crate::money::{minor_units, parse_amount, parse_amount_decimal_comma};
 
 /// The longest reference accepted, in characters.
 pub const MAX_REFERENCE_CHARS: usize = 100;
 /// Characters a reference may hold besides letters and digits.
 pub const REFERENCE_PUNCTUATION: &str = "-_.:/# ";
 /// The longest email address accepted, in bytes.
-pub const MAX_EMAIL_BYTES: usize = 254;
+pub use crate::api::rules::MAX_EMAIL_BYTES;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ValidateOptions {
@@ -317,6 +319,15 @@ fn parse_face_value(
         );
         return None;
     }
+    if let Some(why) = rules::face_value_problem(amount) {
+        c.report(
+            i,
+            "face_value",
+            format!("{} is too small: {why}", quoted(&v)),
+            format!("write at least {}", rules::MIN_FACE_VALUE),
+        );
+        return None;
+    }
     if let Some(cur) = currency {
         let places = minor_units(cur);
         if amount.scale() > places {
@@ -345,64 +356,10 @@ fn parse_face_value(
     Some(amount)
 }
 
-/// Why `s` is not a plausible email address, if it is not.
+/// Why `s` is not an address the service takes, if it is not: what is wrong, then the rule
+/// that refused it ([`crate::api::rules::email_problem`], the simulator's rule too).
 pub fn email_problem(s: &str) -> Option<String> {
-    if s.len() > MAX_EMAIL_BYTES {
-        return Some(format!("is longer than {MAX_EMAIL_BYTES} characters"));
-    }
-    if s.chars().any(|c| c.is_whitespace()) {
-        return Some("contains a space".into());
-    }
-    if let Some(c) = s.chars().find(|c| c.is_control()) {
-        return Some(format!(
-            "contains the control character `{}`",
-            c.escape_default()
-        ));
-    }
-    let (local, domain) = match s.split_once('@') {
-        None => return Some("has no `@`".into()),
-        Some((_, d)) if d.contains('@') => return Some("has more than one `@`".into()),
-        Some(parts) => parts,
-    };
-    if local.is_empty() {
-        return Some("has nothing before the `@`".into());
-    }
-    if local.chars().count() > 64 {
-        return Some("has more than 64 characters before the `@`".into());
-    }
-    const LOCAL_PUNCT: &str = "!#$%&'*+-/=?^_`{|}~.";
-    if let Some(c) = local
-        .chars()
-        .find(|c| !(c.is_alphanumeric() || LOCAL_PUNCT.contains(*c)))
-    {
-        return Some(format!("contains `{c}` before the `@`"));
-    }
-    if local.starts_with('.') || local.ends_with('.') || local.contains("..") {
-        return Some("has a misplaced `.` before the `@`".into());
-    }
-    if domain.is_empty() {
-        return Some("has no domain after the `@`".into());
-    }
-    if !domain.contains('.') {
-        return Some(format!("has no dot in its domain `{domain}`"));
-    }
-    let labels: Vec<&str> = domain.split('.').collect();
-    for label in &labels {
-        if label.is_empty() {
-            return Some(format!("has an empty part in its domain `{domain}`"));
-        }
-        if let Some(c) = label.chars().find(|c| !(c.is_alphanumeric() || *c == '-')) {
-            return Some(format!("contains `{c}` in its domain"));
-        }
-        if label.starts_with('-') || label.ends_with('-') {
-            return Some(format!("has a misplaced `-` in its domain `{domain}`"));
-        }
-    }
-    let tld = labels.last().copied().unwrap_or("");
-    if tld.chars().count() < 2 || tld.chars().all(|c| c.is_ascii_digit()) {
-        return Some(format!("has no valid top-level domain in `{domain}`"));
-    }
-    None
+    rules::email_problem(s).map(|p| format!("{p} (rule: {})", p.rule()))
 }
 
 fn parse_email(c: &mut NamedCells) -> Option<String> {
@@ -414,6 +371,9 @@ fn parse_email(c: &mut NamedCells) -> Option<String> {
     if let Some(why) = email_problem(&v) {
         let help = if v.contains('<') || v.contains(' ') {
             "write only the address, e.g. `jane.doe@example.com`"
+        } else if !v.is_ascii() {
+            "the service takes addresses in ASCII only: check the address with its owner (an \
+             address with accents is usually also reachable without them, or by a payout link)"
         } else {
             "check the address: one `@`, a name before it and a domain such as `example.com` after it"
         };
@@ -747,7 +707,6 @@ mod tests {
             "a@example.com",
             "first.last+tag@sub.example.org",
             "o'brien@example.co.uk",
-            "jürgen@exämple.de",
         ] {
             assert_eq!(email_problem(good), None, "{good}");
         }
@@ -767,11 +726,29 @@ mod tests {
             ".a@example.com",
             "a..b@example.com",
             "=HYPERLINK(\"x@example.com\")",
+            "jürgen@example.de",
+            "jane@exämple.de",
         ] {
             assert!(email_problem(bad).is_some(), "{bad}");
         }
         let long = format!("{}@example.com", "a".repeat(250));
         assert!(email_problem(&long).is_some());
+        // The address the service refused: the reason names the rule.
+        let ps = problems([
+            "R",
+            "A",
+            "1",
+            "USD",
+            "EMAIL",
+            "marcus.garcía.10009@example.com",
+            "",
+            "",
+        ]);
+        assert_eq!(ps[0].column, Some(6));
+        assert!(ps[0].message.contains("outside ASCII"), "{}", ps[0]);
+        assert!(ps[0].message.contains("rule: ASCII only"), "{}", ps[0]);
+        let ps = problems(["R", "A", "0.001", "KWD", "", "", "USD", ""]);
+        assert!(ps[0].message.contains("smallest face value"), "{}", ps[0]);
         let ps = problems(["R", "A", "1", "USD", "EMAIL", "", "", ""]);
         assert_eq!(ps[0].column, Some(6));
         assert!(ps[0].message.contains("needs an email"), "{}", ps[0]);
@@ -822,5 +799,71 @@ mod tests {
             "{}",
             ps[0]
         );
+    }
+}
+
+/// Whatever the validator accepts of the fields the service checks, the simulator accepts, and
+/// the reverse: both read the rules of `api::rules`.
+#[cfg(test)]
+mod parity {
+    use proptest::prelude::*;
+
+    use crate::input::fixtures::parse;
+
+    /// The order the row would be sent as: one item, e-mailed, the codes as the plan writes
+    /// them (trimmed; one code `SINGLE`, several `MULTIPLE`).
+    fn body(codes: &str, face_value: &str, email: &str, payment: &str) -> serde_json::Value {
+        let codes: Vec<String> = codes.split('|').map(|c| c.trim().to_string()).collect();
+        let products = serde_json::to_value(crate::api::ProductSelection::of(&codes)).unwrap();
+        let text = format!(
+            r#"{{"payment_method":{{"type":"ACCOUNT_BALANCE","currency":{}}},
+                "items":[{{"face_value":{face_value},
+                           "distribution_method":{{"type":"EMAIL","email_address":{}}},
+                           "products":{products}}}]}}"#,
+            serde_json::Value::String(payment.into()),
+            serde_json::Value::String(email.into()),
+        );
+        serde_json::from_str(&text).unwrap()
+    }
+
+    fn addresses() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[a-z0-9]{1,8}(\\.[a-z0-9+_'-]{1,6})?@[a-z0-9-]{1,8}\\.[a-z]{2,4}",
+            "[a-zA-Z0-9.íüé +_\"(),<>!#%&*=?^`{|}~-]{0,10}@[a-zA-Z0-9.äö_-]{0,10}",
+            "[a-z.]{0,6}@?[a-z.@]{0,6}\\.(com|c|1|xn--p1ai|de-)",
+            "[a-z]{1,70}@example\\.com",
+        ]
+    }
+
+    fn face_values() -> impl Strategy<Value = String> {
+        (0u32..20_000, 0u32..=2)
+            .prop_map(|(n, scale)| rust_decimal::Decimal::new(i64::from(n), scale).to_string())
+    }
+
+    fn codes() -> impl Strategy<Value = String> {
+        proptest::collection::vec(prop_oneof!["AMZ-US", "STEAM-US", " ", "AIRBNB-US"], 1..=3)
+            .prop_map(|c| c.join("|"))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        #[test]
+        fn validator_and_simulator_accept_the_same_fields(
+            email in addresses(),
+            face_value in face_values(),
+            codes in codes(),
+            payment in prop_oneof!["", "USD", "EUR", "usd", "JPY", "EURO"],
+        ) {
+            let row = parse(["R-1", &codes, &face_value, "USD", "EMAIL", &email, &payment, "US"]);
+            let sent = if payment.is_empty() { "USD" } else { payment.as_str() };
+            let refused = crate::sim::shape_problems(&body(&codes, &face_value, &email, sent));
+            prop_assert_eq!(
+                row.is_ok(),
+                refused.is_empty(),
+                "validator: {:?}; simulator: {:?}",
+                row.as_ref().err(),
+                refused
+            );
+        }
     }
 }

@@ -20,6 +20,7 @@ mod open;
 mod orders;
 pub mod payouts;
 pub mod repeats;
+mod replan;
 mod row_key;
 mod rows;
 pub mod service_orders;
@@ -40,6 +41,7 @@ use open::OpenHere;
 pub use open::{canonical_path, create_private_file};
 pub use orders::{IntentHead, OrderRecord, OutsideFile, PlannedOrder};
 pub use payouts::{PayoutLife, PayoutStatus};
+pub use replan::{ItemRefusal, REPLANNED};
 pub use row_key::RowKey;
 use rows::latest_conversion_in;
 pub use rows::{

@@ -394,7 +394,7 @@ fn check_order_transition(current: &OrderRecord, t: &Transition<'_>) -> Result<(
 }
 
 /// Writes an order's move from its `current` state as `t` says, and its event.
-fn write_order_transition(
+pub(super) fn write_order_transition(
     tx: &Transaction<'_>,
     path: &Path,
     current: &OrderRecord,
@@ -450,7 +450,7 @@ fn write_order_transition(
 
 /// Writes the move of one row of an order to `to`, with what `t` says of its item, and its
 /// event; refused when the table does not allow it.
-fn write_row_transition(
+pub(super) fn write_row_transition(
     tx: &Transaction<'_>,
     path: &Path,
     batch_id: i64,

@@ -385,10 +385,13 @@ fn start_csv(
 /// Copies the finished file at `path` to `out` (the CSV asked on stdout).
 fn copy_out(path: &Path, out: &mut dyn Write) -> Result<(), OpError> {
     let mut file = std::fs::File::open(path).map_err(io_at(path))?;
-    std::io::copy(&mut file, out)
-        .and_then(|_| out.flush())
-        .map_err(io_at(Path::new("(output)")))?;
-    Ok(())
+    match std::io::copy(&mut file, out).and_then(|_| out.flush()) {
+        // A reader that went away (`| head`) took what it wanted: not an error.
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(io_at(Path::new("(output)"))(e))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Writes the period's HTML page at `path` (mode 0600).

@@ -71,10 +71,11 @@ pub fn copy_result_file_as(
     let path = dir.path().join("result.csv");
     results::write_result_file(ledger, batch.id, &batch.headers, &path, format.format)?;
     let mut file = std::fs::File::open(&path).map_err(|e| io(&path, e))?;
-    std::io::copy(&mut file, out)
-        .and_then(|_| out.flush())
-        .map_err(|e| io(Path::new("(output)"), e))?;
-    Ok(())
+    match std::io::copy(&mut file, out).and_then(|_| out.flush()) {
+        // A reader that went away (`| head`) took what it wanted: not an error.
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(io(Path::new("(output)"), e)),
+        _ => Ok(()),
+    }
 }
 
 /// Counts in `tally` what the earlier attempts of the batch's reissued rows charged.

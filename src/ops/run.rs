@@ -23,7 +23,7 @@ use crate::api::Client;
 use crate::api::models::Product;
 use crate::batch::funds;
 use crate::batch::options::{RunOptions, default_result_path};
-use crate::batch::outcome::{OpError, RunSummary, summarize};
+use crate::batch::outcome::{LikelyPaid, OpError, RunSummary, summarize};
 use crate::batch::output::ResultWriter;
 use crate::batch::plan::{self, Merged};
 use crate::batch::progress::Reporter;
@@ -100,8 +100,8 @@ async fn run_batch(
         }
     }
     let products = catalog_for(&mut ledger, &conn, opts, &reporter).await?;
-    let earlier = earlier_of(&mut ledger, &conn, existing.as_ref(), opts, &reporter).await?;
-    let earlier = Arc::new(earlier);
+    let earlier =
+        Arc::new(earlier_of(&mut ledger, &conn, existing.as_ref(), opts, &reporter).await?);
     let options = ValidateOptions {
         allow_duplicates: opts.allow_duplicates,
         default_payment_currency: opts.default_payment_currency.clone(),
@@ -113,6 +113,7 @@ async fn run_batch(
             scanned,
             batch,
             written,
+            likely,
             ..
         },
     ) = merge_file(
@@ -138,10 +139,10 @@ async fn run_batch(
             crate::settings::service_read_every().map_or(READ_EVERY, |n| n.min(READ_EVERY)),
         )),
     });
-    let incomplete = send_and_poll(&context, batch.id, opts).await?;
     let ending = Ending {
-        incomplete,
+        incomplete: send_and_poll(&context, batch.id, opts).await?,
         written,
+        likely,
     };
     finish(
         &context,
@@ -218,6 +219,7 @@ async fn merge_file(
             let likely =
                 repeats::Checker::new(&ledger, earlier, opts.on_repeat).likely_of(noticed)?;
             tell_repeats(&likely, reporter);
+            once.likely = (likely.likely, likely.likely_total);
             once
         }
         None => {
@@ -312,6 +314,7 @@ async fn two_passes(
         batch,
         merged,
         written: None,
+        likely: (repeats.likely.clone(), repeats.likely_total),
     })
 }
 
@@ -320,6 +323,8 @@ async fn two_passes(
 struct Ending {
     incomplete: Option<String>,
     written: Option<ResultWriter>,
+    /// The first likely repeats the run paid, and how many there are.
+    likely: (Vec<repeats::LikelyRepeat>, usize),
 }
 
 /// What is checked before the ledger is opened: the input file, the result file, and with
@@ -399,6 +404,9 @@ struct MergedFile {
     /// The result file of a run that only plans, written during the one pass (not yet in
     /// place).
     written: Option<ResultWriter>,
+    /// The first likely repeats (rows paying a recipient what another batch paid them
+    /// lately), and how many there are.
+    likely: (Vec<repeats::LikelyRepeat>, usize),
 }
 
 /// A batch new to the ledger is read once ([`plan::plan_in_one_pass`]) when its file
@@ -589,6 +597,7 @@ impl OnePass {
             batch,
             merged,
             written,
+            likely: (Vec::new(), 0),
         }))
     }
 }
@@ -708,9 +717,10 @@ async fn reconcile_stale(
     ));
     if !r.retired.is_empty() {
         reporter.alert(format!(
-            "{} in-doubt orders were never created and the service answers their keys only with the server error it keeps for them: their rows are REJECTED; `paybatch retry --batch {}`, then this command again, sends them under new keys",
+            "{} in-doubt orders were never created and the service answers their keys only with the server error it keeps for them: their rows are REJECTED; `paybatch retry --batch {}{}`, then this command again, sends them under new keys",
             r.retired.len(),
-            crate::text::shell_word(&batch.name)
+            crate::text::shell_word(&batch.name),
+            opts.repeated_flags()
         ));
     }
     Ok(())
@@ -767,6 +777,7 @@ async fn finish(
     Ending {
         incomplete,
         written,
+        likely,
     }: Ending,
 ) -> Result<RunSummary, OpError> {
     let stopped_by_service = context
@@ -787,7 +798,9 @@ async fn finish(
     let stopped = if stopped_by_service.is_empty() {
         Vec::new()
     } else {
-        funds::stopped_lines(&ledger, batch, products, &stopped_by_service, &balances_now)?
+        let flags = opts.repeated_flags();
+        let (stops, balances) = (&stopped_by_service, &balances_now);
+        funds::stopped_lines(&ledger, batch, products, stops, balances, &flags)?
     };
     let result_path = result_path(opts);
     let result_format = ledger.result_format(batch.id)?;
@@ -817,7 +830,12 @@ async fn finish(
         result_path,
         incomplete,
     )?;
-    Ok(RunSummary { stopped, ..summary })
+    Ok(RunSummary {
+        stopped,
+        likely_repeats: likely.0.into_iter().map(LikelyPaid::from).collect(),
+        likely_repeats_total: likely.1,
+        ..summary
+    })
 }
 
 /// A batch rebuilt while orders it could not attribute were still processing: its rows without
@@ -850,4 +868,16 @@ async fn settle_rebuilt(
         ),
         help: "run the same command again once those orders finish or are answered whole (paybatch reconcile shows them as unattributed)".into(),
     })
+}
+
+impl From<repeats::LikelyRepeat> for LikelyPaid {
+    fn from(r: repeats::LikelyRepeat) -> Self {
+        LikelyPaid {
+            reference: r.reference,
+            line: r.line,
+            batch: r.batch,
+            earlier_reference: r.earlier_reference,
+            completed_at: r.completed_at,
+        }
+    }
 }

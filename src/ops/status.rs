@@ -119,9 +119,15 @@ pub struct Detail {
     pub in_doubt_window: Duration,
     /// The first INVALID rows, named with their problems.
     pub invalid: Vec<String>,
+    /// The first REJECTED and FAILED rows, named with the service's reasons.
+    pub refused: Vec<String>,
     /// The runs held to an approved plan (`run --expect-digest`), oldest first.
     pub approvals: Vec<Approval>,
 }
+
+/// REJECTED and FAILED rows named in the detail of a batch, at most (the result file has every
+/// one).
+pub const REFUSED_NAMED: i64 = 10;
 
 /// The batch called `name` in detail, its orders in doubt too long by the default window
 /// ([`crate::batch::in_doubt::DEFAULT_IN_DOUBT_HOURS`]).
@@ -154,7 +160,9 @@ pub fn batch_with_window(
     let payouts_read_at = ledger.payouts_read_at(b.id)?;
     let invalid = ledger.first_invalid_rows(b.id, crate::batch::outcome::INVALID_NAMED)?;
     let approvals = ledger.approvals(b.id)?;
+    let refused = ledger.first_refused_rows(b.id, REFUSED_NAMED)?;
     Ok(Detail {
+        refused,
         batch: b,
         counts,
         orders,

@@ -24,6 +24,8 @@ mod handlers;
 pub(crate) mod life;
 mod minimal;
 mod orders;
+#[cfg(test)]
+pub(crate) use orders::shape_problems;
 mod seed;
 mod server;
 mod store;
@@ -116,6 +118,11 @@ pub struct SimConfig {
     /// Share of answers (0 to 1) holding only what the published contract requires: every
     /// optional field left out, or `null` where the schema allows it (see `sim/minimal.rs`).
     pub minimal_answers: f64,
+    /// Addresses the service refuses by item (`sim serve --refuse-emails FILE`): an order with
+    /// one of them is answered `422 validation_error` naming each such item
+    /// (`items.N.distribution_method.email_address`), as the service answers an address it does
+    /// not take. Compared in lower case.
+    pub refuse_emails: std::collections::BTreeSet<String>,
 }
 
 /// An odd first page of the order list (`sim serve --odd-first-page`), for a client's read of
@@ -157,6 +164,7 @@ impl Default for SimConfig {
             odd_list: None,
             faults: Faults::default(),
             minimal_answers: 0.0,
+            refuse_emails: std::collections::BTreeSet::new(),
         }
     }
 }

@@ -437,7 +437,9 @@ async fn a_retry_of_failed_rows_is_a_new_plan_the_digest_before_it_cannot_pay() 
     .await;
     let next = stdout(&status);
     assert!(
-        next.contains("paybatch retry --batch f, then paybatch validate f.csv --batch f --ledger ")
+        next.contains(&format!(
+            "paybatch retry --batch f --ledger {ledger}, then paybatch validate f.csv --batch f --ledger "
+        ))
             && next.contains("shows the new plan's digest to approve, then paybatch run f.csv"),
         "{next}"
     );

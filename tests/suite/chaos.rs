@@ -284,6 +284,8 @@ async fn one_run(
     envs: &[(&str, &str)],
 ) -> (Option<i32>, String) {
     let mut cmd = Command::new(BIN);
+    cmd.env_remove("PAYBATCH_FAILPOINT");
+    // A fail point a scenario arms itself (`envs`) holds unless a drawn one replaces it.
     cmd.envs(envs.iter().copied());
     cmd.current_dir(dir)
         .args([
@@ -303,7 +305,6 @@ async fn one_run(
             "--quiet",
         ])
         .args(shape)
-        .env_remove("PAYBATCH_FAILPOINT")
         .env_remove("PAYBATCH_API_KEY")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -1341,6 +1342,135 @@ async fn payout_life_scenario(seed: u64) -> Result<Seen, String> {
     Ok(seen)
 }
 
+/// A scenario whose simulator refuses some of the batch's addresses by item
+/// (`--refuse-emails`), several rows an order: each order with such an address is refused
+/// naming it, the row is REJECTED and the order's other rows are planned again and paid. The
+/// first run is aborted between the refusal and its record, or just after it (`before_replan`,
+/// `after_replan`), the next ones may be killed at random. Every refused row ends REJECTED with
+/// no order at the service, every other row in exactly one order, and the balances move by the
+/// completed rows' prices.
+async fn refused_items_scenario(seed: u64) -> Result<Seen, String> {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x7265_6675_7365_6421);
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let (input, refs) = write_batch(dir.path(), &mut rng);
+    key_file(dir.path());
+    let text = std::fs::read_to_string(&input).map_err(|e| e.to_string())?;
+    let emails: Vec<&str> = text
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split(',').nth(4))
+        .filter(|e| !e.is_empty())
+        .collect();
+    let mut refused: Vec<String> = emails
+        .iter()
+        .filter(|_| rng.gen_bool(0.4))
+        .map(|e| e.to_string())
+        .collect();
+    if refused.is_empty()
+        && let Some(first) = emails.first()
+    {
+        refused.push(first.to_string());
+    }
+    let list = dir.path().join("refused.txt");
+    std::fs::write(&list, refused.join("\n")).map_err(|e| e.to_string())?;
+    let extra = vec!["--refuse-emails".to_string(), list.display().to_string()];
+    let (mut sim, faults) = SimProcess::start(dir.path(), &mut rng, seed, &extra, false).await;
+    let shape = vec![
+        "--items-per-order".to_string(),
+        rng.gen_range(2..=4).to_string(),
+    ];
+    let mut seen = Seen::with_shape(&shape);
+    let point = format!(
+        "{}:{}",
+        ["before_replan", "after_replan"][rng.gen_range(0..2)],
+        rng.gen_range(1..3)
+    );
+    let deadline = Instant::now() + Duration::from_secs(150);
+    let chaos_runs = rng.gen_range(1..4);
+    let mut finished = None;
+    for i in 0..40 {
+        if Instant::now() > deadline {
+            break;
+        }
+        let armed = [("PAYBATCH_FAILPOINT", point.as_str())];
+        let envs: &[(&str, &str)] = if i == 0 { &armed } else { &[] };
+        let chaos = i > 0 && i <= chaos_runs;
+        let (code, stderr) = one_run(
+            dir.path(),
+            &sim.base_url,
+            &shape,
+            &mut rng,
+            chaos,
+            &mut seen,
+            envs,
+        )
+        .await;
+        match code {
+            Some(0) | Some(4) => {
+                finished = code;
+                break;
+            }
+            None | Some(5) => {}
+            Some(other) => {
+                return Err(format!(
+                    "seed {seed}: run exited {other} (faults {faults:?}, {point}):\n{stderr}"
+                ));
+            }
+        }
+    }
+    if finished != Some(4) {
+        return Err(format!(
+            "seed {seed}: no run ended with the refused rows (faults {faults:?}, {point}): {finished:?}"
+        ));
+    }
+    let truth: Vec<SimOrderRecord> = sim.orders().await;
+    let (rows, orders) = read_ledger(dir.path(), seed)?;
+    let mut per_ref: HashMap<String, usize> = HashMap::new();
+    for o in &truth {
+        for r in paybatch::batch::order_body::references_in_metadata(&o.metadata) {
+            *per_ref.entry(r).or_default() += 1;
+        }
+    }
+    let by_line: HashMap<&str, &str> = text
+        .lines()
+        .skip(1)
+        .filter_map(|l| Some((l.split(',').next()?, l.split(',').nth(4)?)))
+        .collect();
+    for row in &rows {
+        let email = by_line.get(row.reference.as_str()).copied().unwrap_or("");
+        let orders_of_row = per_ref.get(&row.reference).copied().unwrap_or(0);
+        let refused_row = refused.iter().any(|e| e == email);
+        let ok = if refused_row {
+            row.state == RowState::Rejected && orders_of_row == 0
+        } else {
+            matches!(row.state, RowState::Completed | RowState::Failed) && orders_of_row == 1
+        };
+        if !ok {
+            return Err(format!(
+                "seed {seed}: row {} ({email}, refused: {refused_row}) ended {} with {orders_of_row} service orders ({point}, faults {faults:?})",
+                row.reference, row.state
+            ));
+        }
+    }
+    let known: std::collections::HashSet<&str> =
+        orders.iter().map(|o| o.idempotency_key.as_str()).collect();
+    if let Some(t) = truth
+        .iter()
+        .find(|t| !known.contains(t.idempotency_key.as_str()))
+    {
+        return Err(format!(
+            "seed {seed}: service order {} unknown to the ledger",
+            t.id
+        ));
+    }
+    every_row_kept(dir.path(), seed, rows.len(), refs.len())?;
+    balances_match(seed, &sim, &rows, std::iter::empty()).await?;
+    add_fault_counts(&sim, &mut seen).await;
+    let _ = sim.child.start_kill();
+    let _ = sim.child.wait().await;
+    Ok(seen)
+}
+
 /// Runs `count` scenarios from seed `first`, two at a time; panics with the seed of the first
 /// that fails; returns what they saw together.
 async fn run_scenarios<F, Fut>(first: u64, count: u64, scenario: F) -> Seen
@@ -1471,5 +1601,19 @@ async fn chaos_two_ledgers_on_one_simulator_pay_every_row_exactly_once() {
     assert!(
         total.kills + total.aborts > 0,
         "the suite must actually kill runs: {total:?}"
+    );
+}
+
+/// `PAYBATCH_CHAOS_REFUSED_SCENARIOS` (default 6) of [`refused_items_scenario`], from
+/// `PAYBATCH_CHAOS_SEED`: addresses refused by item, runs aborted around the re-plan and killed
+/// at random; every refused row REJECTED, every other row paid exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_refused_items_replan_the_others_and_pay_each_once() {
+    let count = env_number("PAYBATCH_CHAOS_REFUSED_SCENARIOS", 6);
+    let first = env_number("PAYBATCH_CHAOS_SEED", 1);
+    let total = run_scenarios(first, count, refused_items_scenario).await;
+    assert!(
+        total.aborts > 0,
+        "the suite must abort runs around the re-plan: {total:?}"
     );
 }

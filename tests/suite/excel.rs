@@ -138,7 +138,8 @@ async fn decimal_commas_are_read_where_they_are_the_mark_and_the_digest_is_the_s
     assert!(stdout(&out).contains(&dots), "{}", stdout(&out));
     // The command it suggests pays the same plan: it reads the amounts the same way.
     assert!(
-        stdout(&out).contains("paybatch run flagged.csv --batch nov --decimal-comma"),
+        stdout(&out)
+            .contains("paybatch run flagged.csv --batch nov --ledger ledger.db --decimal-comma"),
         "{}",
         stdout(&out)
     );

@@ -72,7 +72,13 @@ const RUN_KEYS: &[&str] = &[
     "environment",
     "exit_code",
     "incomplete_reason",
+    "likely_repeats",
+    "likely_repeats.listed",
+    "likely_repeats.rows",
     "outcome",
+    "replanned",
+    "replanned.because",
+    "replanned.rows",
     "result_file",
     "result_format",
     "result_format.bom",
@@ -96,7 +102,7 @@ const RUN_KEYS: &[&str] = &[
     "unconfirmed_rows",
 ];
 
-const RUN_MAPS: &[&str] = &["rows", "totals.per_product_currency"];
+const RUN_MAPS: &[&str] = &["rows", "totals.per_product_currency", "replanned.because"];
 
 const STATUS_MAPS: &[&str] = &["states", "orders", "payouts"];
 
@@ -375,6 +381,7 @@ async fn every_json_output_keeps_its_keys() {
         "orders.*",
         "payouts",
         "payouts_read_at",
+        "refused_rows",
         "repeats",
         "rows",
         "states",
@@ -400,6 +407,7 @@ async fn every_json_output_keeps_its_keys() {
         "charged[].amount",
         "charged[].by",
         "charged[].currency",
+        "charged[].paid_by",
         "payouts.*",
     ]);
     assert_keys("status --batch (paid)", &out, STATUS_MAPS, &paid);

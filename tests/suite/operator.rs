@@ -96,8 +96,10 @@ async fn validate_shows_totals_and_a_stable_digest_and_creates_no_batch() {
     let digest = digest_of(&text);
     assert!(
         text.contains(&format!(
-            "paybatch run nov.csv --base-url {} --expect-digest {digest}",
-            sim.base_url()
+            "paybatch run nov.csv --base-url {} --api-key-file {} --ledger {} --expect-digest {digest}",
+            sim.base_url(),
+            ws.key_file().display(),
+            ws.ledger().display()
         )),
         "{text}"
     );

@@ -6,7 +6,7 @@ use std::str::FromStr;
 use rust_decimal::{Decimal, RoundingStrategy};
 
 /// The currencies an order can be paid in (`payment_method.currency`).
-pub const PAYMENT_CURRENCIES: [&str; 4] = ["EUR", "GBP", "USD", "CAD"];
+pub use crate::api::rules::PAYMENT_CURRENCIES;
 
 /// Minor units (decimal places) of a currency: 0 for JPY and KRW, 2 for the others.
 pub fn minor_units(currency: &str) -> u32 {

@@ -129,7 +129,7 @@ fn read_and_check(
         cards_accepted: sim.config.cards_accepted,
         cards: &sim.config.cards,
     };
-    orders::check_order(&value, &rules).map_err(|refused| match refused {
+    let checked = orders::check_order(&value, &rules).map_err(|refused| match refused {
         Refused::Invalid(problems) => {
             let details = serde_json::to_value(&problems).unwrap_or(Value::Null);
             (
@@ -142,7 +142,45 @@ fn read_and_check(
             )
         }
         Refused::BadRequest { kind, message } => (400, error_bytes(kind, message, None)),
-    })
+    })?;
+    match refused_addresses(sim, &checked.0) {
+        Some(details) => Err((
+            422,
+            error_bytes(
+                "validation_error",
+                "There was an issue with the request payload: see details.",
+                Some(details),
+            ),
+        )),
+        None => Ok(checked),
+    }
+}
+
+/// The items whose address the simulator is set to refuse (`SimConfig::refuse_emails`), as the
+/// details of a `422 validation_error`: one entry an item, located at its address.
+fn refused_addresses(sim: &Sim, request: &Request) -> Option<Value> {
+    if sim.config.refuse_emails.is_empty() {
+        return None;
+    }
+    let details: Vec<Value> = request
+        .items
+        .iter()
+        .enumerate()
+        .filter_map(|(i, item)| {
+            let address = item.distribution_method.get("email_address")?.as_str()?;
+            sim.config
+                .refuse_emails
+                .contains(&address.to_lowercase())
+                .then(|| {
+                    serde_json::json!({
+                        "type": "value_error",
+                        "message": format!("'{address}' is not a valid email address"),
+                        "location": ["items", i.to_string(), "distribution_method", "email_address"],
+                    })
+                })
+        })
+        .collect();
+    (!details.is_empty()).then_some(Value::Array(details))
 }
 
 /// The stored items of a new order, each with its id and payout link.

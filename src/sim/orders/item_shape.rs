@@ -12,39 +12,7 @@ use super::shape::Checker;
 use super::{ItemsOf, MAX_ESTIMATE_ITEMS, MAX_ITEMS, RequestItem, Selection, at};
 use crate::api::decimal::parse_decimal_text;
 use crate::api::models::ExecutionMode;
-
-/// Longest `recipient_reference`.
-const MAX_RECIPIENT_REFERENCE: usize = 255;
-
-/// A plain address `local@domain.tld`: ASCII, no quoting, no IP literal. Stricter than the
-/// e-mail format of JSON Schema, so an address the simulator accepts is one every reader accepts.
-pub(crate) fn valid_email(address: &str) -> bool {
-    if address.len() > 254 {
-        return false;
-    }
-    let Some((local, domain)) = address.split_once('@') else {
-        return false;
-    };
-    let atext = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+/=?^_`{|}~-".contains(c);
-    let local_ok = !local.is_empty()
-        && local.len() <= 64
-        && local
-            .split('.')
-            .all(|part| !part.is_empty() && part.chars().all(atext));
-    let labels: Vec<&str> = domain.split('.').collect();
-    let domain_ok = labels.len() >= 2
-        && labels.iter().all(|l| {
-            !l.is_empty()
-                && l.len() <= 63
-                && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-                && !l.starts_with('-')
-                && !l.ends_with('-')
-        })
-        && labels
-            .last()
-            .is_some_and(|tld| tld.chars().all(|c| c.is_ascii_alphabetic()));
-    local_ok && domain_ok
-}
+use crate::api::rules::{self, MAX_RECIPIENT_REFERENCE};
 
 impl Checker {
     fn face_value(&mut self, item: &Map<String, Value>, i: &str) -> Option<Decimal> {
@@ -70,11 +38,14 @@ impl Checker {
             );
             return None;
         };
-        if fv < Decimal::new(1, 2) {
+        if rules::face_value_problem(fv).is_some() {
             self.add(
                 "greater_than_equal",
                 at(&loc),
-                format!("Input should be greater than or equal to 0.01, found {fv}"),
+                format!(
+                    "Input should be greater than or equal to {}, found {fv}",
+                    rules::MIN_FACE_VALUE
+                ),
             );
             return None;
         }
@@ -94,7 +65,7 @@ impl Checker {
     fn email(&mut self, from: &Map<String, Value>, out: &mut Map<String, Value>, i: &str) {
         let loc = ["items", i, "distribution_method", "email_address"];
         match self.string(from, "email_address", &loc) {
-            Some(a) if valid_email(a) => {
+            Some(a) if rules::is_valid_email(a) => {
                 out.insert("email_address".into(), Value::String(a.to_string()));
             }
             Some(a) => self.add(
@@ -149,11 +120,7 @@ impl Checker {
         let Some(r) = self.string(from, "recipient_reference", &loc) else {
             return;
         };
-        let ok = !r.is_empty()
-            && r.len() <= MAX_RECIPIENT_REFERENCE
-            && r.chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_@.".contains(c));
-        if ok {
+        if rules::is_recipient_reference(r) {
             out.insert("recipient_reference".into(), Value::String(r.to_string()));
         } else {
             self.add(
@@ -189,7 +156,7 @@ impl Checker {
     fn single(&mut self, p: &Map<String, Value>, i: &str) -> Option<Selection> {
         let loc = ["items", i, "products", "value"];
         let code = self.string(p, "value", &loc)?;
-        if code.is_empty() {
+        if rules::products_problem(&[code]).is_some() {
             self.add(
                 "string_too_short",
                 at(&loc),
@@ -225,12 +192,7 @@ impl Checker {
             "spend_rules_template_id",
         ];
         let id = self.optional_string(usage, "spend_rules_template_id", &loc)?;
-        let ok = id.len() == 30
-            && id.starts_with("PSR-")
-            && id[4..]
-                .chars()
-                .all(|c| c.is_ascii_digit() || "ABCDEFGHJKMNPQRSTVWXYZ".contains(c));
-        if !ok {
+        if !rules::is_spend_rules_id(&id) {
             self.add(
                 "string_pattern_mismatch",
                 at(&loc),
@@ -288,6 +250,11 @@ impl Checker {
                     codes.len()
                 ),
             );
+            return None;
+        }
+        let names: Vec<&str> = codes.iter().map(String::as_str).collect();
+        if let Some(why) = rules::products_problem(&names) {
+            self.add("string_too_short", at(&loc), format!("The selection {why}"));
             return None;
         }
         Some(Selection::Multiple(codes))
@@ -359,24 +326,5 @@ impl Checker {
             .enumerate()
             .filter_map(|(i, item)| self.item(item, i, of))
             .collect()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn email_addresses() {
-        assert!(valid_email("a@b.example"));
-        assert!(valid_email("first.last+tag@sub.example.com"));
-        assert!(!valid_email("a@b"));
-        assert!(!valid_email("@b.example"));
-        assert!(!valid_email("a b@c.example"));
-        assert!(!valid_email("a@@c.example"));
-        assert!(!valid_email("a@c..example"));
-        assert!(!valid_email("a.@c.example"));
-        assert!(!valid_email("a@-c.example"));
-        assert!(!valid_email("é@c.example"));
     }
 }

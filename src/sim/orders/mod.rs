@@ -27,18 +27,10 @@ use crate::api::models::{ExecutionMode, PaymentMethod, ProductSelection};
 
 pub(crate) use answers::{ListEntry, estimate_answer, full_order, list_entry, partial_order};
 
-/// Most items one order may hold.
-pub const MAX_ITEMS: usize = 200;
-/// Most items one estimate may price (`OrderPriceRequest`).
-pub const MAX_ESTIMATE_ITEMS: usize = 500;
-/// Longest `description`, in characters.
-pub const MAX_DESCRIPTION: usize = 128;
-/// Most `metadata` pairs.
-pub const MAX_METADATA_PAIRS: usize = 20;
-/// Longest `metadata` key, in characters.
-pub const MAX_METADATA_KEY: usize = 40;
-/// Longest `metadata` value, in characters.
-pub const MAX_METADATA_VALUE: usize = 200;
+pub use crate::api::rules::{
+    MAX_DESCRIPTION, MAX_ESTIMATE_ITEMS, MAX_ITEMS, MAX_METADATA_KEY, MAX_METADATA_PAIRS,
+    MAX_METADATA_VALUE,
+};
 
 /// One problem of a 422 answer, as the published `ValidationErrorItem`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -131,6 +123,20 @@ pub(crate) struct Rules<'a> {
     pub catalog: &'a Catalog,
     pub cards_accepted: bool,
     pub cards: &'a [String],
+}
+
+/// The problems of a `POST /order` body's shape (async), as `(location, message)`: the rules of
+/// the fields alone, without the account or the catalog. For the tests of the validator's
+/// parity with the simulator.
+#[cfg(test)]
+pub(crate) fn shape_problems(body: &Value) -> Vec<(String, String)> {
+    match shape::read_request(body, ExecutionMode::Async) {
+        Ok(_) => Vec::new(),
+        Err(problems) => problems
+            .into_iter()
+            .map(|p| (p.location.join("."), p.message))
+            .collect(),
+    }
 }
 
 /// Reads a `POST /order` body and checks it: its shape, then against the account and the

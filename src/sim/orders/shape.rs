@@ -11,11 +11,7 @@ use super::{
     Request, at,
 };
 use crate::api::models::{ExecutionMode, PaymentMethod, PaymentMethodType};
-use crate::sim::catalog::PAYMENT_CURRENCIES;
-
-fn capitals(text: &str, len: usize) -> bool {
-    text.len() == len && text.bytes().all(|b| b.is_ascii_uppercase())
-}
+use crate::api::rules::{PAYMENT_CURRENCIES, is_currency_code, is_payment_currency};
 
 /// Collects the problems of one body.
 pub(super) struct Checker {
@@ -110,7 +106,7 @@ impl Checker {
         };
         let loc = ["payment_method", "currency"];
         let currency = match self.string(pm, "currency", &loc) {
-            Some(c) if !capitals(c, 3) => {
+            Some(c) if !is_currency_code(c) => {
                 self.add(
                     "string_pattern_mismatch",
                     at(&loc),
@@ -118,11 +114,14 @@ impl Checker {
                 );
                 None
             }
-            Some(c) if !PAYMENT_CURRENCIES.contains(&c) => {
+            Some(c) if !is_payment_currency(c) => {
                 self.add(
                     "currency_not_supported",
                     at(&loc),
-                    format!("`{c}` is not a balance currency: one of EUR, GBP, USD, CAD"),
+                    format!(
+                        "`{c}` is not a balance currency: one of {}",
+                        PAYMENT_CURRENCIES.join(", ")
+                    ),
                 );
                 None
             }
