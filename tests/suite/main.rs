@@ -14,6 +14,7 @@ mod support;
 mod after_sending;
 mod approval_record;
 mod approved;
+mod attack_send;
 mod attack_service;
 mod cancelled_intents;
 mod cards;
