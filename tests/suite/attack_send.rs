@@ -194,3 +194,57 @@ async fn the_runs_own_order_whose_answer_was_lost_does_not_stop_it() {
         "A's own order is taken for another ledger's: {text}"
     );
 }
+
+/// Machine B runs the same batch with another grouping just after machine A's first read. A's
+/// read while sending learns B's orders and holds back the orders of their rows; its next run
+/// is refused with the advice to adopt them (`reconcile --rebuild`); after the adoption the
+/// run pays what is missing: every row once, the held-back intents of rows B paid never sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_orders_of_the_same_batch_adopted_then_resumed_pay_each_row_once() {
+    let sim = start_sim(fast_config(None)).await;
+    let b = Workspace::new();
+    rows_file(&b, "payroll.csv", "EMP", 5..=10);
+    let out = run_file(&b, &sim, "payroll.csv", &["--items-per-order", "3"], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+
+    let via = first_read_sees_nothing(&sim).await;
+    let a = Workspace::new();
+    rows_file(&a, "payroll.csv", "EMP", 1..=10);
+    let grouping = ["--items-per-order", "1", "--concurrency", "1"];
+    let every = [("PAYBATCH_SERVICE_READ_EVERY", "3")];
+    let out = run_at(&a, &via, "payroll.csv", &grouping, &every).await;
+    let text = output_of(&out);
+    assert_eq!(out.status.code(), Some(5), "{text}");
+    assert!(text.contains("held back"), "{text}");
+    assert!(paid_twice(&sim).is_empty(), "{text}");
+
+    let posts = order_posts(&sim);
+    let out = run_at(&a, &via, "payroll.csv", &grouping, &[]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
+    assert!(output_of(&out).contains("--rebuild"), "{}", output_of(&out));
+    assert_eq!(order_posts(&sim), posts, "nothing sent");
+    let adopt = against_url(
+        &a,
+        &via,
+        &[
+            "reconcile",
+            "--batch",
+            "payroll",
+            "--rebuild",
+            "payroll.csv",
+        ],
+    )
+    .await;
+    let out = run_at(&a, &via, "payroll.csv", &grouping, &[]).await;
+    let twice = paid_twice(&sim);
+    assert!(
+        twice.is_empty(),
+        "rows paid twice: {twice:?}; reconcile exited {:?}: {}\nthen the run exited {:?}: {}",
+        adopt.status.code(),
+        output_of(&adopt),
+        out.status.code(),
+        output_of(&out)
+    );
+    assert_eq!(rows_paid(&sim), 10, "{}", output_of(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+}
