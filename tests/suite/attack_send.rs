@@ -400,3 +400,41 @@ async fn a_read_that_stops_while_sending_does_not_say_nothing_was_submitted() {
     assert_eq!(out.status.code(), Some(5), "{text}");
     assert!(!text.contains("nothing was submitted"), "{text}");
 }
+
+/// With `--allow-repeats`, rows another ledger paid while the run sent are paid again, as the
+/// person said, and the run warns of them: right. Its closing line then says the reads found
+/// "nothing of this batch paid elsewhere", which the warning above it contradicts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "defect: rows paid again under --allow-repeats while sending, then the run says nothing was paid elsewhere"]
+async fn rows_allowed_again_while_sending_are_not_said_to_be_paid_nowhere_else() {
+    let sim = start_sim(fast_config(None)).await;
+    let b = Workspace::new();
+    rows_file(&b, "bonus.csv", "EMP", 5..=10);
+    let out = run_file(&b, &sim, "bonus.csv", &[], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+
+    let via = first_read_sees_nothing(&sim).await;
+    let a = Workspace::new();
+    rows_file(&a, "payroll.csv", "EMP", 1..=10);
+    let out = run_at(
+        &a,
+        &via,
+        "payroll.csv",
+        &[
+            "--items-per-order",
+            "1",
+            "--concurrency",
+            "1",
+            "--allow-repeats",
+        ],
+        &[("PAYBATCH_SERVICE_READ_EVERY", "3")],
+    )
+    .await;
+    let text = output_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("as --allow-repeats says"), "{text}");
+    assert!(
+        !text.contains("nothing of this batch paid elsewhere"),
+        "{text}"
+    );
+}
