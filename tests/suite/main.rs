@@ -14,6 +14,7 @@ mod support;
 mod after_sending;
 mod approval_record;
 mod approved;
+mod attack_send;
 mod attack_service;
 mod books;
 mod cancelled_intents;

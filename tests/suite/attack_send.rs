@@ -1,0 +1,465 @@
+//! Exactly once while a run sends: the service's order list read again before a send tried
+//! again and after every `PAYBATCH_SERVICE_READ_EVERY` first sends, against two machines of one
+//! team, orders that FAIL, answers lost on the way back and the runs that follow a hold.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::support::*;
+
+/// How many `EMP-` references the service holds in an order that is not FAILED.
+fn rows_paid(sim: &paybatch::sim::SimHandle) -> usize {
+    live_orders_of_emp_rows(sim)
+        .values()
+        .filter(|&&n| n > 0)
+        .count()
+}
+
+/// The `EMP-` references the service holds in more than one order that is not FAILED.
+fn paid_twice(sim: &paybatch::sim::SimHandle) -> Vec<String> {
+    live_orders_of_emp_rows(sim)
+        .into_iter()
+        .filter(|(_, live)| *live > 1)
+        .map(|(r, _)| r)
+        .collect()
+}
+
+/// `paybatch run FILE` against `base` with the workspace's key file and ledger.
+async fn run_at(
+    ws: &Workspace,
+    base: &str,
+    file: &str,
+    extra: &[&str],
+    envs: &[(&str, &str)],
+) -> std::process::Output {
+    let args = run_args(ws, base, file, extra);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    paybatch_in(ws.dir.path(), &args, envs).await
+}
+
+/// A proxy in front of `sim` whose first answer to the order list is one empty last page (as
+/// the list read just before another machine's orders were made would be); every later read
+/// shows everything.
+async fn first_read_sees_nothing(sim: &paybatch::sim::SimHandle) -> String {
+    let reads = Arc::new(AtomicUsize::new(0));
+    let n = Arc::clone(&reads);
+    let rewrite: rewriting::Rewrite = Arc::new(move |method, path, status, json| {
+        if *method != axum::http::Method::GET || path != "/order" || status != 200 {
+            return;
+        }
+        if n.fetch_add(1, Ordering::SeqCst) == 0 {
+            json["items"] = serde_json::json!([]);
+            if let Some(c) = json
+                .pointer_mut("/pagination/cursors")
+                .and_then(|c| c.as_object_mut())
+            {
+                c.remove("after");
+            }
+        }
+    });
+    rewriting::start(sim, rewrite).await
+}
+
+/// Machine B pays `bonus` (rows `range`) and every order of it FAILS: nothing is paid.
+async fn b_fails_bonus(
+    state: &Workspace,
+    sim: paybatch::sim::SimHandle,
+    range: std::ops::RangeInclusive<usize>,
+) -> paybatch::sim::SimHandle {
+    let mut failing = fast_config(Some(state.sim_state()));
+    failing.failure_rate = 1.0;
+    let sim = restart_sim(sim, failing).await;
+    let b = Workspace::new();
+    rows_file(&b, "bonus.csv", "EMP", range);
+    let out = run_file(&b, &sim, "bonus.csv", &[], &[]).await;
+    assert_eq!(out.status.code(), Some(4), "{}", output_of(&out));
+    assert!(
+        live_orders_of_emp_rows(&sim).values().all(|&n| n == 0),
+        "nothing paid"
+    );
+    restart_sim(sim, fast_config(Some(state.sim_state()))).await
+}
+
+/// Machine A plans payroll at five rows an order; machine B pays rows 8 to 10 under another
+/// batch name just after A's first read. A's read while sending holds back its second order
+/// (rows 6 to 10): right. The next run refuses rows 8 to 10 as repeats: right. Then
+/// `--skip-repeats` is what that refusal offers: it should pay rows 6 and 7 and none of 8 to 10
+/// again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_order_of_several_rows_skipped_as_repeats_pays_none_of_them_again() {
+    let sim = start_sim(fast_config(None)).await;
+    let b = Workspace::new();
+    rows_file(&b, "bonus.csv", "EMP", 8..=10);
+    let out = run_file(&b, &sim, "bonus.csv", &[], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+
+    let via = first_read_sees_nothing(&sim).await;
+    let a = Workspace::new();
+    rows_file(&a, "payroll.csv", "EMP", 1..=10);
+    let every = [("PAYBATCH_SERVICE_READ_EVERY", "1")];
+    let grouping = ["--items-per-order", "5", "--concurrency", "1"];
+    let out = run_at(&a, &via, "payroll.csv", &grouping, &every).await;
+    let text = output_of(&out);
+    assert_eq!(out.status.code(), Some(5), "{text}");
+    assert!(text.contains("held back"), "{text}");
+    assert!(paid_twice(&sim).is_empty(), "{text}");
+
+    let posts = order_posts(&sim);
+    let out = run_at(&a, &via, "payroll.csv", &grouping, &[]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
+    assert_eq!(order_posts(&sim), posts, "nothing sent");
+
+    let skip = ["--items-per-order", "5", "--skip-repeats"];
+    let out = run_at(&a, &via, "payroll.csv", &skip, &[]).await;
+    let twice = paid_twice(&sim);
+    assert!(
+        twice.is_empty(),
+        "rows paid twice: {twice:?}; the run with --skip-repeats exited {:?}: {}",
+        out.status.code(),
+        output_of(&out)
+    );
+    assert_eq!(rows_paid(&sim), 10, "every row paid");
+}
+
+/// Machine B's run of `bonus` FAILS in full (nothing paid) just after machine A's first read.
+/// A's read while sending learns B's FAILED orders; a FAILED order pays nothing, so it holds
+/// nothing back: A pays every row once and ends as a run with nothing wrong does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "defect: FAILED orders of another ledger learned while sending hold back rows nobody paid (exit 5)"]
+async fn failed_orders_learned_while_sending_hold_nothing_back() {
+    let state = Workspace::new();
+    let sim = start_sim(fast_config(Some(state.sim_state()))).await;
+    let sim = b_fails_bonus(&state, sim, 5..=10).await;
+
+    let via = first_read_sees_nothing(&sim).await;
+    let a = Workspace::new();
+    rows_file(&a, "payroll.csv", "EMP", 1..=10);
+    let out = run_at(
+        &a,
+        &via,
+        "payroll.csv",
+        &["--items-per-order", "1", "--concurrency", "1"],
+        &[("PAYBATCH_SERVICE_READ_EVERY", "3")],
+    )
+    .await;
+    let text = output_of(&out);
+    assert!(paid_twice(&sim).is_empty(), "{text}");
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(!text.contains("held back"), "{text}");
+    assert_eq!(rows_paid(&sim), 10, "{text}");
+}
+
+/// The same before the first send: another ledger's `bonus`, every order of it FAILED, is no
+/// repeat of A's `payroll` (a FAILED order paid nothing), as it is not for a run of the same
+/// batch (`attack_service::failed_orders_of_another_ledger_do_not_hold_rows_planned_here`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "defect: FAILED orders of another batch at the service are taken for repeats (exit 3)"]
+async fn failed_orders_of_another_batch_are_no_repeats() {
+    let state = Workspace::new();
+    let sim = start_sim(fast_config(Some(state.sim_state()))).await;
+    let sim = b_fails_bonus(&state, sim, 1..=10).await;
+
+    let a = Workspace::new();
+    rows_file(&a, "payroll.csv", "EMP", 1..=10);
+    let out = run_file(&a, &sim, "payroll.csv", &["--items-per-order", "1"], &[]).await;
+    let text = output_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_eq!(rows_paid(&sim), 10, "{text}");
+    assert!(paid_twice(&sim).is_empty(), "{text}");
+}
+
+/// A's own order: the service made it but its answer was lost (504, as the contract allows),
+/// and it is still processing. The read before the send tried again sees an order the ledger
+/// does not know, still processing, waits for it, and stops the run (exit 5) saying it may be
+/// another ledger's paying this batch now; the next run says the same. The send tried again
+/// (same key) would have named it as A's own: the run should send it again and record it,
+/// not stop on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "defect: the run stops on its own order in doubt, says it may be another ledger's and that nothing was submitted"]
+async fn the_runs_own_order_whose_answer_was_lost_does_not_stop_it() {
+    use std::time::Duration;
+    let mut config = fast_config(None);
+    config.processing_min = Duration::from_secs(300);
+    config.processing_max = Duration::from_secs(300);
+    config.faults.timeout_rate = 1.0;
+    let sim = start_sim(config).await;
+    let a = Workspace::new();
+    rows_file(&a, "payroll.csv", "EMP", 1..=1);
+    let out = run_file(&a, &sim, "payroll.csv", &["--poll-timeout", "3"], &[]).await;
+    let text = output_of(&out);
+    assert_eq!(sim.orders().len(), 1, "{text}");
+    assert!(order_posts(&sim) >= 2, "the send was tried again: {text}");
+    assert!(
+        !text.contains("this ledger does not know them"),
+        "A's own order is taken for another ledger's: {text}"
+    );
+}
+
+/// Machine B runs the same batch with another grouping just after machine A's first read. A's
+/// read while sending learns B's orders and holds back the orders of their rows; its next run
+/// is refused with the advice to adopt them (`reconcile --rebuild`); after the adoption the
+/// run pays what is missing: every row once, the held-back intents of rows B paid never sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_orders_of_the_same_batch_adopted_then_resumed_pay_each_row_once() {
+    let sim = start_sim(fast_config(None)).await;
+    let b = Workspace::new();
+    rows_file(&b, "payroll.csv", "EMP", 5..=10);
+    let out = run_file(&b, &sim, "payroll.csv", &["--items-per-order", "3"], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+
+    let via = first_read_sees_nothing(&sim).await;
+    let a = Workspace::new();
+    rows_file(&a, "payroll.csv", "EMP", 1..=10);
+    let grouping = ["--items-per-order", "1", "--concurrency", "1"];
+    let every = [("PAYBATCH_SERVICE_READ_EVERY", "3")];
+    let out = run_at(&a, &via, "payroll.csv", &grouping, &every).await;
+    let text = output_of(&out);
+    assert_eq!(out.status.code(), Some(5), "{text}");
+    assert!(text.contains("held back"), "{text}");
+    assert!(paid_twice(&sim).is_empty(), "{text}");
+
+    let posts = order_posts(&sim);
+    let out = run_at(&a, &via, "payroll.csv", &grouping, &[]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
+    assert!(output_of(&out).contains("--rebuild"), "{}", output_of(&out));
+    assert_eq!(order_posts(&sim), posts, "nothing sent");
+    let adopt = against_url(
+        &a,
+        &via,
+        &[
+            "reconcile",
+            "--batch",
+            "payroll",
+            "--rebuild",
+            "payroll.csv",
+        ],
+    )
+    .await;
+    let out = run_at(&a, &via, "payroll.csv", &grouping, &[]).await;
+    let twice = paid_twice(&sim);
+    assert!(
+        twice.is_empty(),
+        "rows paid twice: {twice:?}; reconcile exited {:?}: {}\nthen the run exited {:?}: {}",
+        adopt.status.code(),
+        output_of(&adopt),
+        out.status.code(),
+        output_of(&out)
+    );
+    assert_eq!(rows_paid(&sim), 10, "{}", output_of(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+}
+
+/// Two sends of machine A under way at once, at one order a minute (`--order-rate 1`): the
+/// second waits for its slot. The first is answered 503, and the read before it is tried again
+/// shows machine B's orders of both rows (made just after A's first read): it holds back both
+/// of A's orders. The first is held; the second, already past the hold check and waiting for
+/// its slot, is sent when the slot comes: its row is paid twice although a read saw B's order
+/// before it went.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "defect: a send past the hold check, waiting for its slot, goes out after a read held it: paid twice"]
+async fn a_send_waiting_for_its_slot_when_a_read_holds_it_is_not_sent() {
+    use std::sync::atomic::AtomicBool;
+    let sim = start_sim(fast_config(None)).await;
+    let b = Workspace::new();
+    rows_file(&b, "bonus.csv", "EMP", 1..=2);
+    let out = run_file(&b, &sim, "bonus.csv", &[], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+
+    // The list shows B's orders only once A's first send was made (and answered 503).
+    let shown = Arc::new(AtomicBool::new(false));
+    let (s, r) = (Arc::clone(&shown), Arc::clone(&shown));
+    let answer: rewriting::Answer = Arc::new(move |method, body| {
+        let order = *method == axum::http::Method::POST
+            && String::from_utf8_lossy(body).contains("\"metadata\"");
+        if !order || s.swap(true, Ordering::SeqCst) {
+            return None;
+        }
+        Some((
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            serde_json::json!({"type": "internal_server_error", "message": "unavailable", "help": null}),
+        ))
+    });
+    let rewrite: rewriting::Rewrite = Arc::new(move |method, path, status, json| {
+        if *method == axum::http::Method::GET
+            && path == "/order"
+            && status == 200
+            && !r.load(Ordering::SeqCst)
+        {
+            json["items"] = serde_json::json!([]);
+            if let Some(c) = json
+                .pointer_mut("/pagination/cursors")
+                .and_then(|c| c.as_object_mut())
+            {
+                c.remove("after");
+            }
+        }
+    });
+    let via = rewriting::start_with(
+        &sim,
+        rewriting::Rules {
+            rewrite,
+            answer: Some(answer),
+            cut_path_at: None,
+        },
+    )
+    .await;
+
+    let a = Workspace::new();
+    rows_file(&a, "payroll.csv", "EMP", 1..=2);
+    let extra = [
+        "--items-per-order",
+        "1",
+        "--concurrency",
+        "2",
+        "--order-rate",
+        "1",
+    ];
+    let out = run_at(&a, &via, "payroll.csv", &extra, &[]).await;
+    let text = output_of(&out);
+    assert!(text.contains("held back"), "{text}");
+    let twice = paid_twice(&sim);
+    assert!(
+        twice.is_empty(),
+        "rows paid twice: {twice:?}; A exited {:?}: {text}",
+        out.status.code()
+    );
+    assert_eq!(out.status.code(), Some(5), "{text}");
+}
+
+/// A's own order: made by the service, its answer lost (504) and answered bare since (neither
+/// description nor metadata, as the published contract allows). The ledger holds its intent
+/// and key, in doubt: sending it again (the same key) names the order as A's. Every run stops
+/// before that (exit 5: finished orders whose they are cannot be told), and the advice is
+/// `--allow-untold-orders`, for orders of another tool: the batch never ends by itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "defect: the run's own order in doubt, answered bare, blocks every run (exit 5) though resending its key names it"]
+async fn the_runs_own_order_answered_bare_after_a_lost_answer_does_not_block_every_run() {
+    let state = Workspace::new();
+    let mut config = fast_config(Some(state.sim_state()));
+    config.faults.timeout_rate = 1.0;
+    config.minimal_answers = 1.0;
+    let sim = start_sim(config).await;
+    let a = Workspace::new();
+    rows_file(&a, "payroll.csv", "EMP", 1..=1);
+    let first = run_file(&a, &sim, "payroll.csv", &[], &[]).await;
+    assert_eq!(sim.orders().len(), 1, "{}", output_of(&first));
+    let mut config = fast_config(Some(state.sim_state()));
+    config.minimal_answers = 1.0;
+    let sim = restart_sim(sim, config).await;
+    let mut outs = Vec::new();
+    for _ in 0..3 {
+        let out = run_file(&a, &sim, "payroll.csv", &[], &[]).await;
+        let done = out.status.code() == Some(0);
+        outs.push(out);
+        if done {
+            break;
+        }
+    }
+    let last = outs.last().expect("ran");
+    assert!(paid_twice(&sim).is_empty());
+    assert_eq!(
+        last.status.code(),
+        Some(0),
+        "first run: {}\nlast run: {}",
+        output_of(&first),
+        output_of(last)
+    );
+}
+
+/// A read of the list while sending that cannot reach a documented end (here its next page is
+/// refused: a cursor the service does not know) stops the run (exit 5): right. It says "nothing was submitted", as before a run,
+/// though orders of this run went out and are in the ledger: the operator is told the wrong
+/// thing about money that moved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "defect: a read that fails while sending says nothing was submitted though orders went out"]
+async fn a_read_that_stops_while_sending_does_not_say_nothing_was_submitted() {
+    let sim = start_sim(fast_config(None)).await;
+    let reads = Arc::new(AtomicUsize::new(0));
+    let n = Arc::clone(&reads);
+    let rewrite: rewriting::Rewrite = Arc::new(move |method, path, status, json| {
+        if *method != axum::http::Method::GET || path != "/order" || status != 200 {
+            return;
+        }
+        if n.fetch_add(1, Ordering::SeqCst) > 0 {
+            json["pagination"]["cursors"]["after"] = serde_json::json!("the-same-cursor");
+        }
+    });
+    let via = rewriting::start(&sim, rewrite).await;
+    let a = Workspace::new();
+    rows_file(&a, "payroll.csv", "EMP", 1..=6);
+    let out = run_at(
+        &a,
+        &via,
+        "payroll.csv",
+        &["--items-per-order", "1", "--concurrency", "1"],
+        &[("PAYBATCH_SERVICE_READ_EVERY", "2")],
+    )
+    .await;
+    let text = output_of(&out);
+    assert!(order_posts(&sim) >= 2, "{text}");
+    assert_eq!(out.status.code(), Some(5), "{text}");
+    assert!(!text.contains("nothing was submitted"), "{text}");
+}
+
+/// With `--allow-repeats`, rows another ledger paid while the run sent are paid again, as the
+/// person said, and the run warns of them: right. Its closing line then says the reads found
+/// "nothing of this batch paid elsewhere", which the warning above it contradicts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "defect: rows paid again under --allow-repeats while sending, then the run says nothing was paid elsewhere"]
+async fn rows_allowed_again_while_sending_are_not_said_to_be_paid_nowhere_else() {
+    let sim = start_sim(fast_config(None)).await;
+    let b = Workspace::new();
+    rows_file(&b, "bonus.csv", "EMP", 5..=10);
+    let out = run_file(&b, &sim, "bonus.csv", &[], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+
+    let via = first_read_sees_nothing(&sim).await;
+    let a = Workspace::new();
+    rows_file(&a, "payroll.csv", "EMP", 1..=10);
+    let out = run_at(
+        &a,
+        &via,
+        "payroll.csv",
+        &[
+            "--items-per-order",
+            "1",
+            "--concurrency",
+            "1",
+            "--allow-repeats",
+        ],
+        &[("PAYBATCH_SERVICE_READ_EVERY", "3")],
+    )
+    .await;
+    let text = output_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("as --allow-repeats says"), "{text}");
+    assert!(
+        !text.contains("nothing of this batch paid elsewhere"),
+        "{text}"
+    );
+}
+
+/// The same order in doubt, and `paybatch reconcile --batch` as the way out: it says of the
+/// in-doubt intent "the service never created it" (it did: the one order at the service, which
+/// it names on the next line as not saying its rows yet). The next run with the same key is
+/// answered with that order, so nothing is paid twice here; but the operator is told no order
+/// exists, and is led to take the bare order for another tool's (`--allow-untold-orders`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "defect: reconcile says an in-doubt intent was never created while a bare order it cannot tell exists"]
+async fn reconcile_does_not_say_an_order_in_doubt_was_never_created_beside_a_bare_order() {
+    let state = Workspace::new();
+    let mut config = fast_config(Some(state.sim_state()));
+    config.faults.timeout_rate = 1.0;
+    config.minimal_answers = 1.0;
+    let sim = start_sim(config).await;
+    let a = Workspace::new();
+    rows_file(&a, "payroll.csv", "EMP", 1..=1);
+    let first = run_file(&a, &sim, "payroll.csv", &[], &[]).await;
+    assert_eq!(sim.orders().len(), 1, "{}", output_of(&first));
+    let mut config = fast_config(Some(state.sim_state()));
+    config.minimal_answers = 1.0;
+    let sim = restart_sim(sim, config).await;
+    let rec = against_url(&a, &sim.base_url(), &["reconcile", "--batch", "payroll"]).await;
+    let said = output_of(&rec);
+    assert!(!said.contains("never created it"), "{said}");
+}
