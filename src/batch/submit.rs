@@ -173,8 +173,8 @@ struct Sending<'a> {
     /// In-doubt orders older than the in-doubt window: not re-sent before reconciling.
     stale: Unsent,
     not_sent: usize,
-    /// Orders held back: rows another ledger paid while this run sent.
-    held: usize,
+    /// Orders held back, not sent: rows another ledger paid while this run sent.
+    held: Vec<i64>,
     /// New orders of the rows of refused orders ([`super::replan`]), sent in this run too.
     replanned: usize,
 }
@@ -240,7 +240,7 @@ impl Sending<'_> {
         match joined {
             Ok((_, Sent::Recorded)) => {}
             Ok((_, Sent::Stopped)) => self.not_sent += 1,
-            Ok((_, Sent::Held)) => self.held += 1,
+            Ok((id, Sent::Held)) => self.held.push(id),
             Ok((id, Sent::ItemsRefused(e))) => self.items_refused(id, &e),
             Ok((id, Sent::GaveUp { why, detail, kept })) => {
                 let unsent = self.gave_up.entry(why).or_default();
@@ -285,6 +285,24 @@ impl Sending<'_> {
                     self.tasks.abort_all();
                 }
             }
+        }
+    }
+
+    /// Sends every intent, as many at once as the options allow; returns what was done, or
+    /// why the sending stopped.
+    async fn run(mut self, phase: super::progress::Phase) -> Result<Self, OpError> {
+        loop {
+            self.fill()?;
+            let Some(joined) = self.tasks.join_next().await else {
+                break;
+            };
+            phase.inc(1);
+            self.joined(joined)?;
+        }
+        phase.finish();
+        match self.stop.take() {
+            Some(e) => Err(e),
+            None => Ok(self),
         }
     }
 
@@ -345,7 +363,7 @@ pub async fn submit_all(
     let sent_before: Vec<std::time::Instant> = earlier.iter().map(|t| t.into_std()).collect();
     phase.limit(opts.order_rate, &sent_before);
     context.reporter.line(format!("submitting {count} orders"));
-    let mut sending = Sending {
+    let sending = Sending {
         context,
         batch_id,
         opts,
@@ -358,25 +376,15 @@ pub async fn submit_all(
         gave_up: BTreeMap::new(),
         stale: Unsent::default(),
         not_sent: 0,
-        held: 0,
+        held: Vec::new(),
         replanned: 0,
     };
-    loop {
-        sending.fill()?;
-        let Some(joined) = sending.tasks.join_next().await else {
-            break;
-        };
-        phase.inc(1);
-        sending.joined(joined)?;
-    }
-    phase.finish();
-    if let Some(e) = sending.stop.take() {
-        return Err(e);
-    }
+    let sending = sending.run(phase).await?;
     sending.warn_unsent();
+    warn_sent_before_the_hold(context, &sending.held);
     let gave_up: usize = sending.gave_up.values().map(|u| u.orders).sum();
-    if sending.held > 0 {
-        return Ok(Some(held_back(context, sending.held, opts)));
+    if !sending.held.is_empty() {
+        return Ok(Some(held_back(context, &sending.held, opts)));
     }
     if context.patience.is_exhausted() {
         return Ok(Some(format!(
@@ -385,15 +393,7 @@ pub async fn submit_all(
         )));
     }
     let not_sent = sending.not_sent;
-    if let Some(watch) = &context.watch
-        && watch.reads() > 0
-    {
-        context.reporter.line(format!(
-            "the service's order list was read {} more time{} while sending: nothing of this batch paid elsewhere",
-            watch.reads(),
-            if watch.reads() == 1 { "" } else { "s" }
-        ));
-    }
+    tell_reads(context);
     let replanned = sending.replanned;
     context.reporter.line(format!(
         "submitted: {} orders answered{}, {gave_up} without an answer yet{}",
@@ -412,9 +412,72 @@ pub async fn submit_all(
     Ok(None)
 }
 
+/// What the reads of the service's order list while sending found, when there were any.
+fn tell_reads(context: &SendContext) {
+    let Some(watch) = context.watch.as_ref().filter(|w| w.reads() > 0) else {
+        return;
+    };
+    context.reporter.line(format!(
+        "the service's order list was read {} more time{} while sending: {}",
+        watch.reads(),
+        if watch.reads() == 1 { "" } else { "s" },
+        match watch.allowed() {
+            0 => "nothing of this batch paid elsewhere".to_string(),
+            n => format!(
+                "{n} orders holding rows another ledger paid were sent anyway (--allow-repeats)"
+            ),
+        }
+    ));
+}
+
+/// Orders a read found another ledger's orders paying after this run had sent them (two
+/// machines sending the same rows between two reads): both were paid; said loudly, for a
+/// person to settle.
+fn warn_sent_before_the_hold(context: &SendContext, not_sent: &[i64]) {
+    let Some(watch) = &context.watch else {
+        return;
+    };
+    let not_sent: std::collections::HashSet<i64> = not_sent.iter().copied().collect();
+    // Answered as made: neither still an intent nor refused or failed.
+    let made = |id: i64| {
+        context.ledger().order(id).ok().flatten().is_some_and(|o| {
+            !matches!(
+                o.state,
+                OrderState::Intent
+                    | OrderState::Rejected
+                    | OrderState::Failed
+                    | OrderState::Cancelled
+            )
+        })
+    };
+    let sent: Vec<super::watch::HeldRow> = watch
+        .held()
+        .into_iter()
+        .filter(|(id, _)| !not_sent.contains(id) && made(*id))
+        .map(|(_, r)| r)
+        .collect();
+    if let Some(first) = sent.first() {
+        context.reporter.warn(format!(
+            "ALERT: {} orders of this run were sent before the service's order list showed another ledger's orders paying their rows (e.g. {} in order {}): those rows may be paid twice; run `paybatch reconcile` for this batch and check with the other ledger's owner",
+            sent.len(),
+            crate::text::escape(&first.reference),
+            crate::text::escape(&first.service_order_id)
+        ));
+    }
+}
+
 /// Why a run that held back orders ends incomplete: which rows, and what the next run does.
-fn held_back(context: &SendContext, orders: usize, opts: &RunOptions) -> String {
-    let held = context.watch.as_ref().map(|w| w.held()).unwrap_or_default();
+fn held_back(context: &SendContext, not_sent: &[i64], opts: &RunOptions) -> String {
+    let orders = not_sent.len();
+    let not_sent: std::collections::HashSet<i64> = not_sent.iter().copied().collect();
+    let held: Vec<(i64, super::watch::HeldRow)> = context
+        .watch
+        .as_ref()
+        .map(|w| w.held())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(id, _)| not_sent.contains(id))
+        .collect();
     let named: Vec<String> = held
         .iter()
         .take(NAMED_ROWS)
@@ -438,6 +501,17 @@ fn held_back(context: &SendContext, orders: usize, opts: &RunOptions) -> String 
     )
 }
 
+/// What a read of the service's order list while sending uses of the send context.
+fn shared(context: &SendContext) -> super::watch::Shared<'_> {
+    super::watch::Shared {
+        ledger: &context.ledger,
+        client: &context.client,
+        reporter: &context.reporter,
+        sent: &context.sent,
+        patience: context.patience.timeout,
+    }
+}
+
 /// Sends one order (its recorded key and bytes) until the service answers it, refuses it, or
 /// the tries or the run's patience run out.
 async fn submit_one(
@@ -455,7 +529,7 @@ async fn submit_one(
             let sent = context.sent.load(std::sync::atomic::Ordering::SeqCst);
             let failed = failed_at.take();
             if (attempt == 0 || failed.is_some())
-                && let Err(e) = watch.before_send(context, sent, failed).await
+                && let Err(e) = watch.before_send(&shared(context), sent, failed).await
             {
                 return Sent::Stop(e);
             }
@@ -466,6 +540,11 @@ async fn submit_one(
         limiter.ready().await;
         if context.is_stopped(&order) {
             return Sent::Stopped;
+        }
+        // A read made by another send while this one waited for its slot may have held it:
+        // looked at again with nothing awaited between here and the send.
+        if context.watch.as_ref().is_some_and(|w| w.holds(order.id)) {
+            return Sent::Held;
         }
         if let Err(e) = context.ledger().mark_sending(order.id) {
             return Sent::Stop(e.into());

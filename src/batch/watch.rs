@@ -8,16 +8,29 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use crate::ledger::Ledger;
 use crate::reference::fold_reference;
 
 use super::outcome::OpError;
+use super::progress::Reporter;
 use super::repeats::{LedgerAccess, sync_service};
-use super::send_context::SendContext;
+use crate::api::Client;
 
 /// Orders sent for the first time in a run between two reads of the list, at most.
 pub const READ_EVERY: u64 = 500;
+
+/// What a read while sending uses of what the sending shares (`batch::send_context`).
+pub struct Shared<'a> {
+    pub ledger: &'a Mutex<Ledger>,
+    pub client: &'a Client,
+    pub reporter: &'a Reporter,
+    /// Orders of this run sent so far (each counted at its first send).
+    pub sent: &'a AtomicU64,
+    /// How long the run waits for the service without an answer (`--poll-timeout`).
+    pub patience: Duration,
+}
 
 /// A row of this run that an order of another ledger, learned while the run sent, pays.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,6 +54,8 @@ pub struct ServiceWatch {
     /// waits here while a read is made.
     gate: tokio::sync::Mutex<Gate>,
     reads: AtomicU64,
+    /// This run's orders holding rows another ledger paid, sent anyway (`--allow-repeats`).
+    allowed: AtomicU64,
     /// The ledger's orders held back, each with its first row another ledger pays.
     held: Mutex<HashMap<i64, HeldRow>>,
 }
@@ -72,6 +87,7 @@ impl ServiceWatch {
                 next_at: every.max(1),
             }),
             reads: AtomicU64::new(0),
+            allowed: AtomicU64::new(0),
             held: Mutex::new(HashMap::new()),
         }
     }
@@ -81,7 +97,7 @@ impl ServiceWatch {
     /// failure at `failed_at` (one read after the failure serves every send waiting).
     pub async fn before_send(
         &self,
-        context: &SendContext,
+        context: &Shared<'_>,
         sent: u64,
         failed_at: Option<tokio::time::Instant>,
     ) -> Result<(), OpError> {
@@ -99,15 +115,15 @@ impl ServiceWatch {
     }
 
     /// One read of the list; the orders it learned hold back this run's orders of their rows.
-    async fn read(&self, context: &SendContext) -> Result<(), OpError> {
+    async fn read(&self, context: &Shared<'_>) -> Result<(), OpError> {
         self.reads.fetch_add(1, Ordering::SeqCst);
-        let sync = sync_service(
-            &context.ledger,
-            &context.client,
-            &self.base_url,
-            self.allow_untold,
-        )
-        .await?;
+        // Never waits past the run's patience (`--poll-timeout`) for what it cannot name.
+        let client = context
+            .client
+            .with_deadline(tokio::time::Instant::now().checked_add(context.patience));
+        let sync = sync_service(context.ledger, &client, &self.base_url, self.allow_untold)
+            .await
+            .map_err(|e| while_sending(e, context.sent.load(Ordering::SeqCst)))?;
         if sync.learned_ids.is_empty() {
             return Ok(());
         }
@@ -117,10 +133,16 @@ impl ServiceWatch {
         let learned = sync.learned;
         if self.allow_repeats {
             if !found.is_empty() {
+                let orders: HashSet<&str> = found
+                    .iter()
+                    .map(|(_, r)| r.service_order_id.as_str())
+                    .collect();
                 context.reporter.warn(format!(
-                    "{} rows of this batch are paid by {learned} orders another ledger made while this run sent; paid again as --allow-repeats says",
+                    "orders of this run hold rows that {} orders of another ledger, seen while this run sent, pay ({} of this run's orders); sent anyway, as --allow-repeats says",
+                    orders.len(),
                     found.len()
                 ));
+                self.allowed.fetch_add(found.len() as u64, Ordering::SeqCst);
             }
             return Ok(());
         }
@@ -146,6 +168,11 @@ impl ServiceWatch {
             .contains_key(&order_id)
     }
 
+    /// How many of this run's orders hold rows another ledger paid and were sent anyway.
+    pub fn allowed(&self) -> u64 {
+        self.allowed.load(Ordering::SeqCst)
+    }
+
     /// How many reads of the list were made while sending.
     pub fn reads(&self) -> u64 {
         self.reads.load(Ordering::SeqCst)
@@ -157,6 +184,24 @@ impl ServiceWatch {
         let mut out: Vec<(i64, HeldRow)> = held.iter().map(|(k, v)| (*k, v.clone())).collect();
         out.sort_by_key(|(id, _)| *id);
         out
+    }
+}
+
+/// A read that stopped the sending, said as such: orders of this run may have gone out
+/// before it (`sent`), which the words of a read before the run ("nothing was submitted") would
+/// deny.
+fn while_sending(e: OpError, sent: u64) -> OpError {
+    match e {
+        OpError::Unsettled { message, .. } => OpError::Unsettled {
+            message: message.replace(
+                "nothing was submitted",
+                &format!(
+                    "the sending stopped there: {sent} orders of this run were sent before it, no more"
+                ),
+            ),
+            help: "run the same command again: it resumes, and reads the service's order list again before it sends".into(),
+        },
+        other => other,
     }
 }
 

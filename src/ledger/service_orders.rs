@@ -53,13 +53,14 @@ pub struct ReadMark {
 }
 
 /// The statement every look-up of [`ServiceRow`]s starts with: rows of orders this ledger
-/// still does not know (neither by service id nor by key: an order adopted since is its own).
+/// still does not know (neither by service id nor by key: an order adopted since is its own)
+/// that paid something (a FAILED order paid nothing: its rows are nobody's repeat).
 const SERVICE_ROWS: &str =
     "SELECT o.service_order_id, o.idempotency_key, o.batch_tag, o.created_at,
         o.read_at, r.reference, r.attempt, o.rows_whole
    FROM service_order_rows r
    JOIN service_orders o ON o.service = r.service AND o.service_order_id = r.service_order_id
-  WHERE r.service = ?1
+  WHERE r.service = ?1 AND o.status != 'FAILED'
     AND NOT EXISTS (SELECT 1 FROM orders m WHERE m.service_order_id = o.service_order_id)
     AND (o.idempotency_key IS NULL
          OR NOT EXISTS (SELECT 1 FROM orders m WHERE m.idempotency_key = o.idempotency_key))";
@@ -235,7 +236,7 @@ impl Ledger {
                    SELECT o.service, o.service_order_id, o.idempotency_key, o.batch_tag,
                           o.created_at, o.read_at, o.rows_whole
                      FROM service_orders o
-                    WHERE o.service = ?1
+                    WHERE o.service = ?1 AND o.status != 'FAILED'
                       AND NOT EXISTS (SELECT 1 FROM orders m
                                        WHERE m.service_order_id = o.service_order_id)
                       AND (o.idempotency_key IS NULL

@@ -102,11 +102,7 @@ async fn run_batch(
     let products = catalog_for(&mut ledger, &conn, opts, &reporter).await?;
     let earlier =
         Arc::new(earlier_of(&mut ledger, &conn, existing.as_ref(), opts, &reporter).await?);
-    let options = ValidateOptions {
-        allow_duplicates: opts.allow_duplicates,
-        default_payment_currency: opts.default_payment_currency.clone(),
-        decimal_comma: opts.decimal_comma,
-    };
+    let options = validate_options(opts);
     let (
         mut ledger,
         MergedFile {
@@ -131,13 +127,7 @@ async fn run_batch(
         patience: Patience::new(opts.poll_timeout),
         accepted: Mutex::new(None),
         sent: Arc::clone(sent),
-        watch: Some(ServiceWatch::every(
-            opts.environment.recorded_base_url(),
-            batch.id,
-            opts.on_repeat == repeats::OnRepeat::Allow,
-            opts.allow_untold_orders,
-            crate::settings::service_read_every().map_or(READ_EVERY, |n| n.min(READ_EVERY)),
-        )),
+        watch: Some(watch_of(opts, batch.id)),
     });
     let ending = Ending {
         incomplete: send_and_poll(&context, batch.id, opts).await?,
@@ -154,6 +144,26 @@ async fn run_batch(
         ending,
     )
     .await
+}
+
+/// How the rows of a run are validated.
+fn validate_options(opts: &RunOptions) -> ValidateOptions {
+    ValidateOptions {
+        allow_duplicates: opts.allow_duplicates,
+        default_payment_currency: opts.default_payment_currency.clone(),
+        decimal_comma: opts.decimal_comma,
+    }
+}
+
+/// The reads of the service's order list while batch `batch_id` is sent.
+fn watch_of(opts: &RunOptions, batch_id: i64) -> ServiceWatch {
+    ServiceWatch::every(
+        opts.environment.recorded_base_url(),
+        batch_id,
+        opts.on_repeat == repeats::OnRepeat::Allow,
+        opts.allow_untold_orders,
+        crate::settings::service_read_every().map_or(READ_EVERY, |n| n.min(READ_EVERY)),
+    )
 }
 
 /// What the ledger's other batches hold, and what the service holds that the ledger does not

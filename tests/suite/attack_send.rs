@@ -125,7 +125,6 @@ async fn a_held_order_of_several_rows_skipped_as_repeats_pays_none_of_them_again
 /// A's read while sending learns B's FAILED orders; a FAILED order pays nothing, so it holds
 /// nothing back: A pays every row once and ends as a run with nothing wrong does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect: FAILED orders of another ledger learned while sending hold back rows nobody paid (exit 5)"]
 async fn failed_orders_learned_while_sending_hold_nothing_back() {
     let state = Workspace::new();
     let sim = start_sim(fast_config(Some(state.sim_state()))).await;
@@ -153,7 +152,6 @@ async fn failed_orders_learned_while_sending_hold_nothing_back() {
 /// repeat of A's `payroll` (a FAILED order paid nothing), as it is not for a run of the same
 /// batch (`attack_service::failed_orders_of_another_ledger_do_not_hold_rows_planned_here`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect: FAILED orders of another batch at the service are taken for repeats (exit 3)"]
 async fn failed_orders_of_another_batch_are_no_repeats() {
     let state = Workspace::new();
     let sim = start_sim(fast_config(Some(state.sim_state()))).await;
@@ -256,7 +254,6 @@ async fn held_orders_of_the_same_batch_adopted_then_resumed_pay_each_row_once() 
 /// its slot, is sent when the slot comes: its row is paid twice although a read saw B's order
 /// before it went.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect: a send past the hold check, waiting for its slot, goes out after a read held it: paid twice"]
 async fn a_send_waiting_for_its_slot_when_a_read_holds_it_is_not_sent() {
     use std::sync::atomic::AtomicBool;
     let sim = start_sim(fast_config(None)).await;
@@ -371,7 +368,6 @@ async fn the_runs_own_order_answered_bare_after_a_lost_answer_does_not_block_eve
 /// though orders of this run went out and are in the ledger: the operator is told the wrong
 /// thing about money that moved.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect: a read that fails while sending says nothing was submitted though orders went out"]
 async fn a_read_that_stops_while_sending_does_not_say_nothing_was_submitted() {
     let sim = start_sim(fast_config(None)).await;
     let reads = Arc::new(AtomicUsize::new(0));
@@ -405,7 +401,6 @@ async fn a_read_that_stops_while_sending_does_not_say_nothing_was_submitted() {
 /// person said, and the run warns of them: right. Its closing line then says the reads found
 /// "nothing of this batch paid elsewhere", which the warning above it contradicts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect: rows paid again under --allow-repeats while sending, then the run says nothing was paid elsewhere"]
 async fn rows_allowed_again_while_sending_are_not_said_to_be_paid_nowhere_else() {
     let sim = start_sim(fast_config(None)).await;
     let b = Workspace::new();
