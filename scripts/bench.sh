@@ -551,6 +551,9 @@ for m in range(1, batches + 1):
     at = f"2026-{(m - 1) % 12 + 1:02d}-15T12:00:00.000Z"
     (bid,) = db.execute("SELECT id FROM batches WHERE name = ?", (f"m{m:02d}",)).fetchone()
     db.execute("UPDATE orders SET finished_at = ? WHERE batch_id = ? AND finished_at IS NOT NULL", (at, bid))
+    if "booked_on" in columns("orders"):  # the books' one clock: each month books its own
+        db.execute("UPDATE orders SET booked_at = ?, booked_on = ? WHERE batch_id = ? AND booked_at IS NOT NULL",
+                   (at, at[:10], bid))
     db.execute("UPDATE rows SET completed_at = ? WHERE batch_id = ? AND completed_at IS NOT NULL", (at, bid))
 db.commit()
 PY

@@ -124,6 +124,31 @@ fn item_key(
     )
 }
 
+/// Whether the finished order `answer` asks for what the recorded `body` asks, item for item
+/// (in any order): an order answered with neither description nor metadata that this may be
+/// the answer of. Nothing else is compared.
+pub fn asks_the_same(body: &[u8], answer: &Order) -> bool {
+    let Ok(sent) = serde_json::from_slice::<NewOrder>(body) else {
+        return false;
+    };
+    if sent.items.is_empty() || sent.items.len() != answer.items.len() {
+        return false;
+    }
+    let mut asked: Vec<_> = sent
+        .items
+        .iter()
+        .map(|i| item_key(&i.products, Some(i.face_value), &i.distribution_method))
+        .collect();
+    let mut answered: Vec<_> = answer
+        .items
+        .iter()
+        .map(|a| item_key(&a.products, a.face_value, &a.distribution_method))
+        .collect();
+    asked.sort();
+    answered.sort();
+    asked == answered
+}
+
 /// Which answered item stands for each item sent: the service need not answer the items in
 /// the order they were sent, so they are paired by what each asks for (the same position first,
 /// among items alike). `None` for an item sent that no answered item matches.
@@ -898,6 +923,29 @@ mod tests {
         assert_eq!(pairs(&order), Ok(vec![1, 0]));
         let order: Order = serde_json::from_value(answer()).expect("an order");
         assert_eq!(pairs(&order), Ok(vec![0, 1]));
+    }
+
+    /// A bare answer is taken for an intent in doubt only when it asks, item for item, what
+    /// the intent asked.
+    #[test]
+    fn a_bare_answer_asks_the_same_as_the_body_item_for_item() {
+        let mut a = answer();
+        if let Some(items) = a["items"].as_array_mut() {
+            items.reverse();
+        }
+        let order: Order = serde_json::from_value(a).expect("an order");
+        assert!(asks_the_same(BODY.as_bytes(), &order));
+        let mut other = answer();
+        other["items"][1]["face_value"] = serde_json::json!("25.51");
+        let order: Order = serde_json::from_value(other).expect("an order");
+        assert!(!asks_the_same(BODY.as_bytes(), &order));
+        let mut fewer = answer();
+        if let Some(items) = fewer["items"].as_array_mut() {
+            items.pop();
+        }
+        let order: Order = serde_json::from_value(fewer).expect("an order");
+        assert!(!asks_the_same(BODY.as_bytes(), &order));
+        assert!(!asks_the_same(b"not a body", &order));
     }
 
     /// A completed item's link may come in the older version's shape; a failed order's items

@@ -326,6 +326,17 @@ impl Ledger {
         Ok(out)
     }
 
+    /// The recorded bodies of this ledger's intents sent without an answer (in doubt), of any
+    /// batch.
+    pub fn in_doubt_bodies(&self) -> Result<Vec<Vec<u8>>> {
+        self.select_all(
+            "SELECT body FROM orders
+              WHERE state = 'INTENT' AND (sends > 0 OR last_sent_at IS NOT NULL)",
+            [],
+            |r| r.get(0),
+        )
+    }
+
     /// The rows of this batch in intents not answered yet, never sent or in doubt: reference
     /// and the ledger's order id, in the order they are sent.
     pub fn rows_in_intents(&self, batch_id: i64) -> Result<Vec<(String, i64)>> {

@@ -79,6 +79,8 @@ pub struct DoubleEntry {
     file: PrivateFile,
     csv: csv::Writer<BufWriter<std::fs::File>>,
     accounts: Accounts,
+    /// The layout: its decimal mark is the one amounts are written with.
+    format: FileFormat,
     entries: u64,
     /// The accounts of the lines that are expenses, per paying currency and group value, as
     /// written (a few thousand at most: one per cost centre and currency).
@@ -112,6 +114,7 @@ impl DoubleEntry {
             file,
             csv,
             accounts,
+            format,
             entries: 0,
             postings: HashMap::new(),
             dated: (String::new(), String::new()),
@@ -152,8 +155,10 @@ impl DoubleEntry {
                 result_cell(&date, false).into_owned(),
             );
         }
-        // Digits and `.` only: written as they are.
+        // Digits and the layout's decimal mark only (`19,60` for a decimal-comma input):
+        // written as they are.
         let shown = display_amount(amount.abs(), line.currency);
+        let shown = self.format.amount(&shown).into_owned();
         let entry = self.entries.to_string();
         let memo = memo_of(line);
         let cell = |c| result_cell(c, false);

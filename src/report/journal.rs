@@ -97,6 +97,8 @@ pub struct JournalLine<'a> {
 pub struct Journal {
     file: PrivateFile,
     csv: Sink,
+    /// The layout of the CSV: its decimal mark is the one amounts are written with.
+    format: FileFormat,
     group: bool,
     /// (environment, kind, balance currency) -> (lines, total).
     totals: BTreeMap<(String, LineKind, String), (usize, Decimal)>,
@@ -177,6 +179,7 @@ impl Journal {
         Ok(Journal {
             file,
             csv,
+            format,
             group: group.is_some(),
             totals: BTreeMap::new(),
         })
@@ -263,8 +266,13 @@ impl Journal {
                 }));
             }
         };
-        for (_, cell) in kept {
-            csv.write_field(result_cell(cell, false).as_bytes())
+        for (i, cell) in kept {
+            // Amounts with the layout's decimal mark (`19,60` for a decimal-comma input).
+            let cell = match i == AMOUNT_CELL || i == EXPECTED_CELL {
+                true => self.format.amount(cell),
+                false => std::borrow::Cow::Borrowed(*cell),
+            };
+            csv.write_field(result_cell(&cell, false).as_bytes())
                 .map_err(csv_to_io)?;
         }
         csv.write_record(None::<&[u8]>).map_err(csv_to_io)

@@ -329,7 +329,6 @@ async fn a_send_waiting_for_its_slot_when_a_read_holds_it_is_not_sent() {
 /// before that (exit 5: finished orders whose they are cannot be told), and the advice is
 /// `--allow-untold-orders`, for orders of another tool: the batch never ends by itself.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect: the run's own order in doubt, answered bare, blocks every run (exit 5) though resending its key names it"]
 async fn the_runs_own_order_answered_bare_after_a_lost_answer_does_not_block_every_run() {
     let state = Workspace::new();
     let mut config = fast_config(Some(state.sim_state()));
@@ -440,7 +439,6 @@ async fn rows_allowed_again_while_sending_are_not_said_to_be_paid_nowhere_else()
 /// answered with that order, so nothing is paid twice here; but the operator is told no order
 /// exists, and is led to take the bare order for another tool's (`--allow-untold-orders`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect: reconcile says an in-doubt intent was never created while a bare order it cannot tell exists"]
 async fn reconcile_does_not_say_an_order_in_doubt_was_never_created_beside_a_bare_order() {
     let state = Workspace::new();
     let mut config = fast_config(Some(state.sim_state()));

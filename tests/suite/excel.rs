@@ -214,6 +214,44 @@ async fn amounts_added_to_the_result_file_take_the_input_decimal_comma() {
     assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
     let dots = read_csv(&ws.path("dots.csv"));
     assert!(dots[1][col(&dots[0], "price")].contains('.'), "{dots:?}");
+    // The journals in the input's layout (`--out-format same`) take its decimal comma too.
+    for (name, format, amount) in [
+        ("plain.csv", "plain", "debit_amount"),
+        ("entries.csv", "double-entry", "debit"),
+    ] {
+        let out = pb(
+            &ws,
+            &[
+                "report",
+                "--since",
+                "2000-01-01",
+                "--journal",
+                name,
+                "--journal-format",
+                format,
+                "--out-format",
+                "same",
+            ],
+        )
+        .await;
+        assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+        let text = std::fs::read_to_string(ws.path(name)).expect("journal");
+        let lines: Vec<Vec<&str>> = text
+            .lines()
+            .map(|l| l.trim_start_matches('\u{feff}').split(';').collect())
+            .collect();
+        let at = lines[0].iter().position(|h| *h == amount).expect(amount);
+        let amounts: Vec<&str> = lines[1..]
+            .iter()
+            .map(|l| l[at])
+            .filter(|a| !a.is_empty())
+            .collect();
+        assert!(!amounts.is_empty(), "{text}");
+        assert!(
+            amounts.iter().all(|a| a.contains(',') && !a.contains('.')),
+            "{format}: {amounts:?}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -226,6 +226,8 @@ async fn learn(
     listed: &std::collections::HashMap<&str, &str>,
 ) -> Result<Learning, OpError> {
     let batches = ledger.with(|l| OwnBatches::of(l))?;
+    // What this ledger sent without an answer: a bare answer may be one of them.
+    let in_doubt = ledger.with(|l| l.in_doubt_bodies())?;
     let mut out = Learning::default();
     let mut chunk = Vec::new();
     // An order this run is sending shows in the list, unknown, until its answer is recorded:
@@ -251,7 +253,15 @@ async fn learn(
                     continue;
                 }
                 if is_bare(&order) && !allow_untold {
-                    out.untold.push(order.id);
+                    // Item for item what an intent of this ledger in doubt asked: most likely
+                    // its answer, which sending its key again names (the same key cannot pay
+                    // twice). Neither kept nor held against the run.
+                    let ours = in_doubt
+                        .iter()
+                        .any(|body| crate::batch::verify::asks_the_same(body, &order));
+                    if !ours {
+                        out.untold.push(order.id);
+                    }
                     continue;
                 }
                 out.ids.push(order.id.clone());
