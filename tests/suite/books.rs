@@ -6,7 +6,6 @@
 //! ledger.
 
 use std::collections::BTreeMap;
-use std::str::FromStr;
 use std::sync::Arc;
 
 use rust_decimal::Decimal;
@@ -15,29 +14,6 @@ use serde_json::Value;
 use crate::support::paybatch_ws as pb;
 use crate::support::rewriting::{Rewrite, start as proxy};
 use crate::support::*;
-
-fn dec(text: &str) -> Decimal {
-    Decimal::from_str(text).unwrap_or_else(|e| panic!("{text:?} is not a decimal: {e}"))
-}
-
-fn json_of(out: &std::process::Output) -> Value {
-    serde_json::from_str(stdout_of(out).trim()).unwrap_or_else(|e| {
-        panic!(
-            "one JSON object on stdout ({e}): {}\n{}",
-            stdout_of(out),
-            stderr_of(out)
-        )
-    })
-}
-
-/// Pays `csv` as batch `name` on the embedded simulator (a run of a known batch resumes it:
-/// its rows made payable again are paid).
-async fn pay(ws: &Workspace, name: &str, csv: &str) {
-    let file = format!("{name}.csv");
-    ws.write(&file, csv);
-    let out = pb(ws, &["run", &file, "--batch", name, "-q"]).await;
-    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
-}
 
 /// A batch of `prefix`: USD rows and rows converted from the USD balance, with a cost centre.
 fn batch_csv(prefix: &str) -> String {

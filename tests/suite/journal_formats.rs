@@ -7,35 +7,13 @@
 //! ledger's rows (SQL) or from another command's answer.
 
 use std::collections::BTreeMap;
-use std::str::FromStr;
 
 use rust_decimal::Decimal;
-use serde_json::Value;
 
 use crate::support::paybatch_ws as pb;
-use crate::support::{Workspace, col, links_expire_after, read_csv, stderr_of, stdout_of};
-
-fn dec(text: &str) -> Decimal {
-    Decimal::from_str(text).unwrap_or_else(|e| panic!("{text:?} is not a decimal: {e}"))
-}
-
-fn json_of(out: &std::process::Output) -> Value {
-    serde_json::from_str(stdout_of(out).trim()).unwrap_or_else(|e| {
-        panic!(
-            "one JSON object on stdout ({e}): {}\n{}",
-            stdout_of(out),
-            stderr_of(out)
-        )
-    })
-}
-
-/// Pays `csv` as batch `name` on the embedded simulator.
-async fn pay(ws: &Workspace, name: &str, csv: &str) {
-    let file = format!("{name}.csv");
-    ws.write(&file, csv);
-    let out = pb(ws, &["run", &file, "--batch", name, "-q"]).await;
-    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
-}
+use crate::support::{
+    Workspace, col, dec, json_of, links_expire_after, pay, read_csv, stderr_of, stdout_of,
+};
 
 /// Rows paid from the USD balance (converted AUD and JPY, and USD) and from the EUR balance,
 /// each with a cost centre (one left empty).

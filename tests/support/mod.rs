@@ -413,3 +413,30 @@ pub fn live_orders_of_emp_rows(sim: &SimHandle) -> std::collections::BTreeMap<St
         })
         .collect()
 }
+
+/// An amount a test reads from paybatch's output.
+pub fn dec(text: &str) -> rust_decimal::Decimal {
+    use std::str::FromStr;
+    rust_decimal::Decimal::from_str(text)
+        .unwrap_or_else(|e| panic!("{text:?} is not a decimal: {e}"))
+}
+
+/// The one JSON object a command printed on stdout.
+pub fn json_of(out: &std::process::Output) -> serde_json::Value {
+    serde_json::from_str(stdout_of(out).trim()).unwrap_or_else(|e| {
+        panic!(
+            "one JSON object on stdout ({e}): {}\n{}",
+            stdout_of(out),
+            stderr_of(out)
+        )
+    })
+}
+
+/// Pays `csv` as batch `name` on the embedded simulator of the workspace (a run of a known
+/// batch resumes it: its rows made payable again are paid).
+pub async fn pay(ws: &Workspace, name: &str, csv: &str) {
+    let file = format!("{name}.csv");
+    ws.write(&file, csv);
+    let out = paybatch_ws(ws, &["run", &file, "--batch", name, "-q"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+}

@@ -429,19 +429,26 @@ fn is_bare(order: &Order) -> bool {
         && order.metadata.as_ref().is_none_or(|m| m.is_empty())
 }
 
-/// The refusal of finished orders that say nothing of whose they are.
-fn untold(ids: &[String]) -> OpError {
-    let named: Vec<String> = ids
+/// The first few of `ids`, escaped, and `...` when there are more.
+fn first_ids(ids: &[String]) -> String {
+    let mut named: Vec<String> = ids
         .iter()
         .take(5)
         .map(|id| crate::text::escape(id).into_owned())
         .collect();
+    if ids.len() > named.len() {
+        named.push("...".into());
+    }
+    named.join(", ")
+}
+
+/// The refusal of finished orders that say nothing of whose they are.
+fn untold(ids: &[String]) -> OpError {
     OpError::Unsettled {
         message: format!(
-            "{} finished orders at the service were answered with neither description nor metadata ({}{}; both are optional in its published contract): whose they are and which rows they paid cannot be told, so they may hold this batch's rows, paid from another ledger; nothing was submitted",
+            "{} finished orders at the service were answered with neither description nor metadata ({}; both are optional in its published contract): whose they are and which rows they paid cannot be told, so they may hold this batch's rows, paid from another ledger; nothing was submitted",
             ids.len(),
-            named.join(", "),
-            if ids.len() > named.len() { ", ..." } else { "" }
+            first_ids(ids)
         ),
         help: "run the same command again in a while: they are read again, and the service usually answers them in full; if they are not paybatch's (another tool's orders on this account), pay anyway with --allow-untold-orders (rows they may hold are then not checked)".into(),
     }
@@ -449,17 +456,11 @@ fn untold(ids: &[String]) -> OpError {
 
 /// The refusal of orders still processing that this ledger does not know.
 fn still_processing(ids: &[String]) -> OpError {
-    let named: Vec<String> = ids
-        .iter()
-        .take(5)
-        .map(|id| crate::text::escape(id).into_owned())
-        .collect();
     OpError::Unsettled {
         message: format!(
-            "{} orders are still processing at the service after a wait, and this ledger does not know them ({}{}): the service shows nothing of them but their id, so they may hold this batch's rows, being paid from another ledger now; nothing was submitted",
+            "{} orders are still processing at the service after a wait, and this ledger does not know them ({}): the service shows nothing of them but their id, so they may hold this batch's rows, being paid from another ledger now; nothing was submitted",
             ids.len(),
-            named.join(", "),
-            if ids.len() > named.len() { ", ..." } else { "" }
+            first_ids(ids)
         ),
         help: "run the same command again once they finish (in a minute or two): the service then shows whose they are".into(),
     }
