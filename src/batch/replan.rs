@@ -167,24 +167,11 @@ mod tests {
         ProductSelection,
     };
     use crate::ledger::merge::Planning;
-    use crate::ledger::{IncomingRow, NewBatch, OrderMode, OrderState, RowState};
+    use crate::ledger::{IncomingRow, OrderMode, OrderState, RowState};
 
     /// A ledger with one batch of `n` rows in one intent of `n` items, as the plan makes it.
     fn planned(n: i64) -> (tempfile::TempDir, Ledger, i64) {
-        let dir = tempfile::tempdir().expect("dir");
-        let mut ledger = Ledger::open(&dir.path().join("l.db")).expect("ledger");
-        let batch = ledger
-            .create_batch(&NewBatch {
-                name: "b",
-                input_path: "b.csv",
-                input_hash: "h",
-                headers: &["reference".to_string()],
-                environment: "sim",
-                base_url: "embedded-simulator",
-                key_fingerprint: "sha256:0",
-                formats: None,
-            })
-            .expect("batch");
+        let (dir, mut ledger, batch_id) = crate::ledger::with_a_batch();
         let rows: Vec<IncomingRow> = (0..n)
             .map(|i| IncomingRow {
                 reference: format!("R{i}"),
@@ -230,7 +217,7 @@ mod tests {
             payment_method: PaymentMethodType::AccountBalance,
             card_id: None,
         };
-        let mut merge = ledger.merge(batch.id, Planning::Plan).expect("merge");
+        let mut merge = ledger.merge(batch_id, Planning::Plan).expect("merge");
         let mut to_plan = Vec::new();
         for row in &rows {
             let t = merge.row(row).expect("row").expect("to plan");

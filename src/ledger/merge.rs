@@ -581,7 +581,7 @@ impl Merge<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Ledger, NewBatch};
+    use super::super::Ledger;
     use super::insert::rows_next;
     use super::journal::ROWS_WITH_ROLLBACK_JOURNAL;
     use super::*;
@@ -615,21 +615,8 @@ mod tests {
     }
 
     fn ledger() -> (tempfile::TempDir, Ledger, i64) {
-        let dir = tempfile::tempdir().expect("dir");
-        let mut ledger = Ledger::open(&dir.path().join("l.db")).expect("ledger");
-        let batch = ledger
-            .create_batch(&NewBatch {
-                name: "b",
-                input_path: "b.csv",
-                input_hash: "h",
-                headers: &["reference".to_string()],
-                environment: "sim",
-                base_url: "embedded-simulator",
-                key_fingerprint: "sha256:0",
-                formats: None,
-            })
-            .expect("batch");
-        (dir, ledger, batch.id)
+        let (dir, ledger, batch_id) = crate::ledger::with_a_batch();
+        (dir, ledger, batch_id)
     }
 
     #[test]

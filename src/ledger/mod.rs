@@ -181,3 +181,25 @@ impl Ledger {
             .map_err(sqlerr(&self.path))
     }
 }
+
+/// A ledger in a temporary directory with one empty batch `b` of the simulator, for the tests of
+/// the parts that stand on a batch: the directory (kept while the ledger is used), the ledger,
+/// the batch's id.
+#[cfg(test)]
+pub(crate) fn with_a_batch() -> (tempfile::TempDir, Ledger, i64) {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut ledger = Ledger::open(&dir.path().join("l.db")).expect("ledger");
+    let batch = ledger
+        .create_batch(&NewBatch {
+            name: "b",
+            input_path: "b.csv",
+            input_hash: "h",
+            headers: &["reference".to_string()],
+            environment: "sim",
+            base_url: "embedded-simulator",
+            key_fingerprint: "sha256:0",
+            formats: None,
+        })
+        .expect("batch");
+    (dir, ledger, batch.id)
+}

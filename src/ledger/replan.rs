@@ -280,7 +280,7 @@ fn move_row(
 #[cfg(test)]
 mod tests {
     use super::super::merge::Planning;
-    use super::super::{IncomingRow, NewBatch, OrderMode};
+    use super::super::{IncomingRow, OrderMode};
     use super::*;
     use crate::api::models::PaymentMethodType;
 
@@ -312,22 +312,9 @@ mod tests {
 
     /// A ledger with one batch of four rows in one intent, `k1`.
     fn planned() -> (tempfile::TempDir, Ledger, i64, i64) {
-        let dir = tempfile::tempdir().expect("dir");
-        let mut ledger = Ledger::open(&dir.path().join("l.db")).expect("ledger");
-        let batch = ledger
-            .create_batch(&NewBatch {
-                name: "b",
-                input_path: "b.csv",
-                input_hash: "h",
-                headers: &["reference".to_string()],
-                environment: "sim",
-                base_url: "embedded-simulator",
-                key_fingerprint: "sha256:0",
-                formats: None,
-            })
-            .expect("batch");
+        let (dir, mut ledger, batch_id) = crate::ledger::with_a_batch();
         let rows: Vec<IncomingRow> = (0..4).map(incoming).collect();
-        let mut merge = ledger.merge(batch.id, Planning::Plan).expect("merge");
+        let mut merge = ledger.merge(batch_id, Planning::Plan).expect("merge");
         let mut to_plan = Vec::new();
         for row in &rows {
             let t = merge.row(row).expect("row").expect("to plan");
@@ -336,7 +323,7 @@ mod tests {
         let id = merge.plan(&order("k1"), &to_plan).expect("plan");
         merge.close().expect("close");
         merge.commit().expect("commit");
-        (dir, ledger, batch.id, id)
+        (dir, ledger, batch_id, id)
     }
 
     fn refusal(items: &[(i64, String)]) -> ItemRefusal<'_> {
