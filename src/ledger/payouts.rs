@@ -102,6 +102,16 @@ pub struct FollowedOrder {
 }
 
 /// A row of a batch with its link's last known life, for the summary and the lists of
+/// What a COMPLETED row whose link is not claimed cost ([`Ledger::visit_unclaimed`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unclaimed {
+    pub status: Option<PayoutStatus>,
+    pub currency: Option<String>,
+    pub amount: Option<String>,
+    /// When the row was paid.
+    pub completed_at: Option<String>,
+}
+
 /// `paybatch payouts` ([`Ledger::visit_payout_rows`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PayoutRow {
@@ -348,6 +358,36 @@ impl Ledger {
                 |r| r.get(0),
             )
             .map_err(sqlerr(&self.path))
+    }
+
+    /// Visits what each COMPLETED row of the batch whose link is ACTIVE, EXPIRED or CANCELLED
+    /// was charged, in no order: what the value not claimed is counted from.
+    pub fn visit_unclaimed(&self, batch_id: i64, mut visit: impl FnMut(&Unclaimed)) -> Result<()> {
+        let err = sqlerr(&self.path);
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT p.status, r.debited_currency, r.debited_amount, r.completed_at
+                   FROM rows r
+                   JOIN payouts p ON p.row_id = r.id AND p.attempt = r.attempt
+                  WHERE r.batch_id = ?1 AND r.state = 'COMPLETED'
+                    AND p.status IN ('ACTIVE', 'EXPIRED', 'CANCELLED')",
+            )
+            .map_err(&err)?;
+        let mut cursor = stmt.query([batch_id]).map_err(&err)?;
+        while let Some(r) = cursor.next().map_err(&err)? {
+            let row = Unclaimed {
+                status: r
+                    .get::<_, Option<String>>(0)
+                    .map_err(&err)?
+                    .map(|s| PayoutStatus::parse(&s)),
+                currency: r.get(1).map_err(&err)?,
+                amount: r.get(2).map_err(&err)?,
+                completed_at: r.get(3).map_err(&err)?,
+            };
+            visit(&row);
+        }
+        Ok(())
     }
 
     /// Visits the batch's COMPLETED rows in input order, each with its link's last known life;

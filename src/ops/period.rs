@@ -116,10 +116,8 @@ pub fn unclaimed_of(ledger: &Ledger, selection: &Selection) -> Result<Unclaimed,
     let now = crate::ops::payouts::clock_of(simulated, ledger.path());
     let mut unclaimed = Unclaimed::default();
     for completed in &selection.batches {
-        ledger.visit_payout_rows::<OpError>(completed.batch.id, false, |row| {
-            unclaimed.add(&row, now);
-            Ok(())
-        })?;
+        // Only what the value needs, read without an order: not every row of the batch.
+        ledger.visit_unclaimed(completed.batch.id, |row| unclaimed.add_charge(row, now))?;
     }
     Ok(unclaimed.rounded())
 }

@@ -84,13 +84,27 @@ impl Unclaimed {
     /// Counts one COMPLETED row at `now`: by its link's status, what its paying balance was
     /// charged. A row claimed, never read, or without a recorded charge adds nothing.
     pub fn add(&mut self, row: &PayoutRow, now: DateTime<Utc>) {
+        self.add_charge(
+            &crate::ledger::payouts::Unclaimed {
+                status: row.status.clone(),
+                currency: row.debited_currency.clone(),
+                amount: row.debited_amount.clone(),
+                completed_at: row.completed_at.clone(),
+            },
+            now,
+        );
+    }
+
+    /// Counts one COMPLETED row's charge at `now` ([`Unclaimed::add`]), as
+    /// [`crate::ledger::Ledger::visit_unclaimed`] reads it.
+    pub fn add_charge(&mut self, row: &crate::ledger::payouts::Unclaimed, now: DateTime<Utc>) {
         let kind = match row.status {
             Some(PayoutStatus::Active) => 0,
             Some(PayoutStatus::Expired) => 1,
             Some(PayoutStatus::Cancelled) => 2,
             _ => return,
         };
-        let (Some(currency), Some(amount)) = (&row.debited_currency, &row.debited_amount) else {
+        let (Some(currency), Some(amount)) = (&row.currency, &row.amount) else {
             return;
         };
         let Some(charged) = crate::api::decimal::parse_decimal_text(amount) else {
