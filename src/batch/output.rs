@@ -145,8 +145,9 @@ pub fn result_cell(cell: &str, is_link: bool) -> Cow<'_, str> {
 const LINK_COLUMN: usize = 3;
 
 /// The positions of the amounts among [`RESULT_COLUMNS`] (`price`, `discount`,
-/// `debited_amount`): written with the layout's decimal mark ([`FileFormat::amount`]).
-pub const AMOUNT_COLUMNS: [usize; 3] = [4, 5, 10];
+/// `debited_amount`, `charged_all_attempts`): written with the layout's decimal mark
+/// ([`FileFormat::amount`]), and as numbers in a workbook.
+pub const AMOUNT_COLUMNS: [usize; 4] = [4, 5, 10, 16];
 
 /// Whether `url` is a plain `http://` or `https://` URL.
 pub fn plain_link(url: &str) -> bool {
@@ -593,6 +594,22 @@ fn csv_to_io(e: csv::Error) -> io::Error {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_amount_columns_are_the_amounts() {
+        let named: Vec<&str> = AMOUNT_COLUMNS.iter().map(|i| RESULT_COLUMNS[*i]).collect();
+        assert_eq!(
+            named,
+            [
+                "price",
+                "discount",
+                "debited_amount",
+                "charged_all_attempts"
+            ]
+        );
+        assert_eq!(RESULT_COLUMNS[LINK_COLUMN], "payout_url");
+    }
+
     use super::*;
 
     #[test]

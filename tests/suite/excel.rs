@@ -181,8 +181,12 @@ async fn amounts_added_to_the_result_file_take_the_input_decimal_comma() {
         .iter()
         .position(|h| *h == "debited_amount")
         .expect("debited_amount");
+    let all = rows[0]
+        .iter()
+        .position(|h| *h == "charged_all_attempts")
+        .expect("charged_all_attempts");
     for row in &rows[1..] {
-        for i in [price, debited] {
+        for i in [price, debited, all] {
             assert!(
                 row[i].contains(',') && !row[i].contains('.'),
                 "{} is `{}` in {row:?}",
