@@ -124,13 +124,13 @@ impl ServiceWatch {
         let sync = sync_service(context.ledger, &client, &self.base_url, self.allow_untold)
             .await
             .map_err(|e| while_sending(e, context.sent.load(Ordering::SeqCst)))?;
-        if sync.learned_ids.is_empty() {
+        if sync.learned.is_empty() {
             return Ok(());
         }
         let found = context
             .ledger
-            .with(|l| rows_paid_elsewhere(l, &self.base_url, self.batch_id, &sync.learned_ids))?;
-        let learned = sync.learned;
+            .with(|l| rows_paid_elsewhere(l, &self.base_url, self.batch_id, &sync.learned))?;
+        let learned = sync.learned.len();
         if self.allow_repeats {
             if !found.is_empty() {
                 let orders: HashSet<&str> = found

@@ -37,27 +37,9 @@ async fn run_at(
     paybatch_in(ws.dir.path(), &args, envs).await
 }
 
-/// A proxy in front of `sim` whose first answer to the order list is one empty last page (as
-/// the list read just before another machine's orders were made would be); every later read
-/// shows everything.
+/// A proxy whose first answer to the order list shows nothing ([`rewriting::first_list_read_empty`]).
 async fn first_read_sees_nothing(sim: &paybatch::sim::SimHandle) -> String {
-    let reads = Arc::new(AtomicUsize::new(0));
-    let n = Arc::clone(&reads);
-    let rewrite: rewriting::Rewrite = Arc::new(move |method, path, status, json| {
-        if *method != axum::http::Method::GET || path != "/order" || status != 200 {
-            return;
-        }
-        if n.fetch_add(1, Ordering::SeqCst) == 0 {
-            json["items"] = serde_json::json!([]);
-            if let Some(c) = json
-                .pointer_mut("/pagination/cursors")
-                .and_then(|c| c.as_object_mut())
-            {
-                c.remove("after");
-            }
-        }
-    });
-    rewriting::start(sim, rewrite).await
+    rewriting::first_list_read_empty(sim).await
 }
 
 /// Machine B pays `bonus` (rows `range`) and every order of it FAILS: nothing is paid.

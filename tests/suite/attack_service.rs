@@ -548,7 +548,6 @@ async fn the_same_batch_spelt_in_lower_case_on_another_machine_has_a_way_out() {
 /// back, and its next run names them as repeats.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rows_paid_elsewhere_while_a_run_sends_are_held_back_at_its_next_read() {
-    use std::sync::atomic::AtomicUsize;
     let sim = start_sim(fast_config(None)).await;
     let b = Workspace::new();
     rows_file(&b, "bonus.csv", "EMP", 5..=10);
@@ -557,23 +556,7 @@ async fn rows_paid_elsewhere_while_a_run_sends_are_held_back_at_its_next_read() 
 
     // A's first read of the list (before it plans) shows nothing of B's orders; every
     // later one shows them.
-    let reads = Arc::new(AtomicUsize::new(0));
-    let n = Arc::clone(&reads);
-    let rewrite: rewriting::Rewrite = Arc::new(move |method, path, status, json| {
-        if *method != axum::http::Method::GET || path != "/order" || status != 200 {
-            return;
-        }
-        if n.fetch_add(1, Ordering::SeqCst) == 0 {
-            json["items"] = serde_json::json!([]);
-            if let Some(c) = json
-                .pointer_mut("/pagination/cursors")
-                .and_then(|c| c.as_object_mut())
-            {
-                c.remove("after");
-            }
-        }
-    });
-    let via = rewriting::start(&sim, rewrite).await;
+    let via = rewriting::first_list_read_empty(&sim).await;
     let a = Workspace::new();
     rows_file(&a, "payroll.csv", "EMP", 1..=10);
     let args = run_args(

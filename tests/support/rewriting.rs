@@ -112,3 +112,25 @@ pub async fn start_with(sim: &SimHandle, rules: Rules) -> String {
     });
     format!("http://{addr}/v2")
 }
+
+/// A proxy in front of `sim` whose first answer to the order list is one empty last page (as
+/// the list read just before another machine's orders were made would be); every later read
+/// shows everything. Returns its base URL.
+pub async fn first_list_read_empty(sim: &SimHandle) -> String {
+    let reads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let rewrite: Rewrite = Arc::new(move |method, path, status, json| {
+        if *method != Method::GET || path != "/order" || status != 200 {
+            return;
+        }
+        if reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+            json["items"] = serde_json::json!([]);
+            if let Some(c) = json
+                .pointer_mut("/pagination/cursors")
+                .and_then(|c| c.as_object_mut())
+            {
+                c.remove("after");
+            }
+        }
+    });
+    start(sim, rewrite).await
+}

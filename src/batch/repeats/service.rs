@@ -58,9 +58,8 @@ pub struct ServiceSync {
     /// days and a margin back) or went back to where the last one ended.
     pub since: String,
     pub first_read: bool,
-    /// Orders of other ledgers read whole by this read, and their ids.
-    pub learned: usize,
-    pub learned_ids: Vec<String>,
+    /// The orders of other ledgers read whole (and kept) by this read.
+    pub learned: Vec<String>,
     /// Orders of other ledgers this ledger knows in all, and of them those known only by the
     /// first row their description names (the service gave no metadata).
     pub foreign_orders: i64,
@@ -123,7 +122,8 @@ pub async fn sync_service(
         let read_to = newest
             .min(Utc::now())
             .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-        ledger.with(|l| l.record_read_mark(base_url, &read_to, listed.pages, learning.learned))?;
+        ledger
+            .with(|l| l.record_read_mark(base_url, &read_to, listed.pages, learning.ids.len()))?;
     }
     if let Some((id, e)) = learning.unread {
         return Err(refused_or_unread(
@@ -143,8 +143,7 @@ pub async fn sync_service(
         pages: listed.pages,
         since: since.to_rfc3339(),
         first_read,
-        learned: learning.learned,
-        learned_ids: learning.ids,
+        learned: learning.ids,
         foreign_orders,
         first_rows_only,
         untold,
@@ -206,7 +205,7 @@ const LEARNED_AT_ONCE: usize = 250;
 /// and the first order that could not be read.
 #[derive(Default)]
 struct Learning {
-    learned: usize,
+    /// The orders read whole and kept.
     ids: Vec<String>,
     processing: Vec<String>,
     /// Finished orders answered with neither description nor metadata, not kept: read again
@@ -268,7 +267,6 @@ async fn learn(
                 chunk.push(learned_order(&order));
                 if chunk.len() >= LEARNED_AT_ONCE {
                     ledger.with(|l| l.record_service_orders(base_url, &chunk))?;
-                    out.learned += chunk.len();
                     chunk.clear();
                 }
             }
@@ -278,7 +276,6 @@ async fn learn(
         }
     }
     ledger.with(|l| l.record_service_orders(base_url, &chunk))?;
-    out.learned += chunk.len();
     Ok(out)
 }
 
@@ -517,8 +514,8 @@ impl ServiceSync {
                 " (where the last read ended)"
             },
             s.foreign_orders,
-            if s.learned > 0 {
-                format!(", {} read whole now", s.learned)
+            if !s.learned.is_empty() {
+                format!(", {} read whole now", s.learned.len())
             } else {
                 String::new()
             }
