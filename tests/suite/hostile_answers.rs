@@ -159,3 +159,69 @@ fn a_link_that_is_not_a_web_address_is_a_mismatch() {
         assert!(r.is_err(), "{url:?}: {r:?}");
     }
 }
+
+/// The finished orders `mismatch.rs` changed end to end, one run of the binary each, checked
+/// here in-process (the end-to-end path of a MISMATCH, its retry, its next run and `status`,
+/// is kept there for a changed face value and a failed order with links): each change is a
+/// difference `check` names.
+#[test]
+fn every_changed_finished_order_is_a_mismatch_naming_its_difference() {
+    type Change = Box<dyn FnOnce(&mut serde_json::Value)>;
+    let cases: Vec<(&str, Change)> = vec![
+        (
+            "payment currency EUR",
+            Box::new(|o| {
+                o["currency"] = "EUR".into();
+                o["payment_method"]["currency"] = "EUR".into();
+            }),
+        ),
+        (
+            "negative price",
+            Box::new(|o| o["items"][1]["price"] = "-5.00".into()),
+        ),
+        (
+            "0 items answered",
+            Box::new(|o| o["items"] = serde_json::json!([])),
+        ),
+        (
+            "completed without a payout link",
+            Box::new(|o| {
+                o["items"][0].as_object_mut().map(|i| i.remove("payout"));
+                o["items"][1]["payout"]["url"] = "".into();
+            }),
+        ),
+        (
+            "its description names idempotency key 7c1d2e3f-0a1b-5c2d-8e3f-4a5b6c7d8e9f",
+            Box::new(|o| {
+                o["description"] =
+                    "paybatch 7c1d2e3f-0a1b-5c2d-8e3f-4a5b6c7d8e9f batch=nov rows=A (+1 more)"
+                        .into()
+            }),
+        ),
+        (
+            "its metadata names batch \"dec\", sent \"nov\"",
+            Box::new(|o| o["metadata"]["paybatch_batch"] = "dec".into()),
+        ),
+        (
+            "its metadata names rows A|Z, sent A|B",
+            Box::new(|o| o["metadata"]["paybatch_rows"] = "A|Z".into()),
+        ),
+        (
+            "is not its items' prices 34.79 USD with fees",
+            Box::new(|o| o["total_price"] = "34790.00".into()),
+        ),
+        (
+            "transaction_detail USD 34790.00",
+            Box::new(|o| {
+                o["transaction_detail"] = serde_json::json!({"USD": {"value": "34790.00"}})
+            }),
+        ),
+    ];
+    for (needle, change) in cases {
+        let differences = answer(change).expect_err(needle);
+        assert!(
+            differences.iter().any(|d| d.contains(needle)),
+            "{needle}: {differences:?}"
+        );
+    }
+}
