@@ -1,8 +1,8 @@
-//! The help and the manual, through the real binary: every command's `--help` ends with
-//! examples, the top-level help lists every exit code, and the manual page has the sections a
-//! reader of manual pages looks for.
+//! The help and the manual: every command's `--help` ends with examples (rendered in-process,
+//! the same text as the binary's), the top-level help lists every exit code, and the manual
+//! page has the sections a reader of manual pages looks for.
 
-use crate::support::{Workspace, paybatch_in as paybatch, stdout_of as stdout};
+use crate::support::{Workspace, help_of, paybatch_in as paybatch, stdout_of as stdout};
 use clap::CommandFactory;
 
 /// Every command path (`["catalog", "list"]`), paybatch itself first.
@@ -20,18 +20,27 @@ fn commands() -> Vec<Vec<String>> {
     out
 }
 
+/// Every command's help, in-process (`help_of`); the binary prints the same text (checked on
+/// one command and paybatch itself).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_help_ends_with_examples_of_real_commands() {
     let ws = Workspace::new();
+    for args in [
+        &["--help"][..],
+        &["run", "-h"],
+        &["catalog", "list", "--help"],
+    ] {
+        let out = paybatch(ws.dir.path(), args, &[]).await;
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        assert_eq!(stdout(&out), help_of(args), "{args:?}: the binary's help");
+    }
     let all = commands();
     assert!(all.len() > 15, "{all:?}");
     for path in all {
         for flag in ["--help", "-h"] {
             let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
             args.push(flag);
-            let out = paybatch(ws.dir.path(), &args, &[]).await;
-            assert_eq!(out.status.code(), Some(0), "{args:?}");
-            let text = stdout(&out);
+            let text = help_of(&args);
             if path.is_empty() && flag == "-h" {
                 continue; // the short help of paybatch itself is the list of commands
             }

@@ -320,9 +320,8 @@ async fn an_unknown_out_format_is_refused_with_the_values() {
     assert!(!ws.path("ledger.db").exists(), "nothing was started");
     // --help says what each value writes.
     for command in ["run", "report", "payouts"] {
-        let out = pb(&ws, &[command, "--help"]).await;
         // Values aligned as clap aligns them: compared word by word.
-        let help = stdout(&out)
+        let help = help_of(&[command, "--help"])
             .split_whitespace()
             .collect::<Vec<_>>()
             .join(" ");

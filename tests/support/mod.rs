@@ -73,6 +73,16 @@ impl Workspace {
     }
 }
 
+/// The help `paybatch ARGS` prints, rendered in-process by the command line the binary parses
+/// (clap's own `--help` and `-h`).
+pub fn help_of(args: &[&str]) -> String {
+    let argv = std::iter::once("paybatch").chain(args.iter().copied());
+    match <paybatch::cli::Cli as clap::CommandFactory>::command().try_get_matches_from(argv) {
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => e.render().to_string(),
+        other => panic!("{args:?} is not a help: {other:?}"),
+    }
+}
+
 /// Simulator settings for fast tests: short processing, no rate limit surprises.
 pub fn fast_config(state: Option<PathBuf>) -> SimConfig {
     SimConfig {
