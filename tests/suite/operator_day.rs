@@ -92,7 +92,11 @@ async fn interrupted_then_resumed(signal: &str, code: i32, word: &str) {
     let mut child = spawn_paybatch(ws.dir.path(), &args, &[]);
     let mut lines = tokio::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
     wait_for_line(&mut lines, "submitting 30 orders", Duration::from_secs(60)).await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // One at a time: a second order on its way means the first was answered.
+    until("an order answered", Duration::from_secs(30), || {
+        order_posts(&sim) >= 2
+    })
+    .await;
     let (status, rest) = stop(&mut child, &mut lines, signal, Duration::from_secs(30)).await;
     assert_eq!(status.code(), Some(code), "{rest}");
     let said = rest

@@ -326,7 +326,7 @@ async fn poll_timeout_exits_5_and_the_next_run_finishes() {
             .all(|r| r[status] == "PROCESSING" || r[status] == "COMPLETED")
     );
     assert!(result[1..].iter().any(|r| r[status] == "PROCESSING"));
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    until_orders_finish(&sim, Duration::from_secs(30)).await;
     let out = run_against(&ws, &sim, "nov.csv", &[]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_exactly_once_completed(&sim, &input);

@@ -1172,7 +1172,7 @@ async fn a_rebuild_while_orders_are_processing_plans_nothing_until_they_can_be_t
     assert_eq!(order_posts(&s.sim), posts, "nothing was sent");
 
     // Once the orders finish, the next run reconciles, attaches them and finishes.
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    until_orders_finish(&s.sim, Duration::from_secs(30)).await;
     let out = s.run("six.csv", &["--items-per-order", "2"], &[]).await;
     assert_eq!(code(&out), Some(0), "{}", stderr_of(&out));
     assert_eq!(

@@ -73,6 +73,31 @@ impl Workspace {
     }
 }
 
+/// Waits until `done` holds, checking every 20 ms; panics after `limit` naming `what`. The
+/// condition wait of the tests, in place of a fixed sleep.
+pub async fn until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + limit;
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: not within {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until every order the simulator holds has finished (COMPLETED or FAILED), bounded by
+/// `limit`.
+pub async fn until_orders_finish(sim: &SimHandle, limit: Duration) {
+    until("every order finished", limit, || {
+        sim.orders().iter().all(|o| {
+            use paybatch::api::OrderStatus::{Completed, Failed};
+            matches!(o.status, Completed | Failed)
+        })
+    })
+    .await;
+}
+
 /// The help `paybatch ARGS` prints, rendered in-process by the command line the binary parses
 /// (clap's own `--help` and `-h`).
 pub fn help_of(args: &[&str]) -> String {
