@@ -15,28 +15,6 @@ fn rows_paid(sim: &paybatch::sim::SimHandle) -> usize {
         .count()
 }
 
-/// The `EMP-` references the service holds in more than one order that is not FAILED.
-fn paid_twice(sim: &paybatch::sim::SimHandle) -> Vec<String> {
-    live_orders_of_emp_rows(sim)
-        .into_iter()
-        .filter(|(_, live)| *live > 1)
-        .map(|(r, _)| r)
-        .collect()
-}
-
-/// `paybatch run FILE` against `base` with the workspace's key file and ledger.
-async fn run_at(
-    ws: &Workspace,
-    base: &str,
-    file: &str,
-    extra: &[&str],
-    envs: &[(&str, &str)],
-) -> std::process::Output {
-    let args = run_args(ws, base, file, extra);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    paybatch_in(ws.dir.path(), &args, envs).await
-}
-
 /// A proxy whose first answer to the order list shows nothing ([`rewriting::first_list_read_empty`]).
 async fn first_read_sees_nothing(sim: &paybatch::sim::SimHandle) -> String {
     rewriting::first_list_read_empty(sim).await

@@ -7,22 +7,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::support::*;
 
-/// The `EMP-` references the service holds in more than one order that is not FAILED.
-fn paid_twice(sim: &paybatch::sim::SimHandle) -> Vec<String> {
-    live_orders_of_emp_rows(sim)
-        .into_iter()
-        .filter(|(_, live)| *live > 1)
-        .map(|(r, _)| r)
-        .collect()
-}
-
-/// `paybatch run FILE` against `base` with the workspace's key file and ledger.
-async fn run_at(ws: &Workspace, base: &str, file: &str, extra: &[&str]) -> std::process::Output {
-    let args = run_args(ws, base, file, extra);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    paybatch_in(ws.dir.path(), &args, &[]).await
-}
-
 /// Ledger A pays `payroll` (10 rows, one an order) straight at the simulator.
 async fn a_pays_payroll(sim: &paybatch::sim::SimHandle) -> Workspace {
     let a = Workspace::new();
@@ -166,9 +150,9 @@ async fn a_created_at_in_the_future_does_not_blind_later_reads() {
     // Machine B pays a batch of its own while the list is answered two days ahead.
     let b = Workspace::new();
     rows_file(&b, "own.csv", "OWN", 1..=2);
-    let out = run_at(&b, &via, "own.csv", &[]).await;
+    let out = run_at(&b, &via, "own.csv", &[], &[]).await;
     assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
-    let out = run_at(&b, &via, "own.csv", &[]).await;
+    let out = run_at(&b, &via, "own.csv", &[], &[]).await;
     assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
     skew.store(false, Ordering::SeqCst);
 
@@ -176,7 +160,7 @@ async fn a_created_at_in_the_future_does_not_blind_later_reads() {
     let _a = a_pays_payroll(&sim).await;
     let posts = order_posts(&sim);
     rows_file(&b, "payroll.csv", "EMP", 1..=10);
-    let out = run_at(&b, &via, "payroll.csv", &["--items-per-order", "5"]).await;
+    let out = run_at(&b, &via, "payroll.csv", &["--items-per-order", "5"], &[]).await;
     let twice = paid_twice(&sim);
     assert!(
         twice.is_empty(),
@@ -328,6 +312,7 @@ async fn orders_in_flight_listed_after_older_entries_hold_the_run_back() {
         &via,
         "payroll.csv",
         &["--items-per-order", "1", "--poll-timeout", "5"],
+        &[],
     )
     .await;
     let twice = paid_twice(&sim);
@@ -403,7 +388,7 @@ async fn an_order_the_list_names_is_not_forgotten_when_its_whole_answer_is_bare(
     let via = rewriting::start(&sim, rewrite).await;
     let b = Workspace::new();
     rows_file(&b, "payroll.csv", "EMP", 1..=10);
-    let out = run_at(&b, &via, "payroll.csv", &["--items-per-order", "5"]).await;
+    let out = run_at(&b, &via, "payroll.csv", &["--items-per-order", "5"], &[]).await;
     let twice = paid_twice(&sim);
     assert!(
         twice.is_empty(),
@@ -581,7 +566,7 @@ async fn rows_paid_elsewhere_while_a_run_sends_are_held_back_at_its_next_read() 
 
     // The next run names the rows another ledger paid, and pays nothing of them.
     let posts = order_posts(&sim);
-    let out = run_at(&a, &via, "payroll.csv", &["--items-per-order", "1"]).await;
+    let out = run_at(&a, &via, "payroll.csv", &["--items-per-order", "1"], &[]).await;
     assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
     assert_eq!(order_posts(&sim), posts, "nothing sent");
     let out = run_at(
@@ -589,6 +574,7 @@ async fn rows_paid_elsewhere_while_a_run_sends_are_held_back_at_its_next_read() 
         &via,
         "payroll.csv",
         &["--items-per-order", "1", "--skip-repeats"],
+        &[],
     )
     .await;
     assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));

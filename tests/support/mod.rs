@@ -108,6 +108,28 @@ pub fn help_of(args: &[&str]) -> String {
     }
 }
 
+/// The `EMP-` references the service holds in more than one order that is not FAILED.
+pub fn paid_twice(sim: &paybatch::sim::SimHandle) -> Vec<String> {
+    live_orders_of_emp_rows(sim)
+        .into_iter()
+        .filter(|(_, live)| *live > 1)
+        .map(|(r, _)| r)
+        .collect()
+}
+
+/// `paybatch run FILE` against `base` with the workspace's key file and ledger.
+pub async fn run_at(
+    ws: &Workspace,
+    base: &str,
+    file: &str,
+    extra: &[&str],
+    envs: &[(&str, &str)],
+) -> std::process::Output {
+    let args = run_args(ws, base, file, extra);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    paybatch_in(ws.dir.path(), &args, envs).await
+}
+
 /// Simulator settings for fast tests: short processing, no rate limit surprises.
 pub fn fast_config(state: Option<PathBuf>) -> SimConfig {
     SimConfig {
