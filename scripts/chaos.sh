@@ -5,5 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 count=${1:-1000}
 seed=${2:-1}
-PAYBATCH_CHAOS_SCENARIOS=$count PAYBATCH_CHAOS_SEED=$seed \
+PAYBATCH_DEEP_TESTS=1 PAYBATCH_CHAOS_SCENARIOS=$count PAYBATCH_CHAOS_SEED=$seed \
   cargo test --release --test suite chaos:: -- --nocapture

@@ -9,6 +9,11 @@
 //!
 //! `PAYBATCH_CHAOS_SCENARIOS` (default 50) and `PAYBATCH_CHAOS_SEED` (default 1) choose the
 //! scenarios; `scripts/chaos.sh N SEED` runs N of them. A failure prints its seed.
+//!
+//! The default counts are the deep tier's (`PAYBATCH_DEEP_TESTS=1`, which `.ci/run` sets). The
+//! fast tier (`cargo test`) runs a fixed share of each kind: of the default scenarios, one per
+//! fail point, each scenario's first run aborted at its own point (`armed_point`), then killed
+//! at random as in the deep tier.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -47,6 +52,8 @@ struct Seen {
     faults: BTreeMap<String, u64>,
     /// Scenarios per order shape (`async`, `sync`, `items-per-order N`).
     shapes: BTreeMap<String, usize>,
+    /// Fail points a scenario's first run was armed with (fast tier) and aborted at.
+    points: Vec<String>,
 }
 
 impl Seen {
@@ -353,6 +360,14 @@ async fn hostile_scenario(seed: u64) -> Result<Seen, String> {
     scenario_with(seed, extra).await
 }
 
+/// In the fast tier, the fail point the first run of scenario `seed` aborts at: seeds 1 to 7
+/// name every point once. None in the deep tier (every run draws its own chaos).
+fn armed_point(seed: u64) -> Option<&'static str> {
+    let points = paybatch::failpoint::POINTS;
+    (!crate::support::deep())
+        .then(|| points[(seed.saturating_sub(1) % points.len() as u64) as usize])
+}
+
 async fn scenario_with(seed: u64, extra: Vec<String>) -> Result<Seen, String> {
     let mut rng = StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
@@ -370,16 +385,27 @@ async fn scenario_with(seed: u64, extra: Vec<String>) -> Result<Seen, String> {
         if Instant::now() > deadline {
             break;
         }
+        let armed = armed_point(seed)
+            .filter(|_| i == 0)
+            .map(|point| ("PAYBATCH_FAILPOINT", format!("{point}:1")));
         let (code, stderr) = one_run(
             dir.path(),
             &sim.base_url,
             &shape,
             &mut rng,
-            i < chaos_runs,
+            i < chaos_runs && armed.is_none(),
             &mut seen,
-            &[],
+            &armed
+                .iter()
+                .map(|(k, v)| (*k, v.as_str()))
+                .collect::<Vec<_>>(),
         )
         .await;
+        if let Some((_, point)) = &armed {
+            if code.is_none() && stderr.contains("fail point") {
+                seen.points.push(point.clone());
+            }
+        }
         said.push_str(&stderr);
         match code {
             Some(0) | Some(4) => {
@@ -1497,9 +1523,10 @@ where
                     for (k, v) in seen.shapes {
                         *total.shapes.entry(k).or_default() += v;
                     }
+                    total.points.extend(seen.points);
                 }
                 Err(e) => panic!(
-                    "chaos scenario failed (repeat with PAYBATCH_CHAOS_SEED and PAYBATCH_CHAOS_SCENARIOS=1): {e}"
+                    "chaos scenario failed (repeat with PAYBATCH_CHAOS_SEED and PAYBATCH_CHAOS_SCENARIOS=1, in the same tier): {e}"
                 ),
             }
         }
@@ -1518,18 +1545,33 @@ where
     total
 }
 
-fn env_number(name: &str, default: u64) -> u64 {
+/// The number in `name`, else `deep` in the deep tier and `fast` in the fast tier.
+fn env_number(name: &str, fast: u64, deep: u64) -> u64 {
     std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+        .unwrap_or_else(|| match fast == deep {
+            true => deep,
+            false => crate::support::tiered(name, fast, deep),
+        })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_every_row_is_paid_at_most_once_and_the_books_balance() {
-    let count = env_number("PAYBATCH_CHAOS_SCENARIOS", 50);
-    let first = env_number("PAYBATCH_CHAOS_SEED", 1);
+    let points = paybatch::failpoint::POINTS.len() as u64;
+    let count = env_number("PAYBATCH_CHAOS_SCENARIOS", points, 50);
+    let first = env_number("PAYBATCH_CHAOS_SEED", 1, 1);
     let total = run_scenarios(first, count, scenario).await;
+    if !crate::support::deep() && first == 1 && count >= points {
+        let mut aborted = total.points.clone();
+        aborted.sort();
+        aborted.dedup();
+        assert_eq!(
+            aborted.len(),
+            paybatch::failpoint::POINTS.len(),
+            "every fail point aborts a first run: {aborted:?}"
+        );
+    }
     assert!(
         total.kills + total.aborts > 0,
         "the suite must actually kill runs"
@@ -1547,8 +1589,8 @@ async fn chaos_every_row_is_paid_at_most_once_and_the_books_balance() {
 /// nothing the service says reaching the result file or the terminal as a control sequence.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_hostile_answers_hold_rows_for_a_person_and_are_never_believed() {
-    let count = env_number("PAYBATCH_CHAOS_HOSTILE_SCENARIOS", 10);
-    let first = env_number("PAYBATCH_CHAOS_SEED", 1);
+    let count = env_number("PAYBATCH_CHAOS_HOSTILE_SCENARIOS", 4, 10);
+    let first = env_number("PAYBATCH_CHAOS_SEED", 1, 1);
     let total = run_scenarios(first, count, hostile_scenario).await;
     assert!(total.held > 0, "hostile answers must hold rows: {total:?}");
     for fault in ["swapped", "disguised"] {
@@ -1564,8 +1606,8 @@ async fn chaos_hostile_answers_hold_rows_for_a_person_and_are_never_believed() {
 /// `PAYBATCH_CHAOS_SEED`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_keys_answered_with_kept_server_errors_are_given_up_and_each_row_paid_once() {
-    let count = env_number("PAYBATCH_CHAOS_KEPT_SCENARIOS", 10);
-    let first = env_number("PAYBATCH_CHAOS_SEED", 1);
+    let count = env_number("PAYBATCH_CHAOS_KEPT_SCENARIOS", 2, 10);
+    let first = env_number("PAYBATCH_CHAOS_SEED", 1, 1);
     let total = run_scenarios(first, count, kept_error_scenario).await;
     assert!(
         total.faults.get("keys_given_up").copied().unwrap_or(0) > 0,
@@ -1580,8 +1622,8 @@ async fn chaos_keys_answered_with_kept_server_errors_are_given_up_and_each_row_p
 /// link as the service says, every expired row paid once more and no other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_payouts_and_reissues_killed_at_random_leave_every_link_right_and_pay_once_more() {
-    let count = env_number("PAYBATCH_CHAOS_PAYOUT_SCENARIOS", 6);
-    let first = env_number("PAYBATCH_CHAOS_SEED", 1);
+    let count = env_number("PAYBATCH_CHAOS_PAYOUT_SCENARIOS", 1, 6);
+    let first = env_number("PAYBATCH_CHAOS_SEED", 1, 1);
     let total = run_scenarios(first, count, payout_life_scenario).await;
     assert!(total.kills > 0, "the suite must kill payouts: {total:?}");
     assert!(
@@ -1595,8 +1637,8 @@ async fn chaos_payouts_and_reissues_killed_at_random_leave_every_link_right_and_
 /// killed at random, reconciling each other's orders in: every row paid exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_two_ledgers_on_one_simulator_pay_every_row_exactly_once() {
-    let count = env_number("PAYBATCH_CHAOS_TWO_LEDGER_SCENARIOS", 6);
-    let first = env_number("PAYBATCH_CHAOS_SEED", 1);
+    let count = env_number("PAYBATCH_CHAOS_TWO_LEDGER_SCENARIOS", 2, 6);
+    let first = env_number("PAYBATCH_CHAOS_SEED", 1, 1);
     let total = run_scenarios(first, count, two_ledger_scenario).await;
     assert!(
         total.kills + total.aborts > 0,
@@ -1609,8 +1651,8 @@ async fn chaos_two_ledgers_on_one_simulator_pay_every_row_exactly_once() {
 /// at random; every refused row REJECTED, every other row paid exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_refused_items_replan_the_others_and_pay_each_once() {
-    let count = env_number("PAYBATCH_CHAOS_REFUSED_SCENARIOS", 6);
-    let first = env_number("PAYBATCH_CHAOS_SEED", 1);
+    let count = env_number("PAYBATCH_CHAOS_REFUSED_SCENARIOS", 2, 6);
+    let first = env_number("PAYBATCH_CHAOS_SEED", 1, 1);
     let total = run_scenarios(first, count, refused_items_scenario).await;
     assert!(
         total.aborts > 0,

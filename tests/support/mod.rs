@@ -73,6 +73,28 @@ impl Workspace {
     }
 }
 
+/// The environment variable that selects the deep tier of the tests: set to `1`, every chaos
+/// scenario runs (`.ci/run` sets it). Unset, `cargo test` runs the fast tier: each chaos test
+/// checks a fixed, smaller share of the same scenarios.
+pub const DEEP_VAR: &str = "PAYBATCH_DEEP_TESTS";
+
+/// Whether the deep tier runs (`PAYBATCH_DEEP_TESTS=1`).
+pub fn deep() -> bool {
+    std::env::var(DEEP_VAR).is_ok_and(|v| v == "1")
+}
+
+/// `fast` in the fast tier, `deep` in the deep tier; says on stderr which one, and how to run
+/// the other (so a shortened test does not pass for the whole of it).
+pub fn tiered(what: &str, fast: u64, deep: u64) -> u64 {
+    if self::deep() {
+        eprintln!("{what}: deep tier, {deep}");
+        deep
+    } else {
+        eprintln!("{what}: fast tier, {fast} of {deep} ({DEEP_VAR}=1 runs them all)");
+        fast
+    }
+}
+
 /// Waits until `done` holds, checking every 20 ms; panics after `limit` naming `what`. The
 /// condition wait of the tests, in place of a fixed sleep.
 pub async fn until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
