@@ -401,10 +401,11 @@ async fn scenario_with(seed: u64, extra: Vec<String>) -> Result<Seen, String> {
                 .collect::<Vec<_>>(),
         )
         .await;
-        if let Some((_, point)) = &armed {
-            if code.is_none() && stderr.contains("fail point") {
-                seen.points.push(point.clone());
-            }
+        if let Some((_, point)) = &armed
+            && code.is_none()
+            && stderr.contains("fail point")
+        {
+            seen.points.push(point.clone());
         }
         said.push_str(&stderr);
         match code {
