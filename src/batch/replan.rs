@@ -146,13 +146,17 @@ fn new_order(
 /// the module). Returns the new order to send, if any.
 pub fn record(context: &SendContext, order_id: i64, e: &ApiError) -> Result<Option<i64>, OpError> {
     let named = items_named(e);
-    let mut ledger = context.ledger();
-    let Some(order) = ledger.order(order_id)? else {
+    // None when the order is not in the ledger.
+    let replanned = context.with_ledger(|ledger| -> Result<_, OpError> {
+        let Some(order) = ledger.order(order_id)? else {
+            return Ok(None);
+        };
+        failpoint::hit("before_replan");
+        Ok(Some(replan(ledger, &order, e, &named)?))
+    })?;
+    let Some(new) = replanned else {
         return Ok(None);
     };
-    failpoint::hit("before_replan");
-    let new = replan(&mut ledger, &order, e, &named)?;
-    drop(ledger);
     failpoint::hit("after_replan");
     context.patience.progress();
     Ok(new)

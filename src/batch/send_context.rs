@@ -163,10 +163,40 @@ impl SendContext {
         stopped.entry(what).or_insert(why);
     }
 
+    /// The ledger, for the steps after the sending and polling have ended (nothing in flight
+    /// to hold up); while they go on, [`SendContext::with_ledger`].
     pub fn ledger(&self) -> std::sync::MutexGuard<'_, Ledger> {
         // A panic while holding the lock leaves the SQLite state consistent (transactions are
         // atomic), so a poisoned lock is still usable.
         self.ledger.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `step` on the ledger, off the async workers ([`with_locked`]).
+    pub fn with_ledger<R>(&self, step: impl FnOnce(&mut Ledger) -> R) -> R {
+        with_locked(&self.ledger, step)
+    }
+}
+
+/// Runs `step` on the ledger behind `ledger` off the async workers: on a runtime with worker
+/// threads, the thread that waits for the lock and for the write's fsync hands its other tasks
+/// to another thread for that time ([`tokio::task::block_in_place`]), so the requests in flight
+/// and the sends that are ready go on meanwhile. The caller still waits for the step: a write
+/// recording an intent is committed before the request acting on it is sent. On a runtime of
+/// one thread, or none, the step runs as it is.
+pub fn with_locked<R>(ledger: &Mutex<Ledger>, step: impl FnOnce(&mut Ledger) -> R) -> R {
+    // A panic while holding the lock leaves the SQLite state consistent (transactions are
+    // atomic), so a poisoned lock is still usable.
+    off_the_workers(|| step(&mut ledger.lock().unwrap_or_else(|p| p.into_inner())))
+}
+
+/// Runs `step`, which blocks (a ledger's lock, its fsync), off the async workers (see
+/// [`with_locked`]).
+pub fn off_the_workers<R>(step: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(step)
+        }
+        _ => step(),
     }
 }
 
@@ -177,6 +207,70 @@ pub fn record_terminal(
     order: &Order,
     http: u16,
 ) -> Result<(), OpError> {
-    record::record_terminal_in(&mut context.ledger(), order_id, order, http)?;
+    context.with_ledger(|l| record::record_terminal_in(l, order_id, order, http))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::batch::repeats::LedgerAccess;
+
+    /// A step waiting for the ledger (here its lock, held by another thread; in a run, the
+    /// fsync of another write) leaves the worker to the other tasks: with one worker thread,
+    /// a task spawned after it runs before the lock is let go. The step goes through
+    /// [`LedgerAccess`] for a `Mutex<Ledger>`, which is [`with_locked`], as
+    /// [`SendContext::with_ledger`] is.
+    #[test]
+    fn a_step_waiting_for_the_ledger_leaves_the_worker_to_other_tasks() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let (_dir, ledger, batch_id) = crate::ledger::with_a_batch();
+        let ledger = std::sync::Arc::new(Mutex::new(ledger));
+        let (held_tx, held_rx) = mpsc::channel();
+        let (ran_tx, ran_rx) = mpsc::channel::<()>();
+        let holder = {
+            let ledger = ledger.clone();
+            std::thread::spawn(move || {
+                let _guard = ledger.lock().unwrap_or_else(|p| p.into_inner());
+                held_tx.send(()).expect("the test waits");
+                // Bounded: on a blocked worker the other task never runs.
+                ran_rx.recv_timeout(Duration::from_secs(10)).is_ok()
+            })
+        };
+        held_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the lock is held");
+        let ran_while_held = runtime.block_on(async {
+            let (waiting_tx, waiting_rx) = mpsc::channel();
+            let step = {
+                let ledger = ledger.clone();
+                tokio::spawn(async move {
+                    waiting_tx.send(()).expect("the test waits");
+                    // Nothing is awaited from the signal to the step: the worker is this
+                    // task's until the step hands it over or ends.
+                    ledger.with(|l| l.batch_by_id(batch_id).map(|b| b.is_some()))
+                })
+            };
+            waiting_rx
+                .recv_timeout(Duration::from_secs(10))
+                .expect("the step started");
+            let other = tokio::spawn(async move { ran_tx.send(()).is_ok() });
+            let ran = holder.join().expect("the holder ends");
+            let found = step.await.expect("the step ends");
+            assert!(matches!(found, Ok(true)), "the step read the ledger");
+            assert!(other.await.expect("the other task ends"));
+            ran
+        });
+        assert!(
+            ran_while_held,
+            "a task spawned while a step waited for the ledger ran only after the step"
+        );
+    }
 }

@@ -139,7 +139,7 @@ struct Unsent {
 impl Unsent {
     fn add(&mut self, context: &SendContext, order_id: i64) {
         self.orders += 1;
-        if let Ok(rows) = context.ledger().rows_of_order(order_id) {
+        if let Ok(rows) = context.with_ledger(|l| l.rows_of_order(order_id)) {
             self.rows += rows.len();
             for row in rows {
                 if self.references.len() < NAMED_ROWS {
@@ -199,7 +199,7 @@ impl Sending<'_> {
             let context = self.context.clone();
             let limiter = self.limiter.clone();
             self.tasks.spawn(async move {
-                let order = match context.ledger().order(id) {
+                let order = match context.with_ledger(|l| l.order(id)) {
                     Ok(Some(order)) => order,
                     Ok(None) => {
                         let e =
@@ -215,10 +215,10 @@ impl Sending<'_> {
     }
 
     fn read_chunk(&mut self) -> Result<(), OpError> {
+        let (batch_id, after) = (self.batch_id, self.after);
         let chunk = self
             .context
-            .ledger()
-            .intent_heads(self.batch_id, self.after, INTENT_CHUNK)?;
+            .with_ledger(|l| l.intent_heads(batch_id, after, INTENT_CHUNK))?;
         self.read_all = chunk.is_empty();
         for head in chunk {
             self.after = head.id;
@@ -346,11 +346,12 @@ pub async fn submit_all(
     batch_id: i64,
     opts: &RunOptions,
 ) -> Result<Option<String>, OpError> {
-    let (intents, stale_ones) = count_intents(&context.ledger(), batch_id, opts.in_doubt_window)?;
+    let (intents, stale_ones) =
+        context.with_ledger(|l| count_intents(l, batch_id, opts.in_doubt_window))?;
     if intents == 0 {
         return Ok(None);
     }
-    let earlier = recent_sends(&context.ledger())?;
+    let earlier = context.with_ledger(|l| recent_sends(l))?;
     if !earlier.is_empty() {
         context.reporter.line(format!(
             "{} orders sent from this ledger in the last minute count against the service's limit of {} a minute",
@@ -440,7 +441,8 @@ fn warn_sent_before_the_hold(context: &SendContext, not_sent: &[i64]) {
     let not_sent: std::collections::HashSet<i64> = not_sent.iter().copied().collect();
     // Answered as made: neither still an intent nor refused or failed.
     let made = |id: i64| {
-        context.ledger().order(id).ok().flatten().is_some_and(|o| {
+        let order = context.with_ledger(|l| l.order(id));
+        order.ok().flatten().is_some_and(|o| {
             !matches!(
                 o.state,
                 OrderState::Intent
@@ -546,7 +548,7 @@ async fn submit_one(
         if context.watch.as_ref().is_some_and(|w| w.holds(order.id)) {
             return Sent::Held;
         }
-        if let Err(e) = context.ledger().mark_sending(order.id) {
+        if let Err(e) = context.with_ledger(|l| l.mark_sending(order.id)) {
             return Sent::Stop(e.into());
         }
         if attempt == 0 {
@@ -623,9 +625,7 @@ async fn wait_to_resend(
     last: &str,
 ) -> Option<Sent> {
     if let Err(le) =
-        context
-            .ledger()
-            .record_send_error(order.id, e.status(), e.kind(), &e.message())
+        context.with_ledger(|l| l.record_send_error(order.id, e.status(), e.kind(), &e.message()))
     {
         return Some(Sent::Stop(le.into()));
     }
@@ -685,14 +685,16 @@ fn refused(context: &SendContext, order: &OrderRecord, e: ApiError) -> Sent {
         context.stop(what, format!("{}: {}", e.kind(), e.message()));
     }
     let cause = format!("service refused the order: {}", e.kind());
-    let recorded = context.ledger().transition_order(
-        order.id,
-        Transition {
-            http_status: e.status(),
-            error: Some((e.kind(), &message)),
-            ..Transition::to(OrderState::Rejected, &cause)
-        },
-    );
+    let recorded = context.with_ledger(|l| {
+        l.transition_order(
+            order.id,
+            Transition {
+                http_status: e.status(),
+                error: Some((e.kind(), &message)),
+                ..Transition::to(OrderState::Rejected, &cause)
+            },
+        )
+    });
     answered(context, recorded.map_err(OpError::from))
 }
 
@@ -702,8 +704,8 @@ fn record_created(
     outcome: CreateOutcome,
 ) -> Result<(), OpError> {
     if failpoint::full("record_answer") {
-        let ledger = context.ledger();
-        return Err(crate::ledger::LedgerError::full_disk(ledger.path()).into());
+        let full = context.with_ledger(|l| crate::ledger::LedgerError::full_disk(l.path()));
+        return Err(full.into());
     }
     match outcome {
         CreateOutcome::Accepted(a) => {
@@ -750,28 +752,25 @@ fn accept(
     service_id: &str,
     answer: Answer<'_>,
 ) -> Result<(), OpError> {
-    let mut ledger = context.ledger();
-    if let Some(why) = record::id_of_another_order(&ledger, order.id, service_id)? {
-        record::record_mismatch(
-            &mut ledger,
+    let accepted = context.with_ledger(|ledger| -> Result<bool, OpError> {
+        if let Some(why) = record::id_of_another_order(ledger, order.id, service_id)? {
+            record::record_mismatch(ledger, order.id, None, answer.response, answer.http, &[why])?;
+            return Ok(false);
+        }
+        ledger.transition_order(
             order.id,
-            None,
-            answer.response,
-            answer.http,
-            &[why],
+            Transition {
+                service_order_id: Some(service_id),
+                http_status: Some(answer.http),
+                response: answer.response.filter(|_| answer.keep_response),
+                ..Transition::to(OrderState::Accepted, "service accepted the order")
+            },
         )?;
+        Ok(true)
+    })?;
+    if !accepted {
         return Ok(());
     }
-    ledger.transition_order(
-        order.id,
-        Transition {
-            service_order_id: Some(service_id),
-            http_status: Some(answer.http),
-            response: answer.response.filter(|_| answer.keep_response),
-            ..Transition::to(OrderState::Accepted, "service accepted the order")
-        },
-    )?;
-    drop(ledger);
     context.tell_accepted(service_id, order.id);
     Ok(())
 }

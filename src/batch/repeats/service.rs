@@ -159,14 +159,16 @@ pub trait LedgerAccess: Sync {
 
 impl LedgerAccess for std::sync::Mutex<Ledger> {
     fn with<R>(&self, step: impl FnOnce(&mut Ledger) -> R) -> R {
-        // SQLite's transactions are atomic: a poisoned lock leaves the ledger consistent.
-        step(&mut self.lock().unwrap_or_else(|p| p.into_inner()))
+        // Off the async workers, like every ledger step of a run's sending.
+        crate::batch::send_context::with_locked(self, step)
     }
 }
 
 impl LedgerAccess for std::sync::Mutex<&mut Ledger> {
     fn with<R>(&self, step: impl FnOnce(&mut Ledger) -> R) -> R {
-        step(&mut self.lock().unwrap_or_else(|p| p.into_inner()))
+        crate::batch::send_context::off_the_workers(|| {
+            step(&mut self.lock().unwrap_or_else(|p| p.into_inner()))
+        })
     }
 }
 
