@@ -217,8 +217,8 @@ impl Ledger {
             params![batch_id],
             |r| {
                 Ok(FollowedOrder {
-                    order_id: r.get(0)?,
-                    service_order_id: r.get(1)?,
+                    order_id: r.get("id")?,
+                    service_order_id: r.get("service_order_id")?,
                 })
             },
         )
@@ -234,14 +234,14 @@ impl Ledger {
             params![order_id],
             |r| {
                 Ok(FollowedRow {
-                    row_id: r.get(0)?,
-                    attempt: r.get(1)?,
-                    reference: r.get(2)?,
-                    item_index: r.get(3)?,
-                    item_id: r.get(4)?,
-                    payout_url: r.get(5)?,
+                    row_id: r.get("id")?,
+                    attempt: r.get("attempt")?,
+                    reference: r.get("reference")?,
+                    item_index: r.get("item_index")?,
+                    item_id: r.get("item_id")?,
+                    payout_url: r.get("payout_url")?,
                     status: r
-                        .get::<_, Option<String>>(6)?
+                        .get::<_, Option<String>>("status")?
                         .map(|s| PayoutStatus::parse(&s)),
                 })
             },
@@ -380,12 +380,12 @@ impl Ledger {
         while let Some(r) = cursor.next().map_err(&err)? {
             let row = Unclaimed {
                 status: r
-                    .get::<_, Option<String>>(0)
+                    .get::<_, Option<String>>("status")
                     .map_err(&err)?
                     .map(|s| PayoutStatus::parse(&s)),
-                currency: r.get(1).map_err(&err)?,
-                amount: r.get(2).map_err(&err)?,
-                completed_at: r.get(3).map_err(&err)?,
+                currency: r.get("debited_currency").map_err(&err)?,
+                amount: r.get("debited_amount").map_err(&err)?,
+                completed_at: r.get("completed_at").map_err(&err)?,
             };
             visit(&row);
         }
@@ -542,11 +542,11 @@ impl Ledger {
             .and_then(|mut st| {
                 st.query_row(params![row_id, attempt], |r| {
                     Ok(ReissuedAttempt {
-                        attempt: r.get(0)?,
-                        service_order_id: r.get(1)?,
-                        status: PayoutStatus::parse(&r.get::<_, String>(2)?),
-                        expires_at: r.get(3)?,
-                        reissued_at: r.get(4)?,
+                        attempt: r.get("attempt")?,
+                        service_order_id: r.get("service_order_id")?,
+                        status: PayoutStatus::parse(&r.get::<_, String>("status")?),
+                        expires_at: r.get("expires_at")?,
+                        reissued_at: r.get("reissued_at")?,
                     })
                 })
                 .optional()
@@ -590,10 +590,10 @@ impl Ledger {
             params![batch_id],
             |r| {
                 Ok((
-                    r.get(0)?,
+                    r.get("reference")?,
                     FollowedOrder {
-                        order_id: r.get(1)?,
-                        service_order_id: r.get(2)?,
+                        order_id: r.get("id")?,
+                        service_order_id: r.get("service_order_id")?,
                     },
                 ))
             },

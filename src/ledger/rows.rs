@@ -269,10 +269,10 @@ impl Ledger {
             .and_then(|mut st| {
                 st.query_row([order_id], |r| {
                     Ok(OrderLabel {
-                        service_order_id: r.get(0)?,
-                        payment_method: r.get(1)?,
-                        payment_currency: r.get(2)?,
-                        card_id: r.get(3)?,
+                        service_order_id: r.get("service_order_id")?,
+                        payment_method: r.get("payment_method")?,
+                        payment_currency: r.get("payment_currency")?,
+                        card_id: r.get("card_id")?,
                     })
                 })
             })
@@ -339,9 +339,9 @@ impl Ledger {
              ORDER BY position, id LIMIT ?2",
             params![batch_id, limit],
             |r| {
-                let line: i64 = r.get(0)?;
-                let reference: String = r.get(1)?;
-                let problem: Option<String> = r.get(2)?;
+                let line: i64 = r.get("line")?;
+                let reference: String = r.get("reference")?;
+                let problem: Option<String> = r.get("error_message")?;
                 Ok(match problem {
                     Some(p) => format!("line {line} ({reference}): {p}"),
                     None => format!("line {line} ({reference})"),
@@ -456,9 +456,9 @@ impl Ledger {
             .and_then(|mut st| {
                 st.query_row(params![batch_id, reference], |r| {
                     Ok(SeenRow {
-                        state: r.get(0)?,
-                        content_hash: r.get(1)?,
-                        order_id: r.get(2)?,
+                        state: r.get("state")?,
+                        content_hash: r.get("content_hash")?,
+                        order_id: r.get("order_id")?,
                     })
                 })
                 .optional()
@@ -519,9 +519,9 @@ pub(crate) fn latest_conversion_in(
             Ok(Conversion {
                 payment_currency: payment_currency.to_string(),
                 product_currency: product_currency.to_string(),
-                price: r.get(0)?,
-                debited: r.get(1)?,
-                completed_at: r.get(2)?,
+                price: r.get("price")?,
+                debited: r.get("debited_amount")?,
+                completed_at: r.get("completed_at")?,
             })
         },
     )
