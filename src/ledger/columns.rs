@@ -189,7 +189,7 @@ impl std::fmt::Display for DamagedRow {
         };
         write!(
             f,
-            "the stored row of line {} of batch {batch} cannot be read ({}); \
+            "the stored row of line {} of batch {batch} cannot be read ({})\n\
              help: the ledger was changed outside paybatch: restore it from a backup",
             self.line, self.reason
         )
