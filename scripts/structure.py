@@ -158,6 +158,18 @@ def functions(text):
     return out
 
 
+def input_layer(graph):
+    """(module, part) for each module of the input stage (src/input) that imports the batch
+    stages or the ledger: the input stage is below both."""
+    return sorted(
+        (m, to)
+        for m, targets in graph.items()
+        if m == "input" or m.startswith("input::")
+        for to in targets
+        if to.split("::")[0] in ("batch", "ledger")
+    )
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--max-lines", type=int, default=80)
@@ -179,6 +191,11 @@ def main():
     for name, n in sorted(parts.items(), key=lambda kv: -kv[1]):
         print(f"  {name:<14} {n:>6}  {100.0 * n / total:5.1f} %")
 
+    upward = input_layer(graph)
+    print(f"imports of the batch stages or the ledger by the input stage: {len(upward)}")
+    for m, to in upward:
+        print(f"  {m} -> {to}")
+
     long = []
     for m, t in texts.items():
         for name, n, line in functions(t):
@@ -197,6 +214,8 @@ def main():
     print(f"files that use exit codes: {len(users)}")
     for u in users:
         print(f"  {u}")
+    if upward:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ pub mod money;
 pub mod ops;
 pub mod reference;
 pub mod report;
+pub mod row;
 pub mod settings;
 pub mod sim;
 pub mod text;

@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::api::models::{Product, ProductSelection};
 use crate::api::{ApiError, Client};
 use crate::input::rules::RowSpec;
-use crate::ledger::{self, Ledger, OrderState, RowState, StoredSpec};
+use crate::ledger::{self, Ledger, OrderState, RowState};
 use crate::money::{human_amount, in_currency};
 
 use super::outcome::OpError;
@@ -599,7 +599,7 @@ impl Unpaid {
             .entry(row.payment_currency.clone())
             .or_default();
         entry.0 += 1;
-        match row.spec.as_deref().and_then(|s| StoredSpec::parse(s).ok()) {
+        match &row.spec {
             Some(spec) if spec.currency == row.payment_currency => {
                 entry.2 += price(
                     &spec.product_codes,

@@ -17,26 +17,7 @@ use super::workbook::{Cell, SheetWriter, is_workbook};
 use crate::file_format::FileFormat;
 use crate::files;
 
-/// The columns the result file adds after the input columns.
-pub const RESULT_COLUMNS: [&str; 17] = [
-    "status",
-    "order_id",
-    "item_id",
-    "payout_url",
-    "price",
-    "discount",
-    "error_type",
-    "error_message",
-    "completed_at",
-    "payment_method",
-    "debited_amount",
-    "debited_currency",
-    "payout_status",
-    "payout_status_since",
-    "payout_expires_at",
-    "reissue_of",
-    "charged_all_attempts",
-];
+pub use crate::input::columns::RESULT_COLUMNS;
 
 /// One row of the result file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

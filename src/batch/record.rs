@@ -8,8 +8,9 @@ use rust_decimal::Decimal;
 use crate::api::models::{Order, OrderItem, OrderStatus};
 use crate::ledger::{
     ItemOutcome, Ledger, LedgerError, OrderRecord, OrderState, PayoutLife, PayoutStatus, RowRecord,
-    StoredSpec, Transition,
+    Transition,
 };
+use crate::row::RowContent;
 
 use super::order_body;
 use super::verify;
@@ -259,12 +260,7 @@ fn other_id_held(record: &OrderRecord, order: &Order) -> Option<String> {
 /// The currency each row asked for, as its stored spec says.
 fn currencies_of(rows: &[RowRecord]) -> Vec<Option<String>> {
     rows.iter()
-        .map(|r| {
-            r.spec
-                .as_deref()
-                .and_then(|s| StoredSpec::parse(s).ok())
-                .map(|s| s.currency.into_owned())
-        })
+        .map(|r| r.spec.as_ref().map(|s| s.currency.clone()))
         .collect()
 }
 
@@ -295,7 +291,7 @@ fn items_as_sent(
             .unwrap_or_default();
         let payment =
             order_body::payment_method(&record.payment_currency, record.card_id.as_deref());
-        let specs: Vec<Option<&str>> = rows.iter().map(|r| r.spec.as_deref()).collect();
+        let specs: Vec<Option<&RowContent>> = rows.iter().map(|r| r.spec.as_ref()).collect();
         // Its rows as the service spells them where the ledger spells them another way that
         // reads the same (reconciliation adopted them so).
         let answered = order

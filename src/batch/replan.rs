@@ -182,7 +182,7 @@ mod tests {
                 position: i,
                 line: i + 2,
                 fields: format!("[\"R{i}\"]"),
-                spec: Some("{}".to_string()),
+                spec: Some(crate::row::RowContent::sample()),
                 content_hash: format!("hash-{i}"),
                 delivery: Some("EMAIL"),
                 valid: true,

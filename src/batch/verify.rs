@@ -5,7 +5,6 @@
 //! order that differs is recorded MISMATCH: its rows need a person, are never
 //! COMPLETED and never sent again by themselves.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use rust_decimal::Decimal;
@@ -16,8 +15,8 @@ use crate::api::models::{
     DistributionMethod, NewOrder, NewOrderItem, Order, OrderItem, OrderStatus, PaymentMethod,
     PaymentMethodType, ProductSelection, TransactionDetail,
 };
-use crate::ledger::StoredSpec;
 use crate::money::minor_units;
+use crate::row::RowContent;
 
 /// What an order's fees may add to its items' prices, as a share of them, before its
 /// `total_price` needs a person: the published documentation says the total "includes any
@@ -75,20 +74,18 @@ pub struct Owner<'a> {
 /// of its own, asked for.
 pub fn body_of_rows(
     payment: PaymentMethod,
-    specs: &[Option<&str>],
+    specs: &[Option<&RowContent>],
     owner: &Owner<'_>,
 ) -> Result<Vec<u8>, String> {
     let references: Vec<&str> = owner.rows.iter().map(|(r, _)| *r).collect();
     let mut items = Vec::with_capacity(specs.len());
     for spec in specs {
-        let spec = spec
-            .and_then(|s| StoredSpec::parse(s).ok())
-            .ok_or_else(|| "a row of the order has no readable spec".to_string())?;
+        let spec = spec.ok_or_else(|| "a row of the order has no readable spec".to_string())?;
         items.push(NewOrderItem {
             face_value: spec.face_value,
             distribution_method: DistributionMethod {
                 kind: spec.distribution,
-                email_address: spec.email.map(Cow::into_owned),
+                email_address: spec.email.clone(),
                 template_id: None,
             },
             products: ProductSelection::of(&spec.product_codes),
@@ -1138,8 +1135,9 @@ mod tests {
         let specs = [
             spec("10", "EMAIL", Some("a@b.example")),
             spec("25.50", "PAYOUT_LINK", None),
-        ];
-        let specs: Vec<Option<&str>> = specs.iter().map(|s| Some(s.as_str())).collect();
+        ]
+        .map(|s| RowContent::parse(&s).expect("a row"));
+        let specs: Vec<Option<&RowContent>> = specs.iter().map(Some).collect();
         let owner = Owner {
             key: KEY,
             batch: "nov",

@@ -16,7 +16,7 @@ use crate::exit::Exit;
 use crate::file_format::FileFormat;
 use crate::input::columns::canonical_column;
 use crate::ledger::payouts::PayoutRow;
-use crate::ledger::{Ledger, PayoutStatus, StoredSpec};
+use crate::ledger::{Ledger, PayoutStatus};
 use crate::ops::payouts::{
     self, DEFAULT_EXPIRING_DAYS, DEFAULT_READS_PER_SECOND, DEFAULT_TIMEOUT_SECS, PayoutSummary,
     PayoutsOptions,
@@ -725,8 +725,7 @@ fn list_line(
     batch: &str,
     others: &[(usize, &String)],
 ) -> Vec<String> {
-    let spec = row.spec.as_deref().and_then(|s| StoredSpec::parse(s).ok());
-    let (email, products, face_value, currency) = match &spec {
+    let (email, products, face_value, currency) = match &row.spec {
         Some(s) => (
             s.email.as_deref().unwrap_or("").to_string(),
             s.product_codes.join(" "),

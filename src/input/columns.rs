@@ -4,7 +4,28 @@
 //! missing (with the column most like it), a known column misspelt ("did you mean").
 
 use super::problem::Problem;
-use crate::batch::output::RESULT_COLUMNS;
+
+/// The columns the result file adds after the input columns (an input file may not use
+/// them: see [`ColumnMap`]).
+pub const RESULT_COLUMNS: [&str; 17] = [
+    "status",
+    "order_id",
+    "item_id",
+    "payout_url",
+    "price",
+    "discount",
+    "error_type",
+    "error_message",
+    "completed_at",
+    "payment_method",
+    "debited_amount",
+    "debited_currency",
+    "payout_status",
+    "payout_status_since",
+    "payout_expires_at",
+    "reissue_of",
+    "charged_all_attempts",
+];
 
 /// Which index of a record holds which column paybatch knows (the default: none found yet).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -4,11 +4,17 @@
 use sha2::{Digest, Sha256};
 
 use super::row::RowSpec;
+use crate::row::RowContent;
 
 /// SHA-256 (hex) of the row's payable content: reference, product codes, face value as written,
 /// currency, distribution, email, payment currency, country and card. Carried-through columns do
 /// not count. A row edited after it was submitted has a different hash.
 pub fn content_hash(row: &RowSpec) -> String {
+    content_hash_of(&row.reference, &row.content)
+}
+
+/// [`content_hash`] of a row by its reference and its content (as the ledger stores them).
+pub fn content_hash_of(reference: &str, row: &RowContent) -> String {
     let mut h = Sha256::new();
     h.update(b"paybatch-row-v1\n");
     let mut put = |name: &str, parts: &[&str]| {
@@ -29,7 +35,7 @@ pub fn content_hash(row: &RowSpec) -> String {
     };
     let codes: Vec<&str> = row.product_codes.iter().map(String::as_str).collect();
     let face_value = row.face_value.to_string();
-    put("reference", &[&row.reference]);
+    put("reference", &[reference]);
     put("product_codes", &codes);
     put("face_value", &[&face_value]);
     put("currency", &[&row.currency]);

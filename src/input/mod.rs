@@ -21,7 +21,7 @@ pub mod validator;
 pub mod rules {
     pub use crate::input::catalog_index::CatalogIndex;
     pub use crate::input::catalog_rules::catalog_insanity;
-    pub use crate::input::content_hash::content_hash;
+    pub use crate::input::content_hash::{content_hash, content_hash_of};
     pub use crate::input::problem::{KEPT, KEPT_PER_KIND, Problem, Problems, show};
     pub use crate::input::row::{
         MAX_EMAIL_BYTES, MAX_REFERENCE_CHARS, REFERENCE_PUNCTUATION, RowSpec, ValidateOptions,

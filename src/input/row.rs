@@ -17,6 +17,7 @@ use crate::api::rules::{
     is_payment_currency as is_balance_currency,
 };
 use crate::money::{minor_units, parse_amount, parse_amount_decimal_comma};
+use crate::row::RowContent;
 
 /// The longest reference accepted, in characters.
 pub const MAX_REFERENCE_CHARS: usize = 100;
@@ -37,28 +38,36 @@ pub struct ValidateOptions {
     pub decimal_comma: bool,
 }
 
-/// A row whose syntax is valid: what one payout asks for.
+/// A row whose syntax is valid: what one payout asks for, where it is in the file, and its
+/// content as the ledger stores it ([`RowContent`], whose fields it reads as its own).
+///
+/// In the content: the codes of the `product_code` cell, split on `|` and trimmed; the face
+/// value as written (its scale kept: the text the service receives); the balance currency that
+/// pays, as given or resolved (see [`parse_record`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RowSpec {
     pub line: u64,
     pub reference: String,
-    /// The codes of the `product_code` cell, split on `|` and trimmed: one code, or a choice
-    /// the recipient makes.
-    pub product_codes: Vec<String>,
-    /// As written (its scale kept): the text the service receives.
-    pub face_value: Decimal,
-    pub currency: String,
-    pub distribution: DistributionType,
-    pub email: Option<String>,
-    /// The balance currency that pays: as given, or resolved (see [`parse_record`]).
-    pub payment_currency: String,
-    pub country: Option<String>,
-    pub card_id: Option<String>,
+    pub content: RowContent,
     /// Every input cell, in header order, to quote a cell in a problem; empty in the specs
     /// the reading hands on with their rows (the row holds the cells already).
     pub fields: Vec<String>,
     /// Where the known columns are, so later checks can name the column of a problem.
     pub columns: ColumnMap,
+}
+
+impl std::ops::Deref for RowSpec {
+    type Target = RowContent;
+
+    fn deref(&self) -> &RowContent {
+        &self.content
+    }
+}
+
+impl std::ops::DerefMut for RowSpec {
+    fn deref_mut(&mut self) -> &mut RowContent {
+        &mut self.content
+    }
 }
 
 /// Names the known columns of one record, for problems.
@@ -141,14 +150,16 @@ pub fn parse_record(
         ) if c.problems.is_empty() => Ok(RowSpec {
             line: rec.line,
             reference,
-            product_codes,
-            face_value,
-            currency,
-            distribution,
-            email,
-            payment_currency,
-            country,
-            card_id,
+            content: RowContent {
+                product_codes,
+                face_value,
+                currency,
+                distribution,
+                email,
+                payment_currency,
+                country,
+                card_id,
+            },
             fields: rec.fields.clone(),
             columns: columns.clone(),
         }),

@@ -6,7 +6,7 @@
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
-use super::spec::StoredSpec;
+use super::columns::stored_row;
 use super::{Ledger, Result};
 
 /// A row at a later attempt than its first, with what it pays.
@@ -26,21 +26,21 @@ impl Ledger {
     /// The rows of batch `batch_id` at a later attempt than their first, in input order.
     pub fn later_attempts(&self, batch_id: i64) -> Result<Vec<LaterAttempt>> {
         self.select_all(
-            "SELECT r.reference, r.attempt, r.spec,
+            "SELECT r.reference, r.attempt, r.batch_id, r.line, r.spec,
                     EXISTS (SELECT 1 FROM payouts p WHERE p.row_id = r.id
                             AND p.attempt = r.attempt - 1 AND p.reissued_at IS NOT NULL)
+                        AS reissued
              FROM rows r INDEXED BY rows_later_attempts
              WHERE r.batch_id = ?1 AND r.attempt > 1
              ORDER BY r.position, r.id",
             [batch_id],
             |r| {
-                let spec: Option<String> = r.get(2)?;
-                let spec = spec.and_then(|s| StoredSpec::parse(&s).ok());
+                let spec = stored_row(r, "spec")?;
                 Ok(LaterAttempt {
-                    reference: r.get(0)?,
-                    attempt: r.get(1)?,
-                    reissued: r.get(3)?,
-                    currency: spec.as_ref().map(|s| s.currency.to_string()),
+                    reference: r.get("reference")?,
+                    attempt: r.get("attempt")?,
+                    reissued: r.get("reissued")?,
+                    currency: spec.as_ref().map(|s| s.currency.clone()),
                     face_value: spec.map(|s| s.face_value),
                 })
             },

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use chrono::{Datelike, NaiveDate};
 use rusqlite::{OptionalExtension, Transaction, params};
 
+use super::columns::stored_row;
 use super::{Ledger, OrderLabel, OrderState, Result, RowRecord, RowState, now, sqlerr};
 
 /// The clock of the books: the now (RFC 3339, UTC) an order made final is booked at, or `None`
@@ -136,7 +137,7 @@ fn line_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<BookLine> {
             position: r.get(12)?,
             line: r.get(13)?,
             fields: serde_json::from_str(&fields).unwrap_or_default(),
-            spec: r.get(15)?,
+            spec: stored_row(r, 15)?,
             content_hash: r.get(16)?,
             merged: r.get(17)?,
             state: r.get(18)?,
@@ -200,7 +201,7 @@ impl Ledger {
             .query(params![since, until])
             .map_err(sqlerr(&self.path))?;
         while let Some(r) = cursor.next().map_err(sqlerr(&self.path))? {
-            let line = line_from(r).map_err(sqlerr(&self.path))?;
+            let line = line_from(r).map_err(self.read_error())?;
             if matches!(line.row.state, RowState::Completed | RowState::Mismatch) {
                 visit(line)?;
             }

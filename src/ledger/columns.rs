@@ -8,6 +8,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::api::models::{ExecutionMode, PaymentMethodType};
+use crate::row::{RowContent, UnreadableRow};
 
 use super::state::{OrderState, RowState, UnknownState};
 
@@ -169,14 +170,103 @@ impl<T: Serialize> ToSql for Json<T> {
     }
 }
 
+/// A stored row ([`RowContent`], `rows.spec`) that cannot be read, and where it is: the
+/// batch (by its id; by its name once [`super::Ledger::read_error`] has looked it up) and the
+/// line of its file.
+#[derive(Debug)]
+pub struct DamagedRow {
+    pub batch_id: i64,
+    pub batch: Option<String>,
+    pub line: i64,
+    pub reason: String,
+}
+
+impl std::fmt::Display for DamagedRow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let batch = match &self.batch {
+            Some(name) => format!("`{name}`"),
+            None => format!("#{}", self.batch_id),
+        };
+        write!(
+            f,
+            "the stored row of line {} of batch {batch} cannot be read ({})\n\
+             help: the ledger was changed outside paybatch: restore it from a backup",
+            self.line, self.reason
+        )
+    }
+}
+
+impl std::error::Error for DamagedRow {}
+
+/// The stored row of `r`'s column `spec`, read where `r` has its `batch_id` and `line`
+/// columns too: a row that cannot be read is a [`DamagedRow`], never left out.
+pub(super) fn stored_row(
+    r: &rusqlite::Row<'_>,
+    spec: impl rusqlite::RowIndex,
+) -> rusqlite::Result<Option<RowContent>> {
+    match r.get(spec) {
+        Err(rusqlite::Error::FromSqlConversionFailure(i, kind, e))
+            if e.downcast_ref::<UnreadableRow>().is_some() =>
+        {
+            let damage = DamagedRow {
+                batch_id: r.get("batch_id")?,
+                batch: None,
+                line: r.get("line")?,
+                reason: e.to_string(),
+            };
+            Err(rusqlite::Error::FromSqlConversionFailure(
+                i,
+                kind,
+                Box::new(damage),
+            ))
+        }
+        read => read,
+    }
+}
+
+/// The position of `name` among `columns` (the names of a select list, in order), for reads
+/// by name that cost nothing a row: evaluated as the code is built (in a `const` block), where
+/// a name the list does not have stops the build.
+pub(super) const fn position(columns: &[&str], name: &str) -> usize {
+    let mut i = 0;
+    while i < columns.len() {
+        let (a, b) = (columns[i].as_bytes(), name.as_bytes());
+        let mut same = a.len() == b.len();
+        let mut j = 0;
+        while same && j < a.len() {
+            same = a[j] == b[j];
+            j += 1;
+        }
+        if same {
+            return i;
+        }
+        i += 1;
+    }
+    panic!("a column the select list does not have");
+}
+
+/// The stored row that cannot be read a conversion error stands for, when it is one.
+pub(super) fn damaged_row(source: &rusqlite::Error) -> Option<&DamagedRow> {
+    let rusqlite::Error::FromSqlConversionFailure(_, _, e) = source else {
+        return None;
+    };
+    e.downcast_ref::<DamagedRow>()
+}
+
 /// The damage a conversion error of a typed column stands for, when it is one: text a column
-/// does not know.
+/// does not know, or a stored row that cannot be read.
 pub(super) fn unknown_text(source: &rusqlite::Error) -> Option<String> {
     let rusqlite::Error::FromSqlConversionFailure(_, _, e) = source else {
         return None;
     };
     if let Some(u) = e.downcast_ref::<UnknownState>() {
         return Some(u.to_string());
+    }
+    if let Some(d) = e.downcast_ref::<DamagedRow>() {
+        return Some(d.to_string());
+    }
+    if let Some(u) = e.downcast_ref::<UnreadableRow>() {
+        return Some(format!("a stored row cannot be read ({u})"));
     }
     e.downcast_ref::<UnknownText>().map(UnknownText::to_string)
 }

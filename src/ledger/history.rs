@@ -8,7 +8,8 @@
 
 use rusqlite::OptionalExtension;
 
-use super::{Ledger, LedgerError, Result, RowState, StoredSpec, sqlerr};
+use super::columns::stored_row;
+use super::{Ledger, Result, RowState, sqlerr};
 
 /// Whose payouts to find: an email address, a reference, or both (rows matching both). At least
 /// one is given, and neither is empty.
@@ -116,7 +117,7 @@ impl PayoutRecord {
 /// A payout by its row id (`?1`). Selects no payout link.
 const PAYOUT_BY_ROW: &str = "SELECT b.name, b.environment, b.created_at, r.reference, r.spec,
         r.state, r.attempt, r.price, r.debited_amount, r.debited_currency, r.completed_at,
-        o.service_order_id, r.error_type, b.id, r.position
+        o.service_order_id, r.error_type, r.batch_id, r.position, r.line
  FROM rows r JOIN batches b ON b.id = r.batch_id LEFT JOIN orders o ON o.id = r.order_id
  WHERE r.id = ?1";
 
@@ -212,30 +213,30 @@ impl Ledger {
                 st.query_row([row_id], |r| {
                     Ok((
                         PayoutRecord {
-                            batch: r.get(0)?,
-                            environment: r.get(1)?,
-                            batch_created_at: r.get(2)?,
-                            reference: r.get(3)?,
+                            batch: r.get("name")?,
+                            environment: r.get("environment")?,
+                            batch_created_at: r.get("created_at")?,
+                            reference: r.get("reference")?,
                             email: None,
                             product_codes: Vec::new(),
                             face_value: None,
                             currency: None,
-                            state: r.get(5)?,
-                            attempt: r.get(6)?,
-                            price: r.get(7)?,
-                            debited_amount: r.get(8)?,
-                            debited_currency: r.get(9)?,
-                            completed_at: r.get(10)?,
-                            order_id: r.get(11)?,
-                            error_type: r.get(12)?,
+                            state: r.get("state")?,
+                            attempt: r.get("attempt")?,
+                            price: r.get("price")?,
+                            debited_amount: r.get("debited_amount")?,
+                            debited_currency: r.get("debited_currency")?,
+                            completed_at: r.get("completed_at")?,
+                            order_id: r.get("service_order_id")?,
+                            error_type: r.get("error_type")?,
                         },
-                        r.get::<_, Option<String>>(4)?,
-                        (r.get::<_, i64>(13)?, r.get::<_, i64>(14)?),
+                        stored_row(r, "spec")?,
+                        (r.get("batch_id")?, r.get("position")?),
                     ))
                 })
                 .optional()
             })
-            .map_err(sqlerr(&self.path))?;
+            .map_err(self.read_error())?;
         let Some((mut p, spec, place)) = found else {
             return Ok(None);
         };
@@ -243,17 +244,11 @@ impl Ledger {
             // An order that did not complete can carry a price nobody paid.
             (p.price, p.debited_amount, p.debited_currency) = (None, None, None);
         }
-        if let Some(spec) = spec {
-            let seen = StoredSpec::parse(&spec).map_err(|e| {
-                LedgerError::Corrupt(format!(
-                    "the content of row {} of batch {} cannot be read: {e}",
-                    p.reference, p.batch
-                ))
-            })?;
-            p.email = seen.email.map(|e| e.into_owned());
-            p.product_codes = seen.product_codes.into_owned();
+        if let Some(seen) = spec {
+            p.email = seen.email;
+            p.product_codes = seen.product_codes;
             p.face_value = Some(seen.face_value.to_string());
-            p.currency = Some(seen.currency.into_owned());
+            p.currency = Some(seen.currency);
         }
         Ok(Some((p, place)))
     }

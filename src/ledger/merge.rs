@@ -594,7 +594,7 @@ mod tests {
             position: n,
             line: n + 2,
             fields: format!("[\"R{n}\"]"),
-            spec: valid.then(|| "{}".to_string()),
+            spec: valid.then(crate::row::RowContent::sample),
             content_hash: format!("hash-{n}"),
             delivery: valid.then_some("EMAIL"),
             valid,
@@ -1075,6 +1075,13 @@ mod tests {
         .expect("old rows");
     }
 
+    /// A row's content as earlier versions stored it (its reference too, absent fields `null`).
+    fn old_spec(distribution: &str) -> String {
+        format!(
+            r#"{{"reference":"R","product_codes":["AMZ-US"],"face_value":"10.00","currency":"USD","distribution":"{distribution}","email":null,"payment_currency":"USD","country":null,"card_id":null}}"#
+        )
+    }
+
     /// A ledger written before merge stamps existed (schema version 2) is merged correctly: its
     /// PENDING row is planned, its row missing from the file is REMOVED, its submitted row stays.
     #[test]
@@ -1084,9 +1091,12 @@ mod tests {
         old_ledger(
             &path,
             &OLD_MIGRATIONS[..2],
-            "('KEEP', 0, 2, '[]', '{}', 'h-keep', 'PENDING'),
-             ('GONE', 1, 3, '[]', '{}', 'h-gone', 'PENDING'),
-             ('SENT', 2, 4, '[]', '{}', 'h-sent', 'SUBMITTED')",
+            &format!(
+                "('KEEP', 0, 2, '[]', '{0}', 'h-keep', 'PENDING'),
+                 ('GONE', 1, 3, '[]', '{0}', 'h-gone', 'PENDING'),
+                 ('SENT', 2, 4, '[]', '{0}', 'h-sent', 'SUBMITTED')",
+                old_spec("EMAIL")
+            ),
         );
         let mut ledger = Ledger::open(&path).expect("migrated");
         let keep = IncomingRow {
@@ -1094,7 +1104,7 @@ mod tests {
             position: 0,
             line: 2,
             fields: "[]".into(),
-            spec: Some("{}".into()),
+            spec: Some(crate::row::RowContent::sample()),
             content_hash: "h-keep".into(),
             delivery: Some("EMAIL"),
             valid: true,
@@ -1215,11 +1225,17 @@ mod tests {
         old_ledger(
             &path,
             &OLD_MIGRATIONS,
-            r#"('A', 0, 2, '[]', '{"distribution":"EMAIL"}', 'a', 'COMPLETED'),
-               ('B', 1, 3, '[]', '{"distribution":"PAYOUT_LINK"}', 'b', 'PLANNED'),
-               ('C', 2, 4, '[]', '{"distribution":"EMAIL"}', 'c', 'PENDING'),
-               ('D', 3, 5, '[]', '{"distribution":"EMAIL"}', 'd', 'REMOVED'),
-               ('E', 4, 6, '[]', NULL, 'invalid:e', 'INVALID')"#,
+            &format!(
+                "('A', 0, 2, '[]', '{}', 'a', 'COMPLETED'),
+                 ('B', 1, 3, '[]', '{}', 'b', 'PLANNED'),
+                 ('C', 2, 4, '[]', '{}', 'c', 'PENDING'),
+                 ('D', 3, 5, '[]', '{}', 'd', 'REMOVED'),
+                 ('E', 4, 6, '[]', NULL, 'invalid:e', 'INVALID')",
+                old_spec("EMAIL"),
+                old_spec("PAYOUT_LINK"),
+                old_spec("EMAIL"),
+                old_spec("EMAIL"),
+            ),
         );
         let ledger = Ledger::open(&path).expect("migrated");
         assert_eq!(

@@ -24,7 +24,6 @@ mod replan;
 mod row_key;
 mod rows;
 pub mod service_orders;
-pub mod spec;
 pub mod state;
 mod transitions;
 
@@ -32,6 +31,7 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, Transaction};
 
+pub use crate::row::IncomingRow;
 use batches::insert_batch;
 pub use batches::{BatchRecord, Completion, Formats, NewBatch, SendProgress};
 pub use columns::{Json, OrderMode, UnknownText};
@@ -44,10 +44,7 @@ pub use payouts::{PayoutLife, PayoutStatus};
 pub use replan::{ItemRefusal, REPLANNED};
 pub use row_key::RowKey;
 use rows::latest_conversion_in;
-pub use rows::{
-    Conversion, IncomingRow, MergeReport, OrderLabel, RowRecord, SeenRow, Specs, UnpaidRow,
-};
-pub use spec::StoredSpec;
+pub use rows::{Conversion, MergeReport, OrderLabel, RowRecord, SeenRow, Specs, UnpaidRow};
 pub use state::{OrderState, RowState, row_state_for};
 pub use transitions::{ItemOutcome, Transition};
 
@@ -178,7 +175,33 @@ impl Ledger {
         let mut stmt = self.conn.prepare_cached(sql).map_err(sqlerr(&self.path))?;
         let rows = stmt.query_map(args, map).map_err(sqlerr(&self.path))?;
         rows.collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(sqlerr(&self.path))
+            .map_err(self.read_error())
+    }
+
+    /// As [`sqlerr`], for reads: a stored row that cannot be read ([`columns::DamagedRow`])
+    /// is named by its batch's name and its line.
+    fn read_error(&self) -> impl Fn(rusqlite::Error) -> LedgerError + '_ {
+        move |source| match columns::damaged_row(&source) {
+            Some(d) => {
+                let name = self
+                    .conn
+                    .query_row(
+                        "SELECT name FROM batches WHERE id = ?1",
+                        [d.batch_id],
+                        |r| r.get("name"),
+                    )
+                    .ok();
+                LedgerError::Corrupt(
+                    columns::DamagedRow {
+                        batch: name,
+                        reason: d.reason.clone(),
+                        ..*d
+                    }
+                    .to_string(),
+                )
+            }
+            None => sqlerr(&self.path)(source),
+        }
     }
 }
 

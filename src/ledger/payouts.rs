@@ -10,8 +10,10 @@ use std::fmt;
 
 use rusqlite::{OptionalExtension, Transaction, params};
 
+use super::columns::stored_row;
 use super::events::event;
 use super::{Ledger, Result, begin, commit, exec, now, sqlerr};
+use crate::row::RowContent;
 
 /// A payout link's status as the service reports it (`payout.status`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -121,7 +123,7 @@ pub struct PayoutRow {
     /// The input cells.
     pub fields: Vec<String>,
     /// The validated row, as stored.
-    pub spec: Option<String>,
+    pub spec: Option<RowContent>,
     pub price: Option<String>,
     pub payout_url: Option<String>,
     pub service_order_id: Option<String>,
@@ -215,8 +217,8 @@ impl Ledger {
             params![batch_id],
             |r| {
                 Ok(FollowedOrder {
-                    order_id: r.get(0)?,
-                    service_order_id: r.get(1)?,
+                    order_id: r.get("id")?,
+                    service_order_id: r.get("service_order_id")?,
                 })
             },
         )
@@ -232,14 +234,14 @@ impl Ledger {
             params![order_id],
             |r| {
                 Ok(FollowedRow {
-                    row_id: r.get(0)?,
-                    attempt: r.get(1)?,
-                    reference: r.get(2)?,
-                    item_index: r.get(3)?,
-                    item_id: r.get(4)?,
-                    payout_url: r.get(5)?,
+                    row_id: r.get("id")?,
+                    attempt: r.get("attempt")?,
+                    reference: r.get("reference")?,
+                    item_index: r.get("item_index")?,
+                    item_id: r.get("item_id")?,
+                    payout_url: r.get("payout_url")?,
                     status: r
-                        .get::<_, Option<String>>(6)?
+                        .get::<_, Option<String>>("status")?
                         .map(|s| PayoutStatus::parse(&s)),
                 })
             },
@@ -378,12 +380,12 @@ impl Ledger {
         while let Some(r) = cursor.next().map_err(&err)? {
             let row = Unclaimed {
                 status: r
-                    .get::<_, Option<String>>(0)
+                    .get::<_, Option<String>>("status")
                     .map_err(&err)?
                     .map(|s| PayoutStatus::parse(&s)),
-                currency: r.get(1).map_err(&err)?,
-                amount: r.get(2).map_err(&err)?,
-                completed_at: r.get(3).map_err(&err)?,
+                currency: r.get("debited_currency").map_err(&err)?,
+                amount: r.get("debited_amount").map_err(&err)?,
+                completed_at: r.get("completed_at").map_err(&err)?,
             };
             visit(&row);
         }
@@ -400,8 +402,8 @@ impl Ledger {
     ) -> std::result::Result<(), E> {
         let fields = if cells { "r.fields" } else { "'[]'" };
         let sql = format!(
-            "SELECT r.id, r.reference, r.attempt, {fields}, r.spec, r.price, r.payout_url,
-                    o.service_order_id, p.status, p.since, p.expires_at,
+            "SELECT r.id, r.batch_id, r.line, r.reference, r.attempt, {fields} AS fields, r.spec,
+                    r.price, r.payout_url, o.service_order_id, p.status, p.since, p.expires_at,
                     r.debited_amount, r.debited_currency, r.completed_at
              FROM rows r
              LEFT JOIN payouts p ON p.row_id = r.id AND p.attempt = r.attempt
@@ -413,27 +415,27 @@ impl Ledger {
         let mut cursor = stmt.query([batch_id]).map_err(sqlerr(&self.path))?;
         while let Some(r) = cursor.next().map_err(sqlerr(&self.path))? {
             let row = (|| -> rusqlite::Result<PayoutRow> {
-                let fields: String = r.get(3)?;
+                let fields: String = r.get("fields")?;
                 Ok(PayoutRow {
-                    row_id: r.get(0)?,
-                    reference: r.get(1)?,
-                    attempt: r.get(2)?,
+                    row_id: r.get("id")?,
+                    reference: r.get("reference")?,
+                    attempt: r.get("attempt")?,
                     fields: serde_json::from_str(&fields).unwrap_or_default(),
-                    spec: r.get(4)?,
-                    price: r.get(5)?,
-                    payout_url: r.get(6)?,
-                    service_order_id: r.get(7)?,
+                    spec: stored_row(r, "spec")?,
+                    price: r.get("price")?,
+                    payout_url: r.get("payout_url")?,
+                    service_order_id: r.get("service_order_id")?,
                     status: r
-                        .get::<_, Option<String>>(8)?
+                        .get::<_, Option<String>>("status")?
                         .map(|s| PayoutStatus::parse(&s)),
-                    since: r.get(9)?,
-                    expires_at: r.get(10)?,
-                    debited_amount: r.get(11)?,
-                    debited_currency: r.get(12)?,
-                    completed_at: r.get(13)?,
+                    since: r.get("since")?,
+                    expires_at: r.get("expires_at")?,
+                    debited_amount: r.get("debited_amount")?,
+                    debited_currency: r.get("debited_currency")?,
+                    completed_at: r.get("completed_at")?,
                 })
             })()
-            .map_err(sqlerr(&self.path))?;
+            .map_err(self.read_error())?;
             visit(row)?;
         }
         Ok(())
@@ -450,9 +452,9 @@ impl Ledger {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT r.id, r.reference, r.position, r.line, r.fields, r.spec, r.content_hash,
-                        r.merged, p.attempt, p.item_id, p.payout_url, p.price,
-                        COALESCE(o.finished_at, p.completed_at),
+                "SELECT r.id, r.batch_id, r.reference, r.position, r.line, r.fields, r.spec,
+                        r.content_hash, r.merged, p.attempt, p.item_id, p.payout_url, p.price,
+                        COALESCE(o.finished_at, p.completed_at) AS completed_at,
                         p.debited_amount, p.debited_currency,
                         o.service_order_id, o.payment_method, o.payment_currency, o.card_id
                  FROM payouts p JOIN rows r ON r.id = p.row_id
@@ -464,46 +466,47 @@ impl Ledger {
         let mut cursor = stmt.query([batch_id]).map_err(sqlerr(&self.path))?;
         while let Some(r) = cursor.next().map_err(sqlerr(&self.path))? {
             let earlier = (|| -> rusqlite::Result<EarlierCharge> {
-                let fields: String = r.get(4)?;
-                let payment_method: Option<crate::api::models::PaymentMethodType> = r.get(16)?;
-                let payment_currency: Option<String> = r.get(17)?;
+                let fields: String = r.get("fields")?;
+                let payment_method: Option<crate::api::models::PaymentMethodType> =
+                    r.get("payment_method")?;
+                let payment_currency: Option<String> = r.get("payment_currency")?;
                 let order = match (payment_method, payment_currency) {
                     (Some(payment_method), Some(payment_currency)) => Some(super::OrderLabel {
-                        service_order_id: r.get(15)?,
+                        service_order_id: r.get("service_order_id")?,
                         payment_method,
                         payment_currency,
-                        card_id: r.get(18)?,
+                        card_id: r.get("card_id")?,
                     }),
                     _ => None,
                 };
                 Ok(EarlierCharge {
                     row: super::RowRecord {
-                        id: r.get(0)?,
-                        reference: r.get(1)?,
-                        position: r.get(2)?,
-                        line: r.get(3)?,
+                        id: r.get("id")?,
+                        reference: r.get("reference")?,
+                        position: r.get("position")?,
+                        line: r.get("line")?,
                         fields: serde_json::from_str(&fields).unwrap_or_default(),
-                        spec: r.get(5)?,
-                        content_hash: r.get(6)?,
+                        spec: stored_row(r, "spec")?,
+                        content_hash: r.get("content_hash")?,
                         state: super::RowState::Completed,
-                        attempt: r.get(8)?,
+                        attempt: r.get("attempt")?,
                         order_id: None,
                         item_index: None,
-                        item_id: r.get(9)?,
-                        payout_url: r.get(10)?,
-                        price: r.get(11)?,
+                        item_id: r.get("item_id")?,
+                        payout_url: r.get("payout_url")?,
+                        price: r.get("price")?,
                         discount: None,
                         error_type: None,
                         error_message: None,
-                        completed_at: r.get(12)?,
-                        debited_amount: r.get(13)?,
-                        debited_currency: r.get(14)?,
-                        merged: r.get(7)?,
+                        completed_at: r.get("completed_at")?,
+                        debited_amount: r.get("debited_amount")?,
+                        debited_currency: r.get("debited_currency")?,
+                        merged: r.get("merged")?,
                     },
                     order,
                 })
             })()
-            .map_err(sqlerr(&self.path))?;
+            .map_err(self.read_error())?;
             visit(earlier)?;
         }
         Ok(())
@@ -539,11 +542,11 @@ impl Ledger {
             .and_then(|mut st| {
                 st.query_row(params![row_id, attempt], |r| {
                     Ok(ReissuedAttempt {
-                        attempt: r.get(0)?,
-                        service_order_id: r.get(1)?,
-                        status: PayoutStatus::parse(&r.get::<_, String>(2)?),
-                        expires_at: r.get(3)?,
-                        reissued_at: r.get(4)?,
+                        attempt: r.get("attempt")?,
+                        service_order_id: r.get("service_order_id")?,
+                        status: PayoutStatus::parse(&r.get::<_, String>("status")?),
+                        expires_at: r.get("expires_at")?,
+                        reissued_at: r.get("reissued_at")?,
                     })
                 })
                 .optional()
@@ -587,10 +590,10 @@ impl Ledger {
             params![batch_id],
             |r| {
                 Ok((
-                    r.get(0)?,
+                    r.get("reference")?,
                     FollowedOrder {
-                        order_id: r.get(1)?,
-                        service_order_id: r.get(2)?,
+                        order_id: r.get("id")?,
+                        service_order_id: r.get("service_order_id")?,
                     },
                 ))
             },
@@ -698,7 +701,7 @@ mod tests {
         ledger
             .conn
             .execute_batch(
-                "INSERT INTO batches (id, name, input_path, input_hash, headers, environment,
+                &"INSERT INTO batches (id, name, input_path, input_hash, headers, environment,
                                       base_url, key_fingerprint, created_at, updated_at)
                  VALUES (1, 'nov', 'nov.csv', '', '[]', 'sim', 'embedded-simulator', '', '', '');
                  INSERT INTO orders (id, batch_id, idempotency_key, body, mode, payment_currency,
@@ -708,12 +711,13 @@ mod tests {
                  INSERT INTO rows (id, batch_id, reference, position, line, fields, spec,
                                    content_hash, state, order_id, item_index, item_id,
                                    payout_url, price, debited_amount, debited_currency)
-                 VALUES (1, 1, 'R-1', 0, 2, '[]', '{}', '', 'COMPLETED', 1, 0, 'i1',
+                 VALUES (1, 1, 'R-1', 0, 2, '[]', '{SPEC}', '', 'COMPLETED', 1, 0, 'i1',
                          'https://pay.example/1', '9.50', '9.50', 'USD'),
-                        (2, 1, 'R-2', 1, 3, '[]', '{}', '', 'COMPLETED', 1, 1, 'i2',
+                        (2, 1, 'R-2', 1, 3, '[]', '{SPEC}', '', 'COMPLETED', 1, 1, 'i2',
                          'https://pay.example/2', '9.50', '9.50', 'USD'),
-                        (3, 1, 'R-3', 2, 4, '[]', '{}', '', 'COMPLETED', 2, 0, 'i3',
-                         'https://pay.example/3', '9.50', '9.50', 'USD');",
+                        (3, 1, 'R-3', 2, 4, '[]', '{SPEC}', '', 'COMPLETED', 2, 0, 'i3',
+                         'https://pay.example/3', '9.50', '9.50', 'USD');"
+                    .replace("{SPEC}", &crate::row::RowContent::sample().to_json()),
             )
             .expect("rows");
         (dir, ledger)

@@ -8,7 +8,9 @@
 use rusqlite::{OptionalExtension, Transaction, params};
 use rust_decimal::Decimal;
 
-use super::{BatchRecord, Ledger, Result, RowState, StoredSpec, sqlerr};
+use super::columns::stored_row;
+use super::{BatchRecord, Ledger, Result, RowState, sqlerr};
+use crate::row::RowContent;
 
 /// The 64-bit FNV-1a hash of what makes two payouts alike: the recipient's address in lower
 /// case, the products in any order, the face value at any scale and the currency. Stored with
@@ -63,8 +65,8 @@ impl Fnv {
 
 /// What a stored row's content (`rows.spec`) says of its likeness; `None` for a row without an
 /// email address (a payout link has no recipient to compare).
-pub fn likeness_of_spec(spec: &str) -> Option<i64> {
-    let alike = Alike::of_spec(spec)?;
+pub fn likeness_of(spec: &RowContent) -> Option<i64> {
+    let alike = Alike::of(spec)?;
     Some(alike.likeness())
 }
 
@@ -78,15 +80,13 @@ pub struct Alike {
 }
 
 impl Alike {
-    /// Read from a stored row's content; `None` without an email address (or a content that
-    /// cannot be read).
-    pub fn of_spec(spec: &str) -> Option<Self> {
-        let spec = StoredSpec::parse(spec).ok()?;
+    /// Read from a stored row's content; `None` without an email address.
+    pub fn of(spec: &RowContent) -> Option<Self> {
         Some(Alike {
-            email: spec.email?.into_owned(),
-            product_codes: spec.product_codes.into_owned(),
+            email: spec.email.clone()?,
+            product_codes: spec.product_codes.clone(),
             face_value: spec.face_value,
-            currency: spec.currency.into_owned(),
+            currency: spec.currency.clone(),
         })
     }
 
@@ -117,9 +117,9 @@ pub fn fill_likeness(tx: &Transaction<'_>) -> rusqlite_migration::HookResult {
     let mut write = tx.prepare("UPDATE rows SET likeness = ?2 WHERE id = ?1")?;
     let mut rows = read.query([])?;
     while let Some(r) = rows.next()? {
-        let id: i64 = r.get(0)?;
-        let spec: String = r.get(1)?;
-        if let Some(l) = likeness_of_spec(&spec) {
+        let id: i64 = r.get("id")?;
+        let spec: RowContent = r.get("spec")?;
+        if let Some(l) = likeness_of(&spec) {
             write.execute(params![id, l])?;
         }
     }
@@ -206,7 +206,7 @@ pub struct PaidAlike {
     pub batch_id: i64,
     pub reference: String,
     pub completed_at: String,
-    pub spec: String,
+    pub spec: RowContent,
 }
 
 impl Ledger {
@@ -285,7 +285,7 @@ impl Ledger {
         let mut st = self
             .conn
             .prepare_cached(
-                "SELECT batch_id, reference, completed_at, spec FROM rows
+                "SELECT batch_id, line, reference, completed_at, spec FROM rows
                  INDEXED BY rows_paid_likeness
                  WHERE likeness = ?1 AND state = 'COMPLETED' AND completed_at >= ?2
                    AND spec IS NOT NULL",
@@ -293,15 +293,20 @@ impl Ledger {
             .map_err(&err)?;
         let found = st
             .query_map(params![likeness, since], |r| {
+                let spec = stored_row(r, "spec")?;
                 Ok(PaidAlike {
-                    batch_id: r.get(0)?,
-                    reference: r.get(1)?,
-                    completed_at: r.get(2)?,
-                    spec: r.get(3)?,
+                    batch_id: r.get("batch_id")?,
+                    reference: r.get("reference")?,
+                    completed_at: r.get("completed_at")?,
+                    spec: spec.ok_or(rusqlite::Error::InvalidColumnType(
+                        4,
+                        "spec".into(),
+                        rusqlite::types::Type::Null,
+                    ))?,
                 })
             })
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
-            .map_err(err)?;
+            .map_err(self.read_error())?;
         Ok(found
             .into_iter()
             .filter(|p| Some(p.batch_id) != this)
@@ -423,10 +428,10 @@ mod tests {
     fn likeness_is_read_from_a_stored_row() {
         let spec = r#"{"product_codes":["AMZ-US"],"face_value":"25.00","currency":"USD","distribution":"EMAIL","email":"x@y.example","payment_currency":"USD"}"#;
         assert_eq!(
-            likeness_of_spec(spec),
+            likeness_of(&RowContent::parse(spec).expect("row")),
             Some(likeness("X@y.example", &["AMZ-US"], d("25"), "USD"))
         );
         let link = r#"{"product_codes":["AMZ-US"],"face_value":"25.00","currency":"USD","distribution":"PAYOUT_LINK","payment_currency":"USD"}"#;
-        assert_eq!(likeness_of_spec(link), None);
+        assert_eq!(likeness_of(&RowContent::parse(link).expect("row")), None);
     }
 }

@@ -290,7 +290,7 @@ mod tests {
             position: n,
             line: n + 2,
             fields: format!("[\"R{n}\"]"),
-            spec: Some("{}".to_string()),
+            spec: Some(crate::row::RowContent::sample()),
             content_hash: format!("hash-{n}"),
             delivery: Some("EMAIL"),
             valid: true,

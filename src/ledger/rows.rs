@@ -10,7 +10,9 @@ use rust_decimal::Decimal;
 
 use crate::api::models::PaymentMethodType;
 
-use super::{Json, Ledger, LedgerError, OrderState, Result, RowState, StoredSpec, sqlerr};
+use super::columns::stored_row;
+use super::{Ledger, LedgerError, OrderState, Result, RowState, sqlerr};
+use crate::row::RowContent;
 
 /// A completed row of an order the service converted (embedded FX): its price in its product's
 /// currency and what it took from the balance of another, as stored, and when it completed.
@@ -40,7 +42,9 @@ pub struct RowRecord {
     /// report write them); empty where rows are read to be followed or checked, so that rows of
     /// a hundred thousand columns are not held a batch or an order at a time.
     pub fields: Vec<String>,
-    pub spec: Option<String>,
+    /// What the row pays, `None` for a row that was not valid (and where rows are visited
+    /// without it: [`Specs::Skip`]).
+    pub spec: Option<RowContent>,
     pub content_hash: String,
     pub state: RowState,
     pub attempt: i64,
@@ -58,48 +62,6 @@ pub struct RowRecord {
     pub debited_currency: Option<String>,
     /// The number of the last merge whose file had the row ([`Ledger::merges`]).
     pub merged: i64,
-}
-
-/// A row as the current input file has it, to be merged into the ledger.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IncomingRow {
-    pub reference: String,
-    pub position: i64,
-    pub line: i64,
-    /// JSON array of the input cells, for the result file.
-    pub fields: String,
-    /// JSON of the validated row, `None` for an invalid row.
-    pub spec: Option<String>,
-    pub content_hash: String,
-    /// How the row is delivered (`EMAIL`, `PAYOUT_LINK`), `None` for an invalid row.
-    pub delivery: Option<&'static str>,
-    pub valid: bool,
-    pub error_message: Option<String>,
-    /// A valid row left out because another batch has it (`--skip-repeats`): recorded
-    /// SKIPPED, with why in `error_message`.
-    pub skipped: bool,
-}
-
-impl IncomingRow {
-    /// About how many bytes the row holds (its text): what a batch keeps in memory per row it
-    /// holds, whatever the number of its columns.
-    pub fn size(&self) -> usize {
-        self.reference.len()
-            + self.fields.len()
-            + self.spec.as_ref().map_or(0, String::len)
-            + self.content_hash.len()
-            + self.error_message.as_ref().map_or(0, String::len)
-    }
-
-    /// What `rows.error_type` says of a row that is not to be paid: `invalid`, or `repeat`
-    /// for a row left out by `--skip-repeats`.
-    pub fn error_type(&self) -> Option<&'static str> {
-        if self.skipped {
-            Some("repeat")
-        } else {
-            (!self.valid).then_some("invalid")
-        }
-    }
 }
 
 /// What merging an input file into a batch found.
@@ -148,20 +110,61 @@ impl SeenRow {
     }
 }
 
-/// The columns of a [`RowRecord`], in the order [`row_from`] reads them.
-const ROW_COLUMNS: &str = "rows.id, rows.reference, rows.position, rows.line, rows.fields,
-    rows.spec, rows.content_hash, rows.state, rows.attempt, rows.order_id, rows.item_index,
-    rows.item_id, rows.payout_url, rows.price, rows.discount, rows.error_type,
-    rows.error_message, rows.completed_at, rows.debited_amount, rows.debited_currency,
-    rows.merged";
+/// The columns of a [`RowRecord`] (and its batch, which names a row that cannot be read), in
+/// the order of the select list [`row_columns`] makes of them; [`row_from`] reads them by name.
+const ROW_COLUMNS: [&str; 22] = [
+    "id",
+    "batch_id",
+    "reference",
+    "position",
+    "line",
+    "fields",
+    "spec",
+    "content_hash",
+    "state",
+    "attempt",
+    "order_id",
+    "item_index",
+    "item_id",
+    "payout_url",
+    "price",
+    "discount",
+    "error_type",
+    "error_message",
+    "completed_at",
+    "debited_amount",
+    "debited_currency",
+    "merged",
+];
+
+/// The select list of [`ROW_COLUMNS`], each column of `rows` but those `instead` gives a value
+/// of their own (`'[]'` for the cells, `NULL` for the spec).
+fn row_columns(instead: &[(&str, &str)]) -> String {
+    let column = |name: &&str| match instead.iter().find(|(n, _)| n == name) {
+        Some((_, value)) => format!("{value} AS {name}"),
+        None => format!("rows.{name}"),
+    };
+    ROW_COLUMNS
+        .iter()
+        .map(column)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The position of a column of [`ROW_COLUMNS`] by its name, found as the code is built.
+macro_rules! at {
+    ($name:literal) => {
+        const { super::columns::position(&ROW_COLUMNS, $name) }
+    };
+}
 
 /// A PLANNED or REJECTED row with what its order says ([`Ledger::visit_planned_or_refused`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnpaidRow {
     pub row_state: RowState,
     pub error_type: Option<String>,
-    /// The row's validated content (JSON), as recorded.
-    pub spec: Option<String>,
+    /// What the row pays, as recorded.
+    pub spec: Option<RowContent>,
     pub order_state: OrderState,
     pub payment_currency: String,
     pub card_id: Option<String>,
@@ -205,13 +208,13 @@ impl Ledger {
         tail: &str,
         args: impl rusqlite::Params,
     ) -> Result<Vec<RowRecord>> {
-        let columns = ROW_COLUMNS.replace("rows.fields,", "'[]',");
+        let columns = row_columns(&[("fields", "'[]'")]);
         let sql = format!("SELECT {columns} FROM rows {tail}");
         let mut stmt = self.conn.prepare(&sql).map_err(sqlerr(&self.path))?;
         let mapped = stmt.query_map(args, row_from).map_err(sqlerr(&self.path))?;
         mapped
             .collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(sqlerr(&self.path))
+            .map_err(self.read_error())
     }
 
     /// Visits the rows of a batch still in its input file (not REMOVED), in input order, each
@@ -224,11 +227,9 @@ impl Ledger {
         mut visit: impl FnMut(RowRecord, Option<OrderLabel>) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
         let columns = if specs == Specs::Read {
-            ROW_COLUMNS.to_string()
+            row_columns(&[])
         } else {
-            ROW_COLUMNS
-                .replace("rows.spec,", "NULL,")
-                .replace("rows.content_hash,", "'',")
+            row_columns(&[("spec", "NULL"), ("content_hash", "''")])
         };
         let sql = format!(
             "SELECT {columns} FROM rows
@@ -241,7 +242,7 @@ impl Ledger {
         // can span many pages. Bounded, for batches of a million one-row orders.
         let mut labels: HashMap<i64, OrderLabel> = HashMap::new();
         while let Some(r) = cursor.next().map_err(sqlerr(&self.path))? {
-            let row = row_from(r).map_err(sqlerr(&self.path))?;
+            let row = row_from(r).map_err(self.read_error())?;
             let order = match row.order_id {
                 Some(id) => {
                     if !labels.contains_key(&id) {
@@ -268,10 +269,10 @@ impl Ledger {
             .and_then(|mut st| {
                 st.query_row([order_id], |r| {
                     Ok(OrderLabel {
-                        service_order_id: r.get(0)?,
-                        payment_method: r.get(1)?,
-                        payment_currency: r.get(2)?,
-                        card_id: r.get(3)?,
+                        service_order_id: r.get("service_order_id")?,
+                        payment_method: r.get("payment_method")?,
+                        payment_currency: r.get("payment_currency")?,
+                        card_id: r.get("card_id")?,
                     })
                 })
             })
@@ -282,16 +283,15 @@ impl Ledger {
     /// and price (as stored) of every COMPLETED row of a batch.
     pub fn completed_amounts(&self, batch_id: i64) -> Result<Vec<(String, Decimal, String)>> {
         self.select_all(
-            "SELECT spec, COALESCE(price, '0')
+            "SELECT batch_id, line, spec, COALESCE(price, '0') AS price
              FROM rows WHERE batch_id = ?1 AND state = 'COMPLETED'",
             [batch_id],
             |r| {
-                let spec: Option<Json<StoredSpec<'static>>> = r.get(0)?;
-                let (currency, face_value) = spec.map_or_else(
+                let (currency, face_value) = stored_row(r, "spec")?.map_or_else(
                     || ("?".to_string(), Decimal::ZERO),
-                    |Json(s)| (s.currency.into_owned(), s.face_value),
+                    |s| (s.currency, s.face_value),
                 );
-                Ok((currency, face_value, r.get(1)?))
+                Ok((currency, face_value, r.get("price")?))
             },
         )
     }
@@ -339,9 +339,9 @@ impl Ledger {
              ORDER BY position, id LIMIT ?2",
             params![batch_id, limit],
             |r| {
-                let line: i64 = r.get(0)?;
-                let reference: String = r.get(1)?;
-                let problem: Option<String> = r.get(2)?;
+                let line: i64 = r.get("line")?;
+                let reference: String = r.get("reference")?;
+                let problem: Option<String> = r.get("error_message")?;
                 Ok(match problem {
                     Some(p) => format!("line {line} ({reference}): {p}"),
                     None => format!("line {line} ({reference})"),
@@ -403,21 +403,25 @@ impl Ledger {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT r.state, r.error_type, r.spec, o.state, o.payment_currency, o.card_id
+                "SELECT r.batch_id, r.line, r.state AS row_state, r.error_type, r.spec,
+                        o.state AS order_state, o.payment_currency, o.card_id
                  FROM rows r JOIN orders o ON o.id = r.order_id
                  WHERE r.batch_id = ?1 AND r.state IN ('PLANNED', 'REJECTED')",
             )
             .map_err(sqlerr(&self.path))?;
         let mut cursor = stmt.query([batch_id]).map_err(sqlerr(&self.path))?;
         while let Some(r) = cursor.next().map_err(sqlerr(&self.path))? {
-            visit(&UnpaidRow {
-                row_state: r.get(0).map_err(sqlerr(&self.path))?,
-                error_type: r.get(1).map_err(sqlerr(&self.path))?,
-                spec: r.get(2).map_err(sqlerr(&self.path))?,
-                order_state: r.get(3).map_err(sqlerr(&self.path))?,
-                payment_currency: r.get(4).map_err(sqlerr(&self.path))?,
-                card_id: r.get(5).map_err(sqlerr(&self.path))?,
-            });
+            let unpaid = || -> rusqlite::Result<UnpaidRow> {
+                Ok(UnpaidRow {
+                    row_state: r.get("row_state")?,
+                    error_type: r.get("error_type")?,
+                    spec: stored_row(r, "spec")?,
+                    order_state: r.get("order_state")?,
+                    payment_currency: r.get("payment_currency")?,
+                    card_id: r.get("card_id")?,
+                })
+            };
+            visit(&unpaid().map_err(self.read_error())?);
         }
         Ok(())
     }
@@ -452,9 +456,9 @@ impl Ledger {
             .and_then(|mut st| {
                 st.query_row(params![batch_id, reference], |r| {
                     Ok(SeenRow {
-                        state: r.get(0)?,
-                        content_hash: r.get(1)?,
-                        order_id: r.get(2)?,
+                        state: r.get("state")?,
+                        content_hash: r.get("content_hash")?,
+                        order_id: r.get("order_id")?,
                     })
                 })
                 .optional()
@@ -515,9 +519,9 @@ pub(crate) fn latest_conversion_in(
             Ok(Conversion {
                 payment_currency: payment_currency.to_string(),
                 product_currency: product_currency.to_string(),
-                price: r.get(0)?,
-                debited: r.get(1)?,
-                completed_at: r.get(2)?,
+                price: r.get("price")?,
+                debited: r.get("debited_amount")?,
+                completed_at: r.get("completed_at")?,
             })
         },
     )
@@ -525,30 +529,109 @@ pub(crate) fn latest_conversion_in(
     .map_err(sqlerr(path))
 }
 
-/// A row as [`ROW_COLUMNS`] select it.
+/// A row as [`row_columns`] select it.
 fn row_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<RowRecord> {
-    let fields: String = r.get(4)?;
+    let fields: String = r.get(at!("fields"))?;
     Ok(RowRecord {
-        id: r.get(0)?,
-        reference: r.get(1)?,
-        position: r.get(2)?,
-        line: r.get(3)?,
+        id: r.get(at!("id"))?,
+        reference: r.get(at!("reference"))?,
+        position: r.get(at!("position"))?,
+        line: r.get(at!("line"))?,
         fields: serde_json::from_str(&fields).unwrap_or_default(),
-        spec: r.get(5)?,
-        content_hash: r.get(6)?,
-        state: r.get(7)?,
-        attempt: r.get(8)?,
-        order_id: r.get(9)?,
-        item_index: r.get(10)?,
-        item_id: r.get(11)?,
-        payout_url: r.get(12)?,
-        price: r.get(13)?,
-        discount: r.get(14)?,
-        error_type: r.get(15)?,
-        error_message: r.get(16)?,
-        completed_at: r.get(17)?,
-        debited_amount: r.get(18)?,
-        debited_currency: r.get(19)?,
-        merged: r.get(20)?,
+        spec: stored_row(r, at!("spec"))?,
+        content_hash: r.get(at!("content_hash"))?,
+        state: r.get(at!("state"))?,
+        attempt: r.get(at!("attempt"))?,
+        order_id: r.get(at!("order_id"))?,
+        item_index: r.get(at!("item_index"))?,
+        item_id: r.get(at!("item_id"))?,
+        payout_url: r.get(at!("payout_url"))?,
+        price: r.get(at!("price"))?,
+        discount: r.get(at!("discount"))?,
+        error_type: r.get(at!("error_type"))?,
+        error_message: r.get(at!("error_message"))?,
+        completed_at: r.get(at!("completed_at"))?,
+        debited_amount: r.get(at!("debited_amount"))?,
+        debited_currency: r.get(at!("debited_currency"))?,
+        merged: r.get(at!("merged"))?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::merge::Planning;
+    use crate::row::IncomingRow;
+
+    /// A ledger whose batch `b` has one valid row, PENDING, at line 7, its stored text then set
+    /// to `text`.
+    fn stored_as(text: &str) -> (tempfile::TempDir, Ledger, i64) {
+        let (dir, mut ledger, batch) = crate::ledger::with_a_batch();
+        let row = IncomingRow {
+            reference: "R-1".into(),
+            position: 0,
+            line: 7,
+            fields: "[\"R-1\"]".into(),
+            spec: Some(RowContent::sample()),
+            content_hash: "h".into(),
+            delivery: Some("EMAIL"),
+            valid: true,
+            error_message: None,
+            skipped: false,
+        };
+        let mut merge = ledger.merge(batch, Planning::RecordPending).expect("merge");
+        assert!(merge.row(&row).expect("row").is_none());
+        merge.close().expect("close");
+        merge.commit().expect("commit");
+        ledger
+            .conn
+            .execute("UPDATE rows SET spec = ?1", [text])
+            .expect("set the text");
+        (dir, ledger, batch)
+    }
+
+    /// Rows stored by earlier versions (the reference in the text, absent fields as `null`)
+    /// read as the same typed row.
+    #[test]
+    fn rows_stored_by_earlier_versions_read_typed() {
+        let old = r#"{"reference":"R-1","product_codes":["AMZ-US","ITUNES-US"],"face_value":"25.50","currency":"USD","distribution":"EMAIL","email":"a@example.com","payment_currency":"EUR","country":null,"card_id":null}"#;
+        let (_dir, ledger, batch) = stored_as(old);
+        let rows = ledger.rows(batch).expect("rows");
+        let spec = rows[0].spec.clone().expect("a stored row");
+        assert_eq!(spec.product_codes, ["AMZ-US", "ITUNES-US"]);
+        assert_eq!(spec.face_value.to_string(), "25.50");
+        assert_eq!(
+            (spec.email.as_deref(), spec.payment_currency.as_str()),
+            (Some("a@example.com"), "EUR")
+        );
+        assert_eq!((spec.country, spec.card_id), (None, None));
+    }
+
+    /// A stored row that cannot be read stops every read of it with the damage, naming the
+    /// batch and the line: it is never left out.
+    #[test]
+    fn an_unreadable_stored_row_is_a_damaged_ledger_naming_batch_and_line() {
+        for text in [
+            "{\"product_codes\":",
+            r#"{"product_codes":["AMZ-US"],"face_value":"1e3","currency":"USD","distribution":"EMAIL","payment_currency":"USD"}"#,
+        ] {
+            let (_dir, ledger, batch) = stored_as(text);
+            let damaged = |e: LedgerError| match e {
+                LedgerError::Corrupt(m) => {
+                    assert!(m.contains("line 7 of batch `b`"), "{m}");
+                    assert!(m.contains("help:"), "{m}");
+                }
+                other => panic!("not a damaged ledger: {other}"),
+            };
+            damaged(ledger.rows(batch).expect_err("rows"));
+            let visited =
+                ledger.visit_result_rows::<LedgerError>(batch, Specs::Read, |_, _| Ok(()));
+            damaged(visited.expect_err("result rows"));
+            ledger
+                .conn
+                .execute("UPDATE rows SET state = 'COMPLETED'", [])
+                .expect("completed");
+            damaged(ledger.completed_amounts(batch).expect_err("amounts"));
+        }
+    }
 }

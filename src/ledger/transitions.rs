@@ -473,7 +473,7 @@ pub(super) fn write_row_transition(
         .unwrap_or_default();
     // A paid row is compared with the rows of later batches (`repeats`).
     let likeness = (to == RowState::Completed)
-        .then(|| row.spec.as_deref().and_then(repeats::likeness_of_spec))
+        .then(|| row.spec.as_ref().and_then(repeats::likeness_of))
         .flatten();
     exec(
         tx,

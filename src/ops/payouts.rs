@@ -25,7 +25,7 @@ use crate::batch::record::payout_life;
 use crate::environment::{Connection, Environment, UsageError};
 use crate::ledger::lock::LedgerLock;
 use crate::ledger::payouts::{FollowedOrder, FollowedRow, PayoutRow};
-use crate::ledger::{BatchRecord, Ledger, PayoutLife, PayoutStatus, StoredSpec};
+use crate::ledger::{BatchRecord, Ledger, PayoutLife, PayoutStatus};
 use crate::report::unclaimed::Unclaimed;
 
 /// Reads of `GET /order/{id}` in flight at once (as the run's polls).
@@ -491,12 +491,11 @@ fn expires_by(row: &PayoutRow, horizon: DateTime<Utc>) -> bool {
         .is_some_and(|t| t.with_timezone(&Utc) <= horizon)
 }
 
-/// The row's currency and face value, as validated (`?` and 0 for a record that cannot be
-/// read).
+/// The row's currency and face value, as validated (`?` and 0 for a row without them).
 fn currency_and_face(row: &PayoutRow) -> (String, Decimal) {
-    match row.spec.as_deref().map(StoredSpec::parse) {
-        Some(Ok(spec)) => (spec.currency.into_owned(), spec.face_value),
-        _ => ("?".to_string(), Decimal::ZERO),
+    match &row.spec {
+        Some(spec) => (spec.currency.clone(), spec.face_value),
+        None => ("?".to_string(), Decimal::ZERO),
     }
 }
 

@@ -4,7 +4,6 @@
 //! attention, and the plan digest rebuilt from what the ledger recorded. No markup here: the
 //! page ([`super::page`]) is made from this data by a template.
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use rust_decimal::Decimal;
@@ -13,12 +12,12 @@ use crate::api::decimal::parse_decimal_text;
 use crate::ledger::payouts::EarlierCharge;
 
 use super::costs::{CostKey, Costs};
-use crate::input::reader::{ColumnMap, canonical_column, normalize_header};
-use crate::input::rules::{RowSpec, content_hash};
+use crate::input::reader::{canonical_column, normalize_header};
+use crate::input::rules::content_hash_of;
 use crate::input::scan::{OrdersOutside, PlanDigest};
 use crate::ledger::approvals::Approval;
 use crate::ledger::payouts::PayoutNote;
-use crate::ledger::{BatchRecord, OrderLabel, PayoutStatus, RowRecord, RowState, StoredSpec};
+use crate::ledger::{BatchRecord, OrderLabel, PayoutStatus, RowRecord, RowState};
 
 /// The rows a list of the page (rows that need attention, paid rows not confirmed, rows
 /// reissued) holds at most: a tally keeps totals, not rows, and the page says how many more
@@ -96,13 +95,8 @@ pub(super) struct ReportRow {
     pub(super) reason: String,
 }
 
-/// The row's recorded content, when it has one that can be read.
-fn parsed_spec(row: &RowRecord) -> Option<StoredSpec<'static>> {
-    row.spec.as_deref().and_then(|s| StoredSpec::parse(s).ok())
-}
-
 fn row_view(headers: &[String], row: &RowRecord) -> ReportRow {
-    let spec = parsed_spec(row);
+    let spec = row.spec.as_ref();
     let cell = |canonical: &str| -> String {
         headers
             .iter()
@@ -134,40 +128,11 @@ fn row_view(headers: &[String], row: &RowRecord) -> ReportRow {
         products,
         face_value: parse_decimal_text(&face_text),
         face_text,
-        currency: spec.map_or_else(|| cell("currency"), |s| s.currency.into_owned()),
+        currency: spec.map_or_else(|| cell("currency"), |s| s.currency.clone()),
         state: row.state,
         price,
         reason,
     }
-}
-
-/// What the file asked for a row, rebuilt from the specification the ledger recorded, for
-/// the plan digest. `None` for a row that was not valid (it has no specification).
-fn recorded_spec(row: &RowRecord) -> Option<Result<RowSpec, String>> {
-    let spec = match StoredSpec::parse(row.spec.as_deref()?) {
-        Ok(spec) => spec,
-        Err(e) if e.is_data() => {
-            return Some(Err(format!(
-                "the record of row {} cannot be read",
-                row.line
-            )));
-        }
-        Err(_) => return Some(Err(format!("row {} has no readable record", row.line))),
-    };
-    Some(Ok(RowSpec {
-        line: u64::try_from(row.line).unwrap_or_default(),
-        reference: row.reference.clone(),
-        product_codes: spec.product_codes.into_owned(),
-        face_value: spec.face_value,
-        currency: spec.currency.into_owned(),
-        distribution: spec.distribution,
-        email: spec.email.map(Cow::into_owned),
-        payment_currency: spec.payment_currency.into_owned(),
-        country: spec.country.map(Cow::into_owned),
-        card_id: spec.card_id.map(Cow::into_owned),
-        fields: Vec::new(),
-        columns: ColumnMap::default(),
-    }))
 }
 
 /// Rows and amounts of one line of a breakdown, all in one currency.
@@ -604,16 +569,17 @@ impl Tally {
         let Digest::Building(digest) = &mut self.digest else {
             return;
         };
-        match recorded_spec(row) {
+        match &row.spec {
             None => {}
-            Some(Ok(spec)) if content_hash(&spec) == row.content_hash => digest.row(&spec),
-            Some(Ok(_)) => {
+            Some(spec) if content_hash_of(&row.reference, spec) == row.content_hash => {
+                digest.recorded_row(&row.content_hash)
+            }
+            Some(_) => {
                 self.digest = Digest::Unknown(format!(
                     "the record of row {} does not give its recorded hash",
                     row.line
                 ))
             }
-            Some(Err(why)) => self.digest = Digest::Unknown(why),
         }
     }
 }

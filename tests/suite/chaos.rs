@@ -799,9 +799,11 @@ async fn balances_match(
         *spent.entry(t.currency.clone()).or_default() += t.total_price;
     }
     for row in rows.iter().filter(|r| r.state == RowState::Completed) {
-        let spec: serde_json::Value =
-            serde_json::from_str(row.spec.as_deref().unwrap_or("{}")).unwrap_or_default();
-        let currency = spec["payment_currency"].as_str().unwrap_or("?").to_string();
+        let currency = row
+            .spec
+            .as_ref()
+            .map_or("?", |s| s.payment_currency.as_str())
+            .to_string();
         let price: Decimal = row
             .price
             .as_deref()
@@ -1342,7 +1344,7 @@ async fn payout_life_scenario(seed: u64) -> Result<Seen, String> {
     }
     // The balances moved by what every completed row cost, both attempts of a reissued one.
     let db = rusqlite::Connection::open(dir.path().join("ledger.db")).map_err(|e| e.to_string())?;
-    let earlier: Vec<(String, String)> = db
+    let earlier: Vec<(String, paybatch::row::RowContent)> = db
         .prepare(
             "SELECT p.price, r.spec FROM payouts p JOIN rows r ON r.id = p.row_id
              WHERE p.reissued_at IS NOT NULL",

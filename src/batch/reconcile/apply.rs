@@ -10,9 +10,8 @@ use crate::api::Client;
 use crate::api::client::read_retrying_until;
 use crate::api::models::{OrderStatus, OrderView};
 use crate::batch::order_body;
-use crate::ledger::{
-    BatchRecord, Ledger, OrderRecord, OrderState, RowKey, RowState, StoredSpec, Transition,
-};
+use crate::ledger::{BatchRecord, Ledger, OrderRecord, OrderState, RowKey, RowState, Transition};
+use crate::row::RowContent;
 
 use super::ReconcileError;
 use super::find::{FoundOrder, KnownOrders, find_orders};
@@ -28,7 +27,7 @@ struct RowSoFar {
     state: RowState,
     attempt: i64,
     order_id: Option<i64>,
-    spec: Option<String>,
+    spec: Option<RowContent>,
 }
 
 /// The references of the rows each ledger order holds, as this reconciliation sees them now
@@ -534,9 +533,8 @@ impl<'a> Reconciliation<'a> {
             let key = order_body::order_key(&self.batch.environment, &self.batch.name, &keyed);
             let currency = members[0]
                 .spec
-                .as_deref()
-                .and_then(|s| StoredSpec::parse(s).ok())
-                .map(|s| s.payment_currency.into_owned())
+                .as_ref()
+                .map(|s| s.payment_currency.clone())
                 .unwrap_or_default();
             let ids: Vec<(i64, i64)> = members
                 .iter()

@@ -133,7 +133,7 @@ impl<'l> Checker<'l> {
             .ledger
             .paid_alike(l, &self.earlier.since, self.earlier.this)?
             .into_iter()
-            .filter(|p| Alike::of_spec(&p.spec).is_some_and(|a| a.same_as(mine)))
+            .filter(|p| Alike::of(&p.spec).is_some_and(|a| a.same_as(mine)))
             .max_by(|a, b| a.completed_at.cmp(&b.completed_at));
         let Some(paid) = found else {
             return Ok(());

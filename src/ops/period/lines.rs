@@ -19,7 +19,7 @@ use crate::batch::order_body::key_in_description;
 use crate::batch::outcome::OpError;
 use crate::batch::record::Unconfirmed;
 use crate::ledger::books::{BookLine, month_of};
-use crate::ledger::{BatchRecord, Ledger, RowRecord, RowState, StoredSpec};
+use crate::ledger::{BatchRecord, Ledger, RowRecord, RowState};
 use crate::report::journal::{JournalLine, LineKind, utc_date};
 use crate::report::journal_format::JournalWriter;
 use crate::report::period::{Booked, PeriodTally};
@@ -99,16 +99,15 @@ pub struct Books<'a> {
 /// without one).
 fn asked(row: &RowRecord) -> (String, Decimal) {
     row.spec
-        .as_deref()
-        .and_then(|s| StoredSpec::parse(s).ok())
+        .as_ref()
         .map_or(("?".to_string(), Decimal::ZERO), |s| {
-            (s.currency.into_owned(), s.face_value)
+            (s.currency.clone(), s.face_value)
         })
 }
 
 /// The products of a row as the page names them (`A|B`).
 fn products_of(headers: &[String], row: &RowRecord) -> String {
-    match row.spec.as_deref().and_then(|s| StoredSpec::parse(s).ok()) {
+    match &row.spec {
         Some(spec) => spec.product_codes.join("|"),
         None => headers
             .iter()
