@@ -62,7 +62,7 @@ pub async fn execute(args: BalanceArgs) -> Result<Exit, CliError> {
         None => conn.client.balances().await,
     };
     let balances = result.map_err(|e| {
-        let auth = crate::batch::outcome::is_auth_error(&e);
+        let auth = crate::ops::error::is_auth_error(&e);
         CliError::new(
             if auth { Exit::Usage } else { Exit::Unexpected },
             format!("cannot read the balance: {e}"),

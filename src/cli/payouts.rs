@@ -510,7 +510,7 @@ enum ListError {
     #[error("{0}")]
     Csv(#[from] csv::Error),
     #[error("{0}")]
-    Run(#[from] crate::batch::outcome::OpError),
+    Run(#[from] crate::ops::error::OpError),
 }
 
 impl ListError {

@@ -19,13 +19,13 @@ use tokio::time::Instant;
 
 use crate::api::ApiError;
 use crate::api::models::{Order, OrderStatus, OrderView};
-use crate::batch::outcome::{OpError, is_auth_error};
 use crate::batch::progress::Reporter;
 use crate::batch::record::payout_life;
 use crate::environment::{Connection, Environment, UsageError};
 use crate::ledger::lock::LedgerLock;
 use crate::ledger::payouts::{FollowedOrder, FollowedRow, PayoutRow};
 use crate::ledger::{BatchRecord, Ledger, PayoutLife, PayoutStatus, StoredSpec};
+use crate::ops::error::{OpError, is_auth_error};
 use crate::report::unclaimed::Unclaimed;
 
 /// Reads of `GET /order/{id}` in flight at once (as the run's polls).
