@@ -105,7 +105,7 @@ pub struct PayoutSummary {
     /// Orders whose read failed or was not believed.
     pub not_read: Vec<NotRead>,
     /// The links expiring within the window, soonest first.
-    #[serde(skip)]
+    #[serde(rename = "expiring_links")]
     pub expiring_rows: Vec<Expiring>,
 }
 
@@ -120,7 +120,7 @@ pub struct Value {
 }
 
 /// A link that expires within the window.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Expiring {
     pub reference: String,
     pub expires_at: String,
