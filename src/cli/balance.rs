@@ -28,7 +28,8 @@ pub struct BalanceArgs {
     pub service: ServiceArgs,
 }
 
-/// `balance --json`: the service's balances as it gave them.
+/// `balance --json`: the service's balances as it gave them, under the environment they are of
+/// (an envelope, not a copy).
 #[derive(Serialize)]
 struct BalancesJson<'a> {
     environment: &'a str,
