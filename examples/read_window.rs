@@ -9,7 +9,7 @@
 use std::time::Instant;
 
 use paybatch::api::{ApiKey, Client, ClientConfig};
-use paybatch::batch::window;
+use paybatch::batch::{order_body, window};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -24,14 +24,20 @@ async fn main() -> anyhow::Result<()> {
     let started = Instant::now();
     let w = window::read_window(&client, since).await?;
     let seconds = started.elapsed().as_secs_f64();
-    let m = w.matches(&batch, |_| false, |_| false);
+    let naming = w
+        .orders
+        .iter()
+        .filter_map(|o| o.description())
+        .filter(|d| order_body::batch_named_by(d, &batch) != order_body::BatchNaming::Other)
+        .count();
+    let unattributed = w.orders.iter().filter(|o| o.is_unnamed()).count();
     println!(
         "pages={} seconds={seconds:.2} kept={} complete={} batch={batch} naming={} unattributed={}",
         w.pages,
         w.orders.len(),
         w.complete,
-        m.batch.count,
-        m.unattributed
+        naming,
+        unattributed
     );
     Ok(())
 }

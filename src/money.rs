@@ -10,10 +10,6 @@ use std::str::FromStr;
 
 use rust_decimal::Decimal;
 
-/// The currencies an account balance can be held in, and so the only values the service accepts
-/// as `payment_method.currency`.
-pub const BALANCE_CURRENCIES: [&str; 4] = ["EUR", "GBP", "USD", "CAD"];
-
 /// The most digits (integer and fraction together) an amount may have.
 pub const MAX_AMOUNT_DIGITS: usize = 18;
 
@@ -61,11 +57,6 @@ pub fn minor_units(currency: &str) -> u32 {
 /// Whether `s` has the shape of an ISO 4217 alpha-3 code (`^[A-Z]{3}$`).
 pub fn is_currency_code(s: &str) -> bool {
     s.len() == 3 && s.bytes().all(|b| b.is_ascii_uppercase())
-}
-
-/// Whether `s` is one of [`BALANCE_CURRENCIES`].
-pub fn is_balance_currency(s: &str) -> bool {
-    BALANCE_CURRENCIES.contains(&s)
 }
 
 /// Why a text is not an acceptable amount. Each message quotes the text; [`AmountError::help`]
@@ -664,8 +655,6 @@ mod tests {
         assert!(!is_currency_code("US"));
         assert!(!is_currency_code("USDX"));
         assert!(!is_currency_code("ÜSD"));
-        assert!(is_balance_currency("CAD"));
-        assert!(!is_balance_currency("JPY"));
     }
 
     proptest::proptest! {

@@ -15,8 +15,8 @@ use crate::input::rules::RowSpec;
 use crate::ledger::{self, Ledger, OrderState, RowState};
 use crate::money::{human_amount, in_currency};
 
-use super::outcome::OpError;
 use super::send_context::ServiceStop;
+use crate::ops::error::OpError;
 
 /// Added to what a rate read from the ledger gives (3 %): the rate moves between the ledger's
 /// last converted order of a currency pair and the orders of this batch.

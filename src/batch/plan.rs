@@ -16,8 +16,18 @@ use crate::ledger::{self, IncomingRow, Ledger, LedgerError, PlannedOrder};
 use super::funds::{self, is_converted, row_card};
 use super::options::{RunOptions, per_order};
 use super::order_body;
-use super::outcome::OpError;
 use super::repeats::{Earlier, Noticed};
+use crate::ops::error::OpError;
+
+/// What a run's rows are checked and planned with, built once the catalog and the ledger's
+/// other batches are read: the run's options (its input, ledger and environment), the catalog
+/// of its environment, how its rows are validated, and what the other batches hold.
+pub struct RunContext {
+    pub opts: RunOptions,
+    pub catalog: Vec<Product>,
+    pub checks: ValidateOptions,
+    pub earlier: Earlier,
+}
 
 /// What merging and planning the file did.
 pub struct Merged {
@@ -338,18 +348,21 @@ impl<'r> Planning<'r> {
 /// The rows of `skipped` (reference -> why) are recorded SKIPPED, never planned. Nothing is
 /// committed when a submitted row changed, when the balances cannot pay the new rows, or when
 /// the file changed since it was checked.
-#[allow(clippy::too_many_arguments)]
 pub fn merge_and_plan(
     ledger: &mut Ledger,
     batch: &ledger::BatchRecord,
     scanned: &scan::Scan,
-    options: &ValidateOptions,
-    products: &[Product],
+    run: &RunContext,
     funds: funds::Funds,
     skipped: HashMap<String, String>,
     cancelling: &BTreeSet<i64>,
-    opts: &RunOptions,
 ) -> Result<Merged, OpError> {
+    let RunContext {
+        opts,
+        catalog: products,
+        checks: options,
+        ..
+    } = run;
     let mut planning = Planning::new(
         opts,
         &batch.name,
@@ -387,19 +400,21 @@ pub fn merge_and_plan(
 /// `read_balances` is given what the pass found
 /// and the currencies its new rows draw on, with the merge still open; the pre-flight and the
 /// commit follow.
-#[allow(clippy::too_many_arguments)]
 pub fn plan_in_one_pass(
     ledger: &mut Ledger,
     new: &ledger::NewBatch<'_>,
-    earlier: &Earlier,
-    options: &ValidateOptions,
-    products: &[Product],
+    run: &RunContext,
     expected_rows: usize,
     cells: Option<&mut dyn scan::OnValidRow>,
     first_drawn: &dyn Fn(&str),
     read_funds: impl FnOnce(&scan::Scan, Vec<String>, Vec<funds::ConvertedKind>) -> funds::Funds,
-    opts: &RunOptions,
 ) -> Result<Option<(scan::Scan, Merged)>, OpError> {
+    let RunContext {
+        opts,
+        catalog: products,
+        checks: options,
+        earlier,
+    } = run;
     /// Why the pass stopped before the end of the file.
     enum OnePassStop {
         Failed(OpError),

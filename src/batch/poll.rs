@@ -15,9 +15,9 @@ use crate::failpoint;
 use crate::ledger::OrderState;
 
 use super::options::RunOptions;
-use super::outcome::{OpError, is_auth_error};
 use super::progress::Phase;
 use super::send_context::{SendContext, ToPoll, record_terminal};
+use crate::ops::error::{OpError, is_auth_error};
 
 /// How long the newest order counts as young: the looks are [`YOUNG`] apart until then (most
 /// orders finish within seconds: each is seen within about half a second of it), then grow as

@@ -14,9 +14,9 @@ use crate::api::models::NewOrder;
 use crate::ledger::{ItemRefusal, Ledger, OrderRecord, PlannedOrder, RowRecord};
 
 use super::order_body;
-use super::outcome::OpError;
 use super::send_context::SendContext;
 use crate::failpoint;
+use crate::ops::error::OpError;
 
 /// Most times one row is planned again after refusals of other items of its orders.
 pub const MAX_REPLANS: i64 = 3;

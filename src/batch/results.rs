@@ -7,8 +7,8 @@ use crate::file_format::{FileFormat, OutFormat};
 use crate::ledger::payouts::PayoutNote;
 use crate::ledger::{Ledger, LedgerError, OrderLabel, RowRecord, RowState, Specs};
 
-use super::outcome::OpError;
 use super::output::{ResultLine, ResultWriter};
+use crate::ops::error::OpError;
 
 /// Lines handed from the ledger's side to the writing thread at a time, at most.
 const CHUNK_LINES: usize = 1024;

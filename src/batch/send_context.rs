@@ -9,9 +9,9 @@ use crate::api::models::Order;
 use crate::api::{ApiError, Client};
 use crate::ledger::{Ledger, OrderRecord};
 
-use super::outcome::OpError;
 use super::progress::Reporter;
 use super::record;
+use crate::ops::error::OpError;
 
 /// The send context: the state the submit and poll stages share.
 pub struct SendContext {
@@ -27,7 +27,7 @@ pub struct SendContext {
     pub accepted: Mutex<Option<tokio::sync::mpsc::UnboundedSender<ToPoll>>>,
     /// The orders this run has sent (each counted at its first send in the run), shared with
     /// the operation that runs it: once one has, an error does not end the run as if nothing
-    /// had happened ([`super::outcome::OpError::after_sending`]).
+    /// had happened ([`crate::ops::error::OpError::after_sending`]).
     pub sent: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// The service's order list read again while sending ([`super::watch::ServiceWatch`]);
     /// none where the run did not read it before.

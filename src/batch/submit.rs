@@ -15,10 +15,10 @@ use crate::ledger::{self, Ledger, LedgerError, OrderRecord, OrderState, Transiti
 
 use super::in_doubt;
 use super::options::RunOptions;
-use super::outcome::{OpError, is_auth_error};
 use super::pace::{self, Pacer};
 use super::record;
 use super::send_context::{SendContext, record_terminal, service_stop};
+use crate::ops::error::{OpError, is_auth_error};
 
 /// Intents read from the ledger at a time (a batch can hold a million).
 const INTENT_CHUNK: i64 = 4096;

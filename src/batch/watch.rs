@@ -13,10 +13,10 @@ use std::time::Duration;
 use crate::ledger::Ledger;
 use crate::reference::fold_reference;
 
-use super::outcome::OpError;
 use super::progress::Reporter;
 use super::repeats::{LedgerAccess, sync_service};
 use crate::api::Client;
+use crate::ops::error::OpError;
 
 /// Orders sent for the first time in a run between two reads of the list, at most.
 pub const READ_EVERY: u64 = 500;

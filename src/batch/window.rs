@@ -8,8 +8,8 @@
 //! each entry, only what names paybatch's orders: the key, the batch and the first row of its
 //! `description` (the list shows nothing else of an order: no `metadata`, no items). A
 //! PROCESSING order shows only `{id, status, message}`: it is kept as such, to be counted as
-//! one that cannot be told. [`ServiceWindow::matches`] then finds the orders that name a batch,
-//! and those whose first row is one of a file's references.
+//! one that cannot be told. Whose an order is, the check of a run against the service
+//! (`repeats/service.rs`) reads from the whole order.
 
 use chrono::{DateTime, Utc};
 
@@ -17,7 +17,7 @@ use crate::api::client::{PageQuery, read_retrying_until};
 use crate::api::models::{OrderStatus, OrderSummary};
 use crate::api::{ApiError, Client};
 
-use super::order_body::{self, BatchNaming};
+use super::order_body;
 
 /// Pages of the list read at most: 400 pages of [`PAGE_SIZE`], 200,000 orders. A window that
 /// holds more is read as far as that and marked incomplete ([`ServiceWindow::complete`]).
@@ -38,9 +38,6 @@ pub const CLOCK_MARGIN_HOURS: i64 = 24;
 /// `created_at`. Far less than any read's overlap ([`CLOCK_MARGIN_HOURS`], and the hour a later
 /// read starts before the last one ended).
 pub const ORDER_SLACK_SECONDS: i64 = 300;
-
-/// Examples kept per group of [`WindowMatches`].
-pub const MAX_EXAMPLES: usize = 5;
 
 /// Where a read of the window stops: the service's idempotency window (plus
 /// [`CLOCK_MARGIN_HOURS`]) before `now`, or `start` when that is earlier.
@@ -130,14 +127,6 @@ impl ListedOrder {
     pub fn is_unnamed(&self) -> bool {
         self.description.is_none()
     }
-
-    /// Whether its description names `batch` (or, cut inside the name, may name it).
-    pub fn naming(&self, batch: &str) -> BatchNaming {
-        match &self.description {
-            Some(d) => order_body::batch_named_by(d, batch),
-            None => BatchNaming::Other,
-        }
-    }
 }
 
 /// The service's orders back to a time, as far as they were read.
@@ -164,105 +153,6 @@ pub struct ServiceWindow {
     /// The newest `created_at` listed, and the oldest read so far.
     pub newest: Option<DateTime<Utc>>,
     pub oldest: Option<DateTime<Utc>>,
-}
-
-/// The orders of one group of [`WindowMatches`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Matched {
-    pub count: usize,
-    /// Of `count`, those that only perhaps belong (their description was cut where it would
-    /// tell).
-    pub perhaps: usize,
-    /// The earliest `created_at` among them.
-    pub earliest: Option<DateTime<Utc>>,
-    /// The newest few ([`MAX_EXAMPLES`]).
-    pub examples: Vec<ListedOrder>,
-}
-
-impl Matched {
-    fn add(&mut self, order: &ListedOrder, perhaps: bool) {
-        self.count += 1;
-        self.perhaps += usize::from(perhaps);
-        if let Some(at) = order.created_at {
-            self.earliest = Some(self.earliest.map_or(at, |e| e.min(at)));
-        }
-        if self.examples.len() < MAX_EXAMPLES {
-            self.examples.push(order.clone());
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-}
-
-/// What a window holds of one batch and its file, the orders the ledger knows left out.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct WindowMatches {
-    /// Orders whose description names the batch (`perhaps`: cut inside the name).
-    pub batch: Matched,
-    /// Orders of another batch whose first row is one of the file's references (`perhaps`:
-    /// the reference may be cut, and only its beginning is one of the file's).
-    pub first_row: Matched,
-    /// Orders of another batch whose first row could not be read whole (a description cut
-    /// inside or before it), and whose beginning is none of the file's references: they cannot
-    /// be told.
-    pub first_row_unread: Matched,
-    /// PROCESSING entries the ledger does not know, which show only `{id, status, message}`:
-    /// they may be any order of the account, this batch's included.
-    pub unattributed: usize,
-}
-
-impl WindowMatches {
-    /// Nothing of this batch or its file, and nothing that cannot be told.
-    pub fn is_empty(&self) -> bool {
-        self.batch.is_empty()
-            && self.first_row.is_empty()
-            && self.first_row_unread.is_empty()
-            && self.unattributed == 0
-    }
-}
-
-impl ServiceWindow {
-    /// The orders of the window that name `batch`, and those of other batches whose first row
-    /// `is_file_reference` (called with a reference as the description writes it); leaving
-    /// out the orders `known` says the ledger knows (by key or service id). An order naming
-    /// `batch` counts there only.
-    pub fn matches(
-        &self,
-        batch: &str,
-        is_file_reference: impl Fn(&str) -> bool,
-        known: impl Fn(&ListedOrder) -> bool,
-    ) -> WindowMatches {
-        let mut found = WindowMatches::default();
-        for order in &self.orders {
-            if known(order) {
-                continue;
-            }
-            if order.is_unnamed() {
-                found.unattributed += 1;
-                continue;
-            }
-            match order.naming(batch) {
-                BatchNaming::Names => {
-                    found.batch.add(order, false);
-                    continue;
-                }
-                BatchNaming::MayName => {
-                    found.batch.add(order, true);
-                    continue;
-                }
-                BatchNaming::Other => {}
-            }
-            let listed = order.first_reference.as_deref();
-            if listed.is_some_and(&is_file_reference) {
-                found.first_row.add(order, order.first_reference_cut);
-            } else if order.first_reference_cut {
-                found.first_row_unread.add(order, true);
-            }
-        }
-        found
-    }
 }
 
 /// [`read_window_pages`] with at most [`MAX_WINDOW_PAGES`] pages (200,000 orders).
@@ -407,7 +297,6 @@ mod tests {
     use chrono::TimeZone;
 
     const KEY: &str = "0b5e3c1e-7d59-5d43-9a55-2b1f0a9e3c11";
-    const KEY2: &str = "7c3a5e21-9b0d-5f44-8e16-2d4c6a8b0e13";
 
     fn at(day: u32) -> String {
         Utc.with_ymd_and_hms(2026, 11, day, 12, 0, 0)
@@ -531,123 +420,13 @@ mod tests {
         );
         let p = listed(processing("O-4"));
         assert!(p.is_unnamed());
-        assert_eq!(p.naming("nov"), BatchNaming::Other);
+        assert_eq!((p.description(), p.batch.as_deref()), (None, None));
         // A processing entry that shows its description (the older list) is read as any.
         let mut shown = processing("O-5");
         shown.description = Some(order_body::description(KEY, "nov", &["EMP-1"]));
         let shown = listed(shown);
         assert!(!shown.is_unnamed());
-        assert_eq!(shown.naming("nov"), BatchNaming::Names);
-    }
-
-    fn window(entries: Vec<OrderSummary>) -> ServiceWindow {
-        ServiceWindow {
-            orders: entries
-                .into_iter()
-                .filter_map(ListedOrder::from_entry)
-                .collect(),
-            pages: 1,
-            since: DateTime::<Utc>::MIN_UTC,
-            complete: true,
-            undescribed: 0,
-            undescribed_ids: Vec::new(),
-            odd: None,
-            newest: None,
-            oldest: None,
-        }
-    }
-
-    #[test]
-    fn matches_find_the_batch_and_the_first_rows_and_leave_the_known_out() {
-        let long = format!("nov-{}", "x".repeat(100));
-        let w = window(vec![
-            processing("O-P1"),
-            processing("O-P2"),
-            finished(
-                "O-9",
-                9,
-                Some(&order_body::description(KEY, "nov", &["EMP-1"])),
-            ),
-            finished(
-                "O-8",
-                8,
-                Some(&order_body::description(KEY2, "nov", &["EMP-2", "EMP-3"])),
-            ),
-            finished("O-7", 7, Some("paybatch batch=nov row=EMP-4")),
-            finished(
-                "O-6",
-                6,
-                Some(&order_body::description(KEY, &long, &["EMP-5"])),
-            ),
-            finished(
-                "O-5",
-                5,
-                Some(&order_body::description(KEY, "dec", &["EMP-6"])),
-            ),
-            finished(
-                "O-4",
-                4,
-                Some(&order_body::description(KEY, "dec", &["OTHER", "EMP-7"])),
-            ),
-            finished(
-                "O-3",
-                3,
-                Some(&order_body::description(KEY, "nov-2", &["EMP-8"])),
-            ),
-            finished("O-2", 2, Some("Team lunch EMP-1")),
-            finished(
-                "O-1",
-                1,
-                Some(&order_body::description(KEY, &"d".repeat(80), &["EMP-9"])),
-            ),
-        ]);
-        let file = |r: &str| r.starts_with("EMP-");
-        let m = w.matches("nov", file, |_| false);
-        let ids = |g: &Matched| g.examples.iter().map(|o| o.id.clone()).collect::<Vec<_>>();
-        assert_eq!(m.batch.count, 3, "{m:#?}");
-        assert_eq!(ids(&m.batch), ["O-9", "O-8", "O-7"]);
-        assert_eq!(m.batch.perhaps, 0);
-        assert_eq!(m.batch.earliest.map(|t| t.to_rfc3339()), Some(at(7)));
-        // Other batches whose first row is the file's: nov-xxx (cut in its reference? no:
-        // in its name, so its first row is unread), dec's EMP-6, nov-2's EMP-8.
-        assert_eq!(ids(&m.first_row), ["O-5", "O-3"]);
-        assert_eq!(ids(&m.first_row_unread), ["O-6", "O-1"]);
-        assert_eq!(m.unattributed, 2);
-
-        // The long batch: its cut description may name it.
-        let m = w.matches(&long, file, |_| false);
-        assert_eq!((m.batch.count, m.batch.perhaps), (1, 1));
-        assert_eq!(ids(&m.batch), ["O-6"]);
-
-        // What the ledger knows is left out: a key, and a service id.
-        let m = w.matches("nov", file, |o| {
-            o.key.as_deref() == Some(KEY2) || o.id == "O-P1" || o.id == "O-7"
-        });
-        assert_eq!(ids(&m.batch), ["O-9"]);
-        assert_eq!(m.unattributed, 1);
-        assert!(!m.is_empty());
-        let none = window(vec![finished("O-1", 1, Some("Team lunch"))]);
-        assert!(none.matches("nov", file, |_| false).is_empty());
-    }
-
-    #[test]
-    fn examples_are_bounded_and_the_earliest_is_kept() {
-        let entries: Vec<OrderSummary> = (1..=20)
-            .rev()
-            .map(|day| {
-                let r = format!("EMP-{day}");
-                finished(
-                    &format!("O-{day}"),
-                    day,
-                    Some(&order_body::description(KEY, "nov", &[&r])),
-                )
-            })
-            .collect();
-        let m = window(entries).matches("nov", |_| false, |_| false);
-        assert_eq!(m.batch.count, 20);
-        assert_eq!(m.batch.examples.len(), MAX_EXAMPLES);
-        assert_eq!(m.batch.examples[0].id, "O-20");
-        assert_eq!(m.batch.earliest.map(|t| t.to_rfc3339()), Some(at(1)));
+        assert_eq!(shown.batch.as_deref(), Some("nov"));
     }
 
     #[test]

@@ -28,7 +28,8 @@ pub struct BalanceArgs {
     pub service: ServiceArgs,
 }
 
-/// `balance --json`: the service's balances as it gave them.
+/// `balance --json`: the service's balances as it gave them, under the environment they are of
+/// (an envelope, not a copy).
 #[derive(Serialize)]
 struct BalancesJson<'a> {
     environment: &'a str,
@@ -62,7 +63,7 @@ pub async fn execute(args: BalanceArgs) -> Result<Exit, CliError> {
         None => conn.client.balances().await,
     };
     let balances = result.map_err(|e| {
-        let auth = crate::batch::outcome::is_auth_error(&e);
+        let auth = crate::ops::error::is_auth_error(&e);
         CliError::new(
             if auth { Exit::Usage } else { Exit::Unexpected },
             format!("cannot read the balance: {e}"),

@@ -37,7 +37,7 @@ pub struct CloseArgs {
     pub service: ServiceArgs,
 }
 
-/// `paybatch close --json`.
+/// `paybatch close --json`: the month closed (its closer as `user@host`) or refused, in one shape.
 #[derive(Debug, Serialize)]
 struct CloseJson<'a> {
     month: &'a str,
@@ -50,14 +50,7 @@ struct CloseJson<'a> {
     /// The journal's totals per environment, kind and currency, as recorded.
     totals: Option<serde_json::Value>,
     /// The batches with orders not final, when refused.
-    not_final: Vec<NotFinalJson<'a>>,
-}
-
-#[derive(Debug, Serialize)]
-struct NotFinalJson<'a> {
-    batch: &'a str,
-    in_doubt: i64,
-    unfinished: i64,
+    not_final: &'a [NotFinal],
 }
 
 fn closed_json<'a>(closed: &'a ClosedMonth, outcome: &'static str) -> CloseJson<'a> {
@@ -69,7 +62,7 @@ fn closed_json<'a>(closed: &'a ClosedMonth, outcome: &'static str) -> CloseJson<
         journal_digest: Some(&closed.journal_digest),
         journal_lines: Some(closed.journal_lines),
         totals: serde_json::from_str(&closed.totals).ok(),
-        not_final: Vec::new(),
+        not_final: &[],
     }
 }
 
@@ -136,14 +129,7 @@ pub fn execute(args: CloseArgs) -> Result<Exit, CliError> {
                     journal_digest: None,
                     journal_lines: None,
                     totals: None,
-                    not_final: not_final
-                        .iter()
-                        .map(|n| NotFinalJson {
-                            batch: &n.batch,
-                            in_doubt: n.in_doubt,
-                            unfinished: n.unfinished,
-                        })
-                        .collect(),
+                    not_final: &not_final,
                 });
             }
             Err(CliError::new(

@@ -141,7 +141,8 @@ pub async fn execute(args: ConfigArgs, provenance: &Provenance) -> Result<Exit, 
     }
 }
 
-/// `config --json`.
+/// `config --json`: the settings with where each came from, and the key's fingerprint, never the
+/// key (no ops type: the settings are the command line's).
 #[derive(Serialize)]
 struct ConfigJson<'a> {
     file: Option<String>,

@@ -2,11 +2,11 @@
 //! process exits. Commands return it (`?` turns the operations' errors into one); `main` prints
 //! it once, `error: ...` then `help: ...`, and exits with its code.
 
-use crate::batch::outcome::{Failure, OpError};
 use crate::environment::UsageError;
 use crate::exit::Exit;
 use crate::input::problem::Problems;
 use crate::ledger::LedgerError;
+use crate::ops::error::{Failure, OpError};
 use crate::ops::status::StatusError;
 
 /// A command that did not do what it was asked: the message, the help and the exit.

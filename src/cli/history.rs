@@ -73,7 +73,8 @@ fn subject(q: &PayoutQuery) -> String {
     }
 }
 
-/// `history --json`.
+/// `history --json`: the query and totals computed over the payouts (another shape than
+/// [`History`]).
 #[derive(Serialize)]
 struct HistoryJson<'a> {
     email: Option<&'a str>,
@@ -86,7 +87,7 @@ struct HistoryJson<'a> {
     payouts: Vec<PayoutJson<'a>>,
 }
 
-/// One payout found.
+/// One payout found: the ledger's record with its date and its state as text (another shape).
 #[derive(Serialize)]
 struct PayoutJson<'a> {
     batch: &'a str,

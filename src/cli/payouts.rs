@@ -374,49 +374,21 @@ fn print_expiring(s: &PayoutSummary, to_stderr: bool, all: bool, flags: &str) {
     }
 }
 
-/// One batch of `payouts --json`.
-#[derive(Serialize)]
-struct BatchJson<'a> {
-    #[serde(flatten)]
-    summary: &'a PayoutSummary,
-    expiring_links: Vec<ExpiringJson<'a>>,
-}
-
-#[derive(Serialize)]
-struct ExpiringJson<'a> {
-    reference: &'a str,
-    expires_at: &'a str,
-}
-
-/// `payouts --all --json`.
+/// `payouts --all --json`: the batches and their totals (another shape than any one batch).
 #[derive(Serialize)]
 struct AllJson<'a> {
-    batches: Vec<BatchJson<'a>>,
+    batches: &'a [PayoutSummary],
     orders_read: usize,
     expiring: usize,
     not_read: usize,
     exit_code: i32,
 }
 
-fn batch_json(s: &PayoutSummary) -> BatchJson<'_> {
-    BatchJson {
-        summary: s,
-        expiring_links: s
-            .expiring_rows
-            .iter()
-            .map(|e| ExpiringJson {
-                reference: &e.reference,
-                expires_at: &e.expires_at,
-            })
-            .collect(),
-    }
-}
-
 fn print_json(args: &PayoutsArgs, summaries: &[PayoutSummary]) {
     let exit_code = exit_of(summaries).code();
     if args.all {
         super::out_json(&AllJson {
-            batches: summaries.iter().map(batch_json).collect(),
+            batches: summaries,
             orders_read: summaries.iter().map(|s| s.orders_read).sum(),
             expiring: summaries.iter().map(|s| s.expiring).sum(),
             not_read: summaries.iter().map(|s| s.not_read.len()).sum(),
@@ -426,11 +398,11 @@ fn print_json(args: &PayoutsArgs, summaries: &[PayoutSummary]) {
         #[derive(Serialize)]
         struct One<'a> {
             #[serde(flatten)]
-            batch: BatchJson<'a>,
+            batch: &'a PayoutSummary,
             exit_code: i32,
         }
         super::out_json(&One {
-            batch: batch_json(s),
+            batch: s,
             exit_code,
         });
     }
@@ -510,7 +482,7 @@ enum ListError {
     #[error("{0}")]
     Csv(#[from] csv::Error),
     #[error("{0}")]
-    Run(#[from] crate::batch::outcome::OpError),
+    Run(#[from] crate::ops::error::OpError),
 }
 
 impl ListError {

@@ -17,7 +17,8 @@ pub struct PingArgs {
     pub json: bool,
 }
 
-/// `ping --json`.
+/// `ping --json`: the environment and the key's fingerprint beside the service's answer (no ops
+/// type holds them together).
 #[derive(Serialize)]
 struct PingJson<'a> {
     ok: bool,

@@ -73,41 +73,18 @@ pub async fn execute(args: ReconcileArgs) -> Result<Exit, CliError> {
     })
 }
 
-/// `reconcile --json`: what was found and what was (or would be) done.
+/// `reconcile --json`: whether it was a dry run, and what was found and what was (or would
+/// be) done.
 #[derive(Serialize)]
 struct ReportJson<'a> {
     dry_run: bool,
-    found: usize,
-    adopted: &'a [(String, String)],
-    absent: &'a [String],
-    retired: &'a [String],
-    unattributed: &'a [String],
-    updated: &'a [(String, String, String)],
-    unknown_rows: &'a [(String, String)],
-    duplicates: &'a [(String, Vec<String>)],
-    reissued: &'a [(String, String)],
-    superseded: &'a [String],
-    released: &'a [String],
-    unattached: &'a [(String, String)],
+    #[serde(flatten)]
+    report: &'a ReconcileReport,
 }
 
 fn print_report(r: &ReconcileReport, dry_run: bool, json: bool) {
     if json {
-        super::out_json(&ReportJson {
-            dry_run,
-            found: r.found,
-            adopted: &r.adopted,
-            absent: &r.absent,
-            retired: &r.retired,
-            unattributed: &r.unattributed,
-            updated: &r.updated,
-            unknown_rows: &r.unknown_rows,
-            duplicates: &r.duplicates,
-            reissued: &r.reissued,
-            superseded: &r.superseded,
-            released: &r.released,
-            unattached: &r.unattached,
-        });
+        super::out_json(&ReportJson { dry_run, report: r });
         return;
     }
     let verb = if dry_run { "would record" } else { "recorded" };

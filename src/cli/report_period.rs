@@ -189,7 +189,7 @@ pub(super) fn execute(ledger: &Ledger, args: PeriodArgs, quiet: bool) -> Result<
         .unwrap_or_else(|| chrono::Utc::now().date_naive());
     refuse_what_cannot_be(&args, since, until)?;
     let journal_on_stdout = args.journal.as_deref().is_some_and(is_stdout);
-    let unexpected = |e: crate::batch::outcome::OpError| {
+    let unexpected = |e: crate::ops::error::OpError| {
         CliError::new(
             Exit::Unexpected,
             e.to_string(),
@@ -208,7 +208,7 @@ pub(super) fn execute(ledger: &Ledger, args: PeriodArgs, quiet: bool) -> Result<
     // directory, removed afterwards), then copied.
     let temporary = match journal_on_stdout {
         true => Some(tempfile::tempdir().map_err(|e| {
-            unexpected(crate::batch::outcome::OpError::Io {
+            unexpected(crate::ops::error::OpError::Io {
                 path: PathBuf::from("(temporary directory)"),
                 message: e.to_string(),
             })
@@ -280,11 +280,11 @@ fn compare_with_closed(closed: &crate::report::period::ClosedJson, path: &Path, 
 }
 
 /// Copies the file at `path` on stdout.
-fn copy_to_stdout(path: &Path) -> Result<(), crate::batch::outcome::OpError> {
+fn copy_to_stdout(path: &Path) -> Result<(), crate::ops::error::OpError> {
     use std::io::Write;
     let at = |path: &Path| {
         let path = path.to_path_buf();
-        move |e: std::io::Error| crate::batch::outcome::OpError::Io {
+        move |e: std::io::Error| crate::ops::error::OpError::Io {
             path,
             message: e.to_string(),
         }

@@ -229,7 +229,7 @@ fn stopped_unexpectedly(opts: &RunOptions, e: &tokio::task::JoinError) -> CliErr
                 "{} of batch {batch} went out to the service, so money may have moved",
                 crate::text::count(p.orders_sent, "order", "orders")
             );
-            let help = crate::batch::outcome::resume_after_sending(&sent);
+            let help = crate::ops::error::resume_after_sending(&sent);
             let help = format!("{help}: {}", super::error::this_command());
             CliError::new(Exit::Incomplete, message, Some(&help))
         }

@@ -275,7 +275,8 @@ struct RetriedTotals<'a> {
     per_paying_balance: Vec<PaidFrom<'a>>,
 }
 
-/// What `retry` made payable again.
+/// What `retry` made payable again: with the exit code, the rows by state and the totals
+/// computed (another shape than [`Retried`]).
 #[derive(Serialize)]
 pub struct RetriedJson<'a> {
     batch: &'a str,

@@ -522,7 +522,8 @@ fn failed(e: crate::sim::SimError) -> CliError {
     }
 }
 
-/// The simulated clock, as `sim clock` prints it.
+/// The simulated clock, as `sim clock` prints it (two separate reads of the simulator's state,
+/// put together).
 #[derive(Serialize)]
 struct ClockJson {
     now: String,

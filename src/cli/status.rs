@@ -90,7 +90,8 @@ fn states_text(counts: &[(RowState, i64)]) -> String {
         .join(", ")
 }
 
-/// One batch of `status --json`.
+/// One batch of `status --json`: the ledger's batch with its row counts and charged amounts written
+/// out (another shape).
 #[derive(Serialize)]
 struct BatchJson<'a> {
     batch: &'a str,
@@ -347,7 +348,8 @@ fn next_steps(
     steps
 }
 
-/// `status --batch NAME --json`.
+/// `status --batch NAME --json`: the ledger's batch with what [`Detail`] computes of it (another
+/// shape).
 #[derive(Serialize)]
 struct DetailJson<'a> {
     batch: &'a str,
@@ -376,7 +378,8 @@ struct DetailJson<'a> {
     next: &'a [String],
 }
 
-/// A run held to an approved plan: the whole digest, when, by whom, where, which run.
+/// A run held to an approved plan: the whole digest, when, by whom, where, which run (its
+/// approvers in the shape of [`ApproverJson`]).
 #[derive(Serialize)]
 struct ApprovalJson<'a> {
     digest: &'a str,
@@ -388,7 +391,8 @@ struct ApprovalJson<'a> {
     approved_by: Vec<ApproverJson<'a>>,
 }
 
-/// A person who approved a plan (`paybatch approve`): who, where, when, what it pays.
+/// A person who approved a plan (`paybatch approve`): who, where, when, what it pays (the
+/// recorded approval without its digest, in another order).
 #[derive(Serialize)]
 struct ApproverJson<'a> {
     user: &'a str,
@@ -398,7 +402,7 @@ struct ApproverJson<'a> {
     totals: &'a BTreeMap<String, String>,
 }
 
-/// What left one balance.
+/// What left one balance: an entry of a map, its payer said twice (another shape).
 #[derive(Serialize)]
 struct ChargedJson<'a> {
     by: &'a str,
@@ -408,14 +412,14 @@ struct ChargedJson<'a> {
     amount: String,
 }
 
-/// What a person decided about rows other batches have.
+/// What a person decided about rows other batches have: a pair, named.
 #[derive(Serialize)]
 struct RepeatJson<'a> {
     at: &'a str,
     decision: &'a str,
 }
 
-/// An order in flight.
+/// An order in flight: the ledger's order with its age and what it waits for (another shape).
 #[derive(Serialize)]
 struct InFlightJson<'a> {
     order: i64,
@@ -428,7 +432,7 @@ struct InFlightJson<'a> {
     polls: i64,
 }
 
-/// One of the last events.
+/// One of the last events: the ledger's event with its subject beside it (another shape).
 #[derive(Serialize)]
 struct EventJson<'a> {
     at: &'a str,

@@ -57,7 +57,7 @@ pub struct ClosedMonth {
 
 /// The orders of one batch that are not final: in doubt (sent, not answered) or unfinished
 /// (accepted and processing, or planned and never sent).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct NotFinal {
     pub batch: String,
     pub in_doubt: i64,

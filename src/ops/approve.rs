@@ -10,11 +10,11 @@ use std::collections::BTreeMap;
 use rust_decimal::Decimal;
 
 use crate::batch::options::RunOptions;
-use crate::batch::outcome::OpError;
 use crate::input::scan;
 use crate::ledger::Ledger;
 use crate::ledger::approvals::NewPlanApproval;
 use crate::ledger::lock::LedgerLock;
+use crate::ops::error::OpError;
 
 use super::preview::{self, Preview};
 use super::run::approval::{bounded, host_name, login_name};

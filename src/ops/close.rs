@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::batch::outcome::OpError;
 use crate::environment::UsageError;
 use crate::ledger::Ledger;
 use crate::ledger::books::{ClosedMonth, NotFinal};
 use crate::ledger::lock::LedgerLock;
+use crate::ops::error::OpError;
 use crate::report::period::PeriodTally;
 
 use super::period::{Outputs, book_lines, month_bounds};

@@ -16,6 +16,7 @@
 
 pub mod approve;
 pub mod close;
+pub mod error;
 pub mod history;
 pub mod payouts;
 pub mod period;

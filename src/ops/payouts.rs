@@ -19,13 +19,13 @@ use tokio::time::Instant;
 
 use crate::api::ApiError;
 use crate::api::models::{Order, OrderStatus, OrderView};
-use crate::batch::outcome::{OpError, is_auth_error};
 use crate::batch::progress::Reporter;
 use crate::batch::record::payout_life;
 use crate::environment::{Connection, Environment, UsageError};
 use crate::ledger::lock::LedgerLock;
 use crate::ledger::payouts::{FollowedOrder, FollowedRow, PayoutRow};
 use crate::ledger::{BatchRecord, Ledger, PayoutLife, PayoutStatus};
+use crate::ops::error::{OpError, is_auth_error};
 use crate::report::unclaimed::Unclaimed;
 
 /// Reads of `GET /order/{id}` in flight at once (as the run's polls).
@@ -105,7 +105,7 @@ pub struct PayoutSummary {
     /// Orders whose read failed or was not believed.
     pub not_read: Vec<NotRead>,
     /// The links expiring within the window, soonest first.
-    #[serde(skip)]
+    #[serde(rename = "expiring_links")]
     pub expiring_rows: Vec<Expiring>,
 }
 
@@ -120,7 +120,7 @@ pub struct Value {
 }
 
 /// A link that expires within the window.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Expiring {
     pub reference: String,
     pub expires_at: String,

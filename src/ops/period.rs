@@ -24,11 +24,11 @@ use std::path::{Path, PathBuf};
 
 use chrono::NaiveDate;
 
-use crate::batch::outcome::OpError;
 use crate::batch::output::{ResultLine, ResultWriter};
 use crate::batch::results::{InBackground, payout_note_of, result_line};
 use crate::file_format::{FileFormat, OutFormat};
 use crate::ledger::{BatchRecord, Ledger, Specs};
+use crate::ops::error::OpError;
 use crate::report::journal::utc_date;
 use crate::report::journal_format::{JournalFormat, JournalWriter};
 use crate::report::period::{ClosedJson, PeriodTally};

@@ -16,7 +16,6 @@ use crate::api::models::Product;
 use crate::batch::approved::{PlanContext, PlanRows};
 use crate::batch::funds::{self, ConvertedKind, row_card, row_price};
 use crate::batch::options::RunOptions;
-use crate::batch::outcome::OpError;
 use crate::batch::plan::changed_after_submission_problem;
 use crate::batch::repeats::{self, OnRepeat, Repeats};
 use crate::catalog::CatalogSource;
@@ -29,6 +28,7 @@ use crate::ledger::attempts::LaterAttempt;
 use crate::ledger::lock::LedgerLock;
 use crate::ledger::{Conversion, Ledger, LedgerError, RowState, SeenRow};
 use crate::money::in_currency;
+use crate::ops::error::OpError;
 
 use super::start::{
     attempts_in_file, check_binding, check_input, load_catalog, outside_file, plan_and_context,

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::batch::options::RunOptions;
-use crate::batch::outcome::OpError;
 use crate::batch::progress::Reporter;
 use crate::batch::reconcile::{self, ReconcileReport};
 use crate::environment::{Connection, Environment, UsageError};
@@ -15,6 +14,7 @@ use crate::input::scan;
 use crate::ledger::lock::LedgerLock;
 use crate::ledger::merge::Planning;
 use crate::ledger::{BatchRecord, Ledger};
+use crate::ops::error::OpError;
 
 use super::start::{load_catalog, open_batch};
 

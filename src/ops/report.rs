@@ -4,11 +4,11 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::batch::outcome::OpError;
 use crate::batch::{options, results};
 use crate::environment::Environment;
 use crate::file_format::{OutFormat, ResultFormat};
 use crate::ledger::{BatchRecord, Ledger, LedgerError, Specs};
+use crate::ops::error::OpError;
 use crate::report::{self, Tally};
 
 /// Where the result file of a batch goes by default: where `run` writes it, beside the input

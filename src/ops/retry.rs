@@ -8,12 +8,13 @@ use std::path::{Path, PathBuf};
 
 use rust_decimal::Decimal;
 
-use crate::batch::outcome::{OpError, debited_totals};
+use crate::batch::outcome::debited_totals;
 use crate::batch::progress::Reporter;
 use crate::environment::{Connection, Environment, UsageError};
 use crate::ledger::lock::LedgerLock;
 use crate::ledger::payouts::FollowedOrder;
 use crate::ledger::{BatchRecord, Ledger, RowState};
+use crate::ops::error::OpError;
 
 use super::payouts::{NotRead, PayoutsOptions, ReadPace};
 

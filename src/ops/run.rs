@@ -23,9 +23,9 @@ use crate::api::Client;
 use crate::api::models::Product;
 use crate::batch::funds;
 use crate::batch::options::{RunOptions, default_result_path};
-use crate::batch::outcome::{LikelyPaid, OpError, RunSummary, summarize};
+use crate::batch::outcome::{LikelyPaid, RunSummary, summarize};
 use crate::batch::output::ResultWriter;
-use crate::batch::plan::{self, Merged};
+use crate::batch::plan::{self, Merged, RunContext};
 use crate::batch::progress::Reporter;
 use crate::batch::repeats::{self, Earlier, Repeats};
 use crate::batch::results::{PlannedLines, write_result_file};
@@ -39,6 +39,7 @@ use crate::input::rules::{CatalogIndex, Problems, ValidateOptions};
 use crate::input::scan;
 use crate::ledger::lock::LedgerLock;
 use crate::ledger::{self, Ledger};
+use crate::ops::error::OpError;
 
 pub(super) mod approval;
 mod digest;
@@ -99,10 +100,14 @@ async fn run_batch(
             settle_rebuilt(&mut ledger, &conn.client, b, opts, &reporter).await?;
         }
     }
-    let products = catalog_for(&mut ledger, &conn, opts, &reporter).await?;
-    let earlier =
-        Arc::new(earlier_of(&mut ledger, &conn, existing.as_ref(), opts, &reporter).await?);
-    let options = validate_options(opts);
+    let catalog = catalog_for(&mut ledger, &conn, opts, &reporter).await?;
+    let earlier = earlier_of(&mut ledger, &conn, existing.as_ref(), opts, &reporter).await?;
+    let run = Arc::new(RunContext {
+        opts: opts.clone(),
+        catalog,
+        checks: validate_options(opts),
+        earlier,
+    });
     let (
         mut ledger,
         MergedFile {
@@ -112,10 +117,7 @@ async fn run_batch(
             likely,
             ..
         },
-    ) = merge_file(
-        ledger, existing, &earlier, opts, &products, &options, &conn, &reporter,
-    )
-    .await?;
+    ) = merge_file(ledger, existing, &run, &conn, &reporter).await?;
     failpoint::hit("after_intent");
     reconcile_stale(&mut ledger, &conn.client, &batch, opts, &reporter).await?;
 
@@ -138,7 +140,7 @@ async fn run_batch(
         &context,
         &conn.client,
         &batch,
-        &products,
+        &run.catalog,
         &scanned,
         opts,
         ending,
@@ -199,51 +201,27 @@ async fn earlier_of(
 /// Merges the file into the ledger and plans its new rows into orders: one transaction,
 /// committed (durably) before any order is sent. A new batch is read once when its file allows
 /// ([`plan_once`]), otherwise in two passes. Says what was planned. Rows other batches of the
-/// ledger have (`earlier`) are refused, allowed or skipped before the batch is touched.
-#[allow(clippy::too_many_arguments)]
+/// ledger have (`run.earlier`) are refused, allowed or skipped before the batch is touched.
 async fn merge_file(
     ledger: Ledger,
     existing: Option<ledger::BatchRecord>,
-    earlier: &Arc<Earlier>,
-    opts: &RunOptions,
-    products: &[Product],
-    options: &ValidateOptions,
+    run: &Arc<RunContext>,
     conn: &Connection,
     reporter: &Reporter,
 ) -> Result<(Ledger, MergedFile), OpError> {
+    let opts = &run.opts;
     let merging = Instant::now();
-    let (mut ledger, once) = plan_once(
-        ledger,
-        existing.is_some(),
-        earlier,
-        opts,
-        products,
-        options,
-        conn,
-        reporter,
-    )
-    .await?;
+    let (mut ledger, once) = plan_once(ledger, existing.is_some(), run, conn, reporter).await?;
     let merged_file = match once {
         Some(mut once) => {
             let noticed = std::mem::take(&mut once.merged.noticed);
             let likely =
-                repeats::Checker::new(&ledger, earlier, opts.on_repeat).likely_of(noticed)?;
+                repeats::Checker::new(&ledger, &run.earlier, opts.on_repeat).likely_of(noticed)?;
             tell_repeats(&likely, reporter);
             once.likely = (likely.likely, likely.likely_total);
             once
         }
-        None => {
-            two_passes(
-                &mut ledger,
-                existing,
-                earlier,
-                opts,
-                (products, options),
-                conn,
-                reporter,
-            )
-            .await?
-        }
+        None => two_passes(&mut ledger, existing, run, conn, reporter).await?,
     };
     let MergedFile {
         scanned, merged, ..
@@ -258,14 +236,12 @@ async fn merge_file(
 async fn two_passes(
     ledger: &mut Ledger,
     existing: Option<ledger::BatchRecord>,
-    earlier: &Arc<Earlier>,
-    opts: &RunOptions,
-    (products, options): (&[Product], &ValidateOptions),
+    run: &RunContext,
     conn: &Connection,
     reporter: &Reporter,
 ) -> Result<MergedFile, OpError> {
-    let (scanned, (drawn, kinds), repeats) =
-        first_pass(opts, products, options, (&*ledger, earlier), reporter)?;
+    let opts = &run.opts;
+    let (scanned, (drawn, kinds), repeats) = first_pass(run, &*ledger, reporter)?;
     // What the ledger holds for rows the file does not have: intents never sent to
     // cancel, orders sent to follow (part of the plan digest).
     let mut outside = outside_file(&*ledger, existing.as_ref(), &scanned)?;
@@ -279,11 +255,10 @@ async fn two_passes(
         }
     }
     let approved = check_digest(
-        opts,
+        run,
         ledger,
         (&scanned, existing.as_ref()),
         (&outside, &repeats),
-        (products, options),
         reporter,
     )?;
     if let Some(digest) = &approved {
@@ -312,12 +287,10 @@ async fn two_passes(
         ledger,
         &batch,
         &scanned,
-        options,
-        products,
+        run,
         funds::Funds { balances, prices },
         repeats.skipped(),
         &outside.to_cancel,
-        opts,
     )?;
     Ok(MergedFile {
         scanned,
@@ -428,17 +401,14 @@ struct MergedFile {
 /// back; it asks for the balances (read here, where a stop of the run cancels the request) and
 /// waits for them before it commits. A run stopped during the pass leaves the thread to end
 /// with the process, its transaction rolled back.
-#[allow(clippy::too_many_arguments)]
 async fn plan_once(
     ledger: Ledger,
     exists: bool,
-    earlier: &Arc<Earlier>,
-    opts: &RunOptions,
-    products: &[Product],
-    options: &ValidateOptions,
+    run: &Arc<RunContext>,
     conn: &Connection,
     reporter: &Reporter,
 ) -> Result<(Ledger, Option<MergedFile>), OpError> {
+    let opts = &run.opts;
     if exists || opts.expect_digest.is_some() {
         return Ok((ledger, None));
     }
@@ -451,13 +421,10 @@ async fn plan_once(
     let (early, mut drawing) = tokio::sync::mpsc::unbounded_channel::<String>();
     let job = {
         let pass = OnePass {
-            opts: opts.clone(),
-            products: products.to_vec(),
-            options: options.clone(),
+            run: Arc::clone(run),
             fingerprint: conn.key_fingerprint.clone(),
             expected_rows,
             early,
-            earlier: Arc::clone(earlier),
         };
         tokio::task::spawn_blocking(move || {
             let mut ledger = ledger;
@@ -536,15 +503,13 @@ struct Asked {
 
 /// What the one pass of [`plan_once`] needs on its blocking thread.
 struct OnePass {
-    opts: RunOptions,
-    products: Vec<Product>,
-    options: ValidateOptions,
+    /// The run (what the ledger's other batches hold among it: a row they may have sends the
+    /// file to two passes).
+    run: Arc<RunContext>,
     fingerprint: String,
     expected_rows: usize,
     /// Each currency the new rows draw on, the first time they do.
     early: tokio::sync::mpsc::UnboundedSender<String>,
-    /// What the ledger's other batches hold: a row they may have sends the file to two passes.
-    earlier: Arc<Earlier>,
 }
 
 impl OnePass {
@@ -556,7 +521,7 @@ impl OnePass {
         ask: tokio::sync::oneshot::Sender<Asked>,
         given: std::sync::mpsc::Receiver<funds::Funds>,
     ) -> Result<Option<MergedFile>, OpError> {
-        let opts = &self.opts;
+        let opts = &self.run.opts;
         let name = opts.batch_name();
         let origin = BatchOrigin::of(opts);
         // The file's hash and headers are recorded at the end of the pass.
@@ -568,9 +533,7 @@ impl OnePass {
         let once = plan::plan_in_one_pass(
             ledger,
             &new,
-            &self.earlier,
-            &self.options,
-            &self.products,
+            &self.run,
             self.expected_rows,
             lines.as_mut().map(|l| l as &mut dyn scan::OnValidRow),
             &|currency| {
@@ -591,7 +554,6 @@ impl OnePass {
                 }
                 given.recv().unwrap_or_default()
             },
-            opts,
         )?;
         let Some((scanned, merged)) = once else {
             return Ok(None);
@@ -626,12 +588,16 @@ fn tell_validated(rows: usize, valid_rows: usize, reporter: &Reporter) {
 /// invalid file stops here (unless `--skip-invalid`), and so does a file whose rows other
 /// batches of the ledger have (unless `--allow-repeats` or `--skip-repeats`: [`repeats`]).
 fn first_pass(
-    opts: &RunOptions,
-    products: &[Product],
-    options: &ValidateOptions,
-    (ledger, earlier): (&Ledger, &Earlier),
+    run: &RunContext,
+    ledger: &Ledger,
     reporter: &Reporter,
 ) -> Result<(scan::Scan, Drawn, Repeats), OpError> {
+    let RunContext {
+        opts,
+        catalog: products,
+        checks: options,
+        earlier,
+    } = run;
     let batch_name = opts.batch_name();
     let index = CatalogIndex::new(products.to_vec());
     let by_code: std::collections::HashMap<&str, &Product> =

@@ -7,7 +7,6 @@ use std::path::Path;
 use crate::api::models::Product;
 use crate::batch::approved::{PlanContext, RepeatsKept};
 use crate::batch::options::RunOptions;
-use crate::batch::outcome::{OpError, is_auth_error};
 use crate::batch::progress::Reporter;
 use crate::batch::repeats::Repeats;
 use crate::catalog::{self, CatalogError};
@@ -15,6 +14,7 @@ use crate::environment::{Connection, UsageError};
 use crate::input::scan;
 use crate::ledger::attempts::LaterAttempt;
 use crate::ledger::{self, Ledger};
+use crate::ops::error::{OpError, is_auth_error};
 
 /// The catalog of the run's environment, cached in the ledger (fetched when older than
 /// `--catalog-ttl`); a refused key is reported as such.

@@ -6,10 +6,11 @@ use std::sync::{Arc, Mutex};
 
 use crate::support::*;
 use paybatch::batch::options::RunOptions;
-use paybatch::batch::outcome::{Failure, Outcome};
+use paybatch::batch::outcome::Outcome;
 use paybatch::batch::progress::{Progress, Reporter};
 use paybatch::environment::Environment;
 use paybatch::ledger::{Ledger, RowState};
+use paybatch::ops::error::Failure;
 
 /// A progress that keeps what it was told.
 #[derive(Default)]

@@ -1,6 +1,7 @@
 //! What a reconciliation found and did ([`ReconcileReport`]).
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Serialised as `reconcile --json` has it, in this order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ReconcileReport {
     /// Orders of this batch at the service.
     pub found: usize,
@@ -25,15 +26,15 @@ pub struct ReconcileReport {
     /// Service orders of a row whose payout link was read EXPIRED and that `retry --expired`
     /// reissued since: (reference, order id). Not a second live order, and nothing to repair.
     pub reissued: Vec<(String, String)>,
-    /// Service orders of a row's latest attempt that its ledger row cannot take (the row is
-    /// INVALID or REMOVED, or has another order): (reference, order id). Needs a person.
-    pub unattached: Vec<(String, String)>,
     /// Intents of an earlier attempt than one the service has an order for, never answered:
     /// marked REJECTED, never to be sent (keys).
     pub superseded: Vec<String>,
     /// Intents never sent whose rows the service has in another ledger's orders (another
     /// grouping, another machine): cancelled, their rows left to those orders (keys).
     pub released: Vec<String>,
+    /// Service orders of a row's latest attempt that its ledger row cannot take (the row is
+    /// INVALID or REMOVED, or has another order): (reference, order id). Needs a person.
+    pub unattached: Vec<(String, String)>,
 }
 
 impl ReconcileReport {

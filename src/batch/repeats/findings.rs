@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::ledger::RowState;
 
-use crate::batch::outcome::OpError;
+use crate::ops::error::OpError;
 
 /// Likely repeats listed one by one; the rest are counted.
 pub(super) const ALIKE_LISTED: usize = 20;

@@ -45,7 +45,7 @@ pub async fn against_service(
     existing: Option<&crate::ledger::BatchRecord>,
     input: &std::path::Path,
     allow_untold: bool,
-) -> Result<(Earlier, ServiceSync), crate::batch::outcome::OpError> {
+) -> Result<(Earlier, ServiceSync), crate::ops::error::OpError> {
     let sync = sync_service(
         &std::sync::Mutex::new(&mut *ledger),
         client,

@@ -17,10 +17,10 @@ use super::findings::short_date;
 use crate::api::Client;
 use crate::api::client::read_retrying_until;
 use crate::api::models::{Order, OrderView};
-use crate::batch::outcome::{self, OpError};
 use crate::batch::{order_body, window};
 use crate::ledger::Ledger;
 use crate::ledger::service_orders::LearnedOrder;
+use crate::ops::error::{self, OpError};
 
 /// Full orders read at once.
 const FULL_READS_AT_ONCE: usize = 16;
@@ -37,7 +37,7 @@ pub const PROCESSING_WAIT: Duration = Duration::from_secs(60);
 /// A refused key or version (exit 2) apart from a service that could not be read (exit 5: the
 /// check proved nothing, nothing was sent).
 fn refused_or_unread(e: crate::api::ApiError, what: &str) -> OpError {
-    if outcome::is_auth_error(&e) {
+    if error::is_auth_error(&e) {
         OpError::Auth(e)
     } else {
         OpError::Unsettled {
@@ -273,7 +273,7 @@ async fn learn(
                 }
             }
             Ok(OrderView::Processing(_)) => out.processing.push(id),
-            Err(e) if outcome::is_auth_error(&e) => return Err(OpError::Auth(e)),
+            Err(e) if error::is_auth_error(&e) => return Err(OpError::Auth(e)),
             Err(e) => out.unread = out.unread.or(Some((id, e))),
         }
     }

@@ -3,10 +3,10 @@
 //! which host, and which run.
 
 use crate::batch::options::RunOptions;
-use crate::batch::outcome::OpError;
 use crate::batch::progress::Reporter;
 use crate::ledger::approvals::NewApproval;
 use crate::ledger::{BatchRecord, Ledger};
+use crate::ops::error::OpError;
 
 /// Records that this run of `batch` was held to the approved `digest` (committed before it
 /// returns) and says so.

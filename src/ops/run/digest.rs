@@ -3,15 +3,14 @@
 
 use std::time::Instant;
 
-use crate::api::models::Product;
 use crate::batch::approved::{self, PlanContext};
-use crate::batch::options::RunOptions;
-use crate::batch::outcome::OpError;
+use crate::batch::plan::RunContext;
 use crate::batch::progress::Reporter;
 use crate::batch::repeats::Repeats;
-use crate::input::rules::{CatalogIndex, ValidateOptions};
+use crate::input::rules::CatalogIndex;
 use crate::input::scan;
 use crate::ledger::{self, Ledger};
+use crate::ops::error::OpError;
 use crate::ops::start::{attempts_in_file, plan_and_context};
 
 /// `--expect-digest`: only the plan a person approved is paid (checked before the ledger
@@ -20,20 +19,20 @@ use crate::ops::start::{attempts_in_file, plan_and_context};
 /// since the plan was approved, when the ledger kept it ([`since_approved`]). Returns the
 /// approved digest when the run is held to one (the file gave it), for the run to record.
 pub(super) fn check_digest(
-    opts: &RunOptions,
+    run: &RunContext,
     ledger: &Ledger,
     (scanned, existing): (&scan::Scan, Option<&ledger::BatchRecord>),
     (outside, repeats): (&ledger::OutsideFile, &Repeats),
-    catalog: (&[Product], &ValidateOptions),
     reporter: &Reporter,
 ) -> Result<Option<String>, OpError> {
+    let opts = &run.opts;
     let (Some(expected), Some(file)) = (&opts.expect_digest, &scanned.digest) else {
         return Ok(None);
     };
     let attempts = attempts_in_file(ledger, existing, scanned)?;
     let (actual, context) = plan_and_context(ledger, outside, file.clone(), repeats, attempts)?;
     if !scan::digests_match(expected, &actual) {
-        let changed = since_approved(opts, ledger, expected, &context, catalog)?;
+        let changed = since_approved(run, ledger, expected, &context)?;
         return Err(OpError::Refused {
             message: format!(
                 "the file no longer matches the approved plan: expected {expected}, the file gives {actual}; nothing was submitted\n{}",
@@ -52,12 +51,12 @@ pub(super) fn check_digest(
 /// the rows of the file compared with the plan's when their digest differs (the file read
 /// again), and the other parts of the digest; or that this ledger did not keep that plan.
 fn since_approved(
-    opts: &RunOptions,
+    run: &RunContext,
     ledger: &Ledger,
     expected: &str,
     context: &PlanContext,
-    (products, options): (&[Product], &ValidateOptions),
 ) -> Result<Vec<String>, OpError> {
+    let opts = &run.opts;
     let expected = scan::normalize_digest(expected).unwrap_or_else(|| expected.to_string());
     let Some(plan) = ledger.approved_plan(&expected)? else {
         return Ok(vec![format!(
@@ -73,7 +72,7 @@ fn since_approved(
         None
     } else {
         let started = Instant::now();
-        let compared = compare_rows(opts, &plan.plan, products, options);
+        let compared = compare_rows(run, &plan.plan);
         tracing::info!(
             "rows compared with the approved plan: {:.2?}",
             started.elapsed()
@@ -92,19 +91,14 @@ fn since_approved(
 }
 
 /// The valid rows of the file (read again) against those of a kept plan.
-fn compare_rows(
-    opts: &RunOptions,
-    kept: &[u8],
-    products: &[Product],
-    options: &ValidateOptions,
-) -> Result<approved::RowDifferences, String> {
+fn compare_rows(run: &RunContext, kept: &[u8]) -> Result<approved::RowDifferences, String> {
     let mut comparison = approved::RowComparison::new(kept)?;
-    let index = CatalogIndex::new(products.to_vec());
+    let index = CatalogIndex::new(run.catalog.clone());
     scan::scan(
-        &opts.input,
-        &opts.input_options(),
+        &run.opts.input,
+        &run.opts.input_options(),
         &index,
-        options,
+        &run.checks,
         None,
         |spec| comparison.see(spec),
     )
