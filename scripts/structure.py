@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Measures the structure of src/: import circles between files, the share of each top-level part,
-the longest functions, and where exit codes are used.
+"""Measures the structure of src/ and of the crates under crates/: import circles between files,
+the share of each top-level part, the longest functions, and where exit codes are used.
 
     python3 scripts/structure.py [--max-lines 80]
 
 Reads the Rust files as text (no build needed). A file imports another when it names it in a
 `use crate::...`/`use super::...` path or in a `crate::a::b::` path in its code; `mod.rs` is its
-folder. Functions are counted from their `fn` line to the line of their closing brace, tests
+folder. The files of `crates/paybatch-X/src` are the modules `X::...` (a `paybatch_X::` path
+names them; the tool's `pub use paybatch_X::name;` makes `crate::name` one of them). Functions
+are counted from their `fn` line to the line of their closing brace, tests
 (`#[cfg(test)]` modules) left out.
 """
 
@@ -17,16 +19,39 @@ import sys
 from collections import defaultdict
 
 SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
+CRATES = os.path.join(SRC, "..", "crates")
+
+
+def crate_roots():
+    """(prefix, folder) of the tool's src/ ("") and of each crate's src/ ("api" for paybatch-api)."""
+    roots = [("", SRC)]
+    if os.path.isdir(CRATES):
+        for name in sorted(os.listdir(CRATES)):
+            if name.startswith("paybatch-") and os.path.isdir(os.path.join(CRATES, name, "src")):
+                roots.append((name[len("paybatch-"):], os.path.join(CRATES, name, "src")))
+    return roots
+
+
+def aliases():
+    """What the tool's lib.rs re-exports of the crates: `pub use paybatch_api::files;` -> files."""
+    text = open(os.path.join(SRC, "lib.rs"), encoding="utf-8").read()
+    return {m.group(2): f"{m.group(1)}::{m.group(2)}"
+            for m in re.finditer(r"pub use paybatch_(\w+)::(\w+);", text)}
 
 
 def module_of(path):
-    rel = os.path.relpath(path, SRC)[:-3]
-    parts = rel.split(os.sep)
+    prefix, root = next((p, r) for p, r in reversed(crate_roots()) if path.startswith(r + os.sep))
+    parts = os.path.relpath(path, root)[:-3].split(os.sep)
     if parts[-1] == "mod":
         parts = parts[:-1]
+    if prefix:
+        return "::".join([prefix] + [p for p in parts if p != "lib"])
     if parts in (["lib"], ["main"]):
         return parts[0]
     return "::".join(parts)
+
+
+ALIASES = aliases()
 
 
 def strip_tests(text):
@@ -47,17 +72,25 @@ def strip_tests(text):
 
 
 def files():
-    for root, _, names in os.walk(SRC):
-        for n in names:
-            if n.endswith(".rs"):
-                yield os.path.join(root, n)
+    for _, src in crate_roots():
+        for root, _, names in os.walk(src):
+            for n in names:
+                if n.endswith(".rs"):
+                    yield os.path.join(root, n)
 
 
 def resolve(mod, path, modules):
     """The longest known module that `path` (a::b::c) names, from module `mod`."""
     parts = path.split("::")
     if parts[0] == "crate":
+        own = mod.split("::")[0]
         parts = parts[1:]
+        if own in {p for p, _ in crate_roots() if p}:
+            parts = [own] + parts
+        elif parts and parts[0] in ALIASES:
+            parts = ALIASES[parts[0]].split("::") + parts[1:]
+    elif parts[0].startswith("paybatch_"):
+        parts = [parts[0][len("paybatch_"):]] + parts[1:]
     elif parts[0] == "super":
         base = mod.split("::")
         while parts and parts[0] == "super":
@@ -77,7 +110,7 @@ def resolve(mod, path, modules):
 
 def imports(mod, text, modules):
     found = set()
-    for m in re.finditer(r"\buse\s+((?:crate|super|self)(?:::\w+)*)(?:::\{([^;]*)\})?", text):
+    for m in re.finditer(r"\buse\s+((?:crate|super|self|paybatch_\w+)(?:::\w+)*)(?:::\{([^;]*)\})?", text):
         base = m.group(1)
         names = [base]
         if m.group(2):
@@ -87,7 +120,7 @@ def imports(mod, text, modules):
             r = resolve(mod, n.replace("::*", ""), modules)
             if r and r != mod:
                 found.add(r)
-    for m in re.finditer(r"\b(crate(?:::\w+)+)", text):
+    for m in re.finditer(r"\b((?:crate|paybatch_[a-z]+)(?:::\w+)+)", text):
         r = resolve(mod, m.group(1), modules)
         if r and r != mod:
             found.add(r)

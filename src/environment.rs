@@ -11,8 +11,7 @@ pub const PLAYGROUND_URL: &str = "https://playground.runa.io/v2";
 /// What the ledger records as the base URL of the embedded simulator: one stable environment,
 /// whatever loopback port it listened on in a given run.
 pub const EMBEDDED_BASE: &str = "embedded-simulator";
-/// The environment variable that holds the API key.
-pub const API_KEY_VAR: &str = "PAYBATCH_API_KEY";
+pub use crate::api::key::API_KEY_VAR;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Environment {

@@ -7,7 +7,7 @@ use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::api::models::{ExecutionMode, PaymentMethodType};
+use crate::api::models::ExecutionMode;
 use crate::row::{RowContent, UnreadableRow};
 
 use super::state::{OrderState, RowState, UnknownState};
@@ -50,18 +50,9 @@ impl From<ExecutionMode> for OrderMode {
     }
 }
 
-/// Text a typed column does not know.
-#[derive(Debug, thiserror::Error)]
-#[error("unknown {column} `{text}` in the ledger")]
-pub struct UnknownText {
-    pub column: &'static str,
-    pub text: String,
-}
-
-/// The stored text of a way of paying; `None` for one paybatch does not know, never recorded.
-fn payment_method_text(kind: PaymentMethodType) -> Option<&'static str> {
-    (kind != PaymentMethodType::Other).then(|| kind.as_str())
-}
+/// Text a typed column does not know. The way an order pays is a column too; its `FromSql` and
+/// `ToSql` are beside its type, in the api crate (`paybatch_api::column`).
+pub use crate::api::column::UnknownText;
 
 /// The value of `text` among `all`, by its stored text; else a conversion error naming it.
 fn known<T: Copy>(
@@ -121,32 +112,6 @@ impl FromSql for OrderMode {
 impl ToSql for OrderMode {
     fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
         Ok(ToSqlOutput::from(self.as_str()))
-    }
-}
-
-/// `orders.payment_method`: `ACCOUNT_BALANCE` or `CARD`.
-impl FromSql for PaymentMethodType {
-    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
-        known(
-            value,
-            "payment method",
-            &[PaymentMethodType::AccountBalance, PaymentMethodType::Card],
-            payment_method_text,
-        )
-    }
-}
-
-/// A way of paying paybatch does not know is read in answers only: recording it is refused.
-impl ToSql for PaymentMethodType {
-    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
-        payment_method_text(*self)
-            .map(ToSqlOutput::from)
-            .ok_or_else(|| {
-                rusqlite::Error::ToSqlConversionFailure(Box::new(UnknownText {
-                    column: "payment method",
-                    text: "OTHER".to_string(),
-                }))
-            })
     }
 }
 
@@ -274,6 +239,8 @@ pub(super) fn unknown_text(source: &rusqlite::Error) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::api::models::PaymentMethodType;
 
     use rusqlite::Connection;
 

@@ -846,3 +846,43 @@ async fn a_seed_reproduces_identifiers_on_a_new_state() {
     }
     assert_eq!(runs[0], runs[1]);
 }
+
+/// With `seed_paybatch_items`, every seeded order is a COMPLETED order of paybatch's whose
+/// description and metadata are exactly what paybatch writes for its rows (read back by
+/// paybatch's own reader), 200 rows or one.
+#[tokio::test]
+async fn seeded_paybatch_orders_name_every_row_as_paybatch_writes_them() {
+    use paybatch::batch::order_body;
+    for items in [200, 1] {
+        let mut config = fast();
+        config.seed_orders = Some(paybatch::sim::SeedOrders {
+            count: 6,
+            span: std::time::Duration::from_secs(24 * 3600),
+        });
+        config.seed_paybatch_items = Some(items);
+        let s = start_sim(config).await;
+        let mut orders = s.orders();
+        orders.sort_by(|a, b| a.created_at.cmp(&b.created_at));
+        assert_eq!(orders.len(), 6);
+        for (i, o) in orders.iter().enumerate() {
+            let batch = format!("seed-{}", (i / 5) % 3);
+            let refs: Vec<String> = (0..items).map(|j| format!("SEED-{i}-{j}")).collect();
+            let rows: Vec<(&str, i64)> = refs.iter().map(|r| (r.as_str(), 1)).collect();
+            let named: Vec<&str> = refs.iter().map(String::as_str).collect();
+            assert_eq!(o.status, OrderStatus::Completed);
+            assert_eq!(o.items.len(), items);
+            assert_eq!(
+                o.description.as_deref(),
+                Some(order_body::description(&o.idempotency_key, &batch, &named).as_str())
+            );
+            assert_eq!(o.metadata, order_body::metadata(&batch, &rows));
+            assert!(o.metadata.len() <= order_body::MAX_METADATA_PAIRS);
+            assert_eq!(order_body::references_in_metadata(&o.metadata), refs);
+            assert_eq!(
+                order_body::rows_in_metadata(&batch, &o.metadata).map(|r| r.len()),
+                Some(items)
+            );
+        }
+        s.shutdown().await;
+    }
+}
