@@ -19,18 +19,10 @@ use super::progress::Phase;
 use super::send_context::{SendContext, ToPoll, record_terminal};
 use crate::ops::error::{OpError, is_auth_error};
 
-/// How long the newest order counts as young: the looks are [`YOUNG`] apart until then (most
-/// orders finish within seconds: each is seen within about half a second of it), then grow as
-/// [`retry::POLLING`].
+/// How long the newest order counts as young: the waits between looks grow as
+/// [`retry::POLLING_YOUNG`] until then (most orders finish within seconds: each is seen within
+/// about a second of it), then as [`retry::POLLING`].
 const POLL_YOUNG: Duration = Duration::from_secs(60);
-/// The looks while the newest order is young: every 0.5 s, counted from the start of the look
-/// before (a look takes a list read and the reads of the orders it found finished). The last
-/// orders of a run are seen finished within about 0.5 s; a round is one list read, so a burst
-/// of orders polled for its few seconds costs a few list reads.
-const YOUNG: retry::Backoff = retry::Backoff {
-    cap: retry::POLLING.first,
-    ..retry::POLLING_YOUNG
-};
 /// Pages of the order list read per round at most.
 const LIST_PAGES_PER_ROUND: usize = 4;
 /// Full orders fetched at once.
@@ -50,9 +42,6 @@ struct Poller<'s> {
     interval: Duration,
     /// While the newest order is young, the interval stays short.
     young_until: Instant,
-    /// Where the next wait counts from: the start of the last round, or when an order joined
-    /// an empty set.
-    since: Instant,
     phase: Phase,
 }
 
@@ -62,11 +51,7 @@ impl Poller<'_> {
             service_id,
             order_id,
         } = accepted;
-        let first = self.waiting.is_empty();
         if self.waiting.insert(service_id, order_id).is_none() {
-            if first {
-                self.since = Instant::now();
-            }
             self.phase.grow(1);
             self.young_until = Instant::now() + POLL_YOUNG;
             self.interval = self.interval.min(retry::POLLING.first);
@@ -77,7 +62,7 @@ impl Poller<'_> {
     fn next_wait(&mut self) -> Duration {
         let wait = self.interval;
         let growth = if Instant::now() < self.young_until {
-            YOUNG
+            retry::POLLING_YOUNG
         } else {
             retry::POLLING
         };
@@ -127,7 +112,6 @@ pub async fn poll_all(
         unseen_rounds: HashMap::new(),
         interval: retry::POLLING.first,
         young_until: Instant::now() + POLL_YOUNG,
-        since: Instant::now(),
     };
     // Set when the sending ends: a timeout too long to add to the clock (only a library caller
     // can give one) never ends.
@@ -153,9 +137,8 @@ pub async fn poll_all(
         if left.is_some_and(|l| l.is_zero()) {
             break;
         }
-        let wait = poller.next_wait().saturating_sub(poller.since.elapsed());
+        let wait = poller.next_wait();
         tokio::time::sleep(left.map_or(wait, |l| wait.min(l))).await;
-        poller.since = Instant::now();
         failpoint::hit("while_polling");
         round(&mut poller).await?;
     }
