@@ -106,6 +106,29 @@ fn exact_decimal<'de, D: Deserializer<'de>>(d: D) -> Result<Decimal, D::Error> {
         .map_err(|e| serde::de::Error::custom(format!("face_value `{text}` is not a decimal: {e}")))
 }
 
+/// A valid row's content as the column `rows.spec` holds it: the JSON text of a [`RowContent`],
+/// made where the row is read (on the threads that read the file, not on the one that writes the
+/// ledger) and written as it is. It is made from a `RowContent` only, so what is stored reads
+/// back as one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContentText(String);
+
+impl ContentText {
+    pub fn of(content: &RowContent) -> ContentText {
+        ContentText(content.to_json())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl ToSql for ContentText {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::from(self.0.as_str()))
+    }
+}
+
 /// A row as the current input file has it, to be merged into the ledger.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IncomingRow {
@@ -114,8 +137,8 @@ pub struct IncomingRow {
     pub line: i64,
     /// JSON array of the input cells, for the result file.
     pub fields: String,
-    /// What the valid row pays, `None` for an invalid row.
-    pub spec: Option<RowContent>,
+    /// What the valid row pays, as stored, `None` for an invalid row.
+    pub spec: Option<ContentText>,
     pub content_hash: String,
     /// How the row is delivered (`EMAIL`, `PAYOUT_LINK`), `None` for an invalid row.
     pub delivery: Option<&'static str>,
@@ -132,7 +155,7 @@ impl IncomingRow {
     pub fn size(&self) -> usize {
         self.reference.len()
             + self.fields.len()
-            + self.spec.as_ref().map_or(0, RowContent::size)
+            + self.spec.as_ref().map_or(0, |t| t.as_str().len())
             + self.content_hash.len()
             + self.error_message.as_ref().map_or(0, String::len)
     }

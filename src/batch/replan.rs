@@ -182,7 +182,9 @@ mod tests {
                 position: i,
                 line: i + 2,
                 fields: format!("[\"R{i}\"]"),
-                spec: Some(crate::row::RowContent::sample()),
+                spec: Some(crate::row::ContentText::of(
+                    &crate::row::RowContent::sample(),
+                )),
                 content_hash: format!("hash-{i}"),
                 delivery: Some("EMAIL"),
                 valid: true,

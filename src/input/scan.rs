@@ -18,7 +18,7 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-use crate::row::IncomingRow;
+use crate::row::{ContentText, IncomingRow};
 
 use super::reader::{BatchReader, ColumnMap, InputOptions, RawRecord};
 use super::rules::{
@@ -480,7 +480,7 @@ fn valid_row(record: &RawRecord, spec: &RowSpec, position: i64) -> IncomingRow {
         position,
         line: record.line as i64,
         fields: fields_json(&record.fields),
-        spec: Some(spec.content.clone()),
+        spec: Some(ContentText::of(&spec.content)),
         content_hash: rules::content_hash(spec),
         delivery: Some(spec.distribution.as_str()),
         valid: true,
@@ -875,7 +875,7 @@ mod tests {
                 fields: Vec::new(),
             };
             let row = valid_row(&record, spec, 0);
-            row.spec.expect("valid").to_json()
+            row.spec.expect("valid").as_str().to_string()
         };
         assert_eq!(
             stored(&spec(Some("jané@example.com"), Some("US"), Some("card_1"))),
@@ -952,7 +952,7 @@ mod tests {
         .expect("a valid file");
         let stored: Vec<String> = read
             .iter()
-            .map(|(row, _)| row.spec.as_ref().expect("stored").to_json())
+            .map(|(row, _)| row.spec.as_ref().expect("stored").as_str().to_string())
             .collect();
         assert_eq!(
             stored,
@@ -961,8 +961,12 @@ mod tests {
                 r#"{"product_codes":["AMZ-US"],"face_value":"10","currency":"USD","distribution":"PAYOUT_LINK","payment_currency":"USD"}"#,
             ]
         );
-        for (row, spec) in &read {
-            let content = row.spec.as_ref().expect("stored");
+        // What the ledger reads back of each row.
+        let read_back: Vec<crate::row::RowContent> = stored
+            .iter()
+            .map(|text| crate::row::RowContent::parse(text).expect("reads back"))
+            .collect();
+        for ((row, spec), content) in read.iter().zip(&read_back) {
             assert_eq!(row.content_hash, rules::content_hash(spec));
             assert_eq!(
                 rules::content_hash_of(&row.reference, content),
@@ -978,8 +982,7 @@ mod tests {
         let rows: Vec<(&RowSpec, i64)> = read.iter().map(|(_, spec)| (spec, 1)).collect();
         let sent =
             crate::batch::order_body::order_body("K", "nov", &payment, &rows).expect("a body");
-        let contents: Vec<Option<&crate::row::RowContent>> =
-            read.iter().map(|(row, _)| row.spec.as_ref()).collect();
+        let contents: Vec<Option<&crate::row::RowContent>> = read_back.iter().map(Some).collect();
         let owner = crate::batch::verify::Owner {
             key: "K",
             batch: "nov",

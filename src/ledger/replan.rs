@@ -290,7 +290,9 @@ mod tests {
             position: n,
             line: n + 2,
             fields: format!("[\"R{n}\"]"),
-            spec: Some(crate::row::RowContent::sample()),
+            spec: Some(crate::row::ContentText::of(
+                &crate::row::RowContent::sample(),
+            )),
             content_hash: format!("hash-{n}"),
             delivery: Some("EMAIL"),
             valid: true,

@@ -186,6 +186,31 @@ pub(super) const ROWS_PER_ORDER_AND_PAYMENT: &str = "SELECT o.card_id, o.payment
  FROM orders o WHERE o.batch_id = ?1";
 
 impl Ledger {
+    /// Reads, through the one conversion, the stored row of every row of the batch's orders a
+    /// run may still send or record (INTENT, ACCEPTED), before anything is sent: a row that
+    /// cannot be read, or one of those rows with none stored, is a damaged ledger met before
+    /// money moves, not once the service has answered. Returns how many rows were read.
+    pub fn check_rows_to_send(&self, batch_id: i64) -> Result<usize> {
+        let lines = self.select_all(
+            "SELECT r.batch_id, r.line, r.spec FROM rows r JOIN orders o ON o.id = r.order_id
+             WHERE o.batch_id = ?1 AND o.state IN ('INTENT', 'ACCEPTED')",
+            params![batch_id],
+            |r| Ok((stored_row(r, "spec")?.is_some(), r.get::<_, i64>("line")?)),
+        )?;
+        match lines.iter().find(|(stored, _)| !stored) {
+            None => Ok(lines.len()),
+            Some(&(_, line)) => Err(LedgerError::Corrupt(
+                super::columns::DamagedRow {
+                    batch_id,
+                    batch: self.batch_by_id(batch_id)?.map(|b| b.name),
+                    line,
+                    reason: "no row is stored for it, yet an order to send holds it".into(),
+                }
+                .to_string(),
+            )),
+        }
+    }
+
     /// The rows of a batch, in input order, without their cells ([`RowRecord::fields`]).
     pub fn rows(&self, batch_id: i64) -> Result<Vec<RowRecord>> {
         self.query_rows(
@@ -572,7 +597,7 @@ mod tests {
             position: 0,
             line: 7,
             fields: "[\"R-1\"]".into(),
-            spec: Some(RowContent::sample()),
+            spec: Some(crate::row::ContentText::of(&RowContent::sample())),
             content_hash: "h".into(),
             delivery: Some("EMAIL"),
             valid: true,
@@ -632,6 +657,37 @@ mod tests {
                 .execute("UPDATE rows SET state = 'COMPLETED'", [])
                 .expect("completed");
             damaged(ledger.completed_amounts(batch).expect_err("amounts"));
+        }
+    }
+
+    /// Before a run sends, the stored rows of the orders it may send or record are read: an
+    /// unreadable one, or none stored, is a damaged ledger then, not after the service answered.
+    #[test]
+    fn the_rows_of_orders_to_send_are_read_before_sending() {
+        let (_dir, ledger, batch) = stored_as(&RowContent::sample().to_json());
+        let order = ledger
+            .conn
+            .query_row(
+                "INSERT INTO orders (batch_id, idempotency_key, body, mode, payment_currency, state, created_at)
+                 VALUES (?1, 'k', x'00', 'async', 'USD', 'INTENT', '2026-11-27T00:00:00Z') RETURNING id",
+                [batch],
+                |r| r.get::<_, i64>(0),
+            )
+            .expect("an intent");
+        ledger
+            .conn
+            .execute("UPDATE rows SET order_id = ?1, state = 'PLANNED'", [order])
+            .expect("planned");
+        assert_eq!(ledger.check_rows_to_send(batch).expect("readable"), 1);
+        for text in [Some("{}"), None] {
+            ledger
+                .conn
+                .execute("UPDATE rows SET spec = ?1", [text])
+                .expect("damaged");
+            match ledger.check_rows_to_send(batch) {
+                Err(LedgerError::Corrupt(m)) => assert!(m.contains("line 7 of batch `b`"), "{m}"),
+                other => panic!("not a damaged ledger: {other:?}"),
+            }
         }
     }
 }

@@ -152,7 +152,10 @@ impl OpError {
         self.failure() == Failure::Unexpected
             && !matches!(
                 self,
-                OpError::AfterSending { .. } | OpError::Conflict { .. }
+                OpError::AfterSending { .. }
+                    | OpError::Conflict { .. }
+                    // The same command cannot mend a damaged ledger.
+                    | OpError::Ledger(LedgerError::Corrupt(_))
             )
     }
 

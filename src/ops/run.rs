@@ -120,6 +120,9 @@ async fn run_batch(
     ) = merge_file(ledger, existing, &run, &conn, &reporter).await?;
     failpoint::hit("after_intent");
     reconcile_stale(&mut ledger, &conn.client, &batch, opts, &reporter).await?;
+    if !opts.plan_only {
+        ledger.check_rows_to_send(batch.id)?;
+    }
 
     let context = Arc::new(SendContext {
         ledger: Mutex::new(ledger),
