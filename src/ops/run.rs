@@ -120,9 +120,6 @@ async fn run_batch(
     ) = merge_file(ledger, existing, &run, &conn, &reporter).await?;
     failpoint::hit("after_intent");
     reconcile_stale(&mut ledger, &conn.client, &batch, opts, &reporter).await?;
-    if !opts.plan_only {
-        ledger.check_rows_to_send(batch.id)?;
-    }
 
     let context = Arc::new(SendContext {
         ledger: Mutex::new(ledger),
@@ -718,6 +715,8 @@ async fn send_and_poll(
             "--plan-only: the orders are planned, not sent".to_string(),
         ));
     }
+    // A damaged stored row of an order to send is met now, before anything is sent.
+    context.with_ledger(|l| l.check_rows_to_send(batch_id))?;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     *context.accepted.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
     let polling = poll::poll_all(context, batch_id, opts, Some(rx));
