@@ -54,11 +54,6 @@ pub fn minor_units(currency: &str) -> u32 {
         .map_or(2, |(_, places)| *places)
 }
 
-/// Whether `s` has the shape of an ISO 4217 alpha-3 code (`^[A-Z]{3}$`).
-pub fn is_currency_code(s: &str) -> bool {
-    s.len() == 3 && s.bytes().all(|b| b.is_ascii_uppercase())
-}
-
 /// Why a text is not an acceptable amount. Each message quotes the text; [`AmountError::help`]
 /// says what to write instead.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -646,15 +641,6 @@ mod tests {
         ] {
             assert_eq!(minor_units(c), n, "{c}");
         }
-    }
-
-    #[test]
-    fn currency_codes() {
-        assert!(is_currency_code("USD"));
-        assert!(!is_currency_code("usd"));
-        assert!(!is_currency_code("US"));
-        assert!(!is_currency_code("USDX"));
-        assert!(!is_currency_code("ÜSD"));
     }
 
     proptest::proptest! {

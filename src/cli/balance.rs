@@ -42,7 +42,7 @@ pub async fn execute(args: BalanceArgs) -> Result<Exit, CliError> {
         None => None,
         Some(c) => {
             let upper = c.trim().to_ascii_uppercase();
-            if !crate::money::is_currency_code(&upper) {
+            if !crate::api::rules::is_currency_code(&upper) {
                 return Err(CliError::usage(
                     format!("`{c}` is not a currency code"),
                     "give an ISO 4217 code of three letters, e.g. --currency USD",

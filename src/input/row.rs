@@ -12,10 +12,7 @@ use super::problem::{Problem, quoted, show};
 use super::reader::RawRecord;
 use crate::api::DistributionType;
 use crate::api::rules;
-use crate::api::rules::{
-    PAYMENT_CURRENCIES as BALANCE_CURRENCIES, is_currency_code,
-    is_payment_currency as is_balance_currency,
-};
+use crate::api::rules::{PAYMENT_CURRENCIES, is_currency_code, is_payment_currency};
 use crate::money::{minor_units, parse_amount, parse_amount_decimal_comma};
 use crate::row::RowContent;
 
@@ -465,14 +462,14 @@ fn parse_payment_currency(
     currency: Option<&str>,
     opts: &ValidateOptions,
 ) -> Option<String> {
-    let balance_list = BALANCE_CURRENCIES.join(", ");
+    let balance_list = PAYMENT_CURRENCIES.join(", ");
     let written = c.opt(c.columns.payment_currency).to_string();
     if let (false, Some(i)) = (written.is_empty(), c.columns.payment_currency) {
-        if is_balance_currency(&written) {
+        if is_payment_currency(&written) {
             return Some(written);
         }
         let upper = written.to_uppercase();
-        let help = if is_balance_currency(&upper) {
+        let help = if is_payment_currency(&upper) {
             format!("write it in capitals: `{upper}`")
         } else {
             format!(
@@ -492,11 +489,11 @@ fn parse_payment_currency(
         return None;
     }
     let cur = currency?;
-    if is_balance_currency(cur) {
+    if is_payment_currency(cur) {
         return Some(cur.to_string());
     }
     if let Some(default) = &opts.default_payment_currency
-        && is_balance_currency(default)
+        && is_payment_currency(default)
     {
         return Some(default.clone());
     }

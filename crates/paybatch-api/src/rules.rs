@@ -269,6 +269,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn currency_codes() {
+        assert!(is_currency_code("USD"));
+        assert!(!is_currency_code("usd"));
+        assert!(!is_currency_code("US"));
+        assert!(!is_currency_code("USDX"));
+        assert!(!is_currency_code("ÜSD"));
+    }
+
+    #[test]
     fn addresses_the_service_takes() {
         for good in [
             "a@b.example",
