@@ -4,12 +4,23 @@ use std::process::ExitCode;
 
 use paybatch::cli::CliError;
 use paybatch::exit::Exit;
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 /// A large batch allocates and frees millions of small strings; mimalloc does that faster than
 /// the system allocator (see docs/performance.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// What is logged: `RUST_LOG` when it reads as a list of `target=level` directives (or one
+/// level), otherwise the level of `-q`/`-v`.
+fn log_filter(rust_log: Option<&str>, default_level: &str) -> Targets {
+    rust_log
+        .and_then(|text| text.parse::<Targets>().ok())
+        .or_else(|| default_level.parse().ok())
+        .unwrap_or_default()
+}
 
 fn main() -> ExitCode {
     let cli = match paybatch::cli::parse() {
@@ -22,12 +33,14 @@ fn main() -> ExitCode {
         (false, 1) => "info",
         (false, _) => "debug",
     };
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(paybatch::cli::stderr_color())
+    let filter = log_filter(std::env::var("RUST_LOG").ok().as_deref(), default_level);
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(paybatch::cli::stderr_color()),
+        )
+        .with(filter)
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

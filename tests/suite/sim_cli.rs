@@ -7,7 +7,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 fn paybatch() -> Command {
-    Command::new(assert_cmd::cargo::cargo_bin!("paybatch"))
+    Command::new(env!("CARGO_BIN_EXE_paybatch"))
 }
 
 /// Kills the child (by its handle) if a test ends early.
