@@ -183,7 +183,7 @@ impl Sending<'_> {
     /// Starts sends until `--concurrency` are in flight (none once the service has kept the
     /// run waiting too long, or the run must stop).
     fn fill(&mut self) -> Result<(), OpError> {
-        let concurrency = self.opts.concurrency.max(1);
+        let concurrency = self.opts.in_flight();
         let tries = self.opts.max_send_tries.max(1);
         while self.stop.is_none()
             && !self.context.patience.is_exhausted()
