@@ -182,18 +182,20 @@ async fn catalog_and_earlier(
     let cached = catalog::fresh_cache(ledger, &environment, opts.catalog_ttl)
         .map_err(|e| catalog_error(e.into()))?;
     let base_url = opts.environment.recorded_base_url();
-    let shared = Mutex::new(&mut *ledger);
-    let products = async {
-        match cached {
-            Some(products) => Ok((products, catalog::CatalogSource::Cache)),
-            None => catalog::fetch_all(&conn.client)
-                .await
-                .map(|p| (p, catalog::CatalogSource::Service)),
-        }
+    let (products, sync) = {
+        let shared = Mutex::new(&mut *ledger);
+        let products = async {
+            match cached {
+                Some(products) => Ok((products, catalog::CatalogSource::Cache)),
+                None => catalog::fetch_all(&conn.client)
+                    .await
+                    .map(|p| (p, catalog::CatalogSource::Service)),
+            }
+        };
+        let sync =
+            repeats::sync_service(&shared, &conn.client, &base_url, opts.allow_untold_orders);
+        tokio::join!(products, sync)
     };
-    let sync = repeats::sync_service(&shared, &conn.client, &base_url, opts.allow_untold_orders);
-    let (products, sync) = tokio::join!(products, sync);
-    drop(shared);
     let (products, source) = products.map_err(|e| catalog_error(e.into()))?;
     if source == catalog::CatalogSource::Service {
         catalog::store(ledger, &environment, &products).map_err(|e| catalog_error(e.into()))?;
