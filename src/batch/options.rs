@@ -10,8 +10,13 @@ use crate::environment::Environment;
 use crate::file_format::{FileFormat, OutFormat, ResultFormat};
 use crate::ledger;
 
-/// Orders in flight at once by default (`--concurrency`).
+/// Orders in flight at once the orders of `--items-per-order auto` are sized for by default
+/// (without `--concurrency`).
 pub const DEFAULT_CONCURRENCY: usize = 8;
+/// Orders in flight at once at most by default (without `--concurrency`): a burst the service's
+/// window allows goes out in a few round trips, not in 300 / 8 of them. The pacer keeps the
+/// rate; the service publishes no limit on requests at once.
+pub const DEFAULT_IN_FLIGHT: usize = 64;
 /// How long a run waits for the service by default (`--poll-timeout`), in seconds.
 pub const DEFAULT_POLL_TIMEOUT_SECS: u64 = 30 * 60;
 /// Sends of one order within one run by default (`--send-tries`).
@@ -84,7 +89,9 @@ pub fn per_order(opts: &RunOptions, valid_rows: usize) -> usize {
     }
     match opts.items_per_order {
         ItemsPerOrder::Fixed(n) => n.clamp(1, MAX_ITEMS_PER_ORDER),
-        ItemsPerOrder::Auto => auto_rows_per_order(valid_rows, opts.order_rate, opts.concurrency),
+        ItemsPerOrder::Auto => {
+            auto_rows_per_order(valid_rows, opts.order_rate, opts.sized_for_in_flight())
+        }
     }
 }
 
@@ -110,7 +117,10 @@ pub struct RunOptions {
     /// Rows per order: a number (1..=200), or chosen from the batch ([`auto_rows_per_order`]).
     pub items_per_order: ItemsPerOrder,
     pub order_rate: u32,
-    pub concurrency: usize,
+    /// `--concurrency`: orders in flight at once, and what `--items-per-order auto` sizes the
+    /// orders for; `None` (the default): orders sized for [`DEFAULT_CONCURRENCY`] in flight,
+    /// up to [`DEFAULT_IN_FLIGHT`] sent at once.
+    pub concurrency: Option<usize>,
     pub poll_timeout: Duration,
     pub catalog_ttl: Duration,
     /// Pay by this card instead of from the balance (a `card_id` column overrides it per row).
@@ -139,6 +149,17 @@ pub struct RunOptions {
 }
 
 impl RunOptions {
+    /// Orders in flight at once at most ([`RunOptions::concurrency`]).
+    pub fn in_flight(&self) -> usize {
+        self.concurrency.unwrap_or(DEFAULT_IN_FLIGHT).max(1)
+    }
+
+    /// The orders in flight `--items-per-order auto` sizes the orders for
+    /// ([`RunOptions::concurrency`]).
+    pub fn sized_for_in_flight(&self) -> usize {
+        self.concurrency.unwrap_or(DEFAULT_CONCURRENCY).max(1)
+    }
+
     pub fn new(input: impl Into<PathBuf>) -> Self {
         RunOptions {
             input: input.into(),
@@ -157,7 +178,7 @@ impl RunOptions {
             mode: ExecutionMode::Async,
             items_per_order: ItemsPerOrder::default(),
             order_rate: DEFAULT_ORDER_RATE,
-            concurrency: DEFAULT_CONCURRENCY,
+            concurrency: None,
             poll_timeout: Duration::from_secs(DEFAULT_POLL_TIMEOUT_SECS),
             catalog_ttl: catalog::DEFAULT_TTL,
             card_id: None,
@@ -258,6 +279,24 @@ mod tests {
         }
         // More in flight: smaller orders.
         assert!(auto_rows_per_order(3_000, 300, 32) < auto_rows_per_order(3_000, 300, 8));
+    }
+
+    #[test]
+    fn the_default_sizes_orders_for_8_in_flight_and_sends_a_burst_64_at_once() {
+        let mut opts = RunOptions::new("rows.csv");
+        assert_eq!(
+            per_order(&opts, 300),
+            10,
+            "30 orders of 10, as for 8 in flight"
+        );
+        assert_eq!(opts.in_flight(), 64);
+        // `--concurrency N` given: N in flight, and the orders sized for N.
+        opts.concurrency = Some(8);
+        assert_eq!((per_order(&opts, 300), opts.in_flight()), (10, 8));
+        opts.concurrency = Some(64);
+        assert_eq!((per_order(&opts, 300), opts.in_flight()), (2, 64));
+        opts.concurrency = Some(0);
+        assert_eq!(opts.in_flight(), 1);
     }
 
     #[test]

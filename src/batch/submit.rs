@@ -183,7 +183,7 @@ impl Sending<'_> {
     /// Starts sends until `--concurrency` are in flight (none once the service has kept the
     /// run waiting too long, or the run must stop).
     fn fill(&mut self) -> Result<(), OpError> {
-        let concurrency = self.opts.concurrency.max(1);
+        let concurrency = self.opts.in_flight();
         let tries = self.opts.max_send_tries.max(1);
         while self.stop.is_none()
             && !self.context.patience.is_exhausted()
@@ -368,7 +368,7 @@ pub async fn submit_all(
         context,
         batch_id,
         opts,
-        limiter: Arc::new(Pacer::new(opts.order_rate, &earlier)),
+        limiter: Pacer::new(opts.order_rate, &earlier),
         tasks: tokio::task::JoinSet::new(),
         waiting: std::collections::VecDeque::new(),
         after: 0,
@@ -518,7 +518,7 @@ fn shared(context: &SendContext) -> super::watch::Shared<'_> {
 /// the tries or the run's patience run out.
 async fn submit_one(
     context: &SendContext,
-    limiter: &Pacer,
+    limiter: &Arc<Pacer>,
     order: OrderRecord,
     tries: u32,
 ) -> Sent {
@@ -539,7 +539,8 @@ async fn submit_one(
                 return Sent::Held;
             }
         }
-        limiter.ready().await;
+        // Counted against the window until a minute after the request ends (`slot` dropped).
+        let slot = limiter.ready().await;
         if context.is_stopped(&order) {
             return Sent::Stopped;
         }
@@ -561,6 +562,7 @@ async fn submit_one(
             .client
             .create_order(&order.idempotency_key, &order.body, mode)
             .await;
+        slot.ended();
         failpoint::hit("after_send");
         match result {
             Ok(outcome) => {

@@ -44,32 +44,57 @@ pub async fn load(
     fetch: Fetch,
 ) -> Result<(Vec<Product>, CatalogSource), CatalogError> {
     if fetch == Fetch::IfStale
-        && let Some((fetched_at, products)) = ledger.cached_catalog(environment)?
+        && let Some(parsed) = fresh_cache(ledger, environment, ttl)?
     {
-        let fresh = chrono::DateTime::parse_from_rfc3339(&fetched_at)
-            .map(|t| {
-                let age = chrono::Utc::now().signed_duration_since(t);
-                age.to_std().map(|a| a < ttl).unwrap_or(true)
-            })
-            .unwrap_or(false);
-        let parsed: Option<Vec<Product>> = products
-            .iter()
-            .map(|json| serde_json::from_str(json).ok())
-            .collect();
-        if fresh && let Some(parsed) = parsed {
-            return Ok((parsed, CatalogSource::Cache));
-        }
+        return Ok((parsed, CatalogSource::Cache));
     }
-    let products = client
+    let products = fetch_all(client).await?;
+    store(ledger, environment, &products)?;
+    Ok((products, CatalogSource::Service))
+}
+
+/// The cached catalog of `environment` when it is younger than `ttl` and every product of it
+/// reads back.
+pub fn fresh_cache(
+    ledger: &Ledger,
+    environment: &str,
+    ttl: Duration,
+) -> Result<Option<Vec<Product>>, LedgerError> {
+    let Some((fetched_at, products)) = ledger.cached_catalog(environment)? else {
+        return Ok(None);
+    };
+    let fresh = chrono::DateTime::parse_from_rfc3339(&fetched_at)
+        .map(|t| {
+            let age = chrono::Utc::now().signed_duration_since(t);
+            age.to_std().map(|a| a < ttl).unwrap_or(true)
+        })
+        .unwrap_or(false);
+    let parsed: Option<Vec<Product>> = products
+        .iter()
+        .map(|json| serde_json::from_str(json).ok())
+        .collect();
+    Ok(parsed.filter(|_| fresh))
+}
+
+/// The service's catalog, through all pages.
+pub async fn fetch_all(client: &Client) -> Result<Vec<Product>, ApiError> {
+    client
         .all_products(&ProductQuery {
             limit: Some(500),
             ..Default::default()
         })
-        .await?;
+        .await
+}
+
+/// Caches `products` as the catalog of `environment`.
+pub fn store(
+    ledger: &mut Ledger,
+    environment: &str,
+    products: &[Product],
+) -> Result<(), LedgerError> {
     let rows: Vec<(String, String)> = products
         .iter()
         .filter_map(|p| serde_json::to_string(p).ok().map(|j| (p.code.clone(), j)))
         .collect();
-    ledger.store_catalog(environment, &rows)?;
-    Ok((products, CatalogSource::Service))
+    ledger.store_catalog(environment, &rows)
 }

@@ -63,9 +63,9 @@ pub struct RunArgs {
     /// lower limit is found by its first 429s and kept under from then on.
     #[arg(long, default_value_t = options::DEFAULT_ORDER_RATE, value_name = "N")]
     pub order_rate: u32,
-    /// Orders in flight at once.
-    #[arg(long, default_value_t = options::DEFAULT_CONCURRENCY, value_name = "N")]
-    pub concurrency: usize,
+    /// Orders in flight at once [default: orders sized for 8 in flight, up to 64 sent at once]
+    #[arg(long, value_name = "N")]
+    pub concurrency: Option<usize>,
     /// How long the run waits for the service: polling orders that are not finished (from the
     /// first poll), and the pauses it asks for (429, errors) without an answer in between; then
     /// the run exits 5 and resumes later. At most 604800 (a week).

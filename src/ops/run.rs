@@ -49,7 +49,7 @@ use digest::check_digest;
 use tell::{tell_plan, tell_repeats};
 
 use super::start::{
-    BatchOrigin, check_binding, check_input, load_catalog, open_batch, outside_file,
+    BatchOrigin, catalog_error, check_binding, check_input, open_batch, outside_file,
 };
 
 /// Runs a batch to the end (or as far as it can go), resuming whatever the ledger holds. An
@@ -100,8 +100,8 @@ async fn run_batch(
             settle_rebuilt(&mut ledger, &conn.client, b, opts, &reporter).await?;
         }
     }
-    let catalog = catalog_for(&mut ledger, &conn, opts, &reporter).await?;
-    let earlier = earlier_of(&mut ledger, &conn, existing.as_ref(), opts, &reporter).await?;
+    let (catalog, earlier) =
+        catalog_and_earlier(&mut ledger, &conn, existing.as_ref(), opts, &reporter).await?;
     let run = Arc::new(RunContext {
         opts: opts.clone(),
         catalog,
@@ -168,27 +168,62 @@ fn watch_of(opts: &RunOptions, batch_id: i64) -> ServiceWatch {
     )
 }
 
-/// What the ledger's other batches hold, and what the service holds that the ledger does not
-/// know, read since this ledger last read it: before every run that may send (a new batch, a
-/// resume, a retry, a reissue, rows appended), so that a row another ledger paid meanwhile is
-/// never paid again unnoticed. Said to the person running the batch.
-async fn earlier_of(
+/// The catalog ([`catalog_for`]) and what the run is checked against ([`earlier_of`]): the two
+/// reads of the service before the file is read go at once. The catalog's error comes first,
+/// as when they went one after the other.
+async fn catalog_and_earlier(
     ledger: &mut Ledger,
     conn: &Connection,
     existing: Option<&ledger::BatchRecord>,
     opts: &RunOptions,
     reporter: &Reporter,
+) -> Result<(Vec<Product>, Earlier), OpError> {
+    let environment = opts.environment.identity();
+    let cached = catalog::fresh_cache(ledger, &environment, opts.catalog_ttl)
+        .map_err(|e| catalog_error(e.into()))?;
+    let base_url = opts.environment.recorded_base_url();
+    let (products, sync) = {
+        let shared = Mutex::new(&mut *ledger);
+        let products = async {
+            match cached {
+                Some(products) => Ok((products, catalog::CatalogSource::Cache)),
+                None => catalog::fetch_all(&conn.client)
+                    .await
+                    .map(|p| (p, catalog::CatalogSource::Service)),
+            }
+        };
+        let sync =
+            repeats::sync_service(&shared, &conn.client, &base_url, opts.allow_untold_orders);
+        tokio::join!(products, sync)
+    };
+    let (products, source) = products.map_err(|e| catalog_error(e.into()))?;
+    if source == catalog::CatalogSource::Service {
+        catalog::store(ledger, &environment, &products).map_err(|e| catalog_error(e.into()))?;
+    }
+    catalog_for(&products, source, reporter);
+    let earlier = earlier_of(ledger, sync?, existing, opts, reporter)?;
+    Ok((products, earlier))
+}
+
+/// What the ledger's other batches hold, and what the service holds that the ledger does not
+/// know, read since this ledger last read it (`sync`): before every run that may send (a new
+/// batch, a resume, a retry, a reissue, rows appended), so that a row another ledger paid
+/// meanwhile is never paid again unnoticed. Said to the person running the batch.
+fn earlier_of(
+    ledger: &mut Ledger,
+    sync: repeats::ServiceSync,
+    existing: Option<&ledger::BatchRecord>,
+    opts: &RunOptions,
+    reporter: &Reporter,
 ) -> Result<Earlier, OpError> {
-    let (earlier, at) = repeats::against_service(
+    let (earlier, at) = repeats::against_read(
+        sync,
         ledger,
-        &conn.client,
         &opts.environment.recorded_base_url(),
         &opts.batch_name(),
         existing,
         &opts.input,
-        opts.allow_untold_orders,
-    )
-    .await?;
+    )?;
     let (head, warnings) = at.lines();
     reporter.line(head);
     for w in warnings {
@@ -360,13 +395,7 @@ fn result_path(opts: &RunOptions) -> std::path::PathBuf {
 }
 
 /// The catalog of the run's environment, said where it came from.
-async fn catalog_for(
-    ledger: &mut Ledger,
-    conn: &Connection,
-    opts: &RunOptions,
-    reporter: &Reporter,
-) -> Result<Vec<Product>, OpError> {
-    let (products, source) = load_catalog(ledger, conn, opts).await?;
+fn catalog_for(products: &[Product], source: catalog::CatalogSource, reporter: &Reporter) {
     reporter.line(format!(
         "catalog: {} products ({})",
         products.len(),
@@ -375,7 +404,6 @@ async fn catalog_for(
             catalog::CatalogSource::Service => "fetched from the service",
         }
     ));
-    Ok(products)
 }
 
 /// What a run merged and planned, in one pass or two.

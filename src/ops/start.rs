@@ -31,10 +31,15 @@ pub async fn load_catalog(
         catalog::Fetch::IfStale,
     )
     .await
-    .map_err(|e| match e {
+    .map_err(catalog_error)
+}
+
+/// A catalog that could not be had, as the operations report it: a refused key as such.
+pub fn catalog_error(e: CatalogError) -> OpError {
+    match e {
         CatalogError::Api(api) if is_auth_error(&api) => OpError::Auth(api),
         other => OpError::Catalog(other),
-    })
+    }
 }
 
 /// An existing batch is resumed only with the environment, address and key it was started with.

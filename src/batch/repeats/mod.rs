@@ -53,6 +53,18 @@ pub async fn against_service(
         allow_untold,
     )
     .await?;
+    against_read(sync, ledger, base_url, batch, existing, input)
+}
+
+/// [`against_service`] once the service's order list is read (`sync`).
+pub fn against_read(
+    sync: ServiceSync,
+    ledger: &mut crate::ledger::Ledger,
+    base_url: &str,
+    batch: &str,
+    existing: Option<&crate::ledger::BatchRecord>,
+    input: &std::path::Path,
+) -> Result<(Earlier, ServiceSync), crate::ops::error::OpError> {
     let at = check_service(sync, ledger, base_url, batch, input)?;
     let earlier = Earlier::load(ledger, base_url, existing.map(|b| b.id))?
         .with_service(ledger, base_url, batch)?;

@@ -95,7 +95,8 @@ pub(super) fn tell_plan(
         let how = match opts.items_per_order {
             ItemsPerOrder::Auto if opts.mode != ExecutionMode::Sync => format!(
                 " (--items-per-order auto: {valid_rows} valid rows, {} orders a minute, {} in flight)",
-                opts.order_rate, opts.concurrency
+                opts.order_rate,
+                opts.sized_for_in_flight()
             ),
             _ => String::new(),
         };
