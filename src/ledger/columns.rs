@@ -4,9 +4,11 @@
 //! conversion error naming it, which the ledger reports as damaged ([`super::LedgerError`]).
 
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
+use rust_decimal::Decimal;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::api::decimal::parse_decimal_text;
 use crate::api::models::ExecutionMode;
 use crate::row::{RowContent, UnreadableRow};
 
@@ -133,6 +135,42 @@ impl<T: Serialize> ToSql for Json<T> {
             .map(ToSqlOutput::from)
             .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
     }
+}
+
+/// An amount the service answered (a price, a discount, what left a balance), stored as the
+/// text of its decimal (`9.80` stays `9.80`). Read back exactly, from text or a number; text
+/// that is not a decimal amount is a conversion error naming it, a damaged ledger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Amount(pub Decimal);
+
+impl FromSql for Amount {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        let text = match value {
+            ValueRef::Integer(i) => i.to_string(),
+            ValueRef::Real(f) => f.to_string(),
+            other => other.as_str()?.to_string(),
+        };
+        parse_decimal_text(&text).map(Amount).ok_or_else(|| {
+            FromSqlError::Other(Box::new(UnknownText {
+                column: "amount",
+                text,
+            }))
+        })
+    }
+}
+
+impl ToSql for Amount {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::from(self.0.to_string()))
+    }
+}
+
+/// An optional stored amount ([`Amount`]) of `r`'s column `column`, as its decimal.
+pub(super) fn amount(
+    r: &rusqlite::Row<'_>,
+    column: impl rusqlite::RowIndex,
+) -> rusqlite::Result<Option<Decimal>> {
+    Ok(r.get::<_, Option<Amount>>(column)?.map(|a| a.0))
 }
 
 /// A stored row ([`RowContent`], `rows.spec`) that cannot be read, and where it is: the

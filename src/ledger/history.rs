@@ -7,8 +7,9 @@
 //! payout link of a row is never read.
 
 use rusqlite::OptionalExtension;
+use rust_decimal::Decimal;
 
-use super::columns::stored_row;
+use super::columns::{amount, stored_row};
 use super::{Ledger, Result, RowState, sqlerr};
 
 /// Whose payouts to find: an email address, a reference, or both (rows matching both). At least
@@ -93,9 +94,9 @@ pub struct PayoutRecord {
     pub state: RowState,
     pub attempt: i64,
     /// What the payout cost, in `currency` (face value less discount), once COMPLETED.
-    pub price: Option<String>,
+    pub price: Option<Decimal>,
     /// What left the paying balance (or card) for it, once COMPLETED, where recorded.
-    pub debited_amount: Option<String>,
+    pub debited_amount: Option<Decimal>,
     pub debited_currency: Option<String>,
     /// When the service completed it.
     pub completed_at: Option<String>,
@@ -223,8 +224,8 @@ impl Ledger {
                             currency: None,
                             state: r.get("state")?,
                             attempt: r.get("attempt")?,
-                            price: r.get("price")?,
-                            debited_amount: r.get("debited_amount")?,
+                            price: amount(r, "price")?,
+                            debited_amount: amount(r, "debited_amount")?,
                             debited_currency: r.get("debited_currency")?,
                             completed_at: r.get("completed_at")?,
                             order_id: r.get("service_order_id")?,
@@ -350,7 +351,7 @@ mod tests {
         );
         let nov = &found[0];
         assert_eq!(nov.order_id.as_deref(), Some("ORD-1"));
-        assert_eq!(nov.price.as_deref(), Some("9.80"));
+        assert_eq!(nov.price.map(|p| p.to_string()).as_deref(), Some("9.80"));
         assert_eq!(
             (nov.face_value.as_deref(), nov.currency.as_deref()),
             (Some("10.00"), Some("USD"))

@@ -10,7 +10,7 @@ use rust_decimal::Decimal;
 
 use crate::api::models::PaymentMethodType;
 
-use super::columns::stored_row;
+use super::columns::{Amount, amount, stored_row};
 use super::{Ledger, LedgerError, OrderState, Result, RowState, sqlerr};
 use crate::row::RowContent;
 
@@ -27,8 +27,8 @@ pub enum Specs {
 pub struct Conversion {
     pub payment_currency: String,
     pub product_currency: String,
-    pub price: String,
-    pub debited: String,
+    pub price: Decimal,
+    pub debited: Decimal,
     pub completed_at: String,
 }
 
@@ -52,13 +52,13 @@ pub struct RowRecord {
     pub item_index: Option<i64>,
     pub item_id: Option<String>,
     pub payout_url: Option<String>,
-    pub price: Option<String>,
-    pub discount: Option<String>,
+    pub price: Option<Decimal>,
+    pub discount: Option<Decimal>,
     pub error_type: Option<String>,
     pub error_message: Option<String>,
     pub completed_at: Option<String>,
     /// What the paying balance (or card) was charged for the row, once it completed.
-    pub debited_amount: Option<String>,
+    pub debited_amount: Option<Decimal>,
     pub debited_currency: Option<String>,
     /// The number of the last merge whose file had the row ([`Ledger::merges`]).
     pub merged: i64,
@@ -305,8 +305,8 @@ impl Ledger {
     }
 
     /// Currency and face value (as recorded: `?` and 0 for a row without a recorded content)
-    /// and price (as stored) of every COMPLETED row of a batch.
-    pub fn completed_amounts(&self, batch_id: i64) -> Result<Vec<(String, Decimal, String)>> {
+    /// and price (0 where none is stored) of every COMPLETED row of a batch.
+    pub fn completed_amounts(&self, batch_id: i64) -> Result<Vec<(String, Decimal, Decimal)>> {
         self.select_all(
             "SELECT batch_id, line, spec, COALESCE(price, '0') AS price
              FROM rows WHERE batch_id = ?1 AND state = 'COMPLETED'",
@@ -316,7 +316,7 @@ impl Ledger {
                     || ("?".to_string(), Decimal::ZERO),
                     |s| (s.currency, s.face_value),
                 );
-                Ok((currency, face_value, r.get("price")?))
+                Ok((currency, face_value, r.get::<_, Amount>("price")?.0))
             },
         )
     }
@@ -339,8 +339,8 @@ impl Ledger {
 
     /// What left each balance (or card) for the COMPLETED rows of a batch, and for the earlier
     /// attempts whose expired links were reissued (`payouts`): (card id, charged currency,
-    /// amount as stored), one per row and attempt that records it.
-    pub fn debited_amounts(&self, batch_id: i64) -> Result<Vec<(Option<String>, String, String)>> {
+    /// amount), one per row and attempt that records it.
+    pub fn debited_amounts(&self, batch_id: i64) -> Result<Vec<(Option<String>, String, Decimal)>> {
         self.select_all(
             "SELECT o.card_id, r.debited_currency, r.debited_amount
              FROM rows r JOIN orders o ON o.id = r.order_id
@@ -351,7 +351,13 @@ impl Ledger {
              WHERE p.batch_id = ?1 AND p.reissued_at IS NOT NULL
                AND p.debited_amount IS NOT NULL",
             [batch_id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            |r| {
+                Ok((
+                    r.get("card_id")?,
+                    r.get("debited_currency")?,
+                    r.get::<_, Amount>("debited_amount")?.0,
+                ))
+            },
         )
     }
 
@@ -544,8 +550,8 @@ pub(crate) fn latest_conversion_in(
             Ok(Conversion {
                 payment_currency: payment_currency.to_string(),
                 product_currency: product_currency.to_string(),
-                price: r.get("price")?,
-                debited: r.get("debited_amount")?,
+                price: r.get::<_, Amount>("price")?.0,
+                debited: r.get::<_, Amount>("debited_amount")?.0,
                 completed_at: r.get("completed_at")?,
             })
         },
@@ -571,12 +577,12 @@ fn row_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<RowRecord> {
         item_index: r.get(at!("item_index"))?,
         item_id: r.get(at!("item_id"))?,
         payout_url: r.get(at!("payout_url"))?,
-        price: r.get(at!("price"))?,
-        discount: r.get(at!("discount"))?,
+        price: amount(r, at!("price"))?,
+        discount: amount(r, at!("discount"))?,
         error_type: r.get(at!("error_type"))?,
         error_message: r.get(at!("error_message"))?,
         completed_at: r.get(at!("completed_at"))?,
-        debited_amount: r.get(at!("debited_amount"))?,
+        debited_amount: amount(r, at!("debited_amount"))?,
         debited_currency: r.get(at!("debited_currency"))?,
         merged: r.get(at!("merged"))?,
     })
@@ -657,6 +663,42 @@ mod tests {
                 .execute("UPDATE rows SET state = 'COMPLETED'", [])
                 .expect("completed");
             damaged(ledger.completed_amounts(batch).expect_err("amounts"));
+        }
+    }
+
+    /// A price or a charge is read back as the decimal stored, its text unchanged (`9.80`, from
+    /// text or a number); one that is not a decimal amount is a damaged ledger, never a row
+    /// without a price.
+    #[test]
+    fn stored_amounts_read_exactly_and_damaged_ones_are_a_damaged_ledger() {
+        let (_dir, ledger, batch) = stored_as(&RowContent::sample().to_json());
+        let set = |price: &dyn rusqlite::ToSql| {
+            ledger
+                .conn
+                .execute(
+                    "UPDATE rows SET state = 'COMPLETED', price = ?1, debited_amount = '9.80'",
+                    [price],
+                )
+                .expect("priced");
+        };
+        set(&"9.80");
+        let row = ledger.rows(batch).expect("rows").remove(0);
+        assert_eq!(row.price.map(|p| p.to_string()).as_deref(), Some("9.80"));
+        assert_eq!(row.debited_amount, Some(Decimal::new(980, 2)));
+        set(&7_i64);
+        assert_eq!(
+            ledger.rows(batch).expect("rows")[0].price,
+            Some(Decimal::from(7))
+        );
+        set(&"nine");
+        for read in [
+            ledger.rows(batch).map(drop),
+            ledger.completed_amounts(batch).map(drop),
+        ] {
+            match read {
+                Err(LedgerError::Corrupt(m)) => assert!(m.contains("`nine`"), "{m}"),
+                other => panic!("not a damaged ledger: {other:?}"),
+            }
         }
     }
 
