@@ -14,7 +14,7 @@ use std::sync::Arc;
 use chrono::{Datelike, NaiveDate};
 use rusqlite::{OptionalExtension, Transaction, params};
 
-use super::columns::{amount, stored_row};
+use super::columns::{amount, stored_row_in};
 use super::{Ledger, OrderLabel, OrderState, Result, RowRecord, RowState, now, sqlerr};
 
 /// The clock of the books: the now (RFC 3339, UTC) an order made final is booked at, or `None`
@@ -120,6 +120,7 @@ const LINE_COLUMNS: &str = "o.id AS order_id, o.batch_id, o.state AS order_state
 
 fn line_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<BookLine> {
     let fields: String = r.get("fields")?;
+    let state = r.get("row_state")?;
     Ok(BookLine {
         order_id: r.get("order_id")?,
         batch_id: r.get("batch_id")?,
@@ -139,10 +140,10 @@ fn line_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<BookLine> {
             position: r.get("position")?,
             line: r.get("line")?,
             fields: serde_json::from_str(&fields).unwrap_or_default(),
-            spec: stored_row(r, "spec")?,
+            spec: stored_row_in(r, "spec", state)?,
             content_hash: r.get("content_hash")?,
             merged: r.get("merged")?,
-            state: r.get("row_state")?,
+            state,
             attempt: r.get("attempt")?,
             order_id: r.get("row_order_id")?,
             item_index: r.get("item_index")?,

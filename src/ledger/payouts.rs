@@ -11,7 +11,7 @@ use std::fmt;
 use rusqlite::{OptionalExtension, Transaction, params};
 use rust_decimal::Decimal;
 
-use super::columns::{amount, stored_row};
+use super::columns::{amount, stored_row, stored_row_in};
 use super::events::event;
 use super::{Ledger, Result, begin, commit, exec, now, sqlerr};
 use crate::row::RowContent;
@@ -422,7 +422,7 @@ impl Ledger {
                     reference: r.get("reference")?,
                     attempt: r.get("attempt")?,
                     fields: serde_json::from_str(&fields).unwrap_or_default(),
-                    spec: stored_row(r, "spec")?,
+                    spec: stored_row_in(r, "spec", super::RowState::Completed)?,
                     price: amount(r, "price")?,
                     payout_url: r.get("payout_url")?,
                     service_order_id: r.get("service_order_id")?,
