@@ -83,8 +83,34 @@ pub struct UnreadableRow(pub String);
 
 impl FromSql for RowContent {
     fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
-        RowContent::parse(value.as_str()?)
-            .map_err(|e| FromSqlError::Other(Box::new(UnreadableRow(e.to_string()))))
+        let unreadable = |why: String| FromSqlError::Other(Box::new(UnreadableRow(why)));
+        let ValueRef::Text(text) = value else {
+            return Err(unreadable(format!(
+                "stored as {}, not as text",
+                value.data_type()
+            )));
+        };
+        let text = std::str::from_utf8(text).map_err(|e| unreadable(e.to_string()))?;
+        let row = RowContent::parse(text).map_err(|e| unreadable(e.to_string()))?;
+        match row.impossible() {
+            Some(why) => Err(unreadable(why.to_string())),
+            None => Ok(row),
+        }
+    }
+}
+
+impl RowContent {
+    /// What no validated row holds, when this one does: it was not stored by paybatch as read.
+    fn impossible(&self) -> Option<&'static str> {
+        if self.face_value <= Decimal::ZERO {
+            Some("a face value that is not positive")
+        } else if self.product_codes.is_empty() || self.product_codes.iter().any(String::is_empty) {
+            Some("no product code, or an empty one")
+        } else if self.distribution == DistributionType::Other {
+            Some("a distribution method paybatch does not send")
+        } else {
+            None
+        }
     }
 }
 

@@ -206,13 +206,10 @@ impl PricedBy {
 
 /// The rate of a converted order the ledger recorded: units of the product's currency one unit
 /// of the payment currency bought (its price against what left the balance), and when it
-/// completed; `None` when its amounts do not read as positive amounts.
+/// completed; `None` when its amounts are not positive.
 fn rate_of(c: &ledger::Conversion) -> Option<(Decimal, String)> {
-    let read = |text: &str| {
-        crate::api::decimal::parse_decimal_text(text)
-            .filter(|d| d.is_sign_positive() && !d.is_zero())
-    };
-    let rate = read(&c.price)?.checked_div(read(&c.debited)?)?;
+    let positive = |d: Decimal| (d.is_sign_positive() && !d.is_zero()).then_some(d);
+    let rate = positive(c.price)?.checked_div(positive(c.debited)?)?;
     Some((rate, c.completed_at.clone()))
 }
 

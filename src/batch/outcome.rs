@@ -127,10 +127,9 @@ pub fn summarize(
     let counts: BTreeMap<RowState, i64> = ledger.row_counts(batch_id)?.into_iter().collect();
     let mut totals: BTreeMap<String, (Decimal, Decimal)> = BTreeMap::new();
     for (currency, face, price) in ledger.completed_amounts(batch_id)? {
-        let parse = |t: &str| crate::api::decimal::parse_decimal_text(t).unwrap_or_default();
         let entry = totals.entry(currency).or_default();
         entry.0 += face;
-        entry.1 += parse(&price);
+        entry.1 += price;
     }
     let debited = debited_totals(ledger, batch_id)?;
     let mut paid_by: BTreeMap<String, i64> = BTreeMap::new();
@@ -187,7 +186,6 @@ pub fn debited_totals(
             Some(card) => format!("card {card}"),
             None => format!("balance {currency}"),
         };
-        let amount = crate::api::decimal::parse_decimal_text(&amount).unwrap_or_default();
         *out.entry((payer, currency)).or_default() += amount;
     }
     Ok(out)

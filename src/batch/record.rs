@@ -367,12 +367,12 @@ fn item_outcomes(
         .map(|(item, charged)| ItemOutcome {
             item_id: item.id.clone(),
             payout_url: item.payout_url().map(str::to_string),
-            price: item.price.map(|p| p.to_string()),
+            price: item.price,
             discount: match (item.face_value, item.price) {
-                (Some(f), Some(p)) => Some((f - p).to_string()),
+                (Some(f), Some(p)) => Some(f - p),
                 _ => None,
             },
-            debited: charged.map(|(amount, currency)| (amount.to_string(), currency)),
+            debited: charged,
             // A link answered EXPIRED before its expiry date is not believed: left unread, for
             // `paybatch payouts` to read again.
             payout: payout_life(item).filter(|l| !expired_ahead(l, chrono::Utc::now())),

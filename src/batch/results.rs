@@ -3,6 +3,8 @@
 
 use std::path::Path;
 
+use rust_decimal::Decimal;
+
 use crate::file_format::{FileFormat, OutFormat};
 use crate::ledger::payouts::PayoutNote;
 use crate::ledger::{Ledger, LedgerError, OrderLabel, RowRecord, RowState, Specs};
@@ -153,8 +155,8 @@ pub(crate) fn result_line(
         order_id: order.as_ref().and_then(|o| o.service_order_id.clone()),
         item_id: r.item_id,
         payout_url: r.payout_url,
-        price: r.price,
-        discount: r.discount,
+        price: r.price.map(|p| p.to_string()),
+        discount: r.discount.map(|d| d.to_string()),
         error_type: r.error_type,
         error_message: r.error_message,
         completed_at: r.completed_at,
@@ -162,7 +164,7 @@ pub(crate) fn result_line(
             Some(card) => format!("CARD:{card}"),
             None => format!("{}:{}", o.payment_method.as_str(), o.payment_currency),
         }),
-        debited_amount: r.debited_amount,
+        debited_amount: r.debited_amount.map(|d| d.to_string()),
         debited_currency: r.debited_currency,
         payout_status: note.status.map(|s| s.as_str().to_string()),
         payout_status_since: note.since,
@@ -179,14 +181,13 @@ pub(crate) fn result_line(
 /// and `earlier` ((currency, amount) of each attempt reissued since). A plain decimal in the
 /// currency's decimals when they share one currency; `12.00 USD + 9.00 EUR` when they do not;
 /// `None` when nothing was charged.
-fn charged_all_attempts(r: &RowRecord, earlier: &[(String, String)]) -> Option<String> {
+fn charged_all_attempts(r: &RowRecord, earlier: &[(String, Decimal)]) -> Option<String> {
     let own = match (&r.state, &r.debited_currency, &r.debited_amount) {
-        (RowState::Completed, Some(currency), Some(amount)) => Some((currency, amount)),
+        (RowState::Completed, Some(currency), Some(amount)) => Some((currency, *amount)),
         _ => None,
     };
     let mut sums: std::collections::BTreeMap<&str, rust_decimal::Decimal> = Default::default();
-    for (currency, amount) in own.into_iter().chain(earlier.iter().map(|(c, a)| (c, a))) {
-        let amount = crate::api::decimal::parse_decimal_text(amount).unwrap_or_default();
+    for (currency, amount) in own.into_iter().chain(earlier.iter().map(|(c, a)| (c, *a))) {
         *sums.entry(currency.as_str()).or_default() += amount;
     }
     match sums.len() {

@@ -100,8 +100,8 @@ struct PayoutJson<'a> {
     product_codes: &'a [String],
     face_value: Option<&'a str>,
     currency: Option<&'a str>,
-    price: Option<&'a str>,
-    debited_amount: Option<&'a str>,
+    price: Option<String>,
+    debited_amount: Option<String>,
     debited_currency: Option<&'a str>,
     state: &'static str,
     attempt: i64,
@@ -139,8 +139,8 @@ fn payout_json(p: &PayoutRecord) -> PayoutJson<'_> {
         product_codes: &p.product_codes,
         face_value: p.face_value.as_deref(),
         currency: p.currency.as_deref(),
-        price: p.price.as_deref(),
-        debited_amount: p.debited_amount.as_deref(),
+        price: p.price.map(|d| d.to_string()),
+        debited_amount: p.debited_amount.map(|d| d.to_string()),
         debited_currency: p.debited_currency.as_deref(),
         state: p.state.as_str(),
         attempt: p.attempt,
@@ -312,6 +312,11 @@ fn amount(value: Option<&str>, currency: Option<&str>) -> String {
     }
 }
 
+/// A price or a charge the ledger recorded, as [`amount`] shows it.
+fn charge(value: Option<rust_decimal::Decimal>, currency: Option<&str>) -> String {
+    amount(value.map(|d| d.to_string()).as_deref(), currency)
+}
+
 /// The rows found, in columns aligned for a terminal (widths measured on the escaped text).
 fn print_table(h: &History) {
     // The address is shown when the rows were not looked up by it.
@@ -354,8 +359,8 @@ fn print_table(h: &History) {
         line.extend([
             cell(Some(&p.product_codes.join("|"))),
             amount(p.face_value.as_deref(), p.currency.as_deref()),
-            amount(p.price.as_deref(), p.currency.as_deref()),
-            amount(p.debited_amount.as_deref(), p.debited_currency.as_deref()),
+            charge(p.price, p.currency.as_deref()),
+            charge(p.debited_amount, p.debited_currency.as_deref()),
             p.state.as_str().to_string(),
             p.attempt.to_string(),
             cell(p.order_id.as_deref()),

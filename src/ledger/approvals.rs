@@ -136,13 +136,13 @@ impl Ledger {
              WHERE batch = ?1 AND environment = ?2 AND digest = ?3 ORDER BY id",
             params![batch, environment, digest],
             |r| {
-                let totals: String = r.get(5)?;
+                let totals: String = r.get("totals")?;
                 Ok(PlanApproval {
-                    digest: r.get(0)?,
-                    approved_at: r.get(1)?,
-                    user: r.get(2)?,
-                    host: r.get(3)?,
-                    rows: r.get(4)?,
+                    digest: r.get("digest")?,
+                    approved_at: r.get("approved_at")?,
+                    user: r.get("user")?,
+                    host: r.get("host")?,
+                    rows: r.get("rows")?,
                     totals: serde_json::from_str(&totals).unwrap_or_default(),
                 })
             },
@@ -176,15 +176,15 @@ impl Ledger {
             |r| {
                 Ok((
                     Approval {
-                        digest: r.get(0)?,
-                        approved_at: r.get(1)?,
-                        user: r.get(2)?,
-                        host: r.get(3)?,
-                        run: r.get(4)?,
+                        digest: r.get("digest")?,
+                        approved_at: r.get("approved_at")?,
+                        user: r.get("user")?,
+                        host: r.get("host")?,
+                        run: r.get("run")?,
                         approved_by: Vec::new(),
                     },
-                    r.get(5)?,
-                    r.get(6)?,
+                    r.get("name")?,
+                    r.get("environment")?,
                 ))
             },
         )?;

@@ -90,15 +90,15 @@ impl Ledger {
                 [digest],
                 |r| {
                     Ok(ApprovedPlan {
-                        digest: r.get(0)?,
-                        batch: r.get(1)?,
-                        environment: r.get(2)?,
-                        input_path: r.get(3)?,
-                        input_hash: r.get(4)?,
-                        approved_at: r.get(5)?,
-                        rows: r.get(6)?,
-                        context: r.get(7)?,
-                        plan: r.get(8)?,
+                        digest: r.get("digest")?,
+                        batch: r.get("batch")?,
+                        environment: r.get("environment")?,
+                        input_path: r.get("input_path")?,
+                        input_hash: r.get("input_hash")?,
+                        approved_at: r.get("approved_at")?,
+                        rows: r.get("rows")?,
+                        context: r.get("context")?,
+                        plan: r.get("plan")?,
                     })
                 },
             )
@@ -112,7 +112,7 @@ impl Ledger {
             "SELECT digest FROM approved_plans WHERE batch = ?1 AND environment = ?2
              ORDER BY id DESC",
             params![batch, environment],
-            |r| r.get(0),
+            |r| r.get("digest"),
         )
     }
 }

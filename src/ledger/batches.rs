@@ -88,18 +88,18 @@ impl Ledger {
         let rows_not_final: i64 = self
             .conn
             .prepare_cached(
-                "SELECT COUNT(*) FROM rows
+                "SELECT COUNT(*) AS n FROM rows
                  WHERE batch_id = ?1 AND state IN ('PENDING', 'PLANNED', 'SUBMITTED')",
             )
-            .and_then(|mut st| st.query_row([batch_id], |r| r.get(0)))
+            .and_then(|mut st| st.query_row([batch_id], |r| r.get("n")))
             .map_err(sqlerr(&self.path))?;
         let last_final_at: Option<String> = self
             .conn
             .prepare_cached(
-                "SELECT MAX(COALESCE(booked_at, finished_at)) FROM orders
+                "SELECT MAX(COALESCE(booked_at, finished_at)) AS last_final_at FROM orders
                  WHERE batch_id = ?1 AND state IN ('COMPLETED', 'FAILED', 'REJECTED', 'MISMATCH')",
             )
-            .and_then(|mut st| st.query_row([batch_id], |r| r.get(0)))
+            .and_then(|mut st| st.query_row([batch_id], |r| r.get("last_final_at")))
             .map_err(sqlerr(&self.path))?;
         Ok(Completion {
             rows_not_final,
@@ -182,7 +182,7 @@ impl Ledger {
     pub fn merges(&self, batch_id: i64) -> Result<i64> {
         self.conn
             .prepare_cached("SELECT merges FROM batches WHERE id = ?1")
-            .and_then(|mut st| st.query_row([batch_id], |r| r.get(0)))
+            .and_then(|mut st| st.query_row([batch_id], |r| r.get("merges")))
             .map_err(sqlerr(&self.path))
     }
 
@@ -190,17 +190,18 @@ impl Ledger {
     /// an answer recorded (in doubt), and rows not sent yet (no order, or an order never sent).
     pub fn send_progress(&self, batch_id: i64) -> Result<SendProgress> {
         let orders: Vec<(i64, i64)> = self.select_all(
-            "SELECT COUNT(*), COALESCE(SUM(state = 'INTENT'), 0) FROM orders \
+            "SELECT COUNT(*) AS sent, COALESCE(SUM(state = 'INTENT'), 0) AS in_doubt \
+             FROM orders \
              WHERE batch_id = ?1 AND (sends > 0 OR state NOT IN ('INTENT', 'CANCELLED'))",
             [batch_id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| Ok((r.get("sent")?, r.get("in_doubt")?)),
         )?;
         let rows: Vec<i64> = self.select_all(
-            "SELECT COUNT(*) FROM rows r LEFT JOIN orders o ON o.id = r.order_id \
+            "SELECT COUNT(*) AS n FROM rows r LEFT JOIN orders o ON o.id = r.order_id \
              WHERE r.batch_id = ?1 AND r.state IN ('PENDING', 'PLANNED') \
              AND (o.id IS NULL OR (o.state = 'INTENT' AND o.sends = 0))",
             [batch_id],
-            |r| r.get(0),
+            |r| r.get("n"),
         )?;
         let (sent, in_doubt) = orders.first().copied().unwrap_or_default();
         Ok(SendProgress {
@@ -216,7 +217,7 @@ impl Ledger {
         let flags: Vec<i64> = self.select_all(
             "SELECT unsettled FROM batches WHERE id = ?1",
             [batch_id],
-            |r| r.get(0),
+            |r| r.get("unsettled"),
         )?;
         Ok(flags.first().copied().unwrap_or(0) != 0)
     }
@@ -285,19 +286,19 @@ pub(super) fn record_formats(
 }
 
 fn batch_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<BatchRecord> {
-    let headers: String = r.get(4)?;
+    let headers: String = r.get("headers")?;
     Ok(BatchRecord {
-        id: r.get(0)?,
-        name: r.get(1)?,
-        input_path: r.get(2)?,
-        input_hash: r.get(3)?,
+        id: r.get("id")?,
+        name: r.get("name")?,
+        input_path: r.get("input_path")?,
+        input_hash: r.get("input_hash")?,
         headers: serde_json::from_str(&headers).unwrap_or_default(),
-        environment: r.get(5)?,
-        base_url: r.get(6)?,
-        key_fingerprint: r.get(7)?,
-        created_at: r.get(8)?,
-        input_format: stored_format(r.get(9)?, FileFormat::from_stored),
-        result_format: stored_format(r.get(10)?, ResultFormat::from_stored),
+        environment: r.get("environment")?,
+        base_url: r.get("base_url")?,
+        key_fingerprint: r.get("key_fingerprint")?,
+        created_at: r.get("created_at")?,
+        input_format: stored_format(r.get("input_format")?, FileFormat::from_stored),
+        result_format: stored_format(r.get("result_format")?, ResultFormat::from_stored),
     })
 }
 

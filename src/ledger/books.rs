@@ -14,7 +14,7 @@ use std::sync::Arc;
 use chrono::{Datelike, NaiveDate};
 use rusqlite::{OptionalExtension, Transaction, params};
 
-use super::columns::stored_row;
+use super::columns::{amount, stored_row_in};
 use super::{Ledger, OrderLabel, OrderState, Result, RowRecord, RowState, now, sqlerr};
 
 /// The clock of the books: the now (RFC 3339, UTC) an order made final is booked at, or `None`
@@ -111,48 +111,51 @@ pub(super) fn booking_date(tx: &Transaction<'_>, booked_at: &str) -> rusqlite::R
     Ok(day)
 }
 
-/// The columns of a line, for [`line_from`]: the order's, then the row's at the attempt.
-const LINE_COLUMNS: &str = "o.id, o.batch_id, o.state, o.idempotency_key, o.service_order_id,
-        o.payment_method, o.payment_currency, o.card_id, o.booked_at, o.booked_on,
-        r.id, r.reference, r.position, r.line, r.fields, r.spec, r.content_hash, r.merged";
+/// The columns of a line, for [`line_from`]: the order's, then the row's at the attempt (named
+/// apart where both have one).
+const LINE_COLUMNS: &str = "o.id AS order_id, o.batch_id, o.state AS order_state,
+        o.idempotency_key, o.service_order_id, o.payment_method, o.payment_currency, o.card_id,
+        o.booked_at, o.booked_on, r.id AS row_id, r.reference, r.position, r.line, r.fields,
+        r.spec, r.content_hash, r.merged";
 
 fn line_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<BookLine> {
-    let fields: String = r.get(14)?;
+    let fields: String = r.get("fields")?;
+    let state = r.get("row_state")?;
     Ok(BookLine {
-        order_id: r.get(0)?,
-        batch_id: r.get(1)?,
-        order_state: r.get(2)?,
-        idempotency_key: r.get(3)?,
+        order_id: r.get("order_id")?,
+        batch_id: r.get("batch_id")?,
+        order_state: r.get("order_state")?,
+        idempotency_key: r.get("idempotency_key")?,
         label: OrderLabel {
-            service_order_id: r.get(4)?,
-            payment_method: r.get(5)?,
-            payment_currency: r.get(6)?,
-            card_id: r.get(7)?,
+            service_order_id: r.get("service_order_id")?,
+            payment_method: r.get("payment_method")?,
+            payment_currency: r.get("payment_currency")?,
+            card_id: r.get("card_id")?,
         },
-        booked_at: r.get(8)?,
-        booked_on: r.get(9)?,
+        booked_at: r.get("booked_at")?,
+        booked_on: r.get("booked_on")?,
         row: RowRecord {
-            id: r.get(10)?,
-            reference: r.get(11)?,
-            position: r.get(12)?,
-            line: r.get(13)?,
+            id: r.get("row_id")?,
+            reference: r.get("reference")?,
+            position: r.get("position")?,
+            line: r.get("line")?,
             fields: serde_json::from_str(&fields).unwrap_or_default(),
-            spec: stored_row(r, 15)?,
-            content_hash: r.get(16)?,
-            merged: r.get(17)?,
-            state: r.get(18)?,
-            attempt: r.get(19)?,
-            order_id: r.get(20)?,
-            item_index: r.get(21)?,
-            item_id: r.get(22)?,
+            spec: stored_row_in(r, "spec", state)?,
+            content_hash: r.get("content_hash")?,
+            merged: r.get("merged")?,
+            state,
+            attempt: r.get("attempt")?,
+            order_id: r.get("row_order_id")?,
+            item_index: r.get("item_index")?,
+            item_id: r.get("item_id")?,
             payout_url: None,
-            price: r.get(23)?,
+            price: amount(r, "price")?,
             discount: None,
-            error_type: r.get(24)?,
+            error_type: r.get("error_type")?,
             error_message: None,
-            completed_at: r.get(25)?,
-            debited_amount: r.get(26)?,
-            debited_currency: r.get(27)?,
+            completed_at: r.get("completed_at")?,
+            debited_amount: amount(r, "debited_amount")?,
+            debited_currency: r.get("debited_currency")?,
         },
     })
 }
@@ -183,8 +186,9 @@ impl Ledger {
         mut visit: impl FnMut(BookLine) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
         let sql = format!(
-            "SELECT {LINE_COLUMNS}, r.state, r.attempt, r.order_id, r.item_index, r.item_id,
-                    r.price, r.error_type, r.completed_at, r.debited_amount, r.debited_currency
+            "SELECT {LINE_COLUMNS}, r.state AS row_state, r.attempt, r.order_id AS row_order_id,
+                    r.item_index, r.item_id, r.price, r.error_type, r.completed_at,
+                    r.debited_amount, r.debited_currency
              FROM orders o JOIN rows r ON r.order_id = o.id
              WHERE o.booked_on >= ?1 AND o.booked_on <= ?2
                AND o.state IN ('COMPLETED', 'MISMATCH') AND r.state IN ('COMPLETED', 'MISMATCH')
@@ -217,7 +221,7 @@ impl Ledger {
              WHERE booked_on >= ?1 AND booked_on <= ?2 AND state IN ('COMPLETED', 'MISMATCH')
              ORDER BY batch_id",
             [since, until],
-            |r| r.get(0),
+            |r| r.get("batch_id"),
         )
     }
 
@@ -242,7 +246,10 @@ impl Ledger {
     pub fn last_response(&self, order_id: i64) -> Result<Option<String>> {
         self.conn
             .prepare_cached("SELECT last_response FROM orders WHERE id = ?1")
-            .and_then(|mut st| st.query_row([order_id], |r| r.get(0)).optional())
+            .and_then(|mut st| {
+                st.query_row([order_id], |r| r.get("last_response"))
+                    .optional()
+            })
             .map_err(sqlerr(&self.path))
             .map(Option::flatten)
     }
@@ -253,18 +260,20 @@ impl Ledger {
         let end = format!("{until}T23:59:59.999Z");
         self.select_all(
             "SELECT b.name,
-                    SUM(o.state = 'INTENT' AND (o.sends > 0 OR o.last_sent_at IS NOT NULL)),
+                    SUM(o.state = 'INTENT' AND (o.sends > 0 OR o.last_sent_at IS NOT NULL))
+                        AS in_doubt,
                     SUM(o.state = 'ACCEPTED'
                         OR (o.state = 'INTENT' AND o.sends = 0 AND o.last_sent_at IS NULL))
+                        AS unfinished
              FROM orders o JOIN batches b ON b.id = o.batch_id
              WHERE o.state IN ('INTENT', 'ACCEPTED') AND o.created_at <= ?1
              GROUP BY b.id ORDER BY b.id",
             [end],
             |r| {
                 Ok(NotFinal {
-                    batch: r.get(0)?,
-                    in_doubt: r.get(1)?,
-                    unfinished: r.get(2)?,
+                    batch: r.get("name")?,
+                    in_doubt: r.get("in_doubt")?,
+                    unfinished: r.get("unfinished")?,
                 })
             },
         )
@@ -311,13 +320,13 @@ impl Ledger {
 
 fn closed_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<ClosedMonth> {
     Ok(ClosedMonth {
-        month: r.get(0)?,
-        closed_at: r.get(1)?,
-        user: r.get(2)?,
-        host: r.get(3)?,
-        journal_digest: r.get(4)?,
-        journal_lines: r.get(5)?,
-        totals: r.get(6)?,
+        month: r.get("month")?,
+        closed_at: r.get("closed_at")?,
+        user: r.get("user")?,
+        host: r.get("host")?,
+        journal_digest: r.get("journal_digest")?,
+        journal_lines: r.get("journal_lines")?,
+        totals: r.get("totals")?,
     })
 }
 

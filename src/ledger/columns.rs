@@ -4,9 +4,11 @@
 //! conversion error naming it, which the ledger reports as damaged ([`super::LedgerError`]).
 
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
+use rust_decimal::Decimal;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::api::decimal::parse_decimal_text;
 use crate::api::models::ExecutionMode;
 use crate::row::{RowContent, UnreadableRow};
 
@@ -135,6 +137,42 @@ impl<T: Serialize> ToSql for Json<T> {
     }
 }
 
+/// An amount the service answered (a price, a discount, what left a balance), stored as the
+/// text of its decimal (`9.80` stays `9.80`). Read back exactly, from text or a number; text
+/// that is not a decimal amount is a conversion error naming it, a damaged ledger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Amount(pub Decimal);
+
+impl FromSql for Amount {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        let text = match value {
+            ValueRef::Integer(i) => i.to_string(),
+            ValueRef::Real(f) => f.to_string(),
+            other => other.as_str()?.to_string(),
+        };
+        parse_decimal_text(&text).map(Amount).ok_or_else(|| {
+            FromSqlError::Other(Box::new(UnknownText {
+                column: "amount",
+                text,
+            }))
+        })
+    }
+}
+
+impl ToSql for Amount {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::from(self.0.to_string()))
+    }
+}
+
+/// An optional stored amount ([`Amount`]) of `r`'s column `column`, as its decimal.
+pub(super) fn amount(
+    r: &rusqlite::Row<'_>,
+    column: impl rusqlite::RowIndex,
+) -> rusqlite::Result<Option<Decimal>> {
+    Ok(r.get::<_, Option<Amount>>(column)?.map(|a| a.0))
+}
+
 /// A stored row ([`RowContent`], `rows.spec`) that cannot be read, and where it is: the
 /// batch (by its id; by its name once [`super::Ledger::read_error`] has looked it up) and the
 /// line of its file.
@@ -189,6 +227,35 @@ pub(super) fn stored_row(
     }
 }
 
+/// As [`stored_row`], for a row in `state`: a row that passed validation always has its stored
+/// row, so none stored is damage too. Only a row that failed validation (INVALID), or one that
+/// left the file or was left out (REMOVED, SKIPPED), which may have failed it, has none.
+pub(super) fn stored_row_in(
+    r: &rusqlite::Row<'_>,
+    spec: impl rusqlite::RowIndex + Copy,
+    state: RowState,
+) -> rusqlite::Result<Option<RowContent>> {
+    let read = stored_row(r, spec)?;
+    let may_have_none = matches!(
+        state,
+        RowState::Invalid | RowState::Removed | RowState::Skipped
+    );
+    if read.is_none() && !may_have_none {
+        let damage = DamagedRow {
+            batch_id: r.get("batch_id")?,
+            batch: None,
+            line: r.get("line")?,
+            reason: format!("none is stored for a {} row", state.as_str()),
+        };
+        return Err(rusqlite::Error::FromSqlConversionFailure(
+            spec.idx(r.as_ref())?,
+            rusqlite::types::Type::Null,
+            Box::new(damage),
+        ));
+    }
+    Ok(read)
+}
+
 /// The position of `name` among `columns` (the names of a select list, in order), for reads
 /// by name that cost nothing a row: evaluated as the code is built (in a `const` block), where
 /// a name the list does not have stops the build.
@@ -219,8 +286,18 @@ pub(super) fn damaged_row(source: &rusqlite::Error) -> Option<&DamagedRow> {
 }
 
 /// The damage a conversion error of a typed column stands for, when it is one: text a column
-/// does not know, or a stored row that cannot be read.
+/// does not know, or a stored row that cannot be read (by its column, or by SQLite's JSON
+/// functions in a query).
 pub(super) fn unknown_text(source: &rusqlite::Error) -> Option<String> {
+    if let rusqlite::Error::SqliteFailure(_, Some(message)) = source
+        && message.contains("malformed JSON")
+    {
+        // SQLite's JSON functions read stored rows in a query (`json_extract(spec, ...)`).
+        return Some(format!(
+            "a stored row cannot be read ({message})\n\
+             help: the ledger was changed outside paybatch: restore it from a backup"
+        ));
+    }
     let rusqlite::Error::FromSqlConversionFailure(_, _, e) = source else {
         return None;
     };

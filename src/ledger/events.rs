@@ -23,12 +23,12 @@ impl Ledger {
             params![batch_id, limit],
             |r| {
                 Ok(EventRecord {
-                    at: r.get(0)?,
-                    subject: r.get(1)?,
-                    subject_id: r.get(2)?,
-                    from_state: r.get(3)?,
-                    to_state: r.get(4)?,
-                    cause: r.get(5)?,
+                    at: r.get("at")?,
+                    subject: r.get("subject")?,
+                    subject_id: r.get("subject_id")?,
+                    from_state: r.get("from_state")?,
+                    to_state: r.get("to_state")?,
+                    cause: r.get("cause")?,
                 })
             },
         )

@@ -7,8 +7,9 @@
 //! payout link of a row is never read.
 
 use rusqlite::OptionalExtension;
+use rust_decimal::Decimal;
 
-use super::columns::stored_row;
+use super::columns::{amount, stored_row, stored_row_in};
 use super::{Ledger, Result, RowState, sqlerr};
 
 /// Whose payouts to find: an email address, a reference, or both (rows matching both). At least
@@ -93,9 +94,9 @@ pub struct PayoutRecord {
     pub state: RowState,
     pub attempt: i64,
     /// What the payout cost, in `currency` (face value less discount), once COMPLETED.
-    pub price: Option<String>,
+    pub price: Option<Decimal>,
     /// What left the paying balance (or card) for it, once COMPLETED, where recorded.
-    pub debited_amount: Option<String>,
+    pub debited_amount: Option<Decimal>,
     pub debited_currency: Option<String>,
     /// When the service completed it.
     pub completed_at: Option<String>,
@@ -179,26 +180,21 @@ impl Ledger {
     }
 
     /// The rows whose recorded address is `email` but for case: a scan of every row in the
-    /// order it is stored (no sort), one in memory at a time.
+    /// order it is stored (no sort), one in memory at a time, each stored row read through the
+    /// one conversion (one that cannot be read is a damaged ledger, never passed over).
     fn rows_with_email(&self, email: &str) -> Result<Vec<i64>> {
         let mut stmt = self
             .conn
-            .prepare(
-                "SELECT id, json_extract(spec, '$.email') FROM rows
-                 WHERE spec IS NOT NULL",
-            )
+            .prepare("SELECT id, batch_id, line, spec FROM rows WHERE spec IS NOT NULL")
             .map_err(sqlerr(&self.path))?;
         let mut cursor = stmt.query([]).map_err(sqlerr(&self.path))?;
         let mut ids = Vec::new();
         while let Some(r) = cursor.next().map_err(sqlerr(&self.path))? {
-            let found = r
-                .get_ref(1)
-                .map_err(sqlerr(&self.path))?
-                .as_str_or_null()
-                .ok()
-                .flatten();
-            if found.is_some_and(|e| same_address(email, e)) {
-                ids.push(r.get(0).map_err(sqlerr(&self.path))?);
+            let found = stored_row(r, "spec")
+                .map_err(self.read_error())?
+                .and_then(|s| s.email);
+            if found.is_some_and(|e| same_address(email, &e)) {
+                ids.push(r.get("id").map_err(sqlerr(&self.path))?);
             }
         }
         Ok(ids)
@@ -223,14 +219,14 @@ impl Ledger {
                             currency: None,
                             state: r.get("state")?,
                             attempt: r.get("attempt")?,
-                            price: r.get("price")?,
-                            debited_amount: r.get("debited_amount")?,
+                            price: amount(r, "price")?,
+                            debited_amount: amount(r, "debited_amount")?,
                             debited_currency: r.get("debited_currency")?,
                             completed_at: r.get("completed_at")?,
                             order_id: r.get("service_order_id")?,
                             error_type: r.get("error_type")?,
                         },
-                        stored_row(r, "spec")?,
+                        stored_row_in(r, "spec", r.get("state")?)?,
                         (r.get("batch_id")?, r.get("position")?),
                     ))
                 })
@@ -350,7 +346,7 @@ mod tests {
         );
         let nov = &found[0];
         assert_eq!(nov.order_id.as_deref(), Some("ORD-1"));
-        assert_eq!(nov.price.as_deref(), Some("9.80"));
+        assert_eq!(nov.price.map(|p| p.to_string()).as_deref(), Some("9.80"));
         assert_eq!(
             (nov.face_value.as_deref(), nov.currency.as_deref()),
             (Some("10.00"), Some("USD"))
@@ -386,5 +382,29 @@ mod tests {
         assert_eq!(ledger.payouts(&q).expect("payouts").len(), 2);
         let q = PayoutQuery::new(None, Some("R_1")).expect("query");
         assert!(ledger.payouts(&q).expect("payouts").is_empty());
+    }
+
+    /// A search by address reads every stored row through the one conversion: a row that
+    /// cannot be read (here one of another recipient) is a damaged ledger naming its batch and
+    /// line, never passed over.
+    #[test]
+    fn a_search_by_address_calls_an_unreadable_stored_row_damage() {
+        let (_dir, ledger) = ledger();
+        let q = PayoutQuery::new(Some("jane@example.com"), None).expect("query");
+        for damage in ["{\"product_codes\":", r#"{"product_codes":[]}"#] {
+            ledger
+                .conn
+                .execute(
+                    "UPDATE rows SET spec = ?1 WHERE reference = 'R-2'",
+                    [damage],
+                )
+                .expect("damaged");
+            match ledger.payouts(&q) {
+                Err(super::super::LedgerError::Corrupt(m)) => {
+                    assert!(m.contains("line 3 of batch `nov`"), "{m}")
+                }
+                other => panic!("not a damaged ledger: {other:?}"),
+            }
+        }
     }
 }

@@ -34,7 +34,7 @@ use rusqlite::{Connection, Transaction};
 pub use crate::row::IncomingRow;
 use batches::insert_batch;
 pub use batches::{BatchRecord, Completion, Formats, NewBatch, SendProgress};
-pub use columns::{Json, OrderMode, UnknownText};
+pub use columns::{Amount, Json, OrderMode, UnknownText};
 pub use events::EventRecord;
 use events::event;
 use open::OpenHere;

@@ -92,10 +92,10 @@ impl Ledger {
             params![batch_id, after, limit],
             |r| {
                 Ok(IntentHead {
-                    id: r.get(0)?,
-                    idempotency_key: r.get(1)?,
-                    sends: r.get(2)?,
-                    first_sent_at: r.get(3)?,
+                    id: r.get("id")?,
+                    idempotency_key: r.get("idempotency_key")?,
+                    sends: r.get("sends")?,
+                    first_sent_at: r.get("first_sent_at")?,
                 })
             },
         )
@@ -115,7 +115,7 @@ impl Ledger {
         self.select_all(
             "SELECT last_sent_at FROM orders WHERE last_sent_at >= ?1",
             [since],
-            |r| r.get(0),
+            |r| r.get("last_sent_at"),
         )
     }
 
@@ -135,7 +135,8 @@ impl Ledger {
         let mut lookup = self
             .conn
             .prepare_cached(
-                "SELECT r.state, o.id, o.state, o.sends = 0 AND o.last_sent_at IS NULL
+                "SELECT r.state AS row_state, o.id AS order_id, o.state AS order_state,
+                        o.sends = 0 AND o.last_sent_at IS NULL AS never_sent
                  FROM rows r JOIN orders o ON o.id = r.order_id
                  WHERE r.batch_id = ?1 AND r.reference = ?2",
             )
@@ -143,17 +144,17 @@ impl Ledger {
         let mut cursor = references.query([batch_id]).map_err(sqlerr(&self.path))?;
         let mut out = OutsideFile::default();
         while let Some(r) = cursor.next().map_err(sqlerr(&self.path))? {
-            let reference: String = r.get(0).map_err(sqlerr(&self.path))?;
+            let reference: String = r.get("reference").map_err(sqlerr(&self.path))?;
             if in_file(&reference) {
                 continue;
             }
             let found = lookup
                 .query_row(params![batch_id, reference], |r| {
                     Ok((
-                        r.get::<_, RowState>(0)?,
-                        r.get::<_, i64>(1)?,
-                        r.get::<_, OrderState>(2)?,
-                        r.get::<_, bool>(3)?,
+                        r.get::<_, RowState>("row_state")?,
+                        r.get::<_, i64>("order_id")?,
+                        r.get::<_, OrderState>("order_state")?,
+                        r.get::<_, bool>("never_sent")?,
                     ))
                 })
                 .optional()
@@ -181,8 +182,10 @@ impl Ledger {
         self.conn
             .prepare_cached("SELECT idempotency_key, body FROM orders WHERE id = ?1")
             .and_then(|mut st| {
-                st.query_row([order_id], |r| Ok((r.get(0)?, r.get(1)?)))
-                    .optional()
+                st.query_row([order_id], |r| {
+                    Ok((r.get("idempotency_key")?, r.get("body")?))
+                })
+                .optional()
             })
             .map_err(sqlerr(&self.path))
     }
@@ -233,7 +236,7 @@ impl Ledger {
         args: impl rusqlite::Params,
     ) -> Result<Vec<OrderRecord>> {
         let sql = format!(
-            "SELECT id, batch_id, idempotency_key, {body}, mode, payment_currency, state,
+            "SELECT id, batch_id, idempotency_key, {body} AS body, mode, payment_currency, state,
                     service_order_id, sends, polls, created_at, first_sent_at, accepted_at,
                     error_type, error_message, payment_method, card_id, last_sent_at,
                     last_http_status FROM orders {tail}"
@@ -242,25 +245,25 @@ impl Ledger {
         let mapped = stmt
             .query_map(args, |r| {
                 Ok(OrderRecord {
-                    id: r.get(0)?,
-                    batch_id: r.get(1)?,
-                    idempotency_key: r.get(2)?,
-                    body: r.get(3)?,
-                    mode: r.get(4)?,
-                    payment_currency: r.get(5)?,
-                    payment_method: r.get(15)?,
-                    card_id: r.get(16)?,
-                    state: r.get(6)?,
-                    service_order_id: r.get(7)?,
-                    sends: r.get(8)?,
-                    polls: r.get(9)?,
-                    created_at: r.get(10)?,
-                    first_sent_at: r.get(11)?,
-                    last_sent_at: r.get(17)?,
-                    last_http_status: r.get(18)?,
-                    accepted_at: r.get(12)?,
-                    error_type: r.get(13)?,
-                    error_message: r.get(14)?,
+                    id: r.get("id")?,
+                    batch_id: r.get("batch_id")?,
+                    idempotency_key: r.get("idempotency_key")?,
+                    body: r.get("body")?,
+                    mode: r.get("mode")?,
+                    payment_currency: r.get("payment_currency")?,
+                    payment_method: r.get("payment_method")?,
+                    card_id: r.get("card_id")?,
+                    state: r.get("state")?,
+                    service_order_id: r.get("service_order_id")?,
+                    sends: r.get("sends")?,
+                    polls: r.get("polls")?,
+                    created_at: r.get("created_at")?,
+                    first_sent_at: r.get("first_sent_at")?,
+                    last_sent_at: r.get("last_sent_at")?,
+                    last_http_status: r.get("last_http_status")?,
+                    accepted_at: r.get("accepted_at")?,
+                    error_type: r.get("error_type")?,
+                    error_message: r.get("error_message")?,
                 })
             })
             .map_err(sqlerr(&self.path))?;

@@ -9,8 +9,9 @@
 use std::fmt;
 
 use rusqlite::{OptionalExtension, Transaction, params};
+use rust_decimal::Decimal;
 
-use super::columns::stored_row;
+use super::columns::{amount, stored_row, stored_row_in};
 use super::events::event;
 use super::{Ledger, Result, begin, commit, exec, now, sqlerr};
 use crate::row::RowContent;
@@ -109,7 +110,7 @@ pub struct FollowedOrder {
 pub struct Unclaimed {
     pub status: Option<PayoutStatus>,
     pub currency: Option<String>,
-    pub amount: Option<String>,
+    pub amount: Option<Decimal>,
     /// When the row was paid.
     pub completed_at: Option<String>,
 }
@@ -124,7 +125,7 @@ pub struct PayoutRow {
     pub fields: Vec<String>,
     /// The validated row, as stored.
     pub spec: Option<RowContent>,
-    pub price: Option<String>,
+    pub price: Option<Decimal>,
     pub payout_url: Option<String>,
     pub service_order_id: Option<String>,
     pub status: Option<PayoutStatus>,
@@ -132,7 +133,7 @@ pub struct PayoutRow {
     pub expires_at: Option<String>,
     /// What left the paying balance for the row, in which currency, and when its order became
     /// final (the payment).
-    pub debited_amount: Option<String>,
+    pub debited_amount: Option<Decimal>,
     pub debited_currency: Option<String>,
     pub completed_at: Option<String>,
 }
@@ -157,7 +158,7 @@ pub struct PayoutNote {
     /// The latest earlier attempt reissued because its link expired.
     pub reissue_of: Option<ReissuedAttempt>,
     /// What each earlier attempt reissued since charged: (currency, amount), in attempt order.
-    pub earlier_charges: Vec<(String, String)>,
+    pub earlier_charges: Vec<(String, Decimal)>,
 }
 
 /// An earlier attempt of a row that was paid, then reissued because its link expired: the
@@ -384,7 +385,7 @@ impl Ledger {
                     .map_err(&err)?
                     .map(|s| PayoutStatus::parse(&s)),
                 currency: r.get("debited_currency").map_err(&err)?,
-                amount: r.get("debited_amount").map_err(&err)?,
+                amount: amount(r, "debited_amount").map_err(&err)?,
                 completed_at: r.get("completed_at").map_err(&err)?,
             };
             visit(&row);
@@ -421,8 +422,8 @@ impl Ledger {
                     reference: r.get("reference")?,
                     attempt: r.get("attempt")?,
                     fields: serde_json::from_str(&fields).unwrap_or_default(),
-                    spec: stored_row(r, "spec")?,
-                    price: r.get("price")?,
+                    spec: stored_row_in(r, "spec", super::RowState::Completed)?,
+                    price: amount(r, "price")?,
                     payout_url: r.get("payout_url")?,
                     service_order_id: r.get("service_order_id")?,
                     status: r
@@ -430,7 +431,7 @@ impl Ledger {
                         .map(|s| PayoutStatus::parse(&s)),
                     since: r.get("since")?,
                     expires_at: r.get("expires_at")?,
-                    debited_amount: r.get("debited_amount")?,
+                    debited_amount: amount(r, "debited_amount")?,
                     debited_currency: r.get("debited_currency")?,
                     completed_at: r.get("completed_at")?,
                 })
@@ -494,12 +495,12 @@ impl Ledger {
                         item_index: None,
                         item_id: r.get("item_id")?,
                         payout_url: r.get("payout_url")?,
-                        price: r.get("price")?,
+                        price: amount(r, "price")?,
                         discount: None,
                         error_type: None,
                         error_message: None,
                         completed_at: r.get("completed_at")?,
-                        debited_amount: r.get("debited_amount")?,
+                        debited_amount: amount(r, "debited_amount")?,
                         debited_currency: r.get("debited_currency")?,
                         merged: r.get("merged")?,
                     },
@@ -563,7 +564,12 @@ impl Ledger {
                    AND debited_amount IS NOT NULL AND debited_currency IS NOT NULL
                  ORDER BY attempt",
                 params![row_id, attempt],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                |r| {
+                    Ok((
+                        r.get("debited_currency")?,
+                        r.get::<_, super::Amount>("debited_amount")?.0,
+                    ))
+                },
             )?,
             None => Vec::new(),
         };
@@ -842,7 +848,7 @@ mod tests {
             (None, None, None)
         );
         // What left the balance still counts the expired attempt.
-        let debited: Vec<String> = ledger
+        let debited: Vec<Decimal> = ledger
             .debited_amounts(1)
             .expect("debited")
             .into_iter()

@@ -10,7 +10,7 @@ use rust_decimal::Decimal;
 
 use crate::api::models::PaymentMethodType;
 
-use super::columns::stored_row;
+use super::columns::{Amount, amount, stored_row, stored_row_in};
 use super::{Ledger, LedgerError, OrderState, Result, RowState, sqlerr};
 use crate::row::RowContent;
 
@@ -27,8 +27,8 @@ pub enum Specs {
 pub struct Conversion {
     pub payment_currency: String,
     pub product_currency: String,
-    pub price: String,
-    pub debited: String,
+    pub price: Decimal,
+    pub debited: Decimal,
     pub completed_at: String,
 }
 
@@ -52,13 +52,13 @@ pub struct RowRecord {
     pub item_index: Option<i64>,
     pub item_id: Option<String>,
     pub payout_url: Option<String>,
-    pub price: Option<String>,
-    pub discount: Option<String>,
+    pub price: Option<Decimal>,
+    pub discount: Option<Decimal>,
     pub error_type: Option<String>,
     pub error_message: Option<String>,
     pub completed_at: Option<String>,
     /// What the paying balance (or card) was charged for the row, once it completed.
-    pub debited_amount: Option<String>,
+    pub debited_amount: Option<Decimal>,
     pub debited_currency: Option<String>,
     /// The number of the last merge whose file had the row ([`Ledger::merges`]).
     pub merged: i64,
@@ -267,7 +267,7 @@ impl Ledger {
         // can span many pages. Bounded, for batches of a million one-row orders.
         let mut labels: HashMap<i64, OrderLabel> = HashMap::new();
         while let Some(r) = cursor.next().map_err(sqlerr(&self.path))? {
-            let row = row_from(r).map_err(self.read_error())?;
+            let row = read_row(r, specs).map_err(self.read_error())?;
             let order = match row.order_id {
                 Some(id) => {
                     if !labels.contains_key(&id) {
@@ -304,19 +304,20 @@ impl Ledger {
             .map_err(sqlerr(&self.path))
     }
 
-    /// Currency and face value (as recorded: `?` and 0 for a row without a recorded content)
-    /// and price (as stored) of every COMPLETED row of a batch.
-    pub fn completed_amounts(&self, batch_id: i64) -> Result<Vec<(String, Decimal, String)>> {
+    /// Currency and face value (as recorded; a COMPLETED row without one is a damaged ledger)
+    /// and price (0 where none is stored) of every COMPLETED row of a batch.
+    pub fn completed_amounts(&self, batch_id: i64) -> Result<Vec<(String, Decimal, Decimal)>> {
         self.select_all(
             "SELECT batch_id, line, spec, COALESCE(price, '0') AS price
              FROM rows WHERE batch_id = ?1 AND state = 'COMPLETED'",
             [batch_id],
             |r| {
-                let (currency, face_value) = stored_row(r, "spec")?.map_or_else(
-                    || ("?".to_string(), Decimal::ZERO),
-                    |s| (s.currency, s.face_value),
-                );
-                Ok((currency, face_value, r.get("price")?))
+                let (currency, face_value) = stored_row_in(r, "spec", RowState::Completed)?
+                    .map_or_else(
+                        || ("?".to_string(), Decimal::ZERO),
+                        |s| (s.currency, s.face_value),
+                    );
+                Ok((currency, face_value, r.get::<_, Amount>("price")?.0))
             },
         )
     }
@@ -339,8 +340,8 @@ impl Ledger {
 
     /// What left each balance (or card) for the COMPLETED rows of a batch, and for the earlier
     /// attempts whose expired links were reissued (`payouts`): (card id, charged currency,
-    /// amount as stored), one per row and attempt that records it.
-    pub fn debited_amounts(&self, batch_id: i64) -> Result<Vec<(Option<String>, String, String)>> {
+    /// amount), one per row and attempt that records it.
+    pub fn debited_amounts(&self, batch_id: i64) -> Result<Vec<(Option<String>, String, Decimal)>> {
         self.select_all(
             "SELECT o.card_id, r.debited_currency, r.debited_amount
              FROM rows r JOIN orders o ON o.id = r.order_id
@@ -351,7 +352,13 @@ impl Ledger {
              WHERE p.batch_id = ?1 AND p.reissued_at IS NOT NULL
                AND p.debited_amount IS NOT NULL",
             [batch_id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            |r| {
+                Ok((
+                    r.get("card_id")?,
+                    r.get("debited_currency")?,
+                    r.get::<_, Amount>("debited_amount")?.0,
+                ))
+            },
         )
     }
 
@@ -544,8 +551,8 @@ pub(crate) fn latest_conversion_in(
             Ok(Conversion {
                 payment_currency: payment_currency.to_string(),
                 product_currency: product_currency.to_string(),
-                price: r.get("price")?,
-                debited: r.get("debited_amount")?,
+                price: r.get::<_, Amount>("price")?.0,
+                debited: r.get::<_, Amount>("debited_amount")?.0,
                 completed_at: r.get("completed_at")?,
             })
         },
@@ -554,29 +561,38 @@ pub(crate) fn latest_conversion_in(
     .map_err(sqlerr(path))
 }
 
-/// A row as [`row_columns`] select it.
+/// A row as [`row_columns`] select it, its stored row read.
 fn row_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<RowRecord> {
+    read_row(r, Specs::Read)
+}
+
+/// A row as [`row_columns`] select it; its stored row read, or left out with [`Specs::Skip`].
+fn read_row(r: &rusqlite::Row<'_>, specs: Specs) -> rusqlite::Result<RowRecord> {
     let fields: String = r.get(at!("fields"))?;
+    let state = r.get(at!("state"))?;
     Ok(RowRecord {
         id: r.get(at!("id"))?,
         reference: r.get(at!("reference"))?,
         position: r.get(at!("position"))?,
         line: r.get(at!("line"))?,
         fields: serde_json::from_str(&fields).unwrap_or_default(),
-        spec: stored_row(r, at!("spec"))?,
+        spec: match specs {
+            Specs::Read => stored_row_in(r, at!("spec"), state)?,
+            Specs::Skip => None,
+        },
         content_hash: r.get(at!("content_hash"))?,
-        state: r.get(at!("state"))?,
+        state,
         attempt: r.get(at!("attempt"))?,
         order_id: r.get(at!("order_id"))?,
         item_index: r.get(at!("item_index"))?,
         item_id: r.get(at!("item_id"))?,
         payout_url: r.get(at!("payout_url"))?,
-        price: r.get(at!("price"))?,
-        discount: r.get(at!("discount"))?,
+        price: amount(r, at!("price"))?,
+        discount: amount(r, at!("discount"))?,
         error_type: r.get(at!("error_type"))?,
         error_message: r.get(at!("error_message"))?,
         completed_at: r.get(at!("completed_at"))?,
-        debited_amount: r.get(at!("debited_amount"))?,
+        debited_amount: amount(r, at!("debited_amount"))?,
         debited_currency: r.get(at!("debited_currency"))?,
         merged: r.get(at!("merged"))?,
     })
@@ -657,6 +673,132 @@ mod tests {
                 .execute("UPDATE rows SET state = 'COMPLETED'", [])
                 .expect("completed");
             damaged(ledger.completed_amounts(batch).expect_err("amounts"));
+        }
+    }
+
+    /// A price or a charge is read back as the decimal stored, its text unchanged (`9.80`, from
+    /// text or a number); one that is not a decimal amount is a damaged ledger, never a row
+    /// without a price.
+    #[test]
+    fn stored_amounts_read_exactly_and_damaged_ones_are_a_damaged_ledger() {
+        let (_dir, ledger, batch) = stored_as(&RowContent::sample().to_json());
+        let set = |price: &dyn rusqlite::ToSql| {
+            ledger
+                .conn
+                .execute(
+                    "UPDATE rows SET state = 'COMPLETED', price = ?1, debited_amount = '9.80'",
+                    [price],
+                )
+                .expect("priced");
+        };
+        set(&"9.80");
+        let row = ledger.rows(batch).expect("rows").remove(0);
+        assert_eq!(row.price.map(|p| p.to_string()).as_deref(), Some("9.80"));
+        assert_eq!(row.debited_amount, Some(Decimal::new(980, 2)));
+        set(&7_i64);
+        assert_eq!(
+            ledger.rows(batch).expect("rows")[0].price,
+            Some(Decimal::from(7))
+        );
+        set(&"nine");
+        for read in [
+            ledger.rows(batch).map(drop),
+            ledger.completed_amounts(batch).map(drop),
+        ] {
+            match read {
+                Err(LedgerError::Corrupt(m)) => assert!(m.contains("`nine`"), "{m}"),
+                other => panic!("not a damaged ledger: {other:?}"),
+            }
+        }
+    }
+
+    /// Expects a damaged ledger naming line 7 of batch `b`.
+    fn damage_at_line_7(read: Result<()>) -> String {
+        match read {
+            Err(LedgerError::Corrupt(m)) => {
+                assert!(m.contains("line 7 of batch `b`"), "{m}");
+                m
+            }
+            other => panic!("not a damaged ledger: {other:?}"),
+        }
+    }
+
+    /// A row that passed validation without its stored row (the column emptied outside
+    /// paybatch) is damage wherever it is read, not a row of unknown currency.
+    #[test]
+    fn a_valid_row_without_its_stored_row_is_a_damaged_ledger() {
+        let (_dir, ledger, batch) = stored_as(&RowContent::sample().to_json());
+        ledger
+            .conn
+            .execute("UPDATE rows SET spec = NULL, state = 'COMPLETED'", [])
+            .expect("emptied");
+        damage_at_line_7(ledger.rows(batch).map(drop));
+        damage_at_line_7(ledger.completed_amounts(batch).map(drop));
+        let visited = ledger.visit_result_rows::<LedgerError>(batch, Specs::Read, |_, _| Ok(()));
+        damage_at_line_7(visited);
+        // A row that failed validation has none: read as such.
+        ledger
+            .conn
+            .execute("UPDATE rows SET state = 'INVALID'", [])
+            .expect("invalid");
+        assert_eq!(ledger.rows(batch).expect("rows")[0].spec, None);
+    }
+
+    /// A stored row kept as bytes rather than text is damage naming its line, not SQLite's
+    /// message about a column type.
+    #[test]
+    fn a_stored_row_kept_as_bytes_is_a_damaged_ledger() {
+        let (_dir, ledger, batch) = stored_as(&RowContent::sample().to_json());
+        let bytes = RowContent::sample().to_json().into_bytes();
+        ledger
+            .conn
+            .execute("UPDATE rows SET spec = ?1", [bytes])
+            .expect("bytes");
+        let m = damage_at_line_7(ledger.rows(batch).map(drop));
+        assert!(m.contains("not as text"), "{m}");
+    }
+
+    /// A stored row holding what no validated row holds (a face value not positive, no or an
+    /// empty product code, a distribution method paybatch does not send) is damage.
+    #[test]
+    fn a_stored_row_no_validation_lets_through_is_a_damaged_ledger() {
+        let sample = RowContent::sample().to_json();
+        for (from, to) in [
+            ("\"10\"", "\"-10\""),
+            ("\"10\"", "\"0\""),
+            ("[\"AMZ-US\"]", "[\"\"]"),
+            ("[\"AMZ-US\"]", "[]"),
+            ("\"EMAIL\"", "\"CARRIER_PIGEON\""),
+        ] {
+            assert!(sample.contains(from), "{sample}");
+            let (_dir, ledger, batch) = stored_as(&sample.replace(from, to));
+            damage_at_line_7(ledger.rows(batch).map(drop));
+        }
+    }
+
+    /// The converted-price look-up reads stored rows in SQLite (`json_extract`): a stored row
+    /// that is not JSON is a damaged ledger there too, not SQLite's error.
+    #[test]
+    fn the_converted_price_lookup_calls_an_unreadable_stored_row_damage() {
+        let (_dir, ledger, batch) = stored_as("{\"product_codes\":");
+        ledger
+            .conn
+            .execute_batch(&format!(
+                "INSERT INTO orders (id, batch_id, idempotency_key, body, mode, payment_currency,
+                                     state, created_at)
+                 VALUES (1, {batch}, 'k', x'00', 'sync', 'EUR', 'COMPLETED', '');
+                 UPDATE rows SET state = 'COMPLETED', order_id = 1, price = '10',
+                        debited_amount = '9.20', debited_currency = 'EUR', completed_at = 'x';"
+            ))
+            .expect("a converted row");
+        let base_url = ledger
+            .batch_by_id(batch)
+            .expect("batch")
+            .expect("b")
+            .base_url;
+        match ledger.latest_conversion(&base_url, "EUR", "USD") {
+            Err(LedgerError::Corrupt(m)) => assert!(m.contains("help:"), "{m}"),
+            other => panic!("not a damaged ledger: {other:?}"),
         }
     }
 

@@ -67,14 +67,14 @@ const SERVICE_ROWS: &str =
 
 fn service_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ServiceRow> {
     Ok(ServiceRow {
-        service_order_id: r.get(0)?,
-        key: r.get(1)?,
-        batch_tag: r.get(2)?,
-        created_at: r.get(3)?,
-        read_at: r.get(4)?,
-        reference: r.get(5)?,
-        attempt: r.get(6)?,
-        rows_whole: r.get(7)?,
+        service_order_id: r.get("service_order_id")?,
+        key: r.get("idempotency_key")?,
+        batch_tag: r.get("batch_tag")?,
+        created_at: r.get("created_at")?,
+        read_at: r.get("read_at")?,
+        reference: r.get("reference")?,
+        attempt: r.get("attempt")?,
+        rows_whole: r.get("rows_whole")?,
     })
 }
 
@@ -86,8 +86,8 @@ impl Ledger {
             .and_then(|mut st| {
                 st.query_row(params![service_address(base_url)], |r| {
                     Ok(ReadMark {
-                        read_to: r.get(0)?,
-                        read_at: r.get(1)?,
+                        read_to: r.get("read_to")?,
+                        read_at: r.get("read_at")?,
                     })
                 })
                 .optional()
@@ -205,7 +205,7 @@ impl Ledger {
                      OR NOT EXISTS (SELECT 1 FROM orders m WHERE m.idempotency_key = o.idempotency_key))
               ORDER BY o.created_at, o.service_order_id",
             params![service_address(base_url), batch_tag],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| Ok((r.get("service_order_id")?, r.get("created_at")?)),
         )
     }
 
@@ -262,14 +262,18 @@ impl Ledger {
     pub fn service_order_counts(&self, base_url: &str) -> Result<(i64, i64, i64)> {
         self.conn
             .prepare_cached(
-                "SELECT coalesce(sum(batch_tag IS NOT NULL), 0),
-                        coalesce(sum(batch_tag IS NOT NULL AND rows_whole = 0), 0),
-                        coalesce(sum(batch_tag IS NULL AND rows_whole = 0), 0)
+                "SELECT coalesce(sum(batch_tag IS NOT NULL), 0) AS tagged,
+                        coalesce(sum(batch_tag IS NOT NULL AND rows_whole = 0), 0) AS tagged_part,
+                        coalesce(sum(batch_tag IS NULL AND rows_whole = 0), 0) AS untagged_part
                    FROM service_orders WHERE service = ?1",
             )
             .and_then(|mut st| {
                 st.query_row(params![service_address(base_url)], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                    Ok((
+                        r.get("tagged")?,
+                        r.get("tagged_part")?,
+                        r.get("untagged_part")?,
+                    ))
                 })
             })
             .map_err(sqlerr(&self.path))
@@ -285,14 +289,16 @@ impl Ledger {
     ) -> Result<Option<(String, bool)>> {
         self.conn
             .prepare_cached(
-                "SELECT o.created_at, o.sends = 0 AND o.last_sent_at IS NULL
+                "SELECT o.created_at, o.sends = 0 AND o.last_sent_at IS NULL AS never_sent
                    FROM rows r JOIN orders o ON o.id = r.order_id
                   WHERE r.batch_id = ?1 AND r.reference = ?2 AND r.state = 'PLANNED'
                     AND o.state = 'INTENT'",
             )
             .and_then(|mut st| {
-                st.query_row(params![batch_id, reference], |r| Ok((r.get(0)?, r.get(1)?)))
-                    .optional()
+                st.query_row(params![batch_id, reference], |r| {
+                    Ok((r.get("created_at")?, r.get("never_sent")?))
+                })
+                .optional()
             })
             .map_err(sqlerr(&self.path))
     }
@@ -306,7 +312,7 @@ impl Ledger {
                     AND o.state = 'INTENT' AND o.sends = 0 AND o.last_sent_at IS NULL",
             )
             .and_then(|mut st| {
-                st.query_row(params![batch_id, reference], |r| r.get(0))
+                st.query_row(params![batch_id, reference], |r| r.get("id"))
                     .optional()
             })
             .map_err(sqlerr(&self.path))
@@ -333,7 +339,7 @@ impl Ledger {
             "SELECT body FROM orders
               WHERE state = 'INTENT' AND (sends > 0 OR last_sent_at IS NOT NULL)",
             [],
-            |r| r.get(0),
+            |r| r.get("body"),
         )
     }
 
@@ -345,7 +351,7 @@ impl Ledger {
               WHERE r.batch_id = ?1 AND r.state = 'PLANNED' AND o.state = 'INTENT'
               ORDER BY o.id, r.position",
             params![batch_id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| Ok((r.get("reference")?, r.get("id")?)),
         )
     }
 
@@ -359,7 +365,7 @@ impl Ledger {
                 AND o.sends = 0 AND o.last_sent_at IS NULL
               ORDER BY r.position",
             params![batch_id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            |r| Ok((r.get("reference")?, r.get("attempt")?, r.get("created_at")?)),
         )
     }
 }

@@ -4,10 +4,11 @@
 use std::path::Path;
 
 use rusqlite::{OptionalExtension, Transaction, params};
+use rust_decimal::Decimal;
 
 use super::{
-    Ledger, LedgerError, OrderRecord, OrderState, Result, RowRecord, RowState, begin, commit,
-    event, exec, now, repeats, row_state_for, sqlerr,
+    Amount, Ledger, LedgerError, OrderRecord, OrderState, Result, RowRecord, RowState, begin,
+    commit, event, exec, now, repeats, row_state_for, sqlerr,
 };
 
 /// What the service said about one item of a terminal order.
@@ -15,10 +16,10 @@ use super::{
 pub struct ItemOutcome {
     pub item_id: Option<String>,
     pub payout_url: Option<String>,
-    pub price: Option<String>,
-    pub discount: Option<String>,
+    pub price: Option<Decimal>,
+    pub discount: Option<Decimal>,
     /// What the paying balance (or card) was charged for the item, and in which currency.
-    pub debited: Option<(String, String)>,
+    pub debited: Option<(Decimal, String)>,
     /// The life of the item's payout link as the answer gave it (`payout.status`, since when,
     /// expiry), kept for a COMPLETED row.
     pub payout: Option<super::PayoutLife>,
@@ -492,12 +493,12 @@ pub(super) fn write_row_transition(
             to,
             item.item_id,
             item.payout_url,
-            item.price,
-            item.discount,
+            item.price.map(Amount),
+            item.discount.map(Amount),
             t.error.map(|e| e.0),
             t.error.map(|e| e.1),
             t.completed_at,
-            item.debited.as_ref().map(|d| d.0.as_str()),
+            item.debited.as_ref().map(|d| Amount(d.0)),
             item.debited.as_ref().map(|d| d.1.as_str()),
             likeness
         ],

@@ -458,11 +458,7 @@ pub fn summarize(
             let v = values.entry(currency).or_default();
             v.rows += 1;
             v.face_value += face;
-            v.price += row
-                .price
-                .as_deref()
-                .and_then(crate::api::decimal::parse_decimal_text)
-                .unwrap_or_default();
+            v.price += row.price.unwrap_or_default();
         }
         Ok(())
     })?;

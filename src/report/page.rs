@@ -704,12 +704,12 @@ mod tests {
             item_index: None,
             item_id: None,
             payout_url: url.map(str::to_string),
-            price: url.map(|_| "24.50".to_string()),
+            price: url.map(|_| rust_decimal::Decimal::new(2450, 2)),
             discount: None,
             error_type: error.map(|_| "invalid".to_string()),
             error_message: error.map(str::to_string),
             completed_at: None,
-            debited_amount: url.map(|_| "24.50".to_string()),
+            debited_amount: url.map(|_| rust_decimal::Decimal::new(2450, 2)),
             debited_currency: url.map(|_| "USD".to_string()),
             merged: 1,
         }
@@ -753,8 +753,8 @@ mod tests {
             face.into(),
             currency.into(),
         ];
-        r.price = Some(face.into());
-        r.debited_amount = Some(face.into());
+        r.price = Some(face.parse().expect("a decimal"));
+        r.debited_amount = r.price;
         r.debited_currency = Some(currency.into());
         r
     }
@@ -784,7 +784,7 @@ mod tests {
     #[test]
     fn a_row_that_did_not_complete_has_no_price() {
         let mut failed = row("R-9", RowState::Failed, None, Some("the order failed"));
-        failed.price = Some("98.76".into());
+        failed.price = Some(rust_decimal::Decimal::new(9876, 2));
         let page = render(&batch("sim"), &[failed], "l.db", "now", "0.1.0");
         assert!(!page.contains("98.76"), "{page}");
         assert!(page.contains("invalid: the order failed"), "{page}");

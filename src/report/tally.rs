@@ -120,7 +120,7 @@ fn row_view(headers: &[String], row: &RowRecord) -> ReportRow {
         (None, None) => String::new(),
     };
     let price = (row.state == RowState::Completed)
-        .then(|| row.price.as_deref().and_then(parse_decimal_text))
+        .then_some(row.price)
         .flatten();
     ReportRow {
         line: row.line,
@@ -518,7 +518,7 @@ impl Tally {
         if row.state != RowState::Completed {
             return;
         }
-        let charged = row.debited_amount.as_deref().and_then(parse_decimal_text);
+        let charged = row.debited_amount;
         let product_currency = if v.currency.is_empty() {
             "?".to_string()
         } else {
@@ -548,7 +548,7 @@ impl Tally {
     }
 
     fn add_charge(&mut self, row: &RowRecord, v: &ReportRow, order: Option<&OrderLabel>) {
-        let debited = row.debited_amount.as_deref().and_then(parse_decimal_text);
+        let debited = row.debited_amount;
         let (RowState::Completed, Some(amount), Some(currency)) =
             (row.state, debited, &row.debited_currency)
         else {

@@ -88,7 +88,7 @@ impl Unclaimed {
             &crate::ledger::payouts::Unclaimed {
                 status: row.status.clone(),
                 currency: row.debited_currency.clone(),
-                amount: row.debited_amount.clone(),
+                amount: row.debited_amount,
                 completed_at: row.completed_at.clone(),
             },
             now,
@@ -104,10 +104,7 @@ impl Unclaimed {
             Some(PayoutStatus::Cancelled) => 2,
             _ => return,
         };
-        let (Some(currency), Some(amount)) = (&row.currency, &row.amount) else {
-            return;
-        };
-        let Some(charged) = crate::api::decimal::parse_decimal_text(amount) else {
+        let (Some(currency), Some(charged)) = (&row.currency, row.amount) else {
             return;
         };
         let total = match kind {
@@ -240,7 +237,7 @@ mod tests {
             status: Some(status),
             since: None,
             expires_at: None,
-            debited_amount: Some(amount.into()),
+            debited_amount: Some(amount.parse().expect("a decimal")),
             debited_currency: Some(currency.into()),
             completed_at: Some(paid.into()),
         }

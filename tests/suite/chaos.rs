@@ -804,14 +804,10 @@ async fn balances_match(
             .as_ref()
             .map_or("?", |s| s.payment_currency.as_str())
             .to_string();
-        let price: Decimal = row
-            .price
-            .as_deref()
-            .and_then(|p| p.parse().ok())
-            .ok_or(format!(
-                "seed {seed}: completed row {} has no price",
-                row.reference
-            ))?;
+        let price: Decimal = row.price.ok_or(format!(
+            "seed {seed}: completed row {} has no price",
+            row.reference
+        ))?;
         *spent.entry(currency).or_default() += price;
     }
     let start: Decimal = START_BALANCE.parse().expect("decimal");
@@ -1344,7 +1340,7 @@ async fn payout_life_scenario(seed: u64) -> Result<Seen, String> {
     }
     // The balances moved by what every completed row cost, both attempts of a reissued one.
     let db = rusqlite::Connection::open(dir.path().join("ledger.db")).map_err(|e| e.to_string())?;
-    let earlier: Vec<(String, paybatch::row::RowContent)> = db
+    let earlier: Vec<(paybatch::ledger::Amount, paybatch::row::RowContent)> = db
         .prepare(
             "SELECT p.price, r.spec FROM payouts p JOIN rows r ON r.id = p.row_id
              WHERE p.reissued_at IS NOT NULL",
@@ -1358,7 +1354,7 @@ async fn payout_life_scenario(seed: u64) -> Result<Seen, String> {
     for (price, spec) in earlier {
         with_earlier.push(paybatch::ledger::RowRecord {
             state: RowState::Completed,
-            price: Some(price),
+            price: Some(price.0),
             spec: Some(spec),
             ..rows[0].clone()
         });

@@ -13,7 +13,6 @@ use std::rc::Rc;
 
 use rust_decimal::Decimal;
 
-use crate::api::decimal::parse_decimal_text;
 use crate::api::models::{Order, OrderStatus};
 use crate::batch::order_body::key_in_description;
 use crate::batch::record::Unconfirmed;
@@ -291,6 +290,7 @@ impl<'a> Books<'a> {
         };
         let note = joined(&[unconfirmed.note(), &late]);
         let payer = payer(Some(&line.label), currency);
+        let amount_text = amount.to_string();
         let journal_line = JournalLine {
             completed_at: &line.booked_on,
             kind,
@@ -298,7 +298,7 @@ impl<'a> Books<'a> {
             batch: &info.name,
             status: RowState::Completed.as_str(),
             currency,
-            amount,
+            amount: &amount_text,
             expected: &expected,
             expected_currency: if suspense { &product_currency } else { "" },
             service_completed_at: row.completed_at.as_deref().unwrap_or_default(),
@@ -321,13 +321,9 @@ impl<'a> Books<'a> {
             product: &products,
             product_currency: &product_currency,
             face_value,
-            price: row
-                .price
-                .as_deref()
-                .and_then(parse_decimal_text)
-                .unwrap_or_default(),
+            price: row.price.unwrap_or_default(),
             balance_currency: currency,
-            charged: Some(parse_decimal_text(amount).unwrap_or_default()),
+            charged: Some(*amount),
             groups: &groups,
         };
         self.write(&journal_line, &booked)
