@@ -436,6 +436,7 @@ pub fn plan_in_one_pass(
         &opts.input_options(),
         &index,
         options,
+        expected_rows,
         cells,
         |row, spec| {
             rows += 1;
