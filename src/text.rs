@@ -21,6 +21,10 @@ pub fn is_unsafe(c: char) -> bool {
 }
 
 fn escape_where(s: &str, keep: impl Fn(char) -> bool) -> Cow<'_, str> {
+    // Printable ASCII holds nothing unsafe: told from its bytes alone.
+    if s.bytes().all(|b| (b' '..b'\x7f').contains(&b)) {
+        return Cow::Borrowed(s);
+    }
     if !s.chars().any(|c| is_unsafe(c) && !keep(c)) {
         return Cow::Borrowed(s);
     }

@@ -285,28 +285,57 @@ fn attempts_of(text: &str, count: usize) -> Option<Vec<i64>> {
 pub struct MetadataFit {
     /// Characters of the `|`-joined references so far.
     rows_chars: usize,
-    attempts: Vec<i64>,
+    /// The attempts so far as [`attempts_text`] has them: each attempt and its rows in a row.
+    runs: Vec<(i64, usize)>,
 }
 
 impl MetadataFit {
     pub fn admits(&self, reference: &str, attempt: i64) -> bool {
-        let sep = usize::from(!self.attempts.is_empty());
+        let sep = usize::from(!self.runs.is_empty());
         if self.rows_chars + sep + reference.chars().count() > ROWS_BUDGET {
             return false;
         }
-        let attempts = self.attempts.iter().copied().chain([attempt]);
-        attempts_text(attempts).chars().count() <= MAX_METADATA_VALUE
+        attempts_chars(&self.runs, attempt) <= MAX_METADATA_VALUE
     }
 
     pub fn add(&mut self, reference: &str, attempt: i64) {
-        let sep = usize::from(!self.attempts.is_empty());
+        let sep = usize::from(!self.runs.is_empty());
         self.rows_chars += sep + reference.chars().count();
-        self.attempts.push(attempt);
+        match self.runs.last_mut() {
+            Some((a, n)) if *a == attempt => *n += 1,
+            _ => self.runs.push((attempt, 1)),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.attempts.is_empty()
+        self.runs.is_empty()
     }
+}
+
+/// The characters of [`attempts_text`] of the attempts of `runs` (each attempt and its rows
+/// in a row) and one more, `attempt`, counted without writing the text: a row's fit costs the
+/// runs, not the rows before it.
+fn attempts_chars(runs: &[(i64, usize)], attempt: i64) -> usize {
+    let run = |a: i64, n: usize| digits(a as i128) + 1 + digits(n as i128);
+    let Some((&(last, n), before)) = runs.split_last() else {
+        return digits(attempt as i128);
+    };
+    let before_chars: usize = before.iter().map(|&(a, n)| run(a, n) + 1).sum();
+    match (last == attempt, before.is_empty()) {
+        (true, true) => digits(last as i128),
+        (true, false) => before_chars + run(last, n + 1),
+        (false, _) => before_chars + run(last, n) + 1 + run(attempt, 1),
+    }
+}
+
+/// The characters of `n` written in decimal.
+fn digits(n: i128) -> usize {
+    let (mut len, mut m) = (usize::from(n < 0) + 1, n.unsigned_abs());
+    while m >= 10 {
+        m /= 10;
+        len += 1;
+    }
+    len
 }
 
 /// The `metadata` of an order of `rows` (reference, attempt) of `batch`.

@@ -428,14 +428,14 @@ pub fn plan_in_one_pass(
     let mut merge = ledger.merge_new(new, expected_rows)?;
     let index = CatalogIndex::new(products.to_vec());
     let merging = std::time::Instant::now();
-    let mut rows = 0usize;
-    let mut noticed = Noticed::default();
+    let (mut rows, mut noticed) = (0usize, Noticed::default());
     let mut unsure = Vec::new();
     let read = scan::read_once_in_parallel(
         &opts.input,
         &opts.input_options(),
         &index,
         options,
+        expected_rows,
         cells,
         |row, spec| {
             rows += 1;

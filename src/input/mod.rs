@@ -25,7 +25,7 @@ pub mod rules {
     pub use crate::input::problem::{KEPT, KEPT_PER_KIND, Problem, Problems, show};
     pub use crate::input::row::{
         MAX_EMAIL_BYTES, MAX_REFERENCE_CHARS, REFERENCE_PUNCTUATION, RowSpec, ValidateOptions,
-        email_problem, parse_record,
+        email_problem, parse_record, parse_record_owned,
     };
     pub use crate::input::seen::Seen;
     pub use crate::input::validator::Validator;

@@ -103,6 +103,43 @@ pub fn parse_record(
     rec: &RawRecord,
     opts: &ValidateOptions,
 ) -> Result<RowSpec, Vec<Problem>> {
+    let (reference, content) = parse_content(columns, headers, rec, opts)?;
+    Ok(RowSpec {
+        line: rec.line,
+        reference,
+        content,
+        fields: rec.fields.clone(),
+        columns: columns.clone(),
+    })
+}
+
+/// [`parse_record`] of a record the caller gives up: its cells move into the spec instead of
+/// being copied (a record with problems is handed back with them).
+pub fn parse_record_owned(
+    columns: &ColumnMap,
+    headers: &[String],
+    rec: RawRecord,
+    opts: &ValidateOptions,
+) -> Result<RowSpec, (RawRecord, Vec<Problem>)> {
+    match parse_content(columns, headers, &rec, opts) {
+        Ok((reference, content)) => Ok(RowSpec {
+            line: rec.line,
+            reference,
+            content,
+            fields: rec.fields,
+            columns: columns.clone(),
+        }),
+        Err(problems) => Err((rec, problems)),
+    }
+}
+
+/// The reference and content of a record whose syntax is valid, else all its problems.
+fn parse_content(
+    columns: &ColumnMap,
+    headers: &[String],
+    rec: &RawRecord,
+    opts: &ValidateOptions,
+) -> Result<(String, RowContent), Vec<Problem>> {
     let mut c = NamedCells {
         columns,
         rec,
@@ -144,10 +181,9 @@ pub fn parse_record(
             Some(face_value),
             Some(distribution),
             Some(payment_currency),
-        ) if c.problems.is_empty() => Ok(RowSpec {
-            line: rec.line,
+        ) if c.problems.is_empty() => Ok((
             reference,
-            content: RowContent {
+            RowContent {
                 product_codes,
                 face_value,
                 currency,
@@ -157,9 +193,7 @@ pub fn parse_record(
                 country,
                 card_id,
             },
-            fields: rec.fields.clone(),
-            columns: columns.clone(),
-        }),
+        )),
         _ => {
             let mut problems = c.problems;
             problems.sort_by_key(|p| p.column);

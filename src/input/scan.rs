@@ -219,9 +219,10 @@ pub fn scan(
         rows += 1;
         let checked = check(next, &columns, &headers, options, Some(&mut validator));
         match with_sheet(checked, sheet.as_deref()) {
-            Checked::Valid(record, spec) => {
+            Checked::Valid(record, mut spec) => {
                 marks.see(&record, &columns);
                 valid_rows += 1;
+                spec.fields = record.fields;
                 if let Some(d) = digest.as_mut() {
                     d.row(&spec);
                 }
@@ -285,9 +286,14 @@ fn check(
             };
         }
     };
-    match rules::parse_record(columns, headers, &record, options) {
-        Ok(spec) => {
+    // The cells move into the spec for the checks (which quote them) and back: never copied.
+    match rules::parse_record_owned(columns, headers, record, options) {
+        Ok(mut spec) => {
             let found = validator.map(|v| v.check(&spec)).unwrap_or_default();
+            let record = RawRecord {
+                line: spec.line,
+                fields: std::mem::take(&mut spec.fields),
+            };
             if found.is_empty() {
                 Checked::Valid(record, spec)
             } else {
@@ -299,7 +305,7 @@ fn check(
                 }
             }
         }
-        Err(found) => Checked::Invalid {
+        Err((record, found)) => Checked::Invalid {
             line: record.line,
             reference: record
                 .fields
@@ -676,12 +682,14 @@ fn stamp(path: &Path) -> Option<Stamp> {
 /// replaced or truncated while it was read (its size, times and inode before the pass and
 /// after the last row was handed on differ; two passes compare the bytes of both reads): the
 /// caller must then undo what `each` did and read the file in two passes ([`scan`], which finds
-/// every problem, then [`read_again`]).
+/// every problem, then [`read_again`]). `expected_rows`, about how many rows the file has,
+/// sizes the tables of the rows read.
 pub fn read_once_in_parallel<E>(
     path: &Path,
     input: &InputOptions,
     catalog: &CatalogIndex,
     options: &ValidateOptions,
+    expected_rows: usize,
     cells: Option<&mut dyn OnValidRow>,
     each: impl FnMut(IncomingRow, Option<RowSpec>) -> Result<(), E>,
 ) -> Result<Option<Scan>, E> {
@@ -699,7 +707,7 @@ pub fn read_once_in_parallel<E>(
             let asked_comma = options.decimal_comma;
             let options: &ValidateOptions = &for_file(options, &reader.format());
             let mut marks = DecimalMarks::default();
-            let mut validator = Validator::new(catalog, options.clone());
+            let mut validator = Validator::for_rows(catalog, options.clone(), expected_rows);
             let mut cells = cells;
             if let Some(c) = cells.as_deref_mut() {
                 c.start(&headers, reader.format());
@@ -942,6 +950,7 @@ mod tests {
             &InputOptions::default(),
             &cat,
             &opts,
+            0,
             None,
             |row, spec| {
                 read.push((row, spec.expect("valid")));
@@ -1023,6 +1032,7 @@ mod tests {
             &InputOptions::default(),
             &cat,
             &opts,
+            0,
             None,
             |row, spec| {
                 assert!(spec.is_some());
@@ -1061,6 +1071,7 @@ mod tests {
             &InputOptions::default(),
             &cat,
             &opts,
+            0,
             None,
             |_, _| {
                 seen += 1;
@@ -1079,6 +1090,7 @@ mod tests {
             &InputOptions::default(),
             &cat,
             &opts,
+            0,
             None,
             |_, _| {
                 if !appended {
@@ -1102,6 +1114,7 @@ mod tests {
             &InputOptions::default(),
             &cat,
             &opts,
+            0,
             None,
             |_, _| Ok::<_, FileChanged>(()),
         )

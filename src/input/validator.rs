@@ -31,11 +31,17 @@ pub struct Validator<'a> {
 
 impl<'a> Validator<'a> {
     pub fn new(catalog: &'a CatalogIndex, opts: ValidateOptions) -> Self {
+        Self::for_rows(catalog, opts, 0)
+    }
+
+    /// A validator of a file of about `rows` rows: its tables of the rows before are made that
+    /// large at once, not grown (each growth holds the old table and the new at once).
+    pub fn for_rows(catalog: &'a CatalogIndex, opts: ValidateOptions, rows: usize) -> Self {
         Validator {
             catalog,
             opts,
-            references: Seen::default(),
-            contents: Seen::default(),
+            references: Seen::for_values(rows),
+            contents: Seen::for_values(rows),
             suggestions_left: SUGGESTIONS,
         }
     }
