@@ -358,76 +358,90 @@ async fn orders_of_every_size_from_1_to_60_put_each_row_at_its_item_of_the_body(
             (code.to_string(), value.parse().expect("decimal"), delivery),
         );
     }
-    for n in 1..=60usize {
-        let ws = Workspace::new();
-        ws.write("s.csv", &file);
-        let out = paybatch(
-            ws.dir.path(),
-            &[
-                "run",
-                "s.csv",
-                "--plan-only",
-                "--items-per-order",
-                &n.to_string(),
-            ],
-            &[],
-        )
-        .await;
-        assert_eq!(out.status.code(), Some(5), "n={n}: {}", stderr(&out));
-        let conn = db(&ws.path("paybatch.db"));
-        let rows: BTreeMap<String, (i64, i64, String)> = {
-            let mut st = conn
-                .prepare("SELECT reference, order_id, item_index, delivery FROM rows")
-                .expect("prepare");
-            st.query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?, r.get(3)?))))
-                .expect("query")
-                .collect::<rusqlite::Result<_>>()
-                .expect("rows")
-        };
-        assert_eq!(rows.len(), 61, "n={n}");
+    // The runs of the binary go four at a time (each in a workspace of its own); every size is
+    // checked.
+    let sizes: Vec<usize> = (1..=60).collect();
+    for chunk in sizes.chunks(4) {
+        let mut runs = tokio::task::JoinSet::new();
+        for &n in chunk {
+            let file = file.clone();
+            runs.spawn(async move {
+                let ws = Workspace::new();
+                ws.write("s.csv", &file);
+                let n_text = n.to_string();
+                let args = ["run", "s.csv", "--plan-only", "--items-per-order", &n_text];
+                let out = paybatch(ws.dir.path(), &args, &[]).await;
+                (n, ws, out)
+            });
+        }
+        while let Some(done) = runs.join_next().await {
+            let (n, ws, out) = done.expect("a planning run");
+            assert_eq!(out.status.code(), Some(5), "n={n}: {}", stderr(&out));
+            each_row_at_its_item(n, &ws.path("paybatch.db"), &expected);
+        }
+    }
+}
+
+/// The ledger of a planned run of the 61 rows at `n` items an order: each row in exactly
+/// one order, at the item of its body that asks for its product, face value and delivery.
+fn each_row_at_its_item(
+    n: usize,
+    ledger: &Path,
+    expected: &BTreeMap<String, (String, Decimal, &str)>,
+) {
+    let conn = db(ledger);
+    let rows: BTreeMap<String, (i64, i64, String)> = {
         let mut st = conn
-            .prepare("SELECT id, body FROM orders")
+            .prepare("SELECT reference, order_id, item_index, delivery FROM rows")
             .expect("prepare");
-        let orders: Vec<(i64, Vec<u8>)> = st
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        st.query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?, r.get(3)?))))
             .expect("query")
             .collect::<rusqlite::Result<_>>()
-            .expect("orders");
-        let mut sizes = Vec::new();
-        let mut seen = 0;
-        for (id, body) in orders {
-            let body: serde_json::Value = serde_json::from_slice(&body).expect("body");
-            let metadata: BTreeMap<String, String> =
-                serde_json::from_value(body["metadata"].clone()).expect("metadata");
-            let references = paybatch::batch::order_body::references_in_metadata(&metadata);
-            let items = body["items"].as_array().expect("items");
-            assert_eq!(references.len(), items.len(), "n={n} order {id}");
-            sizes.push(items.len());
-            for (index, (reference, item)) in references.iter().zip(items).enumerate() {
-                seen += 1;
-                let (order, at, delivery) = &rows[reference];
-                assert_eq!((*order, *at), (id, index as i64), "n={n} {reference}");
-                let (code, value, want) = &expected[reference];
-                assert_eq!(delivery, want, "n={n} {reference}");
-                assert_eq!(
-                    item["distribution_method"]["type"], *want,
-                    "n={n} {reference}"
-                );
-                assert_eq!(
-                    item["products"]["value"],
-                    code.as_str(),
-                    "n={n} {reference}"
-                );
-                let face: Decimal = item["face_value"].to_string().parse().expect("face value");
-                assert_eq!(face, *value, "n={n} {reference}");
-            }
+            .expect("rows")
+    };
+    assert_eq!(rows.len(), 61, "n={n}");
+    let mut st = conn
+        .prepare("SELECT id, body FROM orders")
+        .expect("prepare");
+    let orders: Vec<(i64, Vec<u8>)> = st
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .expect("query")
+        .collect::<rusqlite::Result<_>>()
+        .expect("orders");
+    let mut sizes = Vec::new();
+    let mut seen = 0;
+    for (id, body) in orders {
+        let body: serde_json::Value = serde_json::from_slice(&body).expect("body");
+        let metadata: BTreeMap<String, String> =
+            serde_json::from_value(body["metadata"].clone()).expect("metadata");
+        let references = paybatch::batch::order_body::references_in_metadata(&metadata);
+        let items = body["items"].as_array().expect("items");
+        assert_eq!(references.len(), items.len(), "n={n} order {id}");
+        sizes.push(items.len());
+        for (index, (reference, item)) in references.iter().zip(items).enumerate() {
+            seen += 1;
+            let (order, at, delivery) = &rows[reference];
+            assert_eq!((*order, *at), (id, index as i64), "n={n} {reference}");
+            let (code, value, want) = &expected[reference];
+            assert_eq!(delivery, want, "n={n} {reference}");
+            assert_eq!(
+                item["distribution_method"]["type"], *want,
+                "n={n} {reference}"
+            );
+            assert_eq!(
+                item["products"]["value"],
+                code.as_str(),
+                "n={n} {reference}"
+            );
+            let face: Decimal = item["face_value"].to_string().parse().expect("face value");
+            assert_eq!(face, *value, "n={n} {reference}");
         }
-        assert_eq!(seen, 61, "n={n}: every row in exactly one order");
-        sizes.sort_unstable();
-        let mut want = vec![n; 61 / n];
-        if 61 % n != 0 {
-            want.insert(0, 61 % n);
-        }
-        assert_eq!(sizes, want, "n={n}");
     }
+    assert_eq!(seen, 61, "n={n}: every row in exactly one order");
+    sizes.sort_unstable();
+    let mut want = vec![n; 61 / n];
+    if 61 % n != 0 {
+        want.insert(0, 61 % n);
+    }
+    assert_eq!(sizes, want, "n={n}");
 }
