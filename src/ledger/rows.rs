@@ -182,7 +182,7 @@ pub struct OrderLabel {
 
 /// Each order of a batch with its way of paying and its number of rows (`?1`: the batch).
 pub(super) const ROWS_PER_ORDER_AND_PAYMENT: &str = "SELECT o.card_id, o.payment_currency,
-        (SELECT COUNT(*) FROM rows WHERE rows.order_id = o.id)
+        (SELECT COUNT(*) FROM rows WHERE rows.order_id = o.id) AS rows_in_order
  FROM orders o WHERE o.batch_id = ?1";
 
 impl Ledger {
@@ -390,14 +390,21 @@ impl Ledger {
             .conn
             .prepare_cached(ROWS_PER_ORDER_AND_PAYMENT)
             .map_err(sqlerr(&self.path))?;
+        // The columns by name, found once for the statement: one row an order.
+        let at = |name| stmt.column_index(name).map_err(sqlerr(&self.path));
+        let (card, currency, rows) = (
+            at("card_id")?,
+            at("payment_currency")?,
+            at("rows_in_order")?,
+        );
         let mut cursor = stmt.query([batch_id]).map_err(sqlerr(&self.path))?;
         let mut out: BTreeMap<(Option<String>, String), i64> = BTreeMap::new();
         while let Some(r) = cursor.next().map_err(sqlerr(&self.path))? {
             let way = (
-                r.get(0).map_err(sqlerr(&self.path))?,
-                r.get(1).map_err(sqlerr(&self.path))?,
+                r.get(card).map_err(sqlerr(&self.path))?,
+                r.get(currency).map_err(sqlerr(&self.path))?,
             );
-            *out.entry(way).or_default() += r.get::<_, i64>(2).map_err(sqlerr(&self.path))?;
+            *out.entry(way).or_default() += r.get::<_, i64>(rows).map_err(sqlerr(&self.path))?;
         }
         Ok(out
             .into_iter()
@@ -411,11 +418,11 @@ impl Ledger {
         // Grouped in the order of `rows_batch_state` (batch, state, delivery): read from the
         // index alone, without a sort; the states are summed here.
         let counted: Vec<(String, i64)> = self.select_all(
-            "SELECT delivery, COUNT(*) FROM rows
+            "SELECT delivery, COUNT(*) AS rows_counted FROM rows
              WHERE batch_id = ?1 AND delivery IS NOT NULL AND state != 'REMOVED'
              GROUP BY state, delivery",
             [batch_id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| Ok((r.get("delivery")?, r.get("rows_counted")?)),
         )?;
         let mut out: BTreeMap<String, i64> = BTreeMap::new();
         for (delivery, rows) in counted {
@@ -462,7 +469,7 @@ impl Ledger {
     pub fn row_reference(&self, row_id: i64) -> Result<Option<String>> {
         self.conn
             .prepare_cached("SELECT reference FROM rows WHERE id = ?1")
-            .and_then(|mut st| st.query_row([row_id], |r| r.get(0)).optional())
+            .and_then(|mut st| st.query_row([row_id], |r| r.get("reference")).optional())
             .map_err(sqlerr(&self.path))
     }
 
@@ -471,7 +478,7 @@ impl Ledger {
         self.conn
             .prepare_cached("SELECT state FROM rows WHERE batch_id = ?1 AND reference = ?2")
             .and_then(|mut st| {
-                st.query_row(params![batch_id, reference], |r| r.get(0))
+                st.query_row(params![batch_id, reference], |r| r.get("state"))
                     .optional()
             })
             .map_err(sqlerr(&self.path))
@@ -501,9 +508,9 @@ impl Ledger {
     /// Counts of rows per state.
     pub fn row_counts(&self, batch_id: i64) -> Result<Vec<(RowState, i64)>> {
         let mut out: Vec<(RowState, i64)> = self.select_all(
-            "SELECT state, COUNT(*) FROM rows WHERE batch_id = ?1 GROUP BY state",
+            "SELECT state, COUNT(*) AS rows_counted FROM rows WHERE batch_id = ?1 GROUP BY state",
             [batch_id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| Ok((r.get("state")?, r.get("rows_counted")?)),
         )?;
         out.sort_by_key(|(s, _)| RowState::ALL.iter().position(|x| x == s));
         Ok(out)
@@ -514,10 +521,10 @@ impl Ledger {
     pub fn completed_rows_noted(&self, batch_id: i64, error_type: &str) -> Result<i64> {
         self.conn
             .query_row(
-                "SELECT COUNT(*) FROM rows
+                "SELECT COUNT(*) AS noted FROM rows
                  WHERE batch_id = ?1 AND state = 'COMPLETED' AND error_type = ?2",
                 params![batch_id, error_type],
-                |r| r.get(0),
+                |r| r.get("noted"),
             )
             .map_err(sqlerr(&self.path))
     }
@@ -813,7 +820,7 @@ mod tests {
                 "INSERT INTO orders (batch_id, idempotency_key, body, mode, payment_currency, state, created_at)
                  VALUES (?1, 'k', x'00', 'async', 'USD', 'INTENT', '2026-11-27T00:00:00Z') RETURNING id",
                 [batch],
-                |r| r.get::<_, i64>(0),
+                |r| r.get::<_, i64>("id"),
             )
             .expect("an intent");
         ledger
