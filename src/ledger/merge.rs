@@ -334,13 +334,8 @@ impl Merge<'_> {
         payment_currency: &str,
         product_currency: &str,
     ) -> Result<Option<super::Conversion>> {
-        super::latest_conversion_in(
-            &self.tx,
-            self.path,
-            base_url,
-            payment_currency,
-            product_currency,
-        )
+        super::latest_conversion_in(&self.tx, base_url, payment_currency, product_currency)
+            .map_err(sqlerr(self.path))
     }
 
     /// The row of another batch with `reference` ([`super::repeats::earlier_row_in`]), read

@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::collections::HashMap;
-use std::path::Path;
 
 use rusqlite::{Connection, OptionalExtension, params};
 use rust_decimal::Decimal;
@@ -329,13 +328,8 @@ impl Ledger {
         payment_currency: &str,
         product_currency: &str,
     ) -> Result<Option<Conversion>> {
-        latest_conversion_in(
-            &self.conn,
-            &self.path,
-            base_url,
-            payment_currency,
-            product_currency,
-        )
+        latest_conversion_in(&self.conn, base_url, payment_currency, product_currency)
+            .map_err(self.read_error())
     }
 
     /// What left each balance (or card) for the COMPLETED rows of a batch, and for the earlier
@@ -533,16 +527,19 @@ impl Ledger {
 /// The ledger's latest recorded row converted from `payment_currency` to `product_currency`
 /// among the batches made with the service at `base_url`: a completed row of a one-item sync
 /// order paid from a balance (embedded FX). Read newest first: found at once where the pair is
-/// common; a pair never converted reads every row (about a second for 500,000 rows).
+/// common; a pair never converted reads every row (about a second for 500,000 rows). The row
+/// found is read through the one conversion ([`RowContent`]): a stored row SQLite reads as JSON
+/// but paybatch cannot read (of another shape) is a damaged ledger, never a price.
 pub(crate) fn latest_conversion_in(
     conn: &Connection,
-    path: &Path,
     base_url: &str,
     payment_currency: &str,
     product_currency: &str,
-) -> Result<Option<Conversion>> {
+) -> rusqlite::Result<Option<Conversion>> {
     conn.query_row(
-        "SELECT r.price, r.debited_amount, r.completed_at
+        "SELECT r.price AS price, r.debited_amount AS debited_amount,
+                r.completed_at AS completed_at, r.spec AS spec, r.batch_id AS batch_id,
+                r.line AS line
          FROM rows r
          JOIN orders o ON o.id = r.order_id
          JOIN batches b ON b.id = r.batch_id
@@ -555,6 +552,7 @@ pub(crate) fn latest_conversion_in(
          ORDER BY r.id DESC LIMIT 1",
         params![base_url, payment_currency, product_currency],
         |r| {
+            stored_row_in(r, "spec", RowState::Completed)?;
             Ok(Conversion {
                 payment_currency: payment_currency.to_string(),
                 product_currency: product_currency.to_string(),
@@ -565,7 +563,6 @@ pub(crate) fn latest_conversion_in(
         },
     )
     .optional()
-    .map_err(sqlerr(path))
 }
 
 /// A row as [`row_columns`] select it, its stored row read.
@@ -783,11 +780,10 @@ mod tests {
         }
     }
 
-    /// The converted-price look-up reads stored rows in SQLite (`json_extract`): a stored row
-    /// that is not JSON is a damaged ledger there too, not SQLite's error.
-    #[test]
-    fn the_converted_price_lookup_calls_an_unreadable_stored_row_damage() {
-        let (_dir, ledger, batch) = stored_as("{\"product_codes\":");
+    /// The stored row `text`, its row completed in a converted order (EUR paid for USD), and
+    /// what the converted-price look-up finds of EUR to USD.
+    fn converted_as(text: &str) -> Result<Option<Conversion>> {
+        let (_dir, ledger, batch) = stored_as(text);
         ledger
             .conn
             .execute_batch(&format!(
@@ -803,10 +799,41 @@ mod tests {
             .expect("batch")
             .expect("b")
             .base_url;
-        match ledger.latest_conversion(&base_url, "EUR", "USD") {
+        ledger.latest_conversion(&base_url, "EUR", "USD")
+    }
+
+    /// The converted-price look-up reads stored rows in SQLite (`json_extract`): a stored row
+    /// that is not JSON is a damaged ledger there too, not SQLite's error.
+    #[test]
+    fn the_converted_price_lookup_calls_an_unreadable_stored_row_damage() {
+        match converted_as("{\"product_codes\":") {
             Err(LedgerError::Corrupt(m)) => assert!(m.contains("help:"), "{m}"),
             other => panic!("not a damaged ledger: {other:?}"),
         }
+    }
+
+    /// A stored row SQLite reads as JSON, of the pair looked up, but of another shape than a
+    /// stored row's (a field missing, a face value no validation lets through) is a damaged
+    /// ledger naming its line, not the price of a conversion.
+    #[test]
+    fn the_converted_price_lookup_calls_a_stored_row_of_another_shape_damage() {
+        let sample = RowContent::sample().to_json();
+        assert!(
+            sample.contains("\"USD\"") && sample.contains("\"10\""),
+            "{sample}"
+        );
+        for text in [
+            "{\"currency\":\"USD\"}".to_string(),
+            sample.replace("\"10\"", "\"-10\""),
+        ] {
+            damage_at_line_7(converted_as(&text).map(drop));
+        }
+        // The same row, as stored, is the conversion found.
+        let found = converted_as(&sample).expect("read").expect("a conversion");
+        assert_eq!(
+            (found.price, found.debited),
+            (Decimal::TEN, "9.20".parse().expect("d"))
+        );
     }
 
     /// Before a run sends, the stored rows of the orders it may send or record are read: an
