@@ -12,7 +12,7 @@ impl Ledger {
             .query_row(
                 "SELECT fetched_at FROM catalog_syncs WHERE environment = ?1",
                 [environment],
-                |r| r.get(0),
+                |r| r.get("fetched_at"),
             )
             .optional()
             .map_err(sqlerr(&self.path))?;
@@ -22,7 +22,7 @@ impl Ledger {
         let products = self.select_all(
             "SELECT product FROM catalog_products WHERE environment = ?1 ORDER BY code",
             [environment],
-            |r| r.get::<_, String>(0),
+            |r| r.get::<_, String>("product"),
         )?;
         Ok(Some((fetched_at, products)))
     }

@@ -256,6 +256,14 @@ pub(super) fn stored_row_in(
     Ok(read)
 }
 
+/// A statement read by name at no cost a row: `columns` names its select list, in order, so
+/// that [`position`] finds a column's place as the code is built; a test checks that the
+/// statement's columns are those names.
+pub(super) struct Named {
+    pub sql: &'static str,
+    pub columns: &'static [&'static str],
+}
+
 /// The position of `name` among `columns` (the names of a select list, in order), for reads
 /// by name that cost nothing a row: evaluated as the code is built (in a `const` block), where
 /// a name the list does not have stops the build.
@@ -328,14 +336,16 @@ mod tests {
             .expect("table");
         conn.execute("INSERT INTO t (v) VALUES (?1)", [value])
             .expect("insert");
-        conn.query_row("SELECT v, v FROM t", [], |r| Ok((r.get(0)?, r.get(1)?)))
-            .expect("read")
+        conn.query_row("SELECT v AS value, v AS text FROM t", [], |r| {
+            Ok((r.get("value")?, r.get("text")?))
+        })
+        .expect("read")
     }
 
     /// `text` read from a column as a `T`.
     fn read<T: FromSql>(text: &str) -> rusqlite::Result<T> {
         let conn = Connection::open_in_memory().expect("open");
-        conn.query_row("SELECT ?1", [text], |r| r.get(0))
+        conn.query_row("SELECT ?1 AS v", [text], |r| r.get("v"))
     }
 
     /// The message of the conversion error reading `text` as a `T` gives, as the ledger
@@ -395,10 +405,25 @@ mod tests {
         ));
     }
 
+    /// Each statement read by the places of its named columns has those columns, in that
+    /// order, in the ledger's schema.
+    #[test]
+    fn named_statements_have_their_columns_in_order() {
+        let dir = tempfile::tempdir().expect("dir");
+        let ledger = super::super::Ledger::open(&dir.path().join("l.db")).expect("ledger");
+        for named in [
+            super::super::merge::KNOWN_ROW,
+            super::super::repeats::EARLIER_ROW,
+        ] {
+            let st = ledger.conn.prepare(named.sql).expect("prepare");
+            assert_eq!(st.column_names(), named.columns, "{}", named.sql);
+        }
+    }
+
     #[test]
     fn a_number_in_a_typed_column_is_refused_too() {
         let conn = Connection::open_in_memory().expect("open");
-        let read: rusqlite::Result<RowState> = conn.query_row("SELECT 7", [], |r| r.get(0));
+        let read: rusqlite::Result<RowState> = conn.query_row("SELECT 7 AS v", [], |r| r.get("v"));
         assert!(matches!(read, Err(rusqlite::Error::InvalidColumnType(..))));
     }
 

@@ -159,13 +159,17 @@ impl Ledger {
             .conn
             .prepare("SELECT batch_id, reference FROM rows")
             .map_err(&err)?;
+        let (batch_at, reference_at) = (
+            stmt.column_index("batch_id").map_err(&err)?,
+            stmt.column_index("reference").map_err(&err)?,
+        );
         let mut cursor = stmt.query([]).map_err(&err)?;
         let mut found: Vec<(i64, String)> = Vec::new();
         while let Some(r) = cursor.next().map_err(&err)? {
-            if let Ok(spelt) = r.get_ref(1).map_err(&err)?.as_str()
+            if let Ok(spelt) = r.get_ref(reference_at).map_err(&err)?.as_str()
                 && crate::reference::same_reference(reference, spelt)
             {
-                found.push((r.get(0).map_err(&err)?, spelt.to_string()));
+                found.push((r.get(batch_at).map_err(&err)?, spelt.to_string()));
             }
         }
         let mut ids = Vec::with_capacity(found.len());
@@ -173,7 +177,7 @@ impl Ledger {
             ids.extend(self.select_all(
                 "SELECT id FROM rows WHERE batch_id = ?1 AND reference = ?2",
                 rusqlite::params![batch, spelt],
-                |r| r.get::<_, i64>(0),
+                |r| r.get::<_, i64>("id"),
             )?);
         }
         Ok(ids)

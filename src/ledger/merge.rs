@@ -121,14 +121,14 @@ impl<'l> Merge<'l> {
             .query_row(
                 "SELECT merges FROM batches WHERE id = ?1",
                 [batch_id],
-                |r| r.get(0),
+                |r| r.get("merges"),
             )
             .map_err(sqlerr(path))?;
         let fresh = tx
             .query_row(
-                "SELECT NOT EXISTS (SELECT 1 FROM rows WHERE batch_id = ?1)",
+                "SELECT NOT EXISTS (SELECT 1 FROM rows WHERE batch_id = ?1) AS fresh",
                 [batch_id],
-                |r| r.get::<_, bool>(0),
+                |r| r.get::<_, bool>("fresh"),
             )
             .map_err(sqlerr(path))?;
         Ok(Merge {
@@ -254,6 +254,14 @@ impl<'l> Merge<'l> {
     }
 }
 
+/// What a merge knows of a row of the batch (`?1`) by its reference (`?2`): read once a row
+/// of the file.
+pub(super) const KNOWN_ROW: super::columns::Named = super::columns::Named {
+    sql: "SELECT id, content_hash, state, attempt, order_id FROM rows
+          WHERE batch_id = ?1 AND reference = ?2",
+    columns: &["id", "content_hash", "state", "attempt", "order_id"],
+};
+
 /// What the ledger has of a row, for the merge.
 struct Known {
     id: i64,
@@ -286,15 +294,23 @@ impl Merge<'_> {
         if self.fresh {
             return Ok(None);
         }
+        macro_rules! at {
+            ($name:literal) => {
+                const { super::columns::position(KNOWN_ROW.columns, $name) }
+            };
+        }
         let found = self
             .tx
-            .prepare_cached(
-                "SELECT id, content_hash, state, attempt, order_id FROM rows
-                 WHERE batch_id = ?1 AND reference = ?2",
-            )
+            .prepare_cached(KNOWN_ROW.sql)
             .and_then(|mut st| {
                 st.query_row(params![self.batch_id, reference], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                    Ok((
+                        r.get(at!("id"))?,
+                        r.get(at!("content_hash"))?,
+                        r.get(at!("state"))?,
+                        r.get(at!("attempt"))?,
+                        r.get(at!("order_id"))?,
+                    ))
                 })
                 .optional()
             })
@@ -318,13 +334,8 @@ impl Merge<'_> {
         payment_currency: &str,
         product_currency: &str,
     ) -> Result<Option<super::Conversion>> {
-        super::latest_conversion_in(
-            &self.tx,
-            self.path,
-            base_url,
-            payment_currency,
-            product_currency,
-        )
+        super::latest_conversion_in(&self.tx, base_url, payment_currency, product_currency)
+            .map_err(sqlerr(self.path))
     }
 
     /// The row of another batch with `reference` ([`super::repeats::earlier_row_in`]), read
@@ -660,7 +671,7 @@ mod tests {
                 let cells: String = ledger
                     .conn
                     .query_row("SELECT fields FROM rows WHERE id = ?1", [r.id], |c| {
-                        c.get(0)
+                        c.get("fields")
                     })
                     .expect("cells");
                 assert_eq!(cells, source.fields);
@@ -675,10 +686,10 @@ mod tests {
 
     fn modes(conn: &rusqlite::Connection) -> (String, i64) {
         let journal = conn
-            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .query_row("PRAGMA journal_mode", [], |r| r.get("journal_mode"))
             .expect("journal mode");
         let synchronous = conn
-            .query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .query_row("PRAGMA synchronous", [], |r| r.get("synchronous"))
             .expect("synchronous");
         (journal, synchronous)
     }
@@ -744,7 +755,7 @@ mod tests {
         let (dir, mut ledger, batch) = ledger();
         let other = rusqlite::Connection::open(dir.path().join("l.db")).expect("other");
         let before: i64 = other
-            .query_row("SELECT COUNT(*) FROM rows", [], |r| r.get(0))
+            .query_row("SELECT COUNT(*) AS n FROM rows", [], |r| r.get("n"))
             .expect("read");
         let rows = ROWS_WITH_ROLLBACK_JOURNAL as i64;
         assert_eq!(
@@ -752,7 +763,7 @@ mod tests {
             ("wal".to_string(), 2)
         );
         let after: i64 = other
-            .query_row("SELECT COUNT(*) FROM rows", [], |r| r.get(0))
+            .query_row("SELECT COUNT(*) AS n FROM rows", [], |r| r.get("n"))
             .expect("read");
         assert_eq!((before, after), (0, rows));
     }
@@ -806,7 +817,7 @@ mod tests {
                 super::super::rows::ROWS_PER_ORDER_AND_PAYMENT
             ))
             .expect("explain")
-            .query_map([batch], |r| r.get::<_, String>(3))
+            .query_map([batch], |r| r.get::<_, String>("detail"))
             .expect("plan")
             .collect::<rusqlite::Result<_>>()
             .expect("plan rows");
@@ -1007,7 +1018,7 @@ mod tests {
             .conn
             .prepare("EXPLAIN QUERY PLAN SELECT reference FROM rows WHERE batch_id = ?1")
             .expect("explain")
-            .query_map([1], |r| r.get::<_, String>(3))
+            .query_map([1], |r| r.get::<_, String>("detail"))
             .expect("plan")
             .collect::<rusqlite::Result<_>>()
             .expect("plan rows");

@@ -188,7 +188,7 @@ fn connect(path: &Path) -> Result<Connection> {
 /// and goes on from there.
 fn migrate(conn: &mut Connection) -> std::result::Result<(), rusqlite_migration::Error> {
     let version = |c: &Connection| {
-        c.pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0))
+        c.pragma_query_value(None, "user_version", |r| r.get::<_, i64>("user_version"))
             .ok()
     };
     let mut tries = 0;
@@ -211,8 +211,9 @@ fn migrate(conn: &mut Connection) -> std::result::Result<(), rusqlite_migration:
 fn set_write_ahead_log(conn: &Connection) -> rusqlite::Result<()> {
     let started = std::time::Instant::now();
     loop {
-        let set =
-            conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0));
+        let set = conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| {
+            r.get::<_, String>("journal_mode")
+        });
         let busy = match &set {
             // Another mode is kept as before (a ledger SQLite cannot give a log to).
             Ok(_) => return Ok(()),
@@ -347,7 +348,7 @@ mod tests {
             }
             let conn = Connection::open(&path).expect("ledger");
             let version: i64 = conn
-                .pragma_query_value(None, "user_version", |r| r.get(0))
+                .pragma_query_value(None, "user_version", |r| r.get("user_version"))
                 .expect("version");
             assert_eq!(version, migrations_count() as i64);
         }
@@ -392,7 +393,7 @@ mod tests {
         assert!(refused.contains("written by a newer paybatch"), "{refused}");
         let conn = Connection::open(&path).unwrap();
         let version: i64 = conn
-            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .pragma_query_value(None, "user_version", |r| r.get("user_version"))
             .unwrap();
         assert_eq!(version, later);
     }

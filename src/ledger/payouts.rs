@@ -324,7 +324,7 @@ impl Ledger {
             .query_row(
                 "SELECT payouts_read_at FROM batches WHERE id = ?1",
                 params![batch_id],
-                |r| r.get(0),
+                |r| r.get("payouts_read_at"),
             )
             .optional()
             .map(Option::flatten)
@@ -335,16 +335,16 @@ impl Ledger {
     /// index.
     pub fn payout_counts(&self, batch_id: i64) -> Result<Vec<(Option<PayoutStatus>, i64)>> {
         self.select_all(
-            "SELECT p.status, COUNT(*) FROM rows r
+            "SELECT p.status AS status, COUNT(*) AS rows_counted FROM rows r
              LEFT JOIN payouts p ON p.row_id = r.id AND p.attempt = r.attempt
              WHERE r.batch_id = ?1 AND r.state = 'COMPLETED'
              GROUP BY p.status ORDER BY p.status",
             params![batch_id],
             |r| {
                 Ok((
-                    r.get::<_, Option<String>>(0)?
+                    r.get::<_, Option<String>>("status")?
                         .map(|s| PayoutStatus::parse(&s)),
-                    r.get(1)?,
+                    r.get("rows_counted")?,
                 ))
             },
         )
@@ -355,10 +355,10 @@ impl Ledger {
     pub fn reissued_rows(&self, batch_id: i64) -> Result<i64> {
         self.conn
             .query_row(
-                "SELECT COUNT(DISTINCT row_id) FROM payouts
+                "SELECT COUNT(DISTINCT row_id) AS reissued FROM payouts
                  WHERE batch_id = ?1 AND reissued_at IS NOT NULL",
                 params![batch_id],
-                |r| r.get(0),
+                |r| r.get("reissued"),
             )
             .map_err(sqlerr(&self.path))
     }
@@ -524,9 +524,9 @@ impl Ledger {
             .and_then(|mut st| {
                 st.query_row(params![row_id, attempt], |r| {
                     Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, Option<String>>(1)?,
-                        r.get::<_, Option<String>>(2)?,
+                        r.get::<_, String>("status")?,
+                        r.get::<_, Option<String>>("since")?,
+                        r.get::<_, Option<String>>("expires_at")?,
                     ))
                 })
                 .optional()
@@ -610,14 +610,14 @@ impl Ledger {
     /// service order id). Reconciliation lists them as reissued, not as a second live order.
     pub fn reissued_orders(&self, batch_id: i64) -> Result<Vec<(String, String)>> {
         self.select_all(
-            "SELECT r.reference, o.service_order_id FROM payouts p
+            "SELECT r.reference AS reference, o.service_order_id AS service_order_id FROM payouts p
              JOIN rows r ON r.id = p.row_id
              JOIN orders o ON o.id = p.order_id
              WHERE p.batch_id = ?1 AND p.reissued_at IS NOT NULL AND p.status = 'EXPIRED'
                AND o.service_order_id IS NOT NULL
              ORDER BY r.position, p.attempt",
             params![batch_id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| Ok((r.get("reference")?, r.get("service_order_id")?)),
         )
     }
 
@@ -633,13 +633,22 @@ impl Ledger {
     ) -> Result<Vec<String>> {
         let candidates: Vec<(i64, String, i64, Option<String>)> = self
             .select_all(
-                "SELECT r.id, r.reference, r.attempt, p.expires_at FROM rows r
+                "SELECT r.id AS id, r.reference AS reference, r.attempt AS attempt,
+                        p.expires_at AS expires_at
+                 FROM rows r
                  JOIN payouts p ON p.row_id = r.id AND p.attempt = r.attempt
                  WHERE r.batch_id = ?1 AND r.state = 'COMPLETED' AND p.status = 'EXPIRED'
                    AND p.reissued_at IS NULL
                  ORDER BY r.position, r.id",
                 params![batch_id],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+                |r| {
+                    Ok((
+                        r.get("id")?,
+                        r.get("reference")?,
+                        r.get("attempt")?,
+                        r.get("expires_at")?,
+                    ))
+                },
             )?
             .into_iter()
             .filter(|(_, reference, _, _)| references.is_none_or(|refs| refs.contains(reference)))

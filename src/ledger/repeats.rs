@@ -146,6 +146,15 @@ pub struct EarlierRow {
     pub completed_at: Option<String>,
 }
 
+/// The row of a batch (`?1`) with a reference (`?2`), with the sends of its order: read once a
+/// row of a file merged or checked.
+pub(super) const EARLIER_ROW: super::columns::Named = super::columns::Named {
+    sql: "SELECT r.state AS state, o.sends AS sends, r.completed_at AS completed_at FROM rows r
+          LEFT JOIN orders o ON o.id = r.order_id
+          WHERE r.batch_id = ?1 AND r.reference = ?2",
+    columns: &["state", "sends", "completed_at"],
+};
+
 /// The row of `batch_id` with `reference`, with the sends of its order, read through `conn`
 /// (the ledger's connection, or a merge's transaction).
 pub fn earlier_row_in(
@@ -154,15 +163,20 @@ pub fn earlier_row_in(
     batch_id: i64,
     reference: &str,
 ) -> Result<Option<EarlierRow>> {
+    macro_rules! at {
+        ($name:literal) => {
+            const { super::columns::position(EARLIER_ROW.columns, $name) }
+        };
+    }
     let found: Option<(RowState, Option<i64>, Option<String>)> = conn
-        .prepare_cached(
-            "SELECT r.state, o.sends, r.completed_at FROM rows r
-             LEFT JOIN orders o ON o.id = r.order_id
-             WHERE r.batch_id = ?1 AND r.reference = ?2",
-        )
+        .prepare_cached(EARLIER_ROW.sql)
         .and_then(|mut st| {
             st.query_row(params![batch_id, reference], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                Ok((
+                    r.get(at!("state"))?,
+                    r.get(at!("sends"))?,
+                    r.get(at!("completed_at"))?,
+                ))
             })
             .optional()
         })
@@ -190,9 +204,10 @@ pub fn visit_references_in(
     let mut st = conn
         .prepare_cached("SELECT reference FROM rows WHERE batch_id = ?1")
         .map_err(&err)?;
+    let at = st.column_index("reference").map_err(&err)?;
     let mut rows = st.query(params![batch_id]).map_err(&err)?;
     while let Some(r) = rows.next().map_err(&err)? {
-        let reference = r.get_ref(0).map_err(&err)?;
+        let reference = r.get_ref(at).map_err(&err)?;
         if let Ok(text) = reference.as_str() {
             visit(text);
         }
@@ -239,9 +254,13 @@ impl Ledger {
                  WHERE state = 'COMPLETED' AND likeness IS NOT NULL AND completed_at >= ?1",
             )
             .map_err(&err)?;
+        let (likeness, batch) = (
+            st.column_index("likeness").map_err(&err)?,
+            st.column_index("batch_id").map_err(&err)?,
+        );
         let mut rows = st.query(params![since]).map_err(&err)?;
         while let Some(r) = rows.next().map_err(&err)? {
-            visit(r.get(0).map_err(&err)?, r.get(1).map_err(&err)?);
+            visit(r.get(likeness).map_err(&err)?, r.get(batch).map_err(&err)?);
         }
         Ok(())
     }
@@ -253,7 +272,7 @@ impl Ledger {
             .conn
             .prepare_cached("SELECT reference FROM rows WHERE batch_id = ?1 AND state = 'SKIPPED'")
             .map_err(&err)?;
-        st.query_map(params![batch_id], |r| r.get(0))
+        st.query_map(params![batch_id], |r| r.get("reference"))
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<String>>>())
             .map_err(err)
     }
@@ -262,10 +281,10 @@ impl Ledger {
     pub fn count_paid_likeness(&self, since: &str) -> Result<i64> {
         self.conn
             .prepare_cached(
-                "SELECT count(*) FROM rows INDEXED BY rows_paid_likeness
+                "SELECT count(*) AS paid FROM rows INDEXED BY rows_paid_likeness
                  WHERE state = 'COMPLETED' AND likeness IS NOT NULL AND completed_at >= ?1",
             )
-            .and_then(|mut st| st.query_row(params![since], |r| r.get(0)))
+            .and_then(|mut st| st.query_row(params![since], |r| r.get("paid")))
             .map_err(sqlerr(&self.path))
     }
 
@@ -319,9 +338,10 @@ impl Ledger {
         self.conn
             .prepare_cached(
                 "SELECT EXISTS (SELECT 1 FROM orders WHERE batch_id = ?1
-                   AND (sends > 0 OR last_sent_at IS NOT NULL OR service_order_id IS NOT NULL))",
+                   AND (sends > 0 OR last_sent_at IS NOT NULL OR service_order_id IS NOT NULL))
+                 AS sent",
             )
-            .and_then(|mut st| st.query_row(params![batch_id], |r| r.get(0)))
+            .and_then(|mut st| st.query_row(params![batch_id], |r| r.get("sent")))
             .map_err(sqlerr(&self.path))
     }
 
@@ -332,7 +352,7 @@ impl Ledger {
             .conn
             .prepare_cached("SELECT id FROM orders WHERE service_order_id = ?1")
             .and_then(|mut st| {
-                st.query_row(params![service_order_id], |r| r.get(0))
+                st.query_row(params![service_order_id], |r| r.get("id"))
                     .optional()
             })
             .map_err(&err)?;
@@ -345,7 +365,7 @@ impl Ledger {
         let by_key: Option<i64> = self
             .conn
             .prepare_cached("SELECT id FROM orders WHERE idempotency_key = ?1")
-            .and_then(|mut st| st.query_row(params![key], |r| r.get(0)).optional())
+            .and_then(|mut st| st.query_row(params![key], |r| r.get("id")).optional())
             .map_err(&err)?;
         Ok(by_key.is_some())
     }
@@ -370,9 +390,11 @@ impl Ledger {
                  ORDER BY id",
             )
             .map_err(&err)?;
-        st.query_map(params![batch_id, prefix], |r| Ok((r.get(0)?, r.get(1)?)))
-            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
-            .map_err(err)
+        st.query_map(params![batch_id, prefix], |r| {
+            Ok((r.get("at")?, r.get("cause")?))
+        })
+        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+        .map_err(err)
     }
 }
 

@@ -97,10 +97,10 @@ impl Ledger {
     pub fn replans_of_row(&self, row_id: i64) -> Result<i64> {
         self.conn
             .query_row(
-                "SELECT COUNT(*) FROM events WHERE subject = 'row' AND subject_id = ?1
+                "SELECT COUNT(*) AS replans FROM events WHERE subject = 'row' AND subject_id = ?1
                    AND cause LIKE ?2",
                 params![row_id, format!("{REPLANNED}%")],
-                |r| r.get(0),
+                |r| r.get("replans"),
             )
             .map_err(sqlerr(&self.path))
     }
@@ -115,8 +115,9 @@ impl Ledger {
             params![batch_id, limit],
             |r| {
                 let (line, reference, state): (i64, String, String) =
-                    (r.get(0)?, r.get(1)?, r.get(2)?);
-                let (kind, message): (Option<String>, Option<String>) = (r.get(3)?, r.get(4)?);
+                    (r.get("line")?, r.get("reference")?, r.get("state")?);
+                let (kind, message): (Option<String>, Option<String>) =
+                    (r.get("error_type")?, r.get("error_message")?);
                 let why = match (kind, message) {
                     (Some(k), Some(m)) => format!(": {k}: {m}"),
                     (Some(k), None) => format!(": {k}"),
@@ -132,15 +133,16 @@ impl Ledger {
     /// each counted once, by the refusal's type.
     pub fn replanned_rows(&self, batch_id: i64) -> Result<Vec<(String, i64)>> {
         self.select_all(
-            "SELECT substr(cause, ?2), COUNT(DISTINCT subject_id) FROM events
+            "SELECT substr(cause, ?2) AS refusal, COUNT(DISTINCT subject_id) AS replanned
+              FROM events
               WHERE batch_id = ?1 AND subject = 'row' AND cause LIKE ?3
-              GROUP BY substr(cause, ?2) ORDER BY 2 DESC, 1",
+              GROUP BY substr(cause, ?2) ORDER BY replanned DESC, refusal",
             params![
                 batch_id,
                 (REPLANNED.len() + " after ".len() + 1) as i64,
                 format!("{REPLANNED} after %")
             ],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| Ok((r.get("refusal")?, r.get("replanned")?)),
         )
     }
 }
@@ -200,7 +202,7 @@ fn insert_intent(
         .query_row(
             "SELECT id FROM orders WHERE idempotency_key = ?1",
             params![order.idempotency_key],
-            |r| r.get(0),
+            |r| r.get("id"),
         )
         .optional()
         .map_err(sqlerr(path))?;

@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::collections::HashMap;
-use std::path::Path;
 
 use rusqlite::{Connection, OptionalExtension, params};
 use rust_decimal::Decimal;
@@ -182,7 +181,7 @@ pub struct OrderLabel {
 
 /// Each order of a batch with its way of paying and its number of rows (`?1`: the batch).
 pub(super) const ROWS_PER_ORDER_AND_PAYMENT: &str = "SELECT o.card_id, o.payment_currency,
-        (SELECT COUNT(*) FROM rows WHERE rows.order_id = o.id)
+        (SELECT COUNT(*) FROM rows WHERE rows.order_id = o.id) AS rows_in_order
  FROM orders o WHERE o.batch_id = ?1";
 
 impl Ledger {
@@ -329,13 +328,8 @@ impl Ledger {
         payment_currency: &str,
         product_currency: &str,
     ) -> Result<Option<Conversion>> {
-        latest_conversion_in(
-            &self.conn,
-            &self.path,
-            base_url,
-            payment_currency,
-            product_currency,
-        )
+        latest_conversion_in(&self.conn, base_url, payment_currency, product_currency)
+            .map_err(self.read_error())
     }
 
     /// What left each balance (or card) for the COMPLETED rows of a batch, and for the earlier
@@ -390,14 +384,21 @@ impl Ledger {
             .conn
             .prepare_cached(ROWS_PER_ORDER_AND_PAYMENT)
             .map_err(sqlerr(&self.path))?;
+        // The columns by name, found once for the statement: one row an order.
+        let at = |name| stmt.column_index(name).map_err(sqlerr(&self.path));
+        let (card, currency, rows) = (
+            at("card_id")?,
+            at("payment_currency")?,
+            at("rows_in_order")?,
+        );
         let mut cursor = stmt.query([batch_id]).map_err(sqlerr(&self.path))?;
         let mut out: BTreeMap<(Option<String>, String), i64> = BTreeMap::new();
         while let Some(r) = cursor.next().map_err(sqlerr(&self.path))? {
             let way = (
-                r.get(0).map_err(sqlerr(&self.path))?,
-                r.get(1).map_err(sqlerr(&self.path))?,
+                r.get(card).map_err(sqlerr(&self.path))?,
+                r.get(currency).map_err(sqlerr(&self.path))?,
             );
-            *out.entry(way).or_default() += r.get::<_, i64>(2).map_err(sqlerr(&self.path))?;
+            *out.entry(way).or_default() += r.get::<_, i64>(rows).map_err(sqlerr(&self.path))?;
         }
         Ok(out
             .into_iter()
@@ -411,11 +412,11 @@ impl Ledger {
         // Grouped in the order of `rows_batch_state` (batch, state, delivery): read from the
         // index alone, without a sort; the states are summed here.
         let counted: Vec<(String, i64)> = self.select_all(
-            "SELECT delivery, COUNT(*) FROM rows
+            "SELECT delivery, COUNT(*) AS rows_counted FROM rows
              WHERE batch_id = ?1 AND delivery IS NOT NULL AND state != 'REMOVED'
              GROUP BY state, delivery",
             [batch_id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| Ok((r.get("delivery")?, r.get("rows_counted")?)),
         )?;
         let mut out: BTreeMap<String, i64> = BTreeMap::new();
         for (delivery, rows) in counted {
@@ -462,7 +463,7 @@ impl Ledger {
     pub fn row_reference(&self, row_id: i64) -> Result<Option<String>> {
         self.conn
             .prepare_cached("SELECT reference FROM rows WHERE id = ?1")
-            .and_then(|mut st| st.query_row([row_id], |r| r.get(0)).optional())
+            .and_then(|mut st| st.query_row([row_id], |r| r.get("reference")).optional())
             .map_err(sqlerr(&self.path))
     }
 
@@ -471,7 +472,7 @@ impl Ledger {
         self.conn
             .prepare_cached("SELECT state FROM rows WHERE batch_id = ?1 AND reference = ?2")
             .and_then(|mut st| {
-                st.query_row(params![batch_id, reference], |r| r.get(0))
+                st.query_row(params![batch_id, reference], |r| r.get("state"))
                     .optional()
             })
             .map_err(sqlerr(&self.path))
@@ -501,9 +502,9 @@ impl Ledger {
     /// Counts of rows per state.
     pub fn row_counts(&self, batch_id: i64) -> Result<Vec<(RowState, i64)>> {
         let mut out: Vec<(RowState, i64)> = self.select_all(
-            "SELECT state, COUNT(*) FROM rows WHERE batch_id = ?1 GROUP BY state",
+            "SELECT state, COUNT(*) AS rows_counted FROM rows WHERE batch_id = ?1 GROUP BY state",
             [batch_id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| Ok((r.get("state")?, r.get("rows_counted")?)),
         )?;
         out.sort_by_key(|(s, _)| RowState::ALL.iter().position(|x| x == s));
         Ok(out)
@@ -514,10 +515,10 @@ impl Ledger {
     pub fn completed_rows_noted(&self, batch_id: i64, error_type: &str) -> Result<i64> {
         self.conn
             .query_row(
-                "SELECT COUNT(*) FROM rows
+                "SELECT COUNT(*) AS noted FROM rows
                  WHERE batch_id = ?1 AND state = 'COMPLETED' AND error_type = ?2",
                 params![batch_id, error_type],
-                |r| r.get(0),
+                |r| r.get("noted"),
             )
             .map_err(sqlerr(&self.path))
     }
@@ -526,16 +527,19 @@ impl Ledger {
 /// The ledger's latest recorded row converted from `payment_currency` to `product_currency`
 /// among the batches made with the service at `base_url`: a completed row of a one-item sync
 /// order paid from a balance (embedded FX). Read newest first: found at once where the pair is
-/// common; a pair never converted reads every row (about a second for 500,000 rows).
+/// common; a pair never converted reads every row (about a second for 500,000 rows). The row
+/// found is read through the one conversion ([`RowContent`]): a stored row SQLite reads as JSON
+/// but paybatch cannot read (of another shape) is a damaged ledger, never a price.
 pub(crate) fn latest_conversion_in(
     conn: &Connection,
-    path: &Path,
     base_url: &str,
     payment_currency: &str,
     product_currency: &str,
-) -> Result<Option<Conversion>> {
+) -> rusqlite::Result<Option<Conversion>> {
     conn.query_row(
-        "SELECT r.price, r.debited_amount, r.completed_at
+        "SELECT r.price AS price, r.debited_amount AS debited_amount,
+                r.completed_at AS completed_at, r.spec AS spec, r.batch_id AS batch_id,
+                r.line AS line
          FROM rows r
          JOIN orders o ON o.id = r.order_id
          JOIN batches b ON b.id = r.batch_id
@@ -548,6 +552,7 @@ pub(crate) fn latest_conversion_in(
          ORDER BY r.id DESC LIMIT 1",
         params![base_url, payment_currency, product_currency],
         |r| {
+            stored_row_in(r, "spec", RowState::Completed)?;
             Ok(Conversion {
                 payment_currency: payment_currency.to_string(),
                 product_currency: product_currency.to_string(),
@@ -558,7 +563,6 @@ pub(crate) fn latest_conversion_in(
         },
     )
     .optional()
-    .map_err(sqlerr(path))
 }
 
 /// A row as [`row_columns`] select it, its stored row read.
@@ -776,11 +780,10 @@ mod tests {
         }
     }
 
-    /// The converted-price look-up reads stored rows in SQLite (`json_extract`): a stored row
-    /// that is not JSON is a damaged ledger there too, not SQLite's error.
-    #[test]
-    fn the_converted_price_lookup_calls_an_unreadable_stored_row_damage() {
-        let (_dir, ledger, batch) = stored_as("{\"product_codes\":");
+    /// The stored row `text`, its row completed in a converted order (EUR paid for USD), and
+    /// what the converted-price look-up finds of EUR to USD.
+    fn converted_as(text: &str) -> Result<Option<Conversion>> {
+        let (_dir, ledger, batch) = stored_as(text);
         ledger
             .conn
             .execute_batch(&format!(
@@ -796,10 +799,41 @@ mod tests {
             .expect("batch")
             .expect("b")
             .base_url;
-        match ledger.latest_conversion(&base_url, "EUR", "USD") {
+        ledger.latest_conversion(&base_url, "EUR", "USD")
+    }
+
+    /// The converted-price look-up reads stored rows in SQLite (`json_extract`): a stored row
+    /// that is not JSON is a damaged ledger there too, not SQLite's error.
+    #[test]
+    fn the_converted_price_lookup_calls_an_unreadable_stored_row_damage() {
+        match converted_as("{\"product_codes\":") {
             Err(LedgerError::Corrupt(m)) => assert!(m.contains("help:"), "{m}"),
             other => panic!("not a damaged ledger: {other:?}"),
         }
+    }
+
+    /// A stored row SQLite reads as JSON, of the pair looked up, but of another shape than a
+    /// stored row's (a field missing, a face value no validation lets through) is a damaged
+    /// ledger naming its line, not the price of a conversion.
+    #[test]
+    fn the_converted_price_lookup_calls_a_stored_row_of_another_shape_damage() {
+        let sample = RowContent::sample().to_json();
+        assert!(
+            sample.contains("\"USD\"") && sample.contains("\"10\""),
+            "{sample}"
+        );
+        for text in [
+            "{\"currency\":\"USD\"}".to_string(),
+            sample.replace("\"10\"", "\"-10\""),
+        ] {
+            damage_at_line_7(converted_as(&text).map(drop));
+        }
+        // The same row, as stored, is the conversion found.
+        let found = converted_as(&sample).expect("read").expect("a conversion");
+        assert_eq!(
+            (found.price, found.debited),
+            (Decimal::TEN, "9.20".parse().expect("d"))
+        );
     }
 
     /// Before a run sends, the stored rows of the orders it may send or record are read: an
@@ -813,7 +847,7 @@ mod tests {
                 "INSERT INTO orders (batch_id, idempotency_key, body, mode, payment_currency, state, created_at)
                  VALUES (?1, 'k', x'00', 'async', 'USD', 'INTENT', '2026-11-27T00:00:00Z') RETURNING id",
                 [batch],
-                |r| r.get::<_, i64>(0),
+                |r| r.get::<_, i64>("id"),
             )
             .expect("an intent");
         ledger

@@ -154,7 +154,10 @@ impl Ledger {
         let tx = begin(&mut self.conn, &path)?;
         let batch_id: Option<i64> = tx
             .prepare_cached("SELECT batch_id FROM orders WHERE id = ?1 AND state = 'INTENT'")
-            .and_then(|mut st| st.query_row(params![order_id], |r| r.get(0)).optional())
+            .and_then(|mut st| {
+                st.query_row(params![order_id], |r| r.get("batch_id"))
+                    .optional()
+            })
             .map_err(sqlerr(&path))?;
         let Some(batch_id) = batch_id else {
             return Err(LedgerError::Transition {
@@ -183,7 +186,7 @@ impl Ledger {
         let rows: Vec<i64> = tx
             .prepare_cached("SELECT id FROM rows WHERE order_id = ?1 AND state = 'PLANNED'")
             .and_then(|mut st| {
-                st.query_map(params![order_id], |r| r.get(0))?
+                st.query_map(params![order_id], |r| r.get("id"))?
                     .collect::<rusqlite::Result<Vec<i64>>>()
             })
             .map_err(sqlerr(&path))?;
@@ -329,7 +332,14 @@ impl Ledger {
                  WHERE batch_id = ?1 AND state IN ('FAILED', 'REJECTED')
                  ORDER BY position, id",
                 [batch_id],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+                |r| {
+                    Ok((
+                        r.get("id")?,
+                        r.get("reference")?,
+                        r.get("state")?,
+                        r.get("attempt")?,
+                    ))
+                },
             )?
             .into_iter()
             .filter(|(_, reference, _, _)| references.is_none_or(|refs| refs.contains(reference)))

@@ -17,9 +17,17 @@ impl Merge<'_> {
                  WHERE batch_id = ?1 AND merged != ?2 AND state != 'REMOVED'",
             )
             .map_err(sqlerr(self.path))?;
+        let at = |name| st.column_index(name).map_err(sqlerr(self.path));
+        let (id, reference, state, order_id) =
+            (at("id")?, at("reference")?, at("state")?, at("order_id")?);
         let rows = st
             .query_map(params![self.batch_id, self.stamp], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                Ok((
+                    r.get(id)?,
+                    r.get(reference)?,
+                    r.get(state)?,
+                    r.get(order_id)?,
+                ))
             })
             .map_err(sqlerr(self.path))?;
         rows.collect::<rusqlite::Result<_>>()
@@ -111,7 +119,7 @@ impl Merge<'_> {
                 .prepare_cached("SELECT id FROM rows WHERE order_id = ?1 ORDER BY item_index")
                 .map_err(sqlerr(self.path))?;
             let ids = st
-                .query_map([order], |r| r.get(0))
+                .query_map([order], |r| r.get("id"))
                 .map_err(sqlerr(self.path))?;
             ids.collect::<rusqlite::Result<_>>()
                 .map_err(sqlerr(self.path))?
@@ -125,7 +133,7 @@ impl Merge<'_> {
             .query_row(
                 "SELECT idempotency_key FROM orders WHERE id = ?1",
                 [order],
-                |r| r.get(0),
+                |r| r.get("idempotency_key"),
             )
             .map_err(sqlerr(self.path))?;
         if !OrderState::Intent.can_become(OrderState::Cancelled) {

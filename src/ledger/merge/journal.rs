@@ -34,7 +34,9 @@ impl<'l> RollbackJournal<'l> {
         }
         let mode = ledger
             .conn
-            .pragma_update_and_check(None, "journal_mode", "DELETE", |r| r.get::<_, String>(0));
+            .pragma_update_and_check(None, "journal_mode", "DELETE", |r| {
+                r.get::<_, String>("journal_mode")
+            });
         match mode {
             Ok(mode) if mode.eq_ignore_ascii_case("delete") => {
                 // Set before the journal can be given back: `drop` restores both.
@@ -66,7 +68,9 @@ impl Drop for RollbackJournal<'_> {
         // (`connect`).
         let conn = &self.ledger.conn;
         if let Err(e) = conn
-            .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0))
+            .pragma_update_and_check(None, "journal_mode", "WAL", |r| {
+                r.get::<_, String>("journal_mode")
+            })
             .and_then(|_| conn.pragma_update(None, "synchronous", "FULL"))
         {
             tracing::warn!(
