@@ -181,18 +181,7 @@ async fn held_orders_of_the_same_batch_adopted_then_resumed_pay_each_row_once() 
     assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
     assert!(output_of(&out).contains("--rebuild"), "{}", output_of(&out));
     assert_eq!(order_posts(&sim), posts, "nothing sent");
-    let adopt = against_url(
-        &a,
-        &via,
-        &[
-            "reconcile",
-            "--batch",
-            "payroll",
-            "--rebuild",
-            "payroll.csv",
-        ],
-    )
-    .await;
+    let adopt = rebuild_at(&a, &via, "payroll", "payroll.csv").await;
     let out = run_at(&a, &via, "payroll.csv", &grouping, &[]).await;
     let twice = paid_twice(&sim);
     assert!(

@@ -357,12 +357,7 @@ async fn a_batch_name_over_200_characters_run_on_two_machines_is_paid_once() {
         output_of(&out)
     );
     assert_eq!(order_posts(&sim), posts, "nothing sent");
-    let adopt = against_url(
-        &b,
-        &sim.base_url(),
-        &["reconcile", "--batch", &name, "--rebuild", "payroll.csv"],
-    )
-    .await;
+    let adopt = rebuild_at(&b, &sim.base_url(), &name, "payroll.csv").await;
     assert_eq!(adopt.status.code(), Some(0), "{}", output_of(&adopt));
     let out = run_file(&b, &sim, "payroll.csv", &extra, &[]).await;
     assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
@@ -492,18 +487,7 @@ async fn the_same_batch_spelt_in_lower_case_on_another_machine_has_a_way_out() {
     let extra = ["--items-per-order", "5"];
     let out = run_file(&b, &sim, "payroll.csv", &extra, &[]).await;
     assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
-    let adopt = against_url(
-        &b,
-        &sim.base_url(),
-        &[
-            "reconcile",
-            "--batch",
-            "payroll",
-            "--rebuild",
-            "payroll.csv",
-        ],
-    )
-    .await;
+    let adopt = rebuild_at(&b, &sim.base_url(), "payroll", "payroll.csv").await;
     let out = run_file(&b, &sim, "payroll.csv", &extra, &[]).await;
     let mut live: std::collections::BTreeMap<String, usize> = Default::default();
     for (r, orders) in service_orders_per_reference(&sim) {

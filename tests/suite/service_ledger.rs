@@ -46,18 +46,7 @@ async fn a_resume_looks_at_the_service_again_and_pays_nothing_another_ledger_pai
     let out = run_file(&b, &sim, "payroll.csv", &["--items-per-order", "5"], &[]).await;
     assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
     assert!(stderr_of(&out).contains("reconcile --batch payroll --rebuild"));
-    let adopt = cmd(
-        &b,
-        &sim,
-        &[
-            "reconcile",
-            "--batch",
-            "payroll",
-            "--rebuild",
-            "payroll.csv",
-        ],
-    )
-    .await;
+    let adopt = rebuild_at(&b, &sim.base_url(), "payroll", "payroll.csv").await;
     assert_eq!(adopt.status.code(), Some(0), "{}", output_of(&adopt));
     let out = run_file(&b, &sim, "payroll.csv", &["--items-per-order", "5"], &[]).await;
     assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
@@ -74,18 +63,7 @@ async fn a_resume_looks_at_the_service_again_and_pays_nothing_another_ledger_pai
     );
     assert_eq!(order_posts(&sim), posts, "nothing sent");
     // It follows the advice: its intents never sent give way to B's orders.
-    let adopt = cmd(
-        &a,
-        &sim,
-        &[
-            "reconcile",
-            "--batch",
-            "payroll",
-            "--rebuild",
-            "payroll.csv",
-        ],
-    )
-    .await;
+    let adopt = rebuild_at(&a, &sim.base_url(), "payroll", "payroll.csv").await;
     assert_eq!(adopt.status.code(), Some(0), "{}", output_of(&adopt));
     assert!(
         stdout_of(&adopt).contains(

@@ -179,6 +179,22 @@ pub async fn restart_sim(sim: SimHandle, config: SimConfig) -> SimHandle {
         .expect("simulator restarts on the same address")
 }
 
+/// `paybatch reconcile --batch BATCH --rebuild FILE` against BASE: a batch whose orders another
+/// ledger made, adopted into this one from the file it was made of.
+pub async fn rebuild_at(
+    ws: &Workspace,
+    base: &str,
+    batch: &str,
+    file: &str,
+) -> std::process::Output {
+    against_url(
+        ws,
+        base,
+        &["reconcile", "--batch", batch, "--rebuild", file],
+    )
+    .await
+}
+
 /// `paybatch ARGS... --base-url BASE` with the workspace's key file and ledger.
 pub async fn against_url(ws: &Workspace, base: &str, args: &[&str]) -> std::process::Output {
     let key = ws.key_file();
