@@ -532,27 +532,12 @@ impl Ledger {
                 .optional()
             })
             .map_err(sqlerr(&self.path))?;
-        let reissue_of = self
-            .conn
-            .prepare_cached(
-                "SELECT p.attempt, o.service_order_id, p.status, p.expires_at, p.reissued_at
-                 FROM payouts p LEFT JOIN orders o ON o.id = p.order_id
-                 WHERE p.row_id = ?1 AND p.attempt < ?2 AND p.reissued_at IS NOT NULL
-                 ORDER BY p.attempt DESC LIMIT 1",
-            )
-            .and_then(|mut st| {
-                st.query_row(params![row_id, attempt], |r| {
-                    Ok(ReissuedAttempt {
-                        attempt: r.get("attempt")?,
-                        service_order_id: r.get("service_order_id")?,
-                        status: PayoutStatus::parse(&r.get::<_, String>("status")?),
-                        expires_at: r.get("expires_at")?,
-                        reissued_at: r.get("reissued_at")?,
-                    })
-                })
-                .optional()
-            })
-            .map_err(sqlerr(&self.path))?;
+        // A first attempt has no earlier one to have been reissued.
+        let reissue_of = if attempt <= 1 {
+            None
+        } else {
+            self.reissue_of(row_id, attempt)?
+        };
         let (status, since, expires_at) = match current {
             Some((s, since, expires)) => (Some(PayoutStatus::parse(&s)), since, expires),
             None => (None, None, None),
@@ -580,6 +565,30 @@ impl Ledger {
             reissue_of,
             earlier_charges,
         })
+    }
+
+    /// The latest attempt of row `row_id` before `attempt` reissued because its link expired.
+    fn reissue_of(&self, row_id: i64, attempt: i64) -> Result<Option<ReissuedAttempt>> {
+        self.conn
+            .prepare_cached(
+                "SELECT p.attempt, o.service_order_id, p.status, p.expires_at, p.reissued_at
+                 FROM payouts p LEFT JOIN orders o ON o.id = p.order_id
+                 WHERE p.row_id = ?1 AND p.attempt < ?2 AND p.reissued_at IS NOT NULL
+                 ORDER BY p.attempt DESC LIMIT 1",
+            )
+            .and_then(|mut st| {
+                st.query_row(params![row_id, attempt], |r| {
+                    Ok(ReissuedAttempt {
+                        attempt: r.get("attempt")?,
+                        service_order_id: r.get("service_order_id")?,
+                        status: PayoutStatus::parse(&r.get::<_, String>("status")?),
+                        expires_at: r.get("expires_at")?,
+                        reissued_at: r.get("reissued_at")?,
+                    })
+                })
+                .optional()
+            })
+            .map_err(sqlerr(&self.path))
     }
 
     /// The batch's COMPLETED rows whose link was last read EXPIRED and not reissued yet, each
