@@ -1169,20 +1169,38 @@ mod tests {
         );
     }
 
-    /// Rows are inserted several to a statement in a few shapes (25, then powers of two): every
-    /// size of order keeps each row, its item index and its content.
+    /// Rows are inserted several to a statement: a whole order of 200, else the multiples of 8
+    /// it holds, then the rest (at most two statements an order, 32 shapes in all): every size
+    /// of order keeps each row, its item index and its content.
     #[test]
     fn orders_of_every_size_record_each_row_with_its_item_index() {
         assert_eq!(
-            (1..=60).map(rows_next).collect::<Vec<_>>()[..],
+            (1..=20).map(rows_next).collect::<Vec<_>>()[..],
             [
-                1, 2, 2, 4, 4, 4, 4, 8, 8, 8, 8, 8, 8, 8, 8, 16, 16, 16, 16, 16, 16, 16, 16, 16,
-                25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25,
-                25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25
+                1, 2, 3, 4, 5, 6, 7, 8, 8, 8, 8, 8, 8, 8, 8, 16, 16, 16, 16, 16
             ]
         );
+        assert_eq!(
+            [57, 171, 199, 200, 201].map(rows_next),
+            [56, 168, 192, 200, 200]
+        );
+        let statements = |mut left: usize| {
+            let mut shapes = Vec::new();
+            while left > 0 {
+                shapes.push(rows_next(left));
+                left -= rows_next(left);
+            }
+            shapes
+        };
+        let mut shapes = std::collections::BTreeSet::new();
+        for size in 1..=200 {
+            let of_order = statements(size);
+            assert!(of_order.len() <= 2, "{size} rows: {of_order:?}");
+            shapes.extend(of_order);
+        }
+        assert_eq!(shapes.len(), 32);
         let (_dir, mut ledger, batch) = ledger();
-        let sizes = [1usize, 2, 3, 7, 21, 25, 26, 57];
+        let sizes = [1usize, 2, 3, 7, 8, 9, 21, 57, 171, 200];
         let mut merge = ledger.merge(batch, Planning::Plan).expect("merge");
         let mut n = 0;
         for (k, size) in sizes.iter().enumerate() {

@@ -157,10 +157,11 @@ fn connect(path: &Path) -> Result<Connection> {
         .map_err(err)?;
     conn.pragma_update(None, "foreign_keys", "ON")
         .map_err(err)?;
-    // 16 MiB of page cache (SQLite's default is 2): a million-row merge touches the
-    // order-key index all over; pages are only taken as needed.
-    conn.pragma_update(None, "cache_size", -16384)
-        .map_err(err)?;
+    // 8 MiB of page cache (SQLite's default is 2): a million-row merge of one row an order
+    // touches the order-key index all over; pages are only taken as needed. 16 MiB held 10 to
+    // 20 MB more at the peak of a million-row merge, for the same CPU time at 200 rows an order
+    // and about 1.5 s less system time at one row an order.
+    conn.pragma_update(None, "cache_size", -8192).map_err(err)?;
     migrate(&mut conn).map_err(|e| LedgerError::Migration {
         path: path.to_path_buf(),
         message: match e {

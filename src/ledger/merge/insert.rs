@@ -4,27 +4,36 @@ use rusqlite::params;
 
 use super::{IncomingRow, Merge, Result, RowState, exec};
 
-/// New rows inserted by one statement when an order is planned.
-pub(super) const ROWS_A_STATEMENT: usize = 25;
+/// New rows inserted by one statement at most: a whole order of the most rows an order takes.
+pub(super) const ROWS_A_STATEMENT: usize = 200;
+
+/// The statements of up to [`ROWS_A_STATEMENT`] rows insert a multiple of this many.
+const ROWS_A_STEP: usize = 8;
 
 /// Values of one row in [`multi_insert_sql`].
 pub(super) const VALUES_A_ROW: usize = 9;
 
-/// How many rows the next statement inserts when `left` remain: [`ROWS_A_STATEMENT`], then
-/// powers of two, so that an order's rows take a few statements of six shapes.
+/// How many rows the next statement inserts when `left` remain: [`ROWS_A_STATEMENT`], else as
+/// many multiples of [`ROWS_A_STEP`] as remain, then the rest. An order's rows take at most two
+/// statements (SQLite keeps a journal of each, copying the pages it changes), in at most 32
+/// shapes.
 pub(super) fn rows_next(left: usize) -> usize {
     if left >= ROWS_A_STATEMENT {
         ROWS_A_STATEMENT
+    } else if left >= ROWS_A_STEP {
+        left - left % ROWS_A_STEP
     } else {
-        1 << left.max(1).ilog2()
+        left.max(1)
     }
 }
 
-/// The statement inserting `rows` planned rows (1 to [`ROWS_A_STATEMENT`]), made once.
+/// The statement inserting `rows` planned rows (1 to [`ROWS_A_STATEMENT`]), made the first time
+/// that size is used.
 fn multi_insert_sql(rows: usize) -> &'static str {
-    static SQL: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
-    let all = SQL.get_or_init(|| (0..=ROWS_A_STATEMENT).map(insert_sql).collect());
-    &all[rows.min(ROWS_A_STATEMENT)]
+    static SQL: [std::sync::OnceLock<String>; ROWS_A_STATEMENT + 1] =
+        [const { std::sync::OnceLock::new() }; ROWS_A_STATEMENT + 1];
+    let rows = rows.min(ROWS_A_STATEMENT);
+    SQL[rows].get_or_init(|| insert_sql(rows))
 }
 
 /// The statement inserting `rows` planned rows: [`VALUES_A_ROW`] values a row, then the batch,
@@ -56,7 +65,8 @@ pub(super) fn insert_sql(rows: usize) -> String {
 
 impl Merge<'_> {
     /// Inserts new rows as PLANNED items of an order, up to [`ROWS_A_STATEMENT`] to a statement
-    /// (one statement a row costs a fifth of a million-row merge).
+    /// (one statement a row costs a fifth of a million-row merge, and each statement's journal
+    /// copies the pages it changes).
     pub(super) fn insert_planned(&self, rows: &[(&IncomingRow, i64)], order_id: i64) -> Result<()> {
         let mut left = rows;
         while !left.is_empty() {
