@@ -21,7 +21,7 @@ use crate::ops::error::{OpError, is_auth_error};
 
 /// How long the newest order counts as young: the waits between looks grow as
 /// [`retry::POLLING_YOUNG`] until then (most orders finish within seconds: each is seen within
-/// about a second of it), then as [`retry::POLLING`].
+/// half a second of it), then as [`retry::POLLING`].
 const POLL_YOUNG: Duration = Duration::from_secs(60);
 /// Pages of the order list read per round at most.
 const LIST_PAGES_PER_ROUND: usize = 4;
@@ -210,7 +210,7 @@ async fn round(poller: &mut Poller<'_>) -> Result<(), OpError> {
         let Some(&order_id) = poller.waiting.get(&id) else {
             continue;
         };
-        context.with_ledger(|l| l.count_poll(order_id))?;
+        context.record_with_ledger(|l| l.count_poll(order_id))?;
         match result {
             Ok(OrderView::Done(full)) => {
                 record_terminal(context, order_id, &full, 200)?;

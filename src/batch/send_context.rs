@@ -175,6 +175,16 @@ impl SendContext {
     pub fn with_ledger<R>(&self, step: impl FnOnce(&mut Ledger) -> R) -> R {
         with_locked(&self.ledger, step)
     }
+
+    /// As [`SendContext::with_ledger`], for a step recording what already happened (an answer,
+    /// a finished order, a poll): its commits wait for no fsync of their own
+    /// ([`Ledger::relaxed`]). Never for a write recording an intent.
+    pub fn record_with_ledger<T, E: From<crate::ledger::LedgerError>>(
+        &self,
+        step: impl FnOnce(&mut Ledger) -> Result<T, E>,
+    ) -> Result<T, E> {
+        with_locked(&self.ledger, |l| l.relaxed(step))
+    }
 }
 
 /// Runs `step` on the ledger behind `ledger` off the async workers: on a runtime with worker
@@ -207,7 +217,7 @@ pub fn record_terminal(
     order: &Order,
     http: u16,
 ) -> Result<(), OpError> {
-    context.with_ledger(|l| record::record_terminal_in(l, order_id, order, http))?;
+    context.record_with_ledger(|l| record::record_terminal_in(l, order_id, order, http))?;
     Ok(())
 }
 

@@ -626,8 +626,8 @@ async fn wait_to_resend(
     pause: Pause,
     last: &str,
 ) -> Option<Sent> {
-    if let Err(le) =
-        context.with_ledger(|l| l.record_send_error(order.id, e.status(), e.kind(), &e.message()))
+    if let Err(le) = context
+        .record_with_ledger(|l| l.record_send_error(order.id, e.status(), e.kind(), &e.message()))
     {
         return Some(Sent::Stop(le.into()));
     }
@@ -687,7 +687,7 @@ fn refused(context: &SendContext, order: &OrderRecord, e: ApiError) -> Sent {
         context.stop(what, format!("{}: {}", e.kind(), e.message()));
     }
     let cause = format!("service refused the order: {}", e.kind());
-    let recorded = context.with_ledger(|l| {
+    let recorded = context.record_with_ledger(|l| {
         l.transition_order(
             order.id,
             Transition {
@@ -754,7 +754,7 @@ fn accept(
     service_id: &str,
     answer: Answer<'_>,
 ) -> Result<(), OpError> {
-    let accepted = context.with_ledger(|ledger| -> Result<bool, OpError> {
+    let accepted = context.record_with_ledger(|ledger| -> Result<bool, OpError> {
         if let Some(why) = record::id_of_another_order(ledger, order.id, service_id)? {
             record::record_mismatch(ledger, order.id, None, answer.response, answer.http, &[why])?;
             return Ok(false);

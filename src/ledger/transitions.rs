@@ -61,6 +61,43 @@ impl<'a> Transition<'a> {
 }
 
 impl Ledger {
+    /// Runs `step`, whose writes record what already happened (a service's answer, a finished
+    /// order, a poll), with `synchronous=NORMAL` on a ledger kept with a write-ahead log: its
+    /// commits are in the log, safe from a killed process, without waiting for an fsync each.
+    /// They are on disk with the next commit that records an intent (the log is one file,
+    /// written in order, and that commit waits for it, `synchronous=FULL`), at the latest when
+    /// the log is checkpointed. Lost to a power cut, such a record is what a resume finds out
+    /// again from the service (an order left INTENT and sent is looked up by its idempotency
+    /// key; one left ACCEPTED is read again). A write recording an intent never runs here.
+    /// `synchronous=FULL` is set again before this returns, or the error says it could not be.
+    pub fn relaxed<T, E: From<LedgerError>>(
+        &mut self,
+        step: impl FnOnce(&mut Ledger) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
+        let in_log = self
+            .conn
+            .query_row("PRAGMA journal_mode", [], |r| {
+                r.get::<_, String>("journal_mode")
+            })
+            .map_err(sqlerr(&self.path))?
+            .eq_ignore_ascii_case("wal");
+        if !in_log {
+            return step(self);
+        }
+        self.conn
+            .pragma_update(None, "synchronous", "NORMAL")
+            .map_err(sqlerr(&self.path))?;
+        let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| step(self)));
+        let full = self.conn.pragma_update(None, "synchronous", "FULL");
+        match done {
+            Err(panic) => std::panic::resume_unwind(panic),
+            Ok(out) => {
+                full.map_err(sqlerr(&self.path))?;
+                out
+            }
+        }
+    }
+
     /// Records, durably, that the order is about to be sent (once more). What the last send got
     /// back is cleared: until this send is answered, nothing is known of it.
     pub fn mark_sending(&mut self, order_id: i64) -> Result<()> {
@@ -602,4 +639,48 @@ fn adopt_row(
         .map_err(sqlerr(path))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn synchronous(ledger: &Ledger) -> i64 {
+        ledger
+            .conn
+            .query_row("PRAGMA synchronous", [], |r| r.get("synchronous"))
+            .expect("synchronous")
+    }
+
+    #[test]
+    fn records_of_what_happened_wait_for_no_fsync_and_full_is_set_again() {
+        let (_dir, mut ledger, _batch) = crate::ledger::with_a_batch();
+        assert_eq!(synchronous(&ledger), 2, "FULL outside");
+        let inside = ledger
+            .relaxed(|l| Ok::<_, LedgerError>(synchronous(l)))
+            .expect("relaxed");
+        assert_eq!(inside, 1, "NORMAL inside");
+        assert_eq!(synchronous(&ledger), 2, "FULL again");
+        let failed = ledger.relaxed(|_| Err::<(), _>(LedgerError::Corrupt("x".into())));
+        assert!(failed.is_err());
+        assert_eq!(synchronous(&ledger), 2, "FULL again after an error");
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            ledger.relaxed(|_| -> std::result::Result<(), LedgerError> { panic!("step") })
+        }));
+        assert!(caught.is_err());
+        assert_eq!(synchronous(&ledger), 2, "FULL again after a panic");
+    }
+
+    #[test]
+    fn a_ledger_without_a_write_ahead_log_stays_full() {
+        let (_dir, mut ledger, _batch) = crate::ledger::with_a_batch();
+        ledger
+            .conn
+            .pragma_update(None, "journal_mode", "DELETE")
+            .expect("journal mode");
+        let inside = ledger
+            .relaxed(|l| Ok::<_, LedgerError>(synchronous(l)))
+            .expect("relaxed");
+        assert_eq!(inside, 2);
+    }
 }

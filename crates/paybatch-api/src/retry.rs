@@ -61,9 +61,9 @@ pub const POLLING: Backoff = Backoff {
 };
 
 /// [`POLLING`] while the newest order is young (most orders finish within seconds: each is
-/// seen within about a second of it): up to 1 s.
+/// seen within half a second of it): every 0.5 s.
 pub const POLLING_YOUNG: Backoff = Backoff {
-    cap: Duration::from_secs(1),
+    cap: Duration::from_millis(500),
     ..POLLING
 };
 
@@ -149,7 +149,7 @@ mod tests {
         assert_eq!(SENDS.grown(u32::MAX), ms(30000));
         assert_eq!(POLLING.after(ms(500)), ms(750));
         assert_eq!(POLLING.after(ms(8000)), ms(10000));
-        assert_eq!(POLLING_YOUNG.after(ms(750)), ms(1000));
+        assert_eq!(POLLING_YOUNG.after(ms(500)), ms(500));
         assert_eq!(POLLING.grown(100), ms(10000));
     }
 
