@@ -7,6 +7,7 @@
 pub mod approved;
 pub mod funds;
 pub mod in_doubt;
+pub mod ledger_thread;
 pub mod options;
 pub mod order_body;
 pub mod outcome;

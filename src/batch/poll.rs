@@ -6,7 +6,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use tokio::sync::mpsc;
 
 use crate::api::models::OrderView;
@@ -16,7 +15,8 @@ use crate::ledger::OrderState;
 
 use super::options::RunOptions;
 use super::progress::Phase;
-use super::send_context::{SendContext, ToPoll, record_terminal};
+use super::record;
+use super::send_context::{SendContext, ToPoll};
 use crate::ops::error::{OpError, is_auth_error};
 
 /// How long the newest order counts as young: the waits between looks grow as
@@ -25,8 +25,9 @@ use crate::ops::error::{OpError, is_auth_error};
 const POLL_YOUNG: Duration = Duration::from_secs(60);
 /// Pages of the order list read per round at most.
 const LIST_PAGES_PER_ROUND: usize = 4;
-/// Full orders fetched at once.
-const FETCH_CONCURRENCY: usize = 16;
+/// Full orders fetched at once (reads are not rate limited; a burst of large orders finishes
+/// within seconds).
+const FETCH_CONCURRENCY: usize = 32;
 
 /// Orders accepted while the polling goes on, as the sending records them. The sending closes
 /// it when it ends.
@@ -90,8 +91,9 @@ pub async fn poll_all(
     opts: &RunOptions,
     mut incoming: Option<Accepted>,
 ) -> Result<Option<String>, OpError> {
-    let accepted =
-        context.with_ledger(|l| l.order_heads_in_state(batch_id, OrderState::Accepted))?;
+    let accepted = context
+        .with_ledger(move |l| l.order_heads_in_state(batch_id, OrderState::Accepted))
+        .await?;
     let waiting: HashMap<String, i64> = accepted
         .into_iter()
         .filter_map(|o| o.service_order_id.clone().map(|id| (id, o.id)))
@@ -118,6 +120,7 @@ pub async fn poll_all(
     let mut deadline = incoming
         .is_none()
         .then(|| Instant::now().checked_add(opts.poll_timeout));
+    let mut last_look: Option<Instant> = None;
     loop {
         if let Some(rx) = incoming.as_mut()
             && take_incoming(rx, &mut poller).await
@@ -137,9 +140,14 @@ pub async fn poll_all(
         if left.is_some_and(|l| l.is_zero()) {
             break;
         }
-        let wait = poller.next_wait();
+        // The wait counts from the start of the last look: a look that took long (many
+        // finished orders read and recorded) is followed by the next one sooner.
+        let wait = poller
+            .next_wait()
+            .saturating_sub(last_look.map_or(Duration::ZERO, |t| t.elapsed()));
         tokio::time::sleep(left.map_or(wait, |l| wait.min(l))).await;
         failpoint::hit("while_polling");
+        last_look = Some(Instant::now());
         round(&mut poller).await?;
     }
     poller.phase.finish();
@@ -199,28 +207,35 @@ async fn round(poller: &mut Poller<'_>) -> Result<(), OpError> {
             to_fetch.push(id.clone());
         }
     }
-    let client = &context.client;
-    // Each full order is recorded as it comes, while the next ones are still being read.
-    let mut fetched = futures::stream::iter(to_fetch.into_iter().map(|id| async move {
-        let result: Result<OrderView, ApiError> = client.order(&id).await;
-        (id, result)
-    }))
-    .buffer_unordered(FETCH_CONCURRENCY);
-    while let Some((id, result)) = fetched.next().await {
+    // Each full order is fetched in a task of its own and recorded as it comes, while the
+    // next ones are still being read.
+    let mut fetched = fetch_all(&context.client, to_fetch);
+    while let Some(joined) = fetched.join_next().await {
+        let Ok((id, result)) = joined else {
+            // A fetch cannot panic on what the service sends; a cancelled one is asked again.
+            continue;
+        };
         let Some(&order_id) = poller.waiting.get(&id) else {
             continue;
         };
-        context.record_with_ledger(|l| l.count_poll(order_id))?;
         match result {
             Ok(OrderView::Done(full)) => {
-                record_terminal(context, order_id, &full, 200)?;
+                // The look is counted with the record, in one step.
+                context
+                    .record_with_ledger(move |l| -> Result<(), OpError> {
+                        l.count_poll(order_id)?;
+                        record::record_terminal_in(l, order_id, &full, 200)?;
+                        Ok(())
+                    })
+                    .await?;
                 poller.waiting.remove(&id);
                 poller.unseen_rounds.remove(&id);
                 poller.phase.inc(1);
             }
-            Ok(OrderView::Processing(_)) => {}
+            Ok(OrderView::Processing(_)) => count_poll(context, order_id).await?,
             Err(e) if is_auth_error(&e) => return Err(OpError::Auth(e)),
             Err(e) => {
+                count_poll(context, order_id).await?;
                 poller.slow_down(&e);
                 if !e.is_transient() {
                     context
@@ -230,6 +245,34 @@ async fn round(poller: &mut Poller<'_>) -> Result<(), OpError> {
             }
         }
     }
+    Ok(())
+}
+
+/// Fetches the full orders `ids`, [`FETCH_CONCURRENCY`] at a time, each in a task of its own:
+/// the reads go on while the orders already read are recorded.
+fn fetch_all(
+    client: &Client,
+    ids: Vec<String>,
+) -> tokio::task::JoinSet<(String, Result<OrderView, ApiError>)> {
+    let permits = Arc::new(tokio::sync::Semaphore::new(FETCH_CONCURRENCY));
+    let mut tasks = tokio::task::JoinSet::new();
+    for id in ids {
+        let (client, permits) = (client.clone(), Arc::clone(&permits));
+        tasks.spawn(async move {
+            // The semaphore is never closed: a permit always comes.
+            let _permit = permits.acquire_owned().await;
+            let result = client.order(&id).await;
+            (id, result)
+        });
+    }
+    tasks
+}
+
+/// Counts a look at order `order_id` that did not find it finished.
+async fn count_poll(context: &SendContext, order_id: i64) -> Result<(), OpError> {
+    context
+        .record_with_ledger(move |l| l.count_poll(order_id))
+        .await?;
     Ok(())
 }
 

@@ -147,7 +147,7 @@ fn new_order(
 pub fn record(context: &SendContext, order_id: i64, e: &ApiError) -> Result<Option<i64>, OpError> {
     let named = items_named(e);
     // None when the order is not in the ledger.
-    let replanned = context.with_ledger(|ledger| -> Result<_, OpError> {
+    let replanned = context.with_ledger_blocking(|ledger| -> Result<_, OpError> {
         let Some(order) = ledger.order(order_id)? else {
             return Ok(None);
         };

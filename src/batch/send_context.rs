@@ -2,20 +2,23 @@
 //! service stopped during the run, and how long the run waits without an answer.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::api::models::Order;
 use crate::api::{ApiError, Client};
 use crate::ledger::{Ledger, OrderRecord};
 
+use super::ledger_thread::LedgerThread;
 use super::progress::Reporter;
 use super::record;
 use crate::ops::error::OpError;
 
 /// The send context: the state the submit and poll stages share.
 pub struct SendContext {
-    pub ledger: Mutex<Ledger>,
+    pub ledger: Arc<Mutex<Ledger>>,
+    /// The thread the steps of the sends and the polling run on ([`SendContext::with_ledger`]).
+    pub steps: LedgerThread,
     pub client: Client,
     pub reporter: Reporter,
     /// What the service stopped ([`ServiceStop`]), with the service's words. Orders it covers
@@ -171,19 +174,34 @@ impl SendContext {
         self.ledger.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Runs `step` on the ledger, off the async workers ([`with_locked`]).
-    pub fn with_ledger<R>(&self, step: impl FnOnce(&mut Ledger) -> R) -> R {
+    /// Runs `step` on the ledger's own thread ([`LedgerThread`]) and waits for it without
+    /// holding a thread: however many sends wait for the ledger, no async worker waits for its
+    /// lock or its fsync. The step has run when this returns.
+    pub async fn with_ledger<R: Send + 'static>(
+        &self,
+        step: impl FnOnce(&mut Ledger) -> R + Send + 'static,
+    ) -> R {
+        self.steps.run(step).await
+    }
+
+    /// As [`SendContext::with_ledger`], for a rare step outside the sends' queue (a read of
+    /// the next intents, a refusal of some items, a note at the end of the sending): the task
+    /// waits for the ledger's lock on a thread the runtime sets aside ([`with_locked`]).
+    pub fn with_ledger_blocking<R>(&self, step: impl FnOnce(&mut Ledger) -> R) -> R {
         with_locked(&self.ledger, step)
     }
 
     /// As [`SendContext::with_ledger`], for a step recording what already happened (an answer,
     /// a finished order, a poll): its commits wait for no fsync of their own
     /// ([`Ledger::relaxed`]). Never for a write recording an intent.
-    pub fn record_with_ledger<T, E: From<crate::ledger::LedgerError>>(
+    pub async fn record_with_ledger<
+        T: Send + 'static,
+        E: From<crate::ledger::LedgerError> + Send + 'static,
+    >(
         &self,
-        step: impl FnOnce(&mut Ledger) -> Result<T, E>,
+        step: impl FnOnce(&mut Ledger) -> Result<T, E> + Send + 'static,
     ) -> Result<T, E> {
-        with_locked(&self.ledger, |l| l.relaxed(step))
+        self.with_ledger(move |l| l.relaxed(step)).await
     }
 }
 
@@ -211,13 +229,15 @@ pub fn off_the_workers<R>(step: impl FnOnce() -> R) -> R {
 }
 
 /// Checks a finished order against what was sent and records it.
-pub fn record_terminal(
+pub async fn record_terminal(
     context: &SendContext,
     order_id: i64,
-    order: &Order,
+    order: Box<Order>,
     http: u16,
 ) -> Result<(), OpError> {
-    context.record_with_ledger(|l| record::record_terminal_in(l, order_id, order, http))?;
+    context
+        .record_with_ledger(move |l| record::record_terminal_in(l, order_id, &order, http))
+        .await?;
     Ok(())
 }
 

@@ -139,7 +139,7 @@ struct Unsent {
 impl Unsent {
     fn add(&mut self, context: &SendContext, order_id: i64) {
         self.orders += 1;
-        if let Ok(rows) = context.with_ledger(|l| l.rows_of_order(order_id)) {
+        if let Ok(rows) = context.with_ledger_blocking(|l| l.rows_of_order(order_id)) {
             self.rows += rows.len();
             for row in rows {
                 if self.references.len() < NAMED_ROWS {
@@ -199,7 +199,7 @@ impl Sending<'_> {
             let context = self.context.clone();
             let limiter = self.limiter.clone();
             self.tasks.spawn(async move {
-                let order = match context.with_ledger(|l| l.order(id)) {
+                let order = match context.with_ledger(move |l| l.order(id)).await {
                     Ok(Some(order)) => order,
                     Ok(None) => {
                         let e =
@@ -218,7 +218,7 @@ impl Sending<'_> {
         let (batch_id, after) = (self.batch_id, self.after);
         let chunk = self
             .context
-            .with_ledger(|l| l.intent_heads(batch_id, after, INTENT_CHUNK))?;
+            .with_ledger_blocking(|l| l.intent_heads(batch_id, after, INTENT_CHUNK))?;
         self.read_all = chunk.is_empty();
         for head in chunk {
             self.after = head.id;
@@ -346,12 +346,14 @@ pub async fn submit_all(
     batch_id: i64,
     opts: &RunOptions,
 ) -> Result<Option<String>, OpError> {
-    let (intents, stale_ones) =
-        context.with_ledger(|l| count_intents(l, batch_id, opts.in_doubt_window))?;
+    let window = opts.in_doubt_window;
+    let (intents, stale_ones) = context
+        .with_ledger(move |l| count_intents(l, batch_id, window))
+        .await?;
     if intents == 0 {
         return Ok(None);
     }
-    let earlier = context.with_ledger(|l| recent_sends(l))?;
+    let earlier = context.with_ledger(|l| recent_sends(l)).await?;
     if !earlier.is_empty() {
         context.reporter.line(format!(
             "{} orders sent from this ledger in the last minute count against the service's limit of {} a minute",
@@ -441,7 +443,7 @@ fn warn_sent_before_the_hold(context: &SendContext, not_sent: &[i64]) {
     let not_sent: std::collections::HashSet<i64> = not_sent.iter().copied().collect();
     // Answered as made: neither still an intent nor refused or failed.
     let made = |id: i64| {
-        let order = context.with_ledger(|l| l.order(id));
+        let order = context.with_ledger_blocking(|l| l.order(id));
         order.ok().flatten().is_some_and(|o| {
             !matches!(
                 o.state,
@@ -523,6 +525,7 @@ async fn submit_one(
     tries: u32,
 ) -> Sent {
     let mode = order.mode.execution();
+    let order_id = order.id;
     let mut last = String::new();
     let mut server_error = false;
     let mut failed_at = None;
@@ -549,7 +552,7 @@ async fn submit_one(
         if context.watch.as_ref().is_some_and(|w| w.holds(order.id)) {
             return Sent::Held;
         }
-        if let Err(e) = context.with_ledger(|l| l.mark_sending(order.id)) {
+        if let Err(e) = context.with_ledger(move |l| l.mark_sending(order_id)).await {
             return Sent::Stop(e.into());
         }
         if attempt == 0 {
@@ -566,7 +569,7 @@ async fn submit_one(
         failpoint::hit("after_send");
         match result {
             Ok(outcome) => {
-                let recorded = record_created(context, &order, outcome);
+                let recorded = record_created(context, &order, outcome).await;
                 failpoint::hit("after_record");
                 return answered(context, recorded);
             }
@@ -586,7 +589,7 @@ async fn submit_one(
             Err(e) if !super::replan::items_named(&e).is_empty() => {
                 return Sent::ItemsRefused(e);
             }
-            Err(e) => return refused(context, &order, e),
+            Err(e) => return refused(context, &order, e).await,
         }
     }
     Sent::GaveUp {
@@ -627,7 +630,12 @@ async fn wait_to_resend(
     last: &str,
 ) -> Option<Sent> {
     if let Err(le) = context
-        .record_with_ledger(|l| l.record_send_error(order.id, e.status(), e.kind(), &e.message()))
+        .record_with_ledger({
+            let (id, status, kind, message) =
+                (order.id, e.status(), e.kind().to_string(), e.message());
+            move |l| l.record_send_error(id, status, &kind, &message)
+        })
+        .await
     {
         return Some(Sent::Stop(le.into()));
     }
@@ -660,7 +668,7 @@ async fn wait_to_resend(
 /// The service refused the order for good: a refused key stops the run; another body under
 /// the key needs a person; any other refusal rejects the order's rows with the service's reason
 /// (and a balance too low or the account's spending limit holds back what it covers).
-fn refused(context: &SendContext, order: &OrderRecord, e: ApiError) -> Sent {
+async fn refused(context: &SendContext, order: &OrderRecord, e: ApiError) -> Sent {
     if is_auth_error(&e) {
         return Sent::Stop(OpError::Auth(e));
     }
@@ -687,60 +695,63 @@ fn refused(context: &SendContext, order: &OrderRecord, e: ApiError) -> Sent {
         context.stop(what, format!("{}: {}", e.kind(), e.message()));
     }
     let cause = format!("service refused the order: {}", e.kind());
-    let recorded = context.record_with_ledger(|l| {
-        l.transition_order(
-            order.id,
-            Transition {
-                http_status: e.status(),
-                error: Some((e.kind(), &message)),
-                ..Transition::to(OrderState::Rejected, &cause)
-            },
-        )
-    });
+    let (id, status, kind) = (order.id, e.status(), e.kind().to_string());
+    let recorded = context
+        .record_with_ledger(move |l| {
+            l.transition_order(
+                id,
+                Transition {
+                    http_status: status,
+                    error: Some((&kind, &message)),
+                    ..Transition::to(OrderState::Rejected, &cause)
+                },
+            )
+        })
+        .await;
     answered(context, recorded.map_err(OpError::from))
 }
 
-fn record_created(
+async fn record_created(
     context: &SendContext,
     order: &OrderRecord,
     outcome: CreateOutcome,
 ) -> Result<(), OpError> {
     if failpoint::full("record_answer") {
-        let full = context.with_ledger(|l| crate::ledger::LedgerError::full_disk(l.path()));
+        let full = context
+            .with_ledger(|l| crate::ledger::LedgerError::full_disk(l.path()))
+            .await;
         return Err(full.into());
     }
     match outcome {
         CreateOutcome::Accepted(a) => {
-            let response = serde_json::to_string(&a).ok();
             let answer = Answer {
                 http: 202,
-                response: response.as_deref(),
+                response: serde_json::to_string(&a).ok(),
                 keep_response: true,
             };
-            accept(context, order, &a.id, answer)
+            accept(context, order, &a.id, answer).await
         }
         // A sync answer is COMPLETED in the published contract; one that says FAILED is read
         // again (`GET /order/{id}`) before its rows are marked FAILED, for `retry` would pay
         // them again under a new key.
         CreateOutcome::Order(full) if full.status == OrderStatus::Completed => {
-            record_terminal(context, order.id, &full, 200)
+            record_terminal(context, order.id, full, 200).await
         }
         CreateOutcome::Order(full) => {
-            let response = serde_json::to_string(&full).ok();
             let answer = Answer {
                 http: 200,
-                response: response.as_deref(),
+                response: serde_json::to_string(&full).ok(),
                 keep_response: false,
             };
-            accept(context, order, &full.id, answer)
+            accept(context, order, &full.id, answer).await
         }
     }
 }
 
 /// The service's answer to a creation, as recorded.
-struct Answer<'a> {
+struct Answer {
     http: u16,
-    response: Option<&'a str>,
+    response: Option<String>,
     /// Whether the accepted order keeps the answer (a full order's is recorded when it
     /// finishes).
     keep_response: bool,
@@ -748,28 +759,32 @@ struct Answer<'a> {
 
 /// Records the order the service accepted as `service_id` (a MISMATCH when that id is already
 /// another intent's) and hands it to the polling.
-fn accept(
+async fn accept(
     context: &SendContext,
     order: &OrderRecord,
     service_id: &str,
-    answer: Answer<'_>,
+    answer: Answer,
 ) -> Result<(), OpError> {
-    let accepted = context.record_with_ledger(|ledger| -> Result<bool, OpError> {
-        if let Some(why) = record::id_of_another_order(ledger, order.id, service_id)? {
-            record::record_mismatch(ledger, order.id, None, answer.response, answer.http, &[why])?;
-            return Ok(false);
-        }
-        ledger.transition_order(
-            order.id,
-            Transition {
-                service_order_id: Some(service_id),
-                http_status: Some(answer.http),
-                response: answer.response.filter(|_| answer.keep_response),
-                ..Transition::to(OrderState::Accepted, "service accepted the order")
-            },
-        )?;
-        Ok(true)
-    })?;
+    let (id, service) = (order.id, service_id.to_string());
+    let accepted = context
+        .record_with_ledger(move |ledger| -> Result<bool, OpError> {
+            let response = answer.response.as_deref();
+            if let Some(why) = record::id_of_another_order(ledger, id, &service)? {
+                record::record_mismatch(ledger, id, None, response, answer.http, &[why])?;
+                return Ok(false);
+            }
+            ledger.transition_order(
+                id,
+                Transition {
+                    service_order_id: Some(&service),
+                    http_status: Some(answer.http),
+                    response: response.filter(|_| answer.keep_response),
+                    ..Transition::to(OrderState::Accepted, "service accepted the order")
+                },
+            )?;
+            Ok(true)
+        })
+        .await?;
     if !accepted {
         return Ok(());
     }

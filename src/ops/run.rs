@@ -22,6 +22,7 @@ use std::time::Instant;
 use crate::api::Client;
 use crate::api::models::Product;
 use crate::batch::funds;
+use crate::batch::ledger_thread::LedgerThread;
 use crate::batch::options::{RunOptions, default_result_path};
 use crate::batch::outcome::{LikelyPaid, RunSummary, summarize};
 use crate::batch::output::ResultWriter;
@@ -121,8 +122,14 @@ async fn run_batch(
     failpoint::hit("after_intent");
     reconcile_stale(&mut ledger, &conn.client, &batch, opts, &reporter).await?;
 
+    let ledger = Arc::new(Mutex::new(ledger));
+    let steps = LedgerThread::start(Arc::clone(&ledger)).map_err(|e| OpError::Io {
+        path: opts.ledger.clone(),
+        message: format!("cannot start the thread that writes it: {e}"),
+    })?;
     let context = Arc::new(SendContext {
-        ledger: Mutex::new(ledger),
+        ledger,
+        steps,
         client: conn.client.with_deadline(None),
         reporter,
         stopped: Mutex::new(BTreeMap::new()),
@@ -131,8 +138,12 @@ async fn run_batch(
         sent: Arc::clone(sent),
         watch: Some(watch_of(opts, batch.id)),
     });
+    let incomplete = send_and_poll(&context, batch.id, opts).await;
+    // A send stopped midway may have left a step with the ledger's thread: it has run before
+    // anything reads the ledger for the summary and the result file.
+    context.steps.settle().await;
     let ending = Ending {
-        incomplete: send_and_poll(&context, batch.id, opts).await?,
+        incomplete: incomplete?,
         written,
         likely,
     };
@@ -744,7 +755,9 @@ async fn send_and_poll(
         ));
     }
     // A damaged stored row of an order to send is met now, before anything is sent.
-    context.with_ledger(|l| l.check_rows_to_send(batch_id))?;
+    context
+        .with_ledger(move |l| l.check_rows_to_send(batch_id))
+        .await?;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     *context.accepted.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
     let polling = poll::poll_all(context, batch_id, opts, Some(rx));

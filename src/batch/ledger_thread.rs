@@ -1,0 +1,176 @@
+//! The thread the sending's ledger steps run on: the tasks of the sends and the polling hand
+//! their steps to it and wait for the answer without holding a thread, so no fsync and no wait
+//! for the ledger's lock ever runs on an async worker, however many orders are in flight.
+//!
+//! The steps run one at a time, in the order they came. The ledger stays behind its lock (the
+//! rare steps outside the sending, and the steps after it, take the lock themselves).
+
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use crate::ledger::Ledger;
+
+type Job = Box<dyn FnOnce(&mut Ledger) + Send>;
+
+/// The ledger's own thread (see the module).
+pub struct LedgerThread {
+    jobs: Option<mpsc::Sender<Job>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl LedgerThread {
+    /// Starts the thread for the ledger behind `ledger`.
+    pub fn start(ledger: Arc<Mutex<Ledger>>) -> std::io::Result<Self> {
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let thread = std::thread::Builder::new()
+            .name("paybatch-ledger".into())
+            .spawn(move || {
+                for job in queue {
+                    // A panic while holding the lock leaves the SQLite state consistent
+                    // (transactions are atomic), so a poisoned lock is still usable.
+                    job(&mut ledger.lock().unwrap_or_else(|p| p.into_inner()));
+                }
+            })?;
+        Ok(LedgerThread {
+            jobs: Some(jobs),
+            thread: Some(thread),
+        })
+    }
+
+    /// Runs `step` on the ledger's thread and waits for it without holding a thread. A step
+    /// that panics panics here, in the task that gave it. The step has run when this returns:
+    /// a write recording an intent is committed before the request acting on it is sent.
+    pub async fn run<R: Send + 'static>(
+        &self,
+        step: impl FnOnce(&mut Ledger) -> R + Send + 'static,
+    ) -> R {
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move |ledger: &mut Ledger| {
+            let result = catch_unwind(AssertUnwindSafe(|| step(ledger)));
+            // The task may have stopped waiting (its run is ending): the step ran all the same.
+            let _ = answer.send(result);
+        });
+        let given = self.jobs.as_ref().map(|jobs| jobs.send(job));
+        match given {
+            Some(Ok(())) => {}
+            // The thread ends only when this is dropped, or when a step it could not catch
+            // ended it: both are bugs, not input.
+            _ => panic!("the ledger's thread has ended"),
+        }
+        match answered.await {
+            Ok(Ok(value)) => value,
+            Ok(Err(panic)) => resume_unwind(panic),
+            Err(_) => panic!("the ledger's thread ended before answering"),
+        }
+    }
+
+    /// Waits until every step given before has run.
+    pub async fn settle(&self) {
+        self.run(|_| ()).await
+    }
+}
+
+impl Drop for LedgerThread {
+    /// Lets the thread finish the steps it was given, then waits for it.
+    fn drop(&mut self) {
+        drop(self.jobs.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Many tasks waiting for the ledger at once hold no thread each: on a runtime of one
+    /// worker, 64 steps queued behind a held lock leave the process with the worker, the
+    /// ledger's thread and the test's own, and each step ran once, in turn.
+    #[test]
+    fn steps_queued_behind_the_ledger_hold_no_thread_and_each_runs_once() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name(RUNTIME_THREADS)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let (_dir, ledger, batch_id) = crate::ledger::with_a_batch();
+        let ledger = Arc::new(Mutex::new(ledger));
+        let steps = Arc::new(LedgerThread::start(Arc::clone(&ledger)).expect("a thread"));
+        let held = ledger.lock().unwrap_or_else(|p| p.into_inner());
+        let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let tasks: Vec<_> = (0..64)
+            .map(|_| {
+                let (steps, ran) = (Arc::clone(&steps), Arc::clone(&ran));
+                runtime.spawn(async move {
+                    steps
+                        .run(move |l| {
+                            ran.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            l.batch_by_id(batch_id).map(|b| b.is_some())
+                        })
+                        .await
+                })
+            })
+            .collect();
+        // While the lock is held, every task waits; the runtime keeps its one worker.
+        std::thread::sleep(Duration::from_millis(200));
+        let threads = threads_named(RUNTIME_THREADS);
+        drop(held);
+        runtime.block_on(async {
+            for task in tasks {
+                let found = tokio::time::timeout(Duration::from_secs(10), task)
+                    .await
+                    .expect("each step ends")
+                    .expect("the task ends");
+                assert!(matches!(found, Ok(true)), "the step read the ledger");
+            }
+        });
+        assert_eq!(ran.load(std::sync::atomic::Ordering::SeqCst), 64);
+        // The worker alone; when each waiting step blocked a thread, the runtime had started
+        // one for each (65).
+        assert_eq!(
+            threads,
+            Some(1),
+            "the runtime's threads while 64 steps waited"
+        );
+    }
+
+    /// The name of this test's runtime threads (the kernel keeps 15 bytes of it).
+    const RUNTIME_THREADS: &str = "steps-waiting";
+
+    /// How many threads of this process are named `name` (none where `/proc` cannot tell).
+    fn threads_named(name: &str) -> Option<usize> {
+        let tasks = std::fs::read_dir("/proc/self/task").ok()?;
+        let named = tasks
+            .filter_map(Result::ok)
+            .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+            .filter(|comm| comm.trim_end() == name)
+            .count();
+        Some(named)
+    }
+
+    /// A step that panics panics in the task that gave it; the thread goes on with the next.
+    #[test]
+    fn a_step_that_panics_panics_in_its_task_and_the_thread_goes_on() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let (_dir, ledger, batch_id) = crate::ledger::with_a_batch();
+        let steps = Arc::new(LedgerThread::start(Arc::new(Mutex::new(ledger))).expect("a thread"));
+        let panicking = {
+            let steps = Arc::clone(&steps);
+            runtime.spawn(async move { steps.run(|_| panic!("a step's bug")).await })
+        };
+        let result = runtime.block_on(panicking);
+        assert!(result.is_err_and(|e| e.is_panic()), "the task panicked");
+        let found =
+            runtime.block_on(steps.run(move |l| l.batch_by_id(batch_id).map(|b| b.is_some())));
+        assert!(matches!(found, Ok(true)), "the next step ran");
+    }
+}
