@@ -2,6 +2,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use sha2::{Digest, Sha256};
@@ -91,14 +92,27 @@ struct Spelling {
 }
 
 /// The keys this process was given and every spelling of them looked for ([`spellings`]),
-/// longest first; `starts` holds each byte a spelling can start with.
+/// longest first; `by_first` holds, for each byte, the spellings a text may spell from it (a
+/// `%` may start any of them, percent-encoded), and `shortest` the length of the shortest
+/// spelling (a shorter text holds none).
+#[derive(Clone)]
 struct Known {
     keys: Vec<String>,
     spellings: Vec<Spelling>,
-    starts: [bool; 256],
+    by_first: Vec<Vec<usize>>,
+    shortest: usize,
 }
 
 impl Known {
+    fn new() -> Self {
+        Known {
+            keys: Vec::new(),
+            spellings: Vec::new(),
+            by_first: vec![Vec::new(); 256],
+            shortest: usize::MAX,
+        }
+    }
+
     fn add(&mut self, key: &str) {
         if key.is_empty() || self.keys.iter().any(|k| k == key) {
             return;
@@ -111,16 +125,25 @@ impl Known {
         }
         self.spellings
             .sort_by_key(|s| std::cmp::Reverse(s.bytes.len()));
-        self.starts = [false; 256];
-        self.starts[usize::from(b'%')] = true;
-        for s in &self.spellings {
+        self.by_first = vec![Vec::new(); 256];
+        for (i, s) in self.spellings.iter().enumerate() {
             let first = s.bytes[0];
-            self.starts[usize::from(first)] = true;
+            let mut firsts = vec![first, b'%'];
             if s.any_case {
-                self.starts[usize::from(first.to_ascii_lowercase())] = true;
-                self.starts[usize::from(first.to_ascii_uppercase())] = true;
+                firsts.extend([first.to_ascii_lowercase(), first.to_ascii_uppercase()]);
+            }
+            firsts.sort_unstable();
+            firsts.dedup();
+            for b in firsts {
+                self.by_first[usize::from(b)].push(i);
             }
         }
+        self.shortest = self
+            .spellings
+            .iter()
+            .map(|s| s.bytes.len())
+            .min()
+            .unwrap_or(usize::MAX);
     }
 }
 
@@ -199,27 +222,63 @@ fn spelt_at(text: &[u8], at: usize, spelling: &Spelling) -> Option<usize> {
 }
 
 /// The keys this process was given: every key read (from `PAYBATCH_API_KEY` or a key file), and
-/// `PAYBATCH_API_KEY` itself even where the environment needs no key.
+/// `PAYBATCH_API_KEY` itself even where the environment needs no key. Each change is published
+/// as a new snapshot ([`PUBLISHED`], [`GENERATION`]) that the threads looking for the keys read
+/// without taking this lock ([`known`]).
 fn configured() -> &'static Mutex<Known> {
     static KEYS: OnceLock<Mutex<Known>> = OnceLock::new();
     KEYS.get_or_init(|| {
-        let mut known = Known {
-            keys: Vec::new(),
-            spellings: Vec::new(),
-            starts: [false; 256],
-        };
+        let mut known = Known::new();
         if let Ok(v) = std::env::var(API_KEY_VAR) {
             known.add(v.trim());
         }
+        publish(&known);
         Mutex::new(known)
     })
 }
 
+/// The last snapshot of the configured keys, and how many were published (a thread's copy of
+/// an older one is read again).
+static PUBLISHED: Mutex<Option<std::sync::Arc<Known>>> = Mutex::new(None);
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+/// The length of the shortest spelling of the keys published ([`Known::shortest`]): a text
+/// shorter than it is passed without a look at the keys.
+static SHORTEST: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+fn publish(known: &Known) {
+    *PUBLISHED.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::sync::Arc::new(known.clone()));
+    SHORTEST.store(known.shortest, Ordering::SeqCst);
+    GENERATION.fetch_add(1, Ordering::SeqCst);
+}
+
 fn remember(key: &str) {
-    configured()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .add(key);
+    let mut known = configured().lock().unwrap_or_else(|e| e.into_inner());
+    known.add(key);
+    publish(&known);
+}
+
+thread_local! {
+    /// This thread's copy of the last snapshot, and its generation.
+    static SNAPSHOT: std::cell::RefCell<(u64, std::sync::Arc<Known>)> =
+        std::cell::RefCell::new((u64::MAX, std::sync::Arc::new(Known::new())));
+}
+
+/// Runs `look` on the configured keys as last published, from this thread's copy (read again
+/// when another was published since).
+fn known<R>(look: impl FnOnce(&Known) -> R) -> R {
+    configured();
+    let generation = GENERATION.load(Ordering::SeqCst);
+    SNAPSHOT.with(|snapshot| {
+        let mut snapshot = snapshot.borrow_mut();
+        if snapshot.0 != generation {
+            let published = PUBLISHED.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            *snapshot = (
+                generation,
+                published.unwrap_or_else(|| std::sync::Arc::new(Known::new())),
+            );
+        }
+        look(&snapshot.1)
+    })
 }
 
 /// `text` with every spelling of every configured key in it ([`ApiKey::new`],
@@ -227,18 +286,28 @@ fn remember(key: &str) {
 /// base64 (standard or URL-safe, padded or not) and percent-encoded ([`spellings`]). `None`
 /// when it holds none (the common case, found without an allocation).
 fn conceal_configured(text: &[u8]) -> Option<Vec<u8>> {
-    let known = configured().lock().unwrap_or_else(|e| e.into_inner());
-    if known.spellings.is_empty() {
-        return None;
+    if text.len() < SHORTEST.load(Ordering::SeqCst) {
+        // No key (usize::MAX) or a text too short to spell one; `configured` reads the
+        // environment's key the first time it is asked.
+        if GENERATION.load(Ordering::SeqCst) != 0 {
+            return None;
+        }
+        configured();
+        if text.len() < SHORTEST.load(Ordering::SeqCst) {
+            return None;
+        }
     }
+    known(|known| conceal_in(known, text))
+}
+
+/// [`conceal_configured`] with the keys `known`.
+fn conceal_in(known: &Known, text: &[u8]) -> Option<Vec<u8>> {
     let mut out: Option<Vec<u8>> = None;
     let (mut at, mut kept) = (0, 0);
     while at < text.len() {
-        let end = if known.starts[usize::from(text[at])] {
-            known.spellings.iter().find_map(|s| spelt_at(text, at, s))
-        } else {
-            None
-        };
+        let end = known.by_first[usize::from(text[at])]
+            .iter()
+            .find_map(|&i| spelt_at(text, at, &known.spellings[i]));
         match end {
             Some(end) => {
                 let o = out.get_or_insert_with(|| Vec::with_capacity(text.len()));
