@@ -15,36 +15,73 @@ pub fn content_hash(row: &RowSpec) -> String {
 
 /// [`content_hash`] of a row by its reference and its content (as the ledger stores them).
 pub fn content_hash_of(reference: &str, row: &RowContent) -> String {
-    let mut h = Sha256::new();
-    h.update(b"paybatch-row-v1\n");
-    let mut put = |name: &str, parts: &[&str]| {
-        // Length-prefixed, so no value can imitate a field boundary: `name=LEN:value\n`, the
-        // value being the parts joined by `|`.
-        let len = parts.iter().map(|p| p.len()).sum::<usize>() + parts.len().saturating_sub(1);
-        h.update(name.as_bytes());
-        h.update(b"=");
-        h.update(decimal_digits(len, &mut [0; 20]));
-        h.update(b":");
-        for (i, part) in parts.iter().enumerate() {
-            if i > 0 {
-                h.update(b"|");
-            }
-            h.update(part.as_bytes());
-        }
-        h.update(b"\n");
-    };
-    let codes: Vec<&str> = row.product_codes.iter().map(String::as_str).collect();
+    // The hashed text is written whole, then hashed at once: one pass of SHA-256 over a short
+    // buffer, where many small updates cost more than the hashing.
+    let mut text = Vec::with_capacity(256);
+    text.extend_from_slice(b"paybatch-row-v1\n");
+    let codes = row.product_codes.iter().map(String::as_str);
     let face_value = row.face_value.to_string();
-    put("reference", &[reference]);
-    put("product_codes", &codes);
-    put("face_value", &[&face_value]);
-    put("currency", &[&row.currency]);
-    put("distribution", &[row.distribution.as_str()]);
-    put("email", &[row.email.as_deref().unwrap_or("")]);
-    put("payment_currency", &[&row.payment_currency]);
-    put("country", &[row.country.as_deref().unwrap_or("")]);
-    put("card_id", &[row.card_id.as_deref().unwrap_or("")]);
-    hex::encode(h.finalize())
+    put(&mut text, "reference", [reference].into_iter());
+    put(&mut text, "product_codes", codes);
+    put(&mut text, "face_value", [face_value.as_str()].into_iter());
+    put(&mut text, "currency", [row.currency.as_str()].into_iter());
+    put(
+        &mut text,
+        "distribution",
+        [row.distribution.as_str()].into_iter(),
+    );
+    put(
+        &mut text,
+        "email",
+        [row.email.as_deref().unwrap_or("")].into_iter(),
+    );
+    put(
+        &mut text,
+        "payment_currency",
+        [row.payment_currency.as_str()].into_iter(),
+    );
+    put(
+        &mut text,
+        "country",
+        [row.country.as_deref().unwrap_or("")].into_iter(),
+    );
+    put(
+        &mut text,
+        "card_id",
+        [row.card_id.as_deref().unwrap_or("")].into_iter(),
+    );
+    hex_of(&Sha256::digest(&text))
+}
+
+/// One field of the hashed text, length-prefixed so that no value can imitate a field
+/// boundary: `name=LEN:value\n`, the value being the parts joined by `|`.
+fn put<'a>(text: &mut Vec<u8>, name: &str, parts: impl Iterator<Item = &'a str> + Clone) {
+    let (count, bytes) = parts
+        .clone()
+        .fold((0usize, 0usize), |(n, b), p| (n + 1, b + p.len()));
+    let len = bytes + count.saturating_sub(1);
+    text.extend_from_slice(name.as_bytes());
+    text.push(b'=');
+    text.extend_from_slice(decimal_digits(len, &mut [0; 20]));
+    text.push(b':');
+    for (i, part) in parts.enumerate() {
+        if i > 0 {
+            text.push(b'|');
+        }
+        text.extend_from_slice(part.as_bytes());
+    }
+    text.push(b'\n');
+}
+
+/// `bytes` in lower-case hexadecimal.
+fn hex_of(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for &b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    out
 }
 
 /// `n` in decimal digits, written at the end of `buf` (no allocation: nine a row).

@@ -217,11 +217,25 @@ impl<'r> ContentKey<'r> {
 
 impl Hash for ContentKey<'_> {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        for c in self.email.chars().flat_map(char::to_lowercase) {
-            state.write_u32(u32::from(c));
+        // The address in lower case, each character as a `u32`, then `u32::MAX` (not a
+        // character: the address ends here), written a chunk at a time (one write a character
+        // costs more than the hashing).
+        let mut chunk = [0u8; 64];
+        let mut used = 0;
+        let chars = self
+            .email
+            .chars()
+            .flat_map(char::to_lowercase)
+            .map(u32::from);
+        for c in chars.chain(std::iter::once(u32::MAX)) {
+            if used == chunk.len() {
+                state.write(&chunk);
+                used = 0;
+            }
+            chunk[used..used + 4].copy_from_slice(&c.to_ne_bytes());
+            used += 4;
         }
-        // Not a character: the address ends here.
-        state.write_u32(u32::MAX);
+        state.write(&chunk[..used]);
         self.codes.hash(state);
         self.face_value.hash(state);
     }
