@@ -142,8 +142,9 @@ pub fn summarize(
     }
     let per_delivery = ledger.rows_per_delivery(batch_id)?.into_iter().collect();
     let (mut unconfirmed, mut total_unconfirmed) = (0, 0);
+    let noted_rows = ledger.completed_rows_noted(batch_id)?;
     for error_type in super::record::Unconfirmed::TYPES {
-        let rows = ledger.completed_rows_noted(batch_id, error_type)?;
+        let rows = noted_rows.get(error_type).copied().unwrap_or(0);
         let noted = super::record::Unconfirmed::of(Some(error_type));
         unconfirmed += if noted.order { rows } else { 0 };
         total_unconfirmed += if noted.total { rows } else { 0 };

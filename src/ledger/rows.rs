@@ -510,17 +510,18 @@ impl Ledger {
         Ok(out)
     }
 
-    /// How many of a batch's COMPLETED rows carry the note `error_type` (such as an order
-    /// that could not be confirmed as the one sent).
-    pub fn completed_rows_noted(&self, batch_id: i64, error_type: &str) -> Result<i64> {
-        self.conn
-            .query_row(
-                "SELECT COUNT(*) AS noted FROM rows
-                 WHERE batch_id = ?1 AND state = 'COMPLETED' AND error_type = ?2",
-                params![batch_id, error_type],
-                |r| r.get("noted"),
-            )
-            .map_err(sqlerr(&self.path))
+    /// How many of a batch's COMPLETED rows carry each note (an `error_type`, such as an
+    /// order that could not be confirmed as the one sent): one read of the batch's completed
+    /// rows for every note.
+    pub fn completed_rows_noted(&self, batch_id: i64) -> Result<BTreeMap<String, i64>> {
+        let noted: Vec<(String, i64)> = self.select_all(
+            "SELECT error_type, COUNT(*) AS noted FROM rows
+             WHERE batch_id = ?1 AND state = 'COMPLETED' AND error_type IS NOT NULL
+             GROUP BY error_type",
+            [batch_id],
+            |r| Ok((r.get("error_type")?, r.get("noted")?)),
+        )?;
+        Ok(noted.into_iter().collect())
     }
 }
 

@@ -841,6 +841,7 @@ async fn finish(
         )?,
     }
     tracing::info!("result file: {:.2?}", writing.elapsed());
+    let summing = Instant::now();
     let summary = summarize(
         &ledger,
         batch.id,
@@ -849,6 +850,7 @@ async fn finish(
         result_path,
         incomplete,
     )?;
+    tracing::info!("summary: {:.2?}", summing.elapsed());
     Ok(RunSummary {
         stopped,
         likely_repeats: likely.0.into_iter().map(LikelyPaid::from).collect(),
