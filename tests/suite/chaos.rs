@@ -993,6 +993,11 @@ async fn kept_error_scenario(seed: u64) -> Result<Seen, String> {
     Ok(seen)
 }
 
+/// `payouts` is killed within this many milliseconds of its start: about the time it takes on
+/// the scenario's small batch (70 to 220 ms in a debug build), so that a run given a kill is
+/// often killed before it ends (600 ms let the first scenario's runs all end first).
+const PAYOUTS_KILL_WITHIN_MS: u64 = 250;
+
 /// Runs `paybatch ARGS` in `dir` (the scenario's key and ledger added by the caller); with
 /// `kill_within`, SIGKILLs it after a random delay below it. Returns the exit code (None when
 /// killed) and stdout.
@@ -1223,7 +1228,7 @@ async fn payout_life_scenario(seed: u64) -> Result<Seen, String> {
     let kills = rng.gen_range(1..5);
     let mut read = false;
     for i in 0..30 {
-        let kill = (i < kills).then_some(600);
+        let kill = (i < kills).then_some(PAYOUTS_KILL_WITHIN_MS);
         let (code, _) = one_command(dir.path(), &payouts, &mut rng, kill, &mut seen).await;
         match code {
             Some(0) | Some(7) => {
