@@ -294,18 +294,9 @@ pub(super) fn damaged_row(source: &rusqlite::Error) -> Option<&DamagedRow> {
 }
 
 /// The damage a conversion error of a typed column stands for, when it is one: text a column
-/// does not know, or a stored row that cannot be read (by its column, or by SQLite's JSON
-/// functions in a query).
+/// does not know, or a stored row that cannot be read (no query reads a stored row's text in
+/// SQL: each is read through its column).
 pub(super) fn unknown_text(source: &rusqlite::Error) -> Option<String> {
-    if let rusqlite::Error::SqliteFailure(_, Some(message)) = source
-        && message.contains("malformed JSON")
-    {
-        // SQLite's JSON functions read stored rows in a query (`json_extract(spec, ...)`).
-        return Some(format!(
-            "a stored row cannot be read ({message})\n\
-             help: the ledger was changed outside paybatch: restore it from a backup"
-        ));
-    }
     let rusqlite::Error::FromSqlConversionFailure(_, _, e) = source else {
         return None;
     };

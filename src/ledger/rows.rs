@@ -527,17 +527,21 @@ impl Ledger {
 
 /// The ledger's latest recorded row converted from `payment_currency` to `product_currency`
 /// among the batches made with the service at `base_url`: a completed row of a one-item sync
-/// order paid from a balance (embedded FX). Read newest first: found at once where the pair is
-/// common; a pair never converted reads every row (about a second for 500,000 rows). The row
-/// found is read through the one conversion ([`RowContent`]): a stored row SQLite reads as JSON
-/// but paybatch cannot read (of another shape) is a damaged ledger, never a price.
+/// order paid from a balance (embedded FX). Read newest first, each row through the one
+/// conversion ([`RowContent`]) before its currency is compared: found at once where the pair is
+/// common; a pair never converted reads every completed sync row paid from that balance. A
+/// stored row paybatch cannot read (not JSON, or of another shape) is a damaged ledger, never
+/// passed over and never a price.
 pub(crate) fn latest_conversion_in(
     conn: &Connection,
     base_url: &str,
     payment_currency: &str,
     product_currency: &str,
 ) -> rusqlite::Result<Option<Conversion>> {
-    conn.query_row(
+    // Every completed row of a sync order paid from the balance, newest first, each read
+    // through the one conversion before its currency is compared: a stored row that cannot be
+    // read is met (a damaged ledger), never passed over by a filter on its text.
+    let mut stmt = conn.prepare_cached(
         "SELECT r.price AS price, r.debited_amount AS debited_amount,
                 r.completed_at AS completed_at, r.spec AS spec, r.batch_id AS batch_id,
                 r.line AS line
@@ -547,23 +551,25 @@ pub(crate) fn latest_conversion_in(
          WHERE r.debited_currency = ?2 AND r.state = 'COMPLETED'
            AND r.price IS NOT NULL AND r.debited_amount IS NOT NULL
            AND r.completed_at IS NOT NULL
-           AND json_extract(r.spec, '$.currency') = ?3
            AND o.mode = 'sync' AND o.state = 'COMPLETED' AND o.card_id IS NULL
            AND b.base_url = ?1
-         ORDER BY r.id DESC LIMIT 1",
-        params![base_url, payment_currency, product_currency],
-        |r| {
-            stored_row_in(r, "spec", RowState::Completed)?;
-            Ok(Conversion {
+         ORDER BY r.id DESC",
+    )?;
+    let mut rows = stmt.query(params![base_url, payment_currency])?;
+    while let Some(r) = rows.next()? {
+        let converted = stored_row_in(r, "spec", RowState::Completed)?
+            .is_some_and(|row| row.currency == product_currency);
+        if converted {
+            return Ok(Some(Conversion {
                 payment_currency: payment_currency.to_string(),
                 product_currency: product_currency.to_string(),
                 price: r.get::<_, Amount>("price")?.0,
                 debited: r.get::<_, Amount>("debited_amount")?.0,
                 completed_at: r.get("completed_at")?,
-            })
-        },
-    )
-    .optional()
+            }));
+        }
+    }
+    Ok(None)
 }
 
 /// A row as [`row_columns`] select it, its stored row read.
@@ -803,8 +809,8 @@ mod tests {
         ledger.latest_conversion(&base_url, "EUR", "USD")
     }
 
-    /// The converted-price look-up reads stored rows in SQLite (`json_extract`): a stored row
-    /// that is not JSON is a damaged ledger there too, not SQLite's error.
+    /// A stored row that is not JSON, met by the converted-price look-up, is a damaged ledger,
+    /// not SQLite's error.
     #[test]
     fn the_converted_price_lookup_calls_an_unreadable_stored_row_damage() {
         match converted_as("{\"product_codes\":") {
@@ -813,9 +819,9 @@ mod tests {
         }
     }
 
-    /// A stored row SQLite reads as JSON, of the pair looked up, but of another shape than a
-    /// stored row's (a field missing, a face value no validation lets through) is a damaged
-    /// ledger naming its line, not the price of a conversion.
+    /// A stored row SQLite reads as JSON but of another shape than a stored row's (a field
+    /// missing, its currency among them; a face value no validation lets through) is a damaged
+    /// ledger naming its line, not the price of a conversion, and not a row passed over.
     #[test]
     fn the_converted_price_lookup_calls_a_stored_row_of_another_shape_damage() {
         let sample = RowContent::sample().to_json();
@@ -825,6 +831,7 @@ mod tests {
         );
         for text in [
             "{\"currency\":\"USD\"}".to_string(),
+            "{\"face_value\":\"10\"}".to_string(),
             sample.replace("\"10\"", "\"-10\""),
         ] {
             damage_at_line_7(converted_as(&text).map(drop));
