@@ -745,33 +745,13 @@ mod tests {
 
     #[test]
     fn emails() {
-        for good in [
-            "a@example.com",
-            "first.last+tag@sub.example.org",
-            "o'brien@example.co.uk",
-        ] {
-            assert_eq!(email_problem(good), None, "{good}");
-        }
-        for bad in [
-            "plainaddress",
-            "@example.com",
-            "a@b@example.com",
-            "a@example",
-            "a@.example.com",
-            "a@example..com",
-            "a @example.com",
-            "Jane <jane@example.com>",
-            "mailto:a@example.com",
-            "a@-example.com",
-            "a@example.c",
-            "a@1.2.3.4",
-            ".a@example.com",
-            "a..b@example.com",
-            "=HYPERLINK(\"x@example.com\")",
-            "jürgen@example.de",
-            "jane@exämple.de",
-        ] {
-            assert!(email_problem(bad).is_some(), "{bad}");
+        // The rules themselves are the api crate's (`rules::tests`, every case there); here,
+        // the input stage's wording of them: nothing for an address the service takes, the
+        // reason and its rule for one it refuses.
+        assert_eq!(email_problem("first.last+tag@sub.example.org"), None);
+        for bad in ["plainaddress", "jane@exämple.de"] {
+            let why = email_problem(bad).unwrap_or_default();
+            assert!(why.contains("(rule: "), "{bad}: {why}");
         }
         let long = format!("{}@example.com", "a".repeat(250));
         assert!(email_problem(&long).is_some());

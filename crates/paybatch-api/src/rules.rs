@@ -316,6 +316,10 @@ mod tests {
             ".a@example.com",
             "a..b@example.com",
             "a@example.com.",
+            "Jane <jane@example.com>",
+            "mailto:a@example.com",
+            "=HYPERLINK(\"x@example.com\")",
+            "jürgen@example.de",
         ] {
             assert!(email_problem(bad).is_some(), "{bad}");
         }
