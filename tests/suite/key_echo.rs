@@ -86,7 +86,9 @@ fn echoing(state: &Path, spelling: KeySpelling) -> SimConfig {
 
 /// One batch against a service that quotes the key spelt `spelling`: its orders FAILED (the
 /// message of a finished order), then, retried, refused (403 ordering_restricted: message and
-/// help). Returns every output, and the rows' error messages as the ledger holds them.
+/// help). Returns every output, and the rows' error messages as the ledger holds them after the
+/// first run (the failed orders') and at the end (the refusals': how many orders are refused
+/// before the stop of the account holds the others back depends on the timing of the sends).
 async fn batch_against(name: &str, spelling: KeySpelling) -> (Vec<(String, Output)>, Vec<String>) {
     let ws = Workspace::new();
     let states = tempfile::tempdir().expect("state dir");
@@ -113,6 +115,8 @@ async fn batch_against(name: &str, spelling: KeySpelling) -> (Vec<(String, Outpu
         output_of(&first)
     );
     outputs.push(("run".to_string(), first));
+    // The failed orders' messages, before the retry clears them from the rows.
+    let mut messages = error_messages(&ws);
     let retried = paybatch(&ws, &["retry", "--batch", "nov"], None).await;
     assert!(retried.status.success(), "{name}: {}", output_of(&retried));
     outputs.push(("retry".to_string(), retried));
@@ -148,19 +152,24 @@ async fn batch_against(name: &str, spelling: KeySpelling) -> (Vec<(String, Outpu
         "{name}: the report was written"
     );
 
+    messages.extend(error_messages(&ws));
+
+    let files = files_with_the_key(ws.dir.path(), &key);
+    assert!(files.is_empty(), "{name}: the key is in {files:?}");
+    (outputs, messages)
+}
+
+/// The rows' error messages as the ledger holds them.
+fn error_messages(ws: &Workspace) -> Vec<String> {
     let db = rusqlite::Connection::open(ws.ledger()).expect("ledger");
-    let messages: Vec<String> = db
+    let messages = db
         .prepare("SELECT error_message FROM rows WHERE error_message IS NOT NULL")
         .expect("query")
         .query_map([], |r| r.get(0))
         .expect("rows")
         .collect::<Result<_, _>>()
         .expect("messages");
-    drop(db);
-
-    let files = files_with_the_key(ws.dir.path(), &key);
-    assert!(files.is_empty(), "{name}: the key is in {files:?}");
-    (outputs, messages)
+    messages
 }
 
 #[tokio::test]
