@@ -16,6 +16,7 @@ mod approval_record;
 mod approved;
 mod attack_send;
 mod attack_service;
+mod attack_thread;
 mod books;
 mod cancelled_intents;
 mod cards;
