@@ -41,13 +41,21 @@ impl LedgerThread {
 
     /// Runs `step` on the ledger's thread and waits for it without holding a thread. A step
     /// that panics panics here, in the task that gave it. The step has run when this returns:
-    /// a write recording an intent is committed before the request acting on it is sent.
+    /// a write recording an intent is committed before the request acting on it is sent. A
+    /// task that stops waiting (dropped, aborted) before its step's turn leaves it undone.
     pub async fn run<R: Send + 'static>(
         &self,
         step: impl FnOnce(&mut Ledger) -> R + Send + 'static,
     ) -> R {
         let (answer, answered) = tokio::sync::oneshot::channel();
         let job: Job = Box::new(move |ledger: &mut Ledger| {
+            // The task stopped waiting before its step's turn came (the run is stopping: its
+            // sends were called off): the step is left undone, as if the process had stopped
+            // then, and the next step's turn comes at once (a ledger another process holds
+            // locked is waited for by the step that met it, not by each step queued behind).
+            if answer.is_closed() {
+                return;
+            }
             let result = catch_unwind(AssertUnwindSafe(|| step(ledger)));
             // The task may have stopped waiting (its run is ending): the step ran all the same.
             let _ = answer.send(result);
@@ -152,6 +160,50 @@ mod tests {
             .filter(|comm| comm.trim_end() == name)
             .count();
         Some(named)
+    }
+
+    /// A task called off while its step waits its turn leaves the step undone; the steps still
+    /// awaited, before and after it, run.
+    #[test]
+    fn a_step_whose_task_was_called_off_is_left_undone() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let (_dir, ledger, _batch_id) = crate::ledger::with_a_batch();
+        let ledger = Arc::new(Mutex::new(ledger));
+        let steps = Arc::new(LedgerThread::start(Arc::clone(&ledger)).expect("a thread"));
+        let held = ledger.lock().unwrap_or_else(|p| p.into_inner());
+        let ran = Arc::new(Mutex::new(Vec::new()));
+        let step = |name: &'static str| {
+            let (steps, ran) = (Arc::clone(&steps), Arc::clone(&ran));
+            runtime.spawn(async move {
+                steps
+                    .run(move |_| ran.lock().unwrap_or_else(|p| p.into_inner()).push(name))
+                    .await
+            })
+        };
+        // The first step waits for the lock on the thread; the other two wait their turn.
+        let (first, called_off, last) = (step("first"), step("called off"), step("last"));
+        called_off.abort();
+        let ended = runtime
+            .block_on(async { tokio::time::timeout(Duration::from_secs(10), called_off).await });
+        assert!(
+            matches!(ended, Ok(Err(e)) if e.is_cancelled()),
+            "the task was called off"
+        );
+        drop(held);
+        runtime.block_on(async {
+            for task in [first, last] {
+                tokio::time::timeout(Duration::from_secs(10), task)
+                    .await
+                    .expect("each step ends")
+                    .expect("the task ends");
+            }
+        });
+        let ran = ran.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        assert_eq!(ran, ["first", "last"]);
     }
 
     /// A step that panics panics in the task that gave it; the thread goes on with the next.

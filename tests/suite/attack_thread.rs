@@ -313,13 +313,12 @@ fn signal(child: &tokio::process::Child, signal: &str) {
 }
 
 /// Another program holds the ledger's write lock for longer than the ledger's busy timeout
-/// (10 s) while 64 answers wait to be recorded: the first step that gives up should stop the
-/// run, which says so once and exits 5 within a few busy timeouts. Instead the steps of the
-/// sends already stopped still run one after the other on the ledger's thread, each waiting its
-/// full 10 s, and the run (waiting for them in `settle()`) says nothing for 64 x 10 s, about
-/// 11 minutes, before it reports the error.
+/// (10 s) while 64 answers wait to be recorded: the first step that gives up stops the run,
+/// which says so once and exits 5 within a few busy timeouts. (The steps of the sends called
+/// off are left undone on the ledger's thread; before, each waited its full 10 s in turn, and
+/// the run said nothing for 64 x 10 s, about 11 minutes, the code before the ledger's thread
+/// too.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "defect: a locked ledger stops the run only after every queued step waited its busy timeout in turn (64 x 10 s)"]
 async fn a_ledger_locked_past_its_busy_timeout_stops_the_run_within_a_few_busy_timeouts() {
     let ws = Workspace::new();
     let sim = slow_sim(
