@@ -21,8 +21,10 @@ pub struct LedgerThread {
 }
 
 impl LedgerThread {
-    /// Starts the thread for the ledger behind `ledger`.
-    pub fn start(ledger: Arc<Mutex<Ledger>>) -> std::io::Result<Self> {
+    /// Starts the thread for the ledger behind `ledger`. The thread keeps `held` (the ledger's
+    /// lock, which tells another paybatch the ledger is in use) until its last step has run:
+    /// however the run ends, no other run takes the ledger while this thread may still write.
+    pub fn start(ledger: Arc<Mutex<Ledger>>, held: impl Send + 'static) -> std::io::Result<Self> {
         let (jobs, queue) = mpsc::channel::<Job>();
         let thread = std::thread::Builder::new()
             .name("paybatch-ledger".into())
@@ -32,6 +34,9 @@ impl LedgerThread {
                     // (transactions are atomic), so a poisoned lock is still usable.
                     job(&mut ledger.lock().unwrap_or_else(|p| p.into_inner()));
                 }
+                // The ledger closes (its log checkpointed) before its lock is let go.
+                drop(ledger);
+                drop(held);
             })?;
         Ok(LedgerThread {
             jobs: Some(jobs),
@@ -109,7 +114,7 @@ mod tests {
             .expect("a runtime");
         let (_dir, ledger, batch_id) = crate::ledger::with_a_batch();
         let ledger = Arc::new(Mutex::new(ledger));
-        let steps = Arc::new(LedgerThread::start(Arc::clone(&ledger)).expect("a thread"));
+        let steps = Arc::new(LedgerThread::start(Arc::clone(&ledger), ()).expect("a thread"));
         let held = ledger.lock().unwrap_or_else(|p| p.into_inner());
         let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let tasks: Vec<_> = (0..64)
@@ -173,7 +178,7 @@ mod tests {
             .expect("a runtime");
         let (_dir, ledger, _batch_id) = crate::ledger::with_a_batch();
         let ledger = Arc::new(Mutex::new(ledger));
-        let steps = Arc::new(LedgerThread::start(Arc::clone(&ledger)).expect("a thread"));
+        let steps = Arc::new(LedgerThread::start(Arc::clone(&ledger), ()).expect("a thread"));
         let held = ledger.lock().unwrap_or_else(|p| p.into_inner());
         let ran = Arc::new(Mutex::new(Vec::new()));
         let step = |name: &'static str| {
@@ -214,7 +219,8 @@ mod tests {
             .build()
             .expect("a runtime");
         let (_dir, ledger, batch_id) = crate::ledger::with_a_batch();
-        let steps = Arc::new(LedgerThread::start(Arc::new(Mutex::new(ledger))).expect("a thread"));
+        let steps =
+            Arc::new(LedgerThread::start(Arc::new(Mutex::new(ledger)), ()).expect("a thread"));
         let panicking = {
             let steps = Arc::clone(&steps);
             runtime.spawn(async move { steps.run(|_| panic!("a step's bug")).await })

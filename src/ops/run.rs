@@ -80,7 +80,7 @@ async fn run_batch(
         opts.ledger.display()
     ));
     check_before(opts)?;
-    let _lock = LedgerLock::acquire(&opts.ledger)?;
+    let lock = LedgerLock::acquire(&opts.ledger)?;
     let mut ledger = Ledger::open(&opts.ledger)?;
     let mut conn = Connection::open(
         opts.environment.clone(),
@@ -122,22 +122,8 @@ async fn run_batch(
     failpoint::hit("after_intent");
     reconcile_stale(&mut ledger, &conn.client, &batch, opts, &reporter).await?;
 
-    let ledger = Arc::new(Mutex::new(ledger));
-    let steps = LedgerThread::start(Arc::clone(&ledger)).map_err(|e| OpError::Io {
-        path: opts.ledger.clone(),
-        message: format!("cannot start the thread that writes it: {e}"),
-    })?;
-    let context = Arc::new(SendContext {
-        ledger,
-        steps,
-        client: conn.client.with_deadline(None),
-        reporter,
-        stopped: Mutex::new(BTreeMap::new()),
-        patience: Patience::new(opts.poll_timeout),
-        accepted: Mutex::new(None),
-        sent: Arc::clone(sent),
-        watch: Some(watch_of(opts, batch.id)),
-    });
+    let held = (lock, ledger);
+    let context = send_context(held, &conn.client, reporter, opts, sent, batch.id)?;
     let incomplete = send_and_poll(&context, batch.id, opts).await;
     // A send stopped midway may have left a step with the ledger's thread: it has run before
     // anything reads the ledger for the summary and the result file.
@@ -157,6 +143,34 @@ async fn run_batch(
         ending,
     )
     .await
+}
+
+/// The context the sending and polling of batch `batch_id` share, its ledger's steps on a
+/// thread of their own that keeps the ledger's `lock` until its last step has run.
+fn send_context(
+    (lock, ledger): (LedgerLock, Ledger),
+    client: &Client,
+    reporter: Reporter,
+    opts: &RunOptions,
+    sent: &Arc<AtomicU64>,
+    batch_id: i64,
+) -> Result<Arc<SendContext>, OpError> {
+    let ledger = Arc::new(Mutex::new(ledger));
+    let steps = LedgerThread::start(Arc::clone(&ledger), lock).map_err(|e| OpError::Io {
+        path: opts.ledger.clone(),
+        message: format!("cannot start the thread that writes it: {e}"),
+    })?;
+    Ok(Arc::new(SendContext {
+        ledger,
+        steps,
+        client: client.with_deadline(None),
+        reporter,
+        stopped: Mutex::new(BTreeMap::new()),
+        patience: Patience::new(opts.poll_timeout),
+        accepted: Mutex::new(None),
+        sent: Arc::clone(sent),
+        watch: Some(watch_of(opts, batch_id)),
+    }))
 }
 
 /// How the rows of a run are validated.

@@ -162,14 +162,12 @@ async fn batch_against(name: &str, spelling: KeySpelling) -> (Vec<(String, Outpu
 /// The rows' error messages as the ledger holds them.
 fn error_messages(ws: &Workspace) -> Vec<String> {
     let db = rusqlite::Connection::open(ws.ledger()).expect("ledger");
-    let messages = db
-        .prepare("SELECT error_message FROM rows WHERE error_message IS NOT NULL")
+    db.prepare("SELECT error_message FROM rows WHERE error_message IS NOT NULL")
         .expect("query")
         .query_map([], |r| r.get(0))
         .expect("rows")
         .collect::<Result<_, _>>()
-        .expect("messages");
-    messages
+        .expect("messages")
 }
 
 #[tokio::test]
