@@ -211,9 +211,12 @@ async fn round(poller: &mut Poller<'_>) -> Result<(), OpError> {
     // next ones are still being read.
     let mut fetched = fetch_all(&context.client, to_fetch);
     while let Some(joined) = fetched.join_next().await {
-        let Ok((id, result)) = joined else {
-            // A fetch cannot panic on what the service sends; a cancelled one is asked again.
-            continue;
+        let (id, result) = match joined {
+            Ok(fetched) => fetched,
+            // A fetch that panicked is a bug: it panics here, as it would have inline.
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // None is cancelled while the set is held here.
+            Err(_) => continue,
         };
         let Some(&order_id) = poller.waiting.get(&id) else {
             continue;
