@@ -164,9 +164,29 @@ pub fn fast_config(state: Option<PathBuf>) -> SimConfig {
 }
 
 pub async fn start_sim(config: SimConfig) -> SimHandle {
+    // Up to 50 ports of the tests' own range, then one the system picks.
+    for _ in 0..50 {
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], next_sim_port()));
+        match sim::start(config.clone(), addr).await {
+            Ok(sim) => return sim,
+            Err(sim::SimError::Bind { .. }) => continue,
+            Err(e) => panic!("simulator starts: {e}"),
+        }
+    }
     sim::start(config, "127.0.0.1:0".parse().expect("addr"))
         .await
         .expect("simulator starts")
+}
+
+/// A port for a test's simulator, below the system's range of ports for the local end of
+/// connections (32768 and up on Linux): a port a simulator lets go of to restart on the same
+/// address ([`restart_sim`]) is never taken meanwhile by a connection of another test, as one
+/// the system picked could be. Each test process counts through its own 1,500 ports.
+fn next_sim_port() -> u16 {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let base = 20_000 + (std::process::id() % 8) * 1_500;
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst) % 1_500;
+    u16::try_from(base + n).unwrap_or(20_000)
 }
 
 /// Stops the simulator and starts it again on the same address (a batch is bound to its
