@@ -116,11 +116,11 @@ impl Groups<'_> {
             self.converted_rows += 1;
             return self.plan(merge, &key, vec![row], ExecutionMode::Sync);
         }
-        let (reference, attempt) = (row.row.reference.clone(), row.to_plan.attempt);
+        let attempt = row.to_plan.attempt;
         let full = self
             .open
             .get(&key)
-            .is_some_and(|g| !g.fit.is_empty() && !g.fit.admits(&reference, attempt));
+            .is_some_and(|g| !g.fit.is_empty() && !g.fit.admits(&row.row.reference, attempt));
         if full {
             self.plan_open(merge, &key)?;
         }
@@ -132,7 +132,7 @@ impl Groups<'_> {
             }
         };
         let bytes = row.row.size();
-        group.fit.add(&reference, attempt);
+        group.fit.add(&row.row.reference, attempt);
         group.rows.push(row);
         group.bytes += bytes;
         self.open_bytes += bytes;
