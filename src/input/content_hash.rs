@@ -19,38 +19,26 @@ pub fn content_hash_of(reference: &str, row: &RowContent) -> String {
     // buffer, where many small updates cost more than the hashing.
     let mut text = Vec::with_capacity(256);
     text.extend_from_slice(b"paybatch-row-v1\n");
-    let codes = row.product_codes.iter().map(String::as_str);
     let face_value = row.face_value.to_string();
-    put(&mut text, "reference", [reference].into_iter());
-    put(&mut text, "product_codes", codes);
-    put(&mut text, "face_value", [face_value.as_str()].into_iter());
-    put(&mut text, "currency", [row.currency.as_str()].into_iter());
+    put_one(&mut text, "reference", reference);
     put(
         &mut text,
-        "distribution",
-        [row.distribution.as_str()].into_iter(),
+        "product_codes",
+        row.product_codes.iter().map(String::as_str),
     );
-    put(
-        &mut text,
-        "email",
-        [row.email.as_deref().unwrap_or("")].into_iter(),
-    );
-    put(
-        &mut text,
-        "payment_currency",
-        [row.payment_currency.as_str()].into_iter(),
-    );
-    put(
-        &mut text,
-        "country",
-        [row.country.as_deref().unwrap_or("")].into_iter(),
-    );
-    put(
-        &mut text,
-        "card_id",
-        [row.card_id.as_deref().unwrap_or("")].into_iter(),
-    );
+    put_one(&mut text, "face_value", &face_value);
+    put_one(&mut text, "currency", &row.currency);
+    put_one(&mut text, "distribution", row.distribution.as_str());
+    put_one(&mut text, "email", row.email.as_deref().unwrap_or(""));
+    put_one(&mut text, "payment_currency", &row.payment_currency);
+    put_one(&mut text, "country", row.country.as_deref().unwrap_or(""));
+    put_one(&mut text, "card_id", row.card_id.as_deref().unwrap_or(""));
     hex_of(&Sha256::digest(&text))
+}
+
+/// A field of one value ([`put`]).
+fn put_one(text: &mut Vec<u8>, name: &str, value: &str) {
+    put(text, name, std::iter::once(value));
 }
 
 /// One field of the hashed text, length-prefixed so that no value can imitate a field
