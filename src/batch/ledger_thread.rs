@@ -106,12 +106,7 @@ mod tests {
     /// ledger's thread and the test's own, and each step ran once, in turn.
     #[test]
     fn steps_queued_behind_the_ledger_hold_no_thread_and_each_runs_once() {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name(RUNTIME_THREADS)
-            .enable_all()
-            .build()
-            .expect("a runtime");
+        let runtime = one_worker(RUNTIME_THREADS);
         let (_dir, ledger, batch_id) = crate::ledger::with_a_batch();
         let ledger = Arc::new(Mutex::new(ledger));
         let steps = Arc::new(LedgerThread::start(Arc::clone(&ledger), ()).expect("a thread"));
@@ -153,6 +148,17 @@ mod tests {
         );
     }
 
+    /// A runtime of one worker thread, its threads named `name` (a test counting its threads
+    /// by name gives a name no other test's runtime has).
+    fn one_worker(name: &str) -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name(name)
+            .enable_all()
+            .build()
+            .expect("a runtime")
+    }
+
     /// The name of this test's runtime threads (the kernel keeps 15 bytes of it).
     const RUNTIME_THREADS: &str = "steps-waiting";
 
@@ -171,11 +177,7 @@ mod tests {
     /// awaited, before and after it, run.
     #[test]
     fn a_step_whose_task_was_called_off_is_left_undone() {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("a runtime");
+        let runtime = one_worker("steps-called-off");
         let (_dir, ledger, _batch_id) = crate::ledger::with_a_batch();
         let ledger = Arc::new(Mutex::new(ledger));
         let steps = Arc::new(LedgerThread::start(Arc::clone(&ledger), ()).expect("a thread"));
