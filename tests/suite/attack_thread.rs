@@ -207,12 +207,37 @@ fn hold_the_ledger(
     (release, holder)
 }
 
-/// Ctrl-C while 64 answers wait for the ledger (another program holds its write lock, shorter
-/// than the ledger's busy timeout): the run stops at once with 130 and says how far it got,
-/// every order sent is in doubt (its answer was not recorded), and once the ledger is free the
-/// same command pays every row once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ctrl_c_while_64_answers_wait_for_the_ledger_stops_with_130_and_the_resume_pays_once() {
+/// The flags of the burst of [`held_burst`]: 64 in flight, one row an order.
+const BURST_FLAGS: [&str; 4] = ["--concurrency", "64", "--items-per-order", "1"];
+
+/// A run of 120 rows sending 64 at once to a slow simulator, once 10 orders went out, with the
+/// ledger's write lock held by another connection (at most `most`).
+struct HeldBurst {
+    ws: Workspace,
+    sim: SimHandle,
+    child: tokio::process::Child,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>,
+    holding: Holding,
+}
+
+/// The other connection holding the ledger's write lock ([`hold_the_ledger`]).
+struct Holding {
+    release: std::sync::mpsc::Sender<()>,
+    holder: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Holding {
+    /// Lets go of the ledger and waits for the holder to end.
+    fn let_go(&mut self) {
+        self.release.send(()).expect("the holder waits");
+        if let Some(holder) = self.holder.take() {
+            holder.join().expect("the holder ends");
+        }
+    }
+}
+
+/// Starts the run of [`HeldBurst`] and holds the ledger once 10 orders are sent.
+async fn held_burst(most: Duration) -> HeldBurst {
     let ws = Workspace::new();
     let sim = slow_sim(
         Duration::from_millis(300),
@@ -220,26 +245,45 @@ async fn ctrl_c_while_64_answers_wait_for_the_ledger_stops_with_130_and_the_resu
     )
     .await;
     rows_file(&ws, "burst.csv", "EMP", 1..=120);
-    let flags = ["--concurrency", "64", "--items-per-order", "1"];
-    let (mut child, mut lines) = spawn_run(&ws, &sim, "burst.csv", &flags, &[]);
+    let (child, mut lines) = spawn_run(&ws, &sim, "burst.csv", &BURST_FLAGS, &[]);
     wait_for_line(&mut lines, "submitting 120 orders", Duration::from_secs(60)).await;
     until("10 orders sent", Duration::from_secs(30), || {
         order_posts(&sim) >= 10
     })
     .await;
-    let (release, holder) = hold_the_ledger(ws.ledger(), Duration::from_secs(60));
+    let (release, holder) = hold_the_ledger(ws.ledger(), most);
+    HeldBurst {
+        ws,
+        sim,
+        child,
+        lines,
+        holding: Holding {
+            release,
+            holder: Some(holder),
+        },
+    }
+}
+
+/// Ctrl-C while 64 answers wait for the ledger (another program holds its write lock, shorter
+/// than the ledger's busy timeout): the run stops at once with 130 and says how far it got,
+/// every order sent is in doubt (its answer was not recorded), and once the ledger is free the
+/// same command pays every row once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_while_64_answers_wait_for_the_ledger_stops_with_130_and_the_resume_pays_once() {
+    let mut burst = held_burst(Duration::from_secs(60)).await;
+    let (ws, sim, flags) = (&burst.ws, &burst.sim, BURST_FLAGS);
     // Every request sent has been answered: the answers wait for the ledger.
     until("the sends answered", Duration::from_secs(30), || {
-        sim.orders().len() as u64 == order_posts(&sim)
+        sim.orders().len() as u64 == order_posts(sim)
     })
     .await;
-    let sent = order_posts(&sim);
-    signal(&child, "-INT");
-    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+    let sent = order_posts(sim);
+    signal(&burst.child, "-INT");
+    let status = tokio::time::timeout(Duration::from_secs(30), burst.child.wait())
         .await
         .expect("the run stops soon after Ctrl-C")
         .expect("wait");
-    let rest = rest_of(&mut lines, Duration::from_secs(5)).await;
+    let rest = rest_of(&mut burst.lines, Duration::from_secs(5)).await;
     assert_eq!(status.code(), Some(130), "{rest}");
     let said = rest
         .lines()
@@ -249,14 +293,13 @@ async fn ctrl_c_while_64_answers_wait_for_the_ledger_stops_with_130_and_the_resu
         said.contains("nothing is lost; run the same command again to resume"),
         "{said}"
     );
-    assert_eq!(order_posts(&sim), sent, "nothing sent after the stop");
-    release.send(()).expect("the holder waits");
-    holder.join().expect("the holder ends");
+    assert_eq!(order_posts(sim), sent, "nothing sent after the stop");
+    burst.holding.let_go();
 
-    let out = run_file(&ws, &sim, "burst.csv", &flags, &[]).await;
+    let out = run_file(ws, sim, "burst.csv", &flags, &[]).await;
     let text = format!("{rest}\nthen:\n{}", output_of(&out));
     assert_eq!(out.status.code(), Some(0), "{text}");
-    each_row_once(&sim, &ws, "burst.csv", &text);
+    each_row_once(sim, ws, "burst.csv", &text);
 }
 
 /// SIGKILL while 64 answers wait in the ledger thread's queue (another program holds the
@@ -265,37 +308,23 @@ async fn ctrl_c_while_64_answers_wait_for_the_ledger_stops_with_130_and_the_resu
 /// the order it made).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kill_while_64_answers_wait_for_the_ledger_then_the_resume_pays_each_row_once() {
-    let ws = Workspace::new();
-    let sim = slow_sim(
-        Duration::from_millis(300),
-        (Duration::from_millis(100), Duration::from_millis(600)),
-    )
-    .await;
-    rows_file(&ws, "burst.csv", "EMP", 1..=120);
-    let flags = ["--concurrency", "64", "--items-per-order", "1"];
-    let (mut child, mut lines) = spawn_run(&ws, &sim, "burst.csv", &flags, &[]);
-    wait_for_line(&mut lines, "submitting 120 orders", Duration::from_secs(60)).await;
-    until("10 orders sent", Duration::from_secs(30), || {
-        order_posts(&sim) >= 10
-    })
-    .await;
-    let (release, holder) = hold_the_ledger(ws.ledger(), Duration::from_secs(60));
+    let mut burst = held_burst(Duration::from_secs(60)).await;
+    let (ws, sim, flags) = (&burst.ws, &burst.sim, BURST_FLAGS);
     until("the sends answered", Duration::from_secs(30), || {
-        sim.orders().len() as u64 == order_posts(&sim)
+        sim.orders().len() as u64 == order_posts(sim)
     })
     .await;
-    child.start_kill().expect("SIGKILL");
-    let killed = child.wait().await.expect("wait");
+    burst.child.start_kill().expect("SIGKILL");
+    let killed = burst.child.wait().await.expect("wait");
     assert_eq!(killed.code(), None, "killed");
-    let before = rest_of(&mut lines, Duration::from_secs(5)).await;
-    release.send(()).expect("the holder waits");
-    holder.join().expect("the holder ends");
+    let before = rest_of(&mut burst.lines, Duration::from_secs(5)).await;
+    burst.holding.let_go();
     let replayed = sim.stats().replayed;
 
-    let out = run_file(&ws, &sim, "burst.csv", &flags, &[]).await;
+    let out = run_file(ws, sim, "burst.csv", &flags, &[]).await;
     let text = format!("{before}\nthen:\n{}", output_of(&out));
     assert_eq!(out.status.code(), Some(0), "{text}");
-    each_row_once(&sim, &ws, "burst.csv", &text);
+    each_row_once(sim, ws, "burst.csv", &text);
     assert!(
         sim.stats().replayed > replayed,
         "the orders in doubt were answered again under their keys: {text}"
@@ -320,30 +349,15 @@ fn signal(child: &tokio::process::Child, signal: &str) {
 /// too.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ledger_locked_past_its_busy_timeout_stops_the_run_within_a_few_busy_timeouts() {
-    let ws = Workspace::new();
-    let sim = slow_sim(
-        Duration::from_millis(300),
-        (Duration::from_millis(100), Duration::from_millis(600)),
-    )
-    .await;
-    rows_file(&ws, "burst.csv", "EMP", 1..=120);
-    let flags = ["--concurrency", "64", "--items-per-order", "1"];
-    let (mut child, mut lines) = spawn_run(&ws, &sim, "burst.csv", &flags, &[]);
-    wait_for_line(&mut lines, "submitting 120 orders", Duration::from_secs(60)).await;
-    until("10 orders sent", Duration::from_secs(30), || {
-        order_posts(&sim) >= 10
-    })
-    .await;
-    let (release, holder) = hold_the_ledger(ws.ledger(), Duration::from_secs(200));
+    let mut burst = held_burst(Duration::from_secs(200)).await;
     // Six busy timeouts of the ledger: the first step gives up after one.
-    let ended = tokio::time::timeout(Duration::from_secs(60), child.wait()).await;
+    let ended = tokio::time::timeout(Duration::from_secs(60), burst.child.wait()).await;
     if ended.is_err() {
-        child.start_kill().expect("SIGKILL");
-        let _ = child.wait().await;
+        burst.child.start_kill().expect("SIGKILL");
+        let _ = burst.child.wait().await;
     }
-    let rest = rest_of(&mut lines, Duration::from_secs(5)).await;
-    release.send(()).expect("the holder waits");
-    holder.join().expect("the holder ends");
+    let rest = rest_of(&mut burst.lines, Duration::from_secs(5)).await;
+    burst.holding.let_go();
     let status = ended
         .unwrap_or_else(|_| {
             panic!("the run did not stop within 60 s of the ledger locked; said:\n{rest}")
