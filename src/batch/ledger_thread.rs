@@ -2,21 +2,78 @@
 //! their steps to it and wait for the answer without holding a thread, so no fsync and no wait
 //! for the ledger's lock ever runs on an async worker, however many orders are in flight.
 //!
-//! The steps run one at a time, in the order they came. The ledger stays behind its lock (the
-//! rare steps outside the sending, and the steps after it, take the lock themselves).
+//! The steps run one at a time, in the order they came, except that a step given with
+//! [`LedgerThread::run_first`] (the mark before a send, which the send waits for) runs before
+//! the steps still waiting their turn (the records of answers and finished orders, which no
+//! request waits for). The ledger stays behind its lock (the rare steps outside the sending,
+//! and the steps after it, take the lock themselves).
 
+use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use crate::ledger::Ledger;
 
 type Job = Box<dyn FnOnce(&mut Ledger) + Send>;
 
+/// The steps waiting for the thread.
+#[derive(Default)]
+struct Queues {
+    /// Steps a request waits for: before any of `in_turn`.
+    first: VecDeque<Job>,
+    in_turn: VecDeque<Job>,
+    /// No step is taken any more: the owner let go of the thread, or the thread ended.
+    closed: bool,
+}
+
+#[derive(Default)]
+struct Waiting {
+    queues: Mutex<Queues>,
+    given: Condvar,
+}
+
+impl Waiting {
+    fn lock(&self) -> MutexGuard<'_, Queues> {
+        // Only this module's short sections hold it; none panics while holding it.
+        self.queues.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The next step, once one is given; none once closed and every step given has run.
+    fn next(&self) -> Option<Job> {
+        let mut queues = self.lock();
+        loop {
+            if let Some(job) = queues
+                .first
+                .pop_front()
+                .or_else(|| queues.in_turn.pop_front())
+            {
+                return Some(job);
+            }
+            if queues.closed {
+                return None;
+            }
+            queues = self.given.wait(queues).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+/// Closes the queues when the thread ends, however it ends: the steps still queued are
+/// dropped, so the tasks waiting for them learn that the thread ended.
+struct Ending(Arc<Waiting>);
+
+impl Drop for Ending {
+    fn drop(&mut self) {
+        let mut queues = self.0.lock();
+        queues.closed = true;
+        queues.first.clear();
+        queues.in_turn.clear();
+    }
+}
+
 /// The ledger's own thread (see the module).
 pub struct LedgerThread {
-    jobs: Option<mpsc::Sender<Job>>,
+    waiting: Arc<Waiting>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -25,32 +82,53 @@ impl LedgerThread {
     /// lock, which tells another paybatch the ledger is in use) until its last step has run:
     /// however the run ends, no other run takes the ledger while this thread may still write.
     pub fn start(ledger: Arc<Mutex<Ledger>>, held: impl Send + 'static) -> std::io::Result<Self> {
-        let (jobs, queue) = mpsc::channel::<Job>();
+        let waiting = Arc::new(Waiting::default());
+        let ending = Ending(Arc::clone(&waiting));
         let thread = std::thread::Builder::new()
             .name("paybatch-ledger".into())
             .spawn(move || {
-                for job in queue {
+                while let Some(job) = ending.0.next() {
                     // A panic while holding the lock leaves the SQLite state consistent
                     // (transactions are atomic), so a poisoned lock is still usable.
                     job(&mut ledger.lock().unwrap_or_else(|p| p.into_inner()));
                 }
+                drop(ending);
                 // The ledger closes (its log checkpointed) before its lock is let go.
                 drop(ledger);
                 drop(held);
             })?;
         Ok(LedgerThread {
-            jobs: Some(jobs),
+            waiting,
             thread: Some(thread),
         })
     }
 
-    /// Runs `step` on the ledger's thread and waits for it without holding a thread. A step
-    /// that panics panics here, in the task that gave it. The step has run when this returns:
-    /// a write recording an intent is committed before the request acting on it is sent. A
-    /// task that stops waiting (dropped, aborted) before its step's turn leaves it undone.
+    /// Runs `step` on the ledger's thread, in its turn, and waits for it without holding a
+    /// thread. A step that panics panics here, in the task that gave it. The step has run when
+    /// this returns: a write recording an intent is committed before the request acting on it
+    /// is sent. A task that stops waiting (dropped, aborted) before its step's turn leaves it
+    /// undone.
     pub async fn run<R: Send + 'static>(
         &self,
         step: impl FnOnce(&mut Ledger) -> R + Send + 'static,
+    ) -> R {
+        self.give(step, false).await
+    }
+
+    /// As [`LedgerThread::run`], before the steps waiting their turn: for a step a request
+    /// waits for (the mark before a send), so that a send goes as soon as its slot comes
+    /// rather than after the records queued before it.
+    pub async fn run_first<R: Send + 'static>(
+        &self,
+        step: impl FnOnce(&mut Ledger) -> R + Send + 'static,
+    ) -> R {
+        self.give(step, true).await
+    }
+
+    async fn give<R: Send + 'static>(
+        &self,
+        step: impl FnOnce(&mut Ledger) -> R + Send + 'static,
+        first: bool,
     ) -> R {
         let (answer, answered) = tokio::sync::oneshot::channel();
         let job: Job = Box::new(move |ledger: &mut Ledger| {
@@ -65,13 +143,18 @@ impl LedgerThread {
             // The task may have stopped waiting (its run is ending): the step ran all the same.
             let _ = answer.send(result);
         });
-        let given = self.jobs.as_ref().map(|jobs| jobs.send(job));
-        match given {
-            Some(Ok(())) => {}
-            // The thread ends only when this is dropped, or when a step it could not catch
-            // ended it: both are bugs, not input.
-            _ => panic!("the ledger's thread has ended"),
+        {
+            let mut queues = self.waiting.lock();
+            // The queues close only when this is dropped, or when a step the thread could not
+            // catch ended it: both are bugs, not input.
+            assert!(!queues.closed, "the ledger's thread has ended");
+            if first {
+                queues.first.push_back(job);
+            } else {
+                queues.in_turn.push_back(job);
+            }
         }
+        self.waiting.given.notify_one();
         match answered.await {
             Ok(Ok(value)) => value,
             Ok(Err(panic)) => resume_unwind(panic),
@@ -88,7 +171,8 @@ impl LedgerThread {
 impl Drop for LedgerThread {
     /// Lets the thread finish the steps it was given, then waits for it.
     fn drop(&mut self) {
-        drop(self.jobs.take());
+        self.waiting.lock().closed = true;
+        self.waiting.given.notify_one();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
@@ -211,6 +295,66 @@ mod tests {
         });
         let ran = ran.lock().unwrap_or_else(|p| p.into_inner()).clone();
         assert_eq!(ran, ["first", "last"]);
+    }
+
+    /// A step given first runs before the steps still waiting their turn, which then run in
+    /// the order they came; the step already taken runs first.
+    #[test]
+    fn a_step_given_first_runs_before_the_steps_waiting_their_turn() {
+        let runtime = one_worker("steps-first");
+        let (_dir, ledger, _batch_id) = crate::ledger::with_a_batch();
+        let ledger = Arc::new(Mutex::new(ledger));
+        let steps = Arc::new(LedgerThread::start(Arc::clone(&ledger), ()).expect("a thread"));
+        let held = ledger.lock().unwrap_or_else(|p| p.into_inner());
+        let ran = Arc::new(Mutex::new(Vec::new()));
+        let step = |name: &'static str, first: bool| {
+            let (steps, ran) = (Arc::clone(&steps), Arc::clone(&ran));
+            let record =
+                move |_: &mut Ledger| ran.lock().unwrap_or_else(|p| p.into_inner()).push(name);
+            runtime.spawn(async move {
+                if first {
+                    steps.run_first(record).await
+                } else {
+                    steps.run(record).await
+                }
+            })
+        };
+        let taken = step("taken", false);
+        // The thread has taken the first step and waits for the lock with it.
+        let queued = || {
+            let q = steps.waiting.lock();
+            q.first.len() + q.in_turn.len()
+        };
+        let waited = wait_until(|| queued() == 0);
+        assert!(waited, "the thread took the first step");
+        let later = [step("second", false), step("third", false)];
+        let waited = wait_until(|| queued() == 2);
+        assert!(waited, "two steps wait their turn");
+        let first = step("given first", true);
+        let waited = wait_until(|| queued() == 3);
+        assert!(waited, "the step given first waits too");
+        drop(held);
+        runtime.block_on(async {
+            for task in [taken, first].into_iter().chain(later) {
+                tokio::time::timeout(Duration::from_secs(10), task)
+                    .await
+                    .expect("each step ends")
+                    .expect("the task ends");
+            }
+        });
+        let ran = ran.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        assert_eq!(ran, ["taken", "given first", "second", "third"]);
+    }
+
+    /// Whether `done` came true within 10 s (looked at every 5 ms).
+    fn wait_until(done: impl Fn() -> bool) -> bool {
+        (0..2000).any(|_| {
+            if done() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+            false
+        })
     }
 
     /// A step that panics panics in the task that gave it; the thread goes on with the next.

@@ -184,6 +184,15 @@ impl SendContext {
         self.steps.run(step).await
     }
 
+    /// As [`SendContext::with_ledger`], before the steps waiting their turn
+    /// ([`LedgerThread::run_first`]): for the mark before a send, which the send waits for.
+    pub async fn with_ledger_first<R: Send + 'static>(
+        &self,
+        step: impl FnOnce(&mut Ledger) -> R + Send + 'static,
+    ) -> R {
+        self.steps.run_first(step).await
+    }
+
     /// As [`SendContext::with_ledger`], for a rare step outside the sends' queue (a read of
     /// the next intents, a refusal of some items, a note at the end of the sending): the task
     /// waits for the ledger's lock on a thread the runtime sets aside ([`with_locked`]).

@@ -552,7 +552,10 @@ async fn submit_one(
         if context.watch.as_ref().is_some_and(|w| w.holds(order.id)) {
             return Sent::Held;
         }
-        if let Err(e) = context.with_ledger(move |l| l.mark_sending(order_id)).await {
+        if let Err(e) = context
+            .with_ledger_first(move |l| l.mark_sending(order_id))
+            .await
+        {
             return Sent::Stop(e.into());
         }
         if attempt == 0 {
