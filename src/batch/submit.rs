@@ -516,6 +516,25 @@ fn shared(context: &SendContext) -> super::watch::Shared<'_> {
     }
 }
 
+/// The read of the service's order list due before a send (the first try of an order, or a
+/// try after a failure at `failed_at`), and whether it holds the order back: what stops the
+/// send, if anything does.
+async fn read_before_send(
+    context: &SendContext,
+    order: &OrderRecord,
+    attempt: u32,
+    failed_at: Option<tokio::time::Instant>,
+) -> Option<Sent> {
+    let watch = context.watch.as_ref()?;
+    let sent = context.sent.load(std::sync::atomic::Ordering::SeqCst);
+    if (attempt == 0 || failed_at.is_some())
+        && let Err(e) = watch.before_send(&shared(context), sent, failed_at).await
+    {
+        return Some(Sent::Stop(e));
+    }
+    watch.holds(order.id).then_some(Sent::Held)
+}
+
 /// Sends one order (its recorded key and bytes) until the service answers it, refuses it, or
 /// the tries or the run's patience run out.
 async fn submit_one(
@@ -530,17 +549,8 @@ async fn submit_one(
     let mut server_error = false;
     let mut failed_at = None;
     for attempt in 0..tries {
-        if let Some(watch) = &context.watch {
-            let sent = context.sent.load(std::sync::atomic::Ordering::SeqCst);
-            let failed = failed_at.take();
-            if (attempt == 0 || failed.is_some())
-                && let Err(e) = watch.before_send(&shared(context), sent, failed).await
-            {
-                return Sent::Stop(e);
-            }
-            if watch.holds(order.id) {
-                return Sent::Held;
-            }
+        if let Some(stop) = read_before_send(context, &order, attempt, failed_at.take()).await {
+            return stop;
         }
         // Counted against the window until a minute after the request ends (`slot` dropped).
         let slot = limiter.ready().await;
