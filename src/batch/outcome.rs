@@ -124,7 +124,9 @@ pub fn summarize(
     result_path: PathBuf,
     incomplete_reason: Option<String>,
 ) -> Result<RunSummary, OpError> {
-    let counts: BTreeMap<RowState, i64> = ledger.row_counts(batch_id)?.into_iter().collect();
+    let (counts, per_delivery) = ledger.counts_and_deliveries(batch_id)?;
+    let counts: BTreeMap<RowState, i64> = counts.into_iter().collect();
+    let per_delivery = per_delivery.into_iter().collect();
     let mut totals: BTreeMap<String, (Decimal, Decimal)> = BTreeMap::new();
     for (currency, face, price) in ledger.completed_amounts(batch_id)? {
         let entry = totals.entry(currency).or_default();
@@ -140,7 +142,6 @@ pub fn summarize(
         };
         *paid_by.entry(method).or_default() += rows;
     }
-    let per_delivery = ledger.rows_per_delivery(batch_id)?.into_iter().collect();
     let (mut unconfirmed, mut total_unconfirmed) = (0, 0);
     let noted_rows = ledger.completed_rows_noted(batch_id)?;
     for error_type in super::record::Unconfirmed::TYPES {

@@ -184,6 +184,9 @@ pub(super) const ROWS_PER_ORDER_AND_PAYMENT: &str = "SELECT o.card_id, o.payment
         (SELECT COUNT(*) FROM rows WHERE rows.order_id = o.id) AS rows_in_order
  FROM orders o WHERE o.batch_id = ?1";
 
+/// Rows per state (in [`RowState::ALL`]'s order), and valid rows per delivery.
+pub type StatesAndDeliveries = (Vec<(RowState, i64)>, Vec<(String, i64)>);
+
 impl Ledger {
     /// Reads, through the one conversion, the stored row of every row of the batch's orders a
     /// run may still send or record (INTENT, ACCEPTED), before anything is sent: a row that
@@ -409,20 +412,30 @@ impl Ledger {
     /// The batch's valid rows (not taken out of the file) per delivery (`EMAIL`,
     /// `PAYOUT_LINK`), from their recorded deliveries.
     pub fn rows_per_delivery(&self, batch_id: i64) -> Result<Vec<(String, i64)>> {
-        // Grouped in the order of `rows_batch_state` (batch, state, delivery): read from the
-        // index alone, without a sort; the states are summed here.
-        let counted: Vec<(String, i64)> = self.select_all(
-            "SELECT delivery, COUNT(*) AS rows_counted FROM rows
-             WHERE batch_id = ?1 AND delivery IS NOT NULL AND state != 'REMOVED'
-             GROUP BY state, delivery",
+        Ok(self.counts_and_deliveries(batch_id)?.1)
+    }
+
+    /// [`Ledger::row_counts`] and [`Ledger::rows_per_delivery`] in one read of the batch's
+    /// index of states and deliveries (`rows_batch_state`: batch, state, delivery), without a
+    /// sort: the groups are summed here.
+    pub fn counts_and_deliveries(&self, batch_id: i64) -> Result<StatesAndDeliveries> {
+        let counted: Vec<(RowState, Option<String>, i64)> = self.select_all(
+            "SELECT state, delivery, COUNT(*) AS rows_counted FROM rows
+             WHERE batch_id = ?1 GROUP BY state, delivery",
             [batch_id],
-            |r| Ok((r.get("delivery")?, r.get("rows_counted")?)),
+            |r| Ok((r.get("state")?, r.get("delivery")?, r.get("rows_counted")?)),
         )?;
-        let mut out: BTreeMap<String, i64> = BTreeMap::new();
-        for (delivery, rows) in counted {
-            *out.entry(delivery).or_default() += rows;
+        let mut states: BTreeMap<RowState, i64> = BTreeMap::new();
+        let mut deliveries: BTreeMap<String, i64> = BTreeMap::new();
+        for (state, delivery, rows) in counted {
+            *states.entry(state).or_default() += rows;
+            if let Some(delivery) = delivery.filter(|_| state != RowState::Removed) {
+                *deliveries.entry(delivery).or_default() += rows;
+            }
         }
-        Ok(out.into_iter().collect())
+        let mut states: Vec<(RowState, i64)> = states.into_iter().collect();
+        states.sort_by_key(|(s, _)| RowState::ALL.iter().position(|x| x == s));
+        Ok((states, deliveries.into_iter().collect()))
     }
 
     /// Visits the batch's rows that are PLANNED or REJECTED, each with its order's state and
@@ -501,13 +514,7 @@ impl Ledger {
 
     /// Counts of rows per state.
     pub fn row_counts(&self, batch_id: i64) -> Result<Vec<(RowState, i64)>> {
-        let mut out: Vec<(RowState, i64)> = self.select_all(
-            "SELECT state, COUNT(*) AS rows_counted FROM rows WHERE batch_id = ?1 GROUP BY state",
-            [batch_id],
-            |r| Ok((r.get("state")?, r.get("rows_counted")?)),
-        )?;
-        out.sort_by_key(|(s, _)| RowState::ALL.iter().position(|x| x == s));
-        Ok(out)
+        Ok(self.counts_and_deliveries(batch_id)?.0)
     }
 
     /// How many of a batch's COMPLETED rows carry each note (an `error_type`, such as an
