@@ -116,10 +116,15 @@ impl Need {
             return;
         }
         if !is_converted(spec, card) {
-            *self
-                .from_balance
-                .entry(spec.payment_currency.clone())
-                .or_default() += row_price(spec, by_code);
+            let price = row_price(spec, by_code);
+            // Looked up first: the currency is copied once per balance, not once per row.
+            match self.from_balance.get_mut(&spec.payment_currency) {
+                Some(needed) => *needed += price,
+                None => {
+                    self.from_balance
+                        .insert(spec.payment_currency.clone(), price);
+                }
+            }
         } else {
             *self
                 .converted
