@@ -257,16 +257,41 @@ mod tests {
         Some(named)
     }
 
+    /// A ledger's thread on a runtime of one worker named `name`, and the names of the steps
+    /// that ran, in turn.
+    struct Queued {
+        runtime: tokio::runtime::Runtime,
+        _dir: tempfile::TempDir,
+        ledger: Arc<Mutex<Ledger>>,
+        steps: Arc<LedgerThread>,
+        ran: Arc<Mutex<Vec<&'static str>>>,
+    }
+
+    fn queued(name: &str) -> Queued {
+        let (dir, ledger, _batch_id) = crate::ledger::with_a_batch();
+        let ledger = Arc::new(Mutex::new(ledger));
+        let steps = Arc::new(LedgerThread::start(Arc::clone(&ledger), ()).expect("a thread"));
+        Queued {
+            runtime: one_worker(name),
+            _dir: dir,
+            ledger,
+            steps,
+            ran: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
+
     /// A task called off while its step waits its turn leaves the step undone; the steps still
     /// awaited, before and after it, run.
     #[test]
     fn a_step_whose_task_was_called_off_is_left_undone() {
-        let runtime = one_worker("steps-called-off");
-        let (_dir, ledger, _batch_id) = crate::ledger::with_a_batch();
-        let ledger = Arc::new(Mutex::new(ledger));
-        let steps = Arc::new(LedgerThread::start(Arc::clone(&ledger), ()).expect("a thread"));
+        let Queued {
+            runtime,
+            _dir,
+            ledger,
+            steps,
+            ran,
+        } = queued("steps-called-off");
         let held = ledger.lock().unwrap_or_else(|p| p.into_inner());
-        let ran = Arc::new(Mutex::new(Vec::new()));
         let step = |name: &'static str| {
             let (steps, ran) = (Arc::clone(&steps), Arc::clone(&ran));
             runtime.spawn(async move {
@@ -301,12 +326,14 @@ mod tests {
     /// the order they came; the step already taken runs first.
     #[test]
     fn a_step_given_first_runs_before_the_steps_waiting_their_turn() {
-        let runtime = one_worker("steps-first");
-        let (_dir, ledger, _batch_id) = crate::ledger::with_a_batch();
-        let ledger = Arc::new(Mutex::new(ledger));
-        let steps = Arc::new(LedgerThread::start(Arc::clone(&ledger), ()).expect("a thread"));
+        let Queued {
+            runtime,
+            _dir,
+            ledger,
+            steps,
+            ran,
+        } = queued("steps-first");
         let held = ledger.lock().unwrap_or_else(|p| p.into_inner());
-        let ran = Arc::new(Mutex::new(Vec::new()));
         let step = |name: &'static str, first: bool| {
             let (steps, ran) = (Arc::clone(&steps), Arc::clone(&ran));
             let record =

@@ -416,24 +416,32 @@ async fn until_it_ends_well(ws: &Workspace, sim: &SimHandle, file: &str, flags: 
     panic!("no run ended well:\n{all}");
 }
 
+/// A simulator within the published contract but unkind: answers late by 50 to 350 ms, 10 %
+/// of them 5xx, 10 % 504s for orders it made, `drop_rate` of connections dropped after the
+/// order was created, `burst_429_rate` of 429 bursts; orders processing 0.2 to 1.5 s.
+async fn unkind_sim(drop_rate: f64, burst_429_rate: f64) -> SimHandle {
+    let mut config = fast_config(None);
+    config.faults = paybatch::sim::Faults {
+        latency: Duration::from_millis(50),
+        latency_jitter: Duration::from_millis(300),
+        error_rate: 0.1,
+        drop_rate,
+        timeout_rate: 0.1,
+        burst_429_rate,
+        ..Default::default()
+    };
+    config.processing_min = Duration::from_millis(200);
+    config.processing_max = Duration::from_millis(1500);
+    start_sim(config).await
+}
+
 /// A service within the published contract but unkind, at 64 in flight: answers late by up to
 /// 350 ms, 5xx answers, connections dropped after the order was created, 504s for orders it
 /// made. Every row paid once, with no more than a run again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unkind_service_at_64_in_flight_pays_each_row_once() {
     let ws = Workspace::new();
-    let mut config = fast_config(None);
-    config.faults = paybatch::sim::Faults {
-        latency: Duration::from_millis(50),
-        latency_jitter: Duration::from_millis(300),
-        error_rate: 0.1,
-        drop_rate: 0.15,
-        timeout_rate: 0.1,
-        ..Default::default()
-    };
-    config.processing_min = Duration::from_millis(200);
-    config.processing_max = Duration::from_millis(1500);
-    let sim = start_sim(config).await;
+    let sim = unkind_sim(0.15, 0.0).await;
     rows_file(&ws, "h.csv", "EMP", 1..=300);
     let flags = [
         "--concurrency",
@@ -455,19 +463,7 @@ async fn an_unkind_service_at_64_in_flight_pays_each_row_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn orders_of_200_items_against_429s_and_lost_answers_pay_each_row_once() {
     let ws = Workspace::new();
-    let mut config = fast_config(None);
-    config.faults = paybatch::sim::Faults {
-        latency: Duration::from_millis(50),
-        latency_jitter: Duration::from_millis(300),
-        error_rate: 0.1,
-        drop_rate: 0.2,
-        timeout_rate: 0.1,
-        burst_429_rate: 0.05,
-        ..Default::default()
-    };
-    config.processing_min = Duration::from_millis(200);
-    config.processing_max = Duration::from_millis(1500);
-    let sim = start_sim(config).await;
+    let sim = unkind_sim(0.2, 0.05).await;
     rows_file(&ws, "big.csv", "EMP", 1..=2000);
     let flags = ["--items-per-order", "200", "--poll-timeout", "60"];
     let said = until_it_ends_well(&ws, &sim, "big.csv", &flags).await;
