@@ -122,8 +122,7 @@ async fn run_batch(
     failpoint::hit("after_intent");
     reconcile_stale(&mut ledger, &conn.client, &batch, opts, &reporter).await?;
 
-    let held = (lock, ledger);
-    let context = send_context(held, &conn.client, reporter, opts, sent, batch.id)?;
+    let context = send_context(lock, ledger, &conn.client, reporter, opts, sent, batch.id)?;
     let incomplete = send_and_poll(&context, batch.id, opts).await;
     // A send stopped midway may have left a step with the ledger's thread: it has run before
     // anything reads the ledger for the summary and the result file.
@@ -148,7 +147,8 @@ async fn run_batch(
 /// The context the sending and polling of batch `batch_id` share, its ledger's steps on a
 /// thread of their own that keeps the ledger's `lock` until its last step has run.
 fn send_context(
-    (lock, ledger): (LedgerLock, Ledger),
+    lock: LedgerLock,
+    ledger: Ledger,
     client: &Client,
     reporter: Reporter,
     opts: &RunOptions,
