@@ -68,7 +68,9 @@ pub fn order_key(environment: &str, batch: &str, rows: &[(&str, i64)]) -> String
 ///   characters), `paybatch_attempts` (one number when every row has the same attempt, else runs
 ///   such as `1*150,2*50`) and the row references joined by `|` in item order, in pieces of 200
 ///   characters under `paybatch_rows`, `paybatch_rows_2` .. `paybatch_rows_18` (3,600
-///   characters: 200 references of up to 17 characters). Without the ledger
+///   characters: 200 references of up to 17 characters). When they do not fit, each reference
+///   after the first is written against the one before it ([`compact_references`]) under
+///   `paybatch_refs`, `paybatch_refs_2` .. `paybatch_refs_18` instead. Without the ledger
 ///   (`reconcile --rebuild`), a finished order names its rows by itself: an order takes a row
 ///   only while its references fit ([`MetadataFit`]).
 pub use crate::api::rules::{
@@ -82,14 +84,110 @@ pub const ROWS_BUDGET: usize = ROW_PAIRS * MAX_METADATA_VALUE;
 const META_BATCH: &str = "paybatch_batch";
 const META_ATTEMPTS: &str = "paybatch_attempts";
 const META_ROWS: &str = "paybatch_rows";
+/// The references written against each other ([`compact_references`]), when the plain ones do
+/// not fit. A key of its own: a paybatch that does not know this form finds no `paybatch_rows`
+/// and takes the order as naming its first row only (said by every run), never as naming
+/// other rows.
+const META_REFS: &str = "paybatch_refs";
 
-/// The metadata key of the `n`th piece (from 1) of the references.
-fn rows_key(n: usize) -> String {
+/// The metadata key of the `n`th piece (from 1) of the references written under `base`.
+fn piece_key(base: &str, n: usize) -> String {
     if n == 1 {
-        META_ROWS.to_string()
+        base.to_string()
     } else {
-        format!("{META_ROWS}_{n}")
+        format!("{base}_{n}")
     }
+}
+
+/// How a reference is written after `previous` in [`compact_references`]: `P,S,MIDDLE` when
+/// it shares its first P and last S characters with `previous` and that is shorter, else
+/// whole. A reference holds neither `,` nor `|` (`input::row`), so each entry reads back one way.
+fn compact_entry(previous: &str, reference: &str) -> String {
+    let (p, s) = shared_ends(previous, reference);
+    let whole = reference.chars().count();
+    if entry_chars(p, s, whole) < whole {
+        let middle: String = reference.chars().skip(p).take(whole - p - s).collect();
+        format!("{p},{s},{middle}")
+    } else {
+        reference.to_string()
+    }
+}
+
+/// The characters of [`compact_entry`], counted without writing it.
+fn compact_entry_chars(previous: &str, reference: &str) -> usize {
+    let (p, s) = shared_ends(previous, reference);
+    let whole = reference.chars().count();
+    entry_chars(p, s, whole).min(whole)
+}
+
+fn entry_chars(p: usize, s: usize, whole: usize) -> usize {
+    digits(p as i128) + 1 + digits(s as i128) + 1 + (whole - p - s)
+}
+
+/// The characters `reference` shares with `previous` at its start, then at its end (not
+/// counting those of the start again, in either).
+fn shared_ends(previous: &str, reference: &str) -> (usize, usize) {
+    let p = previous
+        .chars()
+        .zip(reference.chars())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let left = previous.chars().count().min(reference.chars().count()) - p;
+    let s = previous
+        .chars()
+        .rev()
+        .zip(reference.chars().rev())
+        .take(left)
+        .take_while(|(a, b)| a == b)
+        .count();
+    (p, s)
+}
+
+/// The references of an order joined by `|`, each after the first written against the one
+/// before it ([`compact_entry`]): `EMP-00000001-2026-11` after `EMP-00000000-2026-11` is
+/// `11,8,1`.
+pub fn compact_references(references: &[&str]) -> String {
+    let mut out = String::new();
+    let mut previous: Option<&str> = None;
+    for reference in references {
+        if let Some(previous) = previous {
+            out.push('|');
+            out.push_str(&compact_entry(previous, reference));
+        } else {
+            out.push_str(reference);
+        }
+        previous = Some(reference);
+    }
+    out
+}
+
+/// Reads [`compact_references`] back; `None` when an entry does not read (a number that is
+/// not one, more shared characters than the reference before it has).
+fn references_of_compact(text: &str) -> Option<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for entry in text.split('|') {
+        let Some((p, rest)) = entry.split_once(',') else {
+            out.push(entry.to_string());
+            continue;
+        };
+        let (s, middle) = rest.split_once(',')?;
+        let (p, s): (usize, usize) = (p.parse().ok()?, s.parse().ok()?);
+        if middle.contains(',') {
+            return None;
+        }
+        let previous: Vec<char> = out.last()?.chars().collect();
+        if p.checked_add(s)? > previous.len() {
+            return None;
+        }
+        let reference: String = previous[..p]
+            .iter()
+            .copied()
+            .chain(middle.chars())
+            .chain(previous[previous.len() - s..].iter().copied())
+            .collect();
+        out.push(reference);
+    }
+    Some(out)
 }
 
 /// How `metadata` names a batch: the name, or a hash of a name too long for one value.
@@ -283,24 +381,27 @@ fn attempts_of(text: &str, count: usize) -> Option<Vec<i64>> {
 /// the references (and the attempts) it names fit the service's limits.
 #[derive(Debug, Clone, Default)]
 pub struct MetadataFit {
-    /// Characters of the `|`-joined references so far.
+    /// Characters of the references so far as [`compact_references`] writes them (never more
+    /// than the `|`-joined ones).
     rows_chars: usize,
+    /// The last reference added.
+    last: String,
     /// The attempts so far as [`attempts_text`] has them: each attempt and its rows in a row.
     runs: Vec<(i64, usize)>,
 }
 
 impl MetadataFit {
     pub fn admits(&self, reference: &str, attempt: i64) -> bool {
-        let sep = usize::from(!self.runs.is_empty());
-        if self.rows_chars + sep + reference.chars().count() > ROWS_BUDGET {
+        if self.rows_chars + self.entry_chars(reference) > ROWS_BUDGET {
             return false;
         }
         attempts_chars(&self.runs, attempt) <= MAX_METADATA_VALUE
     }
 
     pub fn add(&mut self, reference: &str, attempt: i64) {
-        let sep = usize::from(!self.runs.is_empty());
-        self.rows_chars += sep + reference.chars().count();
+        self.rows_chars += self.entry_chars(reference);
+        self.last.clear();
+        self.last.push_str(reference);
         match self.runs.last_mut() {
             Some((a, n)) if *a == attempt => *n += 1,
             _ => self.runs.push((attempt, 1)),
@@ -309,6 +410,15 @@ impl MetadataFit {
 
     pub fn is_empty(&self) -> bool {
         self.runs.is_empty()
+    }
+
+    /// The characters `reference` adds to the references (its `|` included).
+    fn entry_chars(&self, reference: &str) -> usize {
+        if self.runs.is_empty() {
+            reference.chars().count()
+        } else {
+            1 + compact_entry_chars(&self.last, reference)
+        }
     }
 }
 
@@ -346,15 +456,16 @@ pub fn metadata(batch: &str, rows: &[(&str, i64)]) -> BTreeMap<String, String> {
         META_ATTEMPTS.to_string(),
         attempts_text(rows.iter().map(|(_, a)| *a)),
     );
-    let joined: Vec<char> = rows
-        .iter()
-        .map(|(r, _)| *r)
-        .collect::<Vec<_>>()
-        .join("|")
-        .chars()
-        .collect();
+    let references: Vec<&str> = rows.iter().map(|(r, _)| *r).collect();
+    let plain = references.join("|");
+    let (base, joined) = if plain.chars().count() <= ROWS_BUDGET {
+        (META_ROWS, plain)
+    } else {
+        (META_REFS, compact_references(&references))
+    };
+    let joined: Vec<char> = joined.chars().collect();
     for (i, piece) in joined.chunks(MAX_METADATA_VALUE).enumerate() {
-        m.insert(rows_key(i + 1), piece.iter().collect());
+        m.insert(piece_key(base, i + 1), piece.iter().collect());
     }
     m
 }
@@ -381,19 +492,31 @@ pub fn rows_in_metadata(batch: &str, m: &BTreeMap<String, String>) -> Option<Vec
     )
 }
 
-/// The row references an order's `metadata` names, in item order, whatever its batch.
+/// The row references an order's `metadata` names, in item order, whatever its batch: the
+/// `|`-joined ones, else the [`compact_references`]. None when it names none, or when the
+/// compact ones do not read.
 pub fn references_in_metadata(m: &BTreeMap<String, String>) -> Vec<String> {
+    let joined = pieces(m, META_ROWS);
+    if !joined.is_empty() {
+        return joined.split('|').map(str::to_string).collect();
+    }
+    let compact = pieces(m, META_REFS);
+    if compact.is_empty() {
+        return Vec::new();
+    }
+    references_of_compact(&compact).unwrap_or_default()
+}
+
+/// The pieces `base`, `base_2`, ... of `m` joined, up to the first missing.
+fn pieces(m: &BTreeMap<String, String>, base: &str) -> String {
     let mut joined = String::new();
     for n in 1..=ROW_PAIRS + 1 {
-        match m.get(&rows_key(n)) {
+        match m.get(&piece_key(base, n)) {
             Some(piece) => joined.push_str(piece),
             None => break,
         }
     }
-    if joined.is_empty() {
-        return Vec::new();
-    }
-    joined.split('|').map(str::to_string).collect()
+    joined
 }
 
 /// The attempts an order's `metadata` names for its `count` rows, in item order; `None` when
@@ -641,20 +764,91 @@ mod tests {
             assert!(fit.admits(&r, 1), "row {i}");
             fit.add(&r, 1);
         }
+        // Longer references that share nothing with the one before them: n of 18 characters
+        // take 19 n - 1, and the order closes earlier.
         let mut fit = MetadataFit::default();
         let fits = (0..200)
             .take_while(|i| {
-                let r = format!("EMP-2026-11-X{i:05}");
+                let r = format!("{}-2026-11-X{i:05}", ["EMP", "XYZ"][i % 2]);
+                let r = if i % 2 == 1 {
+                    r.replace("-2026-", "#2026#")
+                } else {
+                    r
+                };
                 let ok = fit.admits(&r, 1);
                 fit.add(&r, 1);
                 ok
             })
             .count();
+        assert_eq!(fits, 3601 / 19);
+    }
+
+    /// References that do not fit `|`-joined are written against each other under
+    /// `paybatch_refs`, and read back the same; those that fit keep the plain form.
+    #[test]
+    fn references_too_long_to_join_are_written_against_each_other() {
+        let refs: Vec<String> = (0..200).map(|i| format!("EMP-{i:08}-2026-11")).collect();
+        let named: Vec<(&str, i64)> = refs.iter().map(|r| (r.as_str(), 1)).collect();
+        let mut fit = MetadataFit::default();
+        for (r, a) in &named {
+            assert!(fit.admits(r, *a), "{r}");
+            fit.add(r, *a);
+        }
+        let m = metadata("nov", &named);
+        assert!(!m.contains_key("paybatch_rows"));
+        assert!(m["paybatch_refs"].starts_with("EMP-00000000-2026-11|11,8,1|11,8,2|"));
+        let written: usize = m.values().map(|v| v.chars().count()).sum();
+        assert!(written < 2000, "{written}");
+        let back: Vec<String> = references_in_metadata(&m);
+        assert_eq!(back, refs);
+        let rows = rows_in_metadata("nov", &m).expect("its rows");
+        assert_eq!(rows.len(), 200);
+        // 171 of them still fit joined: written as before.
+        let m = metadata("nov", &named[..171]);
+        assert!(m.contains_key("paybatch_rows") && !m.contains_key("paybatch_refs"));
+        assert_eq!(references_in_metadata(&m), refs[..171]);
+    }
+
+    /// Compact entries that do not read name no row: never a guess, never a panic.
+    #[test]
+    fn compact_references_that_do_not_read_name_no_row() {
+        for text in [
+            "AB|3,0,",
+            "AB|1,2,",
+            "AB|x,0,C",
+            "AB|1,0",
+            "1,0,A",
+            "AB|1,0,C,D",
+            "AB|99999999999999999999999,0,C",
+            "AB|18446744073709551615,1,",
+        ] {
+            let mut m = BTreeMap::new();
+            m.insert("paybatch_batch".to_string(), "nov".to_string());
+            m.insert("paybatch_refs".to_string(), text.to_string());
+            assert!(references_in_metadata(&m).is_empty(), "{text}");
+            assert!(rows_in_metadata("nov", &m).is_none(), "{text}");
+        }
         assert_eq!(
-            fits,
-            (3600 + 1) / 19,
-            "n references of 18 characters take 19 n - 1"
+            references_of_compact("AB|1,0,C|1,1,"),
+            Some(vec!["AB".into(), "AC".into(), "AC".into()])
         );
+    }
+
+    proptest::proptest! {
+        /// Any references a row may hold are read back from their compact form, and the fit
+        /// counts exactly the characters written.
+        #[test]
+        fn compact_references_read_back(refs in proptest::collection::vec("[A-Za-zé0-9 ._:/#-]{1,12}", 1..40)) {
+            let named: Vec<&str> = refs.iter().map(String::as_str).collect();
+            let text = compact_references(&named);
+            proptest::prop_assert_eq!(references_of_compact(&text), Some(refs.clone()));
+            let mut fit = MetadataFit::default();
+            for r in &named {
+                fit.add(r, 1);
+            }
+            proptest::prop_assert_eq!(fit.rows_chars, text.chars().count());
+            proptest::prop_assert!(text.chars().count() <= named.join("|").chars().count());
+        }
     }
 
     #[test]

@@ -250,3 +250,49 @@ async fn a_row_of_another_ledgers_order_spelt_another_way_is_a_repeat() {
     );
     assert_eq!(order_posts(&sim), posts, "nothing sent");
 }
+
+/// An order of 200 rows whose references do not fit its metadata `|`-joined names them written
+/// against each other (`paybatch_refs`): another ledger sees every one of its rows, and a lost
+/// ledger is rebuilt with each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_row_of_an_order_named_in_compact_references_is_seen() {
+    let sim = start_sim(fast_config(None)).await;
+    let a = Workspace::new();
+    let prefix = "EMP-PAYROLL-2026-11-ENGINEERING";
+    rows_file(&a, "nov.csv", prefix, 1..=200);
+    let out = run_file(&a, &sim, "nov.csv", &["--items-per-order", "200"], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    assert_eq!(order_posts(&sim), 1, "one order of the 200 rows");
+    let orders = sim.orders();
+    let meta = &orders[0].metadata;
+    assert!(
+        meta.contains_key("paybatch_refs") && !meta.contains_key("paybatch_rows"),
+        "{meta:?}"
+    );
+    assert_eq!(each_paid_once(&sim), 200);
+
+    // Another ledger, another batch name: its rows of the middle and the end of A's order are
+    // repeats, each of them.
+    let b = Workspace::new();
+    rows_file(&b, "bonus.csv", prefix, 100..=200);
+    let out = run_file(&b, &sim, "bonus.csv", &[], &[]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", output_of(&out));
+    let err = stderr_of(&out);
+    assert!(
+        err.contains("101 of its rows are already in other batches"),
+        "{err}"
+    );
+    assert_eq!(order_posts(&sim), 1, "nothing sent");
+
+    // A's ledger lost: rebuilt from the service, every row is paid and nothing is sent again.
+    let c = Workspace::new();
+    rows_file(&c, "nov.csv", prefix, 1..=200);
+    let out = rebuild_at(&c, &sim.base_url(), "nov", "nov.csv").await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    let out = run_file(&c, &sim, "nov.csv", &["--items-per-order", "200"], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+    assert_eq!(order_posts(&sim), 1, "nothing sent again");
+    let status = cmd(&c, &sim, &["status", "--batch", "nov", "--json"]).await;
+    let text = stdout_of(&status);
+    assert!(text.contains("\"COMPLETED\":200"), "{text}");
+}
