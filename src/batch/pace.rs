@@ -185,6 +185,15 @@ impl Pacer {
         inner.limit = inner.limit.min(lower).max(1);
     }
 
+    /// When the next send may go, when it must wait for the window (or a pause after a 429);
+    /// `None` when one may go now, or when that depends on sends still in flight.
+    pub fn free_at(&self) -> Option<Instant> {
+        let mut inner = self.lock();
+        let now = Instant::now();
+        inner.forget_old(now);
+        inner.next_slot(now).filter(|slot| *slot > now)
+    }
+
     /// Sends allowed in a sliding minute now.
     pub fn limit(&self) -> usize {
         self.lock().limit
@@ -220,6 +229,28 @@ mod tests {
             Duration::from_millis(100) + WINDOW + CLOCK_MARGIN,
             "the 301st waits until the first answered is a minute old"
         );
+    }
+
+    /// `free_at` tells when the window lets the next send go: never while a slot is free or
+    /// while the wait depends on sends in flight.
+    #[tokio::test(start_paused = true)]
+    async fn the_window_tells_when_the_next_send_may_go() {
+        let pacer = Pacer::new(2, &[]);
+        assert_eq!(pacer.free_at(), None, "a slot is free");
+        let first = pacer.ready().await;
+        let second = pacer.ready().await;
+        assert_eq!(
+            pacer.free_at(),
+            None,
+            "both in flight: it depends on their ends"
+        );
+        tokio::time::advance(Duration::from_millis(100)).await;
+        let ended = Instant::now();
+        first.ended();
+        assert_eq!(pacer.free_at(), Some(ended + WINDOW + CLOCK_MARGIN));
+        second.ended();
+        tokio::time::advance(WINDOW + CLOCK_MARGIN).await;
+        assert_eq!(pacer.free_at(), None, "the first left the window");
     }
 
     #[tokio::test(start_paused = true)]

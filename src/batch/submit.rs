@@ -366,11 +366,19 @@ pub async fn submit_all(
     let sent_before: Vec<std::time::Instant> = earlier.iter().map(|t| t.into_std()).collect();
     phase.limit(opts.order_rate, &sent_before);
     context.reporter.line(format!("submitting {count} orders"));
+    let limiter = Pacer::new(opts.order_rate, &earlier);
+    // Ends with the sending, however it ends (dropped with it when the run is stopped).
+    let ahead = context.watch.as_ref().map(|_| {
+        AbortOnDrop(tokio::spawn(read_ahead_of_the_window(
+            Arc::clone(context),
+            Arc::clone(&limiter),
+        )))
+    });
     let sending = Sending {
         context,
         batch_id,
         opts,
-        limiter: Pacer::new(opts.order_rate, &earlier),
+        limiter,
         tasks: tokio::task::JoinSet::new(),
         waiting: std::collections::VecDeque::new(),
         after: 0,
@@ -383,6 +391,7 @@ pub async fn submit_all(
         replanned: 0,
     };
     let sending = sending.run(phase).await?;
+    drop(ahead);
     sending.warn_unsent();
     warn_sent_before_the_hold(context, &sending.held);
     let gave_up: usize = sending.gave_up.values().map(|u| u.orders).sum();
@@ -413,6 +422,45 @@ pub async fn submit_all(
         }
     ));
     Ok(None)
+}
+
+/// Aborts the task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A wait for the service's window this long or longer has the order list read ahead of it.
+const READ_AHEAD_OF: Duration = Duration::from_secs(3);
+/// How long before the window lets the next send go the read ahead starts.
+const READ_AHEAD_BY: Duration = Duration::from_secs(1);
+
+/// While the sending goes on: when the next send must wait for the service's window (a large
+/// batch's second minute), reads the order list shortly before the window lets it go
+/// ([`super::watch::ServiceWatch::read_ahead`]): the sends that waited then go after a read
+/// at most a second older than their wait, and the read due after the next sends does not
+/// hold them up. A read that fails is said at `-v`, and the next first send reads again.
+async fn read_ahead_of_the_window(context: Arc<SendContext>, limiter: Arc<Pacer>) {
+    let Some(watch) = context.watch.as_ref() else {
+        return;
+    };
+    loop {
+        let now = tokio::time::Instant::now();
+        match limiter.free_at() {
+            Some(free) if free >= now + READ_AHEAD_OF => {
+                tokio::time::sleep_until(free - READ_AHEAD_BY).await;
+                if let Err(e) = watch.read_ahead(&shared(&context)).await {
+                    tracing::info!("the order list read ahead of the window: {e}");
+                }
+                // One read for this wait.
+                tokio::time::sleep_until(free).await;
+            }
+            _ => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
 }
 
 /// What the reads of the service's order list while sending found, when there were any.

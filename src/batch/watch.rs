@@ -62,7 +62,24 @@ pub struct ServiceWatch {
 
 struct Gate {
     last_read: tokio::time::Instant,
+    /// First sends of the run when the last read started.
+    read_at: u64,
     next_at: u64,
+}
+
+impl Gate {
+    /// A read starts now, `sent` first sends into the run: the next is due `every` after.
+    fn read(&mut self, sent: u64, every: u64) {
+        self.last_read = tokio::time::Instant::now();
+        self.read_at = sent;
+        self.next_at = sent + every;
+    }
+
+    /// Whether a read ahead of its turn is worth its cost: at least half of `every` first
+    /// sends went since the last read (so that reads stay at most one per `every / 2`).
+    fn worth_reading_ahead(&self, sent: u64, every: u64) -> bool {
+        sent.saturating_sub(self.read_at) >= every.div_ceil(2)
+    }
 }
 
 impl ServiceWatch {
@@ -84,6 +101,7 @@ impl ServiceWatch {
             every: every.max(1),
             gate: tokio::sync::Mutex::new(Gate {
                 last_read: tokio::time::Instant::now(),
+                read_at: 0,
                 next_at: every.max(1),
             }),
             reads: AtomicU64::new(0),
@@ -109,9 +127,31 @@ impl ServiceWatch {
         if !due(&gate) {
             return Ok(());
         }
-        gate.last_read = tokio::time::Instant::now();
-        gate.next_at = context.sent.load(Ordering::SeqCst).max(sent) + self.every;
+        gate.read(context.sent.load(Ordering::SeqCst).max(sent), self.every);
         self.read(context).await
+    }
+
+    /// Reads the list now, ahead of its turn, when at least half of [`READ_EVERY`] first sends
+    /// went out since the last read: for a run about to wait for the service's window, whose
+    /// next sends then go without a read in their way, and each of them after a read at most
+    /// a second older than the window's wait. The next read is due [`READ_EVERY`] first sends
+    /// after this one, so no send is further from a read than before. A read that fails makes
+    /// the next first send read (and stop if it fails again, as any read before a send).
+    /// Returns whether it read.
+    pub async fn read_ahead(&self, context: &Shared<'_>) -> Result<bool, OpError> {
+        let mut gate = self.gate.lock().await;
+        let sent = context.sent.load(Ordering::SeqCst);
+        if !gate.worth_reading_ahead(sent, self.every) {
+            return Ok(false);
+        }
+        let before = gate.last_read;
+        gate.read(sent, self.every);
+        let read = self.read(context).await;
+        if read.is_err() {
+            gate.last_read = before;
+            gate.next_at = sent;
+        }
+        read.map(|()| true)
     }
 
     /// One read of the list; the orders it learned hold back this run's orders of their rows.
@@ -239,4 +279,34 @@ fn rows_paid_elsewhere(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gate(read_at: u64, every: u64) -> Gate {
+        Gate {
+            last_read: tokio::time::Instant::now(),
+            read_at,
+            next_at: read_at + every,
+        }
+    }
+
+    /// A read ahead of its turn comes only after half the first sends a read is due after,
+    /// and puts the next read due a whole `every` after it.
+    #[test]
+    fn a_read_ahead_waits_for_half_a_reads_sends_and_moves_the_next_read() {
+        let mut g = gate(0, READ_EVERY);
+        assert!(!g.worth_reading_ahead(249, READ_EVERY));
+        assert!(g.worth_reading_ahead(250, READ_EVERY));
+        g.read(300, READ_EVERY);
+        assert_eq!((g.read_at, g.next_at), (300, 800));
+        assert!(!g.worth_reading_ahead(549, READ_EVERY));
+        assert!(g.worth_reading_ahead(550, READ_EVERY));
+        // A read every order: ahead after one.
+        let g = gate(4, 1);
+        assert!(!g.worth_reading_ahead(4, 1));
+        assert!(g.worth_reading_ahead(5, 1));
+    }
 }

@@ -510,6 +510,53 @@ async fn the_same_batch_spelt_in_lower_case_on_another_machine_has_a_way_out() {
     assert!(!output_of(&out).contains("MISMATCH"), "{}", output_of(&out));
 }
 
+/// Machine B pays rows 6 to 10 after machine A read the list before its run (hidden from A's
+/// first read, as in the test above). A sends its first five orders, then waits a minute for
+/// the service's window: it reads the list again just before the window lets it send, learns
+/// B's orders and holds back the orders of their rows, though no read is due by count yet
+/// (every 8 orders). Without that read, rows 6 to 8 would be paid twice. Deep tier only: it
+/// waits for the service's minute.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_waiting_for_the_window_reads_the_list_before_it_sends_again() {
+    if !deep() {
+        eprintln!("the window's read ahead: deep tier only ({DEEP_VAR}=1), it waits a minute");
+        return;
+    }
+    let sim = start_sim(fast_config(None)).await;
+    let b = Workspace::new();
+    rows_file(&b, "bonus.csv", "EMP", 6..=10);
+    let out = run_file(&b, &sim, "bonus.csv", &[], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+
+    let via = rewriting::first_list_read_empty(&sim).await;
+    let a = Workspace::new();
+    rows_file(&a, "payroll.csv", "EMP", 1..=10);
+    let args = run_args(
+        &a,
+        &via,
+        "payroll.csv",
+        &["--items-per-order", "1", "--order-rate", "5"],
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = paybatch_in(a.dir.path(), &args, &[("PAYBATCH_SERVICE_READ_EVERY", "8")]).await;
+    let twice = paid_twice(&sim);
+    assert!(
+        twice.is_empty(),
+        "rows paid twice: {twice:?}; A exited {:?}: {}",
+        out.status.code(),
+        output_of(&out)
+    );
+    let text = output_of(&out);
+    assert_eq!(out.status.code(), Some(5), "{text}");
+    assert!(text.contains("held back"), "{text}");
+    assert!(text.contains("EMP-6"), "{text}");
+    assert_eq!(
+        live_orders_of_emp_rows(&sim).len(),
+        10,
+        "every row paid once"
+    );
+}
+
 /// Machine B pays rows 5 to 10 after machine A read the list before its run (here: the orders
 /// are hidden from A's first read, as orders made just after it would be). A reads the list
 /// again while it sends, after every 3 orders (`PAYBATCH_SERVICE_READ_EVERY`), learns B's
