@@ -185,7 +185,8 @@ impl SendContext {
     }
 
     /// As [`SendContext::with_ledger`], before the steps waiting their turn
-    /// ([`LedgerThread::run_first`]): for the mark before a send, which the send waits for.
+    /// ([`LedgerThread::run_first`]): for what a send waits for, the read of its intent and
+    /// the mark before it.
     pub async fn with_ledger_first<R: Send + 'static>(
         &self,
         step: impl FnOnce(&mut Ledger) -> R + Send + 'static,

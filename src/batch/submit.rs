@@ -199,7 +199,9 @@ impl Sending<'_> {
             let context = self.context.clone();
             let limiter = self.limiter.clone();
             self.tasks.spawn(async move {
-                let order = match context.with_ledger(move |l| l.order(id)).await {
+                // Ahead of the records waiting their turn, as the mark before the send: an
+                // intent never changes once committed, and the send waits for it.
+                let order = match context.with_ledger_first(move |l| l.order(id)).await {
                     Ok(Some(order)) => order,
                     Ok(None) => {
                         let e =
