@@ -107,10 +107,16 @@ pub fn write_result_file(
     if crate::failpoint::full("write_result") {
         return Err(io_error(std::io::ErrorKind::StorageFull.into()));
     }
+    // A batch whose links were never followed has no note to read, row by row.
+    let notes = ledger.batch_has_payouts(batch_id)?;
     let mut lines =
         InBackground::start(ResultWriter::create(path, headers, format).map_err(io_error)?);
     let read = ledger.visit_result_rows(batch_id, Specs::Skip, |r, order| {
-        let note = payout_note_of(ledger, &r)?;
+        let note = if notes {
+            payout_note_of(ledger, &r)?
+        } else {
+            None
+        };
         if lines.push(result_line(r, order, note)) {
             Ok(())
         } else {

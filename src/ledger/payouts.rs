@@ -513,6 +513,16 @@ impl Ledger {
         Ok(())
     }
 
+    /// Whether the ledger keeps anything of the payouts of batch `batch_id` (a link read after
+    /// payment, an attempt reissued): without, [`Ledger::payout_note`] of each of its rows is
+    /// empty.
+    pub fn batch_has_payouts(&self, batch_id: i64) -> Result<bool> {
+        self.conn
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM payouts WHERE batch_id = ?1)")
+            .and_then(|mut st| st.query_row(params![batch_id], |r| r.get(0)))
+            .map_err(sqlerr(&self.path))
+    }
+
     /// The last known life of row `row_id`'s attempt `attempt`, and the latest attempt of it
     /// reissued because its link expired.
     pub fn payout_note(&self, row_id: i64, attempt: i64) -> Result<PayoutNote> {
@@ -841,12 +851,18 @@ mod tests {
     #[test]
     fn only_expired_links_are_reissued_and_the_expired_attempt_is_kept_and_counted() {
         let (_dir, mut ledger) = ledger();
+        assert!(
+            !ledger.batch_has_payouts(1).expect("any"),
+            "no link read yet"
+        );
         read(
             &mut ledger,
             1,
             &[PayoutStatus::Expired, PayoutStatus::Active],
         );
         read(&mut ledger, 2, &[PayoutStatus::Claimed]);
+        assert!(ledger.batch_has_payouts(1).expect("any"));
+        assert!(!ledger.batch_has_payouts(2).expect("any"), "another batch");
         let expired: Vec<(String, String)> = ledger
             .expired_rows(1)
             .expect("expired")
