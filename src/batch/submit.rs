@@ -179,7 +179,32 @@ struct Sending<'a> {
     replanned: usize,
 }
 
-impl Sending<'_> {
+impl<'a> Sending<'a> {
+    /// Nothing sent yet, pacing its sends by `limiter`.
+    fn new(
+        context: &'a Arc<SendContext>,
+        batch_id: i64,
+        opts: &'a RunOptions,
+        limiter: Arc<Pacer>,
+    ) -> Self {
+        Sending {
+            context,
+            batch_id,
+            opts,
+            limiter,
+            tasks: tokio::task::JoinSet::new(),
+            waiting: std::collections::VecDeque::new(),
+            after: 0,
+            read_all: false,
+            stop: None,
+            gave_up: BTreeMap::new(),
+            stale: Unsent::default(),
+            not_sent: 0,
+            held: Vec::new(),
+            replanned: 0,
+        }
+    }
+
     /// Starts sends until `--concurrency` are in flight (none once the service has kept the
     /// run waiting too long, or the run must stop).
     fn fill(&mut self) -> Result<(), OpError> {
@@ -376,23 +401,9 @@ pub async fn submit_all(
             Arc::clone(&limiter),
         )))
     });
-    let sending = Sending {
-        context,
-        batch_id,
-        opts,
-        limiter,
-        tasks: tokio::task::JoinSet::new(),
-        waiting: std::collections::VecDeque::new(),
-        after: 0,
-        read_all: false,
-        stop: None,
-        gave_up: BTreeMap::new(),
-        stale: Unsent::default(),
-        not_sent: 0,
-        held: Vec::new(),
-        replanned: 0,
-    };
-    let sending = sending.run(phase).await?;
+    let sending = Sending::new(context, batch_id, opts, limiter)
+        .run(phase)
+        .await?;
     drop(ahead);
     sending.warn_unsent();
     warn_sent_before_the_hold(context, &sending.held);
