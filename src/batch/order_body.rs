@@ -471,6 +471,19 @@ fn digits(n: i128) -> usize {
     len
 }
 
+/// Whether the `metadata` of an order of `rows` (reference, attempt), in item order, keeps to
+/// the service's limits. The planner makes only such orders ([`MetadataFit`]); some of an
+/// order's rows may not be one (written against each other, a reference can take more room
+/// after another than after the one left out between them).
+pub fn metadata_fits(rows: &[(&str, i64)]) -> bool {
+    let mut fit = MetadataFit::default();
+    rows.iter().all(|(reference, attempt)| {
+        let admitted = fit.admits(reference, *attempt);
+        fit.add(reference, *attempt);
+        admitted
+    })
+}
+
 /// The `metadata` of an order of `rows` (reference, attempt) of `batch`.
 pub fn metadata(batch: &str, rows: &[(&str, i64)]) -> BTreeMap<String, String> {
     let mut m = BTreeMap::new();
@@ -830,6 +843,22 @@ mod tests {
         let m = metadata("nov", &named[..171]);
         assert!(m.contains_key("paybatch_rows") && !m.contains_key("paybatch_refs"));
         assert_eq!(references_in_metadata(&m), refs[..171]);
+    }
+
+    /// Some of an order's rows may need more room than all of them: each reference differs
+    /// from the one before it at one end only, and from the one two before at both.
+    #[test]
+    fn some_rows_of_an_order_that_fits_may_not_fit() {
+        let refs: Vec<String> = (0..200)
+            .map(|i| format!("{:02}{}{:02}", (i + 1) / 2, "x".repeat(80), i / 2))
+            .collect();
+        let all: Vec<(&str, i64)> = refs.iter().map(|r| (r.as_str(), 1)).collect();
+        assert!(metadata_fits(&all));
+        let every_other: Vec<(&str, i64)> = all.iter().copied().step_by(2).collect();
+        assert!(!metadata_fits(&every_other));
+        let m = metadata("nov", &every_other);
+        assert!(m.len() > MAX_METADATA_PAIRS, "what the service refuses");
+        assert!(metadata_fits(&every_other[..40]));
     }
 
     /// Compact entries that do not read name no row: never a guess, never a panic.

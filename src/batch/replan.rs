@@ -7,7 +7,9 @@
 //!
 //! Bounded: a row is planned again at most [`MAX_REPLANS`] times; past that, the other rows of
 //! a refused order are REJECTED with the whole refusal, as a refusal that names no item leaves
-//! them.
+//! them. So are they when the new order's metadata could not name them all within the service's
+//! limits (references written against each other: [`order_body::metadata_fits`]); `paybatch
+//! retry` plans them again, in orders that fit.
 
 use crate::api::ApiError;
 use crate::api::models::NewOrder;
@@ -93,7 +95,8 @@ pub fn replan(
 }
 
 /// The order of `rows` (a refused order's others, in item order): its items as `order` sent
-/// them, a new key, description and metadata. `None` when the body cannot be read back.
+/// them, a new key, description and metadata. `None` when the body cannot be read back, or
+/// when the metadata cannot name them all ([`order_body::metadata_fits`]).
 fn new_order(
     ledger: &Ledger,
     order: &OrderRecord,
@@ -120,6 +123,10 @@ fn new_order(
         .iter()
         .map(|r| (r.reference.as_str(), r.attempt))
         .collect();
+    // Its metadata must name them within the service's limits, as the planner's orders do.
+    if !order_body::metadata_fits(&keyed) {
+        return Ok(None);
+    }
     let references: Vec<&str> = keyed.iter().map(|(r, _)| *r).collect();
     let key = order_body::order_key(&batch.environment, &batch.name, &keyed);
     let body = NewOrder {
