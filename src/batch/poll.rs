@@ -38,6 +38,8 @@ struct Poller<'s> {
     context: &'s SendContext,
     /// Service order id -> ledger order id.
     waiting: HashMap<String, i64>,
+    /// The newest (highest) ledger order id polled in this run.
+    newest: i64,
     /// Rounds in a row the order list did not show an order.
     unseen_rounds: HashMap<String, u32>,
     interval: Duration,
@@ -52,6 +54,7 @@ impl Poller<'_> {
             service_id,
             order_id,
         } = accepted;
+        self.newest = self.newest.max(order_id);
         if self.waiting.insert(service_id, order_id).is_none() {
             self.phase.grow(1);
             self.young_until = Instant::now() + POLL_YOUNG;
@@ -110,6 +113,7 @@ pub async fn poll_all(
     let mut poller = Poller {
         context,
         phase: context.reporter.phase(waiting.len() as u64, "poll"),
+        newest: waiting.values().copied().max().unwrap_or(0),
         waiting,
         unseen_rounds: HashMap::new(),
         interval: retry::POLLING.first,
@@ -184,7 +188,8 @@ async fn take_incoming(rx: &mut Accepted, poller: &mut Poller<'_>) -> bool {
 /// that the list did not show for two rounds), each terminal one checked and recorded.
 async fn round(poller: &mut Poller<'_>) -> Result<(), OpError> {
     let context = poller.context;
-    let (mut to_fetch, seen) = match list_statuses(&context.client, &poller.waiting).await {
+    let listed = list_statuses(&context.client, &poller.waiting, poller.newest).await;
+    let (mut to_fetch, seen) = match listed {
         Ok(found) => found,
         Err(e) if is_auth_error(&e) => return Err(OpError::Auth(e)),
         Err(e) => {
@@ -279,13 +284,26 @@ async fn count_poll(context: &SendContext, order_id: i64) -> Result<(), OpError>
     Ok(())
 }
 
+/// Orders of the list's first page when `waiting` are polled and the newest order polled is
+/// `newest` (ledger ids). The ledger numbers its orders in the order it sends them, and the list
+/// shows the newest created first: the page reaches back to the oldest order still waiting
+/// (with 50 more, for orders sent at once and answered out of turn), not only as many orders
+/// as wait, which orders finished early would push onto a second page. At most 500 (the
+/// list's default).
+fn first_page(waiting: &HashMap<String, i64>, newest: i64) -> u32 {
+    let oldest = waiting.values().copied().min().unwrap_or(newest);
+    let back = usize::try_from(newest.saturating_sub(oldest)).unwrap_or(usize::MAX);
+    (back.saturating_add(1).max(waiting.len()).saturating_add(50)).min(500) as u32
+}
+
 /// Reads the newest pages of the order list: which of the `waiting` orders are terminal, and
 /// which the list showed at all.
 async fn list_statuses(
     client: &Client,
     waiting: &HashMap<String, i64>,
+    newest: i64,
 ) -> Result<(Vec<String>, std::collections::HashSet<String>), ApiError> {
-    let limit = (waiting.len() + 50).min(500) as u32;
+    let limit = first_page(waiting, newest);
     let mut query = crate::api::client::PageQuery {
         limit: Some(limit),
         ..Default::default()
@@ -311,4 +329,24 @@ async fn list_statuses(
         }
     }
     Ok((terminal, seen))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The first page reaches back to the oldest order still waiting: 24 orders waiting among
+    /// the newest 202 need a page of 252, not of 74.
+    #[test]
+    fn the_first_page_reaches_back_to_the_oldest_order_waiting() {
+        let waiting: HashMap<String, i64> =
+            (0..24).map(|i| (format!("O-{i}"), 301 + i * 8)).collect();
+        assert_eq!(first_page(&waiting, 502), 202 + 50);
+        // Waiting orders without a gap between them: as many as wait, and 50.
+        let waiting: HashMap<String, i64> = (0..30).map(|i| (format!("O-{i}"), i + 1)).collect();
+        assert_eq!(first_page(&waiting, 30), 30 + 50);
+        // Never more than the list's default.
+        assert_eq!(first_page(&waiting, 10_000), 500);
+        assert_eq!(first_page(&HashMap::new(), 7), 51);
+    }
 }
