@@ -604,6 +604,11 @@ async fn submit_one(
         }
         // Counted against the window until a minute after the request ends (`slot` dropped).
         let slot = limiter.ready().await;
+        // A read ahead of the window may still be under way when the window lets this send
+        // go: the send goes after it.
+        if let Some(watch) = context.watch.as_ref() {
+            watch.after_read_under_way().await;
+        }
         if context.is_stopped(&order) {
             return Sent::Stopped;
         }
