@@ -604,10 +604,13 @@ async fn submit_one(
         }
         // Counted against the window until a minute after the request ends (`slot` dropped).
         let slot = limiter.ready().await;
-        // A read ahead of the window may still be under way when the window lets this send
-        // go: the send goes after it.
+        // The window may let this send go while the read ahead of it is still under way, or
+        // after it failed: the send goes after that read, or reads again.
         if let Some(watch) = context.watch.as_ref() {
-            watch.after_read_under_way().await;
+            let sent = context.sent.load(std::sync::atomic::Ordering::SeqCst);
+            if let Err(e) = watch.before_send(&shared(context), sent, None).await {
+                return Sent::Stop(e);
+            }
         }
         if context.is_stopped(&order) {
             return Sent::Stopped;

@@ -154,13 +154,6 @@ impl ServiceWatch {
         read.map(|()| true)
     }
 
-    /// Waits for the end of a read of the list under way (ahead of the window, or before
-    /// another send): a send that waited for its slot goes after it, so that the orders it
-    /// learned hold the send back.
-    pub async fn after_read_under_way(&self) {
-        drop(self.gate.lock().await);
-    }
-
     /// One read of the list; the orders it learned hold back this run's orders of their rows.
     async fn read(&self, context: &Shared<'_>) -> Result<(), OpError> {
         self.reads.fetch_add(1, Ordering::SeqCst);
