@@ -585,6 +585,17 @@ async fn read_before_send(
     watch.holds(order.id).then_some(Sent::Held)
 }
 
+/// The read of the service's order list due when the window lets a send go: the window may
+/// let it go while the read ahead of it is still under way (the send goes after that read), or
+/// after that read failed (the send reads again, as the next first send does). What stops the
+/// send, if anything does.
+async fn read_after_the_wait(context: &SendContext) -> Option<Sent> {
+    let watch = context.watch.as_ref()?;
+    let sent = context.sent.load(std::sync::atomic::Ordering::SeqCst);
+    let read = watch.before_send(&shared(context), sent, None).await;
+    read.err().map(Sent::Stop)
+}
+
 /// Sends one order (its recorded key and bytes) until the service answers it, refuses it, or
 /// the tries or the run's patience run out.
 async fn submit_one(
@@ -604,13 +615,8 @@ async fn submit_one(
         }
         // Counted against the window until a minute after the request ends (`slot` dropped).
         let slot = limiter.ready().await;
-        // The window may let this send go while the read ahead of it is still under way, or
-        // after it failed: the send goes after that read, or reads again.
-        if let Some(watch) = context.watch.as_ref() {
-            let sent = context.sent.load(std::sync::atomic::Ordering::SeqCst);
-            if let Err(e) = watch.before_send(&shared(context), sent, None).await {
-                return Sent::Stop(e);
-            }
+        if let Some(stop) = read_after_the_wait(context).await {
+            return stop;
         }
         if context.is_stopped(&order) {
             return Sent::Stopped;
