@@ -369,13 +369,7 @@ pub async fn submit_all(
     phase.limit(opts.order_rate, &sent_before);
     context.reporter.line(format!("submitting {count} orders"));
     let limiter = Pacer::new(opts.order_rate, &earlier);
-    // Ends with the sending, however it ends (dropped with it when the run is stopped).
-    let ahead = context.watch.as_ref().map(|_| {
-        AbortOnDrop(tokio::spawn(read_ahead_of_the_window(
-            Arc::clone(context),
-            Arc::clone(&limiter),
-        )))
-    });
+    let ahead = read_ahead_while_sending(context, &limiter);
     let sending = Sending {
         context,
         batch_id,
@@ -433,6 +427,21 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+/// The reads of the order list ahead of the service's window ([`read_ahead_of_the_window`]),
+/// when the run reads the list while sending. They end with the sending, however it ends (the
+/// task is dropped with it when the run is stopped).
+fn read_ahead_while_sending(
+    context: &Arc<SendContext>,
+    limiter: &Arc<Pacer>,
+) -> Option<AbortOnDrop> {
+    context.watch.as_ref().map(|_| {
+        AbortOnDrop(tokio::spawn(read_ahead_of_the_window(
+            Arc::clone(context),
+            Arc::clone(limiter),
+        )))
+    })
 }
 
 /// A wait for the service's window this long or longer has the order list read ahead of it.
