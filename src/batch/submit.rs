@@ -394,13 +394,7 @@ pub async fn submit_all(
     phase.limit(opts.order_rate, &sent_before);
     context.reporter.line(format!("submitting {count} orders"));
     let limiter = Pacer::new(opts.order_rate, &earlier);
-    // Ends with the sending, however it ends (dropped with it when the run is stopped).
-    let ahead = context.watch.as_ref().map(|_| {
-        AbortOnDrop(tokio::spawn(read_ahead_of_the_window(
-            Arc::clone(context),
-            Arc::clone(&limiter),
-        )))
-    });
+    let ahead = read_ahead_while_sending(context, &limiter);
     let sending = Sending::new(context, batch_id, opts, limiter)
         .run(phase)
         .await?;
@@ -444,6 +438,21 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+/// The reads of the order list ahead of the service's window ([`read_ahead_of_the_window`]),
+/// when the run reads the list while sending. They end with the sending, however it ends (the
+/// task is dropped with it when the run is stopped).
+fn read_ahead_while_sending(
+    context: &Arc<SendContext>,
+    limiter: &Arc<Pacer>,
+) -> Option<AbortOnDrop> {
+    context.watch.as_ref().map(|_| {
+        AbortOnDrop(tokio::spawn(read_ahead_of_the_window(
+            Arc::clone(context),
+            Arc::clone(limiter),
+        )))
+    })
 }
 
 /// A wait for the service's window this long or longer has the order list read ahead of it.
@@ -596,6 +605,17 @@ async fn read_before_send(
     watch.holds(order.id).then_some(Sent::Held)
 }
 
+/// The read of the service's order list due when the window lets a send go: the window may
+/// let it go while the read ahead of it is still under way (the send goes after that read), or
+/// after that read failed (the send reads again, as the next first send does). What stops the
+/// send, if anything does.
+async fn read_after_the_wait(context: &SendContext) -> Option<Sent> {
+    let watch = context.watch.as_ref()?;
+    let sent = context.sent.load(std::sync::atomic::Ordering::SeqCst);
+    let read = watch.before_send(&shared(context), sent, None).await;
+    read.err().map(Sent::Stop)
+}
+
 /// Sends one order (its recorded key and bytes) until the service answers it, refuses it, or
 /// the tries or the run's patience run out.
 async fn submit_one(
@@ -617,6 +637,9 @@ async fn submit_one(
         let slot = limiter.ready().await;
         if context.is_stopped(&order) {
             return Sent::Stopped;
+        }
+        if let Some(stop) = read_after_the_wait(context).await {
+            return stop;
         }
         // A read made by another send while this one waited for its slot may have held it:
         // looked at again with nothing awaited between here and the send.
