@@ -210,8 +210,9 @@ struct Learning {
     /// The orders read whole and kept.
     ids: Vec<String>,
     processing: Vec<String>,
-    /// Finished orders answered with neither description nor metadata, not kept: read again
-    /// by the next read (the service may answer them in full then).
+    /// Finished orders answered with neither description nor metadata, or naming only part of
+    /// their rows, not kept: read again by the next read (the service may answer them in full
+    /// then).
     untold: Vec<String>,
     unread: Option<(String, crate::api::ApiError)>,
 }
@@ -253,7 +254,7 @@ async fn learn(
                 if ledger.with(|l| l.knows_order(key.as_deref(), &order.id))? {
                     continue;
                 }
-                if is_bare(&order) && !allow_untold {
+                if (is_bare(&order) || names_part_of_its_rows(&order)) && !allow_untold {
                     // Item for item what an intent of this ledger in doubt asked: most likely
                     // its answer, which sending its key again names (the same key cannot pay
                     // twice). Neither kept nor held against the run.
@@ -362,13 +363,16 @@ fn learned_order(order: &Order) -> LearnedOrder {
     let tag = order_body::batch_in_metadata(&meta).map(str::to_string);
     let references = order_body::references_in_metadata(&meta);
     let (rows, rows_whole) = if tag.is_some() && !references.is_empty() {
+        // Kept when the run was told to pay past orders it cannot tell whole
+        // (`--allow-untold-orders`): the rows it names, not as all of its rows.
+        let whole = !names_part_of_its_rows(order);
         let attempts = order_body::attempts_in_metadata(&meta, references.len());
         let rows = references
             .into_iter()
             .enumerate()
             .map(|(i, r)| (r, attempts.as_ref().and_then(|a| a.get(i).copied())))
             .collect();
-        (rows, true)
+        (rows, whole)
     } else {
         let first = described
             .as_ref()
@@ -420,6 +424,20 @@ fn incomplete(listed: &window::ServiceWindow) -> OpError {
 
 /// Whether a finished order says nothing of whose it is: neither description (its whole
 /// answer's, else the list's) nor metadata.
+/// Whether a finished order of paybatch's (its metadata names a batch) names fewer or more
+/// rows than it has items: an answer whose metadata lost a piece (or whose compact references
+/// do not read) tells only part of the rows it pays. Whose the others are cannot be told, as
+/// for a bare answer. An answer without items (which the published contract allows for no
+/// finished order) is taken at its metadata's word.
+fn names_part_of_its_rows(order: &Order) -> bool {
+    let Some(meta) = order.metadata.as_ref() else {
+        return false;
+    };
+    order_body::batch_in_metadata(meta).is_some()
+        && !order.items.is_empty()
+        && order_body::references_in_metadata(meta).len() != order.items.len()
+}
+
 fn is_bare(order: &Order) -> bool {
     order
         .description
@@ -441,11 +459,12 @@ fn first_ids(ids: &[String]) -> String {
     named.join(", ")
 }
 
-/// The refusal of finished orders that say nothing of whose they are.
+/// The refusal of finished orders that say nothing of whose they are, or name only part of
+/// their rows.
 fn untold(ids: &[String]) -> OpError {
     OpError::Unsettled {
         message: format!(
-            "{} finished orders at the service were answered with neither description nor metadata ({}; both are optional in its published contract): whose they are and which rows they paid cannot be told, so they may hold this batch's rows, paid from another ledger; nothing was submitted",
+            "{} finished orders at the service were answered with neither description nor metadata, or with metadata naming fewer or more rows than their items ({}; both are optional in its published contract): whose they are or which rows they paid cannot be told, so they may hold this batch's rows, paid from another ledger; nothing was submitted",
             ids.len(),
             first_ids(ids)
         ),
@@ -525,7 +544,7 @@ impl ServiceSync {
         let mut warnings = Vec::new();
         if s.first_rows_only > 0 {
             warnings.push(format!(
-                "{} orders of other ledgers at the service were answered without their metadata: only their first rows are known, which the file's rows are compared with",
+                "{} orders of other ledgers at the service were answered without their metadata, or with only part of it: only the rows they name (else their first rows) are known, which the file's rows are compared with",
                 s.first_rows_only
             ));
         }
