@@ -641,6 +641,10 @@ async fn submit_one(
         if let Some(stop) = read_after_the_wait(context).await {
             return stop;
         }
+        // A stop asked for while that read went on.
+        if context.is_stopped(&order) {
+            return Sent::Stopped;
+        }
         // A read made by another send while this one waited for its slot may have held it:
         // looked at again with nothing awaited between here and the send.
         if context.watch.as_ref().is_some_and(|w| w.holds(order.id)) {
