@@ -608,12 +608,17 @@ async fn read_before_send(
 /// The read of the service's order list due when the window lets a send go: the window may
 /// let it go while the read ahead of it is still under way (the send goes after that read), or
 /// after that read failed (the send reads again, as the next first send does). What stops the
-/// send, if anything does.
-async fn read_after_the_wait(context: &SendContext) -> Option<Sent> {
+/// send, if anything does: that read, or a stop of its order asked for before or during it.
+async fn read_after_the_wait(context: &SendContext, order: &OrderRecord) -> Option<Sent> {
+    if context.is_stopped(order) {
+        return Some(Sent::Stopped);
+    }
     let watch = context.watch.as_ref()?;
     let sent = context.sent.load(std::sync::atomic::Ordering::SeqCst);
-    let read = watch.before_send(&shared(context), sent, None).await;
-    read.err().map(Sent::Stop)
+    if let Err(e) = watch.before_send(&shared(context), sent, None).await {
+        return Some(Sent::Stop(e));
+    }
+    context.is_stopped(order).then_some(Sent::Stopped)
 }
 
 /// Sends one order (its recorded key and bytes) until the service answers it, refuses it, or
@@ -635,15 +640,8 @@ async fn submit_one(
         }
         // Counted against the window until a minute after the request ends (`slot` dropped).
         let slot = limiter.ready().await;
-        if context.is_stopped(&order) {
-            return Sent::Stopped;
-        }
-        if let Some(stop) = read_after_the_wait(context).await {
+        if let Some(stop) = read_after_the_wait(context, &order).await {
             return stop;
-        }
-        // A stop asked for while that read went on.
-        if context.is_stopped(&order) {
-            return Sent::Stopped;
         }
         // A read made by another send while this one waited for its slot may have held it:
         // looked at again with nothing awaited between here and the send.
