@@ -136,18 +136,12 @@ fn char_count(text: &str) -> usize {
 /// counting those of the start again, in either).
 fn shared_ends(previous: &str, reference: &str) -> (usize, usize) {
     if previous.is_ascii() && reference.is_ascii() {
-        // One byte a character: the same counts, without decoding (a row at a time, on the
-        // planning of a million rows).
+        // One byte a character: the same counts, without decoding, eight bytes at a time (a
+        // row at a time, on the planning of a million rows).
         let (a, b) = (previous.as_bytes(), reference.as_bytes());
-        let p = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+        let p = shared_start(a, b);
         let left = a.len().min(b.len()) - p;
-        let s = a
-            .iter()
-            .rev()
-            .zip(b.iter().rev())
-            .take(left)
-            .take_while(|(x, y)| x == y)
-            .count();
+        let s = shared_end(&a[p..], &b[p..]).min(left);
         return (p, s);
     }
     let p = previous
@@ -164,6 +158,57 @@ fn shared_ends(previous: &str, reference: &str) -> (usize, usize) {
         .take_while(|(a, b)| a == b)
         .count();
     (p, s)
+}
+
+/// The bytes `a` and `b` share at their start.
+fn shared_start(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 8 <= n {
+        let (Ok(x), Ok(y)) = (
+            <[u8; 8]>::try_from(&a[i..i + 8]),
+            <[u8; 8]>::try_from(&b[i..i + 8]),
+        ) else {
+            break;
+        };
+        let differ = u64::from_le_bytes(x) ^ u64::from_le_bytes(y);
+        if differ != 0 {
+            return i + (differ.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    i + a[i..n]
+        .iter()
+        .zip(&b[i..n])
+        .take_while(|(x, y)| x == y)
+        .count()
+}
+
+/// The bytes `a` and `b` share at their end.
+fn shared_end(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[a.len() - n..], &b[b.len() - n..]);
+    let mut j = 0;
+    while j + 8 <= n {
+        let (from, to) = (n - j - 8, n - j);
+        let (Ok(x), Ok(y)) = (
+            <[u8; 8]>::try_from(&a[from..to]),
+            <[u8; 8]>::try_from(&b[from..to]),
+        ) else {
+            break;
+        };
+        let differ = u64::from_be_bytes(x) ^ u64::from_be_bytes(y);
+        if differ != 0 {
+            return j + (differ.trailing_zeros() / 8) as usize;
+        }
+        j += 8;
+    }
+    j + a[..n - j]
+        .iter()
+        .rev()
+        .zip(b[..n - j].iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count()
 }
 
 /// The references of an order joined by `|`, each after the first written against the one
@@ -886,7 +931,34 @@ mod tests {
         );
     }
 
+    /// [`shared_ends`] as its definition says, one character at a time.
+    fn shared_ends_slowly(previous: &str, reference: &str) -> (usize, usize) {
+        let (a, b): (Vec<char>, Vec<char>) =
+            (previous.chars().collect(), reference.chars().collect());
+        let p = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+        let (a, b) = (&a[p..], &b[p..]);
+        let s = a
+            .iter()
+            .rev()
+            .zip(b.iter().rev())
+            .take_while(|(x, y)| x == y)
+            .count();
+        (p, s)
+    }
+
     proptest::proptest! {
+        /// The shared ends of two references, eight bytes at a time for ASCII ones, are those
+        /// of their definition.
+        #[test]
+        fn shared_ends_are_counted_as_defined(a in "[AB0-9é-]{0,40}", b in "[AB0-9é-]{0,40}") {
+            proptest::prop_assert_eq!(shared_ends(&a, &b), shared_ends_slowly(&a, &b));
+            let (a, b) = (a.replace('é', "e"), b.replace('é', "e"));
+            proptest::prop_assert_eq!(shared_ends(&a, &b), shared_ends_slowly(&a, &b));
+            let long = format!("{}{a}", "X".repeat(17));
+            let other = format!("{}{b}", "X".repeat(17));
+            proptest::prop_assert_eq!(shared_ends(&long, &other), shared_ends_slowly(&long, &other));
+        }
+
         /// Any references a row may hold are read back from their compact form, and the fit
         /// counts exactly the characters written.
         #[test]
