@@ -605,17 +605,29 @@ async fn read_before_send(
     watch.holds(order.id).then_some(Sent::Held)
 }
 
-/// The read of the service's order list due when the window lets a send go: the window may
-/// let it go while the read ahead of it is still under way (the send goes after that read), or
-/// after that read failed (the send reads again, as the next first send does). What stops the
-/// send, if anything does: that read, or a stop of its order asked for before or during it.
-async fn read_after_the_wait(context: &SendContext, order: &OrderRecord) -> Option<Sent> {
+/// The read of the service's order list due when the pacer lets a send go: the pacer may let
+/// it go while the read ahead of the window is still under way (the send goes after that read),
+/// or after that read failed (the send reads again, as the next first send does). A send that
+/// waited [`READ_AHEAD_OF`] or longer (the window, a pause after a 429) went on a view of the
+/// list older than its wait: it reads again unless a read started after its wait began (one
+/// read serves every send that waited). What stops the send, if anything does: that read, or a
+/// stop of its order asked for before or during it.
+async fn read_after_the_wait(
+    context: &SendContext,
+    order: &OrderRecord,
+    waited_from: tokio::time::Instant,
+) -> Option<Sent> {
     if context.is_stopped(order) {
         return Some(Sent::Stopped);
     }
     let watch = context.watch.as_ref()?;
     let sent = context.sent.load(std::sync::atomic::Ordering::SeqCst);
-    if let Err(e) = watch.before_send(&shared(context), sent, None).await {
+    let shared = shared(context);
+    let mut read = watch.before_send(&shared, sent, None).await;
+    if read.is_ok() && waited_from.elapsed() >= READ_AHEAD_OF {
+        read = watch.before_send(&shared, sent, Some(waited_from)).await;
+    }
+    if let Err(e) = read {
         return Some(Sent::Stop(e));
     }
     context.is_stopped(order).then_some(Sent::Stopped)
@@ -639,8 +651,9 @@ async fn submit_one(
             return stop;
         }
         // Counted against the window until a minute after the request ends (`slot` dropped).
+        let waited_from = tokio::time::Instant::now();
         let slot = limiter.ready().await;
-        if let Some(stop) = read_after_the_wait(context, &order).await {
+        if let Some(stop) = read_after_the_wait(context, &order, waited_from).await {
             return stop;
         }
         // A read made by another send while this one waited for its slot may have held it:

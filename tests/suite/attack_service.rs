@@ -535,7 +535,16 @@ async fn a_run_waiting_for_the_window_reads_the_list_before_it_sends_again() {
         &a,
         &via,
         "payroll.csv",
-        &["--items-per-order", "1", "--order-rate", "5"],
+        // One at a time: its first five are rows 1 to 5 (sent at once, any five of the ten
+        // could go first, and rows of B's among them would be paid twice before any read).
+        &[
+            "--items-per-order",
+            "1",
+            "--order-rate",
+            "5",
+            "--concurrency",
+            "1",
+        ],
     );
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = paybatch_in(a.dir.path(), &args, &[("PAYBATCH_SERVICE_READ_EVERY", "8")]).await;

@@ -15,14 +15,15 @@ fn paid_rows(sim: &paybatch::sim::SimHandle) -> Vec<String> {
     service_orders_per_reference(sim).into_keys().collect()
 }
 
-/// Machine A runs its ten one-row orders through `base` (`--order-rate 5`, with `extra`) in
-/// the background; once its first five are at the service, machine B pays the five rows A has
+/// Machine A runs its ten one-row orders through `base` (`--order-rate 5`, with `extra`,
+/// reading the list after every `read_every` orders) in the background; once its first five are at the service, machine B pays the five rows A has
 /// not sent, straight at the simulator. Returns A's run, still going (waiting for the window).
 async fn a_waits_while_b_pays(
     sim: &paybatch::sim::SimHandle,
     a: &Workspace,
     base: &str,
     extra: &[&str],
+    read_every: &'static str,
 ) -> tokio::task::JoinHandle<std::process::Output> {
     rows_file(a, "payroll.csv", "EMP", 1..=10);
     let mut flags = vec!["--items-per-order", "1", "--order-rate", "5"];
@@ -31,7 +32,7 @@ async fn a_waits_while_b_pays(
     let dir = a.dir.path().to_path_buf();
     let run_a = tokio::spawn(async move {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        paybatch_in(&dir, &args, &[("PAYBATCH_SERVICE_READ_EVERY", "8")]).await
+        paybatch_in(&dir, &args, &[("PAYBATCH_SERVICE_READ_EVERY", read_every)]).await
     });
     // A's first burst: five orders at the service (bounded wait).
     let started = std::time::Instant::now();
@@ -78,7 +79,7 @@ async fn the_sends_that_waited_for_the_window_wait_for_a_slow_read_ahead() {
     config.faults.latency = Duration::from_millis(1200);
     let sim = start_sim(config).await;
     let a = Workspace::new();
-    let run_a = a_waits_while_b_pays(&sim, &a, &sim.base_url(), &[]).await;
+    let run_a = a_waits_while_b_pays(&sim, &a, &sim.base_url(), &[], "8").await;
     let out = run_a.await.expect("A's run");
     let twice = paid_twice(&sim);
     assert!(
@@ -123,7 +124,7 @@ async fn the_sends_that_waited_for_the_window_read_again_after_a_failed_read_ahe
     )
     .await;
     let a = Workspace::new();
-    let run_a = a_waits_while_b_pays(&sim, &a, &via, &["--poll-timeout", "20"]).await;
+    let run_a = a_waits_while_b_pays(&sim, &a, &via, &["--poll-timeout", "20"], "8").await;
     failing.store(true, Ordering::SeqCst);
     let out = run_a.await.expect("A's run");
     let twice = paid_twice(&sim);
@@ -134,4 +135,30 @@ async fn the_sends_that_waited_for_the_window_read_again_after_a_failed_read_ahe
         output_of(&out)
     );
     assert_eq!(out.status.code(), Some(5), "{}", output_of(&out));
+}
+
+/// During A's wait for the window, B pays the five rows A has not sent. A sent five orders,
+/// far fewer than half of the 500 a read is due after: no read ahead of the window. The sends
+/// that waited a minute must still go after a read made since their wait began, or B's rows
+/// are paid twice. Deep tier only: it waits a minute.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sends_that_waited_a_minute_read_again_though_no_read_ahead_was_due() {
+    if !deep() {
+        eprintln!("the read after a long wait: deep tier only ({DEEP_VAR}=1), it waits a minute");
+        return;
+    }
+    let sim = start_sim(fast_config(None)).await;
+    let a = Workspace::new();
+    let run_a = a_waits_while_b_pays(&sim, &a, &sim.base_url(), &[], "500").await;
+    let out = run_a.await.expect("A's run");
+    let twice = paid_twice(&sim);
+    assert!(
+        twice.is_empty(),
+        "rows paid twice: {twice:?}; A exited {:?}: {}",
+        out.status.code(),
+        output_of(&out)
+    );
+    let text = output_of(&out);
+    assert_eq!(out.status.code(), Some(5), "{text}");
+    assert!(text.contains("5 orders held back"), "{text}");
 }
