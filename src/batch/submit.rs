@@ -457,6 +457,9 @@ fn read_ahead_while_sending(
 
 /// A wait for the service's window this long or longer has the order list read ahead of it.
 const READ_AHEAD_OF: Duration = Duration::from_secs(3);
+/// A send that waited [`READ_AHEAD_OF`] or longer goes after a read begun this recently: longer
+/// than [`READ_AHEAD_BY`], so that the read ahead of the window serves the sends it lets go.
+const READ_FRESH: Duration = Duration::from_secs(2);
 /// How long before the window lets the next send go the read ahead starts.
 const READ_AHEAD_BY: Duration = Duration::from_secs(1);
 
@@ -608,10 +611,11 @@ async fn read_before_send(
 /// The read of the service's order list due when the pacer lets a send go: the pacer may let
 /// it go while the read ahead of the window is still under way (the send goes after that read),
 /// or after that read failed (the send reads again, as the next first send does). A send that
-/// waited [`READ_AHEAD_OF`] or longer (the window, a pause after a 429) went on a view of the
-/// list older than its wait: it reads again unless a read started after its wait began (one
-/// read serves every send that waited). What stops the send, if anything does: that read, or a
-/// stop of its order asked for before or during it.
+/// waited [`READ_AHEAD_OF`] or longer (the window, a pause after a 429) would go on a view of
+/// the list older than its wait: it reads again unless a read began in the last
+/// [`READ_FRESH`] (one read serves every send that goes within that time, the read ahead of the
+/// window included). What stops the send, if anything does: that read, or a stop of its order
+/// asked for before or during it.
 async fn read_after_the_wait(
     context: &SendContext,
     order: &OrderRecord,
@@ -625,7 +629,10 @@ async fn read_after_the_wait(
     let shared = shared(context);
     let mut read = watch.before_send(&shared, sent, None).await;
     if read.is_ok() && waited_from.elapsed() >= READ_AHEAD_OF {
-        read = watch.before_send(&shared, sent, Some(waited_from)).await;
+        let fresh_from = tokio::time::Instant::now()
+            .checked_sub(READ_FRESH)
+            .unwrap_or(waited_from);
+        read = watch.before_send(&shared, sent, Some(fresh_from)).await;
     }
     if let Err(e) = read {
         return Some(Sent::Stop(e));

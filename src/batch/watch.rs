@@ -112,8 +112,8 @@ impl ServiceWatch {
 
     /// Reads the list again when a send is due for it: a first send once [`READ_EVERY`] orders
     /// went out since the last read (`sent` is how many have), or a send tried again after a
-    /// failure at `failed_at`, or that waited for the service's window since then (one read
-    /// after that time serves every send waiting).
+    /// failure at `failed_at`, or that waited for the service's window and needs a read begun
+    /// after `failed_at` (one read after that time serves every send waiting).
     pub async fn before_send(
         &self,
         context: &Shared<'_>,
