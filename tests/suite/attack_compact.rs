@@ -52,6 +52,27 @@ async fn garbling(
     rewriting::start(sim, rewrite).await
 }
 
+/// A lost ledger rebuilt from the service through `via` (`reconcile --rebuild`), then the same
+/// run straight at `sim`: the one order of [`one_compact_order`] stays the only one, and no row
+/// is paid twice.
+async fn rebuilt_through_pays_nothing_again(sim: &paybatch::sim::SimHandle, via: &str) {
+    let c = Workspace::new();
+    rows_file(&c, "nov.csv", PREFIX, 1..=200);
+    let rebuilt = rebuild_at(&c, via, "nov", "nov.csv").await;
+    let out = run_file(&c, sim, "nov.csv", &["--items-per-order", "200"], &[]).await;
+    let twice = paid_twice(sim);
+    assert!(
+        twice.is_empty() && order_posts(sim) == 1,
+        "{} rows paid twice ({} orders sent); rebuild exited {:?}: {}\nrun exited {:?}: {}",
+        twice.len(),
+        order_posts(sim),
+        rebuilt.status.code(),
+        output_of(&rebuilt),
+        out.status.code(),
+        output_of(&out)
+    );
+}
+
 /// One order of the 200 rows `PREFIX-1` .. `PREFIX-200` paid by ledger `a`, in compact form;
 /// returns its metadata.
 async fn one_compact_order(
@@ -122,21 +143,7 @@ async fn a_ledger_rebuilt_from_a_cut_compact_order_pays_none_of_its_rows_again()
         m.remove(&piece_key(last));
     })
     .await;
-    let c = Workspace::new();
-    rows_file(&c, "nov.csv", PREFIX, 1..=200);
-    let rebuilt = rebuild_at(&c, &via, "nov", "nov.csv").await;
-    let out = run_file(&c, &sim, "nov.csv", &["--items-per-order", "200"], &[]).await;
-    let twice = paid_twice(&sim);
-    assert!(
-        twice.is_empty() && order_posts(&sim) == 1,
-        "{} rows paid twice ({} orders sent); rebuild exited {:?}: {}\nrun exited {:?}: {}",
-        twice.len(),
-        order_posts(&sim),
-        rebuilt.status.code(),
-        output_of(&rebuilt),
-        out.status.code(),
-        output_of(&out)
-    );
+    rebuilt_through_pays_nothing_again(&sim, &via).await;
 }
 
 /// The service answers a compact order with a `paybatch_rows` beside its `paybatch_refs`,
@@ -153,21 +160,7 @@ async fn a_compact_order_answered_with_rows_beside_its_refs_is_not_taken_for_its
         }
     })
     .await;
-    let c = Workspace::new();
-    rows_file(&c, "nov.csv", PREFIX, 1..=200);
-    let rebuilt = rebuild_at(&c, &via, "nov", "nov.csv").await;
-    let out = run_file(&c, &sim, "nov.csv", &["--items-per-order", "200"], &[]).await;
-    let twice = paid_twice(&sim);
-    assert!(
-        twice.is_empty() && order_posts(&sim) == 1,
-        "{} rows paid twice ({} orders sent); rebuild exited {:?}: {}\nrun exited {:?}: {}",
-        twice.len(),
-        order_posts(&sim),
-        rebuilt.status.code(),
-        output_of(&rebuilt),
-        out.status.code(),
-        output_of(&out)
-    );
+    rebuilt_through_pays_nothing_again(&sim, &via).await;
 }
 
 /// As [`an_order_answered_without_its_last_piece_of_references_is_not_taken_as_whole`], for an

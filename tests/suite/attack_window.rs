@@ -64,6 +64,24 @@ async fn a_waits_while_b_pays(
     run_a
 }
 
+/// A's run ends with B's five rows held back (exit 5), and no row paid twice.
+async fn held_back_and_paid_once(
+    sim: &paybatch::sim::SimHandle,
+    run_a: tokio::task::JoinHandle<std::process::Output>,
+) {
+    let out = run_a.await.expect("A's run");
+    let twice = paid_twice(sim);
+    assert!(
+        twice.is_empty(),
+        "rows paid twice: {twice:?}; A exited {:?}: {}",
+        out.status.code(),
+        output_of(&out)
+    );
+    let text = output_of(&out);
+    assert_eq!(out.status.code(), Some(5), "{text}");
+    assert!(text.contains("5 orders held back"), "{text}");
+}
+
 /// A service that answers every request 1.2 s late. During A's wait for the window, B pays the
 /// five rows A has not sent. The read ahead of the window (started a second before it) takes
 /// longer than that second: the sends that waited must still go after it, held back, or B's
@@ -80,17 +98,7 @@ async fn the_sends_that_waited_for_the_window_wait_for_a_slow_read_ahead() {
     let sim = start_sim(config).await;
     let a = Workspace::new();
     let run_a = a_waits_while_b_pays(&sim, &a, &sim.base_url(), &[], "8").await;
-    let out = run_a.await.expect("A's run");
-    let twice = paid_twice(&sim);
-    assert!(
-        twice.is_empty(),
-        "rows paid twice: {twice:?}; A exited {:?}: {}",
-        out.status.code(),
-        output_of(&out)
-    );
-    let text = output_of(&out);
-    assert_eq!(out.status.code(), Some(5), "{text}");
-    assert!(text.contains("5 orders held back"), "{text}");
+    held_back_and_paid_once(&sim, run_a).await;
 }
 
 /// During A's wait for the window, B pays the five rows A has not sent, and from then on the
@@ -150,15 +158,5 @@ async fn sends_that_waited_a_minute_read_again_though_no_read_ahead_was_due() {
     let sim = start_sim(fast_config(None)).await;
     let a = Workspace::new();
     let run_a = a_waits_while_b_pays(&sim, &a, &sim.base_url(), &[], "500").await;
-    let out = run_a.await.expect("A's run");
-    let twice = paid_twice(&sim);
-    assert!(
-        twice.is_empty(),
-        "rows paid twice: {twice:?}; A exited {:?}: {}",
-        out.status.code(),
-        output_of(&out)
-    );
-    let text = output_of(&out);
-    assert_eq!(out.status.code(), Some(5), "{text}");
-    assert!(text.contains("5 orders held back"), "{text}");
+    held_back_and_paid_once(&sim, run_a).await;
 }
