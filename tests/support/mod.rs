@@ -190,13 +190,24 @@ fn next_sim_port() -> u16 {
 }
 
 /// Stops the simulator and starts it again on the same address (a batch is bound to its
-/// service address) with `config`, e.g. the same state file and other faults.
+/// service address) with `config`, e.g. the same state file and other faults. The address or
+/// the state file can stay held for a moment after the shutdown (a connection the client has
+/// not closed yet): tried again for up to 5 s.
 pub async fn restart_sim(sim: SimHandle, config: SimConfig) -> SimHandle {
     let addr = sim.addr();
     sim.shutdown().await;
-    sim::start(config, addr)
-        .await
-        .expect("simulator restarts on the same address")
+    let mut tries = 0;
+    loop {
+        match sim::start(config.clone(), addr).await {
+            Ok(sim) => return sim,
+            Err(e) if tries < 100 => {
+                tries += 1;
+                eprintln!("simulator restart on {addr}: {e}; trying again");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("simulator restarts on the same address {addr}: {e}"),
+        }
+    }
 }
 
 /// `paybatch reconcile --batch BATCH --rebuild FILE` against BASE: a batch whose orders another

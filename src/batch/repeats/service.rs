@@ -132,7 +132,7 @@ pub async fn sync_service(
         ));
     }
     if !learning.processing.is_empty() {
-        return Err(still_processing(&learning.processing));
+        return Err(still_processing(&learning.processing, learning.in_doubt));
     }
     if !learning.untold.is_empty() {
         return Err(untold(&learning.untold));
@@ -215,6 +215,9 @@ struct Learning {
     /// then).
     untold: Vec<String>,
     unread: Option<(String, crate::api::ApiError)>,
+    /// Sends of this ledger without an answer recorded when the read began: an order still
+    /// processing that the ledger does not know may be one of them.
+    in_doubt: usize,
 }
 
 /// Reads the orders `ids` whole and keeps those that are not this ledger's own, a few hundred
@@ -230,7 +233,10 @@ async fn learn(
     let batches = ledger.with(|l| OwnBatches::of(l))?;
     // What this ledger sent without an answer: a bare answer may be one of them.
     let in_doubt = ledger.with(|l| l.in_doubt_bodies())?;
-    let mut out = Learning::default();
+    let mut out = Learning {
+        in_doubt: in_doubt.len(),
+        ..Learning::default()
+    };
     let mut chunk = Vec::new();
     // An order this run is sending shows in the list, unknown, until its answer is recorded:
     // it is not waited for once the ledger knows it.
@@ -472,15 +478,25 @@ fn untold(ids: &[String]) -> OpError {
     }
 }
 
-/// The refusal of orders still processing that this ledger does not know.
-fn still_processing(ids: &[String]) -> OpError {
+/// The refusal of orders still processing that this ledger does not know. With sends of this
+/// ledger in doubt (`in_doubt`: sent, no answer recorded), they may be those sends' own orders,
+/// made by the service and their answer lost: said so, since sending them again before the
+/// orders show whose they are could pay another ledger's rows twice.
+fn still_processing(ids: &[String], in_doubt: usize) -> OpError {
+    let whose = if in_doubt == 0 {
+        "they may hold this batch's rows, being paid from another ledger now".to_string()
+    } else {
+        format!(
+            "they may be this ledger's own ({in_doubt} of its sends have no answer recorded: the service may have made those orders and the answer been lost), or hold this batch's rows, being paid from another ledger now; sending again before they show whose they are could pay rows twice"
+        )
+    };
     OpError::Unsettled {
         message: format!(
-            "{} orders are still processing at the service after a wait, and this ledger does not know them ({}): the service shows nothing of them but their id, so they may hold this batch's rows, being paid from another ledger now; nothing was submitted",
+            "{} orders are still processing at the service after a wait, and this ledger does not know them ({}): the service shows nothing of them but their id, so {whose}; nothing was submitted",
             ids.len(),
             first_ids(ids)
         ),
-        help: "run the same command again once they finish (in a minute or two): the service then shows whose they are".into(),
+        help: "run the same command again once they finish (in a minute or two): the service then shows whose they are, and an order of this ledger's is known by its key and recorded, never paid again".into(),
     }
 }
 
