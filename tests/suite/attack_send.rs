@@ -222,10 +222,16 @@ async fn held_orders_of_the_same_batch_adopted_then_resumed_pay_each_row_once() 
 /// shows machine B's orders of both rows (made just after A's first read): it holds back both
 /// of A's orders. The first is held; the second, already past the hold check and waiting for
 /// its slot, is sent when the slot comes: its row is paid twice although a read saw B's order
-/// before it went.
+/// before it went. Deep tier: the second send waits a minute for its slot;
+/// `a_send_waiting_out_a_429_pause_is_held_by_orders_shown_during_it` is its counterpart after
+/// a pause.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_send_waiting_for_its_slot_when_a_read_holds_it_is_not_sent() {
     use std::sync::atomic::AtomicBool;
+    if !deep() {
+        eprintln!("a send waiting for its slot: deep tier only ({DEEP_VAR}=1), it waits a minute");
+        return;
+    }
     let sim = start_sim(fast_config(None)).await;
     let b = Workspace::new();
     rows_file(&b, "bonus.csv", "EMP", 1..=2);
@@ -291,6 +297,88 @@ async fn a_send_waiting_for_its_slot_when_a_read_holds_it_is_not_sent() {
         out.status.code()
     );
     assert_eq!(out.status.code(), Some(5), "{text}");
+}
+
+/// Machine A sends three one-row orders, two at a time. Its send of EMP-1 is answered 429 (the
+/// published body, no `Retry-After`): every sender pauses at least 5 s. EMP-2 is paid, answered
+/// 0.3 s later (the service's latency); the send of EMP-3 then passes the hold check and waits
+/// out the pause with the send of EMP-1 tried again. Machine B's orders of EMP-1 and EMP-3 show
+/// in the list only from 1.5 s after the 429, after the reads made as it came back. Neither
+/// send goes on the older view when the pause ends: both are held back (exit 5), and nothing is
+/// paid twice. The pause's counterpart of
+/// `a_send_waiting_for_its_slot_when_a_read_holds_it_is_not_sent` (the window, deep tier).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_waiting_out_a_429_pause_is_held_by_orders_shown_during_it() {
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+    let mut config = fast_config(None);
+    config.faults.latency = Duration::from_millis(300);
+    let sim = start_sim(config).await;
+    let b = Workspace::new();
+    // B's rows as `rows_file` writes them: EMP-1 and EMP-3 only.
+    b.write(
+        "bonus.csv",
+        "reference,product_code,face_value,currency,distribution,email,payment_currency,country,department\n\
+         EMP-1,AMZ-US,10.00,USD,PAYOUT_LINK,,,US,Engineering\n\
+         EMP-3,AMZ-US,10.00,USD,PAYOUT_LINK,,,US,Engineering\n",
+    );
+    let out = run_file(&b, &sim, "bonus.csv", &[], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
+
+    // When the 429 was answered; the list shows B's orders from 1.5 s after it.
+    let answered: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
+    let (s, r) = (Arc::clone(&answered), Arc::clone(&answered));
+    let answer: rewriting::Answer = Arc::new(move |method, body| {
+        // EMP-1's order, whichever of the two sends reaches the service first.
+        let order = *method == axum::http::Method::POST
+            && String::from_utf8_lossy(body).contains("\"EMP-1\"");
+        let mut at = s.lock().unwrap_or_else(|e| e.into_inner());
+        if !order || at.is_some() {
+            return None;
+        }
+        *at = Some(Instant::now());
+        Some((
+            axum::http::StatusCode::TOO_MANY_REQUESTS,
+            serde_json::json!({"error": "rate exceeded"}),
+        ))
+    });
+    let rewrite: rewriting::Rewrite = Arc::new(move |method, path, status, json| {
+        let at = *r.lock().unwrap_or_else(|e| e.into_inner());
+        let shown = at.is_some_and(|t| t.elapsed() >= Duration::from_millis(1500));
+        if *method == axum::http::Method::GET && path == "/order" && status == 200 && !shown {
+            json["items"] = serde_json::json!([]);
+            if let Some(c) = json
+                .pointer_mut("/pagination/cursors")
+                .and_then(|c| c.as_object_mut())
+            {
+                c.remove("after");
+            }
+        }
+    });
+    let via = rewriting::start_with(
+        &sim,
+        rewriting::Rules {
+            rewrite,
+            answer: Some(answer),
+            cut_path_at: None,
+        },
+    )
+    .await;
+
+    let a = Workspace::new();
+    rows_file(&a, "payroll.csv", "EMP", 1..=3);
+    let extra = ["--items-per-order", "1", "--concurrency", "2"];
+    let out = run_at(&a, &via, "payroll.csv", &extra, &[]).await;
+    let text = output_of(&out);
+    let twice = paid_twice(&sim);
+    assert!(
+        twice.is_empty(),
+        "rows paid twice: {twice:?}; A exited {:?}: {text}",
+        out.status.code()
+    );
+    assert!(text.contains("held back"), "{text}");
+    assert_eq!(out.status.code(), Some(5), "{text}");
+    assert_eq!(rows_paid(&sim), 3, "B's two and A's EMP-2: {text}");
 }
 
 /// A's own order: made by the service, its answer lost (504) and answered bare since (neither
