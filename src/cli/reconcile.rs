@@ -131,6 +131,11 @@ fn print_intents(r: &ReconcileReport, dry_run: bool) {
             "  {verb} in-doubt intent {key}: the service never created it; the next run sends it"
         );
     }
+    for key in &r.kept_in_doubt {
+        outln!(
+            "  in-doubt intent {key} stays in doubt: the service has no order that names it, but orders of this batch there do not say their rows yet and one may be its own (an answer lost while it processes); reconcile again once they finish"
+        );
+    }
     for key in &r.retired {
         let verb = if dry_run { "would mark" } else { "marked" };
         outln!(

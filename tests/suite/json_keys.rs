@@ -568,6 +568,7 @@ async fn every_json_output_keeps_its_keys() {
             "dry_run",
             "duplicates",
             "found",
+            "kept_in_doubt",
             "reissued",
             "released",
             "retired",

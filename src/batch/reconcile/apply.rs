@@ -564,7 +564,8 @@ impl<'a> Reconciliation<'a> {
     }
 
     /// In-doubt intents with no order at the service: never created; safe to send again, with
-    /// the same key unless that key can only get its server error back. A key is given up only
+    /// the same key unless that key can only get its server error back; while orders of the batch
+    /// at the service cannot be attributed yet, it stays in doubt. A key is given up only
     /// when the service's list is fully read and none of the intent's rows is in an order there
     /// of its attempt or a later one (or of an unknown attempt): anything less, and the same
     /// key is sent again, which cannot pay twice. Orders of earlier attempts (failed, retried
@@ -594,6 +595,11 @@ impl<'a> Reconciliation<'a> {
                 }
                 continue;
             }
+            if !self.report.unattributed.is_empty() {
+                // An order the service does not attribute yet may be this intent's own.
+                self.report.kept_in_doubt.push(o.idempotency_key.clone());
+                continue;
+            }
             self.report.absent.push(o.idempotency_key.clone());
             if !self.dry_run {
                 self.ledger
@@ -621,6 +627,7 @@ impl<'a> Reconciliation<'a> {
         report.reissued.sort();
         report.superseded.sort();
         report.retired.sort();
+        report.kept_in_doubt.sort();
         report.unattributed.sort();
         report.unattached.sort();
         Ok(report)

@@ -9,6 +9,10 @@ pub struct ReconcileReport {
     pub adopted: Vec<(String, String)>,
     /// In-doubt intents the service never turned into an order: cleared to be sent again.
     pub absent: Vec<String>,
+    /// In-doubt intents with no order at the service that names them while orders of the batch
+    /// there cannot be attributed yet ([`Self::unattributed`]): one of those may be theirs (an
+    /// answer lost while it processes), so they stay in doubt (keys).
+    pub kept_in_doubt: Vec<String>,
     /// In-doubt intents the service never turned into an order and whose key only gets a server
     /// error back ([`key_is_spent`](super::key_is_spent)): marked REJECTED, their rows left to
     /// `paybatch retry` (keys).
@@ -41,6 +45,7 @@ impl ReconcileReport {
     pub fn is_clean(&self) -> bool {
         self.adopted.is_empty()
             && self.absent.is_empty()
+            && self.kept_in_doubt.is_empty()
             && self.retired.is_empty()
             && self.unattributed.is_empty()
             && self.updated.is_empty()
