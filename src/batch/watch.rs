@@ -230,17 +230,19 @@ impl ServiceWatch {
 
 /// A read that stopped the sending, said as such: orders of this run may have gone out
 /// before it (`sent`), which the words of a read before the run ("nothing was submitted") would
-/// deny.
+/// deny. The refusal's own advice (when to run again, which flag) is kept.
 fn while_sending(e: OpError, sent: u64) -> OpError {
     match e {
-        OpError::Unsettled { message, .. } => OpError::Unsettled {
+        OpError::Unsettled { message, help } => OpError::Unsettled {
             message: message.replace(
                 "nothing was submitted",
                 &format!(
                     "the sending stopped there: {sent} orders of this run were sent before it, no more"
                 ),
             ),
-            help: "run the same command again: it resumes, and reads the service's order list again before it sends".into(),
+            help: format!(
+                "{help}; the run resumes where it stopped, and reads the service's order list again before it sends"
+            ),
         },
         other => other,
     }

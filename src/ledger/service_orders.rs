@@ -332,14 +332,14 @@ impl Ledger {
         Ok(out)
     }
 
-    /// The recorded bodies of this ledger's intents sent without an answer (in doubt), of any
-    /// batch.
-    pub fn in_doubt_bodies(&self) -> Result<Vec<Vec<u8>>> {
+    /// The idempotency keys and recorded bodies of this ledger's intents sent without an answer
+    /// (in doubt), of any batch.
+    pub fn in_doubt_intents(&self) -> Result<Vec<(String, Vec<u8>)>> {
         self.select_all(
-            "SELECT body FROM orders
+            "SELECT idempotency_key, body FROM orders
               WHERE state = 'INTENT' AND (sends > 0 OR last_sent_at IS NOT NULL)",
             [],
-            |r| r.get("body"),
+            |r| Ok((r.get("idempotency_key")?, r.get("body")?)),
         )
     }
 

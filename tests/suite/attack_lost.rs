@@ -446,7 +446,6 @@ async fn an_order_whose_answer_was_lost_and_that_failed_is_recorded_failed_then_
 /// processing, holds back a run of a third batch: the refusal should not say it may be this
 /// ledger's own, nor count those sends as possibly its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known defect: sends in doubt whose orders have finished are counted as maybe the unknown order still processing"]
 async fn sends_in_doubt_whose_orders_finished_are_not_counted_as_maybe_the_unknown_processing_order()
  {
     let state = Workspace::new();

@@ -231,10 +231,19 @@ async fn learn(
     listed: &std::collections::HashMap<&str, &str>,
 ) -> Result<Learning, OpError> {
     let batches = ledger.with(|l| OwnBatches::of(l))?;
-    // What this ledger sent without an answer: a bare answer may be one of them.
-    let in_doubt = ledger.with(|l| l.in_doubt_bodies())?;
+    // What this ledger sent without an answer: a bare answer may be one of them, and so may an
+    // unknown order still processing, unless the list shows the intent's order finished (under
+    // its key, in its description).
+    let in_doubt = ledger.with(|l| l.in_doubt_intents())?;
+    let listed_keys: std::collections::HashSet<&str> = listed
+        .values()
+        .filter_map(|d| order_body::key_in_description(d))
+        .collect();
     let mut out = Learning {
-        in_doubt: in_doubt.len(),
+        in_doubt: in_doubt
+            .iter()
+            .filter(|(key, _)| !listed_keys.contains(key.as_str()))
+            .count(),
         ..Learning::default()
     };
     let mut chunk = Vec::new();
@@ -266,7 +275,7 @@ async fn learn(
                     // twice). Neither kept nor held against the run.
                     let ours = in_doubt
                         .iter()
-                        .any(|body| crate::batch::verify::asks_the_same(body, &order));
+                        .any(|(_, body)| crate::batch::verify::asks_the_same(body, &order));
                     if !ours {
                         out.untold.push(order.id);
                     }
@@ -496,7 +505,11 @@ fn still_processing(ids: &[String], in_doubt: usize) -> OpError {
             ids.len(),
             first_ids(ids)
         ),
-        help: "run the same command again once they finish (in a minute or two): the service then shows whose they are, and an order of this ledger's is known by its key and recorded, never paid again".into(),
+        help: if in_doubt == 0 {
+            "run the same command again once they finish (in a minute or two): the service then shows whose they are".into()
+        } else {
+            "run the same command again once they finish (in a minute or two): the service then shows whose they are, and an order of this ledger's is known by its key and recorded, never paid again".into()
+        },
     }
 }
 
