@@ -223,7 +223,7 @@ async fn held_orders_of_the_same_batch_adopted_then_resumed_pay_each_row_once() 
 /// of A's orders. The first is held; the second, already past the hold check and waiting for
 /// its slot, is sent when the slot comes: its row is paid twice although a read saw B's order
 /// before it went. Deep tier: the second send waits a minute for its slot;
-/// `a_send_waiting_out_a_429_pause_is_held_by_orders_shown_during_it` is its counterpart after
+/// `a_send_waiting_out_a_429_pause_reads_again_and_is_held` is its counterpart after
 /// a pause.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_send_waiting_for_its_slot_when_a_read_holds_it_is_not_sent() {
@@ -299,16 +299,18 @@ async fn a_send_waiting_for_its_slot_when_a_read_holds_it_is_not_sent() {
     assert_eq!(out.status.code(), Some(5), "{text}");
 }
 
-/// Machine A sends three one-row orders, two at a time. Its send of EMP-1 is answered 429 (the
-/// published body, no `Retry-After`): every sender pauses at least 5 s. EMP-2 is paid, answered
-/// 0.3 s later (the service's latency); the send of EMP-3 then passes the hold check and waits
-/// out the pause with the send of EMP-1 tried again. Machine B's orders of EMP-1 and EMP-3 show
-/// in the list only from 1.5 s after the 429, after the reads made as it came back. Neither
-/// send goes on the older view when the pause ends: both are held back (exit 5), and nothing is
-/// paid twice. The pause's counterpart of
+/// Machine A sends three one-row orders, two at a time, each sent once in this run
+/// (`--send-tries 1`). Its send of EMP-1 is answered 429 (the published body, no `Retry-After`):
+/// every sender pauses at least 5 s, and EMP-1's order is left in doubt for the next run. EMP-2
+/// is paid, answered 0.3 s later (the service's latency); the send of EMP-3 then passes the hold
+/// check and waits out the pause. Machine B's orders of EMP-1 and EMP-3 show in the list from
+/// 1.5 s after the 429, after the read made as it came back. The send of EMP-3 waited more than
+/// 3 s for the pacer, so it goes only after a read begun within the last 2 s: it is held back
+/// (exit 5). Before that read (`5f97b6f`), it went as the pause ended, on the older view, and
+/// paid EMP-3 twice. The pause's counterpart of
 /// `a_send_waiting_for_its_slot_when_a_read_holds_it_is_not_sent` (the window, deep tier).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_send_waiting_out_a_429_pause_is_held_by_orders_shown_during_it() {
+async fn a_send_waiting_out_a_429_pause_reads_again_and_is_held() {
     use std::sync::Mutex;
     use std::time::{Duration, Instant};
     let mut config = fast_config(None);
@@ -367,7 +369,14 @@ async fn a_send_waiting_out_a_429_pause_is_held_by_orders_shown_during_it() {
 
     let a = Workspace::new();
     rows_file(&a, "payroll.csv", "EMP", 1..=3);
-    let extra = ["--items-per-order", "1", "--concurrency", "2"];
+    let extra = [
+        "--items-per-order",
+        "1",
+        "--concurrency",
+        "2",
+        "--send-tries",
+        "1",
+    ];
     let out = run_at(&a, &via, "payroll.csv", &extra, &[]).await;
     let text = output_of(&out);
     let twice = paid_twice(&sim);
@@ -377,6 +386,7 @@ async fn a_send_waiting_out_a_429_pause_is_held_by_orders_shown_during_it() {
         out.status.code()
     );
     assert!(text.contains("held back"), "{text}");
+    assert!(text.contains("EMP-3 (order"), "EMP-3's order held: {text}");
     assert_eq!(out.status.code(), Some(5), "{text}");
     assert_eq!(rows_paid(&sim), 3, "B's two and A's EMP-2: {text}");
 }
