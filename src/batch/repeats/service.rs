@@ -559,7 +559,7 @@ impl ServiceSync {
             if s.pages == 1 { "" } else { "s" },
             short_date(&s.since),
             if s.first_read {
-                " (no earlier read of this ledger told every order)"
+                " (no earlier read of this ledger to start from)"
             } else {
                 " (where the last read ended)"
             },
