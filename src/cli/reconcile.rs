@@ -66,6 +66,15 @@ pub async fn execute(args: ReconcileArgs) -> Result<Exit, CliError> {
         );
         return Ok(Exit::Incomplete);
     }
+    if !done.report.kept_in_doubt.is_empty() && !done.report.needs_a_person() {
+        errln!(
+            "{} in-doubt intents stay in doubt while orders of the account still processing cannot be attributed: run `paybatch reconcile --batch {}{}` again once they finish",
+            done.report.kept_in_doubt.len(),
+            crate::text::shell_word(&args.batch),
+            args.service.repeated()
+        );
+        return Ok(Exit::Incomplete);
+    }
     Ok(if done.report.needs_a_person() {
         Exit::Failures
     } else {
@@ -133,7 +142,7 @@ fn print_intents(r: &ReconcileReport, dry_run: bool) {
     }
     for key in &r.kept_in_doubt {
         outln!(
-            "  in-doubt intent {key} stays in doubt: the service has no order that names it, but orders of this batch there do not say their rows yet and one may be its own (an answer lost while it processes); reconcile again once they finish"
+            "  in-doubt intent {key} stays in doubt: the service has no order that names it, but orders of the account still processing there do not say their rows yet and one may be its own (an answer lost while it processes); reconcile again once they finish"
         );
     }
     for key in &r.retired {
@@ -144,7 +153,7 @@ fn print_intents(r: &ReconcileReport, dry_run: bool) {
     }
     for id in &r.unattributed {
         outln!(
-            "  order {id} of this batch at the service does not say its rows yet (still processing?): no in-doubt key is given up until it does"
+            "  order {id} of the account at the service does not say its rows yet (still processing, or answered without them): no in-doubt key is given up until it does"
         );
     }
     for key in &r.released {

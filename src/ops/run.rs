@@ -739,8 +739,16 @@ async fn reconcile_stale(
         reconcile::Apply::Repair,
     )
     .await?;
+    let kept = if r.kept_in_doubt.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ", {} kept in doubt (orders of the account still processing cannot be attributed yet)",
+            r.kept_in_doubt.len()
+        )
+    };
     reporter.line(format!(
-        "reconciled: {} found at the service and recorded, {} never created (will be sent)",
+        "reconciled: {} found at the service and recorded, {} never created (will be sent){kept}",
         r.adopted.len(),
         r.absent.len()
     ));

@@ -1147,7 +1147,8 @@ async fn no_key_is_given_up_while_an_order_of_the_batch_does_not_say_its_rows() 
 
     let settle = [("PAYBATCH_SETTLE_SECONDS", "1")];
     let (rc, report) = s.reconcile_with("two", &["--dry-run"], &settle).await;
-    assert_eq!(rc, Some(0), "{report}");
+    // Incomplete: the intent stays in doubt until the order can be attributed.
+    assert_eq!(rc, Some(5), "{report}");
     assert!(strings(&report["retired"]).is_empty(), "{report}");
     assert_eq!(
         strings(&report["unattributed"]),

@@ -9,9 +9,10 @@ use crate::support::*;
 
 /// A run killed right after its send: the order is made and finishes, and the service then
 /// answers minimally. A later run with the intent older than the in-doubt window reconciles it
-/// first: the finished bare order is unattributed there, so the intent is kept in doubt, never
-/// re-sent, and every later run and reconcile says the same while the order will never "finish"
-/// again. The batch should complete: one order, each row paid once.
+/// first: the finished bare order cannot be attributed, but it names nothing by waiting, so the
+/// intent is cleared, not kept in doubt, and its key sent again, whose answer names the order.
+/// Kept in doubt (as while an unattributed order still processes), every later run and
+/// reconcile would say the same forever. One order, each row paid once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_intent_whose_finished_order_is_answered_bare_is_not_kept_in_doubt_forever() {
     let state = Workspace::new();

@@ -14,7 +14,7 @@ use crate::ledger::{BatchRecord, Ledger, OrderRecord, OrderState, RowKey, RowSta
 use crate::row::RowContent;
 
 use super::ReconcileError;
-use super::find::{FoundOrder, KnownOrders, find_orders};
+use super::find::{FoundOrder, KnownOrders, Unattributed, find_orders};
 use super::policy::key_is_spent;
 use super::report::ReconcileReport;
 
@@ -193,6 +193,9 @@ pub(super) struct Reconciliation<'a> {
     /// The service's spelling of the rows of its orders whose rows the ledger spells another
     /// way, by service order id ([`spell_as_the_ledger`]).
     spelt: HashMap<String, Vec<String>>,
+    /// Orders of the account still PROCESSING that cannot be attributed yet: an intent in
+    /// doubt may be one of them, and stays in doubt.
+    unattributed_processing: bool,
     report: ReconcileReport,
 }
 
@@ -240,6 +243,7 @@ impl<'a> Reconciliation<'a> {
             claimed_orders: HashSet::new(),
             reissued,
             spelt: HashMap::new(),
+            unattributed_processing: false,
             report: ReconcileReport::default(),
         })
     }
@@ -250,7 +254,11 @@ impl<'a> Reconciliation<'a> {
         let (mut found, unattributed) = find_orders(self.client, &self.batch.name, &known).await?;
         self.spelt = spell_as_the_ledger(&mut found, &self.views);
         self.report.found = found.len();
-        self.report.unattributed = unattributed;
+        self.unattributed_processing = unattributed.iter().any(|u| u.processing);
+        self.report.unattributed = unattributed
+            .into_iter()
+            .map(|u: Unattributed| u.id)
+            .collect();
         Ok(AtService::new(found))
     }
 
@@ -564,8 +572,8 @@ impl<'a> Reconciliation<'a> {
     }
 
     /// In-doubt intents with no order at the service: never created; safe to send again, with
-    /// the same key unless that key can only get its server error back; while orders of the batch
-    /// at the service cannot be attributed yet, it stays in doubt. A key is given up only
+    /// the same key unless that key can only get its server error back; while an order of the
+    /// account still processing cannot be attributed, it stays in doubt. A key is given up only
     /// when the service's list is fully read and none of the intent's rows is in an order there
     /// of its attempt or a later one (or of an unknown attempt): anything less, and the same
     /// key is sent again, which cannot pay twice. Orders of earlier attempts (failed, retried
@@ -595,8 +603,10 @@ impl<'a> Reconciliation<'a> {
                 }
                 continue;
             }
-            if !self.report.unattributed.is_empty() {
-                // An order the service does not attribute yet may be this intent's own.
+            if self.unattributed_processing {
+                // An order still processing that cannot be attributed may be this intent's own
+                // (its answer lost). A finished one answered bare names nothing by waiting: the
+                // intent is cleared and its key sent again, whose answer names it.
                 self.report.kept_in_doubt.push(o.idempotency_key.clone());
                 continue;
             }

@@ -97,9 +97,18 @@ fn owner_of(
     }
 }
 
-/// Every order of `batch` at the service, and the ids of those that may be of `batch` but whose
-/// rows cannot be read yet (a PROCESSING order the ledger does not know: the service shows
-/// nothing of it but its id and status).
+/// An order of the account that may be of the batch but whose rows cannot be read: a PROCESSING
+/// order the ledger does not know (the service shows nothing of it but its id and status), or a
+/// finished one answered with neither description nor metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unattributed {
+    pub id: String,
+    /// Still PROCESSING: it names its rows once finished (answered in full).
+    pub processing: bool,
+}
+
+/// Every order of `batch` at the service, and those that may be of `batch` but whose rows
+/// cannot be read ([`Unattributed`]).
 ///
 /// An order's rows come from the ledger when its description names a key the ledger holds (or
 /// its id is one the ledger recorded), else from the full order's `metadata` once it is
@@ -108,7 +117,7 @@ pub async fn find_orders(
     client: &Client,
     batch: &str,
     known: &KnownOrders,
-) -> Result<(Vec<FoundOrder>, Vec<String>), ReconcileError> {
+) -> Result<(Vec<FoundOrder>, Vec<Unattributed>), ReconcileError> {
     let mut query = PageQuery {
         limit: Some(500),
         ..Default::default()
@@ -171,7 +180,10 @@ pub async fn find_orders(
                 status: s.status,
                 rows,
             }),
-            Owner::Look | Owner::Unknown => unattributed.push(s.id),
+            Owner::Look | Owner::Unknown => unattributed.push(Unattributed {
+                processing: s.status == OrderStatus::Processing,
+                id: s.id,
+            }),
             Owner::Foreign => {}
         }
     }

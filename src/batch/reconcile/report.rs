@@ -9,9 +9,9 @@ pub struct ReconcileReport {
     pub adopted: Vec<(String, String)>,
     /// In-doubt intents the service never turned into an order: cleared to be sent again.
     pub absent: Vec<String>,
-    /// In-doubt intents with no order at the service that names them while orders of the batch
-    /// there cannot be attributed yet ([`Self::unattributed`]): one of those may be theirs (an
-    /// answer lost while it processes), so they stay in doubt (keys).
+    /// In-doubt intents with no order at the service that names them while an order of the
+    /// account still processing cannot be attributed ([`Self::unattributed`]): it may be theirs
+    /// (an answer lost while it processes), so they stay in doubt (keys).
     pub kept_in_doubt: Vec<String>,
     /// In-doubt intents the service never turned into an order and whose key only gets a server
     /// error back ([`key_is_spent`](super::key_is_spent)): marked REJECTED, their rows left to
