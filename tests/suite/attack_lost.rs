@@ -22,6 +22,21 @@ fn rows_paid(sim: &SimHandle) -> usize {
         .count()
 }
 
+/// How long the orders of these tests process: minutes, so that no run's wait can outlast
+/// them by chance on a loaded machine; [`finish_orders`] moves the simulator's clock past it.
+const PROCESSING: Duration = Duration::from_secs(600);
+
+/// How long orders process once the tests' waits are over: the runs after them finish theirs.
+const QUICK: Duration = Duration::from_millis(200);
+
+/// Moves the simulator's clock past every order's processing ([`PROCESSING`]) and waits until
+/// the simulator says they finished.
+async fn finish_orders(sim: &SimHandle) {
+    sim.advance_clock(PROCESSING + Duration::from_secs(1))
+        .expect("the simulator's clock moves");
+    until_orders_finish(sim, Duration::from_secs(10)).await;
+}
+
 /// Simulator settings with every order processing for `processing`, on the state file of
 /// `state`.
 fn slow(state: &Workspace, processing: Duration) -> SimConfig {
@@ -77,7 +92,7 @@ async fn losing_answers(sim: &SimHandle, lose: &'static [usize]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_answer_mid_run_stops_it_saying_what_went_out_and_the_next_run_pays_the_rest_once() {
     let state = Workspace::new();
-    let processing = Duration::from_secs(3);
+    let processing = PROCESSING;
     let sim = start_sim(slow(&state, processing)).await;
     let via = losing_answers(&sim, &[2]).await;
     let a = Workspace::new();
@@ -96,7 +111,8 @@ async fn a_lost_answer_mid_run_stops_it_saying_what_went_out_and_the_next_run_pa
     assert!(text.contains(MAYBE_OWN), "{text}");
     assert!(!text.contains("nothing was submitted"), "{text}");
 
-    until_orders_finish(&sim, Duration::from_secs(10)).await;
+    finish_orders(&sim).await;
+    let sim = restart_sim(sim, slow(&state, QUICK)).await;
     let out = run_at(&a, &via, "payroll.csv", &grouping, &[]).await;
     let text = output_of(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
@@ -107,14 +123,13 @@ async fn a_lost_answer_mid_run_stops_it_saying_what_went_out_and_the_next_run_pa
 /// Runs `payroll.csv` of `a` against `sim` with every answer to an order lost (`lose`: 504s or
 /// closed connections after the order was made), `grouping`, and a poll timeout of 1 s: the
 /// run stops (exit 5) on its own orders still processing, sends none of them twice, and says
-/// they may be its own. Returns the simulator restarted without faults once every order
-/// finished, and the first run's output.
+/// they may be its own. Returns the simulator restarted without faults, its orders processing
+/// quickly, once every order finished ([`finish_orders`]), and the first run's output.
 async fn lose_every_answer(
     state: &Workspace,
     a: &Workspace,
     sim: SimHandle,
     grouping: &[&str],
-    processing: Duration,
 ) -> (SimHandle, String) {
     let args = [grouping, &["--poll-timeout", "1"]].concat();
     let first = run_file(a, &sim, "payroll.csv", &args, &[]).await;
@@ -125,8 +140,8 @@ async fn lose_every_answer(
     assert_eq!(order_posts(&sim) as usize, made, "none sent twice: {text}");
     assert!(text.contains(MAYBE_OWN), "{text}");
     assert!(!text.contains("nothing was submitted"), "{text}");
-    until_orders_finish(&sim, processing * 3).await;
-    (restart_sim(sim, slow(state, processing)).await, text)
+    finish_orders(&sim).await;
+    (restart_sim(sim, slow(state, QUICK)).await, text)
 }
 
 /// Eight orders of one row at four in flight, every answer a 504 after the service made the
@@ -135,14 +150,14 @@ async fn lose_every_answer(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn several_lost_answers_at_four_in_flight_are_recorded_by_the_next_run_each_row_once() {
     let state = Workspace::new();
-    let processing = Duration::from_secs(3);
+    let processing = PROCESSING;
     let mut config = slow(&state, processing);
     config.faults.timeout_rate = 1.0;
     let sim = start_sim(config).await;
     let a = Workspace::new();
     rows_file(&a, "payroll.csv", "EMP", 1..=8);
     let grouping = ["--items-per-order", "1", "--concurrency", "4"];
-    let (sim, first) = lose_every_answer(&state, &a, sim, &grouping, processing).await;
+    let (sim, first) = lose_every_answer(&state, &a, sim, &grouping).await;
     let out = run_file(&a, &sim, "payroll.csv", &grouping, &[]).await;
     let text = output_of(&out);
     assert_eq!(out.status.code(), Some(0), "first: {first}\nthen: {text}");
@@ -155,14 +170,14 @@ async fn several_lost_answers_at_four_in_flight_are_recorded_by_the_next_run_eac
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_answers_of_orders_of_200_rows_are_recorded_by_the_next_run_each_row_once() {
     let state = Workspace::new();
-    let processing = Duration::from_secs(3);
+    let processing = PROCESSING;
     let mut config = slow(&state, processing);
     config.faults.drop_rate = 1.0;
     let sim = start_sim(config).await;
     let a = Workspace::new();
     rows_file(&a, "payroll.csv", "EMP", 1..=400);
     let grouping = ["--items-per-order", "200", "--concurrency", "1"];
-    let (sim, first) = lose_every_answer(&state, &a, sim, &grouping, processing).await;
+    let (sim, first) = lose_every_answer(&state, &a, sim, &grouping).await;
     let out = run_file(&a, &sim, "payroll.csv", &grouping, &[]).await;
     let text = output_of(&out);
     assert_eq!(out.status.code(), Some(0), "first: {first}\nthen: {text}");
@@ -180,7 +195,7 @@ async fn lost_answers_of_orders_of_200_rows_are_recorded_by_the_next_run_each_ro
 async fn another_ledger_paying_the_rows_of_an_order_whose_answer_was_lost_is_not_told_it_is_its_own()
  {
     let state = Workspace::new();
-    let processing = Duration::from_secs(4);
+    let processing = PROCESSING;
     let mut config = slow(&state, processing);
     config.faults.timeout_rate = 1.0;
     let sim = start_sim(config).await;
@@ -218,8 +233,8 @@ async fn another_ledger_paying_the_rows_of_an_order_whose_answer_was_lost_is_not
     assert!(text.contains("nothing was submitted"), "{text}");
     assert_eq!(order_posts(&sim), 1, "B sent nothing: {text}");
 
-    until_orders_finish(&sim, processing * 3).await;
-    let sim = restart_sim(sim, slow(&state, processing)).await;
+    finish_orders(&sim).await;
+    let sim = restart_sim(sim, slow(&state, QUICK)).await;
     let out = run_file(&b, &sim, "bonus.csv", &[], &[]).await;
     let text = output_of(&out);
     assert_eq!(out.status.code(), Some(3), "{text}");
@@ -262,7 +277,7 @@ async fn swallowing_sends(sim: &SimHandle, swallow: Arc<std::sync::atomic::Atomi
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_send_in_doubt_the_service_never_got_beside_another_ledgers_order_pays_nothing_twice() {
     let state = Workspace::new();
-    let processing = Duration::from_secs(4);
+    let processing = PROCESSING;
     let sim = start_sim(slow(&state, processing)).await;
     let swallow = Arc::new(std::sync::atomic::AtomicBool::new(true));
     let via = swallowing_sends(&sim, swallow.clone()).await;
@@ -312,7 +327,8 @@ async fn a_send_in_doubt_the_service_never_got_beside_another_ledgers_order_pays
     assert!(text.contains(MAYBE_OWN), "{text}");
     assert_eq!(sim.orders().len(), 1, "A sent nothing: {text}");
 
-    until_orders_finish(&sim, processing * 3).await;
+    finish_orders(&sim).await;
+    let sim = restart_sim(sim, slow(&state, QUICK)).await;
     let mut all = String::new();
     for args in [
         vec!["run", "payroll.csv"],
@@ -348,7 +364,7 @@ async fn on_ledger(ws: &Workspace, args: &[&str]) -> std::process::Output {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_killed_after_a_lost_answer_resumes_while_it_processes_and_after() {
     let state = Workspace::new();
-    let processing = Duration::from_secs(5);
+    let processing = PROCESSING;
     let mut config = slow(&state, processing);
     config.faults.timeout_rate = 1.0;
     let sim = start_sim(config).await;
@@ -397,7 +413,8 @@ async fn a_run_killed_after_a_lost_answer_resumes_while_it_processes_and_after()
     assert!(paid_twice(&sim).is_empty(), "{all}");
     assert_eq!(sim.orders().len(), 1, "{all}");
 
-    until_orders_finish(&sim, processing * 3).await;
+    finish_orders(&sim).await;
+    let sim = restart_sim(sim, slow(&state, QUICK)).await;
     let status = on_ledger(&a, &["status", "--batch", "payroll"]).await;
     let text = output_of(&status);
     all.push_str(&text);
@@ -415,7 +432,7 @@ async fn a_run_killed_after_a_lost_answer_resumes_while_it_processes_and_after()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_order_whose_answer_was_lost_and_that_failed_is_recorded_failed_then_retried_once() {
     let state = Workspace::new();
-    let processing = Duration::from_secs(3);
+    let processing = PROCESSING;
     let mut config = slow(&state, processing);
     config.faults.timeout_rate = 1.0;
     config.failure_rate = 1.0;
@@ -423,7 +440,7 @@ async fn an_order_whose_answer_was_lost_and_that_failed_is_recorded_failed_then_
     let a = Workspace::new();
     rows_file(&a, "payroll.csv", "EMP", 1..=3);
     let grouping = ["--items-per-order", "3"];
-    let (sim, first) = lose_every_answer(&state, &a, sim, &grouping, processing).await;
+    let (sim, first) = lose_every_answer(&state, &a, sim, &grouping).await;
     assert_eq!(rows_paid(&sim), 0, "the order FAILED");
 
     let out = run_file(&a, &sim, "payroll.csv", &grouping, &[]).await;
@@ -464,7 +481,7 @@ async fn sends_in_doubt_whose_orders_finished_are_not_counted_as_maybe_the_unkno
     assert!(text.contains("fail point after_send"), "{text}");
     until_orders_finish(&sim, Duration::from_secs(5)).await;
 
-    let processing = Duration::from_secs(4);
+    let processing = PROCESSING;
     let sim = restart_sim(sim, slow(&state, processing)).await;
     let b = Workspace::new();
     rows_file(&b, "bonus.csv", "EMP", 10..=10);
@@ -491,7 +508,7 @@ async fn sends_in_doubt_whose_orders_finished_are_not_counted_as_maybe_the_unkno
 async fn reconcile_while_a_lost_answers_order_processes_does_not_say_the_service_never_created_it()
 {
     let state = Workspace::new();
-    let processing = Duration::from_secs(5);
+    let processing = PROCESSING;
     let mut config = slow(&state, processing);
     config.faults.timeout_rate = 1.0;
     let sim = start_sim(config).await;
@@ -576,14 +593,14 @@ async fn lost_answers_some_finished_some_processing_are_each_recorded_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_answers_of_200_rows_answered_minimally_later_are_recorded_once() {
     let state = Workspace::new();
-    let processing = Duration::from_secs(3);
+    let processing = PROCESSING;
     let mut config = slow(&state, processing);
     config.faults.drop_rate = 1.0;
     let sim = start_sim(config).await;
     let a = Workspace::new();
     rows_file(&a, "payroll.csv", "EMP", 1..=400);
     let grouping = ["--items-per-order", "200", "--concurrency", "2"];
-    let (sim, first) = lose_every_answer(&state, &a, sim, &grouping, processing).await;
+    let (sim, first) = lose_every_answer(&state, &a, sim, &grouping).await;
     let mut config = slow(&state, processing);
     config.minimal_answers = 1.0;
     let sim = restart_sim(sim, config).await;

@@ -137,7 +137,8 @@ async fn failed_orders_of_another_batch_are_no_repeats() {
 async fn the_runs_own_order_whose_answer_was_lost_is_named_as_maybe_its_own_and_paid_once() {
     use std::time::Duration;
     let state = Workspace::new();
-    let processing = Duration::from_secs(4);
+    // Minutes: no wait of the run can outlast it by chance; the clock is moved past it below.
+    let processing = Duration::from_secs(600);
     let mut config = fast_config(Some(state.sim_state()));
     config.processing_min = processing;
     config.processing_max = processing;
@@ -155,12 +156,10 @@ async fn the_runs_own_order_whose_answer_was_lost_is_named_as_maybe_its_own_and_
         "{text}"
     );
 
-    let mut config = fast_config(Some(state.sim_state()));
-    config.processing_min = processing;
-    config.processing_max = processing;
-    let sim = restart_sim(sim, config).await;
-    // The order was made before the first run stopped: it has finished after this.
-    tokio::time::sleep(processing).await;
+    sim.advance_clock(processing + Duration::from_secs(1))
+        .expect("the simulator's clock moves");
+    until_orders_finish(&sim, Duration::from_secs(10)).await;
+    let sim = restart_sim(sim, fast_config(Some(state.sim_state()))).await;
     let out = run_file(&a, &sim, "payroll.csv", &[], &[]).await;
     let text = output_of(&out);
     assert_eq!(
