@@ -332,14 +332,25 @@ impl Ledger {
         Ok(out)
     }
 
-    /// The idempotency keys and recorded bodies of this ledger's intents sent without an answer
-    /// (in doubt), of any batch.
-    pub fn in_doubt_intents(&self) -> Result<Vec<(String, Vec<u8>)>> {
+    /// The recorded bodies of this ledger's intents sent without an answer (in doubt), of any
+    /// batch.
+    pub fn in_doubt_bodies(&self) -> Result<Vec<Vec<u8>>> {
         self.select_all(
-            "SELECT idempotency_key, body FROM orders
+            "SELECT body FROM orders
               WHERE state = 'INTENT' AND (sends > 0 OR last_sent_at IS NOT NULL)",
             [],
-            |r| Ok((r.get("idempotency_key")?, r.get("body")?)),
+            |r| r.get("body"),
+        )
+    }
+
+    /// The idempotency keys and last send times of this ledger's intents sent without an answer
+    /// and not cleared by a reconciliation (`sends > 0`), of any batch.
+    pub fn in_doubt_sends(&self) -> Result<Vec<(String, Option<String>)>> {
+        self.select_all(
+            "SELECT idempotency_key, last_sent_at FROM orders
+              WHERE state = 'INTENT' AND sends > 0",
+            [],
+            |r| Ok((r.get("idempotency_key")?, r.get("last_sent_at")?)),
         )
     }
 

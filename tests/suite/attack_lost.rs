@@ -610,3 +610,44 @@ async fn lost_answers_of_200_rows_answered_minimally_later_are_recorded_once() {
     assert_eq!(sim.orders().len(), 2, "{text}");
     assert_paid_once(&sim, 400, &text);
 }
+
+/// A's send never reached the service (504s from a gateway); a reconciliation, the service's
+/// list read whole with nothing of it, clears the doubt (the service never created it). Another
+/// ledger's order then processes while A runs a second batch: A has no send in doubt any more,
+/// so its refusal (exit 5, nothing sent) does not say the order may be its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_cleared_by_reconcile_is_not_counted_as_maybe_an_unknown_order() {
+    let state = Workspace::new();
+    let sim = start_sim(slow(&state, QUICK)).await;
+    let swallow = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let via = swallowing_sends(&sim, swallow.clone()).await;
+    let a = Workspace::new();
+    rows_file(&a, "payroll.csv", "EMP", 1..=1);
+    let out = run_at(&a, &via, "payroll.csv", &["--poll-timeout", "2"], &[]).await;
+    let mut all = output_of(&out);
+    assert_eq!(out.status.code(), Some(5), "{all}");
+    assert!(sim.orders().is_empty(), "{all}");
+    swallow.store(false, Ordering::SeqCst);
+    let out = against_url(&a, &via, &["reconcile", "--batch", "payroll"]).await;
+    all.push_str(&output_of(&out));
+    assert!(all.contains("the service never created it"), "{all}");
+
+    let sim = restart_sim(sim, slow(&state, PROCESSING)).await;
+    let b = Workspace::new();
+    rows_file(&b, "bonus.csv", "EMP", 10..=10);
+    let out = run_file(&b, &sim, "bonus.csv", &["--poll-timeout", "1"], &[]).await;
+    all.push_str(&output_of(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(5),
+        "B's order still processing: {all}"
+    );
+
+    rows_file(&a, "other.csv", "EMP", 20..=20);
+    let out = run_file(&a, &sim, "other.csv", &["--poll-timeout", "1"], &[]).await;
+    let text = output_of(&out);
+    all.push_str(&text);
+    assert_eq!(out.status.code(), Some(5), "{all}");
+    assert!(text.contains("still processing"), "{all}");
+    assert!(!text.contains(MAYBE_OWN), "the doubt was cleared: {all}");
+}

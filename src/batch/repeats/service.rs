@@ -132,7 +132,8 @@ pub async fn sync_service(
         ));
     }
     if !learning.processing.is_empty() {
-        return Err(still_processing(&learning.processing, learning.in_doubt));
+        let in_doubt = ledger.with(|l| sends_maybe_processing(l, &listed, since))?;
+        return Err(still_processing(&learning.processing, in_doubt));
     }
     if !learning.untold.is_empty() {
         return Err(untold(&learning.untold));
@@ -199,6 +200,32 @@ fn unknown_orders(
     Ok(to_read)
 }
 
+/// Sends of this ledger in doubt (sent, no answer recorded, not cleared by a reconciliation)
+/// that an unknown order still processing in the list `listed` may be: sent since the list's
+/// read began (`since`; an order made before it is not in the list), their order not shown
+/// finished under their key. A send whose time does not read is counted.
+fn sends_maybe_processing(
+    ledger: &Ledger,
+    listed: &window::ServiceWindow,
+    since: DateTime<Utc>,
+) -> Result<usize, crate::ledger::LedgerError> {
+    let finished: std::collections::HashSet<&str> = listed
+        .orders
+        .iter()
+        .filter_map(|o| o.key.as_deref())
+        .collect();
+    Ok(ledger
+        .in_doubt_sends()?
+        .iter()
+        .filter(|(key, _)| !finished.contains(key.as_str()))
+        .filter(|(_, sent)| {
+            sent.as_deref()
+                .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+                .is_none_or(|t| t.with_timezone(&Utc) >= since)
+        })
+        .count())
+}
+
 /// Orders read whole and kept at most at once: the rows of a few hundred orders are held in
 /// memory, never those of every order of a large first read.
 const LEARNED_AT_ONCE: usize = 250;
@@ -215,9 +242,6 @@ struct Learning {
     /// then).
     untold: Vec<String>,
     unread: Option<(String, crate::api::ApiError)>,
-    /// Sends of this ledger without an answer recorded when the read began: an order still
-    /// processing that the ledger does not know may be one of them.
-    in_doubt: usize,
 }
 
 /// Reads the orders `ids` whole and keeps those that are not this ledger's own, a few hundred
@@ -231,21 +255,9 @@ async fn learn(
     listed: &std::collections::HashMap<&str, &str>,
 ) -> Result<Learning, OpError> {
     let batches = ledger.with(|l| OwnBatches::of(l))?;
-    // What this ledger sent without an answer: a bare answer may be one of them, and so may an
-    // unknown order still processing, unless the list shows the intent's order finished (under
-    // its key, in its description).
-    let in_doubt = ledger.with(|l| l.in_doubt_intents())?;
-    let listed_keys: std::collections::HashSet<&str> = listed
-        .values()
-        .filter_map(|d| order_body::key_in_description(d))
-        .collect();
-    let mut out = Learning {
-        in_doubt: in_doubt
-            .iter()
-            .filter(|(key, _)| !listed_keys.contains(key.as_str()))
-            .count(),
-        ..Learning::default()
-    };
+    // What this ledger sent without an answer: a bare answer may be one of them.
+    let in_doubt = ledger.with(|l| l.in_doubt_bodies())?;
+    let mut out = Learning::default();
     let mut chunk = Vec::new();
     // An order this run is sending shows in the list, unknown, until its answer is recorded:
     // it is not waited for once the ledger knows it.
@@ -275,7 +287,7 @@ async fn learn(
                     // twice). Neither kept nor held against the run.
                     let ours = in_doubt
                         .iter()
-                        .any(|(_, body)| crate::batch::verify::asks_the_same(body, &order));
+                        .any(|body| crate::batch::verify::asks_the_same(body, &order));
                     if !ours {
                         out.untold.push(order.id);
                     }
