@@ -1,5 +1,5 @@
 //! A run's own orders whose answers were lost (a 504 or a closed connection after the service
-//! made them, a run killed right after a send): while they process the service shows only their
+//! made them, an answer garbled on the way back, a run killed right after a send): while they process the service shows only their
 //! id, so a read before a send stops the run (exit 5) without sending again; the refusal says
 //! they may be the ledger's own only when it has sends in doubt; once they finish, the next run
 //! knows them by their key and records them. Against another ledger paying the same rows, a
@@ -68,8 +68,8 @@ fn assert_documented(out: &std::process::Output, text: &str) {
 
 /// A proxy in front of `sim` whose answers to the `POST /order` requests numbered in `lose`
 /// (counted from 1, in the order the simulator answers them) are replaced by an error shape
-/// under the simulator's status: the order was made, its answer lost on the way back. Every
-/// other answer passes unchanged.
+/// under the simulator's status (not a 504: an answer garbled on the way back, which names no
+/// order): the order was made, its answer lost. Every other answer passes unchanged.
 async fn losing_answers(sim: &SimHandle, lose: &'static [usize]) -> String {
     let posts = Arc::new(AtomicUsize::new(0));
     let rewrite: rewriting::Rewrite = Arc::new(move |method, path, status, json| {
