@@ -1,9 +1,10 @@
 //! A run's own orders whose answers were lost (a 504 or a closed connection after the service
-//! made them, an answer garbled on the way back, a run killed right after a send): while they process the service shows only their
-//! id, so a read before a send stops the run (exit 5) without sending again; the refusal says
-//! they may be the ledger's own only when it has sends in doubt; once they finish, the next run
-//! knows them by their key and records them. Against another ledger paying the same rows, a
-//! service that FAILS such an order, many rows an order and several orders in flight.
+//! made them, an answer garbled on the way back, a run killed right after a send): while they
+//! process the service shows only their id, so a read before a send stops the run (exit 5)
+//! without sending again; the refusal says they may be the ledger's own only when it has sends
+//! in doubt; once they finish, the next run knows them by their key and records them. Against
+//! another ledger paying the same rows, a service that FAILS such an order or answers it bare,
+//! many rows an order, several orders in flight, and `reconcile` meanwhile.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -92,8 +93,7 @@ async fn losing_answers(sim: &SimHandle, lose: &'static [usize]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_answer_mid_run_stops_it_saying_what_went_out_and_the_next_run_pays_the_rest_once() {
     let state = Workspace::new();
-    let processing = PROCESSING;
-    let sim = start_sim(slow(&state, processing)).await;
+    let sim = start_sim(slow(&state, PROCESSING)).await;
     let via = losing_answers(&sim, &[2]).await;
     let a = Workspace::new();
     rows_file(&a, "payroll.csv", "EMP", 1..=4);
@@ -120,19 +120,54 @@ async fn a_lost_answer_mid_run_stops_it_saying_what_went_out_and_the_next_run_pa
     assert_paid_once(&sim, 4, &text);
 }
 
-/// Runs `payroll.csv` of `a` against `sim` with every answer to an order lost (`lose`: 504s or
-/// closed connections after the order was made), `grouping`, and a poll timeout of 1 s: the
-/// run stops (exit 5) on its own orders still processing, sends none of them twice, and says
-/// they may be its own. Returns the simulator restarted without faults, its orders processing
-/// quickly, once every order finished ([`finish_orders`]), and the first run's output.
-async fn lose_every_answer(
-    state: &Workspace,
+/// Runs `file` of `a` with `grouping` and the process killed right after its first send
+/// (`after_send`): that send's answer is never recorded. Returns the run's output.
+async fn killed_after_send(
     a: &Workspace,
-    sim: SimHandle,
+    sim: &SimHandle,
+    file: &str,
     grouping: &[&str],
-) -> (SimHandle, String) {
+) -> String {
+    let killed = run_file(
+        a,
+        sim,
+        file,
+        grouping,
+        &[("PAYBATCH_FAILPOINT", "after_send")],
+    )
+    .await;
+    let text = output_of(&killed);
+    assert!(text.contains("fail point after_send"), "{text}");
+    text
+}
+
+/// A lost-answer case after its first run: the ledger's workspace `a`, the simulator's state,
+/// the simulator restarted without faults (its orders processing quickly) once every order
+/// finished ([`finish_orders`]), and the first run's output.
+struct AfterLoss {
+    state: Workspace,
+    a: Workspace,
+    sim: SimHandle,
+    first: String,
+}
+
+/// Runs rows `rows` of `payroll.csv` with `grouping` and a poll timeout of 1 s against a
+/// simulator whose orders process for [`PROCESSING`] and whose answers to orders `lose` sets
+/// lose (504s or closed connections after the order was made): the run stops (exit 5) on its
+/// own orders still processing, sends none of them twice, and says they may be its own.
+async fn lose_every_answer(
+    rows: std::ops::RangeInclusive<usize>,
+    grouping: &[&str],
+    lose: impl FnOnce(&mut SimConfig),
+) -> AfterLoss {
+    let state = Workspace::new();
+    let mut config = slow(&state, PROCESSING);
+    lose(&mut config);
+    let sim = start_sim(config).await;
+    let a = Workspace::new();
+    rows_file(&a, "payroll.csv", "EMP", rows);
     let args = [grouping, &["--poll-timeout", "1"]].concat();
-    let first = run_file(a, &sim, "payroll.csv", &args, &[]).await;
+    let first = run_file(&a, &sim, "payroll.csv", &args, &[]).await;
     let text = output_of(&first);
     assert_eq!(first.status.code(), Some(5), "{text}");
     let made = sim.orders().len();
@@ -141,7 +176,28 @@ async fn lose_every_answer(
     assert!(text.contains(MAYBE_OWN), "{text}");
     assert!(!text.contains("nothing was submitted"), "{text}");
     finish_orders(&sim).await;
-    (restart_sim(sim, slow(state, QUICK)).await, text)
+    let sim = restart_sim(sim, slow(&state, QUICK)).await;
+    AfterLoss {
+        state,
+        a,
+        sim,
+        first: text,
+    }
+}
+
+/// The same command after the loss records every order whose answer was lost and pays the
+/// rest: exit 0, `orders` orders at the service, `paid` rows each paid once.
+async fn the_next_run_completes(after: &AfterLoss, grouping: &[&str], orders: usize, paid: usize) {
+    let out = run_file(&after.a, &after.sim, "payroll.csv", grouping, &[]).await;
+    let text = output_of(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "first: {}\nthen: {text}",
+        after.first
+    );
+    assert_eq!(after.sim.orders().len(), orders, "{text}");
+    assert_paid_once(&after.sim, paid, &text);
 }
 
 /// Eight orders of one row at four in flight, every answer a 504 after the service made the
@@ -149,40 +205,18 @@ async fn lose_every_answer(
 /// them and pays the rest, each row once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn several_lost_answers_at_four_in_flight_are_recorded_by_the_next_run_each_row_once() {
-    let state = Workspace::new();
-    let processing = PROCESSING;
-    let mut config = slow(&state, processing);
-    config.faults.timeout_rate = 1.0;
-    let sim = start_sim(config).await;
-    let a = Workspace::new();
-    rows_file(&a, "payroll.csv", "EMP", 1..=8);
     let grouping = ["--items-per-order", "1", "--concurrency", "4"];
-    let (sim, first) = lose_every_answer(&state, &a, sim, &grouping).await;
-    let out = run_file(&a, &sim, "payroll.csv", &grouping, &[]).await;
-    let text = output_of(&out);
-    assert_eq!(out.status.code(), Some(0), "first: {first}\nthen: {text}");
-    assert_eq!(sim.orders().len(), 8, "{text}");
-    assert_paid_once(&sim, 8, &text);
+    let after = lose_every_answer(1..=8, &grouping, |c| c.faults.timeout_rate = 1.0).await;
+    the_next_run_completes(&after, &grouping, 8, 8).await;
 }
 
 /// The same with connections closed after the service made each order, two orders of 200 rows
 /// at one in flight.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_answers_of_orders_of_200_rows_are_recorded_by_the_next_run_each_row_once() {
-    let state = Workspace::new();
-    let processing = PROCESSING;
-    let mut config = slow(&state, processing);
-    config.faults.drop_rate = 1.0;
-    let sim = start_sim(config).await;
-    let a = Workspace::new();
-    rows_file(&a, "payroll.csv", "EMP", 1..=400);
     let grouping = ["--items-per-order", "200", "--concurrency", "1"];
-    let (sim, first) = lose_every_answer(&state, &a, sim, &grouping).await;
-    let out = run_file(&a, &sim, "payroll.csv", &grouping, &[]).await;
-    let text = output_of(&out);
-    assert_eq!(out.status.code(), Some(0), "first: {first}\nthen: {text}");
-    assert_eq!(sim.orders().len(), 2, "{text}");
-    assert_paid_once(&sim, 400, &text);
+    let after = lose_every_answer(1..=400, &grouping, |c| c.faults.drop_rate = 1.0).await;
+    the_next_run_completes(&after, &grouping, 2, 400).await;
 }
 
 /// A's order of three rows: its answer lost (504) while it processes, A stops (exit 5) saying
@@ -195,8 +229,7 @@ async fn lost_answers_of_orders_of_200_rows_are_recorded_by_the_next_run_each_ro
 async fn another_ledger_paying_the_rows_of_an_order_whose_answer_was_lost_is_not_told_it_is_its_own()
  {
     let state = Workspace::new();
-    let processing = PROCESSING;
-    let mut config = slow(&state, processing);
+    let mut config = slow(&state, PROCESSING);
     config.faults.timeout_rate = 1.0;
     let sim = start_sim(config).await;
     let a = Workspace::new();
@@ -277,8 +310,7 @@ async fn swallowing_sends(sim: &SimHandle, swallow: Arc<std::sync::atomic::Atomi
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_send_in_doubt_the_service_never_got_beside_another_ledgers_order_pays_nothing_twice() {
     let state = Workspace::new();
-    let processing = PROCESSING;
-    let sim = start_sim(slow(&state, processing)).await;
+    let sim = start_sim(slow(&state, PROCESSING)).await;
     let swallow = Arc::new(std::sync::atomic::AtomicBool::new(true));
     let via = swallowing_sends(&sim, swallow.clone()).await;
     let a = Workspace::new();
@@ -364,25 +396,15 @@ async fn on_ledger(ws: &Workspace, args: &[&str]) -> std::process::Output {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_killed_after_a_lost_answer_resumes_while_it_processes_and_after() {
     let state = Workspace::new();
-    let processing = PROCESSING;
-    let mut config = slow(&state, processing);
+    let mut config = slow(&state, PROCESSING);
     config.faults.timeout_rate = 1.0;
     let sim = start_sim(config).await;
     let a = Workspace::new();
     rows_file(&a, "payroll.csv", "EMP", 1..=3);
     let grouping = ["--items-per-order", "3"];
-    let killed = run_file(
-        &a,
-        &sim,
-        "payroll.csv",
-        &grouping,
-        &[("PAYBATCH_FAILPOINT", "after_send")],
-    )
-    .await;
-    let text = output_of(&killed);
-    assert!(text.contains("fail point after_send"), "{text}");
+    let text = killed_after_send(&a, &sim, "payroll.csv", &grouping).await;
     assert_eq!(sim.orders().len(), 1, "{text}");
-    let sim = restart_sim(sim, slow(&state, processing)).await;
+    let sim = restart_sim(sim, slow(&state, PROCESSING)).await;
 
     let mut all = text;
     let status = on_ledger(&a, &["status", "--batch", "payroll"]).await;
@@ -431,16 +453,12 @@ async fn a_run_killed_after_a_lost_answer_resumes_while_it_processes_and_after()
 /// nothing sent under a new key); `retry` and a run pay each row once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_order_whose_answer_was_lost_and_that_failed_is_recorded_failed_then_retried_once() {
-    let state = Workspace::new();
-    let processing = PROCESSING;
-    let mut config = slow(&state, processing);
-    config.faults.timeout_rate = 1.0;
-    config.failure_rate = 1.0;
-    let sim = start_sim(config).await;
-    let a = Workspace::new();
-    rows_file(&a, "payroll.csv", "EMP", 1..=3);
     let grouping = ["--items-per-order", "3"];
-    let (sim, first) = lose_every_answer(&state, &a, sim, &grouping).await;
+    let AfterLoss { a, sim, first, .. } = lose_every_answer(1..=3, &grouping, |c| {
+        c.faults.timeout_rate = 1.0;
+        c.failure_rate = 1.0;
+    })
+    .await;
     assert_eq!(rows_paid(&sim), 0, "the order FAILED");
 
     let out = run_file(&a, &sim, "payroll.csv", &grouping, &[]).await;
@@ -469,20 +487,10 @@ async fn sends_in_doubt_whose_orders_finished_are_not_counted_as_maybe_the_unkno
     let sim = start_sim(fast_config(Some(state.sim_state()))).await;
     let a = Workspace::new();
     rows_file(&a, "old.csv", "EMP", 1..=1);
-    let killed = run_file(
-        &a,
-        &sim,
-        "old.csv",
-        &[],
-        &[("PAYBATCH_FAILPOINT", "after_send")],
-    )
-    .await;
-    let text = output_of(&killed);
-    assert!(text.contains("fail point after_send"), "{text}");
+    killed_after_send(&a, &sim, "old.csv", &[]).await;
     until_orders_finish(&sim, Duration::from_secs(5)).await;
 
-    let processing = PROCESSING;
-    let sim = restart_sim(sim, slow(&state, processing)).await;
+    let sim = restart_sim(sim, slow(&state, PROCESSING)).await;
     let b = Workspace::new();
     rows_file(&b, "bonus.csv", "EMP", 10..=10);
     let out = run_file(&b, &sim, "bonus.csv", &["--poll-timeout", "1"], &[]).await;
@@ -508,22 +516,12 @@ async fn sends_in_doubt_whose_orders_finished_are_not_counted_as_maybe_the_unkno
 async fn reconcile_while_a_lost_answers_order_processes_does_not_say_the_service_never_created_it()
 {
     let state = Workspace::new();
-    let processing = PROCESSING;
-    let mut config = slow(&state, processing);
+    let mut config = slow(&state, PROCESSING);
     config.faults.timeout_rate = 1.0;
     let sim = start_sim(config).await;
     let a = Workspace::new();
     rows_file(&a, "payroll.csv", "EMP", 1..=3);
-    let killed = run_file(
-        &a,
-        &sim,
-        "payroll.csv",
-        &["--items-per-order", "3"],
-        &[("PAYBATCH_FAILPOINT", "after_send")],
-    )
-    .await;
-    let text = output_of(&killed);
-    assert!(text.contains("fail point after_send"), "{text}");
+    let text = killed_after_send(&a, &sim, "payroll.csv", &["--items-per-order", "3"]).await;
     assert_eq!(sim.orders().len(), 1, "{text}");
 
     let out = against_url(&a, &sim.base_url(), &["reconcile", "--batch", "payroll"]).await;
@@ -592,23 +590,12 @@ async fn lost_answers_some_finished_some_processing_are_each_recorded_once() {
 /// records them, each row once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_answers_of_200_rows_answered_minimally_later_are_recorded_once() {
-    let state = Workspace::new();
-    let processing = PROCESSING;
-    let mut config = slow(&state, processing);
-    config.faults.drop_rate = 1.0;
-    let sim = start_sim(config).await;
-    let a = Workspace::new();
-    rows_file(&a, "payroll.csv", "EMP", 1..=400);
     let grouping = ["--items-per-order", "200", "--concurrency", "2"];
-    let (sim, first) = lose_every_answer(&state, &a, sim, &grouping).await;
-    let mut config = slow(&state, processing);
+    let mut after = lose_every_answer(1..=400, &grouping, |c| c.faults.drop_rate = 1.0).await;
+    let mut config = slow(&after.state, QUICK);
     config.minimal_answers = 1.0;
-    let sim = restart_sim(sim, config).await;
-    let out = run_file(&a, &sim, "payroll.csv", &grouping, &[]).await;
-    let text = output_of(&out);
-    assert_eq!(out.status.code(), Some(0), "first: {first}\nthen: {text}");
-    assert_eq!(sim.orders().len(), 2, "{text}");
-    assert_paid_once(&sim, 400, &text);
+    after.sim = restart_sim(after.sim, config).await;
+    the_next_run_completes(&after, &grouping, 2, 400).await;
 }
 
 /// A's send never reached the service (504s from a gateway); a reconciliation, the service's
@@ -650,4 +637,41 @@ async fn a_send_cleared_by_reconcile_is_not_counted_as_maybe_an_unknown_order() 
     assert_eq!(out.status.code(), Some(5), "{all}");
     assert!(text.contains("still processing"), "{all}");
     assert!(!text.contains(MAYBE_OWN), "the doubt was cleared: {all}");
+}
+
+/// A run killed right after its send: the order is made and finishes, and the service then
+/// answers minimally. A later run with the intent older than the in-doubt window reconciles it
+/// first: the finished bare order cannot be attributed, but it names nothing by waiting, so the
+/// intent is cleared, not kept in doubt, and its key sent again, whose answer names the order.
+/// Kept in doubt (as while an unattributed order still processes), every later run and
+/// reconcile would say the same forever. One order, each row paid once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_intent_whose_finished_order_is_answered_bare_is_not_kept_in_doubt_forever() {
+    let state = Workspace::new();
+    let sim = start_sim(fast_config(Some(state.sim_state()))).await;
+    let a = Workspace::new();
+    rows_file(&a, "payroll.csv", "EMP", 1..=3);
+    let grouping = ["--items-per-order", "3"];
+    let mut all = killed_after_send(&a, &sim, "payroll.csv", &grouping).await;
+    until_orders_finish(&sim, Duration::from_secs(10)).await;
+    let mut config = fast_config(Some(state.sim_state()));
+    config.minimal_answers = 1.0;
+    let sim = restart_sim(sim, config).await;
+    // In doubt for longer than the window: reconciled before any resend.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let stale = [&grouping[..], &["--in-doubt-hours", "0.0001"]].concat();
+    for _ in 0..2 {
+        let out = run_file(&a, &sim, "payroll.csv", &stale, &[]).await;
+        all.push_str(&format!("run exit {:?}:\n", out.status.code()));
+        all.push_str(&output_of(&out));
+        let out = against_url(&a, &sim.base_url(), &["reconcile", "--batch", "payroll"]).await;
+        all.push_str(&format!("reconcile exit {:?}:\n", out.status.code()));
+        all.push_str(&output_of(&out));
+    }
+    let out = run_file(&a, &sim, "payroll.csv", &stale, &[]).await;
+    all.push_str(&format!("last run exit {:?}:\n", out.status.code()));
+    all.push_str(&output_of(&out));
+    assert!(paid_twice(&sim).is_empty(), "{all}");
+    assert_eq!(sim.orders().len(), 1, "{all}");
+    assert_eq!(out.status.code(), Some(0), "{all}");
 }

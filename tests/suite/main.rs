@@ -61,7 +61,6 @@ mod refused_items;
 mod repeats;
 mod report;
 mod result_format;
-mod review_kept;
 mod security;
 mod service_ledger;
 mod sim_cli;
