@@ -216,6 +216,48 @@ async fn held_orders_of_the_same_batch_adopted_then_resumed_pay_each_row_once() 
     assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
 }
 
+/// A proxy in front of `sim` that answers the first `POST /order` whose body contains `marker`
+/// itself with `answer` (the service never sees it), and shows the order list as one empty last
+/// page until `shown_after` has passed since that answer (as reads made before another
+/// machine's orders would be).
+async fn answering_once_then_showing_the_list(
+    sim: &paybatch::sim::SimHandle,
+    marker: &'static str,
+    answer: (axum::http::StatusCode, serde_json::Value),
+    shown_after: std::time::Duration,
+) -> String {
+    use std::sync::Mutex;
+    use std::time::Instant;
+    let answered: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
+    let (s, r) = (Arc::clone(&answered), Arc::clone(&answered));
+    let answer: rewriting::Answer = Arc::new(move |method, body| {
+        let order =
+            *method == axum::http::Method::POST && String::from_utf8_lossy(body).contains(marker);
+        let mut at = s.lock().unwrap_or_else(|e| e.into_inner());
+        if !order || at.is_some() {
+            return None;
+        }
+        *at = Some(Instant::now());
+        Some(answer.clone())
+    });
+    let rewrite: rewriting::Rewrite = Arc::new(move |method, path, status, json| {
+        let at = *r.lock().unwrap_or_else(|e| e.into_inner());
+        let shown = at.is_some_and(|t| t.elapsed() >= shown_after);
+        if *method == axum::http::Method::GET && path == "/order" && status == 200 && !shown {
+            rewriting::empty_last_page(json);
+        }
+    });
+    rewriting::start_with(
+        sim,
+        rewriting::Rules {
+            rewrite,
+            answer: Some(answer),
+            cut_path_at: None,
+        },
+    )
+    .await
+}
+
 /// Two sends of machine A under way at once, at one order a minute (`--order-rate 1`): the
 /// second waits for its slot. The first is answered 503, and the read before it is tried again
 /// shows machine B's orders of both rows (made just after A's first read): it holds back both
@@ -226,7 +268,6 @@ async fn held_orders_of_the_same_batch_adopted_then_resumed_pay_each_row_once() 
 /// a pause.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_send_waiting_for_its_slot_when_a_read_holds_it_is_not_sent() {
-    use std::sync::atomic::AtomicBool;
     if !deep() {
         eprintln!("a send waiting for its slot: deep tier only ({DEEP_VAR}=1), it waits a minute");
         return;
@@ -238,41 +279,14 @@ async fn a_send_waiting_for_its_slot_when_a_read_holds_it_is_not_sent() {
     assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
 
     // The list shows B's orders only once A's first send was made (and answered 503).
-    let shown = Arc::new(AtomicBool::new(false));
-    let (s, r) = (Arc::clone(&shown), Arc::clone(&shown));
-    let answer: rewriting::Answer = Arc::new(move |method, body| {
-        let order = *method == axum::http::Method::POST
-            && String::from_utf8_lossy(body).contains("\"metadata\"");
-        if !order || s.swap(true, Ordering::SeqCst) {
-            return None;
-        }
-        Some((
+    let via = answering_once_then_showing_the_list(
+        &sim,
+        "\"metadata\"",
+        (
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
             serde_json::json!({"type": "internal_server_error", "message": "unavailable", "help": null}),
-        ))
-    });
-    let rewrite: rewriting::Rewrite = Arc::new(move |method, path, status, json| {
-        if *method == axum::http::Method::GET
-            && path == "/order"
-            && status == 200
-            && !r.load(Ordering::SeqCst)
-        {
-            json["items"] = serde_json::json!([]);
-            if let Some(c) = json
-                .pointer_mut("/pagination/cursors")
-                .and_then(|c| c.as_object_mut())
-            {
-                c.remove("after");
-            }
-        }
-    });
-    let via = rewriting::start_with(
-        &sim,
-        rewriting::Rules {
-            rewrite,
-            answer: Some(answer),
-            cut_path_at: None,
-        },
+        ),
+        std::time::Duration::ZERO,
     )
     .await;
 
@@ -310,8 +324,7 @@ async fn a_send_waiting_for_its_slot_when_a_read_holds_it_is_not_sent() {
 /// `a_send_waiting_for_its_slot_when_a_read_holds_it_is_not_sent` (the window, deep tier).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_send_waiting_out_a_429_pause_reads_again_and_is_held() {
-    use std::sync::Mutex;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
     let mut config = fast_config(None);
     config.faults.latency = Duration::from_millis(300);
     let sim = start_sim(config).await;
@@ -326,43 +339,16 @@ async fn a_send_waiting_out_a_429_pause_reads_again_and_is_held() {
     let out = run_file(&b, &sim, "bonus.csv", &[], &[]).await;
     assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
 
-    // When the 429 was answered; the list shows B's orders from 1.5 s after it.
-    let answered: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
-    let (s, r) = (Arc::clone(&answered), Arc::clone(&answered));
-    let answer: rewriting::Answer = Arc::new(move |method, body| {
-        // EMP-1's order, whichever of the two sends reaches the service first.
-        let order = *method == axum::http::Method::POST
-            && String::from_utf8_lossy(body).contains("\"EMP-1\"");
-        let mut at = s.lock().unwrap_or_else(|e| e.into_inner());
-        if !order || at.is_some() {
-            return None;
-        }
-        *at = Some(Instant::now());
-        Some((
+    // EMP-1's order is answered 429, whichever of the two sends reaches the service first; the
+    // list shows B's orders from 1.5 s after it.
+    let via = answering_once_then_showing_the_list(
+        &sim,
+        "\"EMP-1\"",
+        (
             axum::http::StatusCode::TOO_MANY_REQUESTS,
             serde_json::json!({"error": "rate exceeded"}),
-        ))
-    });
-    let rewrite: rewriting::Rewrite = Arc::new(move |method, path, status, json| {
-        let at = *r.lock().unwrap_or_else(|e| e.into_inner());
-        let shown = at.is_some_and(|t| t.elapsed() >= Duration::from_millis(1500));
-        if *method == axum::http::Method::GET && path == "/order" && status == 200 && !shown {
-            json["items"] = serde_json::json!([]);
-            if let Some(c) = json
-                .pointer_mut("/pagination/cursors")
-                .and_then(|c| c.as_object_mut())
-            {
-                c.remove("after");
-            }
-        }
-    });
-    let via = rewriting::start_with(
-        &sim,
-        rewriting::Rules {
-            rewrite,
-            answer: Some(answer),
-            cut_path_at: None,
-        },
+        ),
+        Duration::from_millis(1500),
     )
     .await;
 

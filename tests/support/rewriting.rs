@@ -123,14 +123,19 @@ pub async fn first_list_read_empty(sim: &SimHandle) -> String {
             return;
         }
         if reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
-            json["items"] = serde_json::json!([]);
-            if let Some(c) = json
-                .pointer_mut("/pagination/cursors")
-                .and_then(|c| c.as_object_mut())
-            {
-                c.remove("after");
-            }
+            empty_last_page(json);
         }
     });
     start(sim, rewrite).await
+}
+
+/// Makes an answer of the order list one empty last page: no orders, no cursor after it.
+pub fn empty_last_page(json: &mut serde_json::Value) {
+    json["items"] = serde_json::json!([]);
+    if let Some(c) = json
+        .pointer_mut("/pagination/cursors")
+        .and_then(|c| c.as_object_mut())
+    {
+        c.remove("after");
+    }
 }
