@@ -14,7 +14,7 @@ use crate::ledger::{BatchRecord, Ledger, OrderRecord, OrderState, RowKey, RowSta
 use crate::row::RowContent;
 
 use super::ReconcileError;
-use super::find::{FoundOrder, KnownOrders, Unattributed, find_orders};
+use super::find::{FoundOrder, KnownOrders, find_orders};
 use super::policy::key_is_spent;
 use super::report::ReconcileReport;
 
@@ -255,10 +255,7 @@ impl<'a> Reconciliation<'a> {
         self.spelt = spell_as_the_ledger(&mut found, &self.views);
         self.report.found = found.len();
         self.unattributed_processing = unattributed.iter().any(|u| u.processing);
-        self.report.unattributed = unattributed
-            .into_iter()
-            .map(|u: Unattributed| u.id)
-            .collect();
+        self.report.unattributed = unattributed.into_iter().map(|u| u.id).collect();
         Ok(AtService::new(found))
     }
 

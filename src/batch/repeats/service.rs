@@ -517,11 +517,14 @@ fn still_processing(ids: &[String], in_doubt: usize) -> OpError {
             ids.len(),
             first_ids(ids)
         ),
-        help: if in_doubt == 0 {
-            "run the same command again once they finish (in a minute or two): the service then shows whose they are".into()
-        } else {
-            "run the same command again once they finish (in a minute or two): the service then shows whose they are, and an order of this ledger's is known by its key and never paid again (if the service answers its key only with an error, `paybatch reconcile` records it)".into()
-        },
+        help: format!(
+            "run the same command again once they finish (in a minute or two): the service then shows whose they are{}",
+            if in_doubt == 0 {
+                ""
+            } else {
+                ", and an order of this ledger's is known by its key and never paid again (if the service answers its key only with an error, `paybatch reconcile` records it)"
+            }
+        ),
     }
 }
 
