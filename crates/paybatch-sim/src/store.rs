@@ -27,7 +27,7 @@ use rows::{
     INSERT_ITEM, INSERT_ORDER, ORDER_COLUMNS, conversion, dec_at, insert_item, insert_order,
     items_of, order_from_row, to_json,
 };
-use schema::SCHEMA_V1;
+use schema::{SCHEMA_V1, SCHEMA_V2};
 
 /// How long the service keeps an idempotency record.
 pub const IDEMPOTENCY_TTL_MS: i64 = 30 * 24 * 60 * 60 * 1000;
@@ -238,7 +238,7 @@ impl Store {
     ) -> std::result::Result<Store, String> {
         let mut conn = connect(path)?;
         let generation: u64;
-        Migrations::new(vec![M::up(SCHEMA_V1)])
+        Migrations::new(vec![M::up(SCHEMA_V1), M::up(SCHEMA_V2)])
             .to_latest(&mut conn)
             .map_err(|e| format!("cannot prepare the state schema: {e}"))?;
         {
@@ -729,6 +729,68 @@ mod tests {
             fx: serde_json::Value::Null,
             message: None,
             items: vec![],
+        }
+    }
+
+    /// A state made before the items lost their unique index on the id is migrated with its
+    /// items, and takes an item whose id another item has.
+    #[test]
+    fn a_state_of_the_first_schema_keeps_its_items_and_takes_an_id_again() {
+        let dir = std::env::temp_dir().join(format!(
+            "paybatch-sim-v1-{}-{}",
+            std::process::id(),
+            crate::wall_clock_ms()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("state.db");
+        {
+            let mut conn = Connection::open(&path).unwrap();
+            Migrations::new(vec![M::up(SCHEMA_V1)])
+                .to_latest(&mut conn)
+                .unwrap();
+            let o = order("O-1", OrderStatus::Completed, OrderStatus::Completed, 0);
+            insert_order(&mut conn.prepare(INSERT_ORDER).unwrap(), &o).unwrap();
+            insert_item(
+                &mut conn.prepare(INSERT_ITEM).unwrap(),
+                "O-1",
+                0,
+                &item("E-SAME00001"),
+            )
+            .unwrap();
+        }
+        let store = Store::open(Some(&path), &[("USD".into(), dec("100.00"))]).unwrap();
+        let kept = store.order("fp", "O-1").unwrap().unwrap();
+        assert_eq!(kept.items.len(), 1);
+        assert_eq!(kept.items[0].id, "E-SAME00001");
+        let mut again = order("O-2", OrderStatus::Completed, OrderStatus::Completed, 0);
+        again.items = vec![item("E-SAME00001")];
+        let answer = Answer {
+            body_sha256: "s",
+            status: 200,
+            body: b"{}",
+        };
+        assert_eq!(
+            store.create_order(&again, None, &answer).unwrap(),
+            Created::Ok
+        );
+        let stored = store.order("fp", "O-2").unwrap().unwrap();
+        assert_eq!(stored.items[0].id, "E-SAME00001");
+        drop(store);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn item(id: &str) -> ItemRow {
+        ItemRow {
+            id: id.into(),
+            distribution_method: serde_json::json!({"type": "PAYOUT_LINK"}),
+            products: serde_json::from_value(serde_json::json!({"type": "SINGLE", "value": "P-1"}))
+                .unwrap(),
+            face_value: dec("10.00"),
+            price: dec("9.80"),
+            currency: "USD".into(),
+            discount_multiplier: dec("0.98"),
+            payout_url: format!("https://playground.example/redeem/{id}"),
+            expiry_months: 12,
         }
     }
 

@@ -1,4 +1,4 @@
-//! The simulator state's schema, as its one migration creates it.
+//! The simulator state's schema, as its migrations create it, in turn.
 
 pub(super) const SCHEMA_V1: &str = "
 CREATE TABLE meta (
@@ -55,4 +55,31 @@ CREATE TABLE idempotency (
     order_id        TEXT,
     PRIMARY KEY (key_fingerprint, idempotency_key)
 );
+";
+
+/// The items without a unique index on their id: ids are drawn at random, so each new item
+/// landed on a page of that index of its own, and an order of 200 items wrote some 200 pages
+/// of it to the log. Nothing looks an item up by its id; the service draws ids of 9
+/// characters of 32 as its examples show.
+pub(super) const SCHEMA_V2: &str = "
+CREATE TABLE items_v2 (
+    order_id            TEXT NOT NULL REFERENCES orders (id),
+    position            INTEGER NOT NULL,
+    id                  TEXT NOT NULL,
+    distribution_method TEXT NOT NULL,
+    products            TEXT NOT NULL,
+    face_value          TEXT NOT NULL,
+    price               TEXT NOT NULL,
+    currency            TEXT NOT NULL,
+    discount_multiplier TEXT NOT NULL,
+    payout_url          TEXT NOT NULL,
+    expiry_months       INTEGER NOT NULL,
+    PRIMARY KEY (order_id, position)
+);
+INSERT INTO items_v2 (order_id, position, id, distribution_method, products, face_value, price,
+    currency, discount_multiplier, payout_url, expiry_months)
+SELECT order_id, position, id, distribution_method, products, face_value, price, currency,
+    discount_multiplier, payout_url, expiry_months FROM items;
+DROP TABLE items;
+ALTER TABLE items_v2 RENAME TO items;
 ";
