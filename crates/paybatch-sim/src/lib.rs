@@ -344,7 +344,15 @@ pub(crate) struct Sim {
     pub stats: Mutex<SimStats>,
     /// When each "expired once" link was first answered EXPIRED ([`Flips`]).
     pub(crate) first_expired: flip::FirstExpired,
+    /// Orders being placed at once, at most ([`PLACING_AT_ONCE`]), each on a thread of the
+    /// blocking pool.
+    pub placing: tokio::sync::Semaphore,
 }
+
+/// Orders placed at once at most, each on a thread of its own: their bodies are read, checked
+/// and priced side by side while one of them is stored (the state takes one writer at a time),
+/// and the runtime's workers stay free to take requests and answer them.
+pub(crate) const PLACING_AT_ONCE: usize = 4;
 
 impl Sim {
     pub fn stat(&self, f: impl FnOnce(&mut SimStats)) {
@@ -617,6 +625,7 @@ pub async fn start(config: SimConfig, addr: SocketAddr) -> Result<SimHandle, Sim
         catalog: catalog::Catalog::new(),
         stats: Mutex::new(SimStats::default()),
         first_expired: flip::FirstExpired::default(),
+        placing: tokio::sync::Semaphore::new(PLACING_AT_ONCE),
         store,
         config,
     });

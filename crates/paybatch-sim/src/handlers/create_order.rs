@@ -103,7 +103,8 @@ fn key_taken(sim: &Sim, reservation: Reservation) -> Response {
 /// Runs the order's work while its key is reserved, then answers.
 ///
 /// The work runs on its own task: a client that goes away (killed, timed out) does not cancel
-/// it, as it would not at a real service. The order is created and its answer kept under the
+/// it, as it would not at a real service. The order is placed on a thread of the blocking pool
+/// ([`crate::PLACING_AT_ONCE`] at once), never on the runtime's workers. The order is created and its answer kept under the
 /// key for the client's next attempt.
 async fn run_reserved(sim: Shared, admitted: Admitted, delay: Duration) -> Response {
     let Admitted {
@@ -122,15 +123,22 @@ async fn run_reserved(sim: Shared, admitted: Admitted, delay: Duration) -> Respo
         let sim = sim.clone();
         tokio::spawn(async move {
             pause(delay + sim.config.faults.in_progress_delay).await;
-            let outcome = place_order(&sim, &ctx, &key, mode, &body, &sha);
+            // The semaphore is never closed: a permit always comes.
+            let permit = sim.placing.acquire().await;
+            let placing = sim.clone();
+            let outcome = tokio::task::spawn_blocking(move || {
+                place_order(&placing, &ctx, &key, mode, &body, &sha)
+            })
+            .await;
+            drop(permit);
             drop(guard);
             outcome
         })
     };
     match work.await {
-        Err(e) => internal(e).into_response(),
-        Ok(Err(e)) => internal(e).into_response(),
-        Ok(Ok(outcome)) => deliver(&sim, outcome),
+        Err(e) | Ok(Err(e)) => internal(e).into_response(),
+        Ok(Ok(Err(e))) => internal(e).into_response(),
+        Ok(Ok(Ok(outcome))) => deliver(&sim, outcome),
     }
 }
 
