@@ -110,7 +110,7 @@ impl SeenRow {
 }
 
 /// The columns of a [`RowRecord`] (and its batch, which names a row that cannot be read), in
-/// the order of the select list [`row_columns`] makes of them; [`row_from`] reads them by name.
+/// the order of the select list [`row_columns`] makes of them; [`read_row`] reads them by name.
 const ROW_COLUMNS: [&str; 22] = [
     "id",
     "batch_id",
@@ -237,8 +237,11 @@ impl Ledger {
     ) -> Result<Vec<RowRecord>> {
         let columns = row_columns(&[("fields", "'[]'")]);
         let sql = format!("SELECT {columns} FROM rows {tail}");
-        let mut stmt = self.conn.prepare(&sql).map_err(sqlerr(&self.path))?;
-        let mapped = stmt.query_map(args, row_from).map_err(sqlerr(&self.path))?;
+        // Kept prepared: an order's rows are read at each of its moves.
+        let mut stmt = self.conn.prepare_cached(&sql).map_err(sqlerr(&self.path))?;
+        let mapped = stmt
+            .query_map(args, |r| read_row(r, Specs::Read))
+            .map_err(sqlerr(&self.path))?;
         mapped
             .collect::<rusqlite::Result<Vec<_>>>()
             .map_err(self.read_error())
@@ -577,11 +580,6 @@ pub(crate) fn latest_conversion_in(
         }
     }
     Ok(None)
-}
-
-/// A row as [`row_columns`] select it, its stored row read.
-fn row_from(r: &rusqlite::Row<'_>) -> rusqlite::Result<RowRecord> {
-    read_row(r, Specs::Read)
 }
 
 /// A row as [`row_columns`] select it; its stored row read, or left out with [`Specs::Skip`].

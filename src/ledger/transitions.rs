@@ -151,8 +151,13 @@ impl Ledger {
             return Ok(());
         }
         check_order_transition(&current, &t)?;
-        let rows = self.rows_of_order(order_id)?;
         let row_to = row_state_for(t.to);
+        // A move that says nothing of single items and completes no row (an order accepted,
+        // refused or failed as a whole) moves the rows together, statement by statement.
+        if t.items.is_empty() && row_to != RowState::Completed {
+            return self.move_rows_together(&current, &t, row_to);
+        }
+        let rows = self.rows_of_order(order_id)?;
         let booked_at = self.books_now();
         let tx = begin(&mut self.conn, &self.path)?;
         write_order_transition(&tx, &self.path, &current, &t, &booked_at)?;
@@ -162,6 +167,64 @@ impl Ledger {
             }
         }
         commit(tx, &self.path)
+    }
+
+    /// [`Self::transition_order`] of an order whose rows all take the same values: each of its
+    /// rows not yet in `row_to` moves there (refused as a whole when one of them cannot), with
+    /// an event each, in item order, as [`write_row_transition`] writes them one by one.
+    fn move_rows_together(
+        &mut self,
+        current: &OrderRecord,
+        t: &Transition<'_>,
+        row_to: RowState,
+    ) -> Result<()> {
+        let path = self.path.clone();
+        let booked_at = self.books_now();
+        let tx = begin(&mut self.conn, &path)?;
+        let moving: Vec<(i64, RowState)> = tx
+            .prepare_cached(
+                "SELECT id, state FROM rows WHERE order_id = ?1 AND state != ?2
+                 ORDER BY item_index, id",
+            )
+            .and_then(|mut st| {
+                st.query_map(params![current.id, row_to], |r| {
+                    Ok((r.get("id")?, r.get("state")?))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .map_err(sqlerr(&path))?;
+        if let Some((id, from)) = moving.iter().find(|(_, from)| !from.can_become(row_to)) {
+            return Err(LedgerError::Transition {
+                subject: "row",
+                id: *id,
+                from: from.to_string(),
+                to: row_to.to_string(),
+            });
+        }
+        write_order_transition(&tx, &path, current, t, &booked_at)?;
+        exec(
+            &tx,
+            &path,
+            "INSERT INTO events (batch_id, at, subject, subject_id, from_state, to_state, cause)
+             SELECT ?1, ?2, 'row', id, state, ?3, ?4 FROM rows
+              WHERE order_id = ?5 AND state != ?3 ORDER BY item_index, id",
+            params![current.batch_id, now(), row_to, t.cause, current.id],
+        )?;
+        exec(
+            &tx,
+            &path,
+            "UPDATE rows SET state = ?2, error_type = ?3, error_message = ?4,
+                    completed_at = COALESCE(?5, completed_at)
+              WHERE order_id = ?1 AND state != ?2",
+            params![
+                current.id,
+                row_to,
+                t.error.map(|e| e.0),
+                t.error.map(|e| e.1),
+                t.completed_at
+            ],
+        )?;
+        commit(tx, &path)
     }
 
     /// An intent that is never to be sent: REJECTED (its rows too) with the error `kind` and
@@ -669,6 +732,139 @@ mod tests {
         }));
         assert!(caught.is_err());
         assert_eq!(synchronous(&ledger), 2, "FULL again after a panic");
+    }
+
+    /// An order of five rows planned in reverse file order, its ledger and batch.
+    fn an_order_of_five() -> (tempfile::TempDir, Ledger, i64, i64) {
+        let (dir, mut ledger, batch) = crate::ledger::with_a_batch();
+        let rows: Vec<crate::ledger::IncomingRow> = (0..5)
+            .map(|n| crate::ledger::IncomingRow {
+                reference: format!("R{n}"),
+                position: n,
+                line: n + 2,
+                fields: format!("[\"R{n}\"]"),
+                spec: Some(crate::row::ContentText::of(
+                    &crate::row::RowContent::sample(),
+                )),
+                content_hash: format!("hash-{n}"),
+                delivery: Some("EMAIL"),
+                valid: true,
+                error_message: None,
+                skipped: false,
+            })
+            .collect();
+        let mut merge = ledger
+            .merge(batch, crate::ledger::merge::Planning::Plan)
+            .expect("merge");
+        let mut to_plan = Vec::new();
+        for row in &rows {
+            to_plan.push((row, merge.row(row).expect("row").expect("to plan")));
+        }
+        to_plan.reverse();
+        let planned = crate::ledger::PlannedOrder {
+            idempotency_key: "k1".into(),
+            body: b"{}".to_vec(),
+            mode: crate::ledger::OrderMode::Async,
+            payment_currency: "USD".into(),
+            payment_method: crate::api::models::PaymentMethodType::AccountBalance,
+            card_id: None,
+        };
+        let order = merge.plan(&planned, &to_plan).expect("plan");
+        merge.close().expect("close");
+        merge.commit().expect("commit");
+        (dir, ledger, batch, order)
+    }
+
+    fn row_events(ledger: &Ledger) -> Vec<(i64, String, String, String)> {
+        ledger
+            .select_all(
+                "SELECT subject_id, from_state, to_state, cause FROM events
+                 WHERE subject = 'row' ORDER BY id",
+                [],
+                |r| {
+                    Ok((
+                        r.get("subject_id")?,
+                        r.get("from_state")?,
+                        r.get("to_state")?,
+                        r.get("cause")?,
+                    ))
+                },
+            )
+            .expect("events")
+    }
+
+    /// An order accepted moves its rows together: each PLANNED row SUBMITTED, an event each in
+    /// item order, as the rows moved one by one were; a row already there is left alone.
+    #[test]
+    fn an_order_moved_as_a_whole_moves_each_row_with_an_event_in_item_order() {
+        let (_dir, mut ledger, _batch, order) = an_order_of_five();
+        let first = ledger.rows_of_order(order).expect("rows")[0].id;
+        ledger
+            .conn
+            .execute("UPDATE rows SET state = 'SUBMITTED' WHERE id = ?1", [first])
+            .expect("one row ahead");
+        let before = row_events(&ledger).len();
+        ledger
+            .transition_order(
+                order,
+                Transition {
+                    service_order_id: Some("O-1"),
+                    http_status: Some(202),
+                    ..Transition::to(OrderState::Accepted, "accepted")
+                },
+            )
+            .expect("accepted");
+        let rows = ledger.rows_of_order(order).expect("rows");
+        assert!(rows.iter().all(|r| r.state == RowState::Submitted));
+        let moved: Vec<(i64, String, String, String)> = rows[1..]
+            .iter()
+            .map(|r| {
+                (
+                    r.id,
+                    "PLANNED".into(),
+                    "SUBMITTED".into(),
+                    "accepted".into(),
+                )
+            })
+            .collect();
+        assert_eq!(row_events(&ledger)[before..], moved[..]);
+        assert_eq!(
+            ledger.order(order).expect("order").expect("there").state,
+            OrderState::Accepted
+        );
+    }
+
+    /// A row that cannot take the move refuses the whole move, named, and nothing is written.
+    #[test]
+    fn a_row_that_cannot_move_refuses_the_move_of_its_order_and_nothing_is_written() {
+        let (_dir, mut ledger, _batch, order) = an_order_of_five();
+        let third = ledger.rows_of_order(order).expect("rows")[2].id;
+        ledger
+            .conn
+            .execute("UPDATE rows SET state = 'COMPLETED' WHERE id = ?1", [third])
+            .expect("one row paid");
+        let before = row_events(&ledger);
+        let refused = ledger.transition_order(
+            order,
+            Transition {
+                error: Some(("bad_request", "refused")),
+                ..Transition::to(OrderState::Rejected, "refused")
+            },
+        );
+        match refused {
+            Err(LedgerError::Transition { subject, id, .. }) => {
+                assert_eq!((subject, id), ("row", third));
+            }
+            other => panic!("expected the row named, got {other:?}"),
+        }
+        assert_eq!(row_events(&ledger), before);
+        let rows = ledger.rows_of_order(order).expect("rows");
+        let planned = rows.iter().filter(|r| r.state == RowState::Planned).count();
+        assert_eq!(planned, 4);
+        assert_eq!(
+            ledger.order(order).expect("order").expect("there").state,
+            OrderState::Intent
+        );
     }
 
     #[test]
