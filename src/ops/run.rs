@@ -116,6 +116,7 @@ async fn run_batch(
             batch,
             written,
             likely,
+            written_now,
             ..
         },
     ) = merge_file(ledger, existing, &run, &conn, &reporter).await?;
@@ -123,7 +124,7 @@ async fn run_batch(
     reconcile_stale(&mut ledger, &conn.client, &batch, opts, &reporter).await?;
 
     let context = send_context(lock, ledger, &conn.client, reporter, opts, sent, batch.id)?;
-    let incomplete = send_and_poll(&context, batch.id, opts).await;
+    let incomplete = send_and_poll(&context, batch.id, opts, written_now).await;
     // A send stopped midway may have left a step with the ledger's thread: it has run before
     // anything reads the ledger for the summary and the result file.
     context.steps.settle().await;
@@ -358,6 +359,7 @@ async fn two_passes(
         merged,
         written: None,
         likely: (repeats.likely.clone(), repeats.likely_total),
+        written_now: false,
     })
 }
 
@@ -443,6 +445,9 @@ struct MergedFile {
     /// The first likely repeats (rows paying a recipient what another batch paid them
     /// lately), and how many there are.
     likely: (Vec<repeats::LikelyRepeat>, usize),
+    /// Whether the batch and every row of it were written by this run's one pass, from the
+    /// rows as it read and checked them (none stored before it to be found damaged).
+    written_now: bool,
 }
 
 /// A batch new to the ledger is read once ([`plan::plan_in_one_pass`]) when its file
@@ -623,6 +628,7 @@ impl OnePass {
             merged,
             written,
             likely: (Vec::new(), 0),
+            written_now: true,
         }))
     }
 }
@@ -770,16 +776,21 @@ async fn send_and_poll(
     context: &Arc<SendContext>,
     batch_id: i64,
     opts: &RunOptions,
+    written_now: bool,
 ) -> Result<Option<String>, OpError> {
     if opts.plan_only {
         return Ok(Some(
             "--plan-only: the orders are planned, not sent".to_string(),
         ));
     }
-    // A damaged stored row of an order to send is met now, before anything is sent.
-    context
-        .with_ledger(move |l| l.check_rows_to_send(batch_id))
-        .await?;
+    // A damaged stored row of an order to send is met now, before anything is sent (a batch
+    // this run's one pass wrote whole has no row stored before it, and the ledger's lock
+    // kept every other writer out since).
+    if !written_now {
+        context
+            .with_ledger(move |l| l.check_rows_to_send(batch_id))
+            .await?;
+    }
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     *context.accepted.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
     let polling = poll::poll_all(context, batch_id, opts, Some(rx));
