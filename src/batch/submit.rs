@@ -22,6 +22,10 @@ use crate::ops::error::{OpError, is_auth_error};
 
 /// Intents read from the ledger at a time (a batch can hold a million).
 const INTENT_CHUNK: i64 = 4096;
+/// Sends whose answers wait to be recorded (on the ledger's thread, behind each other), at
+/// most, as a multiple of the requests in flight: a request is over when its answer comes, and
+/// the next one starts while that answer is recorded; this bounds what waits meanwhile.
+const RECORDS_BEHIND: usize = 4;
 
 /// Visits the batch's intents a chunk at a time, in id order.
 pub fn each_intent(
@@ -162,6 +166,9 @@ struct Sending<'a> {
     opts: &'a RunOptions,
     limiter: Arc<Pacer>,
     tasks: tokio::task::JoinSet<(i64, Sent)>,
+    /// Requests in flight (`--concurrency`): a send holds a permit until its answer comes,
+    /// not while the answer is recorded ([`RECORDS_BEHIND`]).
+    requests: Arc<tokio::sync::Semaphore>,
     /// Intents read from the ledger (a chunk at a time: ids and send records only; each order's
     /// body is read when it is sent), not started yet.
     waiting: std::collections::VecDeque<i64>,
@@ -193,6 +200,7 @@ impl<'a> Sending<'a> {
             opts,
             limiter,
             tasks: tokio::task::JoinSet::new(),
+            requests: Arc::new(tokio::sync::Semaphore::new(opts.in_flight())),
             waiting: std::collections::VecDeque::new(),
             after: 0,
             read_all: false,
@@ -205,19 +213,28 @@ impl<'a> Sending<'a> {
         }
     }
 
-    /// Starts sends until `--concurrency` are in flight (none once the service has kept the
-    /// run waiting too long, or the run must stop).
-    fn fill(&mut self) -> Result<(), OpError> {
-        let concurrency = self.opts.in_flight();
-        let tries = self.opts.max_send_tries.max(1);
-        while self.stop.is_none()
+    /// Whether a send may start once a request's permit is free: the sending goes on, intents
+    /// wait, and the answers not yet recorded are fewer than [`RECORDS_BEHIND`] times the
+    /// requests in flight.
+    fn may_start(&self) -> bool {
+        self.stop.is_none()
             && !self.context.patience.is_exhausted()
-            && self.tasks.len() < concurrency
-        {
-            if self.waiting.is_empty() && !self.read_all {
+            && (!self.waiting.is_empty() || !self.read_all)
+            && self.tasks.len() < self.opts.in_flight() * RECORDS_BEHIND
+    }
+
+    /// Starts sends until `--concurrency` requests are in flight (none once the service has
+    /// kept the run waiting too long, or the run must stop).
+    fn fill(&mut self) -> Result<(), OpError> {
+        let tries = self.opts.max_send_tries.max(1);
+        while self.may_start() {
+            if self.waiting.is_empty() {
                 self.read_chunk()?;
                 continue;
             }
+            let Ok(request) = Arc::clone(&self.requests).try_acquire_owned() else {
+                break;
+            };
             let Some(id) = self.waiting.pop_front() else {
                 break;
             };
@@ -235,7 +252,10 @@ impl<'a> Sending<'a> {
                     }
                     Err(e) => return (id, Sent::Stop(e.into())),
                 };
-                (id, submit_one(&context, &limiter, order, tries).await)
+                (
+                    id,
+                    submit_one(&context, &limiter, (order, request), tries).await,
+                )
             });
         }
         Ok(())
@@ -246,7 +266,11 @@ impl<'a> Sending<'a> {
         let chunk = self
             .context
             .with_ledger_blocking(|l| l.intent_heads(batch_id, after, INTENT_CHUNK))?;
-        self.read_all = chunk.is_empty();
+        // A chunk short of full is the last: no read waits for an empty one (a read that would
+        // stop the sending for as long as the ledger's thread waits for a ledger another
+        // program holds locked). An intent made later (the rows of a refused order planned
+        // again) is queued where it is made.
+        self.read_all = chunk.len() < INTENT_CHUNK as usize;
         for head in chunk {
             self.after = head.id;
             let window = self.opts.in_doubt_window;
@@ -320,7 +344,19 @@ impl<'a> Sending<'a> {
     async fn run(mut self, phase: super::progress::Phase) -> Result<Self, OpError> {
         loop {
             self.fill()?;
-            let Some(joined) = self.tasks.join_next().await else {
+            // A send that got its answer frees its request while the answer is recorded: the
+            // next send starts then, not once the record is done.
+            let joined = if self.may_start() {
+                let requests = Arc::clone(&self.requests);
+                tokio::select! {
+                    joined = self.tasks.join_next() => joined,
+                    // Never closed: a permit always comes; given back for `fill` to take.
+                    _freed = requests.acquire_owned() => continue,
+                }
+            } else {
+                self.tasks.join_next().await
+            };
+            let Some(joined) = joined else {
                 break;
             };
             phase.inc(1);
@@ -645,7 +681,7 @@ async fn read_after_the_wait(
 async fn submit_one(
     context: &SendContext,
     limiter: &Arc<Pacer>,
-    order: OrderRecord,
+    (order, request): (OrderRecord, tokio::sync::OwnedSemaphorePermit),
     tries: u32,
 ) -> Sent {
     let mode = order.mode.execution();
@@ -688,6 +724,8 @@ async fn submit_one(
         failpoint::hit("after_send");
         match result {
             Ok(outcome) => {
+                // The request is over: the next send may start while this answer is recorded.
+                drop(request);
                 let recorded = record_created(context, &order, outcome).await;
                 failpoint::hit("after_record");
                 return answered(context, recorded);
