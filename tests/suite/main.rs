@@ -18,6 +18,7 @@ mod attack_compact;
 mod attack_lost;
 mod attack_send;
 mod attack_service;
+mod attack_speed;
 mod attack_thread;
 mod attack_window;
 mod books;
