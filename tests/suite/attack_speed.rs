@@ -154,15 +154,13 @@ fn spawn_args(
     (child, lines)
 }
 
-/// A run of 120 rows, one an order, at `concurrency` against a slow service that answers some
-/// sends 504 after making the order: once 10 orders went out the ledger's write lock is taken
+/// A run of 120 rows, one an order, at `concurrency` against a slow service: once 10 orders went out the ledger's write lock is taken
 /// by another connection, every request sent is answered (the answers wait for their records),
 /// SIGKILL; the lock let go, the same command pays every row once.
 async fn killed_while_answers_wait_for_the_ledger(concurrency: &str) {
     let ws = Workspace::new();
     let mut config = fast_config(None);
     config.faults.latency = Duration::from_millis(300);
-    config.faults.timeout_rate = 0.2;
     let sim = start_sim(config).await;
     rows_file(&ws, "burst.csv", "EMP", 1..=120);
     let flags = ["--concurrency", concurrency, "--items-per-order", "1"];
@@ -260,12 +258,12 @@ async fn requests_in_flight_never_exceed_the_concurrency() {
     }
 }
 
-/// A run at `--order-rate 20` against a service that admits 20 orders a minute, over three
-/// windows (50 orders): no 429. Deep tier: it takes two minutes.
+/// A run at `--order-rate 20` against a service that admits 20 orders a minute, over two
+/// windows (40 orders): no 429. Deep tier: it takes over a minute.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_run_at_the_service_rate_over_three_windows_gets_no_429() {
+async fn a_run_at_the_service_rate_over_two_windows_gets_no_429() {
     if !deep() {
-        eprintln!("the pacer over three windows: deep tier only ({DEEP_VAR}=1), two minutes");
+        eprintln!("the pacer over two windows: deep tier only ({DEEP_VAR}=1), over a minute");
         return;
     }
     let mut config = fast_config(None);
@@ -273,7 +271,7 @@ async fn a_run_at_the_service_rate_over_three_windows_gets_no_429() {
     config.faults.latency = Duration::from_millis(30);
     let sim = start_sim(config).await;
     let ws = Workspace::new();
-    rows_file(&ws, "pay.csv", "EMP", 1..=50);
+    rows_file(&ws, "pay.csv", "EMP", 1..=40);
     let flags = [
         "--order-rate",
         "20",
@@ -285,7 +283,7 @@ async fn a_run_at_the_service_rate_over_three_windows_gets_no_429() {
     let out = run_file(&ws, &sim, "pay.csv", &flags, &[]).await;
     assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
     assert_eq!(sim.stats().answered_429, 0, "{}", output_of(&out));
-    assert_eq!(rows_paid(&sim), 50);
+    assert_eq!(rows_paid(&sim), 40);
 }
 
 /// A row event (reference, from, to).
