@@ -154,9 +154,10 @@ fn spawn_args(
     (child, lines)
 }
 
-/// A run of 120 rows, one an order, at `concurrency` against a slow service: once 10 orders went out the ledger's write lock is taken
-/// by another connection, every request sent is answered (the answers wait for their records),
-/// SIGKILL; the lock let go, the same command pays every row once.
+/// A run of 120 rows, one an order, at `concurrency` against a slow service: once 10 orders
+/// went out the ledger's write lock is taken by another connection, every request sent is
+/// answered (the answers wait for their records), SIGKILL; the lock let go, the same command
+/// pays every row once.
 async fn killed_while_answers_wait_for_the_ledger(concurrency: &str) {
     let ws = Workspace::new();
     let mut config = fast_config(None);
