@@ -1,15 +1,15 @@
 //! Exactly once and the service's limits under the sending's speed changes: a send frees its
 //! request slot when its answer comes (before the answer is recorded), orders moved as a whole
-//! in two statements, the pacer's margin of 25 ms, and the simulator's items without a unique
-//! index (state migration 2). Real binary, real simulator, real ledger.
+//! in two statements, and the pacer's margin of 25 ms. Real binary, real simulator, real
+//! ledger. (The simulator's state migration 2 is tested in its crate: `store::tests`.)
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use axum::http::{Method, StatusCode};
-use tokio::io::AsyncBufReadExt;
 
+use super::attack_thread::{hold_the_ledger, spawn_run};
 use crate::support::rewriting::{self, Rules};
 use crate::support::*;
 use paybatch::sim::SimHandle;
@@ -83,13 +83,15 @@ async fn until_all_paid(ws: &Workspace, sim: &SimHandle, file: &str, flags: &[&s
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn faults_at_concurrency_1_4_and_64_pay_each_row_once() {
     let cases: [(&str, &str, usize); 5] = [
-        ("1", "1", 12),
         ("4", "1", 40),
+        ("64", "200", 1000),
+        ("1", "1", 12),
         ("64", "1", 160),
         ("4", "200", 800),
-        ("64", "200", 1000),
     ];
-    for (concurrency, per_order, rows) in cases {
+    // The deep tier takes every case; the fast one, a case of each size of order.
+    let taken = if deep() { cases.len() } else { 2 };
+    for (concurrency, per_order, rows) in cases.into_iter().take(taken) {
         let sim = faulty_sim(0.04, 0.0, Duration::from_millis(20)).await;
         let ws = Workspace::new();
         rows_file(&ws, "pay.csv", "EMP", 1..=rows);
@@ -102,6 +104,10 @@ async fn faults_at_concurrency_1_4_and_64_pay_each_row_once() {
 /// passes, exit 5), two runs at 64 in flight: no row paid twice, documented exit codes, no panic.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stored_errors_at_64_in_flight_pay_no_row_twice() {
+    if !deep() {
+        eprintln!("stored errors at 64 in flight: deep tier only ({DEEP_VAR}=1)");
+        return;
+    }
     let sim = faulty_sim(0.04, 0.05, Duration::from_millis(20)).await;
     let ws = Workspace::new();
     rows_file(&ws, "pay.csv", "EMP", 1..=200);
@@ -116,44 +122,6 @@ async fn stored_errors_at_64_in_flight_pay_no_row_twice() {
     assert!(rows_paid(&sim) >= 150, "{} of 200 paid", rows_paid(&sim));
 }
 
-/// Holds the ledger's write lock from another connection until told (at most `most`); returns
-/// once it is held.
-fn hold_the_ledger(
-    path: std::path::PathBuf,
-    most: Duration,
-) -> (std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>) {
-    let (release, released) = std::sync::mpsc::channel::<()>();
-    let (held_tx, held_rx) = std::sync::mpsc::channel::<()>();
-    let holder = std::thread::spawn(move || {
-        let conn = rusqlite::Connection::open(&path).expect("the ledger opens");
-        conn.busy_timeout(Duration::from_secs(20))
-            .expect("busy timeout");
-        conn.execute_batch("BEGIN IMMEDIATE")
-            .expect("the write lock");
-        held_tx.send(()).expect("the test waits");
-        let _ = released.recv_timeout(most);
-        conn.execute_batch("ROLLBACK").expect("released");
-    });
-    held_rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("the ledger's write lock is held");
-    (release, holder)
-}
-
-/// The run of `args` started, its stderr read line by line.
-fn spawn_args(
-    ws: &Workspace,
-    args: &[String],
-) -> (
-    tokio::process::Child,
-    tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>,
-) {
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut child = spawn_paybatch(ws.dir.path(), &args, &[]);
-    let lines = tokio::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
-    (child, lines)
-}
-
 /// A run of 120 rows, one an order, at `concurrency` against a slow service: once 10 orders
 /// went out the ledger's write lock is taken by another connection, every request sent is
 /// answered (the answers wait for their records), SIGKILL; the lock let go, the same command
@@ -165,8 +133,7 @@ async fn killed_while_answers_wait_for_the_ledger(concurrency: &str) {
     let sim = start_sim(config).await;
     rows_file(&ws, "burst.csv", "EMP", 1..=120);
     let flags = ["--concurrency", concurrency, "--items-per-order", "1"];
-    let args = run_args(&ws, &sim.base_url(), "burst.csv", &flags);
-    let (mut child, mut lines) = spawn_args(&ws, &args);
+    let (mut child, mut lines) = spawn_run(&ws, &sim, "burst.csv", &flags, &[]);
     wait_for_line(&mut lines, "submitting 120 orders", Duration::from_secs(60)).await;
     until("10 orders sent", Duration::from_secs(30), || {
         order_posts(&sim) >= 10
@@ -397,79 +364,4 @@ async fn a_failed_order_moves_each_row_once_in_item_order() {
     ended_well(&out, "failed");
     assert_eq!(out.status.code(), Some(4), "{}", output_of(&out));
     each_row_moved_once(&ws, &sim.base_url(), "SUBMITTED", "FAILED").await;
-}
-
-/// The simulator of the commit before state migration 2, serving `state`: its base URL and the
-/// process (stopped with SIGTERM).
-/// Its standard output is kept open (a simulator whose output is closed stops at its next line).
-type Previous = (
-    String,
-    tokio::process::Child,
-    tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
-);
-
-async fn previous_sim(state: &std::path::Path) -> Option<Previous> {
-    let bin = std::path::Path::new("/work/targets/prev/release/paybatch");
-    if !bin.exists() {
-        return None;
-    }
-    let mut child = tokio::process::Command::new(bin)
-        .args(["sim", "serve", "--addr", "127.0.0.1:0", "--seed", "3"])
-        .args(["--processing-min-ms", "50", "--processing-max-ms", "200"])
-        .arg("--state")
-        .arg(state)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the previous simulator starts");
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let prefix = "paybatch simulator (SIMULATED playground) listening on ";
-    let first = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
-        .await
-        .expect("it says where it listens")
-        .expect("read")
-        .expect("a line");
-    let base = first.strip_prefix(prefix).expect("its address").to_string();
-    Some((base, child, lines))
-}
-
-/// A state file the simulator of the previous commit made, with orders of one and of 200 items
-/// in it, served by this simulator: every order and item reads back, a new batch is paid.
-/// Needs the previous build (`/work/targets/prev/release/paybatch`); says so and passes without it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_state_of_the_previous_simulator_reads_back_and_takes_new_orders() {
-    let ws = Workspace::new();
-    let state = ws.sim_state();
-    let Some((base, mut old, _output)) = previous_sim(&state).await else {
-        eprintln!("no build of the previous simulator: skipped");
-        return;
-    };
-    rows_file(&ws, "old.csv", "EMP", 1..=403);
-    let flags = ["--items-per-order", "200"];
-    let out = run_at(&ws, &base, "old.csv", &flags, &[]).await;
-    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
-    let pid = old.id().expect("running").to_string();
-    let stopped = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill");
-    assert!(stopped.success());
-    let _ = tokio::time::timeout(Duration::from_secs(20), old.wait())
-        .await
-        .expect("the previous simulator stops");
-
-    let sim = start_sim(fast_config(Some(state))).await;
-    let orders = sim.orders();
-    assert_eq!(orders.len(), 3, "the orders of the previous state");
-    let items: usize = orders.iter().map(|o| o.items.len()).sum();
-    assert_eq!(items, 403, "the items of the previous state");
-    assert_eq!(rows_paid(&sim), 403);
-    let fresh = Workspace::new();
-    rows_file(&fresh, "new.csv", "EMP", 404..=603);
-    let out = run_file(&fresh, &sim, "new.csv", &flags, &[]).await;
-    assert_eq!(out.status.code(), Some(0), "{}", output_of(&out));
-    assert_eq!(sim.orders().len(), 4);
-    assert_eq!(rows_paid(&sim), 603);
-    assert_eq!(paid_twice(&sim), Vec::<String>::new());
 }

@@ -17,7 +17,7 @@ fn args_of(ws: &Workspace, sim: &SimHandle, file: &str, extra: &[&str]) -> Vec<S
 }
 
 /// The run started, its stderr read line by line.
-fn spawn_run(
+pub(super) fn spawn_run(
     ws: &Workspace,
     sim: &SimHandle,
     file: &str,
@@ -185,7 +185,7 @@ async fn fail_points_in_a_burst_of_64_in_flight_then_the_same_command_pays_each_
 
 /// Holds the ledger's write lock from another connection (as another program writing to the
 /// ledger would) until told, or `most` at the longest. Returns once it is held.
-fn hold_the_ledger(
+pub(super) fn hold_the_ledger(
     path: std::path::PathBuf,
     most: Duration,
 ) -> (std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>) {
