@@ -183,22 +183,7 @@ mod tests {
     /// A ledger with one batch of `n` rows in one intent of `n` items, as the plan makes it.
     fn planned(n: i64) -> (tempfile::TempDir, Ledger, i64) {
         let (dir, mut ledger, batch_id) = crate::ledger::with_a_batch();
-        let rows: Vec<IncomingRow> = (0..n)
-            .map(|i| IncomingRow {
-                reference: format!("R{i}"),
-                position: i,
-                line: i + 2,
-                fields: format!("[\"R{i}\"]"),
-                spec: Some(crate::row::ContentText::of(
-                    &crate::row::RowContent::sample(),
-                )),
-                content_hash: format!("hash-{i}"),
-                delivery: Some("EMAIL"),
-                valid: true,
-                error_message: None,
-                skipped: false,
-            })
-            .collect();
+        let rows: Vec<IncomingRow> = (0..n).map(crate::ledger::sample_row).collect();
         let keyed: Vec<(&str, i64)> = rows.iter().map(|r| (r.reference.as_str(), 1)).collect();
         let key = order_body::order_key("sim", "b", &keyed);
         let body = NewOrder {

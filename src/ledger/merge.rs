@@ -600,17 +600,16 @@ mod tests {
     use crate::ledger::OrderMode;
 
     fn incoming(n: i64, valid: bool) -> IncomingRow {
+        let row = crate::ledger::sample_row(n);
+        if valid {
+            return row;
+        }
         IncomingRow {
-            reference: format!("R{n}"),
-            position: n,
-            line: n + 2,
-            fields: format!("[\"R{n}\"]"),
-            spec: valid.then(|| crate::row::ContentText::of(&crate::row::RowContent::sample())),
-            content_hash: format!("hash-{n}"),
-            delivery: valid.then_some("EMAIL"),
-            valid,
-            error_message: (!valid).then(|| "bad".to_string()),
-            skipped: false,
+            spec: None,
+            delivery: None,
+            valid: false,
+            error_message: Some("bad".to_string()),
+            ..row
         }
     }
 

@@ -205,6 +205,27 @@ impl Ledger {
     }
 }
 
+/// Row `R{n}` of a file as the input stage gives it to the ledger: valid, on line `n + 2`,
+/// paid by email, its stored row [`crate::row::RowContent::sample`]; for the tests of the
+/// parts that merge, plan and move rows.
+#[cfg(test)]
+pub(crate) fn sample_row(n: i64) -> IncomingRow {
+    IncomingRow {
+        reference: format!("R{n}"),
+        position: n,
+        line: n + 2,
+        fields: format!("[\"R{n}\"]"),
+        spec: Some(crate::row::ContentText::of(
+            &crate::row::RowContent::sample(),
+        )),
+        content_hash: format!("hash-{n}"),
+        delivery: Some("EMAIL"),
+        valid: true,
+        error_message: None,
+        skipped: false,
+    }
+}
+
 /// A ledger in a temporary directory with one empty batch `b` of the simulator, for the tests of
 /// the parts that stand on a batch: the directory (kept while the ledger is used), the ledger,
 /// the batch's id.

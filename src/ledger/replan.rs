@@ -287,20 +287,7 @@ mod tests {
     use crate::api::models::PaymentMethodType;
 
     fn incoming(n: i64) -> IncomingRow {
-        IncomingRow {
-            reference: format!("R{n}"),
-            position: n,
-            line: n + 2,
-            fields: format!("[\"R{n}\"]"),
-            spec: Some(crate::row::ContentText::of(
-                &crate::row::RowContent::sample(),
-            )),
-            content_hash: format!("hash-{n}"),
-            delivery: Some("EMAIL"),
-            valid: true,
-            error_message: None,
-            skipped: false,
-        }
+        super::super::sample_row(n)
     }
 
     fn order(key: &str) -> PlannedOrder {

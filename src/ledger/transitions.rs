@@ -737,22 +737,7 @@ mod tests {
     /// An order of five rows planned in reverse file order, its ledger and batch.
     fn an_order_of_five() -> (tempfile::TempDir, Ledger, i64, i64) {
         let (dir, mut ledger, batch) = crate::ledger::with_a_batch();
-        let rows: Vec<crate::ledger::IncomingRow> = (0..5)
-            .map(|n| crate::ledger::IncomingRow {
-                reference: format!("R{n}"),
-                position: n,
-                line: n + 2,
-                fields: format!("[\"R{n}\"]"),
-                spec: Some(crate::row::ContentText::of(
-                    &crate::row::RowContent::sample(),
-                )),
-                content_hash: format!("hash-{n}"),
-                delivery: Some("EMAIL"),
-                valid: true,
-                error_message: None,
-                skipped: false,
-            })
-            .collect();
+        let rows: Vec<crate::ledger::IncomingRow> = (0..5).map(crate::ledger::sample_row).collect();
         let mut merge = ledger
             .merge(batch, crate::ledger::merge::Planning::Plan)
             .expect("merge");
