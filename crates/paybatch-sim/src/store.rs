@@ -178,6 +178,14 @@ fn set_balance(tx: &Transaction<'_>, currency: &str, amount: Decimal) -> Result<
     Ok(())
 }
 
+/// A transaction that reads, then writes: it takes the state's write lock when it begins
+/// (`IMMEDIATE`). Begun as a read, it could not take it later once another simulator sharing
+/// the state file had written since its read began: SQLite refuses that at once, without
+/// waiting, and the request would have failed with a 500.
+fn writing(conn: &mut Connection) -> rusqlite::Result<Transaction<'_>> {
+    conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+}
+
 /// The state's connection: a private file in WAL mode (or memory), foreign keys on. Commits
 /// write the log without waiting for the disk (`synchronous=NORMAL`): a killed simulator
 /// restarts with every order it answered, which is what its restarts rehearse; only a power cut
@@ -242,7 +250,7 @@ impl Store {
             .to_latest(&mut conn)
             .map_err(|e| format!("cannot prepare the state schema: {e}"))?;
         {
-            let tx = conn.transaction().map_err(|e| e.to_string())?;
+            let tx = writing(&mut conn).map_err(|e| e.to_string())?;
             let initialised: Option<String> = tx
                 .query_row(
                     "SELECT value FROM meta WHERE key = 'balances_initialised'",
@@ -335,7 +343,7 @@ impl Store {
     /// offset after the call, the larger of the stored one and `offset_ms`.
     pub fn raise_clock_offset(&self, offset_ms: i64) -> Result<i64> {
         let mut inner = self.lock();
-        let tx = inner.conn.transaction()?;
+        let tx = writing(&mut inner.conn)?;
         let stored: Option<String> = tx
             .query_row(
                 "SELECT value FROM meta WHERE key = 'clock_offset_ms'",
@@ -385,7 +393,7 @@ impl Store {
     /// take their decided outcome; a failed order paid from the balance is refunded.
     pub fn settle(&self, now_ms: i64) -> Result<usize> {
         let mut inner = self.lock();
-        let tx = inner.conn.transaction()?;
+        let tx = writing(&mut inner.conn)?;
         let due: Vec<OrderRow> = {
             let mut stmt = tx.prepare_cached(&format!(
                 "SELECT {ORDER_COLUMNS} FROM orders WHERE status = 'PROCESSING' AND due_ms <= ?1"
@@ -494,7 +502,7 @@ impl Store {
         answer: &Answer<'_>,
     ) -> Result<Created> {
         let mut inner = self.lock();
-        let tx = inner.conn.transaction()?;
+        let tx = writing(&mut inner.conn)?;
         if let Some(b) = &balance {
             let available = balance_in(&tx, b.currency)?;
             if b.amount > available {
@@ -630,7 +638,7 @@ impl Store {
     {
         use std::borrow::Borrow;
         let mut inner = self.lock();
-        let tx = inner.conn.transaction()?;
+        let tx = writing(&mut inner.conn)?;
         {
             let mut order_stmt = tx.prepare_cached(INSERT_ORDER)?;
             let mut item_stmt = tx.prepare_cached(INSERT_ITEM)?;
