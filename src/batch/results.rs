@@ -7,7 +7,7 @@ use rust_decimal::Decimal;
 
 use crate::file_format::{FileFormat, OutFormat};
 use crate::ledger::payouts::PayoutNote;
-use crate::ledger::{Ledger, LedgerError, OrderLabel, RowRecord, RowState, Specs};
+use crate::ledger::{Ledger, OrderLabel, RowRecord, RowState, Specs};
 
 use super::output::{ResultLine, ResultWriter};
 use crate::ops::error::OpError;
@@ -20,25 +20,67 @@ const CHUNK_LINES: usize = 1024;
 /// each, empty or not), so a chunk of such lines is a few of them, not a thousand.
 const CHUNK_BYTES: usize = 1 << 20;
 
-/// A result file written by a thread of its own: lines are handed to it a chunk at a time.
-/// Dropped before [`InBackground::end`], the writer is told there is no more and joined, and
-/// the unfinished file is removed before the drop returns.
-pub(crate) struct InBackground {
-    chunk: Vec<ResultLine>,
+/// What the writing thread of [`InBackground`] makes a line of the result file of.
+pub(crate) trait ToLine: Send + 'static {
+    /// About how many bytes it holds ([`ResultLine::size`]).
+    fn size(&self) -> usize;
+    fn into_line(self) -> ResultLine;
+}
+
+impl ToLine for ResultLine {
+    fn size(&self) -> usize {
+        ResultLine::size(self)
+    }
+
+    fn into_line(self) -> ResultLine {
+        self
+    }
+}
+
+/// A row as the ledger has it, with what the result file says of its order and its link
+/// ([`result_line`], made on the writing thread: the ledger's side only reads).
+pub(crate) struct LedgerLine {
+    pub(crate) row: RowRecord,
+    pub(crate) order: Option<OrderLabel>,
+    pub(crate) note: Option<PayoutNote>,
+}
+
+impl ToLine for LedgerLine {
+    fn size(&self) -> usize {
+        let r = &self.row;
+        let cells: usize = r.fields.iter().map(String::capacity).sum();
+        let texts = [&r.payout_url, &r.error_message, &r.item_id, &r.completed_at];
+        let added: usize = texts
+            .iter()
+            .map(|t| t.as_ref().map_or(0, String::len))
+            .sum();
+        r.fields.capacity() * std::mem::size_of::<String>() + cells + added
+    }
+
+    fn into_line(self) -> ResultLine {
+        result_line(self.row, self.order, self.note)
+    }
+}
+
+/// A result file written by a thread of its own: lines (or what they are made of, `T`) are
+/// handed to it a chunk at a time. Dropped before [`InBackground::end`], the writer is told
+/// there is no more and joined, and the unfinished file is removed before the drop returns.
+pub(crate) struct InBackground<T: ToLine = ResultLine> {
+    chunk: Vec<T>,
     /// The bytes of the lines of `chunk`.
     bytes: usize,
-    to_write: Option<std::sync::mpsc::SyncSender<Vec<ResultLine>>>,
+    to_write: Option<std::sync::mpsc::SyncSender<Vec<T>>>,
     writer: Option<std::thread::JoinHandle<std::io::Result<ResultWriter>>>,
 }
 
-impl InBackground {
+impl<T: ToLine> InBackground<T> {
     pub(crate) fn start(out: ResultWriter) -> Self {
-        let (to_write, chunks) = std::sync::mpsc::sync_channel::<Vec<ResultLine>>(4);
+        let (to_write, chunks) = std::sync::mpsc::sync_channel::<Vec<T>>(4);
         let writer = std::thread::spawn(move || {
             let mut out = out;
             for chunk in chunks {
-                for line in &chunk {
-                    out.write(line)?;
+                for line in chunk {
+                    out.write(&line.into_line())?;
                 }
             }
             Ok(out)
@@ -52,7 +94,7 @@ impl InBackground {
     }
 
     /// Adds a line; `false` when the writer has stopped (its error comes with [`Self::end`]).
-    pub(crate) fn push(&mut self, line: ResultLine) -> bool {
+    pub(crate) fn push(&mut self, line: T) -> bool {
         self.bytes += line.size();
         self.chunk.push(line);
         if self.chunk.len() < CHUNK_LINES && self.bytes < CHUNK_BYTES {
@@ -81,7 +123,7 @@ impl InBackground {
     }
 }
 
-impl Drop for InBackground {
+impl<T: ToLine> Drop for InBackground<T> {
     fn drop(&mut self) {
         self.to_write.take();
         if let Some(writer) = self.writer.take() {
@@ -92,7 +134,7 @@ impl Drop for InBackground {
 
 /// Writes the result file from the ledger: one line per row of the current input file, in
 /// input order, streamed from the ledger, in layout `format`. The ledger is read on the calling
-/// thread while a thread of its own formats and writes the lines (`InBackground`).
+/// thread while a thread of its own makes, formats and writes the lines (`InBackground`).
 pub fn write_result_file(
     ledger: &Ledger,
     batch_id: i64,
@@ -107,17 +149,10 @@ pub fn write_result_file(
     if crate::failpoint::full("write_result") {
         return Err(io_error(std::io::ErrorKind::StorageFull.into()));
     }
-    // A batch whose links were never followed has no note to read, row by row.
-    let notes = ledger.batch_has_payouts(batch_id)?;
-    let mut lines =
+    let mut lines: InBackground<LedgerLine> =
         InBackground::start(ResultWriter::create(path, headers, format).map_err(io_error)?);
-    let read = ledger.visit_result_rows(batch_id, Specs::Skip, |r, order| {
-        let note = if notes {
-            payout_note_of(ledger, &r)?
-        } else {
-            None
-        };
-        if lines.push(result_line(r, order, note)) {
+    let read = ledger.visit_result_rows(batch_id, Specs::Skip, |row, order, note| {
+        if lines.push(LedgerLine { row, order, note }) {
             Ok(())
         } else {
             Err(OpError::Io {
@@ -131,15 +166,6 @@ pub fn write_result_file(
     read?;
     // Only a file written to the end takes the place of the last one.
     out.finish().map_err(io_error)
-}
-
-/// What the ledger knows of the payout link of row `r` (read only for a row that has one: a
-/// COMPLETED row, or one reissued at a later attempt).
-pub fn payout_note_of(ledger: &Ledger, r: &RowRecord) -> Result<Option<PayoutNote>, LedgerError> {
-    if r.state != RowState::Completed && r.attempt <= 1 {
-        return Ok(None);
-    }
-    ledger.payout_note(r.id, r.attempt).map(Some)
 }
 
 /// The result file's line of row `r`, in `order`, with its link's last known life.

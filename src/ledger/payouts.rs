@@ -513,16 +513,6 @@ impl Ledger {
         Ok(())
     }
 
-    /// Whether the ledger keeps anything of the payouts of batch `batch_id` (a link read after
-    /// payment, an attempt reissued): without, [`Ledger::payout_note`] of each of its rows is
-    /// empty.
-    pub fn batch_has_payouts(&self, batch_id: i64) -> Result<bool> {
-        self.conn
-            .prepare_cached("SELECT EXISTS (SELECT 1 FROM payouts WHERE batch_id = ?1)")
-            .and_then(|mut st| st.query_row(params![batch_id], |r| r.get(0)))
-            .map_err(sqlerr(&self.path))
-    }
-
     /// The last known life of row `row_id`'s attempt `attempt`, and the latest attempt of it
     /// reissued because its link expired.
     pub fn payout_note(&self, row_id: i64, attempt: i64) -> Result<PayoutNote> {
@@ -533,15 +523,26 @@ impl Ledger {
             )
             .and_then(|mut st| {
                 st.query_row(params![row_id, attempt], |r| {
-                    Ok((
-                        r.get::<_, String>("status")?,
-                        r.get::<_, Option<String>>("since")?,
-                        r.get::<_, Option<String>>("expires_at")?,
-                    ))
+                    Ok(PayoutLife {
+                        status: PayoutStatus::parse(&r.get::<_, String>("status")?),
+                        since: r.get("since")?,
+                        expires_at: r.get("expires_at")?,
+                    })
                 })
                 .optional()
             })
             .map_err(sqlerr(&self.path))?;
+        self.payout_note_with(row_id, attempt, current)
+    }
+
+    /// [`Ledger::payout_note`] of an attempt whose link's last known life (`current`, its
+    /// line of `payouts`) was read with its row.
+    pub(super) fn payout_note_with(
+        &self,
+        row_id: i64,
+        attempt: i64,
+        current: Option<PayoutLife>,
+    ) -> Result<PayoutNote> {
         // A first attempt has no earlier one to have been reissued.
         let reissue_of = if attempt <= 1 {
             None
@@ -549,7 +550,7 @@ impl Ledger {
             self.reissue_of(row_id, attempt)?
         };
         let (status, since, expires_at) = match current {
-            Some((s, since, expires)) => (Some(PayoutStatus::parse(&s)), since, expires),
+            Some(life) => (Some(life.status), life.since, life.expires_at),
             None => (None, None, None),
         };
         let earlier_charges = match reissue_of {
@@ -851,18 +852,12 @@ mod tests {
     #[test]
     fn only_expired_links_are_reissued_and_the_expired_attempt_is_kept_and_counted() {
         let (_dir, mut ledger) = ledger();
-        assert!(
-            !ledger.batch_has_payouts(1).expect("any"),
-            "no link read yet"
-        );
         read(
             &mut ledger,
             1,
             &[PayoutStatus::Expired, PayoutStatus::Active],
         );
         read(&mut ledger, 2, &[PayoutStatus::Claimed]);
-        assert!(ledger.batch_has_payouts(1).expect("any"));
-        assert!(!ledger.batch_has_payouts(2).expect("any"), "another batch");
         let expired: Vec<(String, String)> = ledger
             .expired_rows(1)
             .expect("expired")
@@ -914,6 +909,48 @@ mod tests {
             [("R-1".to_string(), "ORD-1".to_string())]
         );
         assert!(ledger.expired_rows(1).expect("expired").is_empty());
+    }
+
+    /// The note the result file's visit brings with each row is the one [`Ledger::payout_note`]
+    /// reads on its own: a COMPLETED row's link, a reissued row's earlier attempt, none for a
+    /// row neither paid nor reissued.
+    #[test]
+    fn the_visit_of_the_result_rows_brings_each_row_the_note_of_its_link() {
+        let (_dir, mut ledger) = ledger();
+        read(
+            &mut ledger,
+            1,
+            &[PayoutStatus::Expired, PayoutStatus::Active],
+        );
+        assert_eq!(ledger.reissue_expired(1, None).expect("reissued"), ["R-1"]);
+        let mut seen = Vec::new();
+        ledger
+            .visit_result_rows::<super::super::LedgerError>(
+                1,
+                super::super::Specs::Skip,
+                |row, _, note| {
+                    let own = (row.state == super::super::RowState::Completed || row.attempt > 1)
+                        .then(|| ledger.payout_note(row.id, row.attempt))
+                        .transpose()?;
+                    assert_eq!(note, own, "{}", row.reference);
+                    seen.push((
+                        row.reference,
+                        note.as_ref().and_then(|n| n.status.clone()),
+                        note.and_then(|n| n.reissue_of.map(|e| e.attempt)),
+                    ));
+                    Ok(())
+                },
+            )
+            .expect("visited");
+        assert_eq!(
+            seen,
+            [
+                ("R-1".to_string(), None, Some(1)),
+                ("R-2".to_string(), Some(PayoutStatus::Active), None),
+                ("R-3".to_string(), None, None),
+            ],
+            "R-3's order was never followed"
+        );
     }
 
     #[test]

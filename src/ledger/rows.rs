@@ -10,6 +10,7 @@ use rust_decimal::Decimal;
 use crate::api::models::PaymentMethodType;
 
 use super::columns::{Amount, amount, stored_row, stored_row_in};
+use super::payouts::{PayoutLife, PayoutNote, PayoutStatus};
 use super::{Ledger, LedgerError, OrderState, Result, RowState, sqlerr};
 use crate::row::RowContent;
 
@@ -248,21 +249,33 @@ impl Ledger {
     }
 
     /// Visits the rows of a batch still in its input file (not REMOVED), in input order, each
-    /// with what the result file says of its order; one row in memory at a time. With
-    /// [`Specs::Skip`], a row's `spec` and `content_hash` are left empty (not read).
+    /// with what the result file says of its order and of its payout link; one row in memory
+    /// at a time. With [`Specs::Skip`], a row's `spec` and `content_hash` are left empty (not
+    /// read).
+    ///
+    /// The note of the link ([`Ledger::payout_note`]) comes with a COMPLETED row, or one
+    /// reissued at a later attempt; its current attempt's line of `payouts` is read in the same
+    /// step as the row, the attempts it reissued (a later attempt's only) on their own.
     pub fn visit_result_rows<E: From<LedgerError>>(
         &self,
         batch_id: i64,
         specs: Specs,
-        mut visit: impl FnMut(RowRecord, Option<OrderLabel>) -> std::result::Result<(), E>,
+        mut visit: impl FnMut(
+            RowRecord,
+            Option<OrderLabel>,
+            Option<PayoutNote>,
+        ) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
         let columns = if specs == Specs::Read {
             row_columns(&[])
         } else {
             row_columns(&[("spec", "NULL"), ("content_hash", "''")])
         };
+        // The link's columns follow the row's (`link_life`).
         let sql = format!(
-            "SELECT {columns} FROM rows
+            "SELECT {columns}, p.status AS link_status, p.since AS link_since,
+                    p.expires_at AS link_expires_at
+             FROM rows LEFT JOIN payouts p ON p.row_id = rows.id AND p.attempt = rows.attempt
              WHERE rows.batch_id = ?1 AND rows.state != 'REMOVED'
              ORDER BY rows.position, rows.id"
         );
@@ -285,7 +298,13 @@ impl Ledger {
                 }
                 None => None,
             };
-            visit(row, order)?;
+            let note = if row.state == RowState::Completed || row.attempt > 1 {
+                let life = link_life(r).map_err(self.read_error())?;
+                Some(self.payout_note_with(row.id, row.attempt, life)?)
+            } else {
+                None
+            };
+            visit(row, order, note)?;
         }
         Ok(())
     }
@@ -582,6 +601,20 @@ pub(crate) fn latest_conversion_in(
     Ok(None)
 }
 
+/// The line of `payouts` of a row's current attempt, read with the row by
+/// [`Ledger::visit_result_rows`] (its columns follow [`ROW_COLUMNS`]); `None` without one.
+fn link_life(r: &rusqlite::Row<'_>) -> rusqlite::Result<Option<PayoutLife>> {
+    let at = ROW_COLUMNS.len();
+    let Some(status) = r.get::<_, Option<String>>(at)? else {
+        return Ok(None);
+    };
+    Ok(Some(PayoutLife {
+        status: PayoutStatus::parse(&status),
+        since: r.get(at + 1)?,
+        expires_at: r.get(at + 2)?,
+    }))
+}
+
 /// A row as [`row_columns`] select it; its stored row read, or left out with [`Specs::Skip`].
 fn read_row(r: &rusqlite::Row<'_>, specs: Specs) -> rusqlite::Result<RowRecord> {
     let fields: String = r.get(at!("fields"))?;
@@ -682,7 +715,7 @@ mod tests {
             };
             damaged(ledger.rows(batch).expect_err("rows"));
             let visited =
-                ledger.visit_result_rows::<LedgerError>(batch, Specs::Read, |_, _| Ok(()));
+                ledger.visit_result_rows::<LedgerError>(batch, Specs::Read, |_, _, _| Ok(()));
             damaged(visited.expect_err("result rows"));
             ledger
                 .conn
@@ -750,7 +783,7 @@ mod tests {
             .expect("emptied");
         damage_at_line_7(ledger.rows(batch).map(drop));
         damage_at_line_7(ledger.completed_amounts(batch).map(drop));
-        let visited = ledger.visit_result_rows::<LedgerError>(batch, Specs::Read, |_, _| Ok(()));
+        let visited = ledger.visit_result_rows::<LedgerError>(batch, Specs::Read, |_, _, _| Ok(()));
         damage_at_line_7(visited);
         // A row that failed validation has none: read as such.
         ledger

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use chrono::NaiveDate;
 
 use crate::batch::output::{ResultLine, ResultWriter};
-use crate::batch::results::{InBackground, payout_note_of, result_line};
+use crate::batch::results::{InBackground, result_line};
 use crate::file_format::{FileFormat, OutFormat};
 use crate::ledger::{BatchRecord, Ledger, Specs};
 use crate::ops::error::OpError;
@@ -463,10 +463,9 @@ impl<'a> BatchReading<'a> {
     ) -> Result<(), OpError> {
         let ledger = self.ledger;
         let batch = &self.completed.batch;
-        ledger.visit_result_rows(batch.id, Specs::Read, |row, order| {
+        ledger.visit_result_rows(batch.id, Specs::Read, |row, order, note| {
             self.tally.add(&row, order.as_ref());
             if let (Some(lines), Some(path)) = (lines.as_deref_mut(), csv_path) {
-                let note = payout_note_of(ledger, &row)?;
                 let mut line: ResultLine = result_line(row, order, note);
                 line.fields = self.period_cells(std::mem::take(&mut line.fields));
                 if !lines.push(line) {

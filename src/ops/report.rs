@@ -98,7 +98,7 @@ pub fn batch_costs(
     batch: &BatchRecord,
     mut tally: Tally,
 ) -> Result<report::period::BatchCostsJson, OpError> {
-    ledger.visit_result_rows(batch.id, Specs::Read, |row, order| {
+    ledger.visit_result_rows(batch.id, Specs::Read, |row, order, _| {
         tally.add(&row, order.as_ref());
         Ok::<(), LedgerError>(())
     })?;
@@ -119,9 +119,9 @@ pub fn write_html(
     if let Some((_, note)) = ledger.batch_notes(batch.id, "repeats ")?.last() {
         tally.repeats_decided(note);
     }
-    ledger.visit_result_rows(batch.id, Specs::Read, |row, order| {
+    ledger.visit_result_rows(batch.id, Specs::Read, |row, order, note| {
         tally.add(&row, order.as_ref());
-        if let Some(note) = crate::batch::results::payout_note_of(ledger, &row)? {
+        if let Some(note) = note {
             let now_paid_by = order.as_ref().and_then(|o| o.service_order_id.as_deref());
             tally.add_payout(&row, &note, now_paid_by);
         }
