@@ -846,49 +846,81 @@ async fn finish(
             balances_now.insert(currency.clone(), balance.ok());
         }
     }
-    let ledger = context.ledger();
-    let stopped = if stopped_by_service.is_empty() {
-        Vec::new()
-    } else {
-        let flags = opts.repeated_flags();
-        let (stops, balances) = (&stopped_by_service, &balances_now);
-        funds::stopped_lines(&ledger, batch, products, stops, balances, &flags)?
-    };
-    let result_path = result_path(opts);
-    let result_format = ledger.result_format(batch.id)?;
-    let writing = Instant::now();
-    match written {
-        // Only planned, nothing changed since: the file written while the file was read.
-        Some(out) if opts.plan_only && stopped.is_empty() => {
-            out.finish().map_err(|e| OpError::Io {
-                path: result_path.clone(),
-                message: e.to_string(),
-            })?;
+    // The ledger's lock is held in this block only (not across the wait for the summary).
+    let (stopped, summing) = {
+        let ledger = context.ledger();
+        let stopped = if stopped_by_service.is_empty() {
+            Vec::new()
+        } else {
+            let flags = opts.repeated_flags();
+            let (stops, balances) = (&stopped_by_service, &balances_now);
+            funds::stopped_lines(&ledger, batch, products, stops, balances, &flags)?
+        };
+        let result_path = result_path(opts);
+        let result_format = ledger.result_format(batch.id)?;
+        let summing = summarize_aside(opts, batch, result_path.clone(), incomplete);
+        let writing = Instant::now();
+        match written {
+            // Only planned, nothing changed since: the file written while the file was read.
+            Some(out) if opts.plan_only && stopped.is_empty() => {
+                out.finish().map_err(|e| OpError::Io {
+                    path: result_path.clone(),
+                    message: e.to_string(),
+                })?;
+            }
+            _ => write_result_file(
+                &ledger,
+                batch.id,
+                &scanned.headers,
+                &result_path,
+                result_format.format,
+            )?,
         }
-        _ => write_result_file(
-            &ledger,
-            batch.id,
-            &scanned.headers,
-            &result_path,
-            result_format.format,
-        )?,
-    }
-    tracing::info!("result file: {:.2?}", writing.elapsed());
-    let summing = Instant::now();
-    let summary = summarize(
-        &ledger,
-        batch.id,
-        &batch.name,
-        &opts.environment,
-        result_path,
-        incomplete,
-    )?;
-    tracing::info!("summary: {:.2?}", summing.elapsed());
+        tracing::info!("result file: {:.2?}", writing.elapsed());
+        (stopped, summing)
+    };
+    let summary = match summing.await {
+        Ok(summary) => summary?,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => {
+            return Err(OpError::Io {
+                path: opts.ledger.clone(),
+                message: format!("the summary could not be read: {e}"),
+            });
+        }
+    };
     Ok(RunSummary {
         stopped,
         likely_repeats: likely.0.into_iter().map(LikelyPaid::from).collect(),
         likely_repeats_total: likely.1,
         ..summary
+    })
+}
+
+/// The summary of `batch` ([`summarize`]), read on a connection of its own on a thread of its
+/// own while the result file is written: nothing writes the ledger by then, so both read the
+/// run's end.
+fn summarize_aside(
+    opts: &RunOptions,
+    batch: &ledger::BatchRecord,
+    result_path: std::path::PathBuf,
+    incomplete: Option<String>,
+) -> tokio::task::JoinHandle<Result<RunSummary, OpError>> {
+    let (path, environment) = (opts.ledger.clone(), opts.environment.clone());
+    let (batch_id, name) = (batch.id, batch.name.clone());
+    tokio::task::spawn_blocking(move || {
+        let summing = Instant::now();
+        let ledger = Ledger::open(&path)?;
+        let summary = summarize(
+            &ledger,
+            batch_id,
+            &name,
+            &environment,
+            result_path,
+            incomplete,
+        );
+        tracing::info!("summary: {:.2?}", summing.elapsed());
+        summary
     })
 }
 
