@@ -847,7 +847,7 @@ async fn finish(
         }
     }
     // The ledger's lock is held in this block only (not across the wait for the summary).
-    let (stopped, summing) = {
+    let (stopped, written, summing) = {
         let ledger = context.ledger();
         let stopped = if stopped_by_service.is_empty() {
             Vec::new()
@@ -860,13 +860,13 @@ async fn finish(
         let result_format = ledger.result_format(batch.id)?;
         let summing = summarize_aside(opts, batch, result_path.clone(), incomplete);
         let writing = Instant::now();
-        match written {
+        let written = match written {
             // Only planned, nothing changed since: the file written while the file was read.
             Some(out) if opts.plan_only && stopped.is_empty() => {
                 out.finish().map_err(|e| OpError::Io {
                     path: result_path.clone(),
                     message: e.to_string(),
-                })?;
+                })
             }
             _ => write_result_file(
                 &ledger,
@@ -874,12 +874,16 @@ async fn finish(
                 &scanned.headers,
                 &result_path,
                 result_format.format,
-            )?,
-        }
+            ),
+        };
         tracing::info!("result file: {:.2?}", writing.elapsed());
-        (stopped, summing)
+        (stopped, written, summing)
     };
-    let summary = match summing.await {
+    // The summary's connection is closed before the run returns, whether or not the result
+    // file could be written.
+    let summary = summing.await;
+    written?;
+    let summary = match summary {
         Ok(summary) => summary?,
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
         Err(e) => {
