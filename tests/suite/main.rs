@@ -19,6 +19,7 @@ mod attack_lost;
 mod attack_send;
 mod attack_service;
 mod attack_speed;
+mod attack_summary;
 mod attack_thread;
 mod attack_window;
 mod books;
