@@ -18,6 +18,7 @@ mod attack_compact;
 mod attack_lost;
 mod attack_send;
 mod attack_service;
+mod attack_sim_state;
 mod attack_speed;
 mod attack_summary;
 mod attack_thread;
