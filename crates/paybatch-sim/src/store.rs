@@ -128,7 +128,13 @@ pub(crate) struct BalanceUse<'a> {
 #[derive(Debug, PartialEq)]
 pub(crate) enum Created {
     Ok,
-    InsufficientBalance { available: Decimal },
+    InsufficientBalance {
+        available: Decimal,
+    },
+    /// Another simulator sharing the state file answered the key meanwhile (its reservation
+    /// is its own): its answer stands, [`Reservation::Replay`] or [`Reservation::Mismatch`],
+    /// and nothing was stored.
+    Taken(Reservation),
 }
 
 /// The answer to store with the order, under its idempotency key.
@@ -176,6 +182,40 @@ fn set_balance(tx: &Transaction<'_>, currency: &str, amount: Decimal) -> Result<
         params![currency, amount.to_string()],
     )?;
     Ok(())
+}
+
+/// The live answer stored under `(fp, key)`: replayed for the same body (`sha`), refused for
+/// another, as the service answers a key once; `None` when there is none or it has expired.
+/// Read before a key is reserved, and again inside the transaction that stores an answer: a
+/// reservation holds in its own process only, and another simulator sharing the state file
+/// may have answered the key meanwhile.
+fn stored_answer(
+    conn: &Connection,
+    fp: &str,
+    key: &str,
+    sha: &str,
+    now_ms: i64,
+) -> rusqlite::Result<Option<Reservation>> {
+    let record: Option<(String, u16, Vec<u8>, i64)> = conn
+        .query_row(
+            "SELECT body_sha256, status_code, response, created_ms FROM idempotency \
+             WHERE key_fingerprint = ?1 AND idempotency_key = ?2",
+            params![fp, key],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .optional()?;
+    Ok(match record {
+        Some((stored_sha, status, body, created_ms))
+            if now_ms - created_ms < IDEMPOTENCY_TTL_MS =>
+        {
+            Some(if stored_sha == sha {
+                Reservation::Replay { status, body }
+            } else {
+                Reservation::Mismatch
+            })
+        }
+        _ => None,
+    })
 }
 
 /// A transaction that reads, then writes: it takes the state's write lock when it begins
@@ -430,36 +470,16 @@ impl Store {
         if inner.reserved.contains(&slot) {
             return Ok(Reservation::InProgress);
         }
-        let record: Option<(String, u16, Vec<u8>, i64)> = inner
-            .conn
-            .query_row(
-                "SELECT body_sha256, status_code, response, created_ms FROM idempotency \
-                 WHERE key_fingerprint = ?1 AND idempotency_key = ?2",
-                params![fp, key],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-            )
-            .optional()?;
-        match record {
-            Some((stored_sha, status, body, created_ms))
-                if now_ms - created_ms < IDEMPOTENCY_TTL_MS =>
-            {
-                if stored_sha == sha {
-                    Ok(Reservation::Replay { status, body })
-                } else {
-                    Ok(Reservation::Mismatch)
-                }
-            }
-            expired => {
-                if expired.is_some() {
-                    inner.conn.execute(
-                        "DELETE FROM idempotency WHERE key_fingerprint = ?1 AND idempotency_key = ?2",
-                        params![fp, key],
-                    )?;
-                }
-                inner.reserved.insert(slot);
-                Ok(Reservation::Reserved)
-            }
+        if let Some(live) = stored_answer(&inner.conn, fp, key, sha, now_ms)? {
+            return Ok(live);
         }
+        // An expired record gives its key up.
+        inner.conn.execute(
+            "DELETE FROM idempotency WHERE key_fingerprint = ?1 AND idempotency_key = ?2",
+            params![fp, key],
+        )?;
+        inner.reserved.insert(slot);
+        Ok(Reservation::Reserved)
     }
 
     /// Frees a key reserved by [`Store::reserve`].
@@ -469,16 +489,22 @@ impl Store {
             .remove(&(fp.to_string(), key.to_string()));
     }
 
-    /// Stores an answer that created no order (a 400, a 422, a kept 500) under its key.
+    /// Stores an answer that created no order (a 400, a 422, a kept 500) under its key; or,
+    /// when another simulator sharing the state file answered the key meanwhile, stores nothing
+    /// and returns that answer ([`stored_answer`]).
     pub fn record_answer(
         &self,
         fp: &str,
         key: &str,
         answer: &Answer<'_>,
         now_ms: i64,
-    ) -> Result<()> {
-        let inner = self.lock();
-        inner.conn.execute(
+    ) -> Result<Option<Reservation>> {
+        let mut inner = self.lock();
+        let tx = writing(&mut inner.conn)?;
+        if let Some(taken) = stored_answer(&tx, fp, key, answer.body_sha256, now_ms)? {
+            return Ok(Some(taken));
+        }
+        tx.execute(
             "INSERT OR REPLACE INTO idempotency (key_fingerprint, idempotency_key, body_sha256, \
              status_code, response, created_ms, order_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULL)",
             params![
@@ -490,7 +516,8 @@ impl Store {
                 now_ms
             ],
         )?;
-        Ok(())
+        tx.commit()?;
+        Ok(None)
     }
 
     /// Creates an order in one transaction: balance check and debit, the order and its items,
@@ -503,6 +530,10 @@ impl Store {
     ) -> Result<Created> {
         let mut inner = self.lock();
         let tx = writing(&mut inner.conn)?;
+        let (fp, key) = (&order.key_fingerprint, &order.idempotency_key);
+        if let Some(taken) = stored_answer(&tx, fp, key, answer.body_sha256, order.created_ms)? {
+            return Ok(Created::Taken(taken));
+        }
         if let Some(b) = &balance {
             let available = balance_in(&tx, b.currency)?;
             if b.amount > available {

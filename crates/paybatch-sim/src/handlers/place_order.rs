@@ -8,7 +8,9 @@ use serde_json::Value;
 use super::answers::{error_bytes, json_bytes};
 use super::context::Ctx;
 use crate::orders::{self, Priced, PricedItem, Refused, Request, Rules};
-use crate::store::{Answer, BalanceUse, Created, ItemRow, OrderRow, Towards, iso_from_ms};
+use crate::store::{
+    Answer, BalanceUse, Created, ItemRow, OrderRow, Reservation, Towards, iso_from_ms,
+};
 use crate::{ApiVersion, Sim};
 use paybatch_api::models::{AcceptedOrder, ExecutionMode, OrderStatus, PaymentMethodType};
 
@@ -31,7 +33,7 @@ struct Keeper<'a> {
 
 impl Keeper<'_> {
     fn refuse(&self, status: u16, body: Vec<u8>) -> Result<Outcome, rusqlite::Error> {
-        self.sim.store.record_answer(
+        let taken = self.sim.store.record_answer(
             self.fp,
             self.key,
             &Answer {
@@ -41,11 +43,38 @@ impl Keeper<'_> {
             },
             self.now,
         )?;
-        Ok(Outcome {
-            status,
-            body,
-            created: false,
+        Ok(match taken {
+            Some(taken) => answered_elsewhere(self.sim, taken),
+            None => Outcome {
+                status,
+                body,
+                created: false,
+            },
         })
+    }
+}
+
+/// The answer to a key that another simulator sharing the state file answered while this one
+/// held it ([`Created::Taken`]): its stored answer for the same body, a refusal for another.
+fn answered_elsewhere(sim: &Sim, taken: Reservation) -> Outcome {
+    let (status, body) = match taken {
+        Reservation::Replay { status, body } => {
+            sim.stat(|s| s.replayed += 1);
+            (status, body)
+        }
+        _ => (
+            400,
+            error_bytes(
+                "idempotency_validation_error",
+                "This idempotency key was already used with a different request body.",
+                None,
+            ),
+        ),
+    };
+    Outcome {
+        status,
+        body,
+        created: false,
     }
 }
 
@@ -385,6 +414,7 @@ fn store(
                 created: true,
             })
         }
+        Created::Taken(taken) => Ok(answered_elsewhere(sim, taken)),
         Created::InsufficientBalance { available } => keeper.refuse(
             400,
             error_bytes(
