@@ -80,8 +80,7 @@ async fn run_batch(
         opts.ledger.display()
     ));
     check_before(opts)?;
-    let lock = LedgerLock::acquire(&opts.ledger)?;
-    let mut ledger = Ledger::open(&opts.ledger)?;
+    let (lock, mut ledger, aside) = open_ledger(opts)?;
     let mut conn = Connection::open(
         opts.environment.clone(),
         opts.api_key_file.as_deref(),
@@ -124,6 +123,10 @@ async fn run_batch(
     reconcile_stale(&mut ledger, &conn.client, &batch, opts, &reporter).await?;
 
     let context = send_context(lock, ledger, &conn.client, reporter, opts, sent, batch.id)?;
+    // Bound after the context, so dropped before it when the run stops early: the context's
+    // connection is then the last to close, and checkpoints the log before the ledger's lock
+    // is let go.
+    let aside = aside;
     let incomplete = send_and_poll(&context, batch.id, opts, written_now).await;
     // A send stopped midway may have left a step with the ledger's thread: it has run before
     // anything reads the ledger for the summary and the result file.
@@ -136,13 +139,23 @@ async fn run_batch(
     finish(
         &context,
         &conn.client,
-        &batch,
+        (&batch, aside),
         &run.catalog,
         &scanned,
         opts,
         ending,
     )
     .await
+}
+
+/// The run's ledger, locked, and two connections to it: the second for the summary read while
+/// the result file is written ([`finish`]), opened now, while the path names the file the first
+/// opened (it may be moved, or a link to it pointed elsewhere, before the run ends).
+fn open_ledger(opts: &RunOptions) -> Result<(LedgerLock, Ledger, Ledger), OpError> {
+    let lock = LedgerLock::acquire(&opts.ledger)?;
+    let ledger = Ledger::open(&opts.ledger)?;
+    let aside = Ledger::open(&opts.ledger)?;
+    Ok((lock, ledger, aside))
 }
 
 /// The context the sending and polling of batch `batch_id` share, its ledger's steps on a
@@ -822,7 +835,7 @@ async fn send_and_poll(
 async fn finish(
     context: &SendContext,
     client: &Client,
-    batch: &ledger::BatchRecord,
+    (batch, aside): (&ledger::BatchRecord, Ledger),
     products: &[Product],
     scanned: &scan::Scan,
     opts: &RunOptions,
@@ -846,8 +859,9 @@ async fn finish(
             balances_now.insert(currency.clone(), balance.ok());
         }
     }
-    // The ledger's lock is held in this block only (not across the wait for the summary).
-    let (stopped, written, summing) = {
+    // The ledger's lock is held while the result file and the summary are read (no step of the
+    // ledger's thread runs in between: both read the run's end), not across a request.
+    let (stopped, written, summary) = {
         let ledger = context.ledger();
         let stopped = if stopped_by_service.is_empty() {
             Vec::new()
@@ -858,73 +872,75 @@ async fn finish(
         };
         let result_path = result_path(opts);
         let result_format = ledger.result_format(batch.id)?;
-        let summing = summarize_aside(opts, batch, result_path.clone(), incomplete);
-        let writing = Instant::now();
-        let written = match written {
-            // Only planned, nothing changed since: the file written while the file was read.
-            Some(out) if opts.plan_only && stopped.is_empty() => {
-                out.finish().map_err(|e| OpError::Io {
-                    path: result_path.clone(),
-                    message: e.to_string(),
-                })
-            }
-            _ => write_result_file(
-                &ledger,
+        let summary_path = result_path.clone();
+        let summarizing = move || {
+            let summing = Instant::now();
+            let summary = summarize(
+                &aside,
                 batch.id,
-                &scanned.headers,
-                &result_path,
-                result_format.format,
-            ),
+                &batch.name,
+                &opts.environment,
+                summary_path,
+                incomplete,
+            );
+            tracing::info!("summary: {:.2?}", summing.elapsed());
+            summary
         };
-        tracing::info!("result file: {:.2?}", writing.elapsed());
-        (stopped, written, summing)
+        let writing = || {
+            let started = Instant::now();
+            let written = match written {
+                // Only planned, nothing changed since: the file written while the file was read.
+                Some(out) if opts.plan_only && stopped.is_empty() => {
+                    out.finish().map_err(|e| OpError::Io {
+                        path: result_path.clone(),
+                        message: e.to_string(),
+                    })
+                }
+                _ => write_result_file(
+                    &ledger,
+                    batch.id,
+                    &scanned.headers,
+                    &result_path,
+                    result_format.format,
+                ),
+            };
+            tracing::info!("result file: {:.2?}", started.elapsed());
+            written
+        };
+        let (written, summary) = beside(writing, summarizing);
+        (stopped, written, summary)
     };
-    // The summary's connection is closed before the run returns, whether or not the result
-    // file could be written.
-    let summary = summing.await;
     written?;
-    let summary = match summary {
-        Ok(summary) => summary?,
-        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        Err(e) => {
-            return Err(OpError::Io {
-                path: opts.ledger.clone(),
-                message: format!("the summary could not be read: {e}"),
-            });
-        }
-    };
     Ok(RunSummary {
         stopped,
         likely_repeats: likely.0.into_iter().map(LikelyPaid::from).collect(),
         likely_repeats_total: likely.1,
-        ..summary
+        ..summary?
     })
 }
 
-/// The summary of `batch` ([`summarize`]), read on a connection of its own on a thread of its
-/// own while the result file is written: nothing writes the ledger by then, so both read the
-/// run's end.
-fn summarize_aside(
-    opts: &RunOptions,
-    batch: &ledger::BatchRecord,
-    result_path: std::path::PathBuf,
-    incomplete: Option<String>,
-) -> tokio::task::JoinHandle<Result<RunSummary, OpError>> {
-    let (path, environment) = (opts.ledger.clone(), opts.environment.clone());
-    let (batch_id, name) = (batch.id, batch.name.clone());
-    tokio::task::spawn_blocking(move || {
-        let summing = Instant::now();
-        let ledger = Ledger::open(&path)?;
-        let summary = summarize(
-            &ledger,
-            batch_id,
-            &name,
-            &environment,
-            result_path,
-            incomplete,
-        );
-        tracing::info!("summary: {:.2?}", summing.elapsed());
-        summary
+/// Runs `main` on this thread and `aside` on a thread of its own meanwhile (after `main` when
+/// no thread can be started), and returns both results once both have run. A panic of either
+/// is a panic here.
+fn beside<A, B: Send>(main: impl FnOnce() -> A, aside: impl FnOnce() -> B + Send) -> (A, B) {
+    let aside = Mutex::new(Some(aside));
+    let take = || aside.lock().unwrap_or_else(|p| p.into_inner()).take();
+    std::thread::scope(|scope| {
+        let started = std::thread::Builder::new()
+            .name("paybatch-summary".into())
+            .spawn_scoped(scope, || take().map(|f| f()));
+        let a = main();
+        let b = match started {
+            Ok(handle) => handle
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            Err(_) => None,
+        };
+        // The thread could not start: `aside` is still here to run.
+        match b.or_else(|| take().map(|f| f())) {
+            Some(b) => (a, b),
+            None => unreachable!("`aside` runs on its thread or here"),
+        }
     })
 }
 
@@ -969,5 +985,32 @@ impl From<repeats::LikelyRepeat> for LikelyPaid {
             earlier_reference: r.earlier_reference,
             completed_at: r.completed_at,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::beside;
+
+    /// The summary's side runs on a thread of its own while this one works, and both results
+    /// come back: each side waits for the other before either returns.
+    #[test]
+    fn beside_runs_the_second_on_a_thread_of_its_own_and_returns_both() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let here = std::thread::current().id();
+        let (a, b) = beside(
+            || {
+                // Waits for the other side: only a thread of its own can answer meanwhile.
+                let seen = rx.recv_timeout(std::time::Duration::from_secs(10));
+                seen.expect("the other side ran meanwhile")
+            },
+            move || {
+                let there = std::thread::current();
+                tx.send(there.id()).expect("sent");
+                there.name().map(str::to_string)
+            },
+        );
+        assert_ne!(a, here, "the second side ran on another thread");
+        assert_eq!(b.as_deref(), Some("paybatch-summary"));
     }
 }
