@@ -1,7 +1,7 @@
-//! Attacks on the end of `paybatch run` (99db090): the summary is read on a second connection
-//! to the ledger (`Ledger::open` of the same path) while the result file is written on the
-//! first. The summary must be the summary of the run's own batch in the ledger the run wrote,
-//! whatever happened to the ledger's path since the run opened it.
+//! Attacks on the end of `paybatch run`: the summary is read on a second connection to the
+//! ledger while the result file is written on the first. The summary must be the summary of
+//! the run's own batch in the ledger the run wrote, whatever happened to the ledger's path since
+//! the run opened it.
 
 use std::time::{Duration, Instant};
 
