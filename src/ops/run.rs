@@ -80,7 +80,7 @@ async fn run_batch(
         opts.ledger.display()
     ));
     check_before(opts)?;
-    let (lock, mut ledger, aside) = open_ledger(opts)?;
+    let (lock, mut ledger, opened) = open_ledger(opts)?;
     let mut conn = Connection::open(
         opts.environment.clone(),
         opts.api_key_file.as_deref(),
@@ -126,7 +126,7 @@ async fn run_batch(
     // Bound after the context, so dropped before it when the run stops early: the context's
     // connection is then the last to close, and checkpoints the log before the ledger's lock
     // is let go.
-    let aside = aside;
+    let aside = open_aside(opts, opened);
     let incomplete = send_and_poll(&context, batch.id, opts, written_now).await;
     // A send stopped midway may have left a step with the ledger's thread: it has run before
     // anything reads the ledger for the summary and the result file.
@@ -148,14 +148,43 @@ async fn run_batch(
     .await
 }
 
-/// The run's ledger, locked, and two connections to it: the second for the summary read while
-/// the result file is written ([`finish`]), opened now, while the path names the file the first
-/// opened (it may be moved, or a link to it pointed elsewhere, before the run ends).
-fn open_ledger(opts: &RunOptions) -> Result<(LedgerLock, Ledger, Ledger), OpError> {
+/// The run's ledger, locked and open, and which file its path named once it was opened.
+fn open_ledger(opts: &RunOptions) -> Result<(LedgerLock, Ledger, Option<FileId>), OpError> {
     let lock = LedgerLock::acquire(&opts.ledger)?;
     let ledger = Ledger::open(&opts.ledger)?;
-    let aside = Ledger::open(&opts.ledger)?;
-    Ok((lock, ledger, aside))
+    let opened = file_id(&opts.ledger);
+    Ok((lock, ledger, opened))
+}
+
+/// A file told from any other on the machine (device and inode).
+type FileId = (u64, u64);
+
+/// The file `path` names now (through links); `None` when it cannot be told.
+fn file_id(path: &std::path::Path) -> Option<FileId> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        None
+    }
+}
+
+/// A second connection to the run's ledger, for the summary read while the result file is
+/// written ([`finish`]); opened once the file is merged (a large merge leaves the write-ahead
+/// log only where the ledger is open nowhere else), and only while the path still names the
+/// file the run opened (`opened`): a ledger moved, or a link to it pointed elsewhere, since
+/// gets none, and its summary is read after the result file on the run's own connection.
+fn open_aside(opts: &RunOptions, opened: Option<FileId>) -> Option<Ledger> {
+    let same = || opened.is_some() && file_id(&opts.ledger) == opened;
+    if !same() {
+        return None;
+    }
+    let aside = Ledger::open(&opts.ledger).ok()?;
+    same().then_some(aside)
 }
 
 /// The context the sending and polling of batch `batch_id` share, its ledger's steps on a
@@ -835,7 +864,7 @@ async fn send_and_poll(
 async fn finish(
     context: &SendContext,
     client: &Client,
-    (batch, aside): (&ledger::BatchRecord, Ledger),
+    (batch, aside): (&ledger::BatchRecord, Option<Ledger>),
     products: &[Product],
     scanned: &scan::Scan,
     opts: &RunOptions,
@@ -873,10 +902,10 @@ async fn finish(
         let result_path = result_path(opts);
         let result_format = ledger.result_format(batch.id)?;
         let summary_path = result_path.clone();
-        let summarizing = move || {
+        let summarizing = move |ledger: &Ledger| {
             let summing = Instant::now();
             let summary = summarize(
-                &aside,
+                ledger,
                 batch.id,
                 &batch.name,
                 &opts.environment,
@@ -907,7 +936,13 @@ async fn finish(
             tracing::info!("result file: {:.2?}", started.elapsed());
             written
         };
-        let (written, summary) = beside(writing, summarizing);
+        let (written, summary) = match aside {
+            Some(aside) => beside(writing, move || summarizing(&aside)),
+            None => {
+                let written = writing();
+                (written, summarizing(&ledger))
+            }
+        };
         (stopped, written, summary)
     };
     written?;
@@ -990,7 +1025,36 @@ impl From<repeats::LikelyRepeat> for LikelyPaid {
 
 #[cfg(test)]
 mod tests {
-    use super::beside;
+    use super::{RunOptions, beside, file_id, open_aside};
+
+    /// The summary's connection is opened only to the file the run opened: a ledger whose path
+    /// names another file since (moved, or a link pointed elsewhere) gets none.
+    #[cfg(unix)]
+    #[test]
+    fn the_summarys_connection_is_opened_only_to_the_file_the_run_opened() {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut opts = RunOptions::new("rows.csv");
+        opts.ledger = dir.path().join("ledger.db");
+        let first = crate::ledger::Ledger::open(&opts.ledger).expect("ledger");
+        let opened = file_id(&opts.ledger);
+        assert!(opened.is_some());
+        assert!(open_aside(&opts, opened).is_some(), "the same file");
+        std::fs::rename(&opts.ledger, dir.path().join("moved.db")).expect("moved");
+        assert!(open_aside(&opts, opened).is_none(), "moved away");
+        assert!(!opts.ledger.exists(), "nothing made in its place");
+        let other = dir.path().join("other.db");
+        drop(crate::ledger::Ledger::open(&other).expect("other"));
+        std::os::unix::fs::symlink(&other, &opts.ledger).expect("link");
+        assert!(
+            open_aside(&opts, opened).is_none(),
+            "a link to another file"
+        );
+        assert!(
+            open_aside(&opts, None).is_none(),
+            "a file that could not be told"
+        );
+        drop(first);
+    }
 
     /// The summary's side runs on a thread of its own while this one works, and both results
     /// come back: each side waits for the other before either returns.
