@@ -126,7 +126,10 @@ async fn run_batch(
     // Bound after the context, so dropped before it when the run stops early: the context's
     // connection is then the last to close, and checkpoints the log before the ledger's lock
     // is let go.
-    let aside = open_aside(opts, opened);
+    // A run that only plans wrote its result file as it read the file: nothing to read beside.
+    let aside = (!opts.plan_only)
+        .then(|| open_aside(opts, opened))
+        .flatten();
     let incomplete = send_and_poll(&context, batch.id, opts, written_now).await;
     // A send stopped midway may have left a step with the ledger's thread: it has run before
     // anything reads the ledger for the summary and the result file.
