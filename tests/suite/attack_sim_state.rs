@@ -1,5 +1,5 @@
-//! Attacks on two simulators sharing one state file (080ae94: the state's transactions that read
-//! then write begin IMMEDIATE): many orders from both at once, sync and async, and the same
+//! Attacks on two simulators sharing one state file (the state's transactions that read then
+//! write take its write lock when they begin): many orders from both at once, sync and async, and the same
 //! idempotency key sent to both at the same moment. No 500, no identifier drawn twice, no order
 //! lost or made twice, the balance debited once per order.
 
@@ -16,16 +16,22 @@ const EACH: usize = 100;
 /// Keys sent to both simulators at the same moment.
 const SHARED: usize = 8;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn two_simulators_on_one_state_under_load_answer_every_order_once() {
-    let dir = tempfile::tempdir().expect("dir");
+/// Two simulators without a rate limit serving one state file in `dir`.
+async fn two_simulators_on_one_state(
+    dir: &tempfile::TempDir,
+) -> (paybatch::sim::SimHandle, paybatch::sim::SimHandle) {
     let config = SimConfig {
         state: Some(dir.path().join("sim-state.db")),
         rate_limit_per_minute: 0,
         ..fast()
     };
-    let a = start_sim(config.clone()).await;
-    let b = start_sim(config.clone()).await;
+    (start_sim(config.clone()).await, start_sim(config).await)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_simulators_on_one_state_under_load_answer_every_order_once() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (a, b) = two_simulators_on_one_state(&dir).await;
     let before = a.balance("USD");
 
     let mut sends = tokio::task::JoinSet::new();
@@ -88,19 +94,13 @@ async fn two_simulators_on_one_state_under_load_answer_every_order_once() {
 
 /// The same request under the same idempotency key sent to both simulators at the same moment
 /// (a client retrying through the other one): the service makes one order and answers it to
-/// both. Each simulator reserves a key in its own memory only, and `create_order` stores the
-/// order and `INSERT OR REPLACE`s the key's answer without looking whether the other simulator
-/// made an order under it meanwhile: two orders, two debits, for one key.
+/// both. Each simulator reserves a key in its own memory only: unless the transaction that
+/// stores the order looks for the other simulator's answer under the key first, two orders and
+/// two debits are made for one key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn one_key_sent_to_two_simulators_sharing_a_state_at_once_makes_one_order() {
     let dir = tempfile::tempdir().expect("dir");
-    let config = SimConfig {
-        state: Some(dir.path().join("sim-state.db")),
-        rate_limit_per_minute: 0,
-        ..fast()
-    };
-    let a = start_sim(config.clone()).await;
-    let b = start_sim(config.clone()).await;
+    let (a, b) = two_simulators_on_one_state(&dir).await;
     let mut sends = tokio::task::JoinSet::new();
     for i in 0..SHARED {
         for sim in [&a, &b] {

@@ -20,6 +20,73 @@ fn json_line(out: &std::process::Output) -> Value {
     })
 }
 
+/// A simulator whose orders stay PROCESSING 1.5 to 2 s: long enough polling for the ledger's
+/// path to be moved while the run waits for its orders.
+async fn a_polling_sim() -> paybatch::sim::SimHandle {
+    let mut config = fast_config(None);
+    config.processing_min = Duration::from_millis(1500);
+    config.processing_max = Duration::from_millis(2000);
+    start_sim(config).await
+}
+
+/// `paybatch run b.csv --batch b --json` (6 rows) on the ledger at `ledger`, started.
+fn spawn_batch_b(
+    ws: &Workspace,
+    sim: &paybatch::sim::SimHandle,
+    ledger: &str,
+) -> tokio::process::Child {
+    rows_file(ws, "b.csv", "B", 1..=6);
+    let (base, key) = (sim.base_url(), ws.key_file());
+    let key = key.to_str().expect("utf-8");
+    let args = [
+        "run",
+        "b.csv",
+        "--batch",
+        "b",
+        "--base-url",
+        &base,
+        "--api-key-file",
+        key,
+        "--ledger",
+        ledger,
+        "--json",
+    ];
+    spawn_paybatch(ws.dir.path(), &args, &[])
+}
+
+/// Runs `move_it` once the run has sent its orders, while they are still processing (1.5 s at
+/// least), then waits for the run (at most 60 s): its JSON summary must be of batch b as the run
+/// left it, every row COMPLETED, exit 0.
+async fn moved_while_it_polls(
+    sim: &paybatch::sim::SimHandle,
+    run: tokio::process::Child,
+    move_it: impl FnOnce(),
+) -> (std::process::Output, Value) {
+    until("the run sends its orders", Duration::from_secs(60), || {
+        order_posts(sim) >= 1
+    })
+    .await;
+    let started = Instant::now();
+    move_it();
+    assert!(
+        started.elapsed() < Duration::from_millis(1400),
+        "moved before the orders finished"
+    );
+    let out = tokio::time::timeout(Duration::from_secs(60), run.wait_with_output())
+        .await
+        .expect("the run ends within 60 s")
+        .expect("run");
+    let summary = json_line(&out);
+    assert_eq!(
+        summary["rows"],
+        serde_json::json!({"COMPLETED": 6}),
+        "the summary of batch b as the run left it: {summary}\n{}",
+        stderr_of(&out)
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    (out, summary)
+}
+
 /// A ledger given through a symbolic link that is pointed at another ledger while the run
 /// polls (a backup restored, a "current" link moved by a deploy script): the run keeps the
 /// ledger it opened (its result file is read from it), and so must its summary. With the
@@ -29,11 +96,7 @@ fn json_line(out: &std::process::Output) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_summary_is_of_the_ledger_the_run_opened_even_when_its_path_moves() {
     let ws = Workspace::new();
-    let mut config = fast_config(None);
-    // Long enough polling for the link to be moved while the run waits for its orders.
-    config.processing_min = Duration::from_millis(1500);
-    config.processing_max = Duration::from_millis(2000);
-    let sim = start_sim(config).await;
+    let sim = a_polling_sim().await;
     let base = sim.base_url();
     let key = ws.key_file();
     let key = key.to_str().expect("utf-8");
@@ -61,54 +124,16 @@ async fn the_summary_is_of_the_ledger_the_run_opened_even_when_its_path_moves() 
     .await;
     assert_eq!(other.status.code(), Some(5), "{}", stderr_of(&other));
 
-    rows_file(&ws, "b.csv", "B", 1..=6);
     std::os::unix::fs::symlink("real/ledger.db", ws.path("cur.db")).expect("link");
     // The link must name a file that exists (a link to nothing is refused).
     std::fs::write(ws.path("real/ledger.db"), b"").expect("empty ledger");
-    let run = spawn_paybatch(
-        ws.dir.path(),
-        &[
-            "run",
-            "b.csv",
-            "--batch",
-            "b",
-            "--base-url",
-            &base,
-            "--api-key-file",
-            key,
-            "--ledger",
-            "cur.db",
-            "--json",
-        ],
-        &[],
-    );
-    until("the run sends its orders", Duration::from_secs(60), || {
-        order_posts(&sim) >= 1
+    let run = spawn_batch_b(&ws, &sim, "cur.db");
+    let (_, summary) = moved_while_it_polls(&sim, run, || {
+        std::fs::remove_file(ws.path("cur.db")).expect("unlink");
+        std::os::unix::fs::symlink("other/ledger.db", ws.path("cur.db")).expect("relink");
     })
     .await;
-    // Its orders stay PROCESSING 1.5 s at least from here: the run is still polling.
-    let started = Instant::now();
-    // Moved while the orders are still processing (1.5 s at least).
-    std::fs::remove_file(ws.path("cur.db")).expect("unlink");
-    std::os::unix::fs::symlink("other/ledger.db", ws.path("cur.db")).expect("relink");
-    assert!(
-        started.elapsed() < Duration::from_millis(1400),
-        "moved before the orders finished"
-    );
-    let out = tokio::time::timeout(Duration::from_secs(60), run.wait_with_output())
-        .await
-        .expect("the run ends within 60 s")
-        .expect("run");
-
-    let summary = json_line(&out);
-    assert_eq!(
-        summary["rows"],
-        serde_json::json!({"COMPLETED": 6}),
-        "the summary of batch b as the run left it: {summary}\n{}",
-        stderr_of(&out)
-    );
     assert_eq!(summary["batch"], "b");
-    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     let result = read_csv(&ws.path(summary["result_file"].as_str().expect("result file")));
     let status = col(&result[0], "status");
     assert_eq!(result.len(), 7, "{result:?}");
@@ -123,64 +148,22 @@ async fn the_summary_is_of_the_ledger_the_run_opened_even_when_its_path_moves() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ledger_moved_away_during_the_run_is_not_replaced_by_an_empty_one_in_the_summary() {
     let ws = Workspace::new();
-    let mut config = fast_config(None);
-    config.processing_min = Duration::from_millis(1500);
-    config.processing_max = Duration::from_millis(2000);
-    let sim = start_sim(config).await;
-    let base = sim.base_url();
-    let key = ws.key_file();
-    let key = key.to_str().expect("utf-8");
+    let sim = a_polling_sim().await;
     std::fs::create_dir_all(ws.path("real")).expect("dir");
-    rows_file(&ws, "b.csv", "B", 1..=6);
-    let run = spawn_paybatch(
-        ws.dir.path(),
-        &[
-            "run",
-            "b.csv",
-            "--batch",
-            "b",
-            "--base-url",
-            &base,
-            "--api-key-file",
-            key,
-            "--ledger",
-            "real/ledger.db",
-            "--json",
-        ],
-        &[],
-    );
-    until("the run sends its orders", Duration::from_secs(60), || {
-        order_posts(&sim) >= 1
+    let run = spawn_batch_b(&ws, &sim, "real/ledger.db");
+    moved_while_it_polls(&sim, run, || {
+        for [from, to] in [
+            ["ledger.db", "moved.db"],
+            ["ledger.db-wal", "moved.db-wal"],
+            ["ledger.db-shm", "moved.db-shm"],
+        ] {
+            let from = ws.path(&format!("real/{from}"));
+            if from.exists() {
+                std::fs::rename(&from, ws.path(&format!("real/{to}"))).expect("moved");
+            }
+        }
     })
     .await;
-    // Its orders stay PROCESSING 1.5 s at least from here: the run is still polling.
-    let started = Instant::now();
-    for [from, to] in [
-        ["ledger.db", "moved.db"],
-        ["ledger.db-wal", "moved.db-wal"],
-        ["ledger.db-shm", "moved.db-shm"],
-    ] {
-        let from = ws.path(&format!("real/{from}"));
-        if from.exists() {
-            std::fs::rename(&from, ws.path(&format!("real/{to}"))).expect("moved");
-        }
-    }
-    assert!(
-        started.elapsed() < Duration::from_millis(1400),
-        "moved before the orders finished"
-    );
-    let out = tokio::time::timeout(Duration::from_secs(60), run.wait_with_output())
-        .await
-        .expect("the run ends within 60 s")
-        .expect("run");
-    let summary = json_line(&out);
-    assert_eq!(
-        summary["rows"],
-        serde_json::json!({"COMPLETED": 6}),
-        "the summary of batch b as the run left it: {summary}\n{}",
-        stderr_of(&out)
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     if let Ok(meta) = std::fs::metadata(ws.path("real/ledger.db")) {
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(
@@ -194,8 +177,8 @@ async fn a_ledger_moved_away_during_the_run_is_not_replaced_by_an_empty_one_in_t
 /// A row as the ledger holds it: id, reference, state, attempt, debited amount and currency.
 type LedgerRow = (i64, String, String, i64, Option<String>, Option<String>);
 
-/// The payout columns of the result file (9635b12: each row's note read with it by a LEFT JOIN
-/// of `payouts`) against the ledger read directly, row by row, after links were followed,
+/// The payout columns of the result file (each row's note read with it by a LEFT JOIN of
+/// `payouts`) against the ledger read directly, row by row, after links were followed,
 /// expired and reissued twice, the last reissue not paid yet: `payout_status`,
 /// `payout_status_since`, `payout_expires_at` of the current attempt's line (COMPLETED rows and
 /// later attempts only), `reissue_of` (the latest reissued earlier attempt and its order) and
