@@ -514,7 +514,9 @@ impl Ledger {
     }
 
     /// The last known life of row `row_id`'s attempt `attempt`, and the latest attempt of it
-    /// reissued because its link expired.
+    /// reissued because its link expired, read on its own: the tests' yardstick for the note
+    /// [`Ledger::visit_result_rows`] reads with each row (its only reader outside the tests).
+    #[cfg(test)]
     pub fn payout_note(&self, row_id: i64, attempt: i64) -> Result<PayoutNote> {
         let current = self
             .conn
@@ -535,7 +537,7 @@ impl Ledger {
         self.payout_note_with(row_id, attempt, current)
     }
 
-    /// [`Ledger::payout_note`] of an attempt whose link's last known life (`current`, its
+    /// The note of an attempt whose link's last known life (`current`, its
     /// line of `payouts`) was read with its row.
     pub(super) fn payout_note_with(
         &self,

@@ -253,9 +253,10 @@ impl Ledger {
     /// at a time. With [`Specs::Skip`], a row's `spec` and `content_hash` are left empty (not
     /// read).
     ///
-    /// The note of the link ([`Ledger::payout_note`]) comes with a COMPLETED row, or one
-    /// reissued at a later attempt; its current attempt's line of `payouts` is read in the same
-    /// step as the row, the attempts it reissued (a later attempt's only) on their own.
+    /// The note of the link (its last known life, and the attempt it reissued) comes with a
+    /// COMPLETED row, or one reissued at a later attempt; its current attempt's line of
+    /// `payouts` is read in the same step as the row, the attempts it reissued (a later
+    /// attempt's only) on their own.
     pub fn visit_result_rows<E: From<LedgerError>>(
         &self,
         batch_id: i64,
