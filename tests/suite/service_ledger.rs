@@ -29,12 +29,14 @@ async fn a_resume_looks_at_the_service_again_and_pays_nothing_another_ledger_pai
     let sim = start_sim(fast_config(None)).await;
     let a = Workspace::new();
     rows_file(&a, "payroll.csv", "EMP", 1..=40);
-    // Machine A, one row an order, killed after its 10th send.
+    // Machine A, one row an order, killed after its 10th send: one send at a time, so that the
+    // service holds 10 of its orders, never all 40 (with many in flight, every order may be
+    // made before the kill, and machine B then has nothing left to pay).
     let killed = run_file(
         &a,
         &sim,
         "payroll.csv",
-        &["--items-per-order", "1"],
+        &["--items-per-order", "1", "--concurrency", "1"],
         &[("PAYBATCH_FAILPOINT", "after_send:10")],
     )
     .await;
