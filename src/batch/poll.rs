@@ -28,14 +28,17 @@ const LIST_PAGES_PER_ROUND: usize = 4;
 /// Full orders fetched at once (reads are not rate limited; a burst of large orders finishes
 /// within seconds).
 const FETCH_CONCURRENCY: usize = 32;
+/// How long after the newest waiting order is expected to have finished the look for it is
+/// made ([`Poller::expected_end`]): the service's times are in milliseconds.
+const EXPECTED_END_MARGIN: Duration = Duration::from_millis(20);
 
 /// Orders accepted while the polling goes on, as the sending records them. The sending closes
 /// it when it ends.
 pub type Accepted = mpsc::UnboundedReceiver<ToPoll>;
 
 /// The orders being polled and when to look at them next.
-struct Poller<'s> {
-    context: &'s SendContext,
+struct Poller {
+    context: Arc<SendContext>,
     /// Service order id -> ledger order id.
     waiting: HashMap<String, i64>,
     /// The newest (highest) ledger order id polled in this run.
@@ -45,18 +48,31 @@ struct Poller<'s> {
     interval: Duration,
     /// While the newest order is young, the interval stays short.
     young_until: Instant,
+    /// When the service's acceptance of the newest waiting order was recorded (the start of
+    /// the polling for those the ledger held).
+    last_added: Instant,
+    /// The longest an order of this run took to finish, as the service's own times say
+    /// (`completed_at - created_at` in the order list), once one has been seen.
+    longest: Option<Duration>,
+    /// The `last_added` a look was made after the expected end of ([`Poller::expected_end`]).
+    looked_after_end_of: Option<Instant>,
+    /// The records of the finished orders handed to the ledger's thread, which go on while the
+    /// next look is made.
+    recording: tokio::task::JoinSet<Result<(), OpError>>,
     phase: Phase,
 }
 
-impl Poller<'_> {
+impl Poller {
     fn add(&mut self, accepted: ToPoll) {
         let ToPoll {
             service_id,
             order_id,
+            accepted_at,
         } = accepted;
         self.newest = self.newest.max(order_id);
         if self.waiting.insert(service_id, order_id).is_none() {
             self.phase.grow(1);
+            self.last_added = self.last_added.max(accepted_at);
             self.young_until = Instant::now() + POLL_YOUNG;
             self.interval = self.interval.min(retry::POLLING.first);
         }
@@ -72,6 +88,67 @@ impl Poller<'_> {
         };
         self.interval = growth.after(self.interval);
         wait
+    }
+
+    /// When every waiting order is expected to have finished: the newest one's acceptance,
+    /// the longest an order of the run took, and a margin. None before an order has finished
+    /// with both of the service's times, and once a look was made after it (until another
+    /// order is accepted).
+    fn expected_end(&self) -> Option<Instant> {
+        if self.looked_after_end_of == Some(self.last_added) {
+            return None;
+        }
+        let longest = self.longest?;
+        self.last_added.checked_add(longest + EXPECTED_END_MARGIN)
+    }
+
+    /// A look starts now.
+    fn looking(&mut self) {
+        if self.expected_end().is_some_and(|end| end <= Instant::now()) {
+            self.looked_after_end_of = Some(self.last_added);
+        }
+    }
+
+    /// Hands the record of finished order `order_id` (`full`) to the ledger's thread; it is
+    /// recorded while the polling goes on.
+    fn record(&mut self, id: &str, order_id: i64, full: Box<crate::api::models::Order>) {
+        let context = Arc::clone(&self.context);
+        self.recording.spawn(async move {
+            // The look is counted with the record, in one step.
+            context
+                .record_with_ledger(move |l| -> Result<(), OpError> {
+                    l.count_poll(order_id)?;
+                    record::record_terminal_in(l, order_id, &full, 200)?;
+                    Ok(())
+                })
+                .await
+        });
+        self.waiting.remove(id);
+        self.unseen_rounds.remove(id);
+        self.phase.inc(1);
+    }
+
+    /// The records handed over that have ended: the first that failed, if one did.
+    fn recorded(&mut self) -> Result<(), OpError> {
+        while let Some(joined) = self.recording.try_join_next() {
+            settled(joined)?;
+        }
+        Ok(())
+    }
+
+    /// Waits for every record handed over.
+    async fn all_recorded(&mut self) -> Result<(), OpError> {
+        while let Some(joined) = self.recording.join_next().await {
+            settled(joined)?;
+        }
+        Ok(())
+    }
+
+    /// Notes how long a finished order took, by the service's times.
+    fn took(&mut self, processing: Option<Duration>) {
+        if let Some(took) = processing {
+            self.longest = Some(self.longest.map_or(took, |l| l.max(took)));
+        }
     }
 
     fn slow_down(&mut self, e: &ApiError) {
@@ -111,13 +188,17 @@ pub async fn poll_all(
         ));
     }
     let mut poller = Poller {
-        context,
+        context: Arc::clone(context),
         phase: context.reporter.phase(waiting.len() as u64, "poll"),
         newest: waiting.values().copied().max().unwrap_or(0),
         waiting,
         unseen_rounds: HashMap::new(),
         interval: retry::POLLING.first,
         young_until: Instant::now() + POLL_YOUNG,
+        last_added: Instant::now(),
+        longest: None,
+        looked_after_end_of: None,
+        recording: tokio::task::JoinSet::new(),
     };
     // Set when the sending ends: a timeout too long to add to the clock (only a library caller
     // can give one) never ends.
@@ -149,11 +230,15 @@ pub async fn poll_all(
         let wait = poller
             .next_wait()
             .saturating_sub(last_look.map_or(Duration::ZERO, |t| t.elapsed()));
+        let wait = sooner_at(wait, poller.expected_end(), Instant::now());
         tokio::time::sleep(left.map_or(wait, |l| wait.min(l))).await;
         failpoint::hit("while_polling");
+        poller.recorded()?;
         last_look = Some(Instant::now());
+        poller.looking();
         round(&mut poller).await?;
     }
+    poller.all_recorded().await?;
     poller.phase.finish();
     if poller.waiting.is_empty() {
         Ok(None)
@@ -168,7 +253,7 @@ pub async fn poll_all(
 
 /// Takes the orders accepted since the last look; when none is waiting, waits for the next.
 /// Returns true once the sending has ended (the channel is closed and empty).
-async fn take_incoming(rx: &mut Accepted, poller: &mut Poller<'_>) -> bool {
+async fn take_incoming(rx: &mut Accepted, poller: &mut Poller) -> bool {
     if poller.waiting.is_empty() {
         match rx.recv().await {
             Some(accepted) => poller.add(accepted),
@@ -186,11 +271,18 @@ async fn take_incoming(rx: &mut Accepted, poller: &mut Poller<'_>) -> bool {
 
 /// One look at the waiting orders: the order list, then the full orders that are terminal (or
 /// that the list did not show for two rounds), each terminal one checked and recorded.
-async fn round(poller: &mut Poller<'_>) -> Result<(), OpError> {
-    let context = poller.context;
+async fn round(poller: &mut Poller) -> Result<(), OpError> {
+    let context = Arc::clone(&poller.context);
     let listed = list_statuses(&context.client, &poller.waiting, poller.newest).await;
     let (mut to_fetch, seen) = match listed {
-        Ok(found) => found,
+        Ok(Listed {
+            terminal,
+            seen,
+            longest,
+        }) => {
+            poller.took(longest);
+            (terminal, seen)
+        }
         Err(e) if is_auth_error(&e) => return Err(OpError::Auth(e)),
         Err(e) => {
             poller.slow_down(&e);
@@ -212,8 +304,8 @@ async fn round(poller: &mut Poller<'_>) -> Result<(), OpError> {
             to_fetch.push(id.clone());
         }
     }
-    // Each full order is fetched in a task of its own and recorded as it comes, while the
-    // next ones are still being read.
+    // Each full order is fetched in a task of its own and handed to the ledger's thread as it
+    // comes, while the next ones are still being read.
     let mut fetched = fetch_all(&context.client, to_fetch);
     while let Some(joined) = fetched.join_next().await {
         let (id, result) = match joined {
@@ -227,23 +319,11 @@ async fn round(poller: &mut Poller<'_>) -> Result<(), OpError> {
             continue;
         };
         match result {
-            Ok(OrderView::Done(full)) => {
-                // The look is counted with the record, in one step.
-                context
-                    .record_with_ledger(move |l| -> Result<(), OpError> {
-                        l.count_poll(order_id)?;
-                        record::record_terminal_in(l, order_id, &full, 200)?;
-                        Ok(())
-                    })
-                    .await?;
-                poller.waiting.remove(&id);
-                poller.unseen_rounds.remove(&id);
-                poller.phase.inc(1);
-            }
-            Ok(OrderView::Processing(_)) => count_poll(context, order_id).await?,
+            Ok(OrderView::Done(full)) => poller.record(&id, order_id, full),
+            Ok(OrderView::Processing(_)) => count_poll(&context, order_id).await?,
             Err(e) if is_auth_error(&e) => return Err(OpError::Auth(e)),
             Err(e) => {
-                count_poll(context, order_id).await?;
+                count_poll(&context, order_id).await?;
                 poller.slow_down(&e);
                 if !e.is_transient() {
                     context
@@ -296,13 +376,50 @@ fn first_page(waiting: &HashMap<String, i64>, newest: i64) -> u32 {
     (back.saturating_add(1).max(waiting.len()).saturating_add(50)).min(500) as u32
 }
 
+/// The wait before the next look: `regular`, or less when every waiting order is expected to
+/// have finished (`expected_end`, [`Poller::expected_end`]) before it. A look at that moment
+/// takes the place of the regular one (the next counts from it): the last orders of a run are
+/// recorded about when they finish, not up to a whole interval later.
+fn sooner_at(regular: Duration, expected_end: Option<Instant>, now: Instant) -> Duration {
+    expected_end.map_or(regular, |end| {
+        regular.min(end.saturating_duration_since(now))
+    })
+}
+
+/// A record handed to the ledger's thread, ended: its error, or its panic (a bug) here.
+fn settled(joined: Result<Result<(), OpError>, tokio::task::JoinError>) -> Result<(), OpError> {
+    match joined {
+        Ok(recorded) => recorded,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        // None is cancelled while the set is held by the polling.
+        Err(_) => Ok(()),
+    }
+}
+
+/// What a look at the order list found.
+struct Listed {
+    /// The `waiting` orders it shows terminal.
+    terminal: Vec<String>,
+    /// The `waiting` orders it shows at all.
+    seen: std::collections::HashSet<String>,
+    /// The longest a terminal one took to finish, by the service's times, where it gives both.
+    longest: Option<Duration>,
+}
+
+/// How long an order took to finish by the service's times (`completed_at - created_at`),
+/// where it gives both and they are in order.
+fn processing_time(created_at: Option<&str>, completed_at: Option<&str>) -> Option<Duration> {
+    let at = |t: Option<&str>| t.and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
+    (at(completed_at)? - at(created_at)?).to_std().ok()
+}
+
 /// Reads the newest pages of the order list: which of the `waiting` orders are terminal, and
 /// which the list showed at all.
 async fn list_statuses(
     client: &Client,
     waiting: &HashMap<String, i64>,
     newest: i64,
-) -> Result<(Vec<String>, std::collections::HashSet<String>), ApiError> {
+) -> Result<Listed, ApiError> {
     let limit = first_page(waiting, newest);
     let mut query = crate::api::client::PageQuery {
         limit: Some(limit),
@@ -310,6 +427,7 @@ async fn list_statuses(
     };
     let mut seen = std::collections::HashSet::new();
     let mut terminal = Vec::new();
+    let mut longest: Option<Duration> = None;
     for _ in 0..LIST_PAGES_PER_ROUND {
         let page = client.orders(&query).await?;
         for item in &page.items {
@@ -318,6 +436,9 @@ async fn list_statuses(
                 && item.status.is_terminal()
             {
                 terminal.push(item.id.clone());
+                let took =
+                    processing_time(item.created_at.as_deref(), item.completed_at.as_deref());
+                longest = longest.max(took);
             }
         }
         if seen.len() == waiting.len() || page.items.is_empty() {
@@ -328,7 +449,11 @@ async fn list_statuses(
             _ => break,
         }
     }
-    Ok((terminal, seen))
+    Ok(Listed {
+        terminal,
+        seen,
+        longest,
+    })
 }
 
 #[cfg(test)]
@@ -348,5 +473,41 @@ mod tests {
         // Never more than the list's default.
         assert_eq!(first_page(&waiting, 10_000), 500);
         assert_eq!(first_page(&HashMap::new(), 7), 51);
+    }
+
+    /// The look waits for the moment every waiting order is expected to have finished when it
+    /// comes before the regular look; at once when it has passed; the regular wait without one.
+    #[test]
+    fn a_look_is_made_when_the_waiting_orders_are_expected_to_have_finished() {
+        let now = Instant::now();
+        let half = Duration::from_millis(500);
+        let soon = now + Duration::from_millis(120);
+        assert_eq!(sooner_at(half, Some(soon), now), Duration::from_millis(120));
+        // Later than the regular look: the regular one.
+        assert_eq!(sooner_at(half, Some(now + 2 * half), now), half);
+        assert_eq!(sooner_at(half, None, now), half);
+        let passed = now - Duration::from_millis(50);
+        assert_eq!(sooner_at(half, Some(passed), now), Duration::ZERO);
+    }
+
+    /// How long an order took, by the service's two times: none without both, or out of order.
+    #[test]
+    fn the_processing_time_is_read_from_the_services_two_times() {
+        let created = Some("2026-11-28T15:32:50.699Z");
+        assert_eq!(
+            processing_time(created, Some("2026-11-28T15:32:53.026Z")),
+            Some(Duration::from_millis(2327))
+        );
+        assert_eq!(
+            processing_time(
+                Some("2026-11-28T16:32:50.699+01:00"),
+                Some("2026-11-28T15:32:51Z")
+            ),
+            Some(Duration::from_millis(301))
+        );
+        assert_eq!(processing_time(created, None), None);
+        assert_eq!(processing_time(None, Some("2026-11-28T15:32:53Z")), None);
+        assert_eq!(processing_time(created, Some("2026-11-28T15:32:50Z")), None);
+        assert_eq!(processing_time(created, Some("yesterday")), None);
     }
 }

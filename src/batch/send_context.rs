@@ -44,6 +44,8 @@ pub struct ToPoll {
     pub service_id: String,
     /// The ledger's.
     pub order_id: i64,
+    /// When its acceptance was recorded.
+    pub accepted_at: std::time::Instant,
 }
 
 /// What the service stopped for the rest of a run.
@@ -149,6 +151,7 @@ impl SendContext {
             let _ = tx.send(ToPoll {
                 service_id: service_id.to_string(),
                 order_id,
+                accepted_at: std::time::Instant::now(),
             });
         }
     }
