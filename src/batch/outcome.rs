@@ -183,7 +183,7 @@ pub fn debited_totals(
     batch_id: i64,
 ) -> Result<BTreeMap<(String, String), Decimal>, LedgerError> {
     let mut out: BTreeMap<(String, String), Decimal> = BTreeMap::new();
-    for (card, currency, amount) in ledger.debited_amounts(batch_id)? {
+    for (card, currency, amount) in ledger.debited_sums(batch_id)? {
         let payer = match card {
             Some(card) => format!("card {card}"),
             None => format!("balance {currency}"),

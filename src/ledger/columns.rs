@@ -145,17 +145,27 @@ pub struct Amount(pub Decimal);
 
 impl FromSql for Amount {
     fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        let unknown = |text: String| {
+            FromSqlError::Other(Box::new(UnknownText {
+                column: "amount",
+                text,
+            }))
+        };
+        // A text (every amount paybatch writes) is read where it lies.
+        if let ValueRef::Text(_) = value {
+            let text = value.as_str()?;
+            return parse_decimal_text(text)
+                .map(Amount)
+                .ok_or_else(|| unknown(text.to_string()));
+        }
         let text = match value {
             ValueRef::Integer(i) => i.to_string(),
             ValueRef::Real(f) => f.to_string(),
             other => other.as_str()?.to_string(),
         };
-        parse_decimal_text(&text).map(Amount).ok_or_else(|| {
-            FromSqlError::Other(Box::new(UnknownText {
-                column: "amount",
-                text,
-            }))
-        })
+        parse_decimal_text(&text)
+            .map(Amount)
+            .ok_or_else(|| unknown(text))
     }
 }
 

@@ -890,6 +890,23 @@ mod tests {
             3,
             "R-2, R-3 and R-1's first attempt: {debited:?}"
         );
+        // Summed per way of paying as they are read: the same amounts.
+        let mut folded: Vec<(Option<String>, String, Decimal)> = Vec::new();
+        for (card, currency, amount) in ledger.debited_amounts(1).expect("debited") {
+            match folded
+                .iter_mut()
+                .find(|(c, cur, _)| *c == card && *cur == currency)
+            {
+                Some(sum) => sum.2 += amount,
+                None => folded.push((card, currency, amount)),
+            }
+        }
+        folded.sort();
+        assert_eq!(ledger.debited_sums(1).expect("sums"), folded);
+        assert_eq!(
+            folded.iter().map(|(_, _, a)| *a).sum::<Decimal>(),
+            debited.iter().copied().sum::<Decimal>()
+        );
         // The new attempt names the one it reissued.
         let note = ledger.payout_note(1, 2).expect("note");
         assert_eq!(note.status, None, "the new attempt is not paid yet");

@@ -185,6 +185,26 @@ pub(super) const ROWS_PER_ORDER_AND_PAYMENT: &str = "SELECT o.card_id, o.payment
         (SELECT COUNT(*) FROM rows WHERE rows.order_id = o.id) AS rows_in_order
  FROM orders o WHERE o.batch_id = ?1";
 
+/// The debited amounts of a batch's COMPLETED rows and of its reissued earlier attempts.
+const DEBITED: &str = "SELECT o.card_id, r.debited_currency, r.debited_amount
+     FROM rows r JOIN orders o ON o.id = r.order_id
+     WHERE r.batch_id = ?1 AND r.state = 'COMPLETED' AND r.debited_amount IS NOT NULL
+     UNION ALL
+     SELECT o.card_id, p.debited_currency, p.debited_amount
+     FROM payouts p JOIN orders o ON o.id = p.order_id
+     WHERE p.batch_id = ?1 AND p.reissued_at IS NOT NULL
+       AND p.debited_amount IS NOT NULL";
+
+/// The card, the charged currency (both where they lie) and the amount of a line of
+/// [`DEBITED`].
+fn debited_of<'r>(
+    r: &'r rusqlite::Row<'_>,
+) -> rusqlite::Result<(Option<&'r str>, &'r str, Decimal)> {
+    let card = r.get_ref("card_id")?.as_str_or_null()?;
+    let currency = r.get_ref("debited_currency")?.as_str()?;
+    Ok((card, currency, r.get::<_, Amount>("debited_amount")?.0))
+}
+
 /// Rows per state (in [`RowState::ALL`]'s order), and valid rows per delivery.
 pub type StatesAndDeliveries = (Vec<(RowState, i64)>, Vec<(String, i64)>);
 
@@ -360,26 +380,41 @@ impl Ledger {
 
     /// What left each balance (or card) for the COMPLETED rows of a batch, and for the earlier
     /// attempts whose expired links were reissued (`payouts`): (card id, charged currency,
-    /// amount), one per row and attempt that records it.
+    /// amount), one per row and attempt that records it. The yardstick of
+    /// [`Ledger::debited_sums`].
+    #[cfg(test)]
     pub fn debited_amounts(&self, batch_id: i64) -> Result<Vec<(Option<String>, String, Decimal)>> {
-        self.select_all(
-            "SELECT o.card_id, r.debited_currency, r.debited_amount
-             FROM rows r JOIN orders o ON o.id = r.order_id
-             WHERE r.batch_id = ?1 AND r.state = 'COMPLETED' AND r.debited_amount IS NOT NULL
-             UNION ALL
-             SELECT o.card_id, p.debited_currency, p.debited_amount
-             FROM payouts p JOIN orders o ON o.id = p.order_id
-             WHERE p.batch_id = ?1 AND p.reissued_at IS NOT NULL
-               AND p.debited_amount IS NOT NULL",
-            [batch_id],
-            |r| {
-                Ok((
-                    r.get("card_id")?,
-                    r.get("debited_currency")?,
-                    r.get::<_, Amount>("debited_amount")?.0,
-                ))
-            },
-        )
+        self.select_all(DEBITED, [batch_id], |r| {
+            Ok((
+                r.get("card_id")?,
+                r.get("debited_currency")?,
+                r.get::<_, Amount>("debited_amount")?.0,
+            ))
+        })
+    }
+
+    /// What left each balance (or card) for the COMPLETED rows of a batch, and for the earlier
+    /// attempts whose expired links were reissued (`payouts`), summed per (card id, charged
+    /// currency), in that order. Summed as the rows are read, each row's texts where they lie.
+    pub fn debited_sums(&self, batch_id: i64) -> Result<Vec<(Option<String>, String, Decimal)>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(DEBITED)
+            .map_err(sqlerr(&self.path))?;
+        let mut cursor = stmt.query([batch_id]).map_err(sqlerr(&self.path))?;
+        let mut sums: Vec<(Option<String>, String, Decimal)> = Vec::new();
+        while let Some(r) = cursor.next().map_err(sqlerr(&self.path))? {
+            let (card, currency, amount) = debited_of(r).map_err(self.read_error())?;
+            match sums
+                .iter_mut()
+                .find(|(c, cur, _)| c.as_deref() == card && cur == currency)
+            {
+                Some((_, _, sum)) => *sum += amount,
+                None => sums.push((card.map(str::to_string), currency.to_string(), amount)),
+            }
+        }
+        sums.sort();
+        Ok(sums)
     }
 
     /// The first `limit` INVALID rows of a batch in input order, each named as a person reads
