@@ -48,8 +48,8 @@ struct Poller {
     interval: Duration,
     /// While the newest order is young, the interval stays short.
     young_until: Instant,
-    /// When the service's acceptance of the newest waiting order was recorded (the start of
-    /// the polling for those the ledger held).
+    /// When the service's answer accepting the newest waiting order came (the start of the
+    /// polling for those the ledger held).
     last_added: Instant,
     /// The longest an order of this run took to finish, as the service's own times say
     /// (`completed_at - created_at` in the order list), once one has been seen.

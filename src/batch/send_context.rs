@@ -44,7 +44,7 @@ pub struct ToPoll {
     pub service_id: String,
     /// The ledger's.
     pub order_id: i64,
-    /// When its acceptance was recorded.
+    /// When the service's answer accepting it came.
     pub accepted_at: std::time::Instant,
 }
 
@@ -142,8 +142,9 @@ impl SendContext {
         stopped.keys().any(|stop| stop.covers(order))
     }
 
-    /// The service accepted ledger order `order_id` as `service_id`: the polling looks at it.
-    pub fn tell_accepted(&self, service_id: &str, order_id: i64) {
+    /// The service accepted ledger order `order_id` as `service_id` (its answer came at
+    /// `answered`): the polling looks at it.
+    pub fn tell_accepted(&self, service_id: &str, order_id: i64, answered: std::time::Instant) {
         let accepted = self.accepted.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(tx) = accepted.as_ref() {
             // The polling may have stopped (the run is ending): the order stays ACCEPTED in
@@ -151,7 +152,7 @@ impl SendContext {
             let _ = tx.send(ToPoll {
                 service_id: service_id.to_string(),
                 order_id,
-                accepted_at: std::time::Instant::now(),
+                accepted_at: answered,
             });
         }
     }

@@ -922,6 +922,8 @@ async fn accept(
     service_id: &str,
     answer: Answer,
 ) -> Result<(), OpError> {
+    // When the service's answer came: the polling expects the order to finish from then.
+    let answered = std::time::Instant::now();
     let (id, service) = (order.id, service_id.to_string());
     let accepted = context
         .record_with_ledger(move |ledger| -> Result<bool, OpError> {
@@ -945,7 +947,7 @@ async fn accept(
     if !accepted {
         return Ok(());
     }
-    context.tell_accepted(service_id, order.id);
+    context.tell_accepted(service_id, order.id, answered);
     Ok(())
 }
 
