@@ -56,6 +56,8 @@ struct Poller {
     longest: Option<Duration>,
     /// The `last_added` a look was made after the expected end of ([`Poller::expected_end`]).
     looked_after_end_of: Option<Instant>,
+    /// The sending has ended: no order joins the waiting ones any more.
+    sending_ended: bool,
     /// The records of the finished orders handed to the ledger's thread, which go on while the
     /// next look is made.
     recording: tokio::task::JoinSet<Result<(), OpError>>,
@@ -90,12 +92,13 @@ impl Poller {
         wait
     }
 
-    /// When every waiting order is expected to have finished: the newest one's acceptance,
-    /// the longest an order of the run took, and a margin. None before an order has finished
-    /// with both of the service's times, and once a look was made after it (until another
-    /// order is accepted).
+    /// When every waiting order is expected to have finished, once the sending has ended: the
+    /// newest one's acceptance, the longest an order of the run took, and a margin. None
+    /// while orders may still join (each would bring a look of its own), before an order has
+    /// finished with both of the service's times, once a look was made after it, and after
+    /// the service asked for fewer requests.
     fn expected_end(&self) -> Option<Instant> {
-        if self.looked_after_end_of == Some(self.last_added) {
+        if !self.sending_ended || self.looked_after_end_of == Some(self.last_added) {
             return None;
         }
         let longest = self.longest?;
@@ -154,6 +157,8 @@ impl Poller {
     fn slow_down(&mut self, e: &ApiError) {
         if e.is_rate_limited() {
             self.interval = self.interval.max(retry::RATE_LIMITED_FLOOR);
+            // No early look sooner than the service asked for.
+            self.looked_after_end_of = Some(self.last_added);
         }
     }
 }
@@ -198,6 +203,7 @@ pub async fn poll_all(
         last_added: Instant::now(),
         longest: None,
         looked_after_end_of: None,
+        sending_ended: incoming.is_none(),
         recording: tokio::task::JoinSet::new(),
     };
     // Set when the sending ends: a timeout too long to add to the clock (only a library caller
@@ -208,9 +214,10 @@ pub async fn poll_all(
     let mut last_look: Option<Instant> = None;
     loop {
         if let Some(rx) = incoming.as_mut()
-            && take_incoming(rx, &mut poller).await
+            && take_incoming(rx, &mut poller).await?
         {
             incoming = None;
+            poller.sending_ended = true;
             deadline = Some(Instant::now().checked_add(opts.poll_timeout));
         }
         if poller.waiting.is_empty() {
@@ -251,20 +258,23 @@ pub async fn poll_all(
     }
 }
 
-/// Takes the orders accepted since the last look; when none is waiting, waits for the next.
-/// Returns true once the sending has ended (the channel is closed and empty).
-async fn take_incoming(rx: &mut Accepted, poller: &mut Poller) -> bool {
+/// Takes the orders accepted since the last look; when none is waiting, waits for the next
+/// (once the records handed over are made: one that fails stops the run then, not at the
+/// next acceptance). Returns true once the sending has ended (the channel is closed and
+/// empty).
+async fn take_incoming(rx: &mut Accepted, poller: &mut Poller) -> Result<bool, OpError> {
     if poller.waiting.is_empty() {
+        poller.all_recorded().await?;
         match rx.recv().await {
             Some(accepted) => poller.add(accepted),
-            None => return true,
+            None => return Ok(true),
         }
     }
     loop {
         match rx.try_recv() {
             Ok(accepted) => poller.add(accepted),
-            Err(mpsc::error::TryRecvError::Empty) => return false,
-            Err(mpsc::error::TryRecvError::Disconnected) => return true,
+            Err(mpsc::error::TryRecvError::Empty) => return Ok(false),
+            Err(mpsc::error::TryRecvError::Disconnected) => return Ok(true),
         }
     }
 }
