@@ -520,4 +520,50 @@ mod tests {
         assert_eq!(processing_time(created, Some("2026-11-28T15:32:50Z")), None);
         assert_eq!(processing_time(created, Some("yesterday")), None);
     }
+
+    /// Attack: the service's times at their extremes give no panic and no wait shorter than a
+    /// margin past the newest acceptance: years apart (far future or past), a zero duration,
+    /// offsets that put completed_at before created_at, leap seconds, lowercase separators.
+    #[test]
+    fn attack_the_processing_time_at_the_extremes() {
+        let huge = processing_time(
+            Some("0000-01-01T00:00:00Z"),
+            Some("9999-12-31T23:59:59.999Z"),
+        );
+        assert!(huge.is_some_and(|d| d > Duration::from_secs(300_000_000_000)));
+        let end = Instant::now().checked_add(huge.unwrap() + EXPECTED_END_MARGIN);
+        // Too far for the clock (None) or far away: the regular wait either way.
+        let half = Duration::from_millis(500);
+        assert_eq!(sooner_at(half, end, Instant::now()), half);
+        let zero = processing_time(Some("2026-11-28T15:32:50Z"), Some("2026-11-28T15:32:50Z"));
+        assert_eq!(zero, Some(Duration::ZERO));
+        assert_eq!(
+            processing_time(
+                Some("2026-11-28T15:32:50+14:00"),
+                Some("2026-11-28T15:32:50-12:00")
+            ),
+            Some(Duration::from_secs(26 * 3600))
+        );
+        assert_eq!(
+            processing_time(
+                Some("2026-11-28T15:32:50-12:00"),
+                Some("2026-11-28T15:32:50+14:00")
+            ),
+            None
+        );
+        assert!(
+            processing_time(Some("2016-12-31T23:59:60Z"), Some("2017-01-01T00:00:00Z")).is_some()
+        );
+        assert!(
+            processing_time(Some("2026-11-28t15:32:50z"), Some("2026-11-28t15:32:51z")).is_some()
+        );
+        assert_eq!(processing_time(Some(""), Some("")), None);
+        assert_eq!(
+            processing_time(
+                Some("+275760-09-13T00:00:00Z"),
+                Some("2026-11-28T15:32:51Z")
+            ),
+            None
+        );
+    }
 }

@@ -15,6 +15,7 @@ mod after_sending;
 mod approval_record;
 mod approved;
 mod attack_compact;
+mod attack_early_look;
 mod attack_lost;
 mod attack_send;
 mod attack_service;

@@ -1,0 +1,338 @@
+//! Attacks on the polling's early look (a look when every waiting order is expected to have
+//! finished) and on the records of finished orders handed to the ledger's thread while the next
+//! look goes on: how often the list is read while orders are accepted one after the other, a
+//! ledger that fails the records, and Ctrl-C while records wait for the ledger.
+
+use std::time::{Duration, Instant};
+
+use tokio::io::AsyncBufReadExt;
+
+use crate::support::*;
+use paybatch::sim::SimHandle;
+
+fn requests(sim: &SimHandle, endpoint: &str) -> u64 {
+    sim.stats().requests.get(endpoint).copied().unwrap_or(0)
+}
+
+/// Every row of `file` paid by exactly one order that is not FAILED.
+fn each_row_once(sim: &SimHandle, ws: &Workspace, file: &str, what: &str) {
+    let per_ref = service_orders_per_reference(sim);
+    let mut wrong = Vec::new();
+    for r in references(&ws.path(file)) {
+        let orders = per_ref.get(&r).cloned().unwrap_or_default();
+        if orders.iter().filter(|(_, s)| s != "FAILED").count() != 1 {
+            wrong.push(format!("{r}: {orders:?}"));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "rows not paid exactly once: {wrong:?}\n{what}"
+    );
+}
+
+fn spawn_run(
+    ws: &Workspace,
+    sim: &SimHandle,
+    file: &str,
+    extra: &[&str],
+) -> (
+    tokio::process::Child,
+    tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>,
+) {
+    let args = run_args(ws, &sim.base_url(), file, extra);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut child = spawn_paybatch(ws.dir.path(), &args, &[]);
+    let lines = tokio::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
+    (child, lines)
+}
+
+async fn rest_of(
+    lines: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>,
+    within: Duration,
+) -> String {
+    let mut rest = String::new();
+    let _ = tokio::time::timeout(within, async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            rest.push_str(&line);
+            rest.push('\n');
+        }
+    })
+    .await;
+    rest
+}
+
+/// Orders accepted one after the other (one in flight, 20 ms an answer) that the service
+/// finishes within 10 ms: the early look comes 20 to 30 ms after each newest acceptance, so the
+/// list would be read about once an order rather than once a half second. The pinned bound of
+/// `attack_thread::the_polling_reads_each_finished_order_once_and_the_list_once_a_look`: at
+/// most one list read each half second of the run, and a few more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orders_accepted_one_by_one_that_finish_at_once_read_the_list_once_a_half_second() {
+    let ws = Workspace::new();
+    let mut config = fast_config(None);
+    // ATTACK_LATENCY_MS (default 20): the service's latency on every request.
+    let latency = std::env::var("ATTACK_LATENCY_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    config.faults.latency = Duration::from_millis(latency);
+    config.processing_min = Duration::from_millis(5);
+    config.processing_max = Duration::from_millis(10);
+    let sim = start_sim(config).await;
+    rows_file(&ws, "s.csv", "EMP", 1..=150);
+    let started = Instant::now();
+    let flags = ["--concurrency", "1", "--items-per-order", "1"];
+    let out = tokio::time::timeout(
+        Duration::from_secs(120),
+        run_file(&ws, &sim, "s.csv", &flags, &[]),
+    )
+    .await
+    .expect("the run ends within 120 s");
+    let took = started.elapsed();
+    let text = output_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    each_row_once(&sim, &ws, "s.csv", &text);
+    let stats = sim.stats().requests;
+    let looks = took.as_millis() as u64 / 500 + 5;
+    let listed = requests(&sim, "GET /order");
+    eprintln!("{listed} list reads in {took:?} (bound {looks}): {stats:?}");
+    assert!(
+        listed <= looks,
+        "{listed} list reads in {took:?}, at most {looks} expected: {stats:?}"
+    );
+}
+
+/// A simulator whose orders all take `processing`, answering at once.
+async fn even_sim(processing: Duration) -> SimHandle {
+    let mut config = fast_config(None);
+    config.processing_min = processing;
+    config.processing_max = processing;
+    start_sim(config).await
+}
+
+/// The run of 6 rows has sent its orders; once the service has finished them all, another
+/// connection holds the ledger's write lock (at most `most`): the records of the finished
+/// orders the next look hands over wait for the ledger.
+async fn held_while_recording(
+    most: Duration,
+) -> (
+    Workspace,
+    SimHandle,
+    tokio::process::Child,
+    tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>,
+    std::sync::mpsc::Sender<()>,
+    std::thread::JoinHandle<()>,
+) {
+    let ws = Workspace::new();
+    let sim = even_sim(Duration::from_secs(3)).await;
+    rows_file(&ws, "h.csv", "EMP", 1..=6);
+    let (child, lines) = spawn_run(&ws, &sim, "h.csv", &["--items-per-order", "1"]);
+    until("6 orders sent", Duration::from_secs(60), || {
+        sim.orders().len() == 6
+    })
+    .await;
+    until_orders_finish(&sim, Duration::from_secs(30)).await;
+    let (release, holder) = super::attack_thread::hold_the_ledger(ws.ledger(), most);
+    (ws, sim, child, lines, release, holder)
+}
+
+/// The records of finished orders fail (the ledger's write lock held past its busy timeout by
+/// another program): the run fails with that error (exit 5, said once), and once the ledger is
+/// free the same command records every order and pays each row once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_that_fail_for_a_locked_ledger_fail_the_run_and_the_resume_repairs() {
+    let (ws, sim, mut child, mut lines, release, holder) =
+        held_while_recording(Duration::from_secs(60)).await;
+    let ended = tokio::time::timeout(Duration::from_secs(60), child.wait()).await;
+    if ended.is_err() {
+        child.start_kill().expect("SIGKILL");
+        let _ = child.wait().await;
+    }
+    let rest = rest_of(&mut lines, Duration::from_secs(5)).await;
+    let _ = release.send(());
+    holder.join().expect("the holder ends");
+    let status = ended
+        .unwrap_or_else(|_| panic!("no end within 60 s of the ledger locked:\n{rest}"))
+        .expect("wait");
+    assert_eq!(status.code(), Some(5), "{rest}");
+    let errors = rest.lines().filter(|l| l.starts_with("error:")).count();
+    assert_eq!(errors, 1, "the error said once: {rest}");
+    assert!(rest.contains("database is locked"), "{rest}");
+
+    let out = run_file(&ws, &sim, "h.csv", &["--items-per-order", "1"], &[]).await;
+    let text = format!("{rest}\nthen:\n{}", output_of(&out));
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    each_row_once(&sim, &ws, "h.csv", &text);
+    // Nothing left to poll: a third run sends and polls nothing.
+    let again = run_file(&ws, &sim, "h.csv", &["--items-per-order", "1"], &[]).await;
+    assert_eq!(again.status.code(), Some(0), "{}", output_of(&again));
+    assert_eq!(sim.orders().len(), 6, "{}", output_of(&again));
+}
+
+/// Ctrl-C while the records of finished orders wait for the ledger (held shorter than its busy
+/// timeout): the run stops with 130, and once the ledger is free the same command records
+/// every order and pays each row once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_while_records_wait_for_the_ledger_then_the_resume_records_each_order() {
+    let (ws, sim, mut child, mut lines, release, holder) =
+        held_while_recording(Duration::from_secs(8)).await;
+    // The next look (within half a second) hands the records over.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let pid = child.id().expect("pid").to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .expect("kill runs");
+    assert!(sent.success());
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("the run stops soon after Ctrl-C")
+        .expect("wait");
+    let rest = rest_of(&mut lines, Duration::from_secs(5)).await;
+    let _ = release.send(());
+    holder.join().expect("the holder ends");
+    assert_eq!(status.code(), Some(130), "{rest}");
+    let gets = requests(&sim, "GET /order/{id}");
+
+    let out = run_file(&ws, &sim, "h.csv", &["--items-per-order", "1"], &[]).await;
+    let text = format!("{rest}\nthen:\n{}", output_of(&out));
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    each_row_once(&sim, &ws, "h.csv", &text);
+    assert_eq!(sim.orders().len(), 6, "{text}");
+    eprintln!(
+        "GET /order/{{id}}: {gets} before the resume, {} after\n{text}",
+        requests(&sim, "GET /order/{id}")
+    );
+}
+
+/// --poll-timeout while some orders are finished and handed to the ledger's thread and others
+/// still process: the run ends incomplete (exit 5), naming as still processing exactly the
+/// orders it did not record (the summary's COMPLETED rows and those add up to the 12), and the
+/// same command then records the rest and pays each row once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_poll_timeout_names_the_orders_not_recorded_and_the_resume_records_them() {
+    let ws = Workspace::new();
+    let mut config = fast_config(None);
+    config.processing_min = Duration::from_millis(100);
+    config.processing_max = Duration::from_secs(5);
+    let sim = start_sim(config).await;
+    rows_file(&ws, "t.csv", "EMP", 1..=12);
+    let flags = ["--items-per-order", "1", "--poll-timeout", "2"];
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        run_file(&ws, &sim, "t.csv", &flags, &[]),
+    )
+    .await
+    .expect("the run ends within 60 s");
+    let text = output_of(&out);
+    assert_eq!(out.status.code(), Some(5), "{text}");
+    let processing: usize = text
+        .split(" orders still processing after --poll-timeout")
+        .next()
+        .and_then(|before| before.rsplit(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of the orders still processing in:\n{text}"));
+    let completed: usize = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("COMPLETED"))
+        .map_or(0, |n| n.trim().parse().expect("a count"));
+    assert_eq!(processing + completed, 12, "{text}");
+    assert!(processing > 0 && completed > 0, "both kinds: {text}");
+
+    let out = run_file(&ws, &sim, "t.csv", &["--items-per-order", "1"], &[]).await;
+    let text = format!("{text}\nthen:\n{}", output_of(&out));
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    each_row_once(&sim, &ws, "t.csv", &text);
+}
+
+/// The order list's times of each order, rewritten for the `n`-th read of the list: left out,
+/// unreadable, completed before created, nothing between them, a millisecond apart far in the
+/// future and far in the past, growing by 37 ms at every read; from the 40th read, years apart
+/// and 26 hours apart by their offsets.
+fn hostile_times(n: usize, item: &mut serde_json::Value) {
+    let Some(o) = item.as_object_mut() else {
+        return;
+    };
+    let set = |o: &mut serde_json::Map<String, serde_json::Value>, c: &str, d: &str| {
+        o.insert("created_at".into(), c.into());
+        o.insert("completed_at".into(), d.into());
+    };
+    if n >= 40 {
+        if n % 2 == 0 {
+            set(o, "0000-01-01T00:00:00Z", "9999-12-31T23:59:59.999Z");
+        } else {
+            set(o, "2026-11-28T15:32:50+14:00", "2026-11-28T15:32:50-12:00");
+        }
+        return;
+    }
+    match n % 7 {
+        0 => {
+            o.remove("created_at");
+            o.remove("completed_at");
+        }
+        1 => set(o, "yesterday", "today"),
+        2 => set(o, "2026-11-28T15:32:53Z", "2026-11-28T15:32:50Z"),
+        3 => set(o, "2026-11-28T15:32:50Z", "2026-11-28T15:32:50Z"),
+        4 => set(o, "9999-01-01T00:00:00Z", "9999-01-01T00:00:00.001Z"),
+        5 => set(o, "1970-01-01T00:00:00Z", "1970-01-01T00:00:00.002Z"),
+        _ => {
+            let ms = 37 * n as i64;
+            let start = chrono::DateTime::parse_from_rfc3339("2026-11-28T15:00:00Z").unwrap();
+            let end = start + chrono::Duration::milliseconds(ms);
+            set(o, &start.to_rfc3339(), &end.to_rfc3339());
+        }
+    }
+}
+
+/// Whatever the list's times say (see [`hostile_times`]), a run of 20 orders sent in one burst
+/// reads the list at most once a half second (and a few more), each finished order once, pays
+/// each row once and ends well.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_times_in_the_order_list_make_no_flood_of_looks() {
+    for processing in [
+        (Duration::from_millis(200), Duration::from_millis(400)),
+        (Duration::from_secs(2), Duration::from_secs(6)),
+    ] {
+        let ws = Workspace::new();
+        let mut config = fast_config(None);
+        config.processing_min = processing.0;
+        config.processing_max = processing.1;
+        let sim = start_sim(config).await;
+        let reads = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let rewrite: rewriting::Rewrite = std::sync::Arc::new(move |method, path, status, json| {
+            if *method != axum::http::Method::GET || path != "/order" || status != 200 {
+                return;
+            }
+            let n = reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if let Some(items) = json.get_mut("items").and_then(|i| i.as_array_mut()) {
+                for item in items {
+                    hostile_times(n, item);
+                }
+            }
+        });
+        let base = rewriting::start(&sim, rewrite).await;
+        rows_file(&ws, "x.csv", "EMP", 1..=20);
+        let args = run_args(&ws, &base, "x.csv", &["--items-per-order", "1"]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let started = Instant::now();
+        let out = tokio::time::timeout(
+            Duration::from_secs(90),
+            paybatch_in(ws.dir.path(), &args, &[]),
+        )
+        .await
+        .expect("the run ends within 90 s");
+        let took = started.elapsed();
+        let text = output_of(&out);
+        assert_eq!(out.status.code(), Some(0), "{text}");
+        each_row_once(&sim, &ws, "x.csv", &text);
+        let stats = sim.stats().requests;
+        let looks = took.as_millis() as u64 / 500 + 5;
+        let listed = requests(&sim, "GET /order");
+        eprintln!("{processing:?}: {listed} list reads in {took:?} (bound {looks}): {stats:?}");
+        assert_eq!(requests(&sim, "GET /order/{id}"), 20, "{stats:?}");
+        assert!(
+            listed <= looks,
+            "{listed} list reads in {took:?}: {stats:?}"
+        );
+    }
+}
