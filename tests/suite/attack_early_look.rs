@@ -5,61 +5,9 @@
 
 use std::time::{Duration, Instant};
 
-use tokio::io::AsyncBufReadExt;
-
+use super::attack_thread::{each_row_once, requests, rest_of, spawn_run};
 use crate::support::*;
 use paybatch::sim::SimHandle;
-
-fn requests(sim: &SimHandle, endpoint: &str) -> u64 {
-    sim.stats().requests.get(endpoint).copied().unwrap_or(0)
-}
-
-/// Every row of `file` paid by exactly one order that is not FAILED.
-fn each_row_once(sim: &SimHandle, ws: &Workspace, file: &str, what: &str) {
-    let per_ref = service_orders_per_reference(sim);
-    let mut wrong = Vec::new();
-    for r in references(&ws.path(file)) {
-        let orders = per_ref.get(&r).cloned().unwrap_or_default();
-        if orders.iter().filter(|(_, s)| s != "FAILED").count() != 1 {
-            wrong.push(format!("{r}: {orders:?}"));
-        }
-    }
-    assert!(
-        wrong.is_empty(),
-        "rows not paid exactly once: {wrong:?}\n{what}"
-    );
-}
-
-fn spawn_run(
-    ws: &Workspace,
-    sim: &SimHandle,
-    file: &str,
-    extra: &[&str],
-) -> (
-    tokio::process::Child,
-    tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>,
-) {
-    let args = run_args(ws, &sim.base_url(), file, extra);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut child = spawn_paybatch(ws.dir.path(), &args, &[]);
-    let lines = tokio::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
-    (child, lines)
-}
-
-async fn rest_of(
-    lines: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>,
-    within: Duration,
-) -> String {
-    let mut rest = String::new();
-    let _ = tokio::time::timeout(within, async {
-        while let Ok(Some(line)) = lines.next_line().await {
-            rest.push_str(&line);
-            rest.push('\n');
-        }
-    })
-    .await;
-    rest
-}
 
 /// Orders accepted one after the other (one in flight, 20 ms an answer) that the service
 /// finishes within 10 ms: the early look comes 20 to 30 ms after each newest acceptance, so the
@@ -110,9 +58,10 @@ async fn even_sim(processing: Duration) -> SimHandle {
     start_sim(config).await
 }
 
-/// The run of 6 rows has sent its orders; once the service has finished them all, another
-/// connection holds the ledger's write lock (at most `most`): the records of the finished
-/// orders the next look hands over wait for the ledger.
+/// The run of 6 rows has sent its orders and recorded them accepted; while the service still
+/// processes them (3 s), another connection takes the ledger's write lock (at most `most`): the
+/// records of the finished orders the looks hand over wait for the ledger, however soon the
+/// polling looks.
 async fn held_while_recording(
     most: Duration,
 ) -> (
@@ -126,14 +75,33 @@ async fn held_while_recording(
     let ws = Workspace::new();
     let sim = even_sim(Duration::from_secs(3)).await;
     rows_file(&ws, "h.csv", "EMP", 1..=6);
-    let (child, lines) = spawn_run(&ws, &sim, "h.csv", &["--items-per-order", "1"]);
+    let (child, lines) = spawn_run(&ws, &sim, "h.csv", &["--items-per-order", "1"], &[]);
     until("6 orders sent", Duration::from_secs(60), || {
         sim.orders().len() == 6
     })
     .await;
-    until_orders_finish(&sim, Duration::from_secs(30)).await;
+    let ledger = ws.ledger();
+    until(
+        "6 orders recorded accepted",
+        Duration::from_secs(30),
+        || accepted_orders(&ledger) == 6,
+    )
+    .await;
     let (release, holder) = super::attack_thread::hold_the_ledger(ws.ledger(), most);
     (ws, sim, child, lines, release, holder)
+}
+
+/// Orders the ledger at `path` holds ACCEPTED (none while it cannot be read).
+fn accepted_orders(path: &std::path::Path) -> i64 {
+    rusqlite::Connection::open(path)
+        .and_then(|c| {
+            c.query_row(
+                "SELECT COUNT(*) FROM orders WHERE state = 'ACCEPTED'",
+                [],
+                |r| r.get(0),
+            )
+        })
+        .unwrap_or(0)
 }
 
 /// The records of finished orders fail (the ledger's write lock held past its busy timeout by
@@ -258,7 +226,7 @@ fn hostile_times(n: usize, item: &mut serde_json::Value) {
         o.insert("completed_at".into(), d.into());
     };
     if n >= 40 {
-        if n % 2 == 0 {
+        if n.is_multiple_of(2) {
             set(o, "0000-01-01T00:00:00Z", "9999-12-31T23:59:59.999Z");
         } else {
             set(o, "2026-11-28T15:32:50+14:00", "2026-11-28T15:32:50-12:00");

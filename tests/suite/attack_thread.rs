@@ -35,7 +35,7 @@ pub(super) fn spawn_run(
 }
 
 /// What is left on `lines`, read until the process closes it (at most `within`).
-async fn rest_of(
+pub(super) async fn rest_of(
     lines: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>,
     within: Duration,
 ) -> String {
@@ -61,7 +61,7 @@ fn threads_of(pid: u32) -> Option<u64> {
 }
 
 /// The simulator's count of `endpoint` requests.
-fn requests(sim: &SimHandle, endpoint: &str) -> u64 {
+pub(super) fn requests(sim: &SimHandle, endpoint: &str) -> u64 {
     sim.stats().requests.get(endpoint).copied().unwrap_or(0)
 }
 
@@ -76,7 +76,7 @@ async fn slow_sim(latency: Duration, processing: (Duration, Duration)) -> SimHan
 
 /// Every row of `input` is paid by exactly one order that is not FAILED (the simulator's ground
 /// truth), with `what` said on failure.
-fn each_row_once(sim: &SimHandle, ws: &Workspace, file: &str, what: &str) {
+pub(super) fn each_row_once(sim: &SimHandle, ws: &Workspace, file: &str, what: &str) {
     let refs = references(&ws.path(file));
     let per_ref = service_orders_per_reference(sim);
     let mut wrong = Vec::new();
