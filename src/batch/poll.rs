@@ -65,6 +65,25 @@ struct Poller {
 }
 
 impl Poller {
+    /// The polling of `waiting` (service order id -> ledger order id), and of the orders the
+    /// sending brings unless it has ended.
+    fn new(context: &Arc<SendContext>, waiting: HashMap<String, i64>, sending_ended: bool) -> Self {
+        Poller {
+            context: Arc::clone(context),
+            phase: context.reporter.phase(waiting.len() as u64, "poll"),
+            newest: waiting.values().copied().max().unwrap_or(0),
+            waiting,
+            unseen_rounds: HashMap::new(),
+            interval: retry::POLLING.first,
+            young_until: Instant::now() + POLL_YOUNG,
+            last_added: Instant::now(),
+            longest: None,
+            looked_after_end_of: None,
+            sending_ended,
+            recording: tokio::task::JoinSet::new(),
+        }
+    }
+
     fn add(&mut self, accepted: ToPoll) {
         let ToPoll {
             service_id,
@@ -192,20 +211,7 @@ pub async fn poll_all(
             waiting.len()
         ));
     }
-    let mut poller = Poller {
-        context: Arc::clone(context),
-        phase: context.reporter.phase(waiting.len() as u64, "poll"),
-        newest: waiting.values().copied().max().unwrap_or(0),
-        waiting,
-        unseen_rounds: HashMap::new(),
-        interval: retry::POLLING.first,
-        young_until: Instant::now() + POLL_YOUNG,
-        last_added: Instant::now(),
-        longest: None,
-        looked_after_end_of: None,
-        sending_ended: incoming.is_none(),
-        recording: tokio::task::JoinSet::new(),
-    };
+    let mut poller = Poller::new(context, waiting, incoming.is_none());
     // Set when the sending ends: a timeout too long to add to the clock (only a library caller
     // can give one) never ends.
     let mut deadline = incoming

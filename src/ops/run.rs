@@ -81,16 +81,7 @@ async fn run_batch(
     ));
     check_before(opts)?;
     let (lock, mut ledger, opened) = open_ledger(opts)?;
-    let mut conn = Connection::open(
-        opts.environment.clone(),
-        opts.api_key_file.as_deref(),
-        &opts.ledger,
-    )
-    .await?;
-    ledger.set_books_clock(conn.books_clock());
-    // The reads before the sending (catalog, reconciliation) wait for the service at most
-    // --poll-timeout, whatever it asks for.
-    conn.client = conn.client.with_deadline(deadline_in(opts.poll_timeout));
+    let conn = connect(opts, &mut ledger).await?;
 
     // The batch binding is checked before anything else touches the service with this batch.
     let existing = ledger.batch(&batch_name)?;
@@ -149,6 +140,21 @@ async fn run_batch(
         ending,
     )
     .await
+}
+
+/// The connection to the service of the run, whose clock the ledger's books then follow.
+async fn connect(opts: &RunOptions, ledger: &mut Ledger) -> Result<Connection, OpError> {
+    let mut conn = Connection::open(
+        opts.environment.clone(),
+        opts.api_key_file.as_deref(),
+        &opts.ledger,
+    )
+    .await?;
+    ledger.set_books_clock(conn.books_clock());
+    // The reads before the sending (catalog, reconciliation) wait for the service at most
+    // --poll-timeout, whatever it asks for.
+    conn.client = conn.client.with_deadline(deadline_in(opts.poll_timeout));
+    Ok(conn)
 }
 
 /// The run's ledger, locked and open, and which file its path named once it was opened.
