@@ -3,9 +3,7 @@
 //! duplicate; what the catalog asks of the currency, the face value and the country is in
 //! [`super::catalog_rules`].
 
-use std::hash::{Hash, Hasher};
-
-use rust_decimal::Decimal;
+use std::hash::Hash;
 
 use super::catalog_index::CatalogIndex;
 use super::catalog_rules::{check_country, check_currency, check_face_value, product_problem};
@@ -195,49 +193,40 @@ impl<'a> Validator<'a> {
 }
 
 /// What makes two rows likely duplicates: the recipient's address in any case, the products in
-/// any order and the face value at any scale. Hashed as it is borrowed from the row: no copy of
-/// the address or the codes a row.
-struct ContentKey<'r> {
-    email: &'r str,
-    codes: Vec<&'r str>,
-    face_value: Decimal,
-}
+/// any order and the face value at any scale, written once as bytes that two rows share exactly
+/// when they are alike ([`ContentKey::of`]); the table of rows seen hashes them twice (its key
+/// and its tag) without writing them again.
+#[derive(Hash)]
+struct ContentKey(Vec<u8>);
 
-impl<'r> ContentKey<'r> {
-    fn of(email: &'r str, row: &'r RowSpec) -> Self {
-        let mut codes: Vec<&str> = row.product_codes.iter().map(String::as_str).collect();
-        codes.sort_unstable();
-        ContentKey {
-            email,
-            codes,
-            face_value: row.face_value.normalize(),
-        }
-    }
-}
-
-impl Hash for ContentKey<'_> {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        // The address in lower case, each character as a `u32`, then `u32::MAX` (not a
-        // character: the address ends here), written a chunk at a time (one write a character
-        // costs more than the hashing).
-        let mut chunk = [0u8; 64];
-        let mut used = 0;
-        let chars = self
-            .email
-            .chars()
-            .flat_map(char::to_lowercase)
-            .map(u32::from);
-        for c in chars.chain(std::iter::once(u32::MAX)) {
-            if used == chunk.len() {
-                state.write(&chunk);
-                used = 0;
+impl ContentKey {
+    fn of(email: &str, row: &RowSpec) -> Self {
+        let mut bytes = Vec::with_capacity(email.len() + 40);
+        // The address in lower case, then a byte no UTF-8 text holds (the address ends here).
+        if email.is_ascii() {
+            bytes.extend(email.bytes().map(|b| b.to_ascii_lowercase()));
+        } else {
+            let mut utf8 = [0u8; 4];
+            for c in email.chars().flat_map(char::to_lowercase) {
+                bytes.extend_from_slice(c.encode_utf8(&mut utf8).as_bytes());
             }
-            chunk[used..used + 4].copy_from_slice(&c.to_ne_bytes());
-            used += 4;
         }
-        state.write(&chunk[..used]);
-        self.codes.hash(state);
-        self.face_value.hash(state);
+        bytes.push(0xFF);
+        // The codes in order, each with its length: none can imitate a boundary.
+        let mut put = |code: &str| {
+            bytes.extend_from_slice(&(code.len() as u64).to_le_bytes());
+            bytes.extend_from_slice(code.as_bytes());
+        };
+        if let [code] = row.product_codes.as_slice() {
+            put(code);
+        } else {
+            let mut codes: Vec<&str> = row.product_codes.iter().map(String::as_str).collect();
+            codes.sort_unstable();
+            codes.into_iter().for_each(put);
+        }
+        // The face value without its trailing zeros: one encoding a value.
+        bytes.extend_from_slice(&row.face_value.normalize().serialize());
+        ContentKey(bytes)
     }
 }
 
@@ -272,6 +261,31 @@ mod tests {
                 "{first} / {second}: {found:?}"
             );
         }
+    }
+
+    /// Two rows are alike when their addresses are equal in lower case, their codes in any
+    /// order and their face values at any scale; no code or address can imitate a boundary.
+    #[test]
+    fn the_key_of_a_likely_duplicate_is_its_recipient_products_and_value() {
+        let key = |email: &str, codes: &[&str], value: &str| {
+            let mut spec = row(2, ["R1", "AMZ-US", value, "USD", "", "", "", ""]);
+            spec.content.product_codes = codes.iter().map(|c| c.to_string()).collect();
+            ContentKey::of(email, &spec).0
+        };
+        let one = key("a@example.com", &["AMZ-US"], "10");
+        assert_eq!(one, key("A@Example.COM", &["AMZ-US"], "10.00"));
+        assert_eq!(
+            key("\u{212a}im@x.io", &["B", "A"], "5"),
+            key("kim@x.io", &["A", "B"], "5.0")
+        );
+        assert_ne!(one, key("a@example.com", &["AMZ-US"], "10.01"));
+        assert_ne!(one, key("a@example.com", &["AMZ-UK"], "10"));
+        assert_ne!(
+            key("a@x.io", &["AB", "C"], "5"),
+            key("a@x.io", &["A", "BC"], "5")
+        );
+        assert_ne!(key("a@x.io", &["A"], "5"), key("a@x.io", &["A", "A"], "5"));
+        assert_ne!(key("ab@x.io", &["C"], "5"), key("a", &["b@x.io", "C"], "5"));
     }
 
     /// A reference in another spelling (case, full-width, look-alike letters of another
