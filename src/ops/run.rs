@@ -91,6 +91,7 @@ async fn run_batch(
             settle_rebuilt(&mut ledger, &conn.client, b, opts, &reporter).await?;
         }
     }
+    let counting = count_rows_aside(opts, existing.is_some());
     let (catalog, earlier) =
         catalog_and_earlier(&mut ledger, &conn, existing.as_ref(), opts, &reporter).await?;
     let run = Arc::new(RunContext {
@@ -109,7 +110,7 @@ async fn run_batch(
             written_now,
             ..
         },
-    ) = merge_file(ledger, existing, &run, &conn, &reporter).await?;
+    ) = merge_file(ledger, (existing, counting), &run, &conn, &reporter).await?;
     failpoint::hit("after_intent");
     reconcile_stale(&mut ledger, &conn.client, &batch, opts, &reporter).await?;
 
@@ -140,6 +141,22 @@ async fn run_batch(
         ending,
     )
     .await
+}
+
+/// The rows of the input file being counted ([`scan::estimate_rows`]).
+type Counting = tokio::task::JoinHandle<Option<usize>>;
+
+/// Counts the rows of the input file on a thread of the blocking pool while the catalog is
+/// read, for the one pass of a new batch ([`plan_once`]): none for a batch that exists or a
+/// plan digest expected, which the file's two passes read.
+fn count_rows_aside(opts: &RunOptions, exists: bool) -> Option<Counting> {
+    if exists || opts.expect_digest.is_some() {
+        return None;
+    }
+    let (input, delimiter) = (opts.input.clone(), opts.delimiter);
+    Some(tokio::task::spawn_blocking(move || {
+        scan::estimate_rows(&input, delimiter)
+    }))
 }
 
 /// The connection to the service of the run, whose clock the ledger's books then follow.
@@ -316,14 +333,19 @@ fn earlier_of(
 /// ledger have (`run.earlier`) are refused, allowed or skipped before the batch is touched.
 async fn merge_file(
     ledger: Ledger,
-    existing: Option<ledger::BatchRecord>,
+    (existing, counting): (Option<ledger::BatchRecord>, Option<Counting>),
     run: &Arc<RunContext>,
     conn: &Connection,
     reporter: &Reporter,
 ) -> Result<(Ledger, MergedFile), OpError> {
     let opts = &run.opts;
     let merging = Instant::now();
-    let (mut ledger, once) = plan_once(ledger, existing.is_some(), run, conn, reporter).await?;
+    let counted = match counting {
+        Some(counting) => counting.await.ok().flatten(),
+        None => None,
+    };
+    let (mut ledger, once) =
+        plan_once(ledger, (existing.is_some(), counted), run, conn, reporter).await?;
     let merged_file = match once {
         Some(mut once) => {
             let noticed = std::mem::take(&mut once.merged.noticed);
@@ -512,7 +534,7 @@ struct MergedFile {
 /// with the process, its transaction rolled back.
 async fn plan_once(
     ledger: Ledger,
-    exists: bool,
+    (exists, counted): (bool, Option<usize>),
     run: &Arc<RunContext>,
     conn: &Connection,
     reporter: &Reporter,
@@ -521,7 +543,7 @@ async fn plan_once(
     if exists || opts.expect_digest.is_some() {
         return Ok((ledger, None));
     }
-    let Some(expected_rows) = scan::estimate_rows(&opts.input, opts.delimiter) else {
+    let Some(expected_rows) = counted else {
         return Ok((ledger, None));
     };
     failpoint::hit("before_intent");
