@@ -473,10 +473,13 @@ impl Store {
         if let Some(live) = stored_answer(&inner.conn, fp, key, sha, now_ms)? {
             return Ok(live);
         }
-        // An expired record gives its key up.
+        // An expired record gives its key up. Only an expired one: another simulator sharing
+        // the state file may have stored a live answer under the key since the look above, and
+        // deleting it would let this one make a second order for the key.
         inner.conn.execute(
-            "DELETE FROM idempotency WHERE key_fingerprint = ?1 AND idempotency_key = ?2",
-            params![fp, key],
+            "DELETE FROM idempotency WHERE key_fingerprint = ?1 AND idempotency_key = ?2 \
+             AND created_ms <= ?3",
+            params![fp, key, now_ms.saturating_sub(IDEMPOTENCY_TTL_MS)],
         )?;
         inner.reserved.insert(slot);
         Ok(Reservation::Reserved)
