@@ -58,6 +58,8 @@ struct Poller {
     looked_after_end_of: Option<Instant>,
     /// The sending has ended: no order joins the waiting ones any more.
     sending_ended: bool,
+    /// Orders of this run seen finished (their records handed over).
+    finished: usize,
     /// The records of the finished orders handed to the ledger's thread, which go on while the
     /// next look is made.
     recording: tokio::task::JoinSet<Result<(), OpError>>,
@@ -80,6 +82,7 @@ impl Poller {
             longest: None,
             looked_after_end_of: None,
             sending_ended,
+            finished: 0,
             recording: tokio::task::JoinSet::new(),
         }
     }
@@ -113,22 +116,19 @@ impl Poller {
 
     /// When every waiting order is expected to have finished, once the sending has ended: the
     /// newest one's acceptance, the longest an order of the run took, and a margin. None
-    /// while orders may still join (each would bring a look of its own), before an order has
-    /// finished with both of the service's times, once a look was made after it, and after
-    /// the service asked for fewer requests.
+    /// while orders may still join (each would bring a look of its own), while fewer orders
+    /// of the run have finished than wait (the longest seen is then likely short of theirs),
+    /// before an order has finished with both of the service's times, once a look was made
+    /// after it, and after the service asked for fewer requests.
     fn expected_end(&self) -> Option<Instant> {
-        if !self.sending_ended || self.looked_after_end_of == Some(self.last_added) {
+        if !self.sending_ended
+            || self.finished < self.waiting.len()
+            || self.looked_after_end_of == Some(self.last_added)
+        {
             return None;
         }
         let longest = self.longest?;
         self.last_added.checked_add(longest + EXPECTED_END_MARGIN)
-    }
-
-    /// A look starts now.
-    fn looking(&mut self) {
-        if self.expected_end().is_some_and(|end| end <= Instant::now()) {
-            self.looked_after_end_of = Some(self.last_added);
-        }
     }
 
     /// Hands the record of finished order `order_id` (`full`) to the ledger's thread; it is
@@ -147,6 +147,7 @@ impl Poller {
         });
         self.waiting.remove(id);
         self.unseen_rounds.remove(id);
+        self.finished += 1;
         self.phase.inc(1);
     }
 
@@ -243,12 +244,16 @@ pub async fn poll_all(
         let wait = poller
             .next_wait()
             .saturating_sub(last_look.map_or(Duration::ZERO, |t| t.elapsed()));
-        let wait = sooner_at(wait, poller.expected_end(), Instant::now());
-        tokio::time::sleep(left.map_or(wait, |l| wait.min(l))).await;
+        let now = Instant::now();
+        let early = sooner_at(wait, poller.expected_end(), now);
+        if early < wait {
+            // The one early look for the newest order.
+            poller.looked_after_end_of = Some(poller.last_added);
+        }
+        tokio::time::sleep(left.map_or(early, |l| early.min(l))).await;
         failpoint::hit("while_polling");
         poller.recorded()?;
         last_look = Some(Instant::now());
-        poller.looking();
         round(&mut poller).await?;
     }
     poller.all_recorded().await?;
@@ -395,11 +400,15 @@ fn first_page(waiting: &HashMap<String, i64>, newest: i64) -> u32 {
 /// The wait before the next look: `regular`, or less when every waiting order is expected to
 /// have finished (`expected_end`, [`Poller::expected_end`]) before it. A look at that moment
 /// takes the place of the regular one (the next counts from it): the last orders of a run are
-/// recorded about when they finish, not up to a whole interval later.
+/// recorded about when they finish, not up to a whole interval later. A moment already passed
+/// brings no look of its own: the longest seen was short of the orders still waiting (it
+/// cannot be otherwise for orders sent in one burst), and a look now would only shift the
+/// cadence.
 fn sooner_at(regular: Duration, expected_end: Option<Instant>, now: Instant) -> Duration {
-    expected_end.map_or(regular, |end| {
-        regular.min(end.saturating_duration_since(now))
-    })
+    match expected_end {
+        Some(end) if end > now => regular.min(end - now),
+        _ => regular,
+    }
 }
 
 /// A record handed to the ledger's thread, ended: its error, or its panic (a bug) here.
@@ -492,7 +501,7 @@ mod tests {
     }
 
     /// The look waits for the moment every waiting order is expected to have finished when it
-    /// comes before the regular look; at once when it has passed; the regular wait without one.
+    /// comes before the regular look; the regular wait when it has passed, or without one.
     #[test]
     fn a_look_is_made_when_the_waiting_orders_are_expected_to_have_finished() {
         let now = Instant::now();
@@ -503,7 +512,7 @@ mod tests {
         assert_eq!(sooner_at(half, Some(now + 2 * half), now), half);
         assert_eq!(sooner_at(half, None, now), half);
         let passed = now - Duration::from_millis(50);
-        assert_eq!(sooner_at(half, Some(passed), now), Duration::ZERO);
+        assert_eq!(sooner_at(half, Some(passed), now), half);
     }
 
     /// How long an order took, by the service's two times: none without both, or out of order.
