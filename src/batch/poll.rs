@@ -54,8 +54,8 @@ struct Poller {
     /// The longest an order of this run took to finish, as the service's own times say
     /// (`completed_at - created_at` in the order list), once one has been seen.
     longest: Option<Duration>,
-    /// The `last_added` a look was made after the expected end of ([`Poller::expected_end`]).
-    looked_after_end_of: Option<Instant>,
+    /// The one early look ([`Poller::expected_end`]) was made, or given up after a 429.
+    early_look_done: bool,
     /// The sending has ended: no order joins the waiting ones any more.
     sending_ended: bool,
     /// Orders of this run seen finished (their records handed over).
@@ -80,7 +80,7 @@ impl Poller {
             young_until: Instant::now() + POLL_YOUNG,
             last_added: Instant::now(),
             longest: None,
-            looked_after_end_of: None,
+            early_look_done: false,
             sending_ended,
             finished: 0,
             recording: tokio::task::JoinSet::new(),
@@ -114,17 +114,14 @@ impl Poller {
         wait
     }
 
-    /// When every waiting order is expected to have finished, once the sending has ended: the
-    /// newest one's acceptance, the longest an order of the run took, and a margin. None
-    /// while orders may still join (each would bring a look of its own), while fewer orders
-    /// of the run have finished than wait (the longest seen is then likely short of theirs),
-    /// before an order has finished with both of the service's times, once a look was made
-    /// after it, and after the service asked for fewer requests.
+    /// When every waiting order is expected to have finished, once the sending has ended (no
+    /// order joins the waiting ones then, so `last_added` stays): the newest one's acceptance,
+    /// the longest an order of the run took, and a margin. None while orders may still join
+    /// (each would bring a look of its own), while fewer orders of the run have finished than
+    /// wait (the longest seen is then likely short of theirs), before an order has finished
+    /// with both of the service's times, and once the early look was made or given up.
     fn expected_end(&self) -> Option<Instant> {
-        if !self.sending_ended
-            || self.finished < self.waiting.len()
-            || self.looked_after_end_of == Some(self.last_added)
-        {
+        if !self.sending_ended || self.finished < self.waiting.len() || self.early_look_done {
             return None;
         }
         let longest = self.longest?;
@@ -167,18 +164,11 @@ impl Poller {
         Ok(())
     }
 
-    /// Notes how long a finished order took, by the service's times.
-    fn took(&mut self, processing: Option<Duration>) {
-        if let Some(took) = processing {
-            self.longest = Some(self.longest.map_or(took, |l| l.max(took)));
-        }
-    }
-
     fn slow_down(&mut self, e: &ApiError) {
         if e.is_rate_limited() {
             self.interval = self.interval.max(retry::RATE_LIMITED_FLOOR);
             // No early look sooner than the service asked for.
-            self.looked_after_end_of = Some(self.last_added);
+            self.early_look_done = true;
         }
     }
 }
@@ -188,8 +178,10 @@ impl Poller {
 /// terminal and the sending has ended (`incoming` closed, or none), or `--poll-timeout` after
 /// the sending ended. Statuses are read many at a time from the order list (`GET /order`); the
 /// full order (items, payout links) is fetched once, when it is terminal. An order the list does
-/// not show is asked for directly every other round. Returns why the run is incomplete, if it
-/// is.
+/// not show is asked for directly every other round. Once the sending has ended, one look more
+/// is made when every waiting order is expected to have finished ([`Poller::expected_end`]).
+/// The records of finished orders are made on the ledger's thread while the next look goes on,
+/// every one before this returns. Returns why the run is incomplete, if it is.
 pub async fn poll_all(
     context: &Arc<SendContext>,
     batch_id: i64,
@@ -246,10 +238,7 @@ pub async fn poll_all(
             .saturating_sub(last_look.map_or(Duration::ZERO, |t| t.elapsed()));
         let now = Instant::now();
         let early = sooner_at(wait, poller.expected_end(), now);
-        if early < wait {
-            // The one early look for the newest order.
-            poller.looked_after_end_of = Some(poller.last_added);
-        }
+        poller.early_look_done |= early < wait;
         tokio::time::sleep(left.map_or(early, |l| early.min(l))).await;
         failpoint::hit("while_polling");
         poller.recorded()?;
@@ -301,7 +290,7 @@ async fn round(poller: &mut Poller) -> Result<(), OpError> {
             seen,
             longest,
         }) => {
-            poller.took(longest);
+            poller.longest = poller.longest.max(longest);
             (terminal, seen)
         }
         Err(e) if is_auth_error(&e) => return Err(OpError::Auth(e)),
