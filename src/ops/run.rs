@@ -110,7 +110,7 @@ async fn run_batch(
             written_now,
             ..
         },
-    ) = merge_file(ledger, (existing, counting), &run, &conn, &reporter).await?;
+    ) = merge_file(ledger, existing, counting, &run, &conn, &reporter).await?;
     failpoint::hit("after_intent");
     reconcile_stale(&mut ledger, &conn.client, &batch, opts, &reporter).await?;
 
@@ -333,7 +333,8 @@ fn earlier_of(
 /// ledger have (`run.earlier`) are refused, allowed or skipped before the batch is touched.
 async fn merge_file(
     ledger: Ledger,
-    (existing, counting): (Option<ledger::BatchRecord>, Option<Counting>),
+    existing: Option<ledger::BatchRecord>,
+    counting: Option<Counting>,
     run: &Arc<RunContext>,
     conn: &Connection,
     reporter: &Reporter,
@@ -344,8 +345,7 @@ async fn merge_file(
         Some(counting) => counting.await.ok().flatten(),
         None => None,
     };
-    let (mut ledger, once) =
-        plan_once(ledger, (existing.is_some(), counted), run, conn, reporter).await?;
+    let (mut ledger, once) = plan_once(ledger, counted, run, conn, reporter).await?;
     let merged_file = match once {
         Some(mut once) => {
             let noticed = std::mem::take(&mut once.merged.noticed);
@@ -525,8 +525,10 @@ struct MergedFile {
 
 /// A batch new to the ledger is read once ([`plan::plan_in_one_pass`]) when its file
 /// turns out valid: checking, recording and planning in one pass, the batch created in the
-/// same transaction. `None`, with nothing recorded, when the batch exists, when a plan digest
-/// is expected, or when the file has a problem: the file is then read in two passes.
+/// same transaction, its tables sized by the rows `counted` ([`count_rows_aside`], none for a
+/// batch that exists, a plan digest expected or a file that cannot be counted). `None`, with
+/// nothing recorded, without a count, or when the file has a problem: the file is then read in
+/// two passes.
 ///
 /// The pass runs on a blocking thread of its own, which has the ledger meanwhile and gives it
 /// back; it asks for the balances (read here, where a stop of the run cancels the request) and
@@ -534,15 +536,11 @@ struct MergedFile {
 /// with the process, its transaction rolled back.
 async fn plan_once(
     ledger: Ledger,
-    (exists, counted): (bool, Option<usize>),
+    counted: Option<usize>,
     run: &Arc<RunContext>,
     conn: &Connection,
     reporter: &Reporter,
 ) -> Result<(Ledger, Option<MergedFile>), OpError> {
-    let opts = &run.opts;
-    if exists || opts.expect_digest.is_some() {
-        return Ok((ledger, None));
-    }
     let Some(expected_rows) = counted else {
         return Ok((ledger, None));
     };
