@@ -145,27 +145,22 @@ pub struct Amount(pub Decimal);
 
 impl FromSql for Amount {
     fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
-        let unknown = |text: String| {
+        // A text (every amount paybatch writes) is read where it lies; a number as its text.
+        let number = match value {
+            ValueRef::Integer(i) => Some(i.to_string()),
+            ValueRef::Real(f) => Some(f.to_string()),
+            _ => None,
+        };
+        let text = match &number {
+            Some(number) => number.as_str(),
+            None => value.as_str()?,
+        };
+        parse_decimal_text(text).map(Amount).ok_or_else(|| {
             FromSqlError::Other(Box::new(UnknownText {
                 column: "amount",
-                text,
+                text: text.to_string(),
             }))
-        };
-        // A text (every amount paybatch writes) is read where it lies.
-        if let ValueRef::Text(_) = value {
-            let text = value.as_str()?;
-            return parse_decimal_text(text)
-                .map(Amount)
-                .ok_or_else(|| unknown(text.to_string()));
-        }
-        let text = match value {
-            ValueRef::Integer(i) => i.to_string(),
-            ValueRef::Real(f) => f.to_string(),
-            other => other.as_str()?.to_string(),
-        };
-        parse_decimal_text(&text)
-            .map(Amount)
-            .ok_or_else(|| unknown(text))
+        })
     }
 }
 

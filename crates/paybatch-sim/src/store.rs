@@ -184,6 +184,11 @@ fn set_balance(tx: &Transaction<'_>, currency: &str, amount: Decimal) -> Result<
     Ok(())
 }
 
+/// The newest `created_ms` of a record that has expired at `now_ms`: one created later is live.
+fn expired_by(now_ms: i64) -> i64 {
+    now_ms.saturating_sub(IDEMPOTENCY_TTL_MS)
+}
+
 /// The live answer stored under `(fp, key)`: replayed for the same body (`sha`), refused for
 /// another, as the service answers a key once; `None` when there is none or it has expired.
 /// Read before a key is reserved, and again inside the transaction that stores an answer: a
@@ -205,9 +210,7 @@ fn stored_answer(
         )
         .optional()?;
     Ok(match record {
-        Some((stored_sha, status, body, created_ms))
-            if now_ms - created_ms < IDEMPOTENCY_TTL_MS =>
-        {
+        Some((stored_sha, status, body, created_ms)) if created_ms > expired_by(now_ms) => {
             Some(if stored_sha == sha {
                 Reservation::Replay { status, body }
             } else {
@@ -479,7 +482,7 @@ impl Store {
         inner.conn.execute(
             "DELETE FROM idempotency WHERE key_fingerprint = ?1 AND idempotency_key = ?2 \
              AND created_ms <= ?3",
-            params![fp, key, now_ms.saturating_sub(IDEMPOTENCY_TTL_MS)],
+            params![fp, key, expired_by(now_ms)],
         )?;
         inner.reserved.insert(slot);
         Ok(Reservation::Reserved)
