@@ -763,80 +763,115 @@ pub fn estimate_rows(path: &Path, delimiter: Option<u8>) -> Option<usize> {
         return None;
     }
     use std::io::Read;
-    let separates = |b: u8| match delimiter {
-        Some(d) => b == d,
-        None => matches!(b, b',' | b';' | b'\t' | b'|'),
-    };
     let mut file = std::fs::File::open(path).ok()?;
     let mut buf = vec![0u8; 1 << 20];
-    // `prev` is the byte before, as far as a record is concerned: a line end at the start.
-    let (mut records, mut prev, mut content) = (0usize, b'\n', false);
-    // Inside a quoted cell; and whether the byte before, inside it, was a quote (a doubled
-    // quote stays inside, a single one closes the cell).
-    let (mut quoted, mut quote_seen) = (false, false);
+    let mut count = RowCount::new(delimiter);
     loop {
         let n = file.read(&mut buf).ok()?;
         if n == 0 {
             break;
         }
-        let chunk = &buf[..n];
+        count.chunk(&buf[..n]);
+    }
+    Some(count.rows())
+}
+
+/// The count of [`estimate_rows`], fed the file's bytes in order.
+struct RowCount {
+    delimiter: Option<u8>,
+    records: usize,
+    /// The byte before, as far as a record is concerned: a line end at the start.
+    prev: u8,
+    /// The line so far holds more than delimiters and blanks.
+    content: bool,
+    /// Inside a quoted cell; and whether the byte before, inside it, was a quote (a doubled
+    /// quote stays inside, a single one closes the cell).
+    quoted: bool,
+    quote_seen: bool,
+}
+
+impl RowCount {
+    fn new(delimiter: Option<u8>) -> Self {
+        RowCount {
+            delimiter,
+            records: 0,
+            prev: b'\n',
+            content: false,
+            quoted: false,
+            quote_seen: false,
+        }
+    }
+
+    fn separates(&self, b: u8) -> bool {
+        match self.delimiter {
+            Some(d) => b == d,
+            None => matches!(b, b',' | b';' | b'\t' | b'|'),
+        }
+    }
+
+    /// The next byte.
+    fn byte(&mut self, b: u8) {
+        if self.quoted {
+            if self.quote_seen {
+                self.quote_seen = false;
+                if b == b'"' {
+                    return;
+                }
+                self.quoted = false;
+                self.prev = b'"';
+            } else {
+                self.quote_seen = b == b'"';
+                return;
+            }
+        }
+        if b == b'\n' || b == b'\r' {
+            self.records += usize::from(self.content);
+            self.content = false;
+        } else if !self.separates(b) && b != b' ' && b != b'\t' {
+            self.content = true;
+            let at_cell_start =
+                self.prev == b'\n' || self.prev == b'\r' || self.separates(self.prev);
+            self.quoted = b == b'"' && at_cell_start;
+        }
+        self.prev = b;
+    }
+
+    /// The next bytes, as [`RowCount::byte`] one at a time, but where nothing can change until
+    /// a line end or a quote, the bytes up to the next of those are passed over at once (memchr):
+    /// the rest of a line that has content (only a quote opening a cell or the line's end
+    /// counts there), or a quoted cell (only a quote counts).
+    fn chunk(&mut self, chunk: &[u8]) {
         let mut at = 0;
         while at < chunk.len() {
-            // Where nothing can change but at a line end or a quote, the bytes up to the next
-            // of those are passed over at once: the rest of a line that has content (only a
-            // quote opening a cell or the line's end counts there), or a quoted cell (only a
-            // quote counts).
-            let skip = if quoted && !quote_seen {
-                Some(memchr::memchr(b'"', &chunk[at..]))
-            } else if content && !quoted {
-                Some(memchr::memchr3(b'\n', b'\r', b'"', &chunk[at..]))
+            let rest = &chunk[at..];
+            let next = if self.quoted && !self.quote_seen {
+                Some(memchr::memchr(b'"', rest))
+            } else if self.content && !self.quoted {
+                Some(memchr::memchr3(b'\n', b'\r', b'"', rest))
             } else {
                 None
             };
-            match skip {
-                Some(Some(0)) | None => {}
-                Some(Some(k)) => {
-                    // Outside a quoted cell, `prev` is the byte before the one looked at.
-                    if !quoted {
-                        prev = chunk[at + k - 1];
-                    }
-                    at += k;
-                }
-                Some(None) => {
-                    if !quoted {
-                        prev = chunk[chunk.len() - 1];
-                    }
-                    break;
-                }
+            // Outside a quoted cell, `prev` becomes the last byte passed over.
+            let passed = match next {
+                None | Some(Some(0)) => 0,
+                Some(Some(k)) => k,
+                Some(None) => rest.len(),
+            };
+            if passed > 0 && !self.quoted {
+                self.prev = rest[passed - 1];
             }
-            let b = chunk[at];
-            at += 1;
-            if quoted {
-                if quote_seen {
-                    quote_seen = false;
-                    if b == b'"' {
-                        continue;
-                    }
-                    quoted = false;
-                    prev = b'"';
-                } else {
-                    quote_seen = b == b'"';
-                    continue;
-                }
+            at += passed;
+            if let Some(&b) = chunk.get(at) {
+                self.byte(b);
+                at += 1;
             }
-            let line_end = b == b'\n' || b == b'\r';
-            if line_end {
-                records += usize::from(content);
-                content = false;
-            } else if !separates(b) && b != b' ' && b != b'\t' {
-                content = true;
-                quoted = b == b'"' && (prev == b'\n' || prev == b'\r' || separates(prev));
-            }
-            prev = b;
         }
     }
-    records += usize::from(content);
-    Some(records.saturating_sub(1))
+
+    /// The rows after the header.
+    fn rows(&self) -> usize {
+        (self.records + usize::from(self.content)).saturating_sub(1)
+    }
 }
 
 /// The input cells as the ledger keeps them (`rows.fields`).
@@ -931,39 +966,13 @@ mod tests {
         );
     }
 
-    /// The count a byte at a time, as [`estimate_rows`] made it before it passed over the rest
-    /// of a line with content and of a quoted cell at once: the yardstick of the test below.
+    /// The count a byte at a time ([`RowCount::byte`]), as [`estimate_rows`] made it before it
+    /// passed over the rest of a line with content and of a quoted cell at once: the yardstick
+    /// of the test below.
     fn estimate_a_byte_at_a_time(text: &[u8], delimiter: Option<u8>) -> usize {
-        let separates = |b: u8| match delimiter {
-            Some(d) => b == d,
-            None => matches!(b, b',' | b';' | b'\t' | b'|'),
-        };
-        let (mut records, mut prev, mut content) = (0usize, b'\n', false);
-        let (mut quoted, mut quote_seen) = (false, false);
-        for &b in text {
-            if quoted {
-                if quote_seen {
-                    quote_seen = false;
-                    if b == b'"' {
-                        continue;
-                    }
-                    quoted = false;
-                    prev = b'"';
-                } else {
-                    quote_seen = b == b'"';
-                    continue;
-                }
-            }
-            if b == b'\n' || b == b'\r' {
-                records += usize::from(content);
-                content = false;
-            } else if !separates(b) && b != b' ' && b != b'\t' {
-                content = true;
-                quoted = b == b'"' && (prev == b'\n' || prev == b'\r' || separates(prev));
-            }
-            prev = b;
-        }
-        (records + usize::from(content)).saturating_sub(1)
+        let mut count = RowCount::new(delimiter);
+        text.iter().for_each(|&b| count.byte(b));
+        count.rows()
     }
 
     /// Texts of quotes, delimiters, blanks, line ends and letters in any order, short and
