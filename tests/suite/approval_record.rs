@@ -273,12 +273,7 @@ async fn a_stopped_approved_run_says_to_resume_with_its_digest() {
     let within = std::time::Duration::from_secs(60);
     wait_for_line(&mut lines, "approval on record", within).await;
     wait_for_line(&mut lines, "submitting", within).await;
-    let pid = child.id().expect("pid").to_string();
-    let killed = std::process::Command::new("kill")
-        .args(["-INT", &pid])
-        .status()
-        .expect("kill runs");
-    assert!(killed.success());
+    signal(&child, "-INT");
     let status = tokio::time::timeout(within, child.wait())
         .await
         .expect("the run stops soon after the signal")

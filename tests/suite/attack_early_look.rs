@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::attack_thread::{each_row_once, requests, rest_of, spawn_run};
+use super::attack_thread::{each_row_once, looks_within_cadence, requests, rest_of, spawn_run};
 use crate::support::*;
 use paybatch::sim::SimHandle;
 
@@ -40,14 +40,7 @@ async fn orders_accepted_one_by_one_that_finish_at_once_read_the_list_once_a_hal
     let text = output_of(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
     each_row_once(&sim, &ws, "s.csv", &text);
-    let stats = sim.stats().requests;
-    let looks = took.as_millis() as u64 / 500 + 5;
-    let listed = requests(&sim, "GET /order");
-    eprintln!("{listed} list reads in {took:?} (bound {looks}): {stats:?}");
-    assert!(
-        listed <= looks,
-        "{listed} list reads in {took:?}, at most {looks} expected: {stats:?}"
-    );
+    looks_within_cadence(&sim, took, "one order accepted at a time");
 }
 
 /// A simulator whose orders all take `processing`, answering at once.
@@ -146,12 +139,7 @@ async fn ctrl_c_while_records_wait_for_the_ledger_then_the_resume_records_each_o
         held_while_recording(Duration::from_secs(8)).await;
     // The next look (within half a second) hands the records over.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let pid = child.id().expect("pid").to_string();
-    let sent = std::process::Command::new("kill")
-        .args(["-INT", &pid])
-        .status()
-        .expect("kill runs");
-    assert!(sent.success());
+    signal(&child, "-INT");
     let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
         .await
         .expect("the run stops soon after Ctrl-C")
@@ -294,13 +282,7 @@ async fn hostile_times_in_the_order_list_make_no_flood_of_looks() {
         assert_eq!(out.status.code(), Some(0), "{text}");
         each_row_once(&sim, &ws, "x.csv", &text);
         let stats = sim.stats().requests;
-        let looks = took.as_millis() as u64 / 500 + 5;
-        let listed = requests(&sim, "GET /order");
-        eprintln!("{processing:?}: {listed} list reads in {took:?} (bound {looks}): {stats:?}");
         assert_eq!(requests(&sim, "GET /order/{id}"), 20, "{stats:?}");
-        assert!(
-            listed <= looks,
-            "{listed} list reads in {took:?}: {stats:?}"
-        );
+        looks_within_cadence(&sim, took, &format!("{processing:?}"));
     }
 }

@@ -331,16 +331,6 @@ async fn a_kill_while_64_answers_wait_for_the_ledger_then_the_resume_pays_each_r
     );
 }
 
-/// Sends `signal` (`-INT`, `-TERM`) to `child`.
-fn signal(child: &tokio::process::Child, signal: &str) {
-    let pid = child.id().expect("pid").to_string();
-    let sent = std::process::Command::new("kill")
-        .args([signal, &pid])
-        .status()
-        .expect("kill runs");
-    assert!(sent.success());
-}
-
 /// Another program holds the ledger's write lock for longer than the ledger's busy timeout
 /// (10 s) while 64 answers wait to be recorded: the first step that gives up stops the run,
 /// which says so once and exits 5 within a few busy timeouts. (The steps of the sends called
@@ -491,14 +481,22 @@ async fn the_polling_reads_each_finished_order_once_and_the_list_once_a_look() {
         assert_eq!(out.status.code(), Some(0), "{text}");
         let stats = sim.stats().requests;
         assert_eq!(requests(&sim, "GET /order/{id}"), 20, "{stats:?}");
-        // At most one look each half second of the run, and a few more: the read of the list
-        // before the run plans, a look that reads a second page.
-        let looks = took.as_millis() as u64 / 500 + 5;
-        assert!(
-            requests(&sim, "GET /order") <= looks,
-            "{stats:?} in {took:?} ({latency:?} an answer)"
-        );
+        looks_within_cadence(&sim, took, &format!("{latency:?} an answer"));
     }
+}
+
+/// At most one read of the order list each half second of a run that took `took`, and a few
+/// more (the read of the list before the run plans, a look that reads a second page); `what`
+/// names the run on failure.
+pub(super) fn looks_within_cadence(sim: &SimHandle, took: Duration, what: &str) {
+    let looks = took.as_millis() as u64 / 500 + 5;
+    let listed = requests(sim, "GET /order");
+    let stats = sim.stats().requests;
+    eprintln!("{what}: {listed} list reads in {took:?} (bound {looks})");
+    assert!(
+        listed <= looks,
+        "{what}: {listed} list reads in {took:?}, at most {looks}: {stats:?}"
+    );
 }
 
 /// A run of 250 orders (one burst within the service's minute) at 64 in flight: the process keeps a handful of threads from start to

@@ -829,12 +829,7 @@ async fn the_json_of_an_interrupted_run_keeps_its_keys() {
     let mut child = spawn_paybatch(ws.dir.path(), &args, &[]);
     let mut lines = tokio::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
     wait_for_line(&mut lines, "catalog:", std::time::Duration::from_secs(60)).await;
-    let pid = child.id().expect("pid").to_string();
-    let killed = std::process::Command::new("kill")
-        .args(["-INT", &pid])
-        .status()
-        .expect("kill runs");
-    assert!(killed.success());
+    signal(&child, "-INT");
     let mut stdout = String::new();
     let mut out = child.stdout.take().expect("stdout");
     tokio::time::timeout(

@@ -442,12 +442,7 @@ async fn a_plan_only_run_stopped_during_its_pass_leaves_no_result_file_behind() 
         !temporaries().is_empty()
     })
     .await;
-    let pid = child.id().expect("pid").to_string();
-    let killed = std::process::Command::new("kill")
-        .args(["-INT", &pid])
-        .status()
-        .expect("kill runs");
-    assert!(killed.success());
+    signal(&child, "-INT");
     let status = tokio::time::timeout(std::time::Duration::from_secs(10), child.wait())
         .await
         .expect("the run stops soon after the signal")

@@ -483,6 +483,16 @@ pub fn spawn_paybatch(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> tokio
     cmd.spawn().expect("paybatch starts")
 }
 
+/// Sends `signal` (`-INT`, `-TERM`) to `child`.
+pub fn signal(child: &tokio::process::Child, signal: &str) {
+    let pid = child.id().expect("pid").to_string();
+    let sent = std::process::Command::new("kill")
+        .args([signal, &pid])
+        .status()
+        .expect("kill runs");
+    assert!(sent.success());
+}
+
 /// Reads `lines` until one contains `needle` (returned with what was read before it), for at
 /// most `within`; panics with what was read otherwise.
 pub async fn wait_for_line(
