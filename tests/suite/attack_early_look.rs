@@ -5,7 +5,9 @@
 
 use std::time::{Duration, Instant};
 
-use super::attack_thread::{each_row_once, looks_within_cadence, requests, rest_of, spawn_run};
+use super::attack_thread::{
+    HeldRun, Holding, each_row_once, looks_within_cadence, requests, rest_of, spawn_run,
+};
 use crate::support::*;
 use paybatch::sim::SimHandle;
 
@@ -55,16 +57,7 @@ async fn even_sim(processing: Duration) -> SimHandle {
 /// processes them (3 s), another connection takes the ledger's write lock (at most `most`): the
 /// records of the finished orders the looks hand over wait for the ledger, however soon the
 /// polling looks.
-async fn held_while_recording(
-    most: Duration,
-) -> (
-    Workspace,
-    SimHandle,
-    tokio::process::Child,
-    tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>,
-    std::sync::mpsc::Sender<()>,
-    std::thread::JoinHandle<()>,
-) {
+async fn held_while_recording(most: Duration) -> HeldRun {
     let ws = Workspace::new();
     let sim = even_sim(Duration::from_secs(3)).await;
     rows_file(&ws, "h.csv", "EMP", 1..=6);
@@ -80,8 +73,14 @@ async fn held_while_recording(
         || accepted_orders(&ledger) == 6,
     )
     .await;
-    let (release, holder) = super::attack_thread::hold_the_ledger(ws.ledger(), most);
-    (ws, sim, child, lines, release, holder)
+    let holding = Holding::ledger(ws.ledger(), most);
+    HeldRun {
+        ws,
+        sim,
+        child,
+        lines,
+        holding,
+    }
 }
 
 /// Orders the ledger at `path` holds ACCEPTED (none while it cannot be read).
@@ -102,16 +101,20 @@ fn accepted_orders(path: &std::path::Path) -> i64 {
 /// free the same command records every order and pays each row once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_that_fail_for_a_locked_ledger_fail_the_run_and_the_resume_repairs() {
-    let (ws, sim, mut child, mut lines, release, holder) =
-        held_while_recording(Duration::from_secs(60)).await;
+    let HeldRun {
+        ws,
+        sim,
+        mut child,
+        mut lines,
+        mut holding,
+    } = held_while_recording(Duration::from_secs(60)).await;
     let ended = tokio::time::timeout(Duration::from_secs(60), child.wait()).await;
     if ended.is_err() {
         child.start_kill().expect("SIGKILL");
         let _ = child.wait().await;
     }
     let rest = rest_of(&mut lines, Duration::from_secs(5)).await;
-    let _ = release.send(());
-    holder.join().expect("the holder ends");
+    holding.let_go();
     let status = ended
         .unwrap_or_else(|_| panic!("no end within 60 s of the ledger locked:\n{rest}"))
         .expect("wait");
@@ -135,8 +138,13 @@ async fn records_that_fail_for_a_locked_ledger_fail_the_run_and_the_resume_repai
 /// every order and pays each row once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_while_records_wait_for_the_ledger_then_the_resume_records_each_order() {
-    let (ws, sim, mut child, mut lines, release, holder) =
-        held_while_recording(Duration::from_secs(8)).await;
+    let HeldRun {
+        ws,
+        sim,
+        mut child,
+        mut lines,
+        mut holding,
+    } = held_while_recording(Duration::from_secs(8)).await;
     // The next look (within half a second) hands the records over.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     signal(&child, "-INT");
@@ -145,8 +153,7 @@ async fn ctrl_c_while_records_wait_for_the_ledger_then_the_resume_records_each_o
         .expect("the run stops soon after Ctrl-C")
         .expect("wait");
     let rest = rest_of(&mut lines, Duration::from_secs(5)).await;
-    let _ = release.send(());
-    holder.join().expect("the holder ends");
+    holding.let_go();
     assert_eq!(status.code(), Some(130), "{rest}");
     let gets = requests(&sim, "GET /order/{id}");
 

@@ -210,34 +210,45 @@ pub(super) fn hold_the_ledger(
 /// The flags of the burst of [`held_burst`]: 64 in flight, one row an order.
 const BURST_FLAGS: [&str; 4] = ["--concurrency", "64", "--items-per-order", "1"];
 
-/// A run of 120 rows sending 64 at once to a slow simulator, once 10 orders went out, with the
-/// ledger's write lock held by another connection (at most `most`).
-struct HeldBurst {
-    ws: Workspace,
-    sim: SimHandle,
-    child: tokio::process::Child,
-    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>,
-    holding: Holding,
+/// A run going on while another connection holds the ledger's write lock: here, of 120 rows
+/// sending 64 at once to a slow simulator, once 10 orders went out ([`held_burst`]).
+pub(super) struct HeldRun {
+    pub ws: Workspace,
+    pub sim: SimHandle,
+    pub child: tokio::process::Child,
+    pub lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>,
+    pub holding: Holding,
 }
 
 /// The other connection holding the ledger's write lock ([`hold_the_ledger`]).
-struct Holding {
+pub(super) struct Holding {
     release: std::sync::mpsc::Sender<()>,
     holder: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Holding {
-    /// Lets go of the ledger and waits for the holder to end.
-    fn let_go(&mut self) {
-        self.release.send(()).expect("the holder waits");
+    /// Holds the ledger at `path` for at most `most` ([`hold_the_ledger`]).
+    pub(super) fn ledger(path: std::path::PathBuf, most: Duration) -> Self {
+        let (release, holder) = hold_the_ledger(path, most);
+        Holding {
+            release,
+            holder: Some(holder),
+        }
+    }
+
+    /// Lets go of the ledger (unless the holder's time was up already) and waits for the
+    /// holder to end.
+    pub(super) fn let_go(&mut self) {
+        // A holder whose time was up has let go and ended: nothing hears the message.
+        let _ = self.release.send(());
         if let Some(holder) = self.holder.take() {
             holder.join().expect("the holder ends");
         }
     }
 }
 
-/// Starts the run of [`HeldBurst`] and holds the ledger once 10 orders are sent.
-async fn held_burst(most: Duration) -> HeldBurst {
+/// Starts the run of [`HeldRun`] and holds the ledger once 10 orders are sent.
+async fn held_burst(most: Duration) -> HeldRun {
     let ws = Workspace::new();
     let sim = slow_sim(
         Duration::from_millis(300),
@@ -251,16 +262,13 @@ async fn held_burst(most: Duration) -> HeldBurst {
         order_posts(&sim) >= 10
     })
     .await;
-    let (release, holder) = hold_the_ledger(ws.ledger(), most);
-    HeldBurst {
+    let holding = Holding::ledger(ws.ledger(), most);
+    HeldRun {
         ws,
         sim,
         child,
         lines,
-        holding: Holding {
-            release,
-            holder: Some(holder),
-        },
+        holding,
     }
 }
 
